@@ -1,0 +1,166 @@
+"""Markdown in, index directory out: the whole build, crash-safe.
+
+Everything is written into a fresh temporary directory beside the target and
+swapped in only when complete, so Ctrl-C or kill -9 at any moment leaves the
+previous index exactly as it was.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from config import Config
+from indexing.bm25_builder import BM25Index
+from indexing.chunker import Chunk, chunk_leaf, line_starts
+from indexing.embedder import Embedder, embedder_identity
+from indexing.index_store import write_index_files
+from tree_builder.parser import load_documents
+from tree_builder.summary import summarize_tree
+from tree_builder.tree import Document, TreeNode, build_tree
+from utils.atomic import recover_directory, replace_directory
+from utils.errors import InputError
+from utils.tokenizer import tokenize
+
+ProgressFactory = Callable[[int, str], Callable[[int], None]]
+"""(total, description) -> advance(n). The CLI passes a tqdm-backed one."""
+
+_TMP_RE = re.compile(r"^\.(?P<name>.+)\.building-(?P<pid>\d+)-")
+
+
+@dataclass
+class BuildReport:
+    documents: int
+    nodes: int
+    leaves: int
+    chunks: int
+    seconds: float
+    embed_seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    def summary_line(self) -> str:
+        return (f"indexed {self.documents} document(s): {self.nodes} nodes, {self.leaves} leaves, "
+                f"{self.chunks} chunks in {self.seconds:.2f} s ({self.chunks_per_second:.1f} chunks/s)")
+
+
+def leaf_text_for_embedding(leaf: TreeNode) -> str:
+    """What represents a whole leaf for the no-LLM locator: where it is and what it says."""
+    return f"{leaf.heading_path}\n{leaf.summary}"
+
+
+def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> list[Chunk]:
+    by_path = {d.path: d for d in docs}
+    starts = {d.path: line_starts(d.text) for d in docs}
+    chunks: list[Chunk] = []
+    for leaf in root.leaves():
+        doc = by_path[leaf.doc_path]
+        chunks.extend(chunk_leaf(leaf, doc.text, config, starts[doc.path]))
+    return chunks
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale_builds(target: Path) -> None:
+    """Remove temporary build directories left by builds that were killed."""
+    parent = target.parent
+    if not parent.is_dir():
+        return
+    for entry in parent.iterdir():
+        m = _TMP_RE.match(entry.name)
+        if m and m.group("name") == target.name and not _pid_alive(int(m.group("pid"))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _prepare_output(output: Path) -> None:
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        raise InputError(f"output {output} exists and is not a directory")
+    if output.is_dir() and any(output.iterdir()) and not (output / "metadata.json").exists():
+        raise InputError(f"output {output} is a non-empty directory that is not a TreeRAG index; "
+                         "refusing to replace it")
+    parent = output.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create output directory {parent}: {exc.strerror}") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"output directory {parent} is not writable")
+
+
+def build_index(
+    input_path: Path,
+    output: Path,
+    config: Config,
+    embedder: Embedder,
+    progress: ProgressFactory | None = None,
+    summarizer: Any = None,
+) -> BuildReport:
+    t0 = time.perf_counter()
+    input_path, output = Path(input_path), Path(output)
+    _prepare_output(output)
+    recover_directory(output)
+    docs, warnings = load_documents(input_path)
+    folder_mode = input_path.is_dir()
+    root = build_tree(docs, config, folder_mode=folder_mode)
+    summarize_tree(root, config, summarizer)
+    chunks = chunk_documents(root, docs, config)
+    leaves = root.leaves()
+    if not chunks:
+        raise InputError(f"{input_path}: no text to index")
+
+    bm25 = BM25Index.build([tokenize(c.text) for c in chunks])
+
+    t_embed = time.perf_counter()
+    advance = progress(len(chunks) + len(leaves), "embedding") if progress else None
+    emb = embedder.embed_documents([c.text for c in chunks], progress=advance)
+    leaf_emb = embedder.embed_documents([leaf_text_for_embedding(n) for n in leaves], progress=advance)
+    embed_seconds = time.perf_counter() - t_embed
+
+    n_nodes = sum(1 for n in root.iter_preorder() if n.kind != "root")
+    identity = embedder_identity(embedder)
+    metadata: dict[str, Any] = {
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "input": str(input_path),
+        "folder_mode": folder_mode,
+        "config": config.to_dict(),
+        "embedder": identity,
+        "counts": {"documents": len(docs), "nodes": n_nodes, "leaves": len(leaves),
+                   "chunks": len(chunks), "vocabulary": bm25.vocab_size},
+        "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash,
+                       "chars": len(d.text)} for d in docs],
+        "warnings": warnings,
+    }
+
+    _clean_stale_builds(output)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-{os.getpid()}-",
+                                dir=output.resolve().parent))
+    try:
+        seconds = time.perf_counter() - t0
+        metadata["build_seconds"] = round(seconds, 3)
+        write_index_files(tmp, metadata, root, chunks, emb, leaf_emb, bm25)
+        replace_directory(tmp, output)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    seconds = time.perf_counter() - t0
+    return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=len(chunks),
+                       seconds=seconds, embed_seconds=embed_seconds, warnings=warnings)

@@ -1,0 +1,94 @@
+"""Crash-safe file and directory replacement.
+
+Readers must only ever see the old version or the new one, never a half
+written file: an index or a cache may be read while it is being rebuilt, and a
+build can be killed at any instant.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directory entries with renameat2(RENAME_EXCHANGE).
+
+    Returns False where the kernel, libc or filesystem cannot do it, so the
+    caller falls back to a two-step rename.
+    """
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return False
+    try:
+        libc = ctypes.CDLL(libc_name, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return rc == 0
+
+
+def backup_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}.previous")
+
+
+def replace_directory(new_dir: Path, target: Path) -> None:
+    """Put ``new_dir`` at ``target``; the old ``target`` (if any) is removed.
+
+    With renameat2 the swap is a single atomic step. Without it there is a
+    window between two renames; the old directory then survives as
+    ``.<name>.previous`` and ``recover_directory`` restores it, so a kill at
+    any point still leaves a loadable index.
+    """
+    new_dir, target = Path(new_dir), Path(target)
+    if not target.exists():
+        os.rename(new_dir, target)
+        return
+    if _exchange(new_dir, target):
+        shutil.rmtree(new_dir, ignore_errors=True)  # now holds the old index
+        return
+    backup = backup_path(target)
+    if backup.exists():
+        shutil.rmtree(backup)
+    os.rename(target, backup)
+    os.rename(new_dir, target)
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+def recover_directory(target: Path) -> None:
+    """Undo a two-step swap interrupted between its renames."""
+    target = Path(target)
+    backup = backup_path(target)
+    if not target.exists() and backup.is_dir():
+        os.rename(backup, target)
