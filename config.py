@@ -48,6 +48,12 @@ class Config:
     """auto | llm | keyword | hybrid.  auto = llm when one is configured, else hybrid."""
     max_located: int = 5
     keyword_top_leaves: int = 3
+    hybrid_top_leaves: int = 3
+    """Leaves the no-LLM hybrid locator returns."""
+    locator_leaf_weight: float = 0.3
+    """Share of a leaf's heading+summary similarity in its hybrid locator score (rest: best chunk)."""
+    locator_fallback: str = "keyword"
+    """Locator used when the LLM locator fails: keyword (spec) | hybrid."""
     top_k_per_leaf: int = 5
     final_top_k: int = 5
     fusion: FusionMode = "weighted"

@@ -77,6 +77,166 @@ def cmd_tree(args: argparse.Namespace) -> int:
     return 0
 
 
+def _query_config(args: argparse.Namespace) -> Config:
+    changes: dict = {}
+    if getattr(args, "top_k", None):
+        changes["final_top_k"] = args.top_k
+    if getattr(args, "fusion", None):
+        changes["fusion"] = args.fusion
+    if getattr(args, "locator", None):
+        changes["locator"] = args.locator
+    if getattr(args, "rerank", None):
+        changes["reranker"] = "none" if args.rerank == "none" else "cross-encoder"
+        if args.rerank not in ("none", "cross-encoder"):
+            changes["reranker_model"] = args.rerank
+    if getattr(args, "safety_net", None) is not None:
+        changes["safety_net"] = args.safety_net
+    if getattr(args, "mock", False):
+        changes.setdefault("locator", "keyword")
+        changes["reranker"] = "none"
+    return Config().replace(**changes)
+
+
+class Session:
+    """Everything a query needs, loaded once (interactive mode reuses it)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from indexing.index_store import load_index
+        from pipeline import make_backends
+        from utils.llm_client import make_llm, resolve_llm_spec
+
+        self.config = _query_config(args)
+        self.index = load_index(Path(args.index))
+        spec = "mock" if args.mock else resolve_llm_spec(args.llm, os.environ, None)
+        llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
+                       notice=_stderr)
+        self.backends = make_backends(self.index, self.config, llm, args.embedder)
+        self.log = None
+        if not args.no_log:
+            from utils.run_log import RunLog, default_log_path
+
+            self.log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
+
+    def ask(self, query: str) -> dict:
+        from pipeline import run_pipeline
+        from utils.errors import InputError
+
+        if not query or not query.strip():
+            raise InputError("empty query")
+        result = run_pipeline(query.strip(), self.index, self.config, self.backends)
+        if self.log is not None:
+            self.log.record(result)
+        return result
+
+
+def _cache_dir() -> Path:
+    from utils.llm_client import default_cache_dir
+
+    return default_cache_dir(os.environ)
+
+
+def _print_result(result: dict, as_json: bool) -> None:
+    if as_json:
+        import json
+
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        from utils.render import render_result
+
+        print(render_result(result))
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from utils.errors import InputError
+
+    if not args.query or not args.query.strip():
+        raise InputError("empty query: pass --query \"your question\"")
+    session = Session(args)
+    _print_result(session.ask(args.query), args.json)
+    return 0
+
+
+INTERACTIVE_HELP = """Type a question and press Enter.
+  :help   this help
+  :json   toggle JSON output
+  :quit   leave (or Ctrl-D)"""
+
+
+def cmd_interactive(args: argparse.Namespace) -> int:
+    session = Session(args)
+    try:
+        import readline  # noqa: F401  (line editing and history for input())
+
+        hist = _cache_dir() / "history"
+        try:
+            hist.parent.mkdir(parents=True, exist_ok=True)
+            if hist.exists():
+                readline.read_history_file(str(hist))
+        except OSError:
+            hist = None
+    except ImportError:
+        readline, hist = None, None
+    as_json = args.json
+    print(f"TreeRAG interactive: {session.index.metadata['counts']['documents']} document(s), "
+          f"{session.index.metadata['counts']['chunks']} chunks. :help for commands, Ctrl-D to quit.")
+    try:
+        while True:
+            try:
+                line = input("query> ")
+            except EOFError:
+                print()
+                break
+            except KeyboardInterrupt:
+                print()
+                break
+            line = line.strip()
+            if not line:
+                continue
+            if line in (":q", ":quit", ":exit"):
+                break
+            if line == ":help":
+                print(INTERACTIVE_HELP)
+                continue
+            if line == ":json":
+                as_json = not as_json
+                print(f"JSON output {'on' if as_json else 'off'}")
+                continue
+            try:
+                _print_result(session.ask(line), as_json)
+            except TreeRAGError as exc:
+                _stderr(f"error: {exc}")
+            except KeyboardInterrupt:
+                _stderr("query interrupted")
+    finally:
+        if readline is not None and hist is not None:
+            try:
+                readline.write_history_file(str(hist))
+            except OSError:
+                pass
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from utils.render import render_history
+    from utils.run_log import RunLog, default_log_path
+
+    log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
+    print(render_history(log.recent(args.limit)))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from utils.errors import InputError
+    from utils.run_log import RunLog, default_log_path
+
+    log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
+    result = log.get(args.run_id)
+    if result is None:
+        raise InputError(f"no recorded run {args.run_id!r} (see: python main.py history)")
+    _print_result(result, args.json)
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +261,48 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--input", required=True, help="a Markdown file or a folder of them")
     pt.add_argument("--max-depth", type=int, default=3)
     pt.set_defaults(func=cmd_tree)
+
+    def query_options(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--index", required=True, help="index directory built by `index`")
+        sp.add_argument("--mock", action="store_true",
+                        help="mock models: keyword locating, no rerank, extractive answer")
+        sp.add_argument("--llm", default=None,
+                        help="PROVIDER[:MODEL]: mock, anthropic, openai (default: $TREERAG_LLM or auto)")
+        sp.add_argument("--embedder", choices=EMBEDDERS, default=None,
+                        help="embedder to query with (default: the one the index was built with)")
+        sp.add_argument("--locator", choices=("auto", "llm", "keyword", "hybrid"), default=None,
+                        help="node locator (default auto: llm when configured, else hybrid)")
+        sp.add_argument("--top-k", type=int, default=None, help="chunks kept after rerank (default 5)")
+        sp.add_argument("--fusion", choices=("weighted", "rrf"), default=None)
+        sp.add_argument("--rerank", default=None,
+                        help="none | cross-encoder | a cross-encoder model path or name in the local cache")
+        sp.add_argument("--safety-net", dest="safety_net", action="store_true", default=None,
+                        help="also merge the global top chunks before rerank")
+        sp.add_argument("--no-safety-net", dest="safety_net", action="store_false")
+        sp.add_argument("--json", action="store_true", help="print the pipeline result as JSON only")
+        sp.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+        sp.add_argument("--no-log", action="store_true", help="do not record this run")
+        sp.add_argument("--log", default=None, help="run log SQLite file (default: $TREERAG_LOG or user data dir)")
+
+    pq = sub.add_parser("query", help="answer one question from an index")
+    query_options(pq)
+    pq.add_argument("--query", "-q", required=True, help="the question")
+    pq.set_defaults(func=cmd_query)
+
+    pa = sub.add_parser("interactive", help="ask questions in a loop (models loaded once)")
+    query_options(pa)
+    pa.set_defaults(func=cmd_interactive)
+
+    ph = sub.add_parser("history", help="list recent recorded runs")
+    ph.add_argument("--limit", type=int, default=20)
+    ph.add_argument("--log", default=None)
+    ph.set_defaults(func=cmd_history)
+
+    ps = sub.add_parser("show", help="print a recorded run as `query` printed it")
+    ps.add_argument("run_id", help="run id or a unique prefix of it (>= 6 characters)")
+    ps.add_argument("--json", action="store_true")
+    ps.add_argument("--log", default=None)
+    ps.set_defaults(func=cmd_show)
     return p
 
 

@@ -7,8 +7,14 @@ be cited back to ``doc.md:L12-L15``.
 """
 from __future__ import annotations
 
+import bisect
+import re
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
+
+if TYPE_CHECKING:  # parser imports this module, so it is imported lazily at run time
+    from config import Config
+    from tree_builder.parser import Heading
 
 ROOT_ID = "0000"
 
@@ -79,3 +85,201 @@ def get_all_leaves(root: TreeNode) -> list[TreeNode]:
 
 def node_map(root: TreeNode) -> dict[str, TreeNode]:
     return {n.node_id: n for n in root.iter_preorder()}
+
+
+# =========================================================================== building
+#
+# Levels come from numbering first and ``#`` marks second (seed 001), decided
+# *relative to the open section* with a stack: a heading opens a child of the
+# section on top of the stack when it is deeper than it, else that section is
+# closed. "Deeper" compares numbering when both headings use the same numbering
+# family (``1.2`` vs ``1``, 节 vs 章, （一） vs 一、) and ``#`` counts otherwise.
+# A node's level is therefore always its parent's level + 1: numbering that
+# disagrees with ``#`` marks or skips a level cannot create jumps or orphans,
+# and a law with only 章/节 gets 章 = 1, 节 = 2 without a lookup table.
+
+_CN_DIGITS = "零〇一二三四五六七八九十百千两"
+_LAW_RANK = {"部分": 0, "编": 1, "分编": 2, "章": 3, "节": 4, "条": 5}
+_NUMBERING: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(rf"^第[{_CN_DIGITS}\d]+(分编|部分|编|章|节|条)"), "cn_law"),
+    (re.compile(rf"^[{_CN_DIGITS}]+、"), "cn_outline:1"),
+    (re.compile(rf"^[（(][{_CN_DIGITS}]+[）)]"), "cn_outline:2"),
+    (re.compile(r"^\d{1,3}、"), "cn_outline:3"),
+    (re.compile(r"^[（(]\d{1,3}[）)]"), "cn_outline:4"),
+    (re.compile(r"^(\d{1,3}(?:\.\d{1,3})*)\.?(?=\s|$)"), "decimal"),
+    (re.compile(r"^([A-Z](?:\.\d{1,3})+)\.?(?=\s|$)"), "decimal"),
+    (re.compile(r"^(?:XX|XIX|XVIII|XVII|XVI|XV|XIV|XIII|XII|XI|X|IX|VIII|VII|VI|V|IV|III|II|I)[.)](?=\s)"),
+     "roman"),
+    (re.compile(r"^[A-Z][.)](?=\s)"), "alpha"),
+    (re.compile(r"^\d{1,3}\)(?=\s)"), "paren"),
+]
+
+
+class Numbering(NamedTuple):
+    family: str
+    """Headings compare by ``depth`` only within one family."""
+    depth: int
+
+
+def heading_numbering(text: str) -> Numbering | None:
+    """``1.2 Foo`` -> (decimal, 2); ``第三节 X`` -> (cn_law, 4); ``（一）`` -> (cn_outline, 2)."""
+    for pattern, family in _NUMBERING:
+        m = pattern.match(text)
+        if m is None:
+            continue
+        if family == "cn_law":
+            return Numbering("cn_law", _LAW_RANK[m.group(1)])
+        if family.startswith("cn_outline:"):
+            return Numbering("cn_outline", int(family.split(":")[1]))
+        if family == "decimal":
+            return Numbering("decimal", m.group(1).count(".") + 1)
+        return Numbering(family, 1)
+    return None
+
+
+class _Open(NamedTuple):
+    level: int
+    marker: int
+    numbering: Numbering | None
+
+
+def _is_deeper(marker: int, numbering: Numbering | None, top: _Open) -> bool:
+    if numbering is not None and top.numbering is not None \
+            and numbering.family == top.numbering.family:
+        return numbering.depth > top.numbering.depth
+    return marker > top.marker
+
+
+def assign_levels(headings: list["Heading"], base_marker: int = 0) -> list[int]:
+    """Logical level (1 = top section) of each heading, before the depth cap."""
+    stack = [_Open(0, base_marker, None)]
+    levels: list[int] = []
+    for h in headings:
+        numbering = heading_numbering(h.text)
+        while len(stack) > 1 and not _is_deeper(h.marker_level, numbering, stack[-1]):
+            stack.pop()
+        level = stack[-1].level + 1
+        stack.append(_Open(level, h.marker_level, numbering))
+        levels.append(level)
+    return levels
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """Drop leading blank lines and trailing whitespace; keep the first line's indentation."""
+    seg = text[start:end]
+    left = len(seg) - len(seg.lstrip())
+    if left == len(seg):
+        return start, start
+    first = start + left
+    line_start = max(start, text.rfind("\n", start, first) + 1)
+    return line_start, start + len(seg.rstrip())
+
+
+class _Lines:
+    def __init__(self, text: str) -> None:
+        from tree_builder.parser import line_starts
+
+        self.starts = line_starts(text)
+
+    def line(self, pos: int) -> int:
+        """1-based line of character ``pos``."""
+        return bisect.bisect_right(self.starts, pos)
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        first = self.line(start)
+        return first, (self.line(end - 1) if end > start else first)
+
+
+def _build_document(doc: Document, config: "Config") -> TreeNode:
+    """One document -> a kind="document" node with its section subtree (levels 1..cap)."""
+    from tree_builder.parser import parse_headings, title_block
+
+    text = doc.text
+    lines = _Lines(text)
+    headings = parse_headings(doc)
+    block = title_block(doc, headings)
+    absorbed = bool(block) and " ".join(h.text for h in block if h.text) == doc.title
+    rest = headings[len(block):] if absorbed else headings
+    levels = assign_levels(rest, base_marker=block[-1].marker_level if absorbed else 0)
+    kept = [(h, lvl) for h, lvl in zip(rest, levels) if lvl <= config.max_depth]
+
+    doc_node = TreeNode(node_id="", heading=doc.title, level=0, content="", kind="document",
+                        doc_path=doc.path, start_char=doc.body_start)
+    doc_head_end = block[-1].end_char if absorbed else doc.body_start
+    # (node, end of its heading, end of its own text = next kept heading's start)
+    spans: list[tuple[TreeNode, int, int]] = [
+        (doc_node, doc_head_end, kept[0][0].start_char if kept else len(text))]
+    stack = [doc_node]
+    for i, (h, level) in enumerate(kept):
+        while stack[-1].level >= level:
+            stack.pop()
+        node = TreeNode(node_id="", heading=h.text, level=level, content="", kind="section",
+                        parent=stack[-1], doc_path=doc.path, start_char=h.start_char)
+        stack[-1].children.append(node)
+        stack.append(node)
+        own_end = kept[i + 1][0].start_char if i + 1 < len(kept) else len(text)
+        spans.append((node, h.end_char, own_end))
+
+    for node, head_end, own_end in spans:
+        if node.children:
+            node.content_start = node.content_end = head_end
+            a, b = _trim(text, head_end, own_end)
+            if b > a:  # a preface before the first child would be unreachable: own leaf
+                intro = TreeNode(node_id="", heading=f"{node.heading} (intro)",
+                                 level=node.level + 1, content=text[a:b], kind="intro",
+                                 parent=node, doc_path=doc.path, start_char=a, end_char=b,
+                                 content_start=a, content_end=b)
+                intro.start_line, intro.end_line = lines.span(a, b)
+                node.children.insert(0, intro)
+        else:
+            a, b = _trim(text, head_end, own_end)
+            node.content, node.content_start, node.content_end = text[a:b], a, b
+
+    # A section ends where its last descendant's own text ends.
+    last_end: dict[int, int] = {}
+    for node, _head_end, own_end in spans:
+        last_end[id(node)] = own_end
+        anc = node.parent
+        while anc is not None:
+            last_end[id(anc)] = own_end
+            anc = anc.parent
+    for node, _head_end, _own_end in spans:
+        end = last_end[id(node)]
+        node.end_char = node.start_char + len(text[node.start_char:end].rstrip())
+        node.start_line, node.end_line = lines.span(node.start_char, node.end_char)
+    return doc_node
+
+
+def _finalise(root: TreeNode) -> None:
+    """Pre-order ids ``0001``… across the forest, heading paths, document paths."""
+    counter = 0
+    stack: list[tuple[TreeNode, str]] = [(c, "") for c in reversed(root.children)]
+    while stack:
+        node, prefix = stack.pop()
+        counter += 1
+        node.node_id = f"{counter:04d}"
+        node.heading_path = f"{prefix} > {node.heading}" if prefix else node.heading
+        stack.extend((c, node.heading_path) for c in reversed(node.children))
+
+
+def build_tree(docs: list[Document], config: "Config", folder_mode: bool) -> TreeNode:
+    """Documents -> synthetic root ("0000") over the section forest.
+
+    folder_mode: one kind="document" node per document under the root.
+    Single file: the document's top-level sections hang directly off the root
+    (the spec's serialisation); a document without sections stays one leaf.
+    """
+    if not folder_mode and len(docs) != 1:
+        raise ValueError(f"single-file mode needs exactly one document, got {len(docs)}")
+    root = TreeNode(node_id=ROOT_ID, heading="", level=0, content="", kind="root")
+    for doc in docs:
+        doc_node = _build_document(doc, config)
+        if folder_mode or not doc_node.children:
+            doc_node.parent = root
+            root.children.append(doc_node)
+        else:
+            for child in doc_node.children:
+                child.parent = root
+                root.children.append(child)
+    _finalise(root)
+    return root

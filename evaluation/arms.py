@@ -1,0 +1,214 @@
+"""Retrieval arms: flat baselines and TreeRAG variants over one shared index.
+
+Every arm sees the same chunks, embeddings and BM25 statistics, returns at
+most ``k`` ranked index rows, and honours a question's scope (flat arms rank
+only the scoped documents' chunks; tree arms show the locator only their
+subtrees). Rerank, when configured, is applied to every arm alike: flat arms
+rerank their top ``rerank_pool`` candidates, tree arms their usual
+candidates (located leaves' top chunks, plus the safety net for ``+net``).
+
+Tree arms call the query pipeline's own step functions in the pipeline's
+order (``pipeline.locate`` -> ``retrieve`` -> ``rerank``) and stop before
+synthesis: eval measures retrieval and must never spend a real LLM call on
+an answer nobody reads.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from config import Config
+from indexing.index_store import Index
+from pipeline import Backends, locate
+from retrieval.hybrid_retriever import flat_scores, rank_scored, rerank, retrieve, scope_rows
+from retrieval.scoring import idf_range
+from retrieval.types import Fallback, RetrievedChunk
+from utils.errors import InputError
+from utils.llm_client import UsageMeter
+from utils.tokenizer import is_stopword_only, tokenize
+
+FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf")
+TREE_ARMS = ("tree-keyword", "tree-hybrid", "tree-llm")
+NET = "+net"
+BASELINE = "flat-hybrid"
+LLM_ARMS = ("tree-llm", "tree-llm" + NET)
+
+ARM_CODE_FILES = (
+    "pipeline.py", "config.py", "evaluation/arms.py", "retrieval/hybrid_retriever.py",
+    "retrieval/node_locator.py", "retrieval/scoring.py", "retrieval/types.py",
+    "tree_builder/visualizer.py", "indexing/bm25_builder.py", "indexing/embedder.py",
+    "utils/tokenizer.py", "utils/similarity.py",
+)
+"""Source files whose behaviour decides an arm's output: cached results are
+keyed by their content, so editing retrieval code never serves stale numbers."""
+
+
+def all_arm_names(with_llm: bool) -> list[str]:
+    tree = [t for t in TREE_ARMS if with_llm or t != "tree-llm"]
+    return list(FLAT_ARMS) + [n for t in tree for n in (t, t + NET)]
+
+
+def parse_arms(spec: str | None, with_llm: bool) -> list[str]:
+    """``--arms`` comma list -> arm names in the canonical order (default: all available)."""
+    available = all_arm_names(with_llm)
+    if spec is None or not spec.strip():
+        return available
+    wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    known = all_arm_names(True)
+    for name in wanted:
+        if name not in known:
+            raise InputError(f"unknown arm {name!r} (choose from: {', '.join(known)})")
+        if name not in available:
+            raise InputError(f"arm {name!r} needs an LLM: pass --llm anthropic[:MODEL] or openai[:MODEL]")
+    return [n for n in known if n in set(wanted)]
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    kind: str
+    """flat | tree"""
+    method: str
+    """flat: bm25 | dense | hybrid;  tree: the locator (keyword | hybrid | llm)."""
+    config: Config
+
+    @property
+    def is_tree(self) -> bool:
+        return self.kind == "tree"
+
+
+def make_arm(name: str, base: Config, k: int) -> Arm:
+    """The arm's effective config: the base config with what the arm fixes."""
+    if name in FLAT_ARMS:
+        method = {"flat-bm25": "bm25", "flat-dense": "dense"}.get(name, "hybrid")
+        changes: dict[str, Any] = {"final_top_k": k}
+        if name == "flat-hybrid":
+            changes["fusion"] = "weighted"
+        elif name == "flat-hybrid-rrf":
+            changes["fusion"] = "rrf"
+        return Arm(name, "flat", method, base.replace(**changes))
+    stem = name[:-len(NET)] if name.endswith(NET) else name
+    if stem not in TREE_ARMS:
+        raise InputError(f"unknown arm {name!r}")
+    method = stem.split("-", 1)[1]
+    return Arm(name, "tree", method,
+               base.replace(locator=method, final_top_k=k, safety_net=name.endswith(NET)))
+
+
+@dataclass
+class ArmOutput:
+    """One arm's answer to one question, in plain JSON types (it is cached as is)."""
+
+    rows: list[int]
+    """Ranked index rows, best first (at most k)."""
+    details: list[dict[str, float]]
+    """Per row: dense/bm25/fused (and rerank) scores."""
+    sources: list[str]
+    """Per row: flat | tree | net."""
+    latency_ms: float
+    located: list[dict[str, Any]] = field(default_factory=list)
+    """Tree arms: [{node_id, score, sub_query}] the locator returned."""
+    locator: str | None = None
+    fallbacks: list[dict[str, str]] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "details": self.details, "sources": self.sources,
+                "latency_ms": self.latency_ms, "located": self.located, "locator": self.locator,
+                "fallbacks": self.fallbacks, "usage": self.usage}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ArmOutput":
+        return cls(rows=[int(r) for r in d["rows"]], details=list(d["details"]),
+                   sources=list(d["sources"]), latency_ms=float(d["latency_ms"]),
+                   located=list(d.get("located") or []), locator=d.get("locator"),
+                   fallbacks=list(d.get("fallbacks") or []), usage=dict(d.get("usage") or {}))
+
+    @property
+    def located_ids(self) -> list[str]:
+        return [n["node_id"] for n in self.located]
+
+
+@dataclass
+class ArmContext:
+    index: Index
+    backends: Backends
+    rerank_pool: int = 20
+    """Flat candidates handed to the reranker (tree arms give up to
+    hybrid_top_leaves x top_k_per_leaf (+ safety_net_top_k): ~15-20 by default)."""
+
+
+def _hit(index: Index, row: int, detail: dict[str, float], score: float, query: str) -> RetrievedChunk:
+    return RetrievedChunk(chunk=index.chunks[row], score=float(score), retrieval_detail=detail,
+                          row=int(row), sub_query=query, source="flat")
+
+
+def _rank_single(index: Index, rows: np.ndarray, scores: np.ndarray, top: int, key: str,
+                 query: str, positive_only: bool) -> list[RetrievedChunk]:
+    """Rank by one score, ties by row (document order); BM25 zero = no evidence, not ranked."""
+    if positive_only:
+        keep = scores > 0
+        rows, scores = rows[keep], scores[keep]
+    order = np.lexsort((rows, -scores))[:top]
+    return [_hit(index, int(rows[i]), {key: round(float(scores[i]), 4)}, float(scores[i]), query)
+            for i in order]
+
+
+def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None,
+                     top: int) -> list[RetrievedChunk]:
+    index, cfg = ctx.index, arm.config
+    tokens = tokenize(query)
+    ranges = scope_rows(index, doc_paths)
+    if not ranges:
+        return []
+    rows = np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in ranges])
+    if arm.method == "bm25":
+        # BM25 alone: no query embedding is computed (its latency is BM25's own);
+        # corpus IDF, as flat_scores uses for the hybrid arms and the safety net.
+        parts = []
+        for s, e in ranges:
+            i0, i1 = idf_range(index, s, e, "corpus")
+            parts.append(np.asarray(index.bm25.score_range(
+                tokens, s, e, idf_start=i0, idf_end=i1, k1=cfg.bm25_k1, b=cfg.bm25_b,
+                epsilon=cfg.bm25_epsilon), dtype=np.float32))
+        return _rank_single(index, rows, np.concatenate(parts), top, "bm25_score", query, True)
+    qvec = ctx.backends.embedder.embed_query(query)
+    if arm.method == "dense":
+        dense = np.concatenate([np.asarray(index.embeddings[s:e] @ qvec, dtype=np.float32)
+                                for s, e in ranges])
+        return _rank_single(index, rows, dense, top, "dense_score", query, False)
+    scores = flat_scores(index, qvec, tokens, cfg, doc_paths)
+    return rank_scored(index, scores, top, cfg, query, "flat")
+
+
+def _pack(hits: list[RetrievedChunk], t0: float, **extra: Any) -> ArmOutput:
+    return ArmOutput(rows=[h.row for h in hits],
+                     details=[{k: float(v) for k, v in h.retrieval_detail.items()} for h in hits],
+                     sources=[h.source for h in hits],
+                     latency_ms=round((time.perf_counter() - t0) * 1000, 3), **extra)
+
+
+def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -> ArmOutput:
+    """One question through one arm, timed end to end (query embedding included)."""
+    t0 = time.perf_counter()
+    cfg = arm.config
+    fallbacks: list[Fallback] = []
+    if not arm.is_tree:
+        reranking = ctx.backends.reranker.name != "none"
+        top = max(cfg.final_top_k, ctx.rerank_pool) if reranking else cfg.final_top_k
+        cands = _flat_candidates(arm, ctx, query, doc_paths, top)
+        final = rerank(query, cands, ctx.backends.reranker, cfg.final_top_k, fallbacks)
+        return _pack(final, t0, fallbacks=[f.to_dict() for f in fallbacks])
+    if is_stopword_only(query):  # run_pipeline answers these with a notice and retrieves nothing
+        return _pack([], t0, locator=None)
+    usage = UsageMeter()
+    loc = locate(query, ctx.index, cfg, ctx.backends, doc_paths, usage)
+    fallbacks.extend(loc.fallbacks)
+    cands = retrieve(ctx.index, ctx.backends.embedder, query, loc.nodes, cfg, doc_paths)
+    final = rerank(query, cands, ctx.backends.reranker, cfg.final_top_k, fallbacks)
+    located = [{"node_id": n.node_id, "score": n.score, "sub_query": n.sub_query} for n in loc.nodes]
+    return _pack(final, t0, located=located, locator=loc.locator,
+                 fallbacks=[f.to_dict() for f in fallbacks], usage=usage.total().to_dict())

@@ -1,0 +1,170 @@
+"""The ``eval`` sub-command: argument parsing and the call into the runner.
+
+Wired into main.py with ``add_eval_parser(sub)``; heavy imports happen inside
+``cmd_eval`` so ``main.py --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+from config import Config
+from utils.errors import InputError
+
+EMBEDDERS = ("hash", "local", "onnx", "openai", "use")
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _convert(name: str, raw: str, hint: Any) -> Any:
+    """A ``--set`` value -> the Config field's type (Literal choices checked)."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Literal:
+        if raw not in args:
+            raise InputError(f"--set {name}: {raw!r} is not one of {', '.join(map(str, args))}")
+        return raw
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if type(None) in args and raw.lower() in ("none", "null", ""):
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(name, raw, inner[0]) if inner else raw
+    try:
+        if hint is bool:
+            low = raw.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if hint is int:
+            return int(raw)
+        if hint is float:
+            return float(raw)
+    except ValueError:
+        raise InputError(f"--set {name}: {raw!r} is not a valid {hint.__name__}") from None
+    return raw
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    """``["fusion=rrf", "hybrid_top_leaves=5"]`` -> typed Config changes."""
+    hints = typing.get_type_hints(Config)
+    out: dict[str, Any] = {}
+    for item in items or []:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InputError(f"--set expects KEY=VALUE, got {item!r}")
+        if name not in hints:
+            raise InputError(f"--set {name}: no such setting (see config.py)")
+        out[name] = _convert(name, raw.strip(), hints[name])
+    return out
+
+
+def eval_config(args: argparse.Namespace) -> Config:
+    changes = parse_overrides(args.set)
+    if args.rerank:
+        changes["reranker"] = "none" if args.rerank == "none" else "cross-encoder"
+        if args.rerank not in ("none", "cross-encoder"):
+            changes["reranker_model"] = args.rerank
+    if args.embedder:
+        changes["embedder"] = args.embedder
+    return Config().replace(**changes)
+
+
+def _make_llm(spec: str | None, cache_root: Path) -> Any:
+    """A real LLM client for the tree-llm arms, or None (no --llm, or it resolves to the mock).
+
+    Its response cache is always on: locating is deterministic at temperature 0,
+    and a rerun of an evaluation should not pay for the same calls twice.
+    """
+    if spec is None:
+        return None
+    from pipeline import has_real_llm
+    from utils.llm_client import make_llm
+
+    llm = make_llm(spec, os.environ, cache_dir=cache_root, use_cache=True, notice=_stderr)
+    if not has_real_llm(llm):
+        _stderr(f"--llm {spec}: no real LLM configured; the tree-llm arms are not run")
+        return None
+    return llm
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from evaluation.arms import parse_arms
+    from evaluation.report import format_table, write_json
+    from evaluation.runner import EvalOptions, default_cache_root, run_eval
+
+    for flag, value, low in (("--k", args.k, 1), ("--resamples", args.resamples, 1),
+                             ("--rerank-pool", args.rerank_pool, 1)):
+        if value < low:
+            raise InputError(f"{flag} must be at least {low} (got {value})")
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit must be at least 1 (got {args.limit})")
+    if args.json:
+        parent = Path(args.json).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise InputError(f"--json: folder {parent} does not exist")
+    config = eval_config(args)
+    cache_root = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_root()
+    llm = _make_llm(args.llm, cache_root)
+    arms = parse_arms(args.arms, with_llm=llm is not None)
+    opts = EvalOptions(data=Path(args.data), index=Path(args.index) if args.index else None, arms=arms,
+                       limit=args.limit, seed=args.seed, k=args.k, embedder=args.embedder,
+                       config=config, llm=llm, cache_root=cache_root, use_cache=not args.no_cache,
+                       rebuild=args.rebuild, resamples=args.resamples, rerank_pool=args.rerank_pool,
+                       progress=not args.quiet, notice=_stderr)
+    try:
+        run = run_eval(opts)
+    except KeyboardInterrupt:
+        if opts.use_cache:
+            _stderr("interrupted: finished runs are cached; rerun the same command to resume")
+        raise
+    print(format_table(run))
+    if args.json:
+        write_json(run, Path(args.json).expanduser())
+        _stderr(f"wrote {args.json}")
+    return 0
+
+
+def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
+    pe = sub.add_parser(
+        "eval", help="score retrieval arms (flat and tree) on a labelled question set",
+        description="Run every question of an evaluation set (docs/ + qa.jsonl) through flat and "
+                    "TreeRAG retrieval arms and print Hit@k, evidence recall, MRR, nDCG, leaf "
+                    "recall/precision and latency, with paired-bootstrap intervals against flat-hybrid.")
+    pe.add_argument("--data", required=True, help="evaluation set folder holding docs/ and qa.jsonl")
+    pe.add_argument("--index", default=None,
+                    help="reuse this index of the set's docs/ (default: a cached build keyed by content)")
+    pe.add_argument("--arms", default=None,
+                    help="comma list of arms (default: all available): flat-bm25, flat-dense, flat-hybrid, "
+                         "flat-hybrid-rrf, tree-keyword, tree-hybrid, tree-llm, each tree arm +net")
+    pe.add_argument("--limit", type=int, default=None, help="score a random sample of N questions")
+    pe.add_argument("--seed", type=int, default=0, help="sample and bootstrap seed (default 0)")
+    pe.add_argument("--k", type=int, default=10, help="chunks every arm returns (default 10)")
+    pe.add_argument("--json", default=None, metavar="OUT",
+                    help="also write the table and every ranked list to this JSON file")
+    pe.add_argument("--embedder", choices=EMBEDDERS, default=None,
+                    help="embedder for the index build (default hash; with --index: the index's own)")
+    pe.add_argument("--rerank", default=None,
+                    help="none | cross-encoder | a cross-encoder model path: applied to every arm")
+    pe.add_argument("--llm", default=None,
+                    help="PROVIDER[:MODEL] (anthropic, openai) to run the tree-llm arms")
+    pe.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
+                    help="override a config.py setting for every arm, e.g. --set fusion=rrf (repeatable)")
+    pe.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    pe.add_argument("--rerank-pool", type=int, default=20,
+                    help="flat candidates handed to the reranker when --rerank is on (default 20)")
+    pe.add_argument("--cache-dir", default=None,
+                    help="where indexes and results are cached (default: $TREERAG_CACHE_DIR or user cache)")
+    pe.add_argument("--no-cache", action="store_true", help="recompute every result (nothing read or written)")
+    pe.add_argument("--rebuild", action="store_true", help="rebuild the cached index even if it matches")
+    pe.add_argument("--quiet", action="store_true", help="no progress bars")
+    pe.set_defaults(func=cmd_eval)
+    return pe

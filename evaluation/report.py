@@ -1,0 +1,149 @@
+"""The printed table and the ``--json`` dump of an evaluation run.
+
+The JSON holds every ranked list with document path, character span and text,
+so anyone can re-score a run without this code or the index.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evaluation.arms import BASELINE
+from evaluation.runner import ArmSummary, EvalRun
+from utils.atomic import atomic_write_text
+
+COLUMNS = (("Hit@1", "hit@1"), ("Hit@5", "hit@5"), ("R@5", "recall@5"), ("R@10", "recall@10"),
+           ("MRR@10", "mrr@10"), ("nDCG@10", "ndcg@10"), ("leafR", "leaf_recall"),
+           ("leafP", "leaf_precision"))
+
+
+def _f(v: float | None, fmt: str = "{:.3f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _signed(v: float) -> str:
+    return f"{v:+.3f}"
+
+
+def _comparison(s: ArmSummary) -> tuple[str, str]:
+    if s.name == BASELINE:
+        return "(baseline)", ""
+    ci = s.vs_baseline
+    if ci is None:
+        return "-", ""
+    mark = " *" if ci.excludes_zero else ""
+    cell = f"{_signed(ci.diff)} [{_signed(ci.low)}, {_signed(ci.high)}]{mark}"
+    rel = "" if ci.rel is None else f"{ci.rel * 100:+.1f}%"
+    if ci.rel_low is not None and ci.rel_high is not None:
+        rel += f" [{ci.rel_low * 100:+.1f}, {ci.rel_high * 100:+.1f}]"
+    return cell, rel
+
+
+def format_table(run: EvalRun) -> str:
+    o = run.options
+    emb = run.index.embedder_identity
+    rerank = "none" if o.config.reranker == "none" else o.config.reranker_model
+    head = (f"eval {o.data}: {run.n_scored} question(s) scored (sampled {run.sampled} of "
+            f"{len(run.eval_set.questions)}; seed {o.seed}), k={o.k}, embedder {emb.get('name')} "
+            f"({emb.get('model_id')}), rerank {rerank}")
+    header = ["arm"] + [c for c, _ in COLUMNS] + ["p50 ms", "p95 ms",
+                                                  f"ΔnDCG@10 vs {BASELINE} [95% CI]", "rel. [95% CI]"]
+    rows: list[list[str]] = []
+    for s in run.summaries:
+        cells = [s.name] + [_f(s.means.get(key)) for _, key in COLUMNS]
+        cells += [_f(s.p50_ms, "{:.1f}"), _f(s.p95_ms, "{:.1f}")]
+        cells += list(_comparison(s))
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(widths[i]) if i in (0, len(cells) - 2, len(cells) - 1) else c.rjust(widths[i])
+                         for i, c in enumerate(cells)).rstrip()
+
+    out = [head, "", line(header), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    notes: list[str] = []
+    if any(s.vs_baseline is not None for s in run.summaries):
+        notes.append(f"* interval excludes zero (paired bootstrap over questions, {o.resamples} resamples, seed {o.seed})")
+    if run.unscorable:
+        notes.append(f"{len(run.unscorable)} sampled question(s) not scored: no chunk of the index covers their evidence")
+    if run.eval_set.missing_evidence:
+        notes.append(f"{run.eval_set.missing_evidence} evidence item(s) of the set not found verbatim: skipped")
+    fb = [f"{s.name} {s.fallbacks}" for s in run.summaries if s.fallbacks]
+    if fb:
+        notes.append("questions with a recorded fallback: " + ", ".join(fb))
+    notes.append(f"{run.computed} run(s) computed, {run.cached} from cache; {run.seconds:.1f} s; "
+                 f"index {run.index_info['source']} ({run.index_info['path']})")
+    return "\n".join(out + [""] + notes)
+
+
+def _retrieved(run: EvalRun, rows: list[int], details: list[dict], sources: list[str],
+               relevant: frozenset[int]) -> list[dict[str, Any]]:
+    out = []
+    for rank, (row, det, src) in enumerate(zip(rows, details, sources), 1):
+        c = run.index.chunks[row]
+        out.append({"rank": rank, "row": row, "chunk_id": c.chunk_id, "node_id": c.source_node_id,
+                    "doc_path": c.doc_path, "start_char": c.start_char, "end_char": c.end_char,
+                    "start_line": c.start_line, "end_line": c.end_line, "heading_path": c.heading_path,
+                    "text": c.text, "scores": det, "source": src, "relevant": row in relevant})
+    return out
+
+
+def _located(run: EvalRun, located: list[dict[str, Any]], gold: frozenset[str]) -> list[dict[str, Any]]:
+    out = []
+    for item in located:
+        node = run.index.get_node(item["node_id"])
+        d = dict(item)
+        if node is not None:
+            d.update(heading_path=node.heading_path, doc_path=node.doc_path,
+                     content_start=node.content_start, content_end=node.content_end)
+        d["gold"] = item["node_id"] in gold
+        out.append(d)
+    return out
+
+
+def run_to_dict(run: EvalRun) -> dict[str, Any]:
+    o = run.options
+    table = []
+    for s in run.summaries:
+        row: dict[str, Any] = {"arm": s.name, "n": s.n, **s.means, "p50_ms": s.p50_ms, "p95_ms": s.p95_ms,
+                               "fallback_questions": s.fallbacks}
+        row[f"ndcg@10_vs_{BASELINE}"] = s.vs_baseline.to_dict() if s.vs_baseline else None
+        table.append(row)
+    questions = []
+    for r in run.results:
+        q = r.question
+        arms = {}
+        for name, out in r.outputs.items():
+            arms[name] = {"scores": r.scores[name], "latency_ms": out.latency_ms, "locator": out.locator,
+                          "fallbacks": out.fallbacks, "usage": out.usage,
+                          "located": _located(run, out.located, r.relevance.gold_leaves),
+                          "retrieved": _retrieved(run, out.rows, out.details, out.sources,
+                                                  r.relevance.relevant)}
+        questions.append({
+            "id": q.id, "query": q.query, "lang": q.lang, "scope": list(q.scope) if q.scope else None,
+            "evidence": [{"doc": e.doc, "spans": [list(s) for s in e.spans]} for e in q.evidence],
+            "relevant_chunks_in_index": len(r.relevance.relevant),
+            "gold_leaves": sorted(r.relevance.gold_leaves), "arms": arms})
+    return {
+        "set": str(o.data),
+        "n_scored": run.n_scored, "n_sampled": run.sampled, "n_questions_in_set": len(run.eval_set.questions),
+        "unscorable": run.unscorable,
+        "evidence_items": run.eval_set.evidence_items, "missing_evidence": run.eval_set.missing_evidence,
+        "options": {"k": o.k, "seed": o.seed, "limit": o.limit, "arms": [a.name for a in run.arms],
+                    "resamples": o.resamples, "rerank_pool": o.rerank_pool,
+                    "llm": ([getattr(o.llm, "provider", None), getattr(o.llm, "model", None)]
+                            if o.llm is not None else None)},
+        "config": o.config.to_dict(),
+        "arm_configs": {a.name: a.config.to_dict() for a in run.arms},
+        "index": {**run.index_info, "embedder": run.index.embedder_identity,
+                  "counts": run.index.metadata.get("counts")},
+        "table": table,
+        "seconds": round(run.seconds, 2),
+        "questions": questions,
+    }
+
+
+def write_json(run: EvalRun, path: Path) -> None:
+    atomic_write_text(Path(path), json.dumps(run_to_dict(run), ensure_ascii=False, indent=1))

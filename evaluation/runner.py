@@ -1,0 +1,400 @@
+"""Run every sampled question through every arm, resumably, and score the results.
+
+The index is built once per (documents, build settings, embedder) and cached;
+each (question, arm) result is appended to a JSONL file as soon as it exists,
+keyed by the question, the arm's full config, the index's identity and the
+source of the retrieval code, so an interrupted run resumes where it stopped
+and a rerun recomputes nothing while any change that could alter a result
+recomputes it. Scores are always recomputed from the cached rankings (cheap),
+so fixing a metric never requires rerunning retrieval.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from config import Config
+from evaluation.arms import (ARM_CODE_FILES, BASELINE, LLM_ARMS, Arm, ArmContext, ArmOutput,
+                             make_arm, run_arm)
+from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
+from evaluation.metrics import (METRIC_KEYS, BootstrapCI, Relevance, SpanTable, latency_percentiles,
+                                leaf_scores, mean_metrics, paired_bootstrap, question_relevance,
+                                score_ranking)
+from indexing.index_store import Index
+from utils.errors import IndexFormatError, InputError, TreeRAGError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BUILD_FIELDS = ("max_depth", "summary_mode", "summary_max_chars", "short_section_tokens",
+                "chunk_size", "chunk_overlap", "min_chunk_chars", "embedder", "embedder_model",
+                "hash_dim")
+"""Config fields that change what ``build_index`` writes; only these key the cached index."""
+
+RESULTS_FORMAT = 1
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
+                          .encode("utf-8")).hexdigest()
+
+
+def default_cache_root() -> Path:
+    """$TREERAG_CACHE_DIR, else the user cache dir (as the CLI's other caches)."""
+    env = os.environ.get("TREERAG_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("treerag"))
+
+
+@dataclass
+class EvalOptions:
+    data: Path
+    index: Path | None = None
+    arms: list[str] | None = None
+    """Arm names (validated by arms.parse_arms); None = all available."""
+    limit: int | None = None
+    seed: int = 0
+    k: int = 10
+    embedder: str | None = None
+    """Embedder to build with (None: hash; with ``index``: the index's own)."""
+    config: Config = field(default_factory=Config)
+    """Base config every arm starts from (``--set``, ``--rerank`` applied)."""
+    llm: Any = None
+    """A real LLM client for the tree-llm arms, or None."""
+    cache_root: Path | None = None
+    use_cache: bool = True
+    rebuild: bool = False
+    resamples: int = 10_000
+    rerank_pool: int = 20
+    progress: bool = True
+    notice: Callable[[str], None] = _stderr
+
+
+@dataclass
+class QuestionResult:
+    question: Question
+    relevance: Relevance
+    outputs: dict[str, ArmOutput]
+    scores: dict[str, dict[str, float | None]]
+
+
+@dataclass
+class ArmSummary:
+    name: str
+    n: int
+    means: dict[str, float | None]
+    p50_ms: float | None
+    p95_ms: float | None
+    fallbacks: int
+    """Questions on which the arm took a recorded fallback (e.g. rerank failed)."""
+    vs_baseline: BootstrapCI | None = None
+
+
+@dataclass
+class EvalRun:
+    options: EvalOptions
+    eval_set: EvalSet
+    arms: list[Arm]
+    index: Index
+    index_info: dict[str, Any]
+    sampled: int
+    results: list[QuestionResult]
+    unscorable: list[str]
+    """Sampled questions no chunk of the index can answer (not scored, for every arm)."""
+    summaries: list[ArmSummary]
+    computed: int
+    cached: int
+    seconds: float
+
+    @property
+    def n_scored(self) -> int:
+        return len(self.results)
+
+
+# --------------------------------------------------------------------------- index
+
+def build_key(eval_set: EvalSet, config: Config) -> str:
+    from indexing.index_store import FORMAT_VERSION
+    from utils.tokenizer import TOKENIZER_VERSION
+
+    settings = {f: getattr(config, f) for f in BUILD_FIELDS}
+    docs = sorted((d.path, d.content_hash) for d in eval_set.documents)
+    return _sha({"docs": docs, "settings": settings, "format": FORMAT_VERSION,
+                 "tokenizer": TOKENIZER_VERSION})[:20]
+
+
+def _docs_differ(index: Index, eval_set: EvalSet) -> list[str]:
+    built = {d.get("path"): d.get("content_hash") for d in index.metadata.get("documents", [])}
+    wanted = {d.path: d.content_hash for d in eval_set.documents}
+    return sorted(p for p in set(built) | set(wanted) if built.get(p) != wanted.get(p))
+
+
+def index_identity(index: Index) -> str:
+    """Changes whenever the index is rebuilt or built differently."""
+    meta = index.metadata
+    return _sha({"created_at": meta.get("created_at"), "documents": meta.get("documents"),
+                 "config": meta.get("config"), "embedder": meta.get("embedder"),
+                 "counts": meta.get("counts")})[:20]
+
+
+def _progress_factory(enabled: bool) -> Callable[[int, str], Callable[[int], None]] | None:
+    if not enabled:
+        return None
+
+    def factory(total: int, desc: str) -> Callable[[int], None]:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=desc, unit="chunk", file=sys.stderr, leave=False, disable=None,
+                   dynamic_ncols=True)
+
+        def advance(n: int) -> None:
+            bar.update(n)
+            if bar.n >= total:
+                bar.close()
+
+        return advance
+
+    return factory
+
+
+def obtain_index(eval_set: EvalSet, opts: EvalOptions) -> tuple[Index, dict[str, Any]]:
+    """``--index`` (checked against the set's documents), else a cached build, else a new build."""
+    from indexing.embedder import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+
+    if opts.index is not None:
+        index = load_index(Path(opts.index))
+        differ = _docs_differ(index, eval_set)
+        if differ:
+            raise InputError(f"index {opts.index} was not built from {eval_set.docs_dir}: "
+                             f"{len(differ)} document(s) differ (e.g. {differ[0]!r}); "
+                             "rebuild it or drop --index")
+        built_with = index.embedder_identity.get("name")
+        if opts.embedder and opts.embedder != built_with:
+            raise InputError(f"index {opts.index} was built with the {built_with!r} embedder, "
+                             f"not {opts.embedder!r}; drop --embedder or --index")
+        return index, {"path": str(index.path), "source": "given", "identity": index_identity(index)}
+
+    config = opts.config.replace(embedder=opts.embedder or opts.config.embedder)
+    key = build_key(eval_set, config)
+    root = opts.cache_root or default_cache_root()
+    target = root / "eval" / "indexes" / key
+    if not opts.rebuild and (target / "metadata.json").is_file():
+        try:
+            index = load_index(target)
+        except IndexFormatError as exc:
+            opts.notice(f"cached index unusable ({exc}); rebuilding")
+        else:
+            if not _docs_differ(index, eval_set):
+                return index, {"path": str(target), "source": "cached", "identity": index_identity(index)}
+    opts.notice(f"building the evaluation index ({config.embedder} embedder) at {target}")
+    embedder = make_embedder(config.embedder, config)
+    report = build_index(eval_set.docs_dir, target, config, embedder,
+                         progress=_progress_factory(opts.progress))
+    opts.notice(report.summary_line())
+    index = load_index(target)
+    return index, {"path": str(target), "source": "built", "identity": index_identity(index),
+                   "build_seconds": round(report.seconds, 2)}
+
+
+# --------------------------------------------------------------------------- result cache
+
+def code_fingerprint() -> str:
+    h = hashlib.sha256()
+    for rel in ARM_CODE_FILES:
+        h.update(rel.encode())
+        try:
+            h.update((ROOT / rel).read_bytes())
+        except OSError:
+            h.update(b"<missing>")
+    return h.hexdigest()[:20]
+
+
+def arm_key(arm: Arm, opts: EvalOptions, question: Question, code: str) -> str:
+    llm = None
+    if arm.name in LLM_ARMS and opts.llm is not None:
+        llm = [getattr(opts.llm, "provider", None), getattr(opts.llm, "model", None),
+               getattr(opts.llm, "base_url", None)]
+    return _sha({"arm": arm.name, "config": arm.config.to_dict(), "k": opts.k, "code": code,
+                 "rerank_pool": opts.rerank_pool, "llm": llm, "query": question.query,
+                 "scope": question.scope, "format": RESULTS_FORMAT})[:24]
+
+
+class ResultCache:
+    """Append-only JSONL of arm outputs; a torn last line (killed mid-write) is ignored."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.entries: dict[tuple[str, str, str], ArmOutput] = {}
+        self._fh = None
+        if path is not None and path.is_file():
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        rec = json.loads(line)
+                        self.entries[(rec["qid"], rec["arm"], rec["key"])] = ArmOutput.from_dict(rec["out"])
+                    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                        continue
+
+    def get(self, qid: str, arm: str, key: str) -> ArmOutput | None:
+        return self.entries.get((qid, arm, key))
+
+    def put(self, qid: str, arm: str, key: str, out: ArmOutput) -> None:
+        self.entries[(qid, arm, key)] = out
+        if self.path is None:
+            return
+        if self._fh is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            torn = self.path.is_file() and self.path.stat().st_size > 0 and not self.path.read_bytes().endswith(b"\n")
+            self._fh = open(self.path, "a", encoding="utf-8")
+            if torn:
+                self._fh.write("\n")
+        self._fh.write(json.dumps({"qid": qid, "arm": arm, "key": key, "out": out.to_dict()},
+                                  ensure_ascii=False) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+# --------------------------------------------------------------------------- run
+
+def _warm_up(ctx: ArmContext, arms: list[Arm], question: Question) -> None:
+    """Load models and fill lazy caches before the clock runs; refuse a reranker that cannot load.
+
+    Every non-LLM arm answers one question untimed and unrecorded, so the first
+    timed question of an arm does not pay for model loading or BM25 scope
+    statistics. ``rerank`` degrades recorded-but-quietly to the fused order;
+    in an evaluation that would turn "rerank on" into "rerank off" unnoticed.
+    """
+    ctx.backends.embedder.embed_query("warm up")
+    rr = ctx.backends.reranker
+    if rr.name != "none":
+        try:
+            rr.score("warm up", ["warm up"])
+        except Exception as exc:  # noqa: BLE001 - any load failure is the user's setup
+            msg = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            raise TreeRAGError(f"reranker {rr.model!r} cannot be loaded: {msg[:200]}") from None
+    doc_paths = set(question.scope) if question.scope else None
+    for arm in arms:
+        if arm.name not in LLM_ARMS:
+            run_arm(arm, ctx, question.query, doc_paths)
+
+
+def _score(arm: Arm, out: ArmOutput, rel: Relevance) -> dict[str, float | None]:
+    s: dict[str, float | None] = dict(score_ranking(out.rows, rel))
+    if arm.is_tree:
+        s["leaf_recall"], s["leaf_precision"] = leaf_scores(out.located_ids, rel.gold_leaves)
+    else:
+        s["leaf_recall"] = s["leaf_precision"] = None
+    return s
+
+
+def summarize(arms: list[Arm], results: list[QuestionResult], resamples: int,
+              seed: int) -> list[ArmSummary]:
+    out: list[ArmSummary] = []
+    names = [a.name for a in arms]
+    base = [r.scores[BASELINE]["ndcg@10"] for r in results] if BASELINE in names else None
+    for arm in arms:
+        per_q = [r.scores[arm.name] for r in results]
+        p50, p95 = latency_percentiles([r.outputs[arm.name].latency_ms for r in results])
+        fb = sum(1 for r in results if r.outputs[arm.name].fallbacks)
+        summary = ArmSummary(arm.name, len(per_q), mean_metrics(per_q, METRIC_KEYS), p50, p95, fb)
+        if base is not None and results and arm.name != BASELINE:
+            summary.vs_baseline = paired_bootstrap([q["ndcg@10"] for q in per_q], base,
+                                                   resamples=resamples, seed=seed)
+        out.append(summary)
+    return out
+
+
+def run_eval(opts: EvalOptions) -> EvalRun:
+    from pipeline import make_backends
+
+    t0 = time.perf_counter()
+    if opts.k < 1:
+        raise InputError(f"--k must be at least 1 (got {opts.k})")
+    eval_set = load_eval_set(Path(opts.data))
+    opts.notice(eval_set.summary_line())
+    for ex in eval_set.missing_examples[:3]:
+        opts.notice(f"  evidence skipped: {ex}")
+    questions = sample_questions(eval_set.questions, opts.limit, opts.seed)
+
+    index, info = obtain_index(eval_set, opts)
+    names = opts.arms or []
+    if not names:
+        from evaluation.arms import all_arm_names
+
+        names = all_arm_names(opts.llm is not None)
+    base = opts.config.replace(embedder=index.embedder_identity.get("name", opts.config.embedder))
+    arms = [make_arm(n, base, opts.k) for n in names]
+    backends = make_backends(index, base, opts.llm)
+    ctx = ArmContext(index=index, backends=backends, rerank_pool=opts.rerank_pool)
+
+    table = SpanTable.from_index(index)
+    scored: list[tuple[Question, Relevance]] = []
+    unscorable: list[str] = []
+    for q in questions:
+        rel = question_relevance(table, [(e.doc, e.spans) for e in q.evidence], q.scope)
+        if rel.scorable:
+            scored.append((q, rel))
+        else:
+            unscorable.append(q.id)
+    if unscorable:
+        opts.notice(f"{len(unscorable)} sampled question(s) have evidence no chunk of the index "
+                    "covers (e.g. only in headings): not scored")
+    if not scored:
+        raise InputError("no question can be scored: no chunk of the index overlaps any evidence")
+
+    cache_root = opts.cache_root or default_cache_root()
+    cache = ResultCache(cache_root / "eval" / "results" / f"{info['identity']}.jsonl"
+                        if opts.use_cache else None)
+    code = code_fingerprint()
+    jobs = [(q, rel, arm, arm_key(arm, opts, q, code)) for q, rel in scored for arm in arms]
+    todo = sum(1 for q, _, arm, key in jobs if cache.get(q.id, arm.name, key) is None)
+    computed = 0
+    results: list[QuestionResult] = []
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(jobs), initial=len(jobs) - todo, desc="eval", unit="run", file=sys.stderr,
+               disable=None if opts.progress else True, dynamic_ncols=True, leave=False)
+    try:
+        if todo:
+            _warm_up(ctx, arms, scored[0][0])
+        by_q: dict[str, QuestionResult] = {}
+        for q, rel, arm, key in jobs:
+            out = cache.get(q.id, arm.name, key)
+            if out is None:
+                doc_paths = set(q.scope) if q.scope else None
+                out = run_arm(arm, ctx, q.query, doc_paths)
+                cache.put(q.id, arm.name, key, out)
+                computed += 1
+                bar.update(1)
+            qr = by_q.get(q.id)
+            if qr is None:
+                qr = by_q[q.id] = QuestionResult(q, rel, {}, {})
+                results.append(qr)
+            qr.outputs[arm.name] = out
+            qr.scores[arm.name] = _score(arm, out, rel)
+    finally:
+        bar.close()
+        cache.close()
+    summaries = summarize(arms, results, opts.resamples, opts.seed)
+    return EvalRun(options=opts, eval_set=eval_set, arms=arms, index=index, index_info=info,
+                   sampled=len(questions), results=results, unscorable=unscorable,
+                   summaries=summaries, computed=computed, cached=len(jobs) - computed,
+                   seconds=time.perf_counter() - t0)

@@ -1,0 +1,340 @@
+"""One BM25 index over every chunk of an index, able to score any row range.
+
+The spec builds one ``rank_bm25.BM25Okapi`` per leaf and keeps it on the node.
+That cannot be saved without pickle, and a leaf of three chunks has no usable
+IDF. So the index is stored once, as term postings (CSC: for each term, the
+rows containing it, ascending, with their term frequencies), plus each row's
+distinct terms (CSR). From that, ``score_range`` reproduces BM25Okapi exactly
+for *any* contiguous rows ``[start, end)`` with IDF/avgdl taken over any
+contiguous scope ``[idf_start, idf_end)`` - a leaf's chunks and a document's
+chunks are contiguous rows, so "leaf", "document" and "corpus" IDF are all
+one call, and the per-leaf default equals ``BM25Okapi(leaf_chunks)``.
+
+rank_bm25 semantics reproduced (v0.2.2, ``BM25Okapi``):
+    idf(t)   = ln(N - n_t + 0.5) - ln(n_t + 0.5)      n_t = rows of the scope containing t
+    a terms with idf < 0 gets  epsilon * average_idf, average_idf = mean idf over
+             every term that occurs in the scope (before the floor)
+    score(q) = sum over query tokens (duplicates count again) of
+               idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+    a token absent from the scope scores 0.
+Where rank_bm25 divides by zero (empty scope; every row of the scope empty)
+this returns zeros: no evidence, not NaN.
+
+Files (``np.save``, loaded with ``allow_pickle=False``, mmap by default):
+    bm25_vocab.json      {"format_version", "tokenizer", "n_rows", "terms": [...]}
+    bm25_indptr.npy      int64 (V+1,)  term t's postings are [indptr[t], indptr[t+1])
+    bm25_rows.npy        int32 (nnz,)  row of each posting, ascending within a term
+    bm25_tf.npy          int32 (nnz,)  term frequency of each posting
+    bm25_doc_len.npy     float32 (N,)  tokens per row (duplicates included)
+    bm25_row_indptr.npy  int64 (N+1,)  row r's distinct terms are [row_indptr[r], row_indptr[r+1])
+    bm25_row_terms.npy   int32 (nnz,)  term ids, per row
+The row-wise copy exists so the average IDF of a small scope (a leaf) costs
+O(its postings), not O(vocabulary); it doubles a small file.
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from utils.errors import IndexFormatError
+from utils.tokenizer import TOKENIZER_VERSION
+
+FORMAT_VERSION = 1
+VOCAB_FILE = "bm25_vocab.json"
+INDPTR_FILE = "bm25_indptr.npy"
+ROWS_FILE = "bm25_rows.npy"
+TF_FILE = "bm25_tf.npy"
+DOC_LEN_FILE = "bm25_doc_len.npy"
+ROW_INDPTR_FILE = "bm25_row_indptr.npy"
+ROW_TERMS_FILE = "bm25_row_terms.npy"
+FILES: tuple[str, ...] = (VOCAB_FILE, INDPTR_FILE, ROWS_FILE, TF_FILE, DOC_LEN_FILE,
+                          ROW_INDPTR_FILE, ROW_TERMS_FILE)
+"""Every file ``save`` writes (for an index store that lists or checks its files)."""
+
+_SCOPE_CACHE_MAX = 4096
+
+
+class BM25Index:
+    """Immutable BM25 statistics for N rows (chunks), scored by row range.
+
+    The only mutable parts are caches of values derived from the immutable
+    arrays: ``_scope_cache`` holds per-scope (N, avgdl, average_idf), so
+    repeated queries over one document or the corpus do not recount its
+    vocabulary; ``_corpus_weights`` holds, for the last (k1, b) used with the
+    corpus scope, every posting's saturated term weight
+    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` (float32, one per
+    posting), which turns a corpus-IDF query into one multiply-add per posting.
+    """
+
+    def __init__(self, terms: list[str], indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray,
+                 doc_len: np.ndarray, row_indptr: np.ndarray, row_terms: np.ndarray,
+                 tokenizer: str = TOKENIZER_VERSION) -> None:
+        self.terms = terms
+        self.indptr = indptr
+        self.rows = rows
+        self.tf = tf
+        self.doc_len = doc_len
+        self.row_indptr = row_indptr
+        self.row_terms = row_terms
+        self.tokenizer = tokenizer
+        self._term_ids: dict[str, int] | None = None
+        self._scope_cache: dict[tuple[int, int], tuple[float, float, float]] = {}
+        self._corpus_weights: tuple[float, float, np.ndarray] | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ build
+
+    @classmethod
+    def build(cls, tokenized: Sequence[Sequence[str]], tokenizer: str = TOKENIZER_VERSION) -> "BM25Index":
+        """Index tokenised rows; row i of the index is ``tokenized[i]`` (chunk order)."""
+        term_ids: dict[str, int] = {}
+        row_ptr = np.zeros(len(tokenized) + 1, dtype=np.int64)
+        t_parts: list[int] = []
+        f_parts: list[int] = []
+        doc_len = np.zeros(len(tokenized), dtype=np.float32)
+        for r, toks in enumerate(tokenized):
+            counts = Counter(toks)
+            doc_len[r] = len(toks)
+            for term, n in counts.items():
+                tid = term_ids.setdefault(term, len(term_ids))
+                t_parts.append(tid)
+                f_parts.append(n)
+            row_ptr[r + 1] = len(t_parts)
+        row_terms_unsorted = np.asarray(t_parts, dtype=np.int32)
+        row_tf = np.asarray(f_parts, dtype=np.int32)
+        row_of = np.repeat(np.arange(len(tokenized), dtype=np.int32), np.diff(row_ptr))
+        # CSC: postings grouped by term, rows ascending within a term (stable sort
+        # of a row-ordered list keeps the row order).
+        order = np.argsort(row_terms_unsorted, kind="stable")
+        rows = row_of[order]
+        tf = row_tf[order]
+        indptr = np.zeros(len(term_ids) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row_terms_unsorted, minlength=len(term_ids)), out=indptr[1:])
+        terms = [""] * len(term_ids)
+        for term, tid in term_ids.items():
+            terms[tid] = term
+        index = cls(terms, indptr, rows, tf, doc_len, row_ptr, row_terms_unsorted, tokenizer)
+        index._term_ids = term_ids
+        return index
+
+    # ------------------------------------------------------------- properties
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.doc_len.shape[0])
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.terms)
+
+    @property
+    def term_ids(self) -> dict[str, int]:
+        if self._term_ids is None:
+            self._term_ids = {t: i for i, t in enumerate(self.terms)}
+        return self._term_ids
+
+    # ------------------------------------------------------------------ disk
+
+    def save(self, directory: Path) -> None:
+        """Write the files listed in ``FILES`` into ``directory`` (which must exist)."""
+        directory = Path(directory)
+        vocab = {"format_version": FORMAT_VERSION, "tokenizer": self.tokenizer,
+                 "n_rows": self.n_rows, "terms": self.terms}
+        with open(directory / VOCAB_FILE, "w", encoding="utf-8") as fh:
+            json.dump(vocab, fh, ensure_ascii=False)
+        for name, arr, dtype in ((INDPTR_FILE, self.indptr, np.int64), (ROWS_FILE, self.rows, np.int32),
+                                 (TF_FILE, self.tf, np.int32), (DOC_LEN_FILE, self.doc_len, np.float32),
+                                 (ROW_INDPTR_FILE, self.row_indptr, np.int64),
+                                 (ROW_TERMS_FILE, self.row_terms, np.int32)):
+            np.save(directory / name, np.ascontiguousarray(arr, dtype=dtype), allow_pickle=False)
+
+    @classmethod
+    def load(cls, directory: Path, mmap: bool = True) -> "BM25Index":
+        """Load and validate; any inconsistency raises IndexFormatError naming the file."""
+        directory = Path(directory)
+        vocab_path = directory / VOCAB_FILE
+        try:
+            with open(vocab_path, encoding="utf-8") as fh:
+                vocab = json.load(fh)
+        except FileNotFoundError:
+            raise IndexFormatError(f"{VOCAB_FILE} is missing from the index at {directory}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise IndexFormatError(f"{VOCAB_FILE} is not valid UTF-8 JSON") from None
+        if not isinstance(vocab, dict) or not isinstance(vocab.get("terms"), list) \
+                or not isinstance(vocab.get("n_rows"), int):
+            raise IndexFormatError(f"{VOCAB_FILE} lacks 'terms' (list) or 'n_rows' (int)")
+        if vocab.get("format_version") != FORMAT_VERSION:
+            raise IndexFormatError(f"{VOCAB_FILE} has BM25 format {vocab.get('format_version')!r}, "
+                                   f"this TreeRAG reads {FORMAT_VERSION}; rebuild the index")
+        if vocab.get("tokenizer") != TOKENIZER_VERSION:
+            raise IndexFormatError(f"{VOCAB_FILE} was built with tokenizer {vocab.get('tokenizer')!r}, "
+                                   f"this TreeRAG uses {TOKENIZER_VERSION!r}; rebuild the index")
+        terms = vocab["terms"]
+        if not all(isinstance(t, str) for t in terms):
+            raise IndexFormatError(f"{VOCAB_FILE}: 'terms' must be strings")
+        n_terms, n_rows = len(terms), vocab["n_rows"]
+
+        def arr(name: str, dtype: type, length: int | None) -> np.ndarray:
+            path = directory / name
+            try:
+                a = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+            except FileNotFoundError:
+                raise IndexFormatError(f"{name} is missing from the index at {directory}") from None
+            except (ValueError, OSError, EOFError):
+                raise IndexFormatError(f"{name} is not a valid .npy array") from None
+            if a.dtype != np.dtype(dtype) or a.ndim != 1 or (length is not None and a.shape[0] != length):
+                want = f"({length},)" if length is not None else "1-D"
+                raise IndexFormatError(f"{name} has shape {a.shape} {a.dtype}, expected {want} "
+                                       f"{np.dtype(dtype).name}")
+            return a
+
+        indptr = arr(INDPTR_FILE, np.int64, n_terms + 1)
+        nnz = int(indptr[-1])
+        if indptr[0] != 0 or nnz < 0 or (n_terms and np.any(np.diff(indptr) < 0)):
+            raise IndexFormatError(f"{INDPTR_FILE} is not a valid postings pointer")
+        rows = arr(ROWS_FILE, np.int32, nnz)
+        tf = arr(TF_FILE, np.int32, nnz)
+        doc_len = arr(DOC_LEN_FILE, np.float32, n_rows)
+        row_indptr = arr(ROW_INDPTR_FILE, np.int64, n_rows + 1)
+        row_terms = arr(ROW_TERMS_FILE, np.int32, nnz)
+        if nnz:
+            if int(rows.min()) < 0 or int(rows.max()) >= n_rows:
+                raise IndexFormatError(f"{ROWS_FILE} points at rows outside 0..{n_rows - 1}")
+            if int(tf.min()) < 1:
+                raise IndexFormatError(f"{TF_FILE} holds a term frequency below 1")
+            if int(row_terms.min()) < 0 or int(row_terms.max()) >= n_terms:
+                raise IndexFormatError(f"{ROW_TERMS_FILE} points at terms outside the vocabulary")
+            # searchsorted needs each term's rows strictly ascending; a violation
+            # would silently mis-score, so check it (O(nnz), a few ms per million).
+            rising = np.diff(rows) > 0
+            starts = indptr[1:-1]
+            rising[starts[(starts > 0) & (starts < nnz)] - 1] = True
+            if not bool(np.all(rising)):
+                raise IndexFormatError(f"{ROWS_FILE}: postings are not sorted by row within a term")
+        if row_indptr[0] != 0 or row_indptr[-1] != nnz or (n_rows and np.any(np.diff(row_indptr) < 0)):
+            raise IndexFormatError(f"{ROW_INDPTR_FILE} is not a valid row pointer")
+        return cls(terms, indptr, rows, tf, doc_len, row_indptr, row_terms, vocab["tokenizer"])
+
+    # --------------------------------------------------------------- scoring
+
+    def _scope_stats(self, a: int, b: int, epsilon: float) -> tuple[int, float, float] | None:
+        """(N, avgdl, epsilon * average_idf) of rows [a, b); None if BM25 is undefined there."""
+        n = b - a
+        if n <= 0:
+            return None
+        key = (a, b)
+        cached = self._scope_cache.get(key)
+        if cached is None:
+            avgdl = float(np.sum(self.doc_len[a:b], dtype=np.float64)) / n
+            if a == 0 and b == self.n_rows:
+                df = np.diff(self.indptr)
+                df = df[df > 0]
+            else:
+                tids = np.asarray(self.row_terms[self.row_indptr[a]:self.row_indptr[b]])
+                if tids.size * 8 < len(self.terms):
+                    _, df = np.unique(tids, return_counts=True)
+                else:
+                    df = np.bincount(tids, minlength=0)
+                    df = df[df > 0]
+            if df.size:
+                df = df.astype(np.float64)
+                idf_sum = float(np.sum(np.log(n - df + 0.5) - np.log(df + 0.5)))
+                avg_idf = idf_sum / df.size
+            else:
+                avg_idf = 0.0
+            cached = (float(n), avgdl, avg_idf)
+            with self._lock:
+                if len(self._scope_cache) >= _SCOPE_CACHE_MAX:
+                    self._scope_cache.clear()
+                self._scope_cache[key] = cached
+        n_f, avgdl, avg_idf = cached
+        if avgdl <= 0.0:
+            return None
+        return int(n_f), avgdl, epsilon * avg_idf
+
+    def _check_range(self, start: int, end: int, what: str) -> None:
+        if not (0 <= start <= end <= self.n_rows):
+            raise ValueError(f"{what} [{start}, {end}) is outside the index's rows [0, {self.n_rows})")
+
+    def score_range(self, query_tokens: Sequence[str], start: int, end: int,
+                    idf_start: int | None = None, idf_end: int | None = None,
+                    k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> np.ndarray:
+        """BM25Okapi scores (float32, length end-start) of rows [start, end).
+
+        IDF and avgdl come from rows [idf_start, idf_end) (default: the scored
+        rows themselves, i.e. ``BM25Okapi(rows[start:end]).get_scores``). The
+        scope normally contains the scored rows; it does not have to.
+        """
+        a = start if idf_start is None else idf_start
+        z = end if idf_end is None else idf_end
+        self._check_range(start, end, "rows")
+        self._check_range(a, z, "IDF scope")
+        out = np.zeros(end - start, dtype=np.float32)
+        if end <= start or not query_tokens:
+            return out
+        stats = self._scope_stats(a, z, epsilon)
+        if stats is None:
+            return out
+        n, avgdl, eps_idf = stats
+        ids = self.term_ids
+        whole = a == 0 and z == self.n_rows
+        weights = self._weights_for_corpus(k1, b, avgdl) if whole else None
+        for term, count in Counter(query_tokens).items():
+            tid = ids.get(term)
+            if tid is None:
+                continue
+            p0, p1 = int(self.indptr[tid]), int(self.indptr[tid + 1])
+            postings = self.rows[p0:p1]
+            if whole:
+                df = p1 - p0
+            else:
+                lo, hi = np.searchsorted(postings, (a, z))
+                df = int(hi - lo)
+            if df == 0:
+                continue
+            idf = math.log(n - df + 0.5) - math.log(df + 0.5)
+            if idf < 0:
+                idf = eps_idf
+            if idf == 0.0:
+                continue
+            if start == 0 and end == self.n_rows:
+                lo, hi = 0, p1 - p0
+            else:
+                lo, hi = (int(x) for x in np.searchsorted(postings, (start, end)))
+                if hi <= lo:
+                    continue
+            r = postings[lo:hi]
+            # rank_bm25 adds a duplicated query token once per occurrence.
+            if weights is not None:
+                out[r - start if start else r] += (idf * count) * weights[p0 + lo:p0 + hi]
+            else:
+                f = np.asarray(self.tf[p0 + lo:p0 + hi], dtype=np.float64)
+                dl = np.asarray(self.doc_len[r], dtype=np.float64)
+                sat = f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))
+                out[r - start if start else r] += (idf * count) * sat
+        np.nan_to_num(out, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        return out.astype(np.float32, copy=False)
+
+    def _weights_for_corpus(self, k1: float, b: float, avgdl: float) -> np.ndarray:
+        """Saturated tf weight of every posting under corpus avgdl (cached for the last k1, b)."""
+        cached = self._corpus_weights
+        if cached is not None and cached[0] == k1 and cached[1] == b:
+            return cached[2]
+        f = np.asarray(self.tf, dtype=np.float64)
+        dl = np.asarray(self.doc_len, dtype=np.float64)[np.asarray(self.rows)]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))).astype(np.float32)
+        with self._lock:
+            self._corpus_weights = (k1, b, w)
+        return w
+
+    def score_all(self, query_tokens: Sequence[str], k1: float = 1.5, b: float = 0.75,
+                  epsilon: float = 0.25) -> np.ndarray:
+        """Scores of every row with corpus-wide IDF (flat retrieval over the whole index)."""
+        return self.score_range(query_tokens, 0, self.n_rows, k1=k1, b=b, epsilon=epsilon)

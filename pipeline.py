@@ -1,0 +1,189 @@
+"""The fixed three-step pipeline: locate -> retrieve + rerank -> synthesise.
+
+No loops, no tool calls, no decisions beyond recorded fallbacks. The result
+is a plain dict (the spec's keys plus timing, providers, fallbacks, usage and
+every stage's candidates) so it can be printed, dumped as JSON and logged.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from config import Config
+from indexing.embedder import Embedder
+from indexing.index_store import Index
+from retrieval.hybrid_retriever import (Reranker, StageHits, document_order, make_reranker, rerank,
+                                        retrieve)
+from retrieval.node_locator import hybrid_locate, keyword_locate, llm_locate
+from retrieval.synthesizer import is_chinese, synthesize
+from retrieval.types import Fallback, LocateResult, RetrievedChunk
+from utils.llm_client import LLMClient, UsageMeter
+from utils.tokenizer import is_stopword_only
+
+
+@dataclass
+class Backends:
+    """Loaded models, built once per process (interactive mode reuses them)."""
+
+    embedder: Embedder
+    reranker: Reranker
+    llm: LLMClient | None
+    """None or a mock client: no LLM calls; locating and synthesis take their no-LLM paths."""
+
+
+def has_real_llm(llm: LLMClient | None) -> bool:
+    return llm is not None and getattr(llm, "provider", "mock") != "mock"
+
+
+def choose_locator(config: Config, llm: LLMClient | None) -> str:
+    if config.locator == "auto":
+        return "llm" if has_real_llm(llm) else "hybrid"
+    return config.locator
+
+
+def citation(chunk: Any) -> str:
+    lines = (f"L{chunk.start_line}" if chunk.start_line == chunk.end_line
+             else f"L{chunk.start_line}-L{chunk.end_line}")
+    return f"{chunk.doc_path}:{lines}"
+
+
+def _hit_dict(rc: RetrievedChunk, rank: int, score: float, details: dict[str, Any]) -> dict[str, Any]:
+    c = rc.chunk
+    return {"chunk_id": c.chunk_id, "node_id": c.source_node_id, "rank": rank, "score": round(float(score), 4),
+            "score_details": dict(details), "excerpt": c.text[:300], "doc_path": c.doc_path,
+            "start_char": c.start_char, "end_char": c.end_char}
+
+
+def _stage_dicts(stages: StageHits) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, key in (("keyword", "bm25_score"), ("vector", "dense_score"), ("fusion", "fused_score"),
+                      ("rerank", "rerank_score")):
+        hits = getattr(stages, name)
+        out[name] = [_hit_dict(rc, i, rc.retrieval_detail.get(key, rc.score), rc.retrieval_detail)
+                     for i, rc in enumerate(hits, 1)]
+    return out
+
+
+def retrieved_dict(rc: RetrievedChunk, rank: int) -> dict[str, Any]:
+    c = rc.chunk
+    return {"rank": rank, "chunk_id": c.chunk_id, "node_id": c.source_node_id, "text": c.text,
+            "heading_path": c.heading_path, "doc_path": c.doc_path, "start_char": c.start_char,
+            "end_char": c.end_char, "start_line": c.start_line, "end_line": c.end_line,
+            "citation": citation(c), "source": rc.source, "sub_query": rc.sub_query,
+            "scores": dict(rc.retrieval_detail)}
+
+
+def locate(query: str, index: Index, config: Config, backends: Backends,
+           doc_paths: set[str] | None, usage: UsageMeter) -> LocateResult:
+    name = choose_locator(config, backends.llm)
+    if name == "llm":
+        if not has_real_llm(backends.llm):
+            res = keyword_locate(index, query, config, doc_paths)
+            res.fallbacks.append(Fallback("locate", "no LLM configured", "keyword locator"))
+            return res
+        return llm_locate(index, backends.llm, query, config, backends.embedder, doc_paths, usage)
+    if name == "keyword":
+        return keyword_locate(index, query, config, doc_paths)
+    return hybrid_locate(index, backends.embedder, query, config, doc_paths)
+
+
+def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
+                 doc_paths: set[str] | None = None) -> dict[str, Any]:
+    t_start = time.perf_counter()
+    usage = UsageMeter()
+    fallbacks: list[Fallback] = []
+    timing: dict[str, float] = {}
+    result: dict[str, Any] = {
+        "run_id": uuid.uuid4().hex,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "query": query, "notice": None,
+        "step1_thinking": "", "step1_locator": None, "step1_nodes": [],
+        "step2_retrieved": [], "stages": {}, "answer": "",
+    }
+    llm = backends.llm if has_real_llm(backends.llm) else None
+    if is_stopword_only(query):
+        result["notice"] = ("该问题只包含停用词或标点，没有可检索的内容，请换一种问法。" if is_chinese(query) else
+                            "The question has only stop-words or punctuation: nothing to search for. "
+                            "Please rephrase it with content words.")
+        result["answer"] = result["notice"]
+    else:
+        t = time.perf_counter()
+        loc = locate(query, index, config, backends, doc_paths, usage)
+        timing["locate"] = (time.perf_counter() - t) * 1000
+        fallbacks.extend(loc.fallbacks)
+        result["step1_thinking"] = loc.thinking
+        result["step1_locator"] = loc.locator
+        result["step1_nodes"] = [{"node_id": n.node_id, "sub_query": n.sub_query,
+                                  "heading_path": n.heading_path, "score": n.score} for n in loc.nodes]
+        result["step1_toc_nodes"] = loc.toc_nodes
+
+        t = time.perf_counter()
+        stages = StageHits()
+        candidates = retrieve(index, backends.embedder, query, loc.nodes, config, doc_paths, stages)
+        timing["retrieve"] = (time.perf_counter() - t) * 1000
+
+        t = time.perf_counter()
+        final = rerank(query, candidates, backends.reranker, config.final_top_k, fallbacks)
+        if "rerank_score" in (final[0].retrieval_detail if final else {}):
+            stages.rerank = list(final)
+        timing["rerank"] = (time.perf_counter() - t) * 1000
+        result["step2_retrieved"] = [retrieved_dict(rc, i) for i, rc in enumerate(final, 1)]
+        result["stages"] = _stage_dicts(stages)
+
+        t = time.perf_counter()
+        result["answer"] = synthesize(query, document_order(final), llm, fallbacks, usage)
+        timing["synthesize"] = (time.perf_counter() - t) * 1000
+    timing["total"] = (time.perf_counter() - t_start) * 1000
+    result["timing_ms"] = {k: round(v, 2) for k, v in timing.items()}
+    result["providers"] = {
+        "llm": {"provider": llm.provider, "model": llm.model} if llm else {"provider": "mock", "model": None},
+        "embedder": dict(index.embedder_identity),
+        "reranker": {"name": backends.reranker.name, "model": backends.reranker.model},
+        "locator": result["step1_locator"],
+    }
+    result["fallbacks"] = [f.to_dict() for f in fallbacks]
+    result["usage"] = usage.to_dict()
+    meta = index.metadata
+    result["index"] = {"path": str(index.path), "created_at": meta.get("created_at"),
+                       "embedder": dict(index.embedder_identity),
+                       "documents": meta["counts"]["documents"], "chunks": meta["counts"]["chunks"]}
+    result["config"] = config.to_dict()
+    return result
+
+
+def query_embedder(identity: dict[str, Any], config: Config, name: str | None = None) -> Embedder:
+    """The embedder that matches an index's recorded identity, refusing any other.
+
+    An index built with all-MiniLM-L6-v2 under torch is queried with the int8
+    ONNX runtime of the same model (measured interchangeable, see
+    ``indexing.embedder.compatible``) so a one-shot query never imports torch.
+    """
+    from indexing.embedder import MINILM_ID, compatible, embedder_identity, make_embedder
+    from utils.errors import IncompatibleIndexError
+
+    if name is None:
+        name = identity.get("name", "hash")
+        if name == "local" and identity.get("model_id") == MINILM_ID:
+            name = "onnx"
+        if name == "hash":
+            config = config.replace(hash_dim=int(identity.get("dim", config.hash_dim)))
+        elif name in ("local", "openai"):
+            config = config.replace(embedder_model=identity.get("model_path") or identity.get("model_id"))
+    embedder = make_embedder(name, config)
+    mine = embedder_identity(embedder)
+    if not compatible(identity, mine):
+        raise IncompatibleIndexError(
+            f"the index was built with embedder {identity.get('name')} ({identity.get('model_id')}, "
+            f"dim {identity.get('dim')}) but the query would use {mine['name']} ({mine['model_id']}, "
+            f"dim {mine['dim']}); rebuild the index or drop --embedder")
+    return embedder
+
+
+def make_backends(index: Index, config: Config, llm: LLMClient | None,
+                  embedder_name: str | None = None) -> Backends:
+    """Embedder from the index's own identity (so queries match the build), reranker from config."""
+    embedder = query_embedder(index.embedder_identity, config, embedder_name)
+    return Backends(embedder=embedder, reranker=make_reranker(config), llm=llm)

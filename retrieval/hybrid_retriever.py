@@ -1,0 +1,195 @@
+"""Step 2: dense + BM25 inside each located leaf, fused, then reranked across leaves.
+
+Edge cases are defined, not accidental:
+- a leaf with one chunk: min-max of one value is 1.0 if the raw score is
+  positive, else 0.0 (see utils.similarity.min_max_normalize);
+- all-zero BM25 (no query term in the leaf): BM25 contributes nothing;
+- a chunk reached twice (two located leaves overlap, or the safety net finds a
+  chunk a leaf already gave): kept once, with its best fused score.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from config import Config
+from indexing.index_store import Index
+from retrieval.scoring import RangeScores, concat_scores, fuse, score_range
+from retrieval.types import Fallback, LocatedNode, RetrievedChunk
+from utils.tokenizer import tokenize
+
+
+class QueryEmbedder(Protocol):
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+@dataclass
+class StageHits:
+    """Every candidate at every stage, for the audit record (seed 004)."""
+
+    keyword: list[RetrievedChunk] = field(default_factory=list)
+    vector: list[RetrievedChunk] = field(default_factory=list)
+    fusion: list[RetrievedChunk] = field(default_factory=list)
+    rerank: list[RetrievedChunk] = field(default_factory=list)
+
+
+def _make(index: Index, row: int, dense: float, bm25: float, fused: float, sub_query: str,
+          source: str) -> RetrievedChunk:
+    return RetrievedChunk(
+        chunk=index.chunks[row], score=float(fused),
+        retrieval_detail={"dense_score": round(float(dense), 4), "bm25_score": round(float(bm25), 4),
+                          "fused_score": round(float(fused), 4)},
+        row=int(row), sub_query=sub_query, source=source)
+
+
+def rank_scored(index: Index, scores: RangeScores, top_k: int, config: Config, sub_query: str,
+                source: str, stages: StageHits | None = None) -> list[RetrievedChunk]:
+    fused = fuse(scores.dense, scores.bm25, config)
+    order = np.lexsort((scores.rows, -fused))[:top_k]
+    out = [_make(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i], fused[i], sub_query, source)
+           for i in order]
+    if stages is not None:
+        for arr, bucket in ((scores.bm25, stages.keyword), (scores.dense, stages.vector)):
+            for i in np.lexsort((scores.rows, -arr))[:top_k]:
+                if bucket is stages.keyword and arr[i] <= 0:
+                    continue
+                bucket.append(_make(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i],
+                                    fused[i], sub_query, source))
+        stages.fusion.extend(out)
+    return out
+
+
+def retrieve_in_leaf(index: Index, embedder: QueryEmbedder, node: LocatedNode, config: Config,
+                     stages: StageHits | None = None,
+                     qvec_cache: dict[str, np.ndarray] | None = None) -> list[RetrievedChunk]:
+    rows = index.leaf_rows.get(node.node_id)
+    if rows is None:
+        return []
+    cache = qvec_cache if qvec_cache is not None else {}
+    if node.sub_query not in cache:
+        cache[node.sub_query] = embedder.embed_query(node.sub_query)
+    scores = score_range(index, cache[node.sub_query], tokenize(node.sub_query), rows[0], rows[1], config)
+    return rank_scored(index, scores, config.top_k_per_leaf, config, node.sub_query, "tree", stages)
+
+
+def scope_rows(index: Index, doc_paths: set[str] | None) -> list[tuple[int, int]]:
+    if doc_paths is None:
+        return [(0, len(index.chunks))]
+    return sorted(index.doc_rows[d] for d in doc_paths if d in index.doc_rows)
+
+
+def flat_scores(index: Index, qvec: np.ndarray, tokens: list[str], config: Config,
+                doc_paths: set[str] | None = None, idf_scope: str = "corpus") -> RangeScores:
+    """Dense + BM25 for every chunk in scope (flat retrieval, safety net, locator)."""
+    parts = [score_range(index, qvec, tokens, s, e, config, idf_scope=idf_scope)
+             for s, e in scope_rows(index, doc_paths)]
+    return concat_scores(parts)
+
+
+def dedupe_best(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
+    best: dict[str, RetrievedChunk] = {}
+    for rc in chunks:
+        cur = best.get(rc.chunk.chunk_id)
+        if cur is None or rc.score > cur.score:
+            best[rc.chunk.chunk_id] = rc
+    return sorted(best.values(), key=lambda r: (-r.score, r.row))
+
+
+def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[LocatedNode],
+             config: Config, doc_paths: set[str] | None = None,
+             stages: StageHits | None = None) -> list[RetrievedChunk]:
+    """All candidates before rerank: per-leaf top-k, plus the flat safety net when on."""
+    cache: dict[str, np.ndarray] = {}
+    out: list[RetrievedChunk] = []
+    for node in located:
+        out.extend(retrieve_in_leaf(index, embedder, node, config, stages, cache))
+    if config.safety_net:
+        if query not in cache:
+            cache[query] = embedder.embed_query(query)
+        scores = flat_scores(index, cache[query], tokenize(query), config, doc_paths)
+        out.extend(rank_scored(index, scores, config.safety_net_top_k, config, query, "net", stages))
+    return dedupe_best(out)
+
+
+# --------------------------------------------------------------------------- rerank
+
+class Reranker(Protocol):
+    name: str
+    model: str | None
+
+    def score(self, query: str, texts: list[str]) -> list[float]: ...
+
+
+class NoReranker:
+    """Keeps the fused order (the spec's mock)."""
+
+    name = "none"
+    model: str | None = None
+
+    def score(self, query: str, texts: list[str]) -> list[float]:
+        raise NotImplementedError  # never called: rerank() short-cuts on name == "none"
+
+
+class CrossEncoderReranker:
+    """sentence-transformers CrossEncoder from a local path or the local model cache.
+
+    Never downloads: HF_HUB_OFFLINE is forced before the library is imported.
+    """
+
+    name = "cross-encoder"
+
+    def __init__(self, model: str, batch_size: int = 32) -> None:
+        self.model = model
+        self.batch_size = batch_size
+        self._model = None
+
+    def _load(self):
+        if self._model is None:
+            import os
+
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import CrossEncoder
+
+            self._model = CrossEncoder(self.model, device="cpu")
+        return self._model
+
+    def score(self, query: str, texts: list[str]) -> list[float]:
+        model = self._load()
+        scores = model.predict([(query, t) for t in texts], batch_size=self.batch_size,
+                               show_progress_bar=False)
+        return [float(s) for s in np.asarray(scores).reshape(len(texts), -1)[:, -1]]
+
+
+def make_reranker(config: Config) -> Reranker:
+    if config.reranker in ("none", "", None):
+        return NoReranker()
+    if config.reranker == "cross-encoder":
+        return CrossEncoderReranker(config.reranker_model)
+    from utils.errors import BackendError
+
+    raise BackendError(f"unknown reranker {config.reranker!r} (use none or cross-encoder)")
+
+
+def rerank(query: str, candidates: list[RetrievedChunk], reranker: Reranker, top_k: int,
+           fallbacks: list[Fallback]) -> list[RetrievedChunk]:
+    """Cross-encoder order across leaves; on any failure keep the fused order, and say so."""
+    if reranker.name == "none" or not candidates:
+        return candidates[:top_k]
+    try:
+        scores = reranker.score(query, [c.chunk.text for c in candidates])
+    except Exception as exc:  # noqa: BLE001 - any model failure degrades, never aborts
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        fallbacks.append(Fallback("rerank", f"{reranker.model}: {msg[:200]}", "fused order"))
+        return candidates[:top_k]
+    for c, s in zip(candidates, scores):
+        c.retrieval_detail["rerank_score"] = round(s, 4)
+        c.score = s
+    return sorted(candidates, key=lambda r: (-r.score, r.row))[:top_k]
+
+
+def document_order(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
+    """Order evidence as it stands in the documents (DOS-RAG): rows are in document order."""
+    return sorted(chunks, key=lambda r: r.row)

@@ -1,0 +1,296 @@
+"""Step 1: find the leaves that hold the answer.
+
+Three locators share one result type:
+- ``llm``: the spec's prompt over the serialised tree, with a parser that
+  survives the messy JSON small models return, and a recorded fallback;
+- ``keyword``: the spec's mock (query tokens vs heading + summary);
+- ``hybrid``: no LLM, scores every leaf by dense similarity and BM25 of its
+  chunks and of its heading path + summary (seed 002/003 tree search).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from config import Config
+from indexing.index_store import Index
+from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
+from retrieval.types import Fallback, LocatedNode, LocateResult
+from tree_builder.tree import TreeNode
+from tree_builder.visualizer import serialize_tree
+from utils.errors import BackendError
+from utils.similarity import min_max_normalize
+from utils.tokenizer import estimate_tokens, tokenize
+
+NODE_LOCATE_PROMPT = """你是一个文档检索专家。给定用户问题和文档的树状结构，请找出最可能包含答案的叶子节点。
+
+规则:
+1. 只返回叶子节点（标记为"叶子节点"的节点）
+2. 返回 1-5 个最相关的节点，不要过多
+3. 为每个节点生成一个精化的 sub_query，描述你期望从该节点中找到什么信息
+
+用户问题: {query}
+
+{serialized_tree}
+
+输出严格 JSON 格式:
+{{
+  "thinking": "简要分析问题需要哪些信息，以及这些信息可能在哪些章节",
+  "results": [
+    {{"node_id": "0007", "sub_query": "contextual bandit路由算法的具体设计"}},
+    {{"node_id": "0009", "sub_query": "EUR/USD上的准确率数据和对比结果"}}
+  ]
+}}"""
+
+MAX_RESULTS = 5
+MAX_EXPANDED_LEAVES = 3
+
+
+def scoped_leaves(index: Index, doc_paths: set[str] | None) -> list[TreeNode]:
+    if doc_paths is None:
+        return index.leaves
+    return [n for n in index.leaves if n.doc_path in doc_paths]
+
+
+# --------------------------------------------------------------------------- keyword
+
+def keyword_locate(index: Index, query: str, config: Config,
+                   doc_paths: set[str] | None = None) -> LocateResult:
+    """The spec's mock: IDF-weighted overlap of query tokens with heading + summary."""
+    leaves = scoped_leaves(index, doc_paths)
+    q = set(tokenize(query))
+    docs = [set(tokenize(f"{n.heading_path} {n.summary}")) for n in leaves]
+    df = Counter(t for d in docs for t in d if t in q)
+    n = max(len(docs), 1)
+    scored: list[tuple[float, int]] = []
+    for i, toks in enumerate(docs):
+        s = sum(math.log(1 + n / df[t]) for t in q & toks)
+        if s > 0:
+            scored.append((s, i))
+    scored.sort(key=lambda x: (-x[0], x[1]))
+    nodes = [LocatedNode(leaves[i].node_id, query, leaves[i].heading_path, round(s, 4))
+             for s, i in scored[:config.keyword_top_leaves]]
+    thinking = (f"keyword match of {sorted(q)} against headings and summaries"
+                if nodes else "no heading or summary shares a word with the query")
+    return LocateResult(nodes=nodes, thinking=thinking, locator="keyword")
+
+
+# --------------------------------------------------------------------------- hybrid
+
+def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: str, config: Config,
+                       doc_paths: set[str] | None = None) -> tuple[list[TreeNode], np.ndarray]:
+    """Score every leaf in scope; higher is better.
+
+    A leaf is as good as its best chunk (dense and BM25, each min-max
+    normalised across the scope) plus how well its heading path + summary
+    matches the query densely.
+    """
+    leaves = scoped_leaves(index, doc_paths)
+    if not leaves:
+        return leaves, np.zeros(0, dtype=np.float32)
+    qvec = embedder.embed_query(query)
+    tokens = tokenize(query)
+    scores = flat_scores(index, qvec, tokens, config, doc_paths, idf_scope="corpus")
+    dense_n = min_max_normalize(scores.dense)
+    bm25_n = min_max_normalize(scores.bm25)
+    row_leaf = np.empty(len(index.chunks), dtype=np.int64)
+    pos = {n.node_id: i for i, n in enumerate(leaves)}
+    best_dense = np.zeros(len(leaves), dtype=np.float32)
+    best_bm25 = np.zeros(len(leaves), dtype=np.float32)
+    for i, n in enumerate(leaves):
+        r = index.leaf_rows.get(n.node_id)
+        if r:
+            row_leaf[r[0]:r[1]] = i
+    if len(scores.rows):
+        li = row_leaf[scores.rows]
+        np.maximum.at(best_dense, li, dense_n)
+        np.maximum.at(best_bm25, li, bm25_n)
+    leaf_idx = np.array([index.leaf_index(n.node_id) for n in leaves], dtype=np.int64)
+    leaf_dense = min_max_normalize(np.asarray(index.leaf_embeddings[leaf_idx] @ qvec, dtype=np.float32))
+    chunk_part = config.dense_weight * best_dense + config.bm25_weight * best_bm25
+    w = config.locator_leaf_weight
+    total = (1 - w) * chunk_part + w * leaf_dense
+    return leaves, total.astype(np.float32)
+
+
+def hybrid_locate(index: Index, embedder: QueryEmbedder, query: str, config: Config,
+                  doc_paths: set[str] | None = None) -> LocateResult:
+    leaves, total = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
+    order = np.lexsort((np.arange(len(total)), -total))
+    picked = [i for i in order[:config.hybrid_top_leaves] if total[i] > 0]
+    nodes = [LocatedNode(leaves[i].node_id, query, leaves[i].heading_path, round(float(total[i]), 4))
+             for i in picked]
+    cands = [LocatedNode(leaves[i].node_id, query, leaves[i].heading_path, round(float(total[i]), 4))
+             for i in order[:20]]
+    thinking = (f"no LLM: ranked {len(leaves)} leaves by dense + BM25 similarity of their chunks "
+                f"and headings to the query")
+    return LocateResult(nodes=nodes, thinking=thinking, locator="hybrid", candidates=cands)
+
+
+# --------------------------------------------------------------------------- LLM
+
+def _strip_fences(text: str) -> str:
+    m = re.search(r"```(?:json|JSON)?\s*\n?(.*?)```", text, re.S)
+    return m.group(1) if m else text
+
+
+def extract_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in ``text`` that parses, fenced or surrounded by prose."""
+    text = _strip_fences(text)
+    dec = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = dec.raw_decode(text, m.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def _normalise_title(s: str) -> str:
+    s = re.sub(r"\s+", " ", s).strip().lower()
+    return s
+
+
+def _resolve_id(raw: Any, index: Index, allowed: set[str]) -> str | None:
+    """An id as the model wrote it -> a node id: "7", 7, "[0007]", "node_0007", or a heading."""
+    if isinstance(raw, bool) or raw is None:
+        return None
+    if isinstance(raw, (int, float)) and float(raw).is_integer():
+        cand = f"{int(raw):04d}"
+        return cand if cand in allowed else None
+    s = str(raw).strip()
+    m = re.fullmatch(r"\[?\s*(?:node[_ -]?)?(\d{1,7})\s*\]?", s, re.I)
+    if m:
+        cand = f"{int(m.group(1)):04d}"
+        return cand if cand in allowed else None
+    # a heading (or heading path) instead of an id
+    t = _normalise_title(re.sub(r"\s*\(叶子节点\)\s*$", "", s))
+    for nid in allowed:
+        node = index.nodes[nid]
+        if t in (_normalise_title(node.heading), _normalise_title(node.heading_path)):
+            return nid
+    for nid in allowed:
+        if _normalise_title(index.nodes[nid].heading_path).endswith(t) and len(t) >= 4:
+            return nid
+    return None
+
+
+def parse_locator_response(text: str, index: Index, query: str,
+                           doc_paths: set[str] | None = None) -> tuple[list[LocatedNode], str, list[str]]:
+    """Repair and validate an LLM's locating answer. Returns (nodes, thinking, problems)."""
+    problems: list[str] = []
+    obj = extract_json_object(text)
+    if obj is None:
+        return [], "", ["no JSON object in the response"]
+    thinking = obj.get("thinking") if isinstance(obj.get("thinking"), str) else ""
+    results = obj.get("results")
+    if not isinstance(results, list):
+        return [], thinking, ["no 'results' list in the JSON"]
+    allowed = {n.node_id for n in index.root.iter_preorder()
+               if n.kind != "root" and (doc_paths is None or n.doc_path in doc_paths)}
+    out: list[LocatedNode] = []
+    seen: set[str] = set()
+    for item in results:
+        if len(out) >= MAX_RESULTS:
+            problems.append(f"more than {MAX_RESULTS} results: kept the first {MAX_RESULTS}")
+            break
+        if isinstance(item, dict):
+            raw_id = item.get("node_id", item.get("id", item.get("node")))
+            sub = item.get("sub_query")
+        else:
+            raw_id, sub = item, None
+        nid = _resolve_id(raw_id, index, allowed)
+        if nid is None:
+            problems.append(f"unknown node id {raw_id!r} dropped")
+            continue
+        sub_query = sub.strip() if isinstance(sub, str) and sub.strip() else query
+        node = index.nodes[nid]
+        if node.is_leaf:
+            targets = [node]
+        else:
+            leaves = node.leaves()
+            if len(leaves) > MAX_EXPANDED_LEAVES:
+                problems.append(f"non-leaf {nid} has {len(leaves)} leaves: dropped")
+                continue
+            problems.append(f"non-leaf {nid} replaced by its {len(leaves)} leaves")
+            targets = leaves
+        for leaf in targets:
+            if leaf.node_id in seen or len(out) >= MAX_RESULTS:
+                continue
+            seen.add(leaf.node_id)
+            out.append(LocatedNode(leaf.node_id, sub_query, leaf.heading_path))
+    return out, thinking, problems
+
+
+def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: str, config: Config,
+                   doc_paths: set[str] | None = None) -> tuple[str, int]:
+    """The serialised tree, cut to the TOC budget around the best no-LLM leaves.
+
+    Returns (text, number of nodes shown).
+    """
+    allowed = {n.node_id for n in index.root.iter_preorder()
+               if n.kind != "root" and (doc_paths is None or n.doc_path in doc_paths)}
+    full = serialize_tree(index.root, include=allowed if doc_paths is not None else None)
+    if estimate_tokens(full) <= config.toc_budget_tokens or embedder is None:
+        return full, len(allowed)
+    leaves, total = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
+    order = np.lexsort((np.arange(len(total)), -total))
+    include: set[str] = set()
+    text = serialize_tree(index.root, include={"__none__"})
+    # grow the set of shown branches best-first until the budget is reached
+    lo, hi = 1, len(order)
+    while lo <= hi:  # binary search on how many leaves fit
+        mid = (lo + hi) // 2
+        ids: set[str] = set()
+        for i in order[:mid]:
+            leaf = leaves[i]
+            ids.add(leaf.node_id)
+            ids.update(a.node_id for a in leaf.ancestors())
+        candidate = serialize_tree(index.root, include=ids)
+        if estimate_tokens(candidate) <= config.toc_budget_tokens:
+            include, text = ids, candidate
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return text, len(include)
+
+
+def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: QueryEmbedder | None,
+               doc_paths: set[str] | None = None, usage: Any = None) -> LocateResult:
+    """The spec's LLM locating, falling back (recorded) to the no-LLM locator on any failure."""
+    toc, shown = toc_for_prompt(index, embedder, query, config, doc_paths)
+    prompt = NODE_LOCATE_PROMPT.format(query=query, serialized_tree=toc)
+    reason: str | None = None
+    raw: str | None = None
+    try:
+        resp = llm.generate(prompt, json_mode=True, max_tokens=800)
+        raw = resp.text
+        if usage is not None:
+            usage.add(resp.usage)
+        nodes, thinking, problems = parse_locator_response(raw, index, query, doc_paths)
+        if nodes:
+            res = LocateResult(nodes=nodes, thinking=thinking, locator="llm", toc_nodes=shown,
+                               raw_response=raw)
+            if problems:
+                res.fallbacks.append(Fallback("locate", "; ".join(problems)[:500], "repaired LLM output"))
+            return res
+        reason = "; ".join(problems) or "no valid leaf in the LLM's answer"
+    except BackendError as exc:
+        reason = str(exc)
+    fb_name = config.locator_fallback
+    if fb_name == "hybrid" and embedder is not None:
+        res = hybrid_locate(index, embedder, query, config, doc_paths)
+    else:
+        fb_name = "keyword"
+        res = keyword_locate(index, query, config, doc_paths)
+    res.fallbacks.insert(0, Fallback("locate", f"LLM locating failed: {reason}"[:500], f"{fb_name} locator"))
+    res.toc_nodes = shown
+    res.raw_response = raw
+    return res

@@ -1,0 +1,248 @@
+"""Scriptable local HTTP servers that speak just enough of the OpenAI and
+Anthropic wire formats for the real SDKs to talk to them.
+
+Why a real socket instead of mocking the SDK: the point of the backend tests is
+to prove that the request we put on the wire (path, headers, JSON body) and the
+way we read status codes, Retry-After and timeouts match what the official SDKs
+actually do. A stub on 127.0.0.1, port 0, in a daemon thread costs a few
+milliseconds and needs no network.
+
+Usage::
+
+    with StubServer([StubResponse(429, headers={"Retry-After": "2"}),
+                     StubResponse(200, openai_chat_body("hi"))]) as srv:
+        client = OpenAILLM(base_url=srv.url + "/v1", ...)
+        ...
+        assert srv.requests[0].path == "/v1/chat/completions"
+
+Responses are served in order; when the script runs out, ``default`` (if
+given) answers every further request, else a 599 "stub exhausted" error —
+which tests see as a failure instead of a hang. A callable may be given
+instead of a list to compute each response from the recorded request.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterable
+
+__all__ = [
+    "RecordedRequest",
+    "StubResponse",
+    "StubServer",
+    "anthropic_error_body",
+    "anthropic_message_body",
+    "openai_chat_body",
+    "openai_error_body",
+]
+
+
+@dataclass
+class StubResponse:
+    """One scripted reply. ``body``: dict/list → JSON, str/bytes → sent raw."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    """Seconds to wait before answering (to provoke client timeouts)."""
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Header names lower-cased, so tests need not guess the SDK's casing."""
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8")) if self.body else None
+
+
+Responder = Callable[[RecordedRequest], StubResponse]
+
+
+class StubServer:
+    """A ThreadingHTTPServer on 127.0.0.1:0 serving scripted responses."""
+
+    def __init__(
+        self,
+        responses: Iterable[StubResponse] | Responder | None = None,
+        *,
+        default: StubResponse | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._responder: Responder | None = responses if callable(responses) else None
+        self._queue: deque[StubResponse] = deque(
+            [] if responses is None or callable(responses) else list(responses)
+        )
+        self._default = default
+        self.requests: list[RecordedRequest] = []
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._make_handler())
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ----------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "StubServer":
+        # A short poll interval: shutdown() waits up to one interval (default 0.5 s per test).
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="stub-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes handlers sleeping on a scripted delay
+        if self._thread is not None:  # shutdown() would wait forever on a never-started server
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> "StubServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- scripting ----------------------------------------------------------
+    def push(self, *responses: StubResponse) -> None:
+        with self._lock:
+            self._queue.extend(responses)
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def _next_response(self, req: RecordedRequest) -> StubResponse:
+        with self._lock:
+            self.requests.append(req)
+            if self._responder is None:
+                if self._queue:
+                    return self._queue.popleft()
+                if self._default is not None:
+                    return self._default
+                return StubResponse(599, {"error": {"message": "stub exhausted"}})
+        return self._responder(req)
+
+    def _make_handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, like real APIs
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass  # keep pytest output clean
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                req = RecordedRequest(
+                    method=self.command,
+                    path=self.path,
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                )
+                resp = server._next_response(req)
+                if resp.delay and server._stopping.wait(resp.delay):
+                    return
+                payload = _encode(resp.body)
+                try:
+                    self.send_response(resp.status)
+                    headers = {"Content-Type": "application/json", **resp.headers}
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test); nothing to do
+
+            do_POST = _handle
+            do_GET = _handle
+
+        return Handler
+
+
+def _encode(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return json.dumps(body).encode("utf-8")
+
+
+# --- wire-format bodies --------------------------------------------------------
+def openai_chat_body(
+    text: str | None,
+    *,
+    model: str = "gpt-4o-mini",
+    prompt_tokens: int = 11,
+    completion_tokens: int = 7,
+    finish_reason: str = "stop",
+) -> dict[str, Any]:
+    """A chat.completions response as api.openai.com (and llama.cpp etc.) send it."""
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def openai_error_body(message: str, *, type_: str = "invalid_request_error", code: str | None = None,
+                      param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def anthropic_message_body(
+    text: str,
+    *,
+    model: str = "claude-sonnet-4-5",
+    input_tokens: int = 13,
+    output_tokens: int = 5,
+    stop_reason: str = "end_turn",
+) -> dict[str, Any]:
+    """A /v1/messages response as api.anthropic.com sends it."""
+    return {
+        "id": "msg_stub",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    }
+
+
+def anthropic_error_body(message: str, *, type_: str = "invalid_request_error") -> dict[str, Any]:
+    return {"type": "error", "error": {"type": type_, "message": message}}

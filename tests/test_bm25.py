@@ -1,0 +1,219 @@
+"""BM25Index: identical to rank_bm25.BM25Okapi for any row range and IDF scope; safe on disk."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from rank_bm25 import BM25Okapi
+
+from indexing.bm25_builder import (DOC_LEN_FILE, FILES, INDPTR_FILE, ROWS_FILE, TF_FILE, VOCAB_FILE, BM25Index)
+from utils.errors import IndexFormatError
+
+_TERMS = st.sampled_from([f"t{i}" for i in range(10)] + ["中文", "法律"])
+_CORPUS = st.lists(st.lists(_TERMS, max_size=8), min_size=1, max_size=15)
+_QUERY = st.lists(st.one_of(_TERMS, st.just("unseen")), min_size=1, max_size=6)
+# k1 > 0: at k1 = 0 rank_bm25 computes 0/0 for every absent term and its NaN
+# wipes out the whole row; BM25Index scores such a row by its present terms.
+_PARAMS = st.tuples(st.floats(0.01, 3.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+
+
+def _has_tokens(corpus: list[list[str]]) -> bool:
+    return sum(map(len, corpus)) > 0
+
+
+def _okapi(corpus: list[list[str]], query: list[str], **kw: float) -> np.ndarray:
+    """rank_bm25's scores, with its 0/0 (b = 1 on an empty row) read as the 0
+    it means; BM25Index returns 0 there."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nan_to_num(BM25Okapi(corpus, **kw).get_scores(query), nan=0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(corpus=_CORPUS, query=_QUERY, data=st.data(), params=_PARAMS)
+def test_matches_rank_bm25_for_leaf_document_and_corpus_scopes(corpus, query, data, params) -> None:
+    k1, b, eps = params
+    index = BM25Index.build(corpus)
+    n = len(corpus)
+    s = data.draw(st.integers(0, n - 1))
+    e = data.draw(st.integers(s + 1, n))
+    a = data.draw(st.integers(0, s))
+    z = data.draw(st.integers(e, n))
+    kw = {"k1": k1, "b": b, "epsilon": eps}
+    if _has_tokens(corpus):  # rank_bm25 divides by zero otherwise
+        want = _okapi(corpus, query, **kw)
+        np.testing.assert_allclose(index.score_all(query, **kw), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(index.score_range(query, s, e, 0, n, **kw), want[s:e], rtol=1e-5, atol=1e-5)
+    if _has_tokens(corpus[s:e]):
+        want = _okapi(corpus[s:e], query, **kw)
+        np.testing.assert_allclose(index.score_range(query, s, e, **kw), want, rtol=1e-5, atol=1e-5)
+    if _has_tokens(corpus[a:z]):
+        want = _okapi(corpus[a:z], query, **kw)[s - a:e - a]
+        np.testing.assert_allclose(index.score_range(query, s, e, a, z, **kw), want, rtol=1e-5, atol=1e-5)
+
+
+def test_negative_idf_floor_and_duplicate_query_tokens_match_rank_bm25() -> None:
+    corpus = [["a", "b"], ["a", "c"], ["a", "d", "d"], ["e"]]  # "a" in 3 of 4 rows: negative idf
+    index = BM25Index.build(corpus)
+    for q in (["a"], ["a", "a", "d"], ["d", "d", "d"]):
+        np.testing.assert_allclose(index.score_all(q), BM25Okapi(corpus).get_scores(q), rtol=1e-6)
+    assert (index.score_all(["a"])[:3] > 0).all(), "the epsilon floor keeps common terms positive"
+
+
+def test_scores_are_float32_of_range_length() -> None:
+    index = BM25Index.build([["x"], ["y"], ["x", "y"]])
+    got = index.score_range(["x"], 1, 3)
+    assert got.dtype == np.float32 and got.shape == (2,)
+
+
+def test_defined_zero_cases() -> None:
+    index = BM25Index.build([["a", "b"], [], ["c"], [], []])
+    assert index.score_range(["a"], 2, 2).shape == (0,), "empty range"
+    assert index.score_all(["zzz"]).tolist() == [0.0] * 5, "unknown term"
+    assert index.score_all([]).tolist() == [0.0] * 5, "empty query"
+    got = index.score_range(["a"], 3, 5)
+    assert got.tolist() == [0.0, 0.0], "a scope of empty rows (rank_bm25 divides by zero)"
+    got = index.score_range(["a"], 1, 2)
+    assert got.tolist() == [0.0] and not np.isnan(got).any()
+    got = index.score_all(["a", "zzz"], k1=0.0)  # rank_bm25: 0/0 = NaN everywhere
+    assert np.isfinite(got).all() and got[0] > 0 and got[1:].tolist() == [0.0] * 4
+    # two rows both containing the only term: idf = ln(0.5/2.5) < 0 and the
+    # average idf is that same value: rank_bm25 gives negative scores here, so do we.
+    same = BM25Index.build([["q"], ["q"]])
+    np.testing.assert_allclose(same.score_all(["q"]), BM25Okapi([["q"], ["q"]]).get_scores(["q"]), rtol=1e-6)
+
+
+def test_empty_index() -> None:
+    index = BM25Index.build([])
+    assert index.n_rows == 0 and index.vocab_size == 0
+    assert index.score_all(["a"]).shape == (0,)
+
+
+def test_out_of_range_rows_are_a_bug_not_garbage() -> None:
+    index = BM25Index.build([["a"], ["b"]])
+    for args in ((0, 3), (-1, 1), (2, 1)):
+        with pytest.raises(ValueError):
+            index.score_range(["a"], *args)
+    with pytest.raises(ValueError):
+        index.score_range(["a"], 0, 1, 0, 5)
+
+
+def test_postings_layout() -> None:
+    index = BM25Index.build([["b", "a", "b"], ["a"], ["c", "b"]])
+    assert index.terms == ["b", "a", "c"]
+    assert index.indptr.tolist() == [0, 2, 4, 5]
+    assert index.rows.tolist() == [0, 2, 0, 1, 2]
+    assert index.tf.tolist() == [2, 1, 1, 1, 1]
+    assert index.doc_len.tolist() == [3.0, 1.0, 2.0]
+    assert index.indptr.dtype == np.int64 and index.rows.dtype == np.int32 and index.doc_len.dtype == np.float32
+
+
+def _corpus(seed: int = 0, rows: int = 60) -> list[list[str]]:
+    rng = np.random.default_rng(seed)
+    return [[f"w{int(x)}" for x in rng.zipf(1.5, size=rng.integers(0, 12)) if x < 50] for _ in range(rows)]
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_save_load_roundtrip(tmp_path: Path, mmap: bool) -> None:
+    corpus = _corpus()
+    index = BM25Index.build(corpus)
+    index.save(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(FILES)
+    loaded = BM25Index.load(tmp_path, mmap=mmap)
+    assert loaded.n_rows == 60 and loaded.terms == index.terms
+    q = ["w1", "w2", "w7", "w1"]
+    np.testing.assert_array_equal(loaded.score_all(q), index.score_all(q))
+    np.testing.assert_array_equal(loaded.score_range(q, 10, 20, 5, 40), index.score_range(q, 10, 20, 5, 40))
+    assert not any(p.suffix == ".pkl" for p in tmp_path.iterdir())
+
+
+def _saved(tmp_path: Path) -> Path:
+    BM25Index.build(_corpus()).save(tmp_path)
+    return tmp_path
+
+
+def _expect_error(tmp_path: Path, name: str) -> None:
+    with pytest.raises(IndexFormatError) as exc:
+        BM25Index.load(tmp_path)
+    assert name in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_missing_file_is_named(tmp_path: Path, name: str) -> None:
+    (_saved(tmp_path) / name).unlink()
+    _expect_error(tmp_path, name)
+
+
+def test_wrong_dtype_or_shape_is_named(tmp_path: Path) -> None:
+    d = _saved(tmp_path)
+    np.save(d / TF_FILE, np.load(d / TF_FILE).astype(np.float64))
+    _expect_error(d, TF_FILE)
+    d = _saved(tmp_path)
+    np.save(d / DOC_LEN_FILE, np.zeros(3, dtype=np.float32))
+    _expect_error(d, DOC_LEN_FILE)
+
+
+def test_pickled_object_array_is_refused(tmp_path: Path) -> None:
+    d = _saved(tmp_path)
+    np.save(d / ROWS_FILE, np.array([object()] * 3, dtype=object), allow_pickle=True)
+    _expect_error(d, ROWS_FILE)
+
+
+def test_corrupt_files_are_named(tmp_path: Path) -> None:
+    d = _saved(tmp_path)
+    (d / INDPTR_FILE).write_bytes(b"garbage")
+    _expect_error(d, INDPTR_FILE)
+    d = _saved(tmp_path)
+    (d / VOCAB_FILE).write_text("{not json", encoding="utf-8")
+    _expect_error(d, VOCAB_FILE)
+
+
+def test_out_of_range_and_unsorted_postings_are_detected(tmp_path: Path) -> None:
+    d = _saved(tmp_path)
+    rows = np.load(d / ROWS_FILE)
+    bad = rows.copy()
+    bad[0] = 10_000
+    np.save(d / ROWS_FILE, bad)
+    _expect_error(d, ROWS_FILE)
+    indptr = np.load(d / INDPTR_FILE)
+    t = int(np.argmax(np.diff(indptr) >= 2))
+    swapped = rows.copy()
+    swapped[indptr[t]], swapped[indptr[t] + 1] = rows[indptr[t] + 1], rows[indptr[t]]
+    np.save(d / ROWS_FILE, swapped)
+    _expect_error(d, ROWS_FILE)
+
+
+def test_other_tokenizer_or_format_version_is_refused(tmp_path: Path) -> None:
+    d = _saved(tmp_path)
+    vocab = json.loads((d / VOCAB_FILE).read_text(encoding="utf-8"))
+    (d / VOCAB_FILE).write_text(json.dumps({**vocab, "tokenizer": "other-1"}), encoding="utf-8")
+    _expect_error(d, VOCAB_FILE)
+    (d / VOCAB_FILE).write_text(json.dumps({**vocab, "format_version": 99}), encoding="utf-8")
+    _expect_error(d, VOCAB_FILE)
+
+
+def test_scope_cache_does_not_change_results() -> None:
+    corpus = _corpus(seed=3, rows=80)
+    index = BM25Index.build(corpus)
+    first = index.score_range(["w1", "w3"], 20, 30, 0, 80, epsilon=0.25)
+    again = index.score_range(["w1", "w3"], 20, 30, 0, 80, epsilon=0.25)
+    other_eps = index.score_range(["w1", "w3"], 20, 30, 0, 80, epsilon=0.9)
+    np.testing.assert_array_equal(first, again)
+    want = BM25Okapi(corpus, epsilon=0.9).get_scores(["w1", "w3"])[20:30]
+    np.testing.assert_allclose(other_eps, want, rtol=1e-5, atol=1e-6)
+
+
+@given(corpus=_CORPUS)
+@settings(max_examples=50, deadline=None)
+def test_property_leaf_ranges_equal_separate_leaf_indexes(corpus) -> None:
+    """The spec's one-BM25Okapi-per-leaf, reproduced from one shared index."""
+    assume(all(row for row in corpus))
+    index = BM25Index.build(corpus)
+    cuts = sorted({0, len(corpus), *range(0, len(corpus), 3)})
+    for s, e in zip(cuts, cuts[1:]):
+        for q in (["t1"], ["t2", "中文"], ["t3", "t3"]):
+            np.testing.assert_allclose(index.score_range(q, s, e), BM25Okapi(corpus[s:e]).get_scores(q),
+                                       rtol=1e-5, atol=1e-5)

@@ -1,0 +1,301 @@
+"""Markdown files -> normalised Documents, and Documents -> heading positions.
+
+Headings come from a real CommonMark parser (markdown-it-py) rather than a
+regex, because "a line starting with #" is wrong inside fenced/indented code,
+HTML blocks, comments, block quotes and list items. We only read the parser's
+token line maps and slice the original normalised text: nothing is re-rendered,
+so every character of a tree node can be traced back to the file.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from tree_builder.tree import Document
+from utils.errors import InputError
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+_FENCE_CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$", re.MULTILINE)
+_WS = re.compile(r"\s+")
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")  # Cc minus \t\n\v\f\r
+
+
+class EmptyDocumentError(InputError):
+    """A document with no non-blank body text (skipped inside a folder, fatal alone)."""
+
+
+@dataclass(frozen=True)
+class Heading:
+    text: str
+    """Heading text with inline Markdown removed and whitespace collapsed."""
+    marker_level: int
+    """Number of ``#`` for ATX; 1 for a ``===`` and 2 for a ``---`` setext underline."""
+    line: int
+    """1-based line of the heading's first line in the normalised document."""
+    start_char: int
+    end_char: int
+    """[start, end) of the heading line(s) including the final newline (setext: both lines)."""
+    end_line: int = 0
+    """1-based last line of the heading (differs from ``line`` for setext headings)."""
+
+
+# --------------------------------------------------------------------------- reading
+
+def _looks_binary(data: bytes) -> bool:
+    return b"\x00" in data
+
+
+def _decode(data: bytes, rel_path: str) -> str:
+    """UTF-8 (with or without BOM) first, then GB18030 (common for Chinese files)."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        try:
+            return data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            pass
+    for encoding in ("utf-8", "gb18030"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    raise InputError(f"{rel_path}: cannot decode as UTF-8 or GB18030 text")
+
+
+def _mostly_control(text: str) -> bool:
+    """Binary data that happens to decode (no NUL bytes) is full of control characters."""
+    sample = text[:8192]
+    return len(_CONTROL.findall(sample)) > max(8, len(sample) // 100)
+
+
+def normalise_text(text: str) -> str:
+    """BOM and CR/CRLF are normalised before anything else so offsets mean one thing."""
+    text = text.lstrip("\ufeff")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _json_safe(value: Any) -> Any:
+    """YAML may yield dates and other objects; the index stores front matter as JSON."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def split_front_matter(text: str) -> tuple[dict, int]:
+    """YAML front matter at the very top is metadata: returns (mapping, body offset).
+
+    Only a closed ``---`` block whose YAML is a mapping counts; anything else is
+    left as content (``title: x`` over ``---`` is otherwise a setext heading).
+    """
+    if not text.startswith("---\n"):
+        return {}, 0
+    m = _FENCE_CLOSE.search(text, 4)
+    if m is None:
+        return {}, 0
+    raw = text[4:m.start()]
+    try:
+        import yaml
+
+        data = yaml.safe_load(raw) if raw.strip() else {}
+    except Exception:  # any YAML error: not front matter after all
+        return {}, 0
+    if not isinstance(data, dict):
+        return {}, 0
+    end = m.end()
+    if end < len(text) and text[end] == "\n":
+        end += 1
+    return _json_safe(data), end
+
+
+def load_document(path: Path, rel_path: str) -> Document:
+    """Read one Markdown file; raises InputError (one line, naming the file) if unusable."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{rel_path}: is a directory, not a file") from None
+    except OSError as exc:
+        raise InputError(f"{rel_path}: cannot read file ({exc.strerror or exc})") from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError(f"{rel_path}: UTF-16 text is not supported; save it as UTF-8")
+    if _looks_binary(data):
+        raise InputError(f"{rel_path}: binary file, not Markdown text")
+    return document_from_text(_decode(data, rel_path), rel_path)
+
+
+def document_from_text(raw_text: str, rel_path: str) -> Document:
+    """Decoded text -> Document (normalised, front matter split off, titled)."""
+    text = normalise_text(raw_text)
+    if _mostly_control(text):
+        raise InputError(f"{rel_path}: binary file, not Markdown text")
+    front_matter, body_start = split_front_matter(text)
+    if not text[body_start:].strip():
+        raise EmptyDocumentError(f"{rel_path}: empty or whitespace-only document")
+    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    doc = Document(path=rel_path, text=text, title="", content_hash=content_hash,
+                   front_matter=front_matter, body_start=body_start)
+    doc.title = document_title(doc, PurePosixPath(rel_path).stem or rel_path)
+    return doc
+
+
+def _iter_markdown_files(folder: Path) -> list[tuple[str, Path]]:
+    """Recursive *.md / *.markdown, hidden files and folders skipped, sorted by POSIX path."""
+    found: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if name.startswith(".") or not name.lower().endswith(MARKDOWN_SUFFIXES):
+                continue
+            full = Path(dirpath) / name
+            found.append((full.relative_to(folder).as_posix(), full))
+    found.sort(key=lambda item: item[0])
+    return found
+
+
+def load_documents(input_path: Path) -> tuple[list[Document], list[str]]:
+    """A file or a folder -> (documents in deterministic order, warnings)."""
+    input_path = Path(input_path)
+    if not input_path.exists():
+        raise InputError(f"input not found: {input_path}")
+    if input_path.is_file():
+        return [load_document(input_path, input_path.name)], []
+    if not input_path.is_dir():
+        raise InputError(f"input is neither a file nor a folder: {input_path}")
+    files = _iter_markdown_files(input_path)
+    if not files:
+        raise InputError(f"no Markdown files (*.md, *.markdown) under {input_path}")
+    docs: list[Document] = []
+    warnings: list[str] = []
+    for rel, full in files:
+        try:
+            docs.append(load_document(full, rel))
+        except EmptyDocumentError:
+            warnings.append(f"skipped empty document: {rel}")
+    if not docs:
+        raise InputError(f"no non-empty Markdown documents under {input_path}")
+    return docs, warnings
+
+
+# --------------------------------------------------------------------------- headings
+
+@functools.lru_cache(maxsize=1)
+def _block_parser() -> Any:
+    """Block structure only: inline parsing is most of markdown-it's cost and we need none."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").disable("inline")
+
+
+@functools.lru_cache(maxsize=1)
+def _inline_parser() -> Any:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
+
+
+def _inline_plain_text(source: str, env: dict) -> str:
+    """Heading inline Markdown -> plain text (emphasis, links, code spans unwrapped)."""
+    if not any(ch in source for ch in "*_`[]<>!\\&~"):
+        return _WS.sub(" ", source).strip()
+    tokens = _inline_parser().parseInline(source, env)
+    parts: list[str] = []
+
+    def walk(children: list[Any]) -> None:
+        for tok in children:
+            if tok.type in ("text", "code_inline"):
+                parts.append(tok.content)
+            elif tok.type in ("softbreak", "hardbreak"):
+                parts.append(" ")
+            elif tok.type == "image":
+                walk(tok.children or [])
+            elif tok.children:
+                walk(tok.children)
+
+    for tok in tokens:
+        walk(tok.children or [])
+    return _WS.sub(" ", "".join(parts)).strip()
+
+
+def line_starts(text: str) -> list[int]:
+    starts = [0]
+    find = text.find
+    pos = find("\n")
+    while pos != -1:
+        starts.append(pos + 1)
+        pos = find("\n", pos + 1)
+    return starts
+
+
+@functools.lru_cache(maxsize=2048)
+def _parse_headings_cached(text: str, body_start: int) -> tuple[Heading, ...]:
+    """Memoised because titles need headings at load time and the tree needs them again."""
+    starts = line_starts(text)
+    line_offset = text.count("\n", 0, body_start)
+    env: dict = {}
+    tokens = _block_parser().parse(text[body_start:], env)
+    out: list[Heading] = []
+    for i, tok in enumerate(tokens):
+        # level 0 = not nested in a block quote or list item: a quoted "# x" is content.
+        if tok.type != "heading_open" or tok.level != 0 or tok.map is None:
+            continue
+        first, last = tok.map[0] + line_offset, tok.map[1] + line_offset  # 0-based, [first, last)
+        inline = tokens[i + 1].content if i + 1 < len(tokens) else ""
+        marker = len(tok.markup) if tok.markup.startswith("#") else (1 if tok.markup == "=" else 2)
+        start_char = starts[first]
+        end_char = starts[last] if last < len(starts) else len(text)
+        out.append(Heading(text=_inline_plain_text(inline, env), marker_level=marker,
+                           line=first + 1, start_char=start_char, end_char=end_char,
+                           end_line=last))
+    return tuple(out)
+
+
+def parse_headings(doc: Document) -> list[Heading]:
+    """All section headings of the body (ATX and setext), in document order."""
+    return list(_parse_headings_cached(doc.text, doc.body_start))
+
+
+# --------------------------------------------------------------------------- titles
+
+def title_block(doc: Document, headings: list[Heading] | None = None) -> list[Heading]:
+    """The heading(s) that name the document rather than open a section.
+
+    Either the single H1 when it is the first thing in the body, or a run of
+    H1s at the very top with nothing between them and no H1 later (statute
+    files start ``# 中华人民共和国民法典`` / ``# 总则``). Everything else in
+    the document is then below them, so they can become the document node
+    without any section losing its parent. Empty list when there is none.
+    """
+    hs = parse_headings(doc) if headings is None else headings
+    if not hs or hs[0].marker_level != 1:
+        return []
+    text = doc.text
+    if text[doc.body_start:hs[0].start_char].strip():
+        return []
+    block = [hs[0]]
+    for prev, h in zip(hs, hs[1:]):
+        if h.marker_level != 1 or text[prev.end_char:h.start_char].strip():
+            break
+        block.append(h)
+    if any(h.marker_level == 1 for h in hs[len(block):]):
+        return []
+    return block
+
+
+def document_title(doc: Document, fallback: str) -> str:
+    """Front matter ``title``, else the single H1, else a top title block, else ``fallback``."""
+    fm_title = doc.front_matter.get("title") if doc.front_matter else None
+    if fm_title is not None and str(fm_title).strip():
+        return _WS.sub(" ", str(fm_title)).strip()
+    headings = parse_headings(doc)
+    h1s = [h for h in headings if h.marker_level == 1]
+    if len(h1s) == 1 and h1s[0].text:
+        return h1s[0].text
+    title = " ".join(h.text for h in title_block(doc, headings) if h.text).strip()
+    return title or fallback

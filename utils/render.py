@@ -1,0 +1,92 @@
+"""The spec's terminal format, rendered from a pipeline result dict.
+
+Rendering works from the plain dict (not live objects) so ``show RUN_ID`` can
+print a logged run exactly as ``query`` printed it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+RULE = "=" * 60
+EXCERPT_CHARS = 120
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS].rstrip() + "..."
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.2f}" if isinstance(x, (int, float)) else str(x)
+
+
+def _fallback_lines(result: dict[str, Any], step: str) -> list[str]:
+    return [f"Fallback: {f['reason']} -> used {f['used']}"
+            for f in result.get("fallbacks", []) if f.get("step") == step]
+
+
+def render_result(result: dict[str, Any]) -> str:
+    out: list[str] = [RULE, f"Query: {result['query']}", RULE, ""]
+    if result.get("notice"):
+        out += [result["notice"], RULE]
+        return "\n".join(out)
+
+    nodes = result.get("step1_nodes", [])
+    out.append(">>> Step 1: Node Locating")
+    out.append(f"Thinking: {result.get('step1_thinking', '')}")
+    out += _fallback_lines(result, "locate")
+    out.append(f"Located {len(nodes)} leaf nodes:")
+    for n in nodes:
+        out.append(f"  [{n['node_id']}] {n['heading_path']}")
+        out.append(f"    sub_query: \"{n['sub_query']}\"")
+    out.append("")
+
+    hits = result.get("step2_retrieved", [])
+    from_nodes = len({h["node_id"] for h in hits})
+    out.append(">>> Step 2: Hybrid Retrieval + Rerank")
+    out += _fallback_lines(result, "rerank")
+    out.append(f"Retrieved {len(hits)} chunks (from {from_nodes} nodes):")
+    for h in hits:
+        s = h["scores"]
+        net = "  [safety net]" if h.get("source") == "net" else ""
+        out.append(f"  #{h['rank']} [{h['node_id']}] {h['heading_path']}  ({h['citation']}){net}")
+        out.append(f"     \"{_excerpt(h['text'])}\"")
+        parts = [f"dense={_fmt(s.get('dense_score'))}", f"bm25={_fmt(s.get('bm25_score'))}",
+                 f"fused={_fmt(s.get('fused_score'))}"]
+        if "rerank_score" in s:
+            parts.append(f"rerank={_fmt(s['rerank_score'])}")
+        out.append("     " + "  ".join(parts))
+        out.append("")
+
+    out.append(">>> Step 3: Answer")
+    out += _fallback_lines(result, "synthesis")
+    out.append(result.get("answer", ""))
+    out.append(footer(result))
+    out.append(RULE)
+    return "\n".join(out)
+
+
+def footer(result: dict[str, Any]) -> str:
+    t = result.get("timing_ms", {})
+    steps = " ".join(f"{k}={v:.0f}ms" for k, v in t.items())
+    prov = result.get("providers", {})
+    llm = prov.get("llm") or {}
+    llm_name = llm.get("provider", "mock") + (f":{llm['model']}" if llm.get("model") else "")
+    u = result.get("usage") or {}
+    tokens = u.get("input_tokens", 0) + u.get("output_tokens", 0)
+    cost = u.get("cost_usd")
+    cost_s = f" ${cost:.4f}" if isinstance(cost, (int, float)) and cost else ""
+    return f"[{steps} | llm={llm_name} tokens={tokens}{cost_s} | run {result.get('run_id', '')[:8]}]"
+
+
+def render_history(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no runs recorded yet"
+    lines = []
+    for r in rows:
+        q = " ".join(str(r.get("query", "")).split())
+        q = q if len(q) <= 60 else q[:57] + "..."
+        total = r.get("total_ms")
+        ms = f"{total:.0f}ms" if isinstance(total, (int, float)) else "-"
+        lines.append(f"{str(r.get('run_id', ''))[:12]}  {r.get('created_at', '')}  {ms:>7}  {q}")
+    return "\n".join(lines)

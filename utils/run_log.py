@@ -1,0 +1,385 @@
+"""A SQLite record of every query run, for `history`, `show` and audits.
+
+Each run is one row in ``runs`` plus one row in ``hits`` per candidate per
+stage (keyword, vector, fusion, rerank, and the final list that reached the
+LLM as ``final``), so "why was this chunk cited / dropped?" can be answered
+from the log alone with plain SQL. The untouched pipeline dict is also kept
+(``runs.result``) so ``show`` re-renders a past run exactly like ``query``
+did, even after the structured columns evolve.
+
+Logging is a side effect of answering: a locked, read-only, unwritable or
+corrupt log must never cost the user their answer. ``record`` therefore
+swallows every failure, warns once per ``RunLog`` and returns False.
+``recent``/``get`` are what the user explicitly asked for, so they raise a
+one-line ``TreeRAGError`` instead. Read calls never create the file.
+
+Only stdlib ``sqlite3``; one short-lived connection per call, which keeps the
+class safe to share between threads and cheap (no fsync per commit: WAL with
+``synchronous=NORMAL``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from utils.errors import TreeRAGError
+
+SCHEMA_VERSION = 1
+"""Stored in ``PRAGMA user_version``; bump with a migration when columns change."""
+
+STAGES = ("keyword", "vector", "fusion", "rerank")
+"""Intermediate stages of ``result["stages"]`` recorded as hit rows."""
+FINAL_STAGE = "final"
+
+MIN_PREFIX = 6
+"""Shortest run-id prefix ``get`` accepts: shorter ones collide too easily."""
+
+DEFAULT_BUSY_TIMEOUT_MS = 2000
+_EXCERPT_CHARS = 80
+
+_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS runs (
+        run_id         TEXT PRIMARY KEY,
+        created_at     TEXT NOT NULL,
+        query          TEXT NOT NULL,
+        index_path     TEXT,
+        index_identity TEXT,
+        config         TEXT,
+        providers      TEXT,
+        timing_ms      TEXT,
+        answer         TEXT,
+        fallbacks      TEXT,
+        usage          TEXT,
+        notice         TEXT,
+        result         TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS hits (
+        run_id        TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        stage         TEXT NOT NULL
+                      CHECK (stage IN ('keyword', 'vector', 'fusion', 'rerank', 'final')),
+        rank          INTEGER,
+        chunk_id      TEXT,
+        node_id       TEXT,
+        doc_path      TEXT,
+        start_offset  INTEGER,
+        end_offset    INTEGER,
+        score         REAL,
+        score_details TEXT,
+        excerpt       TEXT,
+        source        TEXT
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS hits_run_id ON hits(run_id)",
+    "CREATE INDEX IF NOT EXISTS runs_created_at ON runs(created_at)",
+)
+
+_HIT_COLUMNS = (
+    "run_id, stage, rank, chunk_id, node_id, doc_path, start_offset, end_offset,"
+    " score, score_details, excerpt, source"
+)
+
+
+def default_log_path(env: Mapping[str, str]) -> Path:
+    """``$TREERAG_LOG``, else ``runs.sqlite3`` in the user's data directory.
+
+    ``env`` is passed in (not read from ``os.environ``) so tests and the CLI
+    decide where the log goes without global state.
+    """
+    override = env.get("TREERAG_LOG", "").strip()
+    if override:
+        return Path(override).expanduser()
+    import platformdirs  # lazy: only the CLI needs it
+
+    return Path(platformdirs.user_data_dir("treerag", appauthor=False)) / "runs.sqlite3"
+
+
+class _NewerSchema(Exception):
+    """The log was written by a newer TreeRAG; writing into it could corrupt it."""
+
+
+class RunLog:
+    """Append-only run record at ``path``; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        path: Path,
+        warn: Callable[[str], None],
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    ) -> None:
+        self.path = Path(path)
+        self._warn = warn
+        self._busy_timeout_ms = int(busy_timeout_ms)
+        self._warned = False
+        self._warn_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ write
+    def record(self, result: Mapping[str, Any]) -> bool:
+        """Store one pipeline result; True if it was written.
+
+        Never raises: the query already has its answer and a logging failure
+        must not take it away. The first failure is reported through ``warn``;
+        later ones stay silent so an interactive session is not flooded.
+        """
+        try:
+            self._record(result)
+            return True
+        except Exception as exc:  # noqa: BLE001 - see docstring: nothing may escape
+            self._warn_once(f"run log unavailable ({self.path}: {_one_line(exc)}): "
+                            "this query was not recorded")
+            return False
+
+    def _record(self, result: Mapping[str, Any]) -> None:
+        run_id = str(result.get("run_id") or uuid.uuid4().hex)
+        run_row = _run_row(run_id, result)
+        hit_rows = _hit_rows(run_id, result)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._connect(read_only=False)
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _ensure_schema(conn)
+                conn.execute(
+                    "INSERT INTO runs (run_id, created_at, query, index_path, index_identity,"
+                    " config, providers, timing_ms, answer, fallbacks, usage, notice, result)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    run_row,
+                )
+                conn.executemany(
+                    f"INSERT INTO hits ({_HIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    hit_rows,
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.close()
+
+    def _warn_once(self, message: str) -> None:
+        with self._warn_lock:
+            if self._warned:
+                return
+            self._warned = True
+        self._warn(message)
+
+    # ------------------------------------------------------------------- read
+    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+        """Newest runs first, summarised for ``history``; [] when nothing was logged."""
+        if not self.path.exists():
+            return []
+        rows = self._read(
+            "SELECT run_id, created_at, query, answer, timing_ms, index_path, fallbacks"
+            " FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            (max(0, int(limit)),),
+        )
+        return [
+            {
+                "run_id": run_id,
+                "created_at": created_at,
+                "query": query,
+                "answer_excerpt": _excerpt(answer or ""),
+                "total_ms": _total_ms(timing),
+                "index_path": index_path,
+                "fallbacks": _count(fallbacks),
+            }
+            for run_id, created_at, query, answer, timing, index_path, fallbacks in rows
+        ]
+
+    def get(self, run_id_or_prefix: str) -> dict[str, Any] | None:
+        """The original pipeline dict of one run, by full id or unique prefix.
+
+        None when no run matches; an ambiguous or too short prefix is the
+        user's to fix, so it raises ``TreeRAGError``.
+        """
+        key = run_id_or_prefix.strip()
+        if not key or not self.path.exists():
+            return None
+        rows = self._read("SELECT result FROM runs WHERE run_id = ?", (key,))
+        if not rows:
+            if len(key) < MIN_PREFIX:
+                raise TreeRAGError(
+                    f"run id prefix {key!r} is too short: give at least {MIN_PREFIX} characters"
+                )
+            pattern = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            rows = self._read(
+                "SELECT result FROM runs WHERE run_id LIKE ? ESCAPE '\\' LIMIT 2", (pattern,)
+            )
+        if len(rows) > 1:
+            raise TreeRAGError(
+                f"run id prefix {key!r} matches several runs: give more characters"
+            )
+        if not rows:
+            return None
+        try:
+            return json.loads(rows[0][0])
+        except (TypeError, ValueError) as exc:
+            raise TreeRAGError(f"run log {self.path}: run {key!r} is unreadable ({_one_line(exc)})")
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Run one SELECT; a log that cannot answer becomes a one-line error."""
+        try:
+            conn = self._connect(read_only=True)
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise _NewerSchema(f"schema {version} is newer than this TreeRAG ({SCHEMA_VERSION})")
+                has_runs = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+                ).fetchone()
+                if not has_runs:  # e.g. an empty file: nothing recorded yet
+                    return []
+                return conn.execute(sql, params).fetchall()
+            finally:
+                conn.close()
+        except (sqlite3.Error, OSError, _NewerSchema) as exc:
+            raise TreeRAGError(f"run log {self.path} cannot be read: {_one_line(exc)}") from None
+
+    # ------------------------------------------------------------- connection
+    def _connect(self, *, read_only: bool) -> sqlite3.Connection:
+        """A fresh autocommit connection; read-only ones never create the file."""
+        timeout_s = self._busy_timeout_ms / 1000
+        if read_only:
+            uri = self.path.resolve().as_uri() + "?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None)
+        else:
+            conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        return conn
+
+
+# ---------------------------------------------------------------- row mapping
+def _ensure_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables on first write (inside the caller's write transaction)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise _NewerSchema(f"schema {version} is newer than this TreeRAG ({SCHEMA_VERSION})")
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _run_row(run_id: str, result: Mapping[str, Any]) -> tuple[Any, ...]:
+    index = result.get("index")
+    index_path = index.get("path") if isinstance(index, Mapping) else None
+    created_at = result.get("created_at") or datetime.now(timezone.utc).isoformat()
+    return (
+        run_id,
+        str(created_at),
+        str(result.get("query", "")),
+        None if index_path is None else str(index_path),
+        _json_or_none(index),
+        _json_or_none(result.get("config")),
+        _json_or_none(result.get("providers")),
+        _json_or_none(result.get("timing_ms")),
+        result.get("answer"),
+        _json_or_none(result.get("fallbacks")),
+        _json_or_none(result.get("usage")),
+        result.get("notice"),
+        _dumps(result),
+    )
+
+
+def _hit_rows(run_id: str, result: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """One row per candidate per stage, then the final list as stage ``final``.
+
+    Stages other than the four known ones are left to ``runs.result`` (which
+    keeps everything) rather than failing the CHECK constraint.
+    """
+    rows: list[tuple[Any, ...]] = []
+    stages = result.get("stages") or {}
+    if isinstance(stages, Mapping):
+        for stage in STAGES:
+            for position, hit in enumerate(stages.get(stage) or (), start=1):
+                rows.append((
+                    run_id, stage, _int(hit.get("rank"), position), hit.get("chunk_id"),
+                    hit.get("node_id"), hit.get("doc_path"), _int(hit.get("start_char")),
+                    _int(hit.get("end_char")), _float(hit.get("score")),
+                    _json_or_none(hit.get("score_details")), hit.get("excerpt"),
+                    hit.get("source"),
+                ))
+    for position, item in enumerate(result.get("step2_retrieved") or (), start=1):
+        scores = item.get("scores") or {}
+        final_score = scores.get("rerank_score", scores.get("fused_score"))
+        rows.append((
+            run_id, FINAL_STAGE, _int(item.get("rank"), position), item.get("chunk_id"),
+            item.get("node_id"), item.get("doc_path"), _int(item.get("start_char")),
+            _int(item.get("end_char")), _float(final_score), _json_or_none(scores),
+            item.get("text"), item.get("source"),
+        ))
+    return rows
+
+
+def _to_jsonable(value: Any) -> Any:
+    """Fallback for json.dumps: numpy scalars/arrays, paths, dataclasses, sets."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return str(value)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_to_jsonable)
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else _dumps(value)
+
+
+def _int(value: Any, default: int | None = None) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _total_ms(timing_json: str | None) -> float | None:
+    try:
+        return _float(json.loads(timing_json or "{}").get("total"))
+    except (ValueError, AttributeError):
+        return None
+
+
+def _count(list_json: str | None) -> int:
+    try:
+        value = json.loads(list_json or "[]")
+    except ValueError:
+        return 0
+    return len(value) if isinstance(value, list) else 0
+
+
+def _excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text

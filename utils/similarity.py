@@ -1,0 +1,87 @@
+"""Score arithmetic shared by retrieval and the locators (numpy, vectorised).
+
+    cosine_similarity(a, b)                 vector.vector -> float; rows.vector -> (n,);
+                                            rows.rows -> (n, m); zero vectors score 0
+    min_max_normalize(scores) -> (n,)       to [0, 1], with the degenerate cases defined
+    rrf_scores(rank_lists, n=None, k=60)    reciprocal-rank fusion of ranked index lists
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+_EQUAL_TOL = 1e-12
+
+
+def cosine_similarity(a: np.ndarray | Sequence[float], b: np.ndarray | Sequence[float]) -> float | np.ndarray:
+    """Cosine of vectors or of each row of ``a`` with ``b``.
+
+    A zero vector has no direction; it scores 0.0 against everything instead of
+    NaN, so an empty-text embedding can never win or poison a sort.
+    """
+    a_arr, b_arr = np.asarray(a), np.asarray(b)
+    dtype = np.result_type(a_arr.dtype, b_arr.dtype, np.float32)
+    a_arr, b_arr = a_arr.astype(dtype, copy=False), b_arr.astype(dtype, copy=False)
+    if a_arr.ndim not in (1, 2) or b_arr.ndim not in (1, 2):
+        raise ValueError(f"cosine_similarity takes 1-D or 2-D arrays, got {a_arr.ndim}-D and {b_arr.ndim}-D")
+    if a_arr.shape[-1] != b_arr.shape[-1]:
+        raise ValueError(f"dimension mismatch: {a_arr.shape[-1]} vs {b_arr.shape[-1]}")
+    na = np.linalg.norm(a_arr, axis=-1)
+    nb = np.linalg.norm(b_arr, axis=-1)
+    dots = a_arr @ b_arr.T
+    denom = np.multiply.outer(na, nb) if (a_arr.ndim == 2 and b_arr.ndim == 2) else na * nb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(denom > 0, dots / np.where(denom > 0, denom, 1), 0.0)
+    out = np.clip(out, -1.0, 1.0)
+    if out.ndim == 0:
+        return float(out)
+    return out.astype(dtype, copy=False)
+
+
+def min_max_normalize(scores: np.ndarray | Sequence[float]) -> np.ndarray:
+    """Scale to [0, 1] (float64); degenerate inputs have defined, meaningful results.
+
+    - empty -> empty;
+    - one value, or all values equal -> all 1.0 if the value is > 0, else all
+      0.0. A lone chunk in a leaf that matched the query is a full match, not a
+      0/0; an all-zero BM25 (no query term occurs) is no evidence at all and
+      must not outweigh the dense side; equal negative cosines likewise carry
+      no preference.
+    - NaN or infinite entries get 0.0 and do not take part in min/max.
+    """
+    arr = np.asarray(scores, dtype=np.float64).reshape(-1)
+    out = np.zeros(arr.shape, dtype=np.float64)
+    if arr.size == 0:
+        return out
+    finite = np.isfinite(arr)
+    if not finite.any():
+        return out
+    vals = arr[finite]
+    lo, hi = float(vals.min()), float(vals.max())
+    if hi - lo <= _EQUAL_TOL * max(1.0, abs(hi)):
+        out[finite] = 1.0 if hi > 0 else 0.0
+        return out
+    out[finite] = (vals - lo) / (hi - lo)
+    return out
+
+
+def rrf_scores(rank_lists: Sequence[np.ndarray | Sequence[int]], n: int | None = None, k: int = 60) -> np.ndarray:
+    """Reciprocal-rank fusion (Cormack et al. 2009): score(i) = sum_l 1 / (k + rank_l(i)).
+
+    Each list holds candidate indices in ``0..n-1``, best first; rank is
+    1-based. A candidate absent from a list gets nothing from it (e.g. a chunk
+    with zero BM25 has no keyword rank). A list must not repeat an index.
+    ``n`` defaults to one more than the largest index seen. Returns float64 (n,).
+    """
+    lists = [np.asarray(r, dtype=np.int64).reshape(-1) for r in rank_lists]
+    if n is None:
+        n = max((int(r.max()) + 1 for r in lists if r.size), default=0)
+    out = np.zeros(n, dtype=np.float64)
+    for r in lists:
+        if r.size == 0:
+            continue
+        if r.min() < 0 or r.max() >= n:
+            raise ValueError(f"rank list holds an index outside 0..{n - 1}")
+        out[r] += 1.0 / (k + np.arange(1, r.size + 1, dtype=np.float64))
+    return out
