@@ -111,7 +111,8 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: str, config
         np.maximum.at(best_dense, li, dense_n)
         np.maximum.at(best_bm25, li, bm25_n)
     leaf_idx = np.array([index.leaf_index(n.node_id) for n in leaves], dtype=np.int64)
-    leaf_dense = min_max_normalize(np.asarray(index.leaf_embeddings[leaf_idx] @ qvec, dtype=np.float32))
+    # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
+    leaf_dense = np.clip(np.asarray(index.leaf_embeddings[leaf_idx] @ qvec, dtype=np.float32), 0.0, 1.0)
     chunk_part = config.dense_weight * best_dense + config.bm25_weight * best_bm25
     w = config.locator_leaf_weight
     total = (1 - w) * chunk_part + w * leaf_dense

@@ -1,0 +1,119 @@
+"""`query`, `interactive`, `history`, `show` as a user runs them."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+@pytest.fixture()
+def log_env(tmp_path: Path) -> dict[str, str]:
+    return {"TREERAG_LOG": str(tmp_path / "runs.sqlite3"), "TREERAG_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def test_query_prints_the_spec_layout(paper_index_dir: Path, log_env) -> None:
+    proc = run_cli("query", "--index", str(paper_index_dir), "--query", "What is AdaRouter's accuracy on EUR/USD?",
+                   env=log_env)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0] == "=" * 60 and out[1].startswith("Query: ") and out[2] == "=" * 60
+    assert ">>> Step 1: Node Locating" in out and ">>> Step 2: Hybrid Retrieval + Rerank" in out
+    assert ">>> Step 3: Answer" in out and out[-1] == "=" * 60
+    assert any(re.fullmatch(r"Located \d+ leaf nodes:", l) for l in out)
+    assert any(re.fullmatch(r"  \[\d{4}\] .+", l) for l in out)
+    assert any(re.fullmatch(r'    sub_query: ".+"', l) for l in out)
+    assert any(re.fullmatch(r"Retrieved \d+ chunks \(from \d+ nodes\):", l) for l in out)
+    assert any(re.fullmatch(r"  #1 \[\d{4}\] .+  \(test_paper\.md:L\d+(-L\d+)?\)", l) for l in out)
+    assert any(re.fullmatch(r"     dense=-?\d+\.\d\d  bm25=\d+\.\d\d  fused=\d+\.\d\d", l) for l in out)
+    assert "no LLM configured" in proc.stderr
+
+
+def test_query_json_is_only_json(paper_index_dir: Path, log_env) -> None:
+    proc = run_cli("query", "--index", str(paper_index_dir), "--query", "How many epochs?", "--json",
+                   "--top-k", "3", "--fusion", "rrf", env=log_env)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["query"] == "How many epochs?"
+    assert len(data["step2_retrieved"]) <= 3 and data["config"]["fusion"] == "rrf"
+    for key in ("step1_thinking", "step1_nodes", "step2_retrieved", "answer", "timing_ms", "providers",
+                "fallbacks", "usage"):
+        assert key in data
+
+
+def test_mock_query_uses_keyword_locator(paper_index_dir: Path, log_env) -> None:
+    proc = run_cli("query", "--index", str(paper_index_dir), "--query", "training procedure epochs", "--mock",
+                   "--json", env=log_env)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["step1_locator"] == "keyword" and data["providers"]["llm"]["provider"] == "mock"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--index", "/nonexistent/idx", "--query", "x"], "no index at"),
+    (["--query", "   "], "empty query"),
+    (["--query", "x", "--embedder", "onnx"], "rebuild the index"),
+    (["--query", "x", "--llm", "anthropic"], "ANTHROPIC_API_KEY"),
+])
+def test_query_errors_are_one_line(paper_index_dir: Path, log_env, args, needle) -> None:
+    if "--index" not in args:
+        args = ["--index", str(paper_index_dir), *args]
+    proc = run_cli("query", *args, env=log_env)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
+    assert len(errors) == 1 and needle in errors[0], proc.stderr
+
+
+def test_broken_index_is_one_line(paper_index_dir: Path, tmp_path: Path, log_env) -> None:
+    import shutil
+
+    d = tmp_path / "idx"
+    shutil.copytree(paper_index_dir, d)
+    (d / "chunks.jsonl").write_text("garbage\n")
+    proc = run_cli("query", "--index", str(d), "--query", "x", env=log_env)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "chunks.jsonl" in proc.stderr
+
+
+def test_interactive_session(paper_index_dir: Path, log_env) -> None:
+    script = ":help\nWhat is AdaRouter's accuracy on EUR/USD?\n:json\nHow many epochs?\nthe of\n"
+    proc = run_cli("interactive", "--index", str(paper_index_dir), env=log_env, input=script)
+    assert proc.returncode == 0, proc.stderr
+    assert ":json" in proc.stdout  # help text
+    assert ">>> Step 3: Answer" in proc.stdout
+    assert "JSON output on" in proc.stdout
+    assert '"query": "How many epochs?"' in proc.stdout
+    assert "stop-words" in proc.stdout  # a bad query did not end the session
+    assert "Traceback" not in proc.stderr
+
+
+def test_history_and_show_round_trip(paper_index_dir: Path, log_env) -> None:
+    q = run_cli("query", "--index", str(paper_index_dir), "--query", "What is the Static Router baseline?",
+                "--json", env=log_env)
+    run_id = json.loads(q.stdout)["run_id"]
+    hist = run_cli("history", env=log_env)
+    assert hist.returncode == 0 and run_id[:12] in hist.stdout and "Static Router" in hist.stdout
+    shown = run_cli("show", run_id[:8], "--json", env=log_env)
+    assert json.loads(shown.stdout)["run_id"] == run_id
+    text = run_cli("show", run_id[:8], env=log_env)
+    assert ">>> Step 2: Hybrid Retrieval + Rerank" in text.stdout
+    missing = run_cli("show", "ffffffffffff", env=log_env)
+    assert missing.returncode != 0 and "no recorded run" in missing.stderr
+
+
+def test_no_log_records_nothing(paper_index_dir: Path, log_env) -> None:
+    run_cli("query", "--index", str(paper_index_dir), "--query", "epochs", "--no-log", env=log_env)
+    assert not Path(log_env["TREERAG_LOG"]).exists()
+
+
+def test_unwritable_log_never_fails_a_query(paper_index_dir: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    env = {"TREERAG_LOG": str(blocker / "runs.sqlite3"), "TREERAG_CACHE_DIR": str(tmp_path / "c")}
+    proc = run_cli("query", "--index", str(paper_index_dir), "--query", "epochs", env=env)
+    assert proc.returncode == 0 and ">>> Step 3: Answer" in proc.stdout
+    assert "run log unavailable" in proc.stderr

@@ -1,0 +1,346 @@
+"""`eval` end to end on a tiny synthetic set with hash embeddings: every arm, scope, cache, resume."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from config import Config
+from evaluation.arms import all_arm_names, make_arm, parse_arms
+from evaluation.cli import add_eval_parser, parse_overrides
+from evaluation.report import format_table, run_to_dict
+from evaluation.runner import EvalOptions, run_eval
+from utils.errors import InputError, TreeRAGError
+from utils.llm_client import MockLLM
+
+DOCS = {
+    "alpha.md": """# Alpha Router
+
+## Overview
+
+The alpha router sends orders to six venues. It learns which venue fills best.
+
+## Training
+
+Training used fifty epochs with the AdamW optimizer and a batch size of 512.
+The learning rate was three times ten to the minus four.
+
+## Results
+
+Fill accuracy reached 73.2 percent on EUR/USD, against 65.1 percent for the static router.
+""",
+    "beta.md": """# Beta Parser
+
+## Grammar
+
+The beta parser reads a context free grammar written in extended Backus Naur form.
+
+## Error Recovery
+
+On a syntax error the parser skips tokens until a semicolon, then resumes parsing.
+Panic mode recovery keeps error messages short.
+
+## Zebra Unique Heading
+
+Benchmarks show the parser handles two million lines per second on one core.
+""",
+    "gamma.md": """# Gamma Store
+
+## Storage Engine
+
+Gamma stores records in a log structured merge tree with leveled compaction.
+
+## Replication
+
+Every write is replicated to three nodes using the Raft consensus protocol before acknowledgement.
+""",
+}
+
+
+def _q(qid: str, query: str, evidence: list[tuple[str, str]], scope: list[str] | None = None) -> dict:
+    d: dict = {"id": qid, "query": query, "lang": "en",
+               "evidence": [{"doc": doc, "text": text} for doc, text in evidence], "answers": []}
+    if scope:
+        d["scope"] = scope
+    return d
+
+
+QUESTIONS = [
+    _q("q1", "How many epochs and which optimizer were used for training?",
+       [("alpha.md", "Training used fifty epochs with the AdamW optimizer and a batch size of 512.")],
+       scope=["alpha.md"]),
+    _q("q2", "What fill accuracy on EUR/USD?",
+       [("alpha.md", "Fill accuracy reached 73.2 percent on EUR/USD, against 65.1 percent for the static router.")]),
+    _q("q3", "How does the parser recover from a syntax error?",
+       [("beta.md", "On a syntax error the parser skips tokens until a semicolon, then resumes parsing."),
+        ("beta.md", "this sentence is not in the document")], scope=["beta.md"]),
+    _q("q4", "Which consensus protocol replicates writes?",
+       [("gamma.md", "Every write is replicated to three nodes using the Raft consensus protocol before acknowledgement.")]),
+    _q("q5", "How are records stored?",
+       [("gamma.md", "Gamma stores records in a log structured merge tree with leveled compaction.")],
+       scope=["gamma.md", "beta.md"]),
+    _q("q6", "Which heading is unique?", [("beta.md", "Zebra Unique Heading")]),  # only a heading: unscorable
+]
+
+FLAT_AND_TREE = all_arm_names(with_llm=False)
+
+
+@pytest.fixture(scope="module")
+def eval_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("set")
+    for name, text in DOCS.items():
+        (root / "docs").mkdir(exist_ok=True)
+        (root / "docs" / name).write_text(text, encoding="utf-8")
+    (root / "qa.jsonl").write_text("\n".join(json.dumps(q) for q in QUESTIONS) + "\n", encoding="utf-8")
+    return root
+
+
+def _opts(data: Path, cache: Path, **kw) -> EvalOptions:
+    kw.setdefault("resamples", 300)
+    return EvalOptions(data=data, cache_root=cache, progress=False, notice=lambda m: None, **kw)
+
+
+def _numbers(run) -> list:
+    return [(s.name, s.n, s.means, s.vs_baseline) for s in run.summaries]
+
+
+def test_every_arm_is_scored_and_a_rerun_comes_from_the_cache(eval_set: Path, tmp_path: Path) -> None:
+    run = run_eval(_opts(eval_set, tmp_path))
+    assert [s.name for s in run.summaries] == FLAT_AND_TREE
+    assert run.n_scored == 5 and run.unscorable == ["q6"]
+    assert run.eval_set.missing_evidence == 1
+    assert run.computed == 5 * len(FLAT_AND_TREE) and run.cached == 0
+    table = format_table(run)
+    for name in FLAT_AND_TREE:
+        assert re.search(rf"^{re.escape(name)}\s", table, re.M), name
+    assert "5 question(s) scored" in table and "(baseline)" in table
+    by = {s.name: s for s in run.summaries}
+    assert by["flat-hybrid"].vs_baseline is None
+    assert by["tree-hybrid"].vs_baseline is not None and by["tree-hybrid"].vs_baseline.n == 5
+    assert by["flat-bm25"].means["leaf_recall"] is None
+    assert by["tree-hybrid"].means["leaf_recall"] is not None
+    # every question's evidence is findable by words: the lexical arms must find most of it
+    assert by["flat-bm25"].means["hit@5"] >= 0.8
+
+    again = run_eval(_opts(eval_set, tmp_path))
+    assert again.computed == 0 and again.cached == run.computed
+    assert again.index_info["source"] == "cached"
+    assert _numbers(again) == _numbers(run)
+    assert [s.p95_ms for s in again.summaries] == [s.p95_ms for s in run.summaries]
+
+
+def test_scope_limits_every_arm(eval_set: Path, tmp_path: Path) -> None:
+    run = run_eval(_opts(eval_set, tmp_path))
+    checked = 0
+    for r in run.results:
+        if not r.question.scope:
+            continue
+        for name, out in r.outputs.items():
+            assert out.rows, (r.question.id, name)
+            docs = {run.index.chunks[row].doc_path for row in out.rows}
+            assert docs <= set(r.question.scope), (r.question.id, name, docs)
+            assert {run.index.get_node(n).doc_path for n in out.located_ids} <= set(r.question.scope)
+            checked += 1
+    assert checked == 3 * len(FLAT_AND_TREE)
+
+
+def test_arm_configs() -> None:
+    base = Config(fusion="rrf")
+    assert make_arm("flat-hybrid", base, 10).config.fusion == "weighted"
+    assert make_arm("flat-hybrid-rrf", Config(), 10).config.fusion == "rrf"
+    t = make_arm("tree-keyword+net", base, 7).config
+    assert (t.locator, t.safety_net, t.final_top_k, t.fusion) == ("keyword", True, 7, "rrf")
+    assert make_arm("tree-hybrid", Config(safety_net=True), 10).config.safety_net is False
+    assert parse_arms("tree-hybrid, flat-bm25", with_llm=False) == ["flat-bm25", "tree-hybrid"]
+    with pytest.raises(InputError, match="unknown arm 'flat-magic'"):
+        parse_arms("flat-magic", with_llm=False)
+    with pytest.raises(InputError, match="needs an LLM"):
+        parse_arms("tree-llm", with_llm=False)
+    assert "tree-llm+net" in all_arm_names(with_llm=True)
+
+
+def test_interrupted_run_resumes(eval_set: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import evaluation.runner as runner
+
+    real = runner.run_arm
+    calls = {"n": 0}
+    warm = len(FLAT_AND_TREE)  # one untimed warm-up run per arm
+
+    def flaky(*a, **kw):
+        calls["n"] += 1
+        if calls["n"] > warm + 7:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(runner, "run_arm", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(_opts(eval_set, tmp_path))
+    monkeypatch.setattr(runner, "run_arm", real)
+    resumed = run_eval(_opts(eval_set, tmp_path))
+    assert resumed.cached == 7
+    assert resumed.computed == 5 * len(FLAT_AND_TREE) - 7
+    fresh = run_eval(_opts(eval_set, tmp_path / "other"))
+    assert [(s.name, s.means) for s in resumed.summaries] == [(s.name, s.means) for s in fresh.summaries]
+
+
+def test_torn_cache_line_is_ignored(eval_set: Path, tmp_path: Path) -> None:
+    run = run_eval(_opts(eval_set, tmp_path, arms=["flat-bm25"]))
+    (results,) = (tmp_path / "eval" / "results").glob("*.jsonl")
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # killed mid-write
+    again = run_eval(_opts(eval_set, tmp_path, arms=["flat-bm25"]))
+    assert again.computed == 1 and again.cached == run.computed - 1
+    third = run_eval(_opts(eval_set, tmp_path, arms=["flat-bm25"]))
+    assert third.computed == 0
+
+
+def test_changed_settings_or_seed(eval_set: Path, tmp_path: Path) -> None:
+    run_eval(_opts(eval_set, tmp_path, arms=["tree-hybrid"]))
+    changed = run_eval(_opts(eval_set, tmp_path, arms=["tree-hybrid"],
+                             config=Config().replace(hybrid_top_leaves=1)))
+    assert changed.computed == 5
+    assert all(len(r.outputs["tree-hybrid"].located) <= 1 for r in changed.results)
+    sample = run_eval(_opts(eval_set, tmp_path, arms=["tree-hybrid"], limit=2, seed=1))
+    assert sample.sampled == 2 and sample.computed == 0  # a subset of what is cached
+
+
+class FakeLLM(MockLLM):
+    """A 'real' provider for the pipeline: answers locating prompts with the first leaf shown."""
+
+    provider = "fake"
+
+    def __init__(self) -> None:
+        super().__init__(replies=self._reply, model="fake-1")
+
+    @staticmethod
+    def _reply(request) -> str:
+        assert "文档结构" in request.prompt, "eval must never ask the LLM for anything but locating"
+        leaf = re.search(r"\[(\d{4})\][^\n]*\(叶子节点\)", request.prompt).group(1)
+        return json.dumps({"thinking": "first leaf", "results": [{"node_id": leaf, "sub_query": "x"}]})
+
+
+def test_llm_arms_locate_with_the_llm_and_never_synthesise(eval_set: Path, tmp_path: Path) -> None:
+    llm = FakeLLM()
+    run = run_eval(_opts(eval_set, tmp_path, llm=llm, arms=["flat-hybrid", "tree-llm", "tree-llm+net"]))
+    assert [s.name for s in run.summaries] == ["flat-hybrid", "tree-llm", "tree-llm+net"]
+    assert len(llm.requests) == 2 * run.n_scored  # one locating call per question and arm, nothing else
+    for r in run.results:
+        for name in ("tree-llm", "tree-llm+net"):
+            out = r.outputs[name]
+            assert out.locator == "llm" and len(out.located) == 1
+            assert out.usage["calls"] == 1
+    assert run.summaries[1].means["leaf_precision"] is not None
+
+
+class _Reranker:
+    name = "cross-encoder"
+    model = "fake-ce"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+
+    def score(self, query: str, texts: list[str]) -> list[float]:
+        if self.fail:
+            raise OSError("no such model folder")
+        return [-float(len(t)) for t in texts]  # shortest first: an order no retriever produces
+
+
+def test_rerank_applies_to_every_arm(eval_set: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline
+
+    monkeypatch.setattr(pipeline, "make_reranker", lambda config: _Reranker())
+    cfg = Config().replace(reranker="cross-encoder", reranker_model="fake-ce")
+    run = run_eval(_opts(eval_set, tmp_path, config=cfg, arms=["flat-bm25", "tree-hybrid+net"]))
+    for r in run.results:
+        for name, out in r.outputs.items():
+            assert out.rows and all("rerank_score" in d for d in out.details), name
+            lengths = [len(run.index.chunks[row].text) for row in out.rows]
+            assert lengths == sorted(lengths), name
+
+
+def test_unloadable_reranker_is_an_error_not_a_silent_fallback(eval_set: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline
+
+    monkeypatch.setattr(pipeline, "make_reranker", lambda config: _Reranker(fail=True))
+    cfg = Config().replace(reranker="cross-encoder", reranker_model="fake-ce")
+    with pytest.raises(TreeRAGError, match="reranker 'fake-ce' cannot be loaded: no such model folder"):
+        run_eval(_opts(eval_set, tmp_path, config=cfg, arms=["flat-bm25"]))
+
+
+def test_given_index_must_match_the_documents(eval_set: Path, tmp_path: Path) -> None:
+    from indexing.embedder import make_embedder
+    from indexing.index_builder import build_index
+
+    other = tmp_path / "other_docs"
+    other.mkdir()
+    (other / "alpha.md").write_text(DOCS["alpha.md"] + "\nMore text.\n", encoding="utf-8")
+    build_index(other, tmp_path / "idx", Config(), make_embedder("hash", Config()))
+    with pytest.raises(InputError, match="was not built from .*document\\(s\\) differ"):
+        run_eval(_opts(eval_set, tmp_path, index=tmp_path / "idx"))
+
+
+# --------------------------------------------------------------------------- command line
+
+def _cli(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_eval_parser(p.add_subparsers(dest="command"))
+    return p.parse_args(["eval", *argv])
+
+
+def test_cli_prints_the_table_and_writes_json(eval_set: Path, tmp_path: Path, capsys) -> None:
+    out_json = tmp_path / "out.json"
+    args = _cli(["--data", str(eval_set), "--arms", "flat-hybrid,tree-keyword", "--json", str(out_json),
+                 "--cache-dir", str(tmp_path / "c"), "--quiet", "--resamples", "200",
+                 "--set", "keyword_top_leaves=2"])
+    assert args.func(args) == 0
+    table = capsys.readouterr().out
+    assert "flat-hybrid" in table and "tree-keyword" in table and "tree-hybrid" not in table
+    d = json.loads(out_json.read_text())
+    assert [row["arm"] for row in d["table"]] == ["flat-hybrid", "tree-keyword"]
+    assert d["n_scored"] == 5 and d["arm_configs"]["tree-keyword"]["keyword_top_leaves"] == 2
+    q = next(q for q in d["questions"] if q["id"] == "q1")
+    hit = q["arms"]["flat-hybrid"]["retrieved"][0]
+    assert set(hit) >= {"doc_path", "start_char", "end_char", "text", "scores", "relevant"}
+    doc_text = (eval_set / "docs" / hit["doc_path"]).read_text(encoding="utf-8")
+    assert doc_text[hit["start_char"]:hit["end_char"]] == hit["text"]
+    # the dump is enough to re-score: relevance flags agree with the recorded evidence spans
+    (ev,) = q["evidence"]
+    assert hit["relevant"] == any(
+        2 * max(0, min(hit["end_char"], e) - max(hit["start_char"], s)) >= min(hit["end_char"] - hit["start_char"], e - s)
+        and min(hit["end_char"], e) > max(hit["start_char"], s) for s, e in ev["spans"])
+    assert all("gold" in n for n in q["arms"]["tree-keyword"]["located"])
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--arms", "nope"], "unknown arm 'nope'"),
+    (["--arms", "tree-llm"], "needs an LLM"),
+    (["--k", "0"], "--k must be at least 1"),
+    (["--limit", "0"], "--limit must be at least 1"),
+    (["--set", "fusion=magic"], "--set fusion: 'magic' is not one of weighted, rrf"),
+    (["--set", "nosuch=1"], "--set nosuch: no such setting"),
+    (["--set", "hybrid_top_leaves=x"], "not a valid int"),
+    (["--json", "/nonexistent-dir/x.json"], "--json: folder"),
+])
+def test_cli_bad_inputs(eval_set: Path, tmp_path: Path, argv: list[str], needle: str) -> None:
+    args = _cli(["--data", str(eval_set), "--cache-dir", str(tmp_path), "--quiet", *argv])
+    with pytest.raises(TreeRAGError) as exc:
+        args.func(args)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_parse_overrides_types() -> None:
+    assert parse_overrides(["safety_net=true", "dense_weight=0.7", "max_located=4", "embedder_model=none",
+                            "bm25_idf_scope=corpus"]) == {
+        "safety_net": True, "dense_weight": 0.7, "max_located": 4, "embedder_model": None,
+        "bm25_idf_scope": "corpus"}
+
+
+def test_json_dump_round_trips(eval_set: Path, tmp_path: Path) -> None:
+    run = run_eval(_opts(eval_set, tmp_path, arms=["flat-dense", "tree-hybrid"]))
+    d = json.loads(json.dumps(run_to_dict(run)))
+    assert d["table"][1]["ndcg@10_vs_flat-hybrid"] is None  # baseline not run: no comparison
+    assert len(d["questions"]) == 5

@@ -1,0 +1,137 @@
+"""Step 1: LLM output repair, fallbacks, the no-LLM locators and the TOC budget."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from config import Config
+from indexing.embedder import make_embedder
+from retrieval.node_locator import (NODE_LOCATE_PROMPT, extract_json_object, hybrid_locate,
+                                    keyword_locate, llm_locate, parse_locator_response,
+                                    toc_for_prompt)
+from tests.conftest import ROOT
+from tree_builder.visualizer import serialize_tree
+from utils.errors import BackendError
+from utils.llm_client import MockLLM
+from utils.tokenizer import estimate_tokens
+
+
+def ids_by_heading(index) -> dict[str, str]:
+    return {n.heading: n.node_id for n in index.root.iter_preorder() if n.kind != "root"}
+
+
+def test_prompt_is_the_spec_prompt() -> None:
+    assert NODE_LOCATE_PROMPT.startswith("你是一个文档检索专家。给定用户问题和文档的树状结构，请找出最可能包含答案的叶子节点。")
+    assert '"results": [' in NODE_LOCATE_PROMPT and "{serialized_tree}" in NODE_LOCATE_PROMPT
+
+
+def _case(index, text: str) -> tuple[list[str], list[str]]:
+    nodes, _, problems = parse_locator_response(text, index, "q")
+    return [n.node_id for n in nodes], problems
+
+
+MALFORMED = [
+    # (label, response, expected leaf headings (in order))
+    ("plain", '{"thinking":"t","results":[{"node_id":"0010","sub_query":"router"}]}', ["3.2.2 Router Design"]),
+    ("code fence", 'Sure!\n```json\n{"results":[{"node_id":"0010","sub_query":"x"}]}\n```', ["3.2.2 Router Design"]),
+    ("prose around", 'I think {"results":[{"node_id":"0014"}]} is right.', ["4.2 Performance"]),
+    ("integer id", '{"results":[{"node_id":10,"sub_query":"x"}]}', ["3.2.2 Router Design"]),
+    ("unpadded id", '{"results":[{"node_id":"9","sub_query":"x"}]}', ["3.2.1 Encoder Design"]),
+    ("bracketed id", '{"results":[{"node_id":"[0011]"}]}', ["3.3 Training Procedure"]),
+    ("heading title", '{"results":[{"node_id":"4.3 Ablation Study"}]}', ["4.3 Ablation Study"]),
+    ("heading path", '{"results":[{"node_id":"4 Experiments > 4.1 Dataset"}]}', ["4.1 Dataset"]),
+    ("duplicates", '{"results":[{"node_id":"0010"},{"node_id":"10"},{"node_id":"0010"}]}', ["3.2.2 Router Design"]),
+    ("unknown id dropped", '{"results":[{"node_id":"9999"},{"node_id":"0014"}]}', ["4.2 Performance"]),
+    ("small parent expanded", '{"results":[{"node_id":"0008"}]}', ["3.2.1 Encoder Design", "3.2.2 Router Design"]),
+    ("too many", json.dumps({"results": [{"node_id": f"{i:04d}"} for i in (1, 3, 4, 5, 7, 9, 10)]}),
+     ["Abstract", "1.1 Background", "1.2 Motivation", "2 Related Work", "3.1 Problem Formulation"]),
+    ("no json", "I cannot help with that.", []),
+    ("results not a list", '{"results":"0010"}', []),
+    ("trailing garbage", '{"results":[{"node_id":"0016"}]} }}}', ["5 Conclusion"]),
+]
+
+
+@pytest.mark.parametrize("label, response, expected", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_llm_output_table(paper_index, label: str, response: str, expected: list[str]) -> None:
+    by_id = {n.node_id: n.heading for n in paper_index.root.iter_preorder()}
+    got, problems = _case(paper_index, response)
+    assert [by_id[i] for i in got] == expected
+    if not expected:
+        assert problems
+
+
+def test_large_parent_is_dropped(paper_index) -> None:
+    # "3 Methods" has four leaves: more than three, so it is dropped rather than expanded
+    got, problems = _case(paper_index, '{"results":[{"node_id":"0006"}]}')
+    assert got == [] and any("dropped" in p for p in problems)
+
+
+def test_missing_sub_query_uses_the_query(paper_index) -> None:
+    nodes, _, _ = parse_locator_response('{"results":[{"node_id":"0010"}]}', paper_index, "the query")
+    assert nodes[0].sub_query == "the query"
+
+
+def test_extract_json_object_first_valid() -> None:
+    assert extract_json_object('x {bad} y {"a": 1}') == {"a": 1}
+    assert extract_json_object("nothing") is None
+
+
+def test_llm_locate_uses_spec_prompt_and_json_mode(paper_index) -> None:
+    llm = MockLLM(['{"thinking":"router question","results":[{"node_id":"0010","sub_query":"bandit"}]}'])
+    res = llm_locate(paper_index, llm, "What algorithm?", Config(), make_embedder("hash", Config()))
+    assert res.locator == "llm" and [n.node_id for n in res.nodes] == ["0010"]
+    assert res.nodes[0].sub_query == "bandit" and res.thinking == "router question"
+    req = llm.requests[0]
+    assert req.json_mode
+    assert "用户问题: What algorithm?" in req.prompt
+    assert serialize_tree(paper_index.root) in req.prompt
+    assert "Encoder Design" in req.prompt and "We adopt" not in req.prompt  # summaries, not content
+    assert res.fallbacks == []
+
+
+@pytest.mark.parametrize("reply", ["no json at all", '{"results": []}', BackendError("openai: server error 500 after 5 attempts")])
+def test_llm_failure_falls_back_to_keyword_and_records_it(paper_index, reply) -> None:
+    llm = MockLLM([reply])
+    res = llm_locate(paper_index, llm, "How many epochs was the model trained for?", Config(),
+                     make_embedder("hash", Config()))
+    assert res.locator == "keyword"
+    assert res.fallbacks and res.fallbacks[0].step == "locate"
+    assert "LLM locating failed" in res.fallbacks[0].reason and res.fallbacks[0].used == "keyword locator"
+
+
+def test_repaired_output_is_recorded(paper_index) -> None:
+    llm = MockLLM(['```json\n{"results":[{"node_id":10},{"node_id":"777"}]}\n```'])
+    res = llm_locate(paper_index, llm, "q", Config(), make_embedder("hash", Config()))
+    assert [n.node_id for n in res.nodes] == ["0010"]
+    assert res.fallbacks and res.fallbacks[0].used == "repaired LLM output"
+
+
+def test_keyword_locator_matches_headings_and_summaries(paper_index) -> None:
+    res = keyword_locate(paper_index, "training procedure epochs", Config())
+    assert res.nodes[0].heading_path.endswith("3.3 Training Procedure")
+    assert len(res.nodes) <= 3 and all(n.sub_query == "training procedure epochs" for n in res.nodes)
+
+
+def test_keyword_locator_with_no_overlap_returns_nothing(paper_index) -> None:
+    res = keyword_locate(paper_index, "zebra giraffe", Config())
+    assert res.nodes == [] and "no heading" in res.thinking
+
+
+def test_hybrid_locator_scores_all_leaves(paper_index) -> None:
+    res = hybrid_locate(paper_index, make_embedder("hash", Config()), "How many epochs was the model trained for?", Config())
+    assert res.nodes[0].heading_path.endswith("3.3 Training Procedure")
+    assert len(res.nodes) == Config().hybrid_top_leaves
+
+
+def test_toc_budget_keeps_best_branches_with_ancestors(paper_index) -> None:
+    emb = make_embedder("hash", Config())
+    full, shown_all = toc_for_prompt(paper_index, emb, "router design bandit", Config())
+    assert full == serialize_tree(paper_index.root)
+    budget = estimate_tokens(full) // 3
+    cut, shown = toc_for_prompt(paper_index, emb, "router design bandit", Config(toc_budget_tokens=budget))
+    assert estimate_tokens(cut) <= budget and 0 < shown < shown_all
+    assert "3.2.2 Router Design (叶子节点)" in cut
+    # the ancestors of a shown leaf are shown too
+    assert "[0006] 3 Methods" in cut and "[0008] 3.2 Model Architecture" in cut

@@ -1,0 +1,205 @@
+"""Steps 2 and 3 and run_pipeline: scores, edge cases, fallbacks, result schema."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from config import Config
+from indexing.embedder import make_embedder
+from pipeline import Backends, citation, run_pipeline
+from retrieval.hybrid_retriever import (NoReranker, dedupe_best, document_order, rerank,
+                                        retrieve, retrieve_in_leaf)
+from retrieval.synthesizer import SYNTHESIS_PROMPT, build_context, extractive_answer
+from retrieval.types import Fallback, LocatedNode
+from utils.errors import BackendError
+from utils.llm_client import LLMResponse, LLMUsage, MockLLM
+
+
+class ScriptedLLM(MockLLM):
+    """A MockLLM that the pipeline treats as a real provider."""
+
+    provider = "scripted"
+
+
+class FailingReranker:
+    name = "cross-encoder"
+    model = "broken/model"
+
+    def score(self, query, texts):
+        raise OSError("model files not found")
+
+
+class ReverseReranker:
+    """Scores by row, highest last row first: a visible, deterministic reorder."""
+
+    name = "cross-encoder"
+    model = "test/reverse"
+
+    def score(self, query, texts):
+        return [float(i) for i in range(len(texts))]
+
+
+def backends(llm=None, reranker=None) -> Backends:
+    return Backends(embedder=make_embedder("hash", Config()), reranker=reranker or NoReranker(), llm=llm)
+
+
+def leaf_id(index, heading: str) -> str:
+    return next(n.node_id for n in index.leaves if n.heading == heading)
+
+
+def test_in_leaf_scores_are_complete_and_bounded(paper_index) -> None:
+    node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
+    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config())
+    assert 0 < len(got) <= Config().top_k_per_leaf
+    for rc in got:
+        d = rc.retrieval_detail
+        assert {"dense_score", "bm25_score", "fused_score"} <= set(d)
+        assert 0.0 <= d["fused_score"] <= 1.0
+        assert rc.chunk.source_node_id == node.node_id
+    assert [rc.score for rc in got] == sorted((rc.score for rc in got), reverse=True)
+
+
+def test_rrf_fusion(paper_index) -> None:
+    node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
+    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(fusion="rrf"))
+    assert all(rc.retrieval_detail["fused_score"] <= 2 / 61 + 1e-6 for rc in got)
+
+
+def test_one_chunk_leaf_and_zero_bm25_are_defined(paper_index) -> None:
+    # a query sharing no word with the leaf: BM25 all zero, fused comes from dense only
+    node = LocatedNode(leaf_id(paper_index, "4.1 Dataset"), "zebra giraffe")
+    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config())
+    assert got and all(rc.retrieval_detail["bm25_score"] == 0 for rc in got)
+    assert all(np.isfinite(rc.score) for rc in got)
+
+
+def test_same_chunk_twice_is_kept_once_with_best_score(paper_index) -> None:
+    lid = leaf_id(paper_index, "4.2 Performance")
+    located = [LocatedNode(lid, "EUR/USD accuracy"), LocatedNode(lid, "baseline static router")]
+    got = retrieve(paper_index, make_embedder("hash", Config()), "q", located, Config())
+    ids = [rc.chunk.chunk_id for rc in got]
+    assert len(ids) == len(set(ids))
+    assert dedupe_best(got) == got
+
+
+def test_safety_net_adds_global_candidates(paper_index) -> None:
+    located = [LocatedNode(leaf_id(paper_index, "Abstract"), "epochs")]
+    q = "How many epochs was the model trained for?"
+    off = retrieve(paper_index, make_embedder("hash", Config()), q, located, Config())
+    on = retrieve(paper_index, make_embedder("hash", Config()), q, located, Config(safety_net=True))
+    assert all(rc.source == "tree" for rc in off)
+    assert any(rc.source == "net" and "50 epochs" in rc.chunk.text for rc in on)
+
+
+def test_rerank_failure_keeps_fused_order_and_says_so(paper_index) -> None:
+    located = [LocatedNode(leaf_id(paper_index, "4.2 Performance"), "accuracy")]
+    cands = retrieve(paper_index, make_embedder("hash", Config()), "accuracy", located, Config())
+    fallbacks: list[Fallback] = []
+    out = rerank("accuracy", list(cands), FailingReranker(), 3, fallbacks)
+    assert out == cands[:3]
+    assert fallbacks[0].step == "rerank" and fallbacks[0].used == "fused order"
+    assert "model files not found" in fallbacks[0].reason
+
+
+def test_rerank_scores_recorded(paper_index) -> None:
+    located = [LocatedNode(leaf_id(paper_index, "4.2 Performance"), "accuracy")]
+    cands = retrieve(paper_index, make_embedder("hash", Config()), "accuracy", located, Config())
+    out = rerank("accuracy", list(cands), ReverseReranker(), 2, [])
+    assert [rc.retrieval_detail["rerank_score"] for rc in out] == [len(cands) - 1, len(cands) - 2]
+
+
+def test_document_order() -> None:
+    from indexing.chunker import Chunk
+    from retrieval.types import RetrievedChunk
+
+    rcs = [RetrievedChunk(Chunk(f"c{r}", "t", "n", "h"), 1.0 / (i + 1), {}, row=r) for i, r in enumerate([7, 2, 5])]
+    assert [r.row for r in document_order(rcs)] == [2, 5, 7]
+
+
+def test_context_and_prompt_follow_the_spec(paper_index) -> None:
+    located = [LocatedNode(leaf_id(paper_index, "4.2 Performance"), "accuracy")]
+    cands = retrieve(paper_index, make_embedder("hash", Config()), "accuracy", located, Config())[:2]
+    ctx = build_context(cands)
+    assert ctx.startswith(f"[证据1] 来源: {cands[0].chunk.heading_path}\n{cands[0].chunk.text}")
+    assert "\n\n[证据2] 来源: " in ctx
+    assert "格式为 [来源: 章节路径]" in SYNTHESIS_PROMPT
+
+
+def test_extractive_answer_language() -> None:
+    assert extractive_answer("为什么？", []).startswith("未在文档中")
+    assert extractive_answer("Why?", []).startswith("No evidence")
+
+
+def test_run_pipeline_schema_and_citations(paper_index) -> None:
+    res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends())
+    for key in ("query", "step1_thinking", "step1_nodes", "step2_retrieved", "answer", "timing_ms",
+                "providers", "fallbacks", "usage", "stages", "run_id", "index", "config"):
+        assert key in res
+    assert res["step1_locator"] == "hybrid"
+    assert set(res["timing_ms"]) == {"locate", "retrieve", "rerank", "synthesize", "total"}
+    assert res["providers"]["embedder"]["name"] == "hash"
+    assert res["providers"]["reranker"] == {"name": "none", "model": None}
+    text = (paper_index.path.parent / "x").parent  # noqa: F841 - keeps fixture path alive
+    for item in res["step2_retrieved"]:
+        assert item["citation"].startswith("test_paper.md:L")
+        assert {"dense_score", "bm25_score", "fused_score"} <= set(item["scores"])
+    assert res["answer"].startswith("Based on the retrieved evidence:")
+    assert any("73.2%" in item["text"] for item in res["step2_retrieved"])
+    assert res["stages"]["fusion"] and res["stages"]["vector"]
+
+
+def test_citation_lines(paper_index) -> None:
+    c = paper_index.chunks[0]
+    assert citation(c) in (f"test_paper.md:L{c.start_line}", f"test_paper.md:L{c.start_line}-L{c.end_line}")
+
+
+def test_stopword_only_query_is_answered_without_models(paper_index) -> None:
+    class Exploding:
+        name = "boom"
+        model_id = "boom"
+        dim = 384
+
+        def embed_query(self, text):
+            raise AssertionError("no model may run for a stop-word query")
+
+    b = Backends(embedder=Exploding(), reranker=NoReranker(), llm=None)
+    for q in ("the of and?", "的了是吗？", "?!...", "what is it"):
+        res = run_pipeline(q, paper_index, Config(), b)
+        assert res["notice"] and res["step1_nodes"] == [] and res["step2_retrieved"] == []
+
+
+def test_llm_pipeline_end_to_end_with_usage(paper_index) -> None:
+    perf = leaf_id(paper_index, "4.2 Performance")
+
+    def reply(req):
+        if req.json_mode:
+            return f'{{"thinking": "accuracy is in Performance", "results": [{{"node_id": "{perf}", "sub_query": "EUR/USD accuracy"}}]}}'
+        assert "[证据1] 来源:" in req.prompt
+        return "AdaRouter reaches 73.2% on EUR/USD [来源: 4 Experiments > 4.2 Performance]."
+
+    llm = ScriptedLLM(reply)
+    res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends(llm))
+    assert res["step1_locator"] == "llm" and res["step1_nodes"][0]["node_id"] == perf
+    assert res["step1_nodes"][0]["sub_query"] == "EUR/USD accuracy"
+    assert res["answer"].startswith("AdaRouter reaches 73.2%")
+    assert res["providers"]["llm"]["provider"] == "scripted"
+    assert res["usage"]["calls"] == 2
+    assert len(llm.requests) == 2
+
+
+def test_llm_server_failure_is_a_recorded_fallback(paper_index) -> None:
+    err = BackendError("openai: server error 500 after 5 attempts")
+    llm = ScriptedLLM([err, err])
+    res = run_pipeline("How many epochs was the model trained for?", paper_index, Config(), backends(llm))
+    steps = [f["step"] for f in res["fallbacks"]]
+    assert steps == ["locate", "synthesis"]
+    assert res["step1_locator"] == "keyword"
+    assert res["answer"].startswith("Based on the retrieved evidence:")
+
+
+def test_no_evidence_means_no_llm_call(paper_index) -> None:
+    llm = ScriptedLLM(['{"results": [{"node_id": "9999"}]}'])
+    cfg = Config()
+    res = run_pipeline("zebra giraffe okapi", paper_index, cfg, backends(llm))
+    assert res["step2_retrieved"] == [] and res["answer"].startswith("No evidence")
+    assert len(llm.requests) == 1  # the locating call only
