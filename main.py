@@ -50,13 +50,35 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     embedder_name = "hash" if args.mock else args.embedder
     config = Config(embedder=embedder_name, embedder_model=args.embedder_model,
-                    max_depth=args.max_depth)
-    embedder = make_embedder(embedder_name, config)
+                    max_depth=args.max_depth, summary_mode=args.summaries)
+    embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
+    summarizer, usage, workers = None, None, 1
+    if args.summaries == "llm":
+        from tree_builder.llm_summary import LLMSummarizer
+        from utils.errors import InputError
+        from utils.llm_client import UsageMeter, make_llm, resolve_llm_spec
+
+        spec = resolve_llm_spec(args.llm, os.environ, None)
+        llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
+                       notice=_stderr)
+        if getattr(llm, "provider", "mock") == "mock":
+            raise InputError("--summaries llm needs an LLM: set ANTHROPIC_API_KEY or OPENAI_API_KEY/"
+                             "OPENAI_BASE_URL, or pass --llm")
+        usage = UsageMeter()
+        summarizer = LLMSummarizer(llm, config, usage)
+        workers = args.summary_workers
     report = build_index(Path(args.input), Path(args.output), config, embedder,
-                         progress=_tqdm_progress(not args.quiet))
+                         progress=_tqdm_progress(not args.quiet), summarizer=summarizer,
+                         summary_workers=workers)
     for w in report.warnings:
         _stderr(f"warning: {w}")
     print(report.summary_line())
+    if summarizer is not None:
+        st = summarizer.stats
+        print(f"summaries: {st.llm_calls} by LLM, {st.kept_own_text} short sections kept their own text, "
+              f"{st.failed} failed (extractive used); {usage.total().describe()}")
+        for f in st.failures:
+            _stderr(f"warning: summary failed {f}")
     return 0
 
 
@@ -250,10 +272,17 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("--input", required=True, help="a Markdown file or a folder of them (recursive)")
     pi.add_argument("--output", required=True, help="index directory (replaced atomically)")
     pi.add_argument("--mock", action="store_true", help="offline mock models (hash embeddings)")
-    pi.add_argument("--embedder", choices=EMBEDDERS, default="hash",
-                    help="embedding backend (default: hash)")
+    pi.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default="auto",
+                    help="embedding backend (default auto: onnx MiniLM for English, "
+                         "multilingual USE when the documents are mostly Chinese)")
     pi.add_argument("--embedder-model", default=None, help="model name or local path for the embedder")
     pi.add_argument("--max-depth", type=int, default=3, help="deepest heading level that becomes a node")
+    pi.add_argument("--summaries", choices=("extractive", "llm"), default="extractive",
+                    help="node summaries: extractive (no LLM, default) or llm")
+    pi.add_argument("--llm", default=None, help="PROVIDER[:MODEL] for --summaries llm")
+    pi.add_argument("--summary-workers", type=int, default=4,
+                    help="concurrent LLM summary calls (default 4)")
+    pi.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     pi.add_argument("--quiet", action="store_true", help="no progress bar")
     pi.set_defaults(func=cmd_index)
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_checkable
@@ -127,6 +126,13 @@ def packaged_minilm_path() -> Path:
     if not (path / "config.json").is_file():
         raise BackendError(f"the packaged all-MiniLM-L6-v2 folder is incomplete: {path}")
     return path
+
+
+def _packaged_minilm_or_none() -> Path | None:
+    try:
+        return packaged_minilm_path().resolve()
+    except BackendError:
+        return None
 
 
 def _is_default_minilm(model: str | None) -> bool:
@@ -229,8 +235,9 @@ class LocalEmbedder:
         elif Path(os.path.expanduser(str(model))).is_dir():
             self._path = Path(os.path.expanduser(str(model))).resolve()
             # The absolute folder is the only identity we can be sure of; a
-            # relative path would compare differently from another cwd.
-            self.model_id = str(self._path)
+            # relative path would compare differently from another cwd. The
+            # packaged folder named explicitly is still the packaged model.
+            self.model_id = MINILM_ID if self._path == _packaged_minilm_or_none() else str(self._path)
             self._spec = str(model)
         else:
             self._path = None

@@ -69,6 +69,21 @@ def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> lis
     return chunks
 
 
+CJK_SHARE_FOR_MULTILINGUAL = 0.2
+"""Documents with at least this share of CJK characters get the multilingual embedder."""
+
+
+def auto_embedder_name(docs: list[Document]) -> str:
+    """English MiniLM (fast, int8 ONNX) unless the corpus is substantially Chinese/Japanese/Korean."""
+    from utils.tokenizer import cjk_share
+
+    text_chars = sum(len(d.text) for d in docs)
+    if not text_chars:
+        return "onnx"
+    share = sum(cjk_share(d.text) * len(d.text) for d in docs) / text_chars
+    return "use" if share >= CJK_SHARE_FOR_MULTILINGUAL else "onnx"
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -110,9 +125,10 @@ def build_index(
     input_path: Path,
     output: Path,
     config: Config,
-    embedder: Embedder,
+    embedder: Embedder | None,
     progress: ProgressFactory | None = None,
     summarizer: Any = None,
+    summary_workers: int = 1,
 ) -> BuildReport:
     t0 = time.perf_counter()
     input_path, output = Path(input_path), Path(output)
@@ -120,8 +136,19 @@ def build_index(
     recover_directory(output)
     docs, warnings = load_documents(input_path)
     folder_mode = input_path.is_dir()
+    if embedder is None:  # "auto": chosen by the documents' script
+        from indexing.embedder import make_embedder
+
+        embedder = make_embedder(auto_embedder_name(docs), config)
     root = build_tree(docs, config, folder_mode=folder_mode)
-    summarize_tree(root, config, summarizer)
+    if summarizer is not None and summary_workers > 1:
+        from tree_builder.llm_summary import summarize_tree_parallel
+
+        n_nodes_total = sum(1 for n in root.iter_preorder() if n.kind != "root")
+        summarize_tree_parallel(root, summarizer, summary_workers,
+                                progress(n_nodes_total, "summaries") if progress else None)
+    else:
+        summarize_tree(root, config, summarizer)
     chunks = chunk_documents(root, docs, config)
     leaves = root.leaves()
     if not chunks:
@@ -148,6 +175,7 @@ def build_index(
         "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash,
                        "chars": len(d.text)} for d in docs],
         "warnings": warnings,
+        "summarizer": getattr(summarizer, "summarizer_id", "extractive"),
     }
 
     _clean_stale_builds(output)

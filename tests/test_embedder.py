@@ -218,11 +218,21 @@ def test_local_loads_packaged_model_and_ranks_paraphrase_first(local_emb: LocalE
     np.testing.assert_allclose(local_emb.embed_query(EN[0]), v[0], atol=1e-5)
 
 
-def test_local_accepts_a_model_folder(local_emb: LocalEmbedder) -> None:
-    folder = str(local_emb._resolve())
-    e = make_embedder("local", Config(embedder_model=folder))
-    assert e.model_id == str(Path(folder).resolve())  # absolute: same identity from any cwd
-    assert e.dim == 384
+def test_local_accepts_a_model_folder(local_emb: LocalEmbedder, tmp_path: Path) -> None:
+    packaged = local_emb._resolve()
+    assert make_embedder("local", Config(embedder_model=str(packaged))).model_id == MINILM_ID
+    # Another folder (file symlinks, so nothing is copied) is identified by its absolute
+    # path -- the same identity from any cwd -- and its dim is read without loading torch.
+    folder = tmp_path / "my-model"
+    for src in packaged.rglob("*"):
+        if src.is_file():
+            dst = folder / src.relative_to(packaged)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.symlink_to(src)
+    e = make_embedder("local", Config(embedder_model=str(folder)))
+    assert e.model_id == str(folder.resolve())
+    assert e.dim == 384 and e._model is None
+    assert not compatible(embedder_identity(e), embedder_identity(local_emb))
 
 
 def test_onnx_ranks_paraphrase_first_and_matches_torch(onnx_emb: OnnxEmbedder,
