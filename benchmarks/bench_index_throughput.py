@@ -34,8 +34,17 @@ from common import (Headline, Report, banner, base_parser, bench_env, copy_docs,
 GOAL = 0.9
 
 
-def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any) -> tuple[dict[str, float], int, int]:
-    """build_index's steps in its order, each timed. Returns (seconds per stage, chunks, leaves)."""
+RAW = "embed chunks  <- raw encoder"
+
+
+def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
+                 ) -> tuple[dict[str, float], dict[str, float], int, int]:
+    """build_index's steps in its order, each timed.
+
+    Returns (wall seconds per stage, CPU seconds per stage, chunks, leaves).
+    CPU seconds (all threads of this process) are what a busy shared machine
+    disturbs least, so ratios are given on both clocks.
+    """
     from indexing.bm25_builder import BM25Index
     from indexing.index_builder import chunk_documents, leaf_text_for_embedding
     from indexing.index_store import write_index_files
@@ -45,30 +54,32 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any) -> t
     from utils.tokenizer import tokenize
 
     t: dict[str, float] = {}
+    cpu_t: dict[str, float] = {}
+    clock = [time.perf_counter(), time.process_time()]
 
-    def lap(name: str, t0: float) -> float:
-        now = time.perf_counter()
-        t[name] = now - t0
-        return now
+    def lap(name: str) -> None:
+        now, cpu = time.perf_counter(), time.process_time()
+        t[name] = now - clock[0]
+        cpu_t[name] = cpu - clock[1]
+        clock[0], clock[1] = now, cpu
 
-    t0 = time.perf_counter()
     docs, _ = load_documents(docs_dir)
-    t0 = lap("parse (read + decode)", t0)
+    lap("parse (read + decode)")
     root = build_tree(docs, config, folder_mode=True)
-    t0 = lap("tree (markdown-it + levels)", t0)
+    lap("tree (markdown-it + levels)")
     summarize_tree(root, config)
-    t0 = lap("summaries (extractive)", t0)
+    lap("summaries (extractive)")
     chunks = chunk_documents(root, docs, config)
     leaves = root.leaves()
-    t0 = lap("chunk", t0)
+    lap("chunk")
     tokens = [tokenize(c.text) for c in chunks]
-    t0 = lap("tokenise (BM25)", t0)
+    lap("tokenise (BM25)")
     bm25 = BM25Index.build(tokens)
-    t0 = lap("BM25 build", t0)
+    lap("BM25 build")
     emb = embedder.embed_documents([c.text for c in chunks])
-    t0 = lap("embed chunks  <- raw encoder", t0)
+    lap(RAW)
     leaf_emb = embedder.embed_documents([leaf_text_for_embedding(n) for n in leaves])
-    t0 = lap("embed leaves (locator)", t0)
+    lap("embed leaves (locator)")
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     meta = {"created_at": "bench", "input": str(docs_dir), "folder_mode": True, "config": config.to_dict(),
@@ -76,8 +87,8 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any) -> t
             "counts": {"documents": len(docs), "nodes": 0, "leaves": len(leaves), "chunks": len(chunks),
                        "vocabulary": bm25.vocab_size}, "documents": [], "warnings": []}
     write_index_files(out_dir, meta, root, chunks, emb, leaf_emb, bm25)
-    lap("write files", t0)
-    return t, len(chunks), len(leaves)
+    lap("write files")
+    return t, cpu_t, len(chunks), len(leaves)
 
 
 def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: bool) -> dict[str, Any]:
@@ -90,11 +101,11 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
     t0 = time.perf_counter()
     if hasattr(embedder, "load"):
         embedder.load()
-    embedder.embed_documents(["warm-up text for the encoder"] * 16)
+    embedder.embed_documents(["warm-up text for the encoder, long enough to matter a little"] * 16)
     load_s = time.perf_counter() - t0
 
-    stage_runs: list[dict[str, float]] = []
-    index_runs: list[float] = []
+    stage_runs: list[tuple[dict[str, float], dict[str, float]]] = []
+    index_runs: list[tuple[float, float]] = []
     n_chunks = n_leaves = 0
     out_staged = work / f"staged-{name}"
     out_index = work / f"index-{name}"
@@ -102,30 +113,32 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
         order = ("staged", "index") if r % 2 == 0 else ("index", "staged")
         for what in order:
             if what == "staged":
-                st, n_chunks, n_leaves = staged_build(docs_dir, out_staged, config, embedder)
-                stage_runs.append(st)
-                print(f"  [{name}] run {r + 1}: staged replica {sum(st.values()):.2f} s "
-                      f"(raw encoder {st['embed chunks  <- raw encoder']:.2f} s)", flush=True)
+                wall, cpu, n_chunks, n_leaves = staged_build(docs_dir, out_staged, config, embedder)
+                stage_runs.append((wall, cpu))
+                print(f"  [{name}] run {r + 1}: staged replica {sum(wall.values()):.2f} s "
+                      f"(raw encoder {wall[RAW]:.2f} s wall, {cpu[RAW]:.2f} s CPU)", flush=True)
             else:
-                t0 = time.perf_counter()
+                w0, c0 = time.perf_counter(), time.process_time()
                 rep = build_index(docs_dir, out_index, config, embedder)
-                index_runs.append(time.perf_counter() - t0)
-                print(f"  [{name}] run {r + 1}: build_index {index_runs[-1]:.2f} s ({rep.chunks} chunks)", flush=True)
+                index_runs.append((time.perf_counter() - w0, time.process_time() - c0))
+                print(f"  [{name}] run {r + 1}: build_index {index_runs[-1][0]:.2f} s wall, "
+                      f"{index_runs[-1][1]:.2f} s CPU ({rep.chunks} chunks)", flush=True)
                 if n_chunks and rep.chunks != n_chunks:
                     raise RuntimeError(f"replica made {n_chunks} chunks, build_index {rep.chunks}")
                 n_chunks = rep.chunks
-    raw_key = "embed chunks  <- raw encoder"
-    raw_s = min(s[raw_key] for s in stage_runs)
-    index_s = min(index_runs)
-    best_stage = min(stage_runs, key=lambda s: sum(s.values()))
+    raw_s = min(w[RAW] for w, _ in stage_runs)
+    raw_cpu = min(c[RAW] for _, c in stage_runs)
+    index_s = min(w for w, _ in index_runs)
+    index_cpu = min(c for _, c in index_runs)
+    best_wall, best_cpu = min(stage_runs, key=lambda wc: sum(wc[0].values()))
     res: dict[str, Any] = {
         "embedder": name, "model_id": embedder.model_id, "batch_size": getattr(embedder, "batch_size", None),
         "chunks": n_chunks, "leaves": n_leaves, "model_load_s": load_s,
-        "raw_s": raw_s, "raw_chunks_per_s": n_chunks / raw_s,
-        "index_s": index_s, "index_chunks_per_s": n_chunks / index_s,
-        "ratio": raw_s / index_s,
-        "raw_runs_s": [s[raw_key] for s in stage_runs], "index_runs_s": index_runs,
-        "stages_s": best_stage,
+        "raw_s": raw_s, "raw_cpu_s": raw_cpu, "raw_chunks_per_s": n_chunks / raw_s,
+        "index_s": index_s, "index_cpu_s": index_cpu, "index_chunks_per_s": n_chunks / index_s,
+        "ratio": raw_s / index_s, "ratio_cpu": raw_cpu / index_cpu,
+        "raw_runs_s": [w[RAW] for w, _ in stage_runs], "index_runs_s": [w for w, _ in index_runs],
+        "stages_s": best_wall, "stages_cpu_s": best_cpu,
     }
     if cli:
         out_cli = work / f"cli-{name}"
@@ -143,12 +156,12 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
 
 def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__)
-    ap.add_argument("--limit", type=int, default=None, help="QASPER documents to index (quick 5, full 20)")
+    ap.add_argument("--limit", type=int, default=None, help="first N QASPER documents to index (quick 1 = 175 chunks, full 4 = 1,271)")
     ap.add_argument("--embedders", default="local,onnx", help="comma list of: local, onnx, hash, use")
     ap.add_argument("--repeats", type=int, default=None, help="runs of each measurement, best kept (quick 1, full 2)")
     ap.add_argument("--no-cli", action="store_true", help="skip the fresh-process `main.py index` run")
     args = ap.parse_args(argv)
-    limit = pick(args.limit, args.quick, 5, 20)
+    limit = pick(args.limit, args.quick, 1, 4)
     repeats = pick(args.repeats, args.quick, 1, 2)
     work = workdir_of(args) / "throughput"
     info = machine_info()
@@ -172,22 +185,28 @@ def main(argv: list[str] | None = None) -> int:
             continue
         report.results[name] = res
         rows.append([name, res["chunks"], res["raw_s"], res["raw_chunks_per_s"], res["index_s"],
-                     res["index_chunks_per_s"], res["ratio"],
+                     res["index_chunks_per_s"], res["ratio"], res["ratio_cpu"],
                      res.get("cli_wall_s", float("nan")), res.get("cli_ratio", float("nan"))])
-        report.headlines.append(Headline(f"index throughput ratio [{name}]", res["ratio"], "x raw encoder",
-                                         goal=f">= {GOAL}", ok=res["ratio"] >= GOAL,
-                                         ratio=res["ratio"], ratio_of="index chunks/s / raw encoder chunks/s"))
+        report.headlines.append(Headline(
+            f"index throughput / raw encoder [{name}], wall clock", res["index_chunks_per_s"], "chunks/s",
+            goal=f"ratio >= {GOAL}", ok=res["ratio"] >= GOAL, ratio=res["ratio"],
+            ratio_of=f"raw encoder {res['raw_chunks_per_s']:.1f} chunks/s"))
+        report.headlines.append(Headline(
+            f"index throughput / raw encoder [{name}], CPU time", res["chunks"] / res["index_cpu_s"],
+            "chunks per CPU-s", goal=f"ratio >= {GOAL}", ok=res["ratio_cpu"] >= GOAL, ratio=res["ratio_cpu"],
+            ratio_of=f"raw encoder {res['chunks'] / res['raw_cpu_s']:.1f} chunks per CPU-s"))
 
     print()
     print(table(["embedder", "chunks", "raw s", "raw chunks/s", "index s", "index chunks/s",
-                 "ratio (goal>=0.9)", "CLI wall s", "CLI ratio"], rows))
+                 "ratio wall (goal>=0.9)", "ratio CPU", "CLI wall s", "CLI ratio"], rows))
     for name, res in report.results.items():
-        st = res["stages_s"]
+        st, sc = res["stages_s"], res["stages_cpu_s"]
         total = sum(st.values())
         print()
         print(f"time split of the staged replica [{name}] (best run, {total:.2f} s; model load "
               f"{res['model_load_s']:.2f} s not included):")
-        print(table(["stage", "seconds", "share"], [[k, v, f"{100 * v / total:.1f}%"] for k, v in st.items()]))
+        print(table(["stage", "wall s", "CPU s", "share of wall"],
+                    [[k, v, sc[k], f"{100 * v / total:.1f}%"] for k, v in st.items()]))
         non_embed = sum(v for k, v in st.items() if not k.startswith("embed"))
         print(f"  everything but the encoder: {non_embed:.2f} s = {100 * non_embed / total:.1f}% of the build; "
               f"leaf embeddings (the locator's) add {100 * st['embed leaves (locator)'] / total:.1f}% "

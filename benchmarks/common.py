@@ -20,7 +20,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -168,35 +167,67 @@ class ProcResult:
         return self
 
 
+#: A minimal launcher that forks and execs the measured command. Linux keeps a
+#: process's peak RSS across exec, and a fork/vfork child starts with its
+#: parent's memory image, so a command spawned straight from a benchmark that
+#: has a model loaded would report the benchmark's RSS as its own peak. Spawned
+#: from this ~10 MB launcher instead, the figure is the command's own (floor
+#: ~10 MB). The launcher also times fork -> exit, excluding its own start-up.
+_LAUNCHER = r"""
+import json, os, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(cmd[0], cmd)
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+with open(out, "w") as fh:
+    json.dump({"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
+               "rc": os.waitstatus_to_exitcode(status)}, fh)
+"""
+
+
 def run_proc(cmd: Sequence[str], cwd: Path = ROOT, env: dict[str, str] | None = None,
              timeout: float | None = None) -> ProcResult:
-    """Run a command, returning its wall time, CPU time and peak RSS.
+    """Run a command in a fresh process: its wall time, CPU time (user+sys) and peak RSS.
 
-    ``os.wait4`` reaps the child and hands back *its own* rusage, so peak RSS
-    belongs to this one process (``getrusage(RUSAGE_CHILDREN)`` would give the
-    maximum over every child this process ever waited for). Output goes to
-    temporary files so no pipe reader has to be scheduled during the timing.
+    The figures come from ``wait4`` on the command itself (see ``_LAUNCHER``),
+    so peak RSS belongs to that one process, not to this benchmark or to
+    another child (``getrusage(RUSAGE_CHILDREN)`` is a maximum over all
+    children ever waited for). Output goes to temporary files, so no pipe
+    reader has to be scheduled during the timing.
     """
     cmd = [str(c) for c in cmd]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=str(cwd), env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        timer = None
-        if timeout:
-            timer = threading.Timer(timeout, proc.kill)
-            timer.start()
+    fd, rus_path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCHER, rus_path, *cmd], cwd=str(cwd),
+                                    env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+            out.seek(0)
+            err.seek(0)
+            stdout = out.read().decode("utf-8", "replace")
+            stderr = err.read().decode("utf-8", "replace")
         try:
-            _, status, ru = os.wait4(proc.pid, 0)
-        finally:
-            if timer is not None:
-                timer.cancel()
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read().decode("utf-8", "replace")
-        stderr = err.read().decode("utf-8", "replace")
-    return ProcResult(cmd, proc.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0,
+            r = json.loads(Path(rus_path).read_text() or "{}")
+        except ValueError:
+            r = {}
+    finally:
+        Path(rus_path).unlink(missing_ok=True)
+    if not r:  # killed by the timeout, or the launcher itself failed
+        return ProcResult(cmd, proc.returncode or -9, float("nan"), float("nan"), float("nan"), stdout,
+                          stderr + "\n(timed out or launcher failed)")
+    return ProcResult(cmd, int(r["rc"]), float(r["wall"]), float(r["cpu"]), r["maxrss_kb"] / 1024.0,
                       stdout, stderr)
 
 

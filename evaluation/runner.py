@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from config import Config
 from evaluation.arms import (ARM_CODE_FILES, BASELINE, LLM_ARMS, Arm, ArmContext, ArmOutput,
-                             make_arm, run_arm)
+                             all_arm_names, make_arm, run_arm)
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
 from evaluation.metrics import (METRIC_KEYS, BootstrapCI, Relevance, SpanTable, latency_percentiles,
                                 leaf_scores, mean_metrics, paired_bootstrap, question_relevance,
@@ -335,11 +335,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     questions = sample_questions(eval_set.questions, opts.limit, opts.seed)
 
     index, info = obtain_index(eval_set, opts)
-    names = opts.arms or []
-    if not names:
-        from evaluation.arms import all_arm_names
-
-        names = all_arm_names(opts.llm is not None)
+    names = opts.arms or all_arm_names(opts.llm is not None)
     base = opts.config.replace(embedder=index.embedder_identity.get("name", opts.config.embedder))
     arms = [make_arm(n, base, opts.k) for n in names]
     backends = make_backends(index, base, opts.llm)
