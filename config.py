@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 FusionMode = Literal["weighted", "rrf"]
 IdfScope = Literal["leaf", "document", "corpus"]
@@ -31,8 +35,8 @@ class Config:
     min_chunk_chars: int = 20
 
     # --- embeddings -------------------------------------------------------
-    embedder: str = "hash"
-    """hash | local | onnx | openai | use  (see indexing/embedder.py)."""
+    embedder: str = "auto"
+    """auto | hash | local | onnx | openai | use  (see indexing/embedder.py)."""
     embedder_model: str | None = None
     embed_batch_size: int = 64
     hash_dim: int = 384
@@ -63,6 +67,11 @@ class Config:
     reranker: str = "none"
     """none | cross-encoder"""
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    candidate_order: Literal["fused", "union"] = "fused"
+    """How candidates of several leaves are ordered before (or without) rerank:
+    fused = the spec's per-leaf fused score; union = re-scored on one scale + leaf prior."""
+    leaf_prior_weight: float = 0.0
+    """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
     safety_net: bool = False
     safety_net_top_k: int = 5
     toc_budget_tokens: int = 6000
@@ -77,3 +86,54 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _check_type(name: str, value: Any, default: Any) -> Any:
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif default is None:
+        ok = value is None or isinstance(value, str)
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        from utils.errors import InputError
+
+        raise InputError(f"config file: {name} must be a {type(default).__name__}, got {value!r}")
+    return value
+
+
+def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
+    """Defaults overridden by a TOML file: ``--config``, else $TREERAG_CONFIG, else ./treerag.toml.
+
+    Keys are Config field names, at the top level or under a ``[treerag]`` table.
+    A file that does not exist is only an error when it was named explicitly.
+    """
+    import tomllib
+    from pathlib import Path as _Path
+
+    from utils.errors import InputError
+
+    explicit = path is not None or bool(env.get("TREERAG_CONFIG"))
+    p = _Path(path) if path is not None else _Path(env.get("TREERAG_CONFIG") or "treerag.toml")
+    if not p.is_file():
+        if explicit:
+            raise InputError(f"config file {p} not found")
+        return Config()
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"config file {p} is not valid TOML: {exc}") from None
+    data = data.get("treerag", data)
+    defaults = Config()
+    fields = {f.name for f in dataclasses.fields(Config)}
+    changes: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in fields:
+            raise InputError(f"config file {p}: unknown setting {key!r}")
+        changes[key] = _check_type(key, value, getattr(defaults, key))
+    return defaults.replace(**changes)

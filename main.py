@@ -48,17 +48,20 @@ def cmd_index(args: argparse.Namespace) -> int:
     from indexing.embedder import make_embedder
     from indexing.index_builder import build_index
 
-    embedder_name = "hash" if args.mock else args.embedder
-    config = Config(embedder=embedder_name, embedder_model=args.embedder_model,
-                    max_depth=args.max_depth, summary_mode=args.summaries)
+    base = _base_config(args)
+    embedder_name = "hash" if args.mock else (args.embedder or base.embedder)
+    config = base.replace(embedder=embedder_name,
+                          embedder_model=args.embedder_model or base.embedder_model,
+                          max_depth=args.max_depth or base.max_depth,
+                          summary_mode=args.summaries or base.summary_mode)
     embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
     summarizer, usage, workers = None, None, 1
-    if args.summaries == "llm":
+    if config.summary_mode == "llm":
         from tree_builder.llm_summary import LLMSummarizer
         from utils.errors import InputError
         from utils.llm_client import UsageMeter, make_llm, resolve_llm_spec
 
-        spec = resolve_llm_spec(args.llm, os.environ, None)
+        spec = resolve_llm_spec(args.llm, os.environ, None if base.llm == "auto" else base.llm)
         llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
                        notice=_stderr)
         if getattr(llm, "provider", "mock") == "mock":
@@ -82,13 +85,22 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _base_config(args: argparse.Namespace) -> Config:
+    """Defaults, overridden by the config file; command-line flags override both."""
+    from config import load_config_file
+
+    return load_config_file(Path(args.config) if args.config else None, os.environ)
+
+
 def cmd_tree(args: argparse.Namespace) -> int:
     from tree_builder.parser import load_documents
     from tree_builder.summary import summarize_tree
     from tree_builder.tree import build_tree
     from tree_builder.visualizer import serialize_tree
 
-    config = Config(max_depth=args.max_depth)
+    config = _base_config(args)
+    if args.max_depth:
+        config = config.replace(max_depth=args.max_depth)
     path = Path(args.input)
     docs, warnings = load_documents(path)
     for w in warnings:
@@ -116,7 +128,7 @@ def _query_config(args: argparse.Namespace) -> Config:
     if getattr(args, "mock", False):
         changes.setdefault("locator", "keyword")
         changes["reranker"] = "none"
-    return Config().replace(**changes)
+    return _base_config(args).replace(**changes)
 
 
 class Session:
@@ -129,7 +141,8 @@ class Session:
 
         self.config = _query_config(args)
         self.index = load_index(Path(args.index))
-        spec = "mock" if args.mock else resolve_llm_spec(args.llm, os.environ, None)
+        cfg_llm = None if self.config.llm == "auto" else self.config.llm
+        spec = "mock" if args.mock else resolve_llm_spec(args.llm, os.environ, cfg_llm)
         llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
                        notice=_stderr)
         self.backends = make_backends(self.index, self.config, llm, args.embedder)
@@ -265,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="main.py",
         description="TreeRAG: structure-aware retrieval-augmented QA over Markdown documents.")
+    p.add_argument("--config", default=None,
+                   help="TOML file of config.py settings (default: $TREERAG_CONFIG or ./treerag.toml)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -272,12 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("--input", required=True, help="a Markdown file or a folder of them (recursive)")
     pi.add_argument("--output", required=True, help="index directory (replaced atomically)")
     pi.add_argument("--mock", action="store_true", help="offline mock models (hash embeddings)")
-    pi.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default="auto",
+    pi.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default=None,
                     help="embedding backend (default auto: onnx MiniLM for English, "
                          "multilingual USE when the documents are mostly Chinese)")
     pi.add_argument("--embedder-model", default=None, help="model name or local path for the embedder")
-    pi.add_argument("--max-depth", type=int, default=3, help="deepest heading level that becomes a node")
-    pi.add_argument("--summaries", choices=("extractive", "llm"), default="extractive",
+    pi.add_argument("--max-depth", type=int, default=None,
+                    help="deepest heading level that becomes a node (default 3)")
+    pi.add_argument("--summaries", choices=("extractive", "llm"), default=None,
                     help="node summaries: extractive (no LLM, default) or llm")
     pi.add_argument("--llm", default=None, help="PROVIDER[:MODEL] for --summaries llm")
     pi.add_argument("--summary-workers", type=int, default=4,
@@ -288,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pt = sub.add_parser("tree", help="print the serialised section tree (what the node locator sees)")
     pt.add_argument("--input", required=True, help="a Markdown file or a folder of them")
-    pt.add_argument("--max-depth", type=int, default=3)
+    pt.add_argument("--max-depth", type=int, default=None)
     pt.set_defaults(func=cmd_tree)
 
     def query_options(sp: argparse.ArgumentParser) -> None:
@@ -332,6 +348,10 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--json", action="store_true")
     ps.add_argument("--log", default=None)
     ps.set_defaults(func=cmd_show)
+
+    from evaluation.cli import add_eval_parser
+
+    add_eval_parser(sub)
     return p
 
 

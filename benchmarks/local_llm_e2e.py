@@ -336,7 +336,8 @@ class QueryRecord:
     error: str = ""
     locator: str | None = None
     json_status: str = ""
-    """clean | repaired | invalid (no parseable JSON / no results) | unusable (JSON, but no valid leaf) | error"""
+    """clean | repaired | invalid (no parseable JSON / no results) | unusable (JSON, but no valid leaf)
+    | error (call failed) | not-asked (no LLM locator ran)"""
     locate_fallbacks: list[str] = field(default_factory=list)
     other_fallbacks: list[str] = field(default_factory=list)
     located: list[str] = field(default_factory=list)
@@ -345,6 +346,9 @@ class QueryRecord:
     leaf_recall_acceptable: float = 0.0
     retrieved_recall: float = 0.0
     answer_cites: bool = False
+    """The answer has the spec's '[来源: …]' citation."""
+    answer_cites_loose: bool = False
+    """The answer names a 来源 in any bracket form, e.g. '(来源: …)'."""
     answer_contains: float = 0.0
     answer_head: str = ""
     timing_ms: dict[str, float] = field(default_factory=dict)
@@ -363,6 +367,8 @@ def classify_locate(result: dict[str, Any]) -> tuple[str, list[str]]:
     joined = " ".join(r.lower() for r in reasons)
     if result.get("step1_locator") == "llm":
         return ("repaired" if locs else "clean"), reasons
+    if not locs:
+        return "not-asked", reasons
     if "no json object" in joined or "no 'results' list" in joined:
         return "invalid", reasons
     if "llm locating failed" in joined and ("openai:" in joined or "timed out" in joined
@@ -390,6 +396,7 @@ def score_query(q: dict[str, Any], result: dict[str, Any], headings: dict[str, s
                                        + len((acceptable - exp) & set(located))) / len(exp)) if exp else 1.0,
         "retrieved_recall": len(exp & retrieved) / len(exp) if exp else 1.0,
         "answer_cites": bool(CITE_RE.search(answer)),
+        "answer_cites_loose": "来源" in answer or "source:" in answer.lower(),
         "answer_contains": (sum(c.lower() in answer.lower() for c in contains) / len(contains)) if contains else 1.0,
         "answer_head": " ".join(answer.split())[:200],
     }
@@ -501,6 +508,7 @@ def summarize(records: list[QueryRecord], server_startup_s: float | None) -> dic
         "leaf_recall_with_acceptable_mean": round(statistics.fmean(r.leaf_recall_acceptable for r in records), 3),
         "retrieved_leaf_recall_mean": round(statistics.fmean(r.retrieved_recall for r in records), 3),
         "answer_cites_rate": round(sum(r.answer_cites for r in records) / n, 3),
+        "answer_cites_loose_rate": round(sum(r.answer_cites_loose for r in records) / n, 3),
         "answer_contains_mean": round(statistics.fmean(r.answer_contains for r in records), 3),
         "seconds_mean": round(statistics.fmean(secs), 1),
         "seconds_median": round(statistics.median(secs), 1),

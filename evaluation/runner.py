@@ -201,7 +201,7 @@ def obtain_index(eval_set: EvalSet, opts: EvalOptions) -> tuple[Index, dict[str,
             if not _docs_differ(index, eval_set):
                 return index, {"path": str(target), "source": "cached", "identity": index_identity(index)}
     opts.notice(f"building the evaluation index ({config.embedder} embedder) at {target}")
-    embedder = make_embedder(config.embedder, config)
+    embedder = None if config.embedder == "auto" else make_embedder(config.embedder, config)
     report = build_index(eval_set.docs_dir, target, config, embedder,
                          progress=_progress_factory(opts.progress))
     opts.notice(report.summary_line())

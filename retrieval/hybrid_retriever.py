@@ -97,6 +97,53 @@ def dedupe_best(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
     return sorted(best.values(), key=lambda r: (-r.score, r.row))
 
 
+def leaf_priors(located: list[LocatedNode]) -> dict[str, float]:
+    """How strongly the locator believed in each leaf, in [0, 1].
+
+    Locators with scores (hybrid, keyword) are scaled by their best; an LLM's
+    list is ordered, so its rank is the belief.
+    """
+    if not located:
+        return {}
+    scores = [n.score for n in located]
+    if all(isinstance(s, (int, float)) for s in scores) and max(scores) > 0:  # type: ignore[type-var]
+        top = float(max(scores))  # type: ignore[type-var]
+        return {n.node_id: max(0.0, float(n.score)) / top for n in located}  # type: ignore[arg-type]
+    k = len(located)
+    return {n.node_id: 1.0 - i / k for i, n in enumerate(located)}
+
+
+def order_union(index: Index, qvec: np.ndarray, query: str, cands: list[RetrievedChunk],
+                located: list[LocatedNode], config: Config) -> list[RetrievedChunk]:
+    """Order candidates of several leaves on one scale.
+
+    In-leaf fused scores are min-max normalised per leaf (the spec), so every
+    leaf's best chunk scores ~1.0 and they cannot be compared across leaves.
+    Here all candidates are re-scored against the original question with
+    document-level BM25 statistics, normalised over the union, and blended
+    with the locator's belief in their leaf.
+    """
+    if not cands:
+        return cands
+    tokens = tokenize(query)
+    rows = np.array([c.row for c in cands], dtype=np.int64)
+    dense = np.asarray(index.embeddings[rows] @ qvec, dtype=np.float32)
+    bm25 = np.zeros(len(cands), dtype=np.float32)
+    for i, r in enumerate(rows):
+        d0, d1 = index.doc_rows[index.chunks[int(r)].doc_path]
+        bm25[i] = index.bm25.score_range(tokens, int(r), int(r) + 1, idf_start=d0, idf_end=d1, k1=config.bm25_k1,
+                                         b=config.bm25_b, epsilon=config.bm25_epsilon)[0]
+    fused = fuse(dense, bm25, config)
+    priors = leaf_priors(located)
+    w = config.leaf_prior_weight
+    for c, f in zip(cands, fused):
+        prior = priors.get(c.chunk.source_node_id, 0.0)
+        c.score = float((1 - w) * f + w * prior)
+        c.retrieval_detail["leaf_prior"] = round(prior, 4)
+        c.retrieval_detail["union_score"] = round(c.score, 4)
+    return sorted(cands, key=lambda r: (-r.score, r.row))
+
+
 def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[LocatedNode],
              config: Config, doc_paths: set[str] | None = None,
              stages: StageHits | None = None) -> list[RetrievedChunk]:
@@ -110,7 +157,12 @@ def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[Lo
             cache[query] = embedder.embed_query(query)
         scores = flat_scores(index, cache[query], tokenize(query), config, doc_paths)
         out.extend(rank_scored(index, scores, config.safety_net_top_k, config, query, "net", stages))
-    return dedupe_best(out)
+    out = dedupe_best(out)
+    if config.candidate_order == "union":
+        if query not in cache:
+            cache[query] = embedder.embed_query(query)
+        out = order_union(index, cache[query], query, out, located, config)
+    return out
 
 
 # --------------------------------------------------------------------------- rerank

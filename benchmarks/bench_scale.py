@@ -1,0 +1,453 @@
+"""Scale: generated folders of structured Markdown, 100 -> 1,000 documents (issue 5).
+
+    python benchmarks/bench_scale.py [--quick] [--sizes 100,300,1000] [--queries N] [--seed S] [--json OUT]
+
+For each size a seeded generator writes N documents (front-matter title,
+10 numbered sections x 3 subsections x 2-3 paragraphs, Zipf-distributed
+vocabulary of invented words plus per-document topic words, numbers), about
+100 chunks each. Then, each in a fresh process:
+
+* ``main.py index --mock`` (hash embeddings): wall and CPU time, peak RSS of
+  the index process (wait4 on that process), size on disk per file;
+* a query worker: ``load_index`` time, warm in-process ``run_pipeline`` p50/p95
+  per step with the no-LLM hybrid locator (whole index, and scoped to the
+  question's document), ``toc_for_prompt`` (the LLM locator's prompt under the
+  TOC budget, default 6,000 tokens) p50/p95, and the whole LLM-locator path
+  with an instant scripted LLM (what remains when the model costs nothing),
+  plus the peak RSS of the query process and a profile of the slowest path.
+
+Baseline in the same run: the smallest size; every figure is also shown as
+its growth factor against it, and extrapolated to 10,000 documents (a least-squares line over the sizes, with
+the fitted power law beside it), naming what crosses its limit first. Slow
+paths are sampled under a time budget per loop (--budget-s), so at 1,000
+documents toc_for_prompt may get only a few samples: its p95 is then a max.
+"""
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import math
+import pstats
+import random
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (Headline, Report, banner, base_parser, bench_env, dir_sizes, machine_info,  # noqa: E402
+                    machine_line, pick, python, run_proc, stats, table, workdir_of)
+
+GEN_VERSION = 1
+GOAL_RAM_MB = 1024.0
+GOAL_QUERY_MS = 200.0
+COLD_BUDGET_S = 1.5
+TARGET_DOCS = 10_000
+
+# --------------------------------------------------------------------------- corpus generator
+
+_ONSETS = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
+           "br", "ch", "cl", "dr", "fl", "gr", "kr", "pl", "pr", "sh", "st", "th", "tr"]
+_VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "io", "ou"]
+_CODAS = ["", "", "", "n", "r", "s", "l", "m", "x", "nd", "rt", "st"]
+_FUNCTION = ["the", "of", "and", "a", "to", "in", "is", "for", "that", "with", "on", "by", "as", "we",
+             "this", "are", "from", "its", "which", "our"]
+
+
+def make_vocab(rng: random.Random, n: int) -> list[str]:
+    words: set[str] = set()
+    while len(words) < n:
+        w = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.choice((1, 2, 2, 3))))
+        words.add(w + rng.choice(_CODAS))
+    out = sorted(words)
+    rng.shuffle(out)
+    return out
+
+
+class Generator:
+    """Deterministic structured documents with a realistic (Zipf) vocabulary."""
+
+    def __init__(self, seed: int, vocab_size: int = 40_000) -> None:
+        self.rng = random.Random(seed)
+        self.vocab = make_vocab(self.rng, vocab_size)
+        cum, total = [], 0.0
+        for r in range(1, vocab_size + 1):
+            total += 1.0 / r ** 1.05
+            cum.append(total)
+        self.cum = cum
+
+    def words(self, k: int, topic: list[str]) -> list[str]:
+        rng = self.rng
+        content = rng.choices(self.vocab, cum_weights=self.cum, k=k)
+        out = []
+        for w in content:
+            r = rng.random()
+            if r < 0.22:
+                out.append(rng.choice(topic))
+            elif r < 0.45:
+                out.append(rng.choice(_FUNCTION))
+            elif r < 0.48:
+                out.append(str(rng.choice((rng.randint(2, 99), rng.randint(100, 9999), round(rng.random() * 100, 1)))))
+            else:
+                out.append(w)
+        return out
+
+    def sentence(self, topic: list[str]) -> str:
+        ws = self.words(self.rng.randint(7, 17), topic)
+        return " ".join(ws).capitalize() + "."
+
+    def paragraph(self, topic: list[str]) -> str:
+        n = self.rng.choices((1, 2, 3), weights=(5, 4, 1))[0]
+        return " ".join(self.sentence(topic) for _ in range(n))
+
+    def title(self, topic: list[str], k: int) -> str:
+        return " ".join(w.capitalize() for w in self.words(k, topic) if not w[0].isdigit()) or "Untitled"
+
+    def document(self, i: int) -> str:
+        rng = self.rng
+        topic = rng.sample(self.vocab[2000:], 30)
+        title = self.title(topic, rng.randint(3, 6))
+        parts = [f"---\ntitle: \"{title} ({i})\"\n---\n", f"# {title}\n", self.paragraph(topic) + "\n"]
+        for s in range(1, 11):
+            parts.append(f"## {s} {self.title(topic, rng.randint(1, 3))}\n")
+            parts.append(self.paragraph(topic) + "\n")
+            for t in range(1, 4):
+                parts.append(f"### {s}.{t} {self.title(topic, rng.randint(2, 4))}\n")
+                for _ in range(rng.randint(2, 3)):
+                    parts.append(self.paragraph(topic) + "\n")
+        return "\n".join(parts)
+
+
+def generate_corpus(dest: Path, n_docs: int, seed: int) -> Path:
+    """Write n_docs documents into dest (reused when already complete)."""
+    done = dest / ".complete"
+    if done.is_file():
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    gen = Generator(seed)
+    for i in range(n_docs):
+        sub = dest / f"part-{i // 100:03d}"
+        sub.mkdir(exist_ok=True)
+        (sub / f"doc-{i:05d}.md").write_text(gen.document(i), encoding="utf-8")
+    done.write_text("ok")
+    return dest
+
+
+def make_queries(docs_dir: Path, n: int, seed: int) -> list[dict[str, Any]]:
+    """Questions built from a random paragraph of a random document, scoped to that document."""
+    rng = random.Random(seed + 1)
+    files = sorted(docs_dir.rglob("*.md"))
+    out = []
+    for _ in range(n):
+        f = rng.choice(files)
+        paras = [p for p in f.read_text(encoding="utf-8").split("\n\n")
+                 if p.strip() and not p.startswith(("#", "---"))]
+        words = [w.strip(".").lower() for w in rng.choice(paras).split()]
+        content = [w for w in words if w not in _FUNCTION and not w[:1].isdigit()]
+        picked = rng.sample(content, min(4, len(content))) if content else ["unknown"]
+        out.append({"query": f"How does {' '.join(picked[:2])} relate to {' '.join(picked[2:])}?",
+                    "scope": [str(f.relative_to(docs_dir))]})
+    return out
+
+
+# --------------------------------------------------------------------------- query worker (fresh process)
+
+class InstantLLM:
+    """A scripted 'real' LLM that answers instantly: picks the first leaves the prompt shows.
+
+    Lets the LLM-locator path (TOC under budget, prompt, parsing, retrieval)
+    be timed without the model's own latency.
+    """
+
+    provider = "instant"
+    model = "scripted"
+    _LEAF = re.compile(r"\[(\d{4,})\] [^\n]*\(叶子节点\)")
+
+    def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
+                 temperature: float = 0.0, system: str | None = None) -> Any:
+        from utils.llm_client import LLMResponse, LLMUsage
+
+        if json_mode:
+            ids = self._LEAF.findall(prompt)[:3]
+            text = json.dumps({"thinking": "scripted", "results": [{"node_id": i, "sub_query": ""} for i in ids]})
+        else:
+            text = "Scripted answer [来源: scripted]."
+        return LLMResponse(text=text, usage=LLMUsage(), provider=self.provider, model=self.model)
+
+
+def _profile_text(prof: cProfile.Profile, top: int) -> str:
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    lines = buf.getvalue().splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip().startswith("ncalls")), 0)
+    return "\n".join(ln.replace(str(Path(__file__).resolve().parent.parent) + "/", "")
+                     for ln in lines[start:start + top + 1])
+
+
+def budgeted(items: list[Any], budget_s: float, min_n: int = 3) -> Any:
+    """Yield items until ``budget_s`` has passed (but at least ``min_n``): slow paths get fewer samples."""
+    t0 = time.perf_counter()
+    for i, item in enumerate(items):
+        if i >= min_n and time.perf_counter() - t0 > budget_s:
+            return
+        yield item
+
+
+def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budget_s: float) -> None:
+    import resource
+
+    from config import Config
+    from indexing.index_store import load_index
+    from pipeline import Backends, make_backends, run_pipeline
+    from retrieval.node_locator import toc_for_prompt
+    from tree_builder.visualizer import serialize_tree
+    from utils.tokenizer import estimate_tokens
+
+    queries = json.loads(queries_file.read_text())
+    t = time.perf_counter()
+    index = load_index(index_dir)
+    load_s = time.perf_counter() - t
+    rss_after_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    config = Config()
+    backends = make_backends(index, config, None)
+    for q in queries[:3]:
+        run_pipeline(q["query"], index, config, backends)
+    res: dict[str, Any] = {"load_s": load_s, "rss_after_load_mb": rss_after_load,
+                           "chunks": index.metadata["counts"]["chunks"], "leaves": len(index.leaves),
+                           "nodes": index.metadata["counts"]["nodes"]}
+    for mode in ("whole", "scoped"):
+        steps: dict[str, list[float]] = {}
+        for q in budgeted(queries, budget_s, min_n=20):
+            r = run_pipeline(q["query"], index, config, backends,
+                             doc_paths=set(q["scope"]) if mode == "scoped" else None)
+            for k, v in r["timing_ms"].items():
+                steps.setdefault(k, []).append(v)
+        res[f"hybrid_{mode}"] = {k: stats(v).to_dict() for k, v in steps.items()}
+
+    t = time.perf_counter()
+    full = serialize_tree(index.root)
+    res["full_toc_serialize_ms"] = (time.perf_counter() - t) * 1000
+    t = time.perf_counter()
+    res["full_toc_tokens"] = estimate_tokens(full)
+    res["full_toc_estimate_ms"] = (time.perf_counter() - t) * 1000
+    res["full_toc_chars"] = len(full)
+    toc_ms, toc_tokens, toc_nodes = [], [], []
+    for q in budgeted(queries[:n_toc], budget_s):
+        t = time.perf_counter()
+        text, shown = toc_for_prompt(index, backends.embedder, q["query"], config)
+        toc_ms.append((time.perf_counter() - t) * 1000)
+        toc_tokens.append(estimate_tokens(text))
+        toc_nodes.append(shown)
+    res["toc_for_prompt_ms"] = stats(toc_ms).to_dict()
+    res["toc_tokens"] = stats(toc_tokens).to_dict(0)
+    res["toc_nodes_shown"] = stats(toc_nodes).to_dict(0)
+    res["toc_budget_tokens"] = config.toc_budget_tokens
+
+    cfg_llm = config.replace(locator="llm")
+    b_llm = Backends(embedder=backends.embedder, reranker=backends.reranker, llm=InstantLLM())
+    steps = {}
+    fallbacks = 0
+    for q in budgeted(queries[:n_toc], budget_s):
+        r = run_pipeline(q["query"], index, cfg_llm, b_llm)
+        fallbacks += bool(r["fallbacks"])
+        for k, v in r["timing_ms"].items():
+            steps.setdefault(k, []).append(v)
+    res["llm_locator_whole"] = {k: stats(v).to_dict() for k, v in steps.items()}
+    res["llm_locator_fallbacks"] = fallbacks
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for q in budgeted(queries[:10], budget_s / 3, min_n=3):
+        run_pipeline(q["query"], index, config, backends)
+    prof.disable()
+    res["profile_hybrid_whole"] = _profile_text(prof, 12)
+    prof = cProfile.Profile()
+    prof.enable()
+    for q in budgeted(queries[:3], budget_s / 3, min_n=1):
+        toc_for_prompt(index, backends.embedder, q["query"], config)
+    prof.disable()
+    res["profile_toc_for_prompt"] = _profile_text(prof, 10)
+    res["rss_peak_in_worker_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out_file.write_text(json.dumps(res))
+
+
+# --------------------------------------------------------------------------- parent
+
+def fit(sizes: list[int], values: list[float]) -> tuple[float, float, float]:
+    """(intercept, slope per document, log-log growth exponent), least squares over all sizes."""
+    n = len(sizes)
+    mx, my = sum(sizes) / n, sum(values) / n
+    sxx = sum((x - mx) ** 2 for x in sizes)
+    slope = sum((x - mx) * (y - my) for x, y in zip(sizes, values)) / sxx if sxx else 0.0
+    if all(v > 0 for v in values) and sxx:
+        lx = [math.log(x) for x in sizes]
+        ly = [math.log(v) for v in values]
+        mlx, mly = sum(lx) / n, sum(ly) / n
+        k = sum((a - mlx) * (b - mly) for a, b in zip(lx, ly)) / sum((a - mlx) ** 2 for a in lx)
+    else:
+        k = float("nan")
+    return my - slope * mx, slope, k
+
+
+def crossing(intercept: float, slope: float, last_size: int, last_value: float, limit: float) -> float:
+    """Document count at which the linear trend reaches ``limit``."""
+    if last_value >= limit:
+        return float(last_size)
+    if slope <= 0:
+        return float("inf")
+    return (limit - intercept) / slope
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = base_parser(__doc__)
+    ap.add_argument("--sizes", default=None, help="comma list of document counts (quick 100,300; full 100,300,1000)")
+    ap.add_argument("--queries", type=int, default=None, help="timed queries per mode (quick 40, full 100)")
+    ap.add_argument("--toc-queries", type=int, default=None, help="toc_for_prompt / LLM-path queries (quick 10, full 30)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="time budget per measurement loop per size; slow paths get fewer samples (quick 20, full 60)")
+    ap.add_argument("--worker", nargs=5, metavar=("INDEX", "QUERIES", "OUT", "NTOC", "BUDGET"),
+                    help=argparse_hidden())
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(Path(args.worker[0]), Path(args.worker[1]), Path(args.worker[2]), int(args.worker[3]),
+               float(args.worker[4]))
+        return 0
+    budget = pick(args.budget_s, args.quick, 20.0, 60.0)
+    sizes = [int(x) for x in pick(args.sizes, args.quick, "100,300", "100,300,1000").split(",")]
+    n_q = pick(args.queries, args.quick, 40, 100)
+    n_toc = pick(args.toc_queries, args.quick, 10, 30)
+    work = workdir_of(args) / "scale"
+    work.mkdir(parents=True, exist_ok=True)
+    env = bench_env()
+    info = machine_info()
+    banner("Scale: 100 -> 1,000 generated documents, hash embeddings (issue 5)")
+    print(machine_line(info))
+    report = Report("scale", sys.argv[1:] if argv is None else list(argv), info,
+                    params={"sizes": sizes, "queries": n_q, "toc_queries": n_toc, "seed": args.seed,
+                            "budget_s": budget})
+    per: dict[int, dict[str, Any]] = {}
+    for n in sizes:
+        docs = generate_corpus(work / f"docs-{n}-s{args.seed}-g{GEN_VERSION}", n, args.seed)
+        size_mb = sum(f.stat().st_size for f in docs.rglob("*.md")) / 1e6
+        index_dir = work / f"index-{n}"
+        pr = run_proc(python("main.py", "index", "--input", docs, "--output", index_dir, "--mock", "--quiet"),
+                      env=env).check()
+        print(f"[{n} docs, {size_mb:.1f} MB] {pr.stdout.strip()}; wall {pr.wall_s:.1f} s, CPU {pr.cpu_s:.1f} s, "
+              f"peak RSS {pr.maxrss_mb:.0f} MB", flush=True)
+        qfile = work / f"queries-{n}.json"
+        qfile.write_text(json.dumps(make_queries(docs, n_q, args.seed)))
+        out = work / f"worker-{n}.json"
+        wr = run_proc(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out, n_toc, budget),
+                      env=env).check()
+        w = json.loads(out.read_text())
+        per[n] = {"docs_mb": size_mb, "index_wall_s": pr.wall_s, "index_cpu_s": pr.cpu_s,
+                  "index_rss_mb": pr.maxrss_mb, "disk": dir_sizes(index_dir), "query_rss_mb": wr.maxrss_mb,
+                  "summary": pr.stdout.strip(), **w}
+        print(f"    load_index {w['load_s']:.2f} s; query p95 whole {w['hybrid_whole']['total']['p95']:.1f} ms, "
+              f"scoped {w['hybrid_scoped']['total']['p95']:.1f} ms; toc_for_prompt p95 "
+              f"{w['toc_for_prompt_ms']['p95']:.1f} ms; LLM path p95 {w['llm_locator_whole']['total']['p95']:.1f} ms; "
+              f"query process peak RSS {wr.maxrss_mb:.0f} MB", flush=True)
+    report.results["per_size"] = {str(k): v for k, v in per.items()}
+
+    # growth table
+    base_n = sizes[0]
+    metrics: list[tuple[str, Any, str, float | None]] = [
+        ("chunks", lambda r: r["chunks"], "", None),
+        ("index wall", lambda r: r["index_wall_s"], "s", None),
+        ("index CPU", lambda r: r["index_cpu_s"], "s", None),
+        ("index peak RSS", lambda r: r["index_rss_mb"], "MB", GOAL_RAM_MB),
+        ("index on disk", lambda r: r["disk"]["total"] / 1e6, "MB", None),
+        ("load_index", lambda r: r["load_s"], "s", COLD_BUDGET_S),
+        ("query process peak RSS", lambda r: r["query_rss_mb"], "MB", GOAL_RAM_MB),
+        ("query p95, hybrid, whole index", lambda r: r["hybrid_whole"]["total"]["p95"], "ms", GOAL_QUERY_MS),
+        ("query p95, hybrid, scoped", lambda r: r["hybrid_scoped"]["total"]["p95"], "ms", GOAL_QUERY_MS),
+        ("toc_for_prompt p95", lambda r: r["toc_for_prompt_ms"]["p95"], "ms", None),
+        ("query p95, LLM locator (instant LLM)", lambda r: r["llm_locator_whole"]["total"]["p95"], "ms",
+         GOAL_QUERY_MS),
+        ("full TOC (tokens)", lambda r: r["full_toc_tokens"], "tok", None),
+        ("TOC sent (tokens, p95)", lambda r: r["toc_tokens"]["p95"], "tok", None),
+    ]
+    headers = ["metric"] + [f"{n} docs" for n in sizes] + [f"x vs {base_n}", "growth exp.",
+                                                            f"{TARGET_DOCS:,} (linear)", f"{TARGET_DOCS:,} (power)",
+                                                            "limit", "linear trend reaches limit at"]
+    rows = []
+    extrap: dict[str, Any] = {}
+    for name, get, unit, limit in metrics:
+        vals = [float(get(per[n])) for n in sizes]
+        if len(sizes) >= 2:
+            a, b, k = fit(sizes, vals)
+            linear = a + b * TARGET_DOCS
+            power = vals[-1] * (TARGET_DOCS / sizes[-1]) ** k if not math.isnan(k) else float("nan")
+            cross = crossing(a, b, sizes[-1], vals[-1], limit) if limit else float("nan")
+        else:
+            k = linear = power = cross = float("nan")
+        extrap[name] = {"values": vals, "unit": unit, "exponent": k, "at_10k_linear": linear, "at_10k_power": power,
+                        "limit": limit, "crosses_at_docs": cross}
+        rows.append([f"{name} ({unit})" if unit else name, *vals, vals[-1] / vals[0] if vals[0] else float("nan"),
+                     k, linear, power, limit if limit else "",
+                     (f"~{cross:,.0f} docs" if limit and math.isfinite(cross) else ("never" if limit else ""))])
+    report.results["extrapolation"] = extrap
+    print()
+    print(f"growth {sizes[0]} -> {sizes[-1]} documents (x = ratio to the {base_n}-document run; growth exponent = "
+          f"log-log slope, 1 = linear) and the trend to {TARGET_DOCS:,} documents (least-squares line over all "
+          f"sizes; the power law shown beside it):")
+    print(table(headers, rows))
+
+    big = per[sizes[-1]]
+    print()
+    print(f"index files at {sizes[-1]} docs (MB): " + ", ".join(
+        f"{k} {v / 1e6:.1f}" for k, v in sorted(big["disk"].items(), key=lambda kv: -kv[1]) if k != "total"))
+    print(f"TOC budget {big['toc_budget_tokens']} tokens: the full tree is {big['full_toc_tokens']:,} tokens "
+          f"({big['full_toc_chars'] / 1e6:.1f} M chars; serialise {big['full_toc_serialize_ms']:.0f} ms, "
+          f"estimate_tokens {big['full_toc_estimate_ms']:.0f} ms); sent p95 {big['toc_tokens']['p95']:.0f} tokens, "
+          f"{big['toc_nodes_shown']['p50']:.0f} nodes shown (p50)")
+    print(f"\nprofile, 10 whole-index hybrid queries at {sizes[-1]} docs (own time):\n{big['profile_hybrid_whole']}")
+    print(f"\nprofile, 5 toc_for_prompt calls at {sizes[-1]} docs (own time):\n{big['profile_toc_for_prompt']}")
+
+    limited = [(name, e) for name, e in extrap.items() if e["limit"]]
+    first = min(limited, key=lambda kv: kv[1]["crosses_at_docs"]) if limited else None
+    if first and math.isfinite(first[1]["crosses_at_docs"]):
+        msg = (f"first limit reached as documents grow: {first[0]} reaches {first[1]['limit']:g} "
+               f"{first[1]['unit']} at ~{first[1]['crosses_at_docs']:,.0f} documents")
+        report.notes.append(msg)
+        print("\n" + msg)
+    for name, e in limited:
+        report.results.setdefault("at_10k_linear", {})[name] = e["at_10k_linear"]
+
+    n = sizes[-1]
+    report.headlines += [
+        Headline(f"index peak RSS at {n} docs ({big['chunks']:,} chunks)", big["index_rss_mb"], "MB",
+                 goal=f"<= {GOAL_RAM_MB:.0f} MB", ok=big["index_rss_mb"] <= GOAL_RAM_MB,
+                 ratio=big["index_rss_mb"] / per[base_n]["index_rss_mb"], ratio_of=f"{base_n} docs"),
+        Headline(f"query process peak RSS at {n} docs", big["query_rss_mb"], "MB", goal=f"<= {GOAL_RAM_MB:.0f} MB",
+                 ok=big["query_rss_mb"] <= GOAL_RAM_MB, ratio=big["query_rss_mb"] / per[base_n]["query_rss_mb"],
+                 ratio_of=f"{base_n} docs"),
+        Headline(f"query p95 at {n} docs, hybrid locator, whole index", big["hybrid_whole"]["total"]["p95"], "ms",
+                 goal=f"<= {GOAL_QUERY_MS:.0f} ms", ok=big["hybrid_whole"]["total"]["p95"] <= GOAL_QUERY_MS,
+                 ratio=big["hybrid_whole"]["total"]["p95"] / per[base_n]["hybrid_whole"]["total"]["p95"],
+                 ratio_of=f"{base_n} docs"),
+        Headline(f"query p95 at {n} docs, LLM locator with TOC budget (LLM time excluded)",
+                 big["llm_locator_whole"]["total"]["p95"], "ms", goal=f"<= {GOAL_QUERY_MS:.0f} ms",
+                 ok=big["llm_locator_whole"]["total"]["p95"] <= GOAL_QUERY_MS,
+                 ratio=big["llm_locator_whole"]["total"]["p95"] / per[base_n]["llm_locator_whole"]["total"]["p95"],
+                 ratio_of=f"{base_n} docs"),
+        Headline(f"index build wall at {n} docs", big["index_wall_s"], "s",
+                 ratio=big["index_wall_s"] / per[base_n]["index_wall_s"], ratio_of=f"{base_n} docs"),
+        Headline(f"load_index at {n} docs", big["load_s"], "s", ratio=big["load_s"] / per[base_n]["load_s"],
+                 ratio_of=f"{base_n} docs"),
+    ]
+    report.finish(args.json)
+    return 0
+
+
+def argparse_hidden() -> str:
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+if __name__ == "__main__":
+    sys.exit(main())

