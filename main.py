@@ -5,6 +5,14 @@ Imports of heavy modules happen inside the command functions so that
 """
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # Ctrl-C while the interpreter is still importing: exit quietly, not with a traceback.
+    # main() restores the normal KeyboardInterrupt once its handlers are in place.
+    import signal as _signal
+    import sys as _sys
+
+    _signal.signal(_signal.SIGINT, lambda _s, _f: _sys.exit(130))
+
 import argparse
 import os
 import sys
@@ -358,6 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if __name__ == "__main__":
+        import signal
+
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return int(args.func(args) or 0)
     except TreeRAGError as exc:

@@ -90,12 +90,48 @@ def locate(query: str, index: Index, config: Config, backends: Backends,
     return hybrid_locate(index, backends.embedder, query, config, doc_paths)
 
 
+@dataclass
+class Retrieval:
+    """Steps 1 and 2: what the evaluation scores and synthesis reads."""
+
+    located: LocateResult | None
+    final: list[RetrievedChunk]
+    stages: StageHits
+    fallbacks: list[Fallback]
+    timing_ms: dict[str, float]
+    stopword_only: bool = False
+
+
+def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
+                  doc_paths: set[str] | None = None, usage: UsageMeter | None = None) -> Retrieval:
+    """Locate, retrieve in the located leaves, rerank: the exact path `query` and `eval` share."""
+    usage = usage if usage is not None else UsageMeter()
+    stages = StageHits()
+    if is_stopword_only(query):
+        return Retrieval(None, [], stages, [], {}, stopword_only=True)
+    fallbacks: list[Fallback] = []
+    timing: dict[str, float] = {}
+    t = time.perf_counter()
+    loc = locate(query, index, config, backends, doc_paths, usage)
+    timing["locate"] = (time.perf_counter() - t) * 1000
+    fallbacks.extend(loc.fallbacks)
+
+    t = time.perf_counter()
+    candidates = retrieve(index, backends.embedder, query, loc.nodes, config, doc_paths, stages)
+    timing["retrieve"] = (time.perf_counter() - t) * 1000
+
+    t = time.perf_counter()
+    final = rerank(query, candidates, backends.reranker, config.final_top_k, fallbacks)
+    if final and "rerank_score" in final[0].retrieval_detail:
+        stages.rerank = list(final)
+    timing["rerank"] = (time.perf_counter() - t) * 1000
+    return Retrieval(loc, final, stages, fallbacks, timing)
+
+
 def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
                  doc_paths: set[str] | None = None) -> dict[str, Any]:
     t_start = time.perf_counter()
     usage = UsageMeter()
-    fallbacks: list[Fallback] = []
-    timing: dict[str, float] = {}
     result: dict[str, Any] = {
         "run_id": uuid.uuid4().hex,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -104,37 +140,27 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         "step2_retrieved": [], "stages": {}, "answer": "",
     }
     llm = backends.llm if has_real_llm(backends.llm) else None
-    if is_stopword_only(query):
+    r = run_retrieval(query, index, config, backends, doc_paths, usage)
+    fallbacks = r.fallbacks
+    timing = r.timing_ms
+    if r.stopword_only:
         result["notice"] = ("该问题只包含停用词或标点，没有可检索的内容，请换一种问法。" if is_chinese(query) else
                             "The question has only stop-words or punctuation: nothing to search for. "
                             "Please rephrase it with content words.")
         result["answer"] = result["notice"]
     else:
-        t = time.perf_counter()
-        loc = locate(query, index, config, backends, doc_paths, usage)
-        timing["locate"] = (time.perf_counter() - t) * 1000
-        fallbacks.extend(loc.fallbacks)
+        loc = r.located
+        assert loc is not None
         result["step1_thinking"] = loc.thinking
         result["step1_locator"] = loc.locator
         result["step1_nodes"] = [{"node_id": n.node_id, "sub_query": n.sub_query,
                                   "heading_path": n.heading_path, "score": n.score} for n in loc.nodes]
         result["step1_toc_nodes"] = loc.toc_nodes
+        result["step2_retrieved"] = [retrieved_dict(rc, i) for i, rc in enumerate(r.final, 1)]
+        result["stages"] = _stage_dicts(r.stages)
 
         t = time.perf_counter()
-        stages = StageHits()
-        candidates = retrieve(index, backends.embedder, query, loc.nodes, config, doc_paths, stages)
-        timing["retrieve"] = (time.perf_counter() - t) * 1000
-
-        t = time.perf_counter()
-        final = rerank(query, candidates, backends.reranker, config.final_top_k, fallbacks)
-        if "rerank_score" in (final[0].retrieval_detail if final else {}):
-            stages.rerank = list(final)
-        timing["rerank"] = (time.perf_counter() - t) * 1000
-        result["step2_retrieved"] = [retrieved_dict(rc, i) for i, rc in enumerate(final, 1)]
-        result["stages"] = _stage_dicts(stages)
-
-        t = time.perf_counter()
-        result["answer"] = synthesize(query, document_order(final), llm, fallbacks, usage)
+        result["answer"] = synthesize(query, document_order(r.final), llm, fallbacks, usage)
         timing["synthesize"] = (time.perf_counter() - t) * 1000
     timing["total"] = (time.perf_counter() - t_start) * 1000
     result["timing_ms"] = {k: round(v, 2) for k, v in timing.items()}

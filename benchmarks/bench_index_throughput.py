@@ -156,12 +156,12 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
 
 def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__)
-    ap.add_argument("--limit", type=int, default=None, help="first N QASPER documents to index (quick 1 = 175 chunks, full 4 = 1,271)")
+    ap.add_argument("--limit", type=int, default=None, help="first N QASPER documents to index (quick 1 = 175 chunks, full 2 = 909)")
     ap.add_argument("--embedders", default="local,onnx", help="comma list of: local, onnx, hash, use")
     ap.add_argument("--repeats", type=int, default=None, help="runs of each measurement, best kept (quick 1, full 2)")
     ap.add_argument("--no-cli", action="store_true", help="skip the fresh-process `main.py index` run")
     args = ap.parse_args(argv)
-    limit = pick(args.limit, args.quick, 1, 4)
+    limit = pick(args.limit, args.quick, 1, 2)
     repeats = pick(args.repeats, args.quick, 1, 2)
     work = workdir_of(args) / "throughput"
     info = machine_info()

@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--toc-queries", type=int, default=None, help="toc_for_prompt / LLM-path queries (quick 10, full 30)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, default=None,
-                    help="time budget per measurement loop per size; slow paths get fewer samples (quick 20, full 60)")
+                    help="time budget per measurement loop per size; slow paths get fewer samples (quick 20, full 40)")
     ap.add_argument("--worker", nargs=5, metavar=("INDEX", "QUERIES", "OUT", "NTOC", "BUDGET"),
                     help=argparse_hidden())
     args = ap.parse_args(argv)
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         worker(Path(args.worker[0]), Path(args.worker[1]), Path(args.worker[2]), int(args.worker[3]),
                float(args.worker[4]))
         return 0
-    budget = pick(args.budget_s, args.quick, 20.0, 60.0)
+    budget = pick(args.budget_s, args.quick, 20.0, 40.0)
     sizes = [int(x) for x in pick(args.sizes, args.quick, "100,300", "100,300,1000").split(",")]
     n_q = pick(args.queries, args.quick, 40, 100)
     n_toc = pick(args.toc_queries, args.quick, 10, 30)
@@ -407,13 +407,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nprofile, 10 whole-index hybrid queries at {sizes[-1]} docs (own time):\n{big['profile_hybrid_whole']}")
     print(f"\nprofile, 5 toc_for_prompt calls at {sizes[-1]} docs (own time):\n{big['profile_toc_for_prompt']}")
 
-    limited = [(name, e) for name, e in extrap.items() if e["limit"]]
-    first = min(limited, key=lambda kv: kv[1]["crosses_at_docs"]) if limited else None
-    if first and math.isfinite(first[1]["crosses_at_docs"]):
-        msg = (f"first limit reached as documents grow: {first[0]} reaches {first[1]['limit']:g} "
-               f"{first[1]['unit']} at ~{first[1]['crosses_at_docs']:,.0f} documents")
-        report.notes.append(msg)
-        print("\n" + msg)
+    limited = sorted(((name, e) for name, e in extrap.items() if e["limit"]), key=lambda kv: kv[1]["crosses_at_docs"])
+    if limited:
+        print("\nlimits in the order the linear trends reach them:")
+        for name, e in limited:
+            at = e["crosses_at_docs"]
+            where = (f"already at {sizes[-1]:,} documents" if at <= sizes[-1] else
+                     (f"~{at:,.0f} documents" if math.isfinite(at) else "not on this trend"))
+            print(f"  {name}: {e['limit']:g} {e['unit']} -> {where}")
+        first_name, first = limited[0]
+        if math.isfinite(first["crosses_at_docs"]):
+            report.notes.append(f"first limit reached as documents grow: {first_name} ({first['limit']:g} "
+                                f"{first['unit']}) at ~{first['crosses_at_docs']:,.0f} documents")
     for name, e in limited:
         report.results.setdefault("at_10k_linear", {})[name] = e["at_10k_linear"]
 

@@ -234,7 +234,11 @@ def start_server(model: Path, port: int, threads: int, n_ctx: int, log_path: Pat
     out = log_path.open("w")
     # own process group, so stop() takes any helper with it and Ctrl-C in this
     # terminal reaches only us (we then stop it ourselves, in order)
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    # passive OpenMP waits: spinning worker threads collapse to ~0.4 tok/s when
+    # other processes share the cores (measured; see README_local_llm.md)
+    env = dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     server = Server(proc, f"http://{HOST}:{port}/v1", log_path)
     deadline = time.monotonic() + wait_s
     try:
@@ -284,9 +288,34 @@ def _main_env(base_url: str | None) -> dict[str, str]:
     return env
 
 
+# main.py builds its LLM client with make_llm's defaults (60 s timeout, 4
+# retries). A CPU-only 1.5B model needs longer than that for one locate or
+# synthesis call, and every retry re-sends a request the llama.cpp server
+# keeps computing after the client gave up. Until main.py exposes a timeout,
+# this shim runs main.main() with make_llm's timeout/retries overridden.
+_SHIM = """
+import sys, utils.llm_client as lc
+_orig = lc.make_llm
+def _make_llm(*a, **k):
+    k["timeout"] = {timeout!r}
+    k["max_retries"] = {retries!r}
+    return _orig(*a, **k)
+lc.make_llm = _make_llm
+import main
+sys.exit(main.main(sys.argv[1:]))
+"""
+
+LLM_OVERRIDE: dict[str, float] = {}
+"""Set from --llm-timeout/--llm-retries; empty means run main.py unmodified."""
+
+
 def run_main(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "main.py"), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    if LLM_OVERRIDE:
+        code = _SHIM.format(timeout=LLM_OVERRIDE["timeout"], retries=int(LLM_OVERRIDE["retries"]))
+        cmd = [sys.executable, "-c", code, *args]
+    else:
+        cmd = [sys.executable, str(REPO / "main.py"), *args]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def ensure_index(index_dir: Path, embedder: str, rebuild: bool) -> Path:
@@ -521,6 +550,8 @@ def summarize(records: list[QueryRecord], server_startup_s: float | None) -> dic
         "mean_prompt_tokens_per_request": round(p_tok / len(perf)) if perf else None,
         "mean_gen_tokens_per_request": round(g_tok / len(perf)) if perf else None,
         "server_startup_s": round(server_startup_s, 1) if server_startup_s is not None else None,
+        "load_average_at_end": [round(x, 1) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
     }
 
 
@@ -547,7 +578,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="run only the first N queries")
     p.add_argument("--skip-install", action="store_true", help="never pip-install; fail if something is missing")
     p.add_argument("--model", type=Path, default=None, help=f"GGUF path (default ~/.cache/treerag/models/{MODEL_FILENAME})")
-    p.add_argument("--threads", type=int, default=2, help="llama.cpp threads (default 2)")
+    p.add_argument("--threads", type=int, default=2,
+                   help="llama.cpp threads (default 2; use 1 when the CPU is shared: see README_local_llm.md)")
+    p.add_argument("--llm-timeout", type=float, default=900,
+                   help="per-call LLM timeout forced into main.py (default 900 s; 0 = main.py's own 60 s)")
+    p.add_argument("--llm-retries", type=int, default=0, help="LLM retries forced into main.py (default 0)")
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--embedder", default="onnx",
                    help="index embedder: onnx (default; falls back to hash if it cannot build) or hash (--mock), ...")
@@ -571,6 +606,8 @@ def _sigterm_as_interrupt(_signum: int, _frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.llm_timeout > 0:
+        LLM_OVERRIDE.update(timeout=args.llm_timeout, retries=args.llm_retries)
     # SIGTERM behaves like Ctrl-C so the finally below always stops the server
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     server: Server | None = None

@@ -22,13 +22,13 @@ import numpy as np
 
 from config import Config
 from indexing.index_store import Index
-from pipeline import Backends, locate
-from retrieval.hybrid_retriever import flat_scores, rank_scored, rerank, retrieve, scope_rows
+from pipeline import Backends, run_retrieval
+from retrieval.hybrid_retriever import flat_scores, rank_scored, rerank, scope_rows
 from retrieval.scoring import idf_range
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
 from utils.llm_client import UsageMeter
-from utils.tokenizer import is_stopword_only, tokenize
+from utils.tokenizer import tokenize
 
 FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf")
 TREE_ARMS = ("tree-keyword", "tree-hybrid", "tree-llm")
@@ -202,13 +202,12 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
         cands = _flat_candidates(arm, ctx, query, doc_paths, top)
         final = rerank(query, cands, ctx.backends.reranker, cfg.final_top_k, fallbacks)
         return _pack(final, t0, fallbacks=[f.to_dict() for f in fallbacks])
-    if is_stopword_only(query):  # run_pipeline answers these with a notice and retrieves nothing
-        return _pack([], t0, locator=None)
     usage = UsageMeter()
-    loc = locate(query, ctx.index, cfg, ctx.backends, doc_paths, usage)
-    fallbacks.extend(loc.fallbacks)
-    cands = retrieve(ctx.index, ctx.backends.embedder, query, loc.nodes, cfg, doc_paths)
-    final = rerank(query, cands, ctx.backends.reranker, cfg.final_top_k, fallbacks)
+    r = run_retrieval(query, ctx.index, cfg, ctx.backends, doc_paths, usage)
+    if r.stopword_only:  # run_pipeline answers these with a notice and retrieves nothing
+        return _pack([], t0, locator=None)
+    loc, final = r.located, r.final
+    fallbacks.extend(r.fallbacks)
     located = [{"node_id": n.node_id, "score": n.score, "sub_query": n.sub_query} for n in loc.nodes]
     return _pack(final, t0, located=located, locator=loc.locator,
                  fallbacks=[f.to_dict() for f in fallbacks], usage=usage.total().to_dict())

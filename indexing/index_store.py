@@ -54,6 +54,8 @@ class Index:
     leaves: list[TreeNode] = field(default_factory=list)
     leaf_rows: dict[str, tuple[int, int]] = field(default_factory=dict)
     doc_rows: dict[str, tuple[int, int]] = field(default_factory=dict)
+    derived: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Per-index memo of values derived from it (e.g. tokenised headings); lives as long as the index."""
 
     def __post_init__(self) -> None:
         self.nodes = {n.node_id: n for n in self.root.iter_preorder()}
@@ -70,9 +72,10 @@ class Index:
 
     def leaf_index(self, node_id: str) -> int:
         """Row of a leaf in ``leaf_embeddings`` (leaves are stored in pre-order)."""
-        if not hasattr(self, "_leaf_pos"):
-            self._leaf_pos = {n.node_id: i for i, n in enumerate(self.leaves)}
-        return self._leaf_pos[node_id]
+        pos = self.derived.get("leaf_pos")
+        if pos is None:
+            pos = self.derived["leaf_pos"] = {n.node_id: i for i, n in enumerate(self.leaves)}
+        return pos[node_id]
 
 
 def _contiguous_ranges(keys: list[str], what: str) -> dict[str, tuple[int, int]]:

@@ -64,7 +64,11 @@ def keyword_locate(index: Index, query: str, config: Config,
     """The spec's mock: IDF-weighted overlap of query tokens with heading + summary."""
     leaves = scoped_leaves(index, doc_paths)
     q = set(tokenize(query))
-    docs = [set(tokenize(f"{n.heading_path} {n.summary}")) for n in leaves]
+    memo = index.derived.get("keyword_tokens")
+    if memo is None:  # tokenising every heading + summary (jieba for Chinese) once per index
+        memo = index.derived["keyword_tokens"] = {
+            n.node_id: frozenset(tokenize(f"{n.heading_path} {n.summary}")) for n in index.leaves}
+    docs = [memo[n.node_id] for n in leaves]
     df = Counter(t for d in docs for t in d if t in q)
     n = max(len(docs), 1)
     scored: list[tuple[float, int]] = []
