@@ -65,6 +65,9 @@ LLAMA_BUILD_LOG = Path("/tmp/llama_build.log")
 HOST = "127.0.0.1"
 MODEL_ALIAS = "qwen"
 
+# the sub_queries of the example answer inside NODE_LOCATE_PROMPT: a model
+# that copies them back has answered the example, not the question
+EXAMPLE_SUB_QUERIES = {"contextual bandit路由算法的具体设计", "EUR/USD上的准确率数据和对比结果"}
 CITE_RE = re.compile(r"[\[【]\s*来源\s*[:：]")
 # llama.cpp's per-request timing lines (printed by llama-cpp-python when verbose)
 PERF_RE = re.compile(r"llama_perf_context_print:\s+(prompt eval|eval) time\s*=\s*([\d.]+) ms\s*/\s*(\d+) (?:tokens|runs)")
@@ -370,6 +373,10 @@ class QueryRecord:
     locate_fallbacks: list[str] = field(default_factory=list)
     other_fallbacks: list[str] = field(default_factory=list)
     located: list[str] = field(default_factory=list)
+    sub_queries: list[str] = field(default_factory=list)
+    thinking: str = ""
+    echoed_prompt_example: bool = False
+    """The locator answer repeats the prompt's example ids 0007/0009 with their example sub_queries."""
     expected: list[str] = field(default_factory=list)
     leaf_recall: float = 0.0
     leaf_recall_acceptable: float = 0.0
@@ -465,6 +472,10 @@ def run_queries(index_dir: Path, server: Server, queries: list[dict[str, Any]], 
             records.append(rec)
             continue
         rec.locator = result.get("step1_locator")
+        rec.sub_queries = [n.get("sub_query", "") for n in result.get("step1_nodes", [])]
+        rec.thinking = (result.get("step1_thinking") or "")[:300]
+        rec.echoed_prompt_example = rec.locator == "llm" and any(
+            sq.strip() in EXAMPLE_SUB_QUERIES for sq in rec.sub_queries)
         rec.json_status, rec.locate_fallbacks = classify_locate(result)
         rec.other_fallbacks = [f"{f.get('step')}: {f.get('reason')}" for f in result.get("fallbacks", [])
                                if f.get("step") != "locate"]
@@ -538,6 +549,7 @@ def summarize(records: list[QueryRecord], server_startup_s: float | None) -> dic
         "retrieved_leaf_recall_mean": round(statistics.fmean(r.retrieved_recall for r in records), 3),
         "answer_cites_rate": round(sum(r.answer_cites for r in records) / n, 3),
         "answer_cites_loose_rate": round(sum(r.answer_cites_loose for r in records) / n, 3),
+        "echoed_prompt_example_rate": round(sum(r.echoed_prompt_example for r in records) / n, 3),
         "answer_contains_mean": round(statistics.fmean(r.answer_contains for r in records), 3),
         "seconds_mean": round(statistics.fmean(secs), 1),
         "seconds_median": round(statistics.median(secs), 1),

@@ -699,3 +699,32 @@ def compatible(a: dict[str, Any], b: dict[str, Any]) -> bool:
         va, vb = a.get("variant"), b.get("variant")
         return va is None or vb is None or va == vb
     return na in _INTERCHANGEABLE and nb in _INTERCHANGEABLE
+
+
+class MemoQueryEmbedder:
+    """Embeds each distinct query text once.
+
+    One query needs the same vector in the locator, in every located leaf and
+    in the cross-leaf ordering; the evaluation asks for it again in every arm.
+    """
+
+    def __init__(self, inner: Any, size: int = 4096) -> None:
+        self.inner = inner
+        self.name, self.model_id = inner.name, inner.model_id
+        self._memo: dict[str, Any] = {}
+        self._size = size
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_documents(self, texts: list[str], progress: Any = None) -> Any:
+        return self.inner.embed_documents(texts, progress=progress)
+
+    def embed_query(self, text: str) -> Any:
+        vec = self._memo.get(text)
+        if vec is None:
+            if len(self._memo) >= self._size:
+                self._memo.clear()
+            vec = self._memo[text] = self.inner.embed_query(text)
+        return vec

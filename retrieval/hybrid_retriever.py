@@ -129,10 +129,14 @@ def order_union(index: Index, qvec: np.ndarray, query: str, cands: list[Retrieve
     rows = np.array([c.row for c in cands], dtype=np.int64)
     dense = np.asarray(index.embeddings[rows] @ qvec, dtype=np.float32)
     bm25 = np.zeros(len(cands), dtype=np.float32)
-    for i, r in enumerate(rows):
-        d0, d1 = index.doc_rows[index.chunks[int(r)].doc_path]
-        bm25[i] = index.bm25.score_range(tokens, int(r), int(r) + 1, idf_start=d0, idf_end=d1, k1=config.bm25_k1,
-                                         b=config.bm25_b, epsilon=config.bm25_epsilon)[0]
+    by_doc: dict[str, list[int]] = {}
+    for i, c in enumerate(cands):
+        by_doc.setdefault(c.chunk.doc_path, []).append(i)
+    for doc, members in by_doc.items():  # one vectorised pass per document
+        d0, d1 = index.doc_rows[doc]
+        doc_scores = index.bm25.score_range(tokens, d0, d1, k1=config.bm25_k1, b=config.bm25_b,
+                                            epsilon=config.bm25_epsilon)
+        bm25[members] = doc_scores[rows[members] - d0]
     fused = fuse(dense, bm25, config)
     priors = leaf_priors(located)
     w = config.leaf_prior_weight
