@@ -45,14 +45,15 @@ class Config:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     bm25_epsilon: float = 0.25
-    bm25_idf_scope: IdfScope = "leaf"
+    bm25_idf_scope: IdfScope = "document"
+    """IDF over the chunk's whole document: a 3-chunk leaf has no usable IDF (set by evaluation)."""
 
     # --- query pipeline ---------------------------------------------------
     locator: str = "auto"
     """auto | llm | keyword | hybrid.  auto = llm when one is configured, else hybrid."""
     max_located: int = 5
     keyword_top_leaves: int = 3
-    hybrid_top_leaves: int = 3
+    hybrid_top_leaves: int = 5
     """Leaves the no-LLM hybrid locator returns."""
     locator_leaf_weight: float = 0.3
     """Share of a leaf's heading+summary similarity in its hybrid locator score (rest: best chunk)."""
@@ -67,10 +68,10 @@ class Config:
     reranker: str = "none"
     """none | cross-encoder"""
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    candidate_order: Literal["fused", "union"] = "fused"
+    candidate_order: Literal["fused", "union"] = "union"
     """How candidates of several leaves are ordered before (or without) rerank:
     fused = the spec's per-leaf fused score; union = re-scored on one scale + leaf prior."""
-    leaf_prior_weight: float = 0.0
+    leaf_prior_weight: float = 0.4
     """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
     safety_net: bool = False
     safety_net_top_k: int = 5

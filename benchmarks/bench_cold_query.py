@@ -96,12 +96,12 @@ def _chinese_query() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__)
-    ap.add_argument("--runs", type=int, default=None, help="timed fresh-process runs per command (quick 5, full 7)")
+    ap.add_argument("--runs", type=int, default=None, help="timed fresh-process runs per command (quick 3, full 7)")
     ap.add_argument("--torch-runs", type=int, default=None,
-                    help="runs forcing the torch embedder at query time (quick 1, full 3; 0 = skip)")
+                    help="runs forcing the torch embedder at query time (quick 0, full 3; 0 = skip)")
     args = ap.parse_args(argv)
-    runs = pick(args.runs, args.quick, 5, 7)
-    torch_runs = pick(args.torch_runs, args.quick, 1, 3)
+    runs = pick(args.runs, args.quick, 3, 7)
+    torch_runs = pick(args.torch_runs, args.quick, 0, 3)
     work = workdir_of(args) / "cold"
     work.mkdir(parents=True, exist_ok=True)
     env = bench_env()

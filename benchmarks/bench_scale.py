@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--toc-queries", type=int, default=None, help="toc_for_prompt / LLM-path queries (quick 10, full 30)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, default=None,
-                    help="time budget per measurement loop per size; slow paths get fewer samples (quick 20, full 40)")
+                    help="time budget per measurement loop per size; slow paths get fewer samples (quick 10, full 40)")
     ap.add_argument("--worker", nargs=5, metavar=("INDEX", "QUERIES", "OUT", "NTOC", "BUDGET"),
                     help=argparse_hidden())
     args = ap.parse_args(argv)
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         worker(Path(args.worker[0]), Path(args.worker[1]), Path(args.worker[2]), int(args.worker[3]),
                float(args.worker[4]))
         return 0
-    budget = pick(args.budget_s, args.quick, 20.0, 40.0)
+    budget = pick(args.budget_s, args.quick, 10.0, 40.0)
     sizes = [int(x) for x in pick(args.sizes, args.quick, "100,300", "100,300,1000").split(",")]
     n_q = pick(args.queries, args.quick, 40, 100)
     n_toc = pick(args.toc_queries, args.quick, 10, 30)

@@ -55,3 +55,18 @@ def test_cli_reads_config_file(paper_index_dir: Path, tmp_path: Path) -> None:
     bad = run_cli("--config", str(tmp_path / "missing.toml"), "query", "--index", str(paper_index_dir),
                   "--query", "x", "--no-log")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "not found" in bad.stderr
+
+
+def test_defaults_chosen_by_evaluation_are_pinned() -> None:
+    """Set by `python main.py eval` on QASPER dev and LeCoQA train (README, Evaluation).
+
+    Changing one of these changes the reported figures: re-run the evaluation first.
+    """
+    c = Config()
+    assert (c.fusion, c.dense_weight, c.bm25_weight) == ("weighted", 0.5, 0.5)
+    assert c.bm25_idf_scope == "document"
+    assert c.locator == "auto" and c.hybrid_top_leaves == 5 and c.locator_leaf_weight == 0.3
+    assert c.candidate_order == "union" and c.leaf_prior_weight == 0.4
+    assert c.top_k_per_leaf == 5 and c.final_top_k == 5
+    assert c.safety_net is False and c.reranker == "none"
+    assert (c.chunk_size, c.chunk_overlap, c.max_depth) == (200, 50, 3)
