@@ -502,8 +502,9 @@ def run_eval(server: Server, limit: int, data: Path, arms: str, timeout: float, 
         return {"status": "skipped", "why": f"{data} not found"}
     helptext = probe.stdout
     args = ["eval", "--data", str(data), "--limit", str(limit), "--arms", arms, "--llm", f"openai:{MODEL_ALIAS}"]
-    for flag, value in (("--out", str(out_dir)), ("--output", str(out_dir))):
-        if flag in helptext:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for flag, value in (("--json", str(out_dir / "eval.json")), ("--out", str(out_dir)), ("--output", str(out_dir))):
+        if flag + " " in helptext:
             args += [flag, value]
             break
     log("running: main.py " + " ".join(args))
@@ -603,7 +604,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--use-cache", action="store_true", help="let main.py use its LLM response cache (default: --no-cache)")
     p.add_argument("--query-timeout", type=float, default=900, help="seconds per main.py query before it is killed")
     p.add_argument("--no-eval", action="store_true", help="skip the optional main.py eval step")
-    p.add_argument("--eval-limit", type=int, default=10)
+    p.add_argument("--eval-limit", type=int, default=10,
+                   help="eval questions (default 10; each tree-llm question costs minutes on a CPU)")
     p.add_argument("--eval-data", type=Path, default=Path("/work/shared/bench/qasper-dev"))
     p.add_argument("--eval-arms", default="tree-llm,tree-hybrid,flat-hybrid")
     p.add_argument("--eval-timeout", type=float, default=3600)

@@ -22,7 +22,7 @@ from indexing.index_store import Index
 from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
-from tree_builder.visualizer import serialize_tree
+from tree_builder.visualizer import HEADER, node_blocks, serialize_tree
 from utils.errors import BackendError
 from utils.similarity import min_max_normalize
 from utils.tokenizer import estimate_tokens, tokenize
@@ -86,6 +86,25 @@ def keyword_locate(index: Index, query: str, config: Config,
 
 # --------------------------------------------------------------------------- hybrid
 
+def _leaf_row_starts(index: Index) -> tuple[np.ndarray, np.ndarray]:
+    """Per leaf (index order): first chunk row, and whether it has any rows. Memoised per index."""
+    memo = index.derived.get("leaf_row_starts")
+    if memo is None:
+        n = len(index.chunks)
+        starts = np.full(len(index.leaves), n, dtype=np.int64)
+        has = np.zeros(len(index.leaves), dtype=bool)
+        for i, leaf in enumerate(index.leaves):
+            r = index.leaf_rows.get(leaf.node_id)
+            if r:
+                starts[i], has[i] = r[0], True
+        # a leaf without rows borrows the next start so reduceat stays monotone; masked by `has`
+        for i in range(len(starts) - 2, -1, -1):
+            if not has[i]:
+                starts[i] = starts[i + 1]
+        memo = index.derived["leaf_row_starts"] = (starts, has)
+    return memo
+
+
 def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: str, config: Config,
                        doc_paths: set[str] | None = None) -> tuple[list[TreeNode], np.ndarray]:
     """Score every leaf in scope; higher is better.
@@ -100,23 +119,23 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: str, config
     qvec = embedder.embed_query(query)
     tokens = tokenize(query)
     scores = flat_scores(index, qvec, tokens, config, doc_paths, idf_scope="corpus")
-    dense_n = min_max_normalize(scores.dense)
-    bm25_n = min_max_normalize(scores.bm25)
-    row_leaf = np.empty(len(index.chunks), dtype=np.int64)
-    pos = {n.node_id: i for i, n in enumerate(leaves)}
-    best_dense = np.zeros(len(leaves), dtype=np.float32)
-    best_bm25 = np.zeros(len(leaves), dtype=np.float32)
-    for i, n in enumerate(leaves):
-        r = index.leaf_rows.get(n.node_id)
-        if r:
-            row_leaf[r[0]:r[1]] = i
-    if len(scores.rows):
-        li = row_leaf[scores.rows]
-        np.maximum.at(best_dense, li, dense_n)
-        np.maximum.at(best_bm25, li, bm25_n)
-    leaf_idx = np.array([index.leaf_index(n.node_id) for n in leaves], dtype=np.int64)
+    starts, has_rows = _leaf_row_starts(index)
+    n = len(index.chunks)
+    dense_full = np.zeros(n + 1, dtype=np.float32)  # +1: reduceat needs every start < len
+    bm25_full = np.zeros(n + 1, dtype=np.float32)
+    dense_full[scores.rows] = min_max_normalize(scores.dense)
+    bm25_full[scores.rows] = min_max_normalize(scores.bm25)
+    # rows of a leaf are contiguous: the max over each leaf's rows is one reduceat
+    best_dense_all = np.where(has_rows, np.maximum.reduceat(dense_full, starts), 0.0)
+    best_bm25_all = np.where(has_rows, np.maximum.reduceat(bm25_full, starts), 0.0)
+    leaf_idx = (np.arange(len(index.leaves)) if doc_paths is None
+                else np.array([index.leaf_index(n.node_id) for n in leaves], dtype=np.int64))
+    best_dense = best_dense_all[leaf_idx]
+    best_bm25 = best_bm25_all[leaf_idx]
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
-    leaf_dense = np.clip(np.asarray(index.leaf_embeddings[leaf_idx] @ qvec, dtype=np.float32), 0.0, 1.0)
+    leaf_emb = np.asarray(index.leaf_embeddings)
+    leaf_dense = np.clip((leaf_emb @ qvec if doc_paths is None else leaf_emb[leaf_idx] @ qvec)
+                         .astype(np.float32), 0.0, 1.0)
     chunk_part = config.dense_weight * best_dense + config.bm25_weight * best_bm25
     w = config.locator_leaf_weight
     total = (1 - w) * chunk_part + w * leaf_dense
@@ -234,37 +253,45 @@ def parse_locator_response(text: str, index: Index, query: str,
     return out, thinking, problems
 
 
+def _node_token_costs(index: Index) -> dict[str, int]:
+    """Estimated tokens of each node's serialised block (+2 for the separating blank line), once per index."""
+    memo = index.derived.get("toc_node_tokens")
+    if memo is None:
+        memo = index.derived["toc_node_tokens"] = {
+            nid: estimate_tokens(text) + 2 for nid, text in node_blocks(index.root)}
+    return memo
+
+
 def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: str, config: Config,
                    doc_paths: set[str] | None = None) -> tuple[str, int]:
     """The serialised tree, cut to the TOC budget around the best no-LLM leaves.
 
-    Returns (text, number of nodes shown).
+    Returns (text, number of nodes shown). Costs are summed per node (memoised
+    per index), so a forest of millions of characters is never re-serialised
+    or re-counted per query: leaves are added best-first with the ancestors
+    they need until the next one would not fit.
     """
-    allowed = {n.node_id for n in index.root.iter_preorder()
-               if n.kind != "root" and (doc_paths is None or n.doc_path in doc_paths)}
-    full = serialize_tree(index.root, include=allowed if doc_paths is not None else None)
-    if estimate_tokens(full) <= config.toc_budget_tokens or embedder is None:
-        return full, len(allowed)
-    leaves, total = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
-    order = np.lexsort((np.arange(len(total)), -total))
+    costs = _node_token_costs(index)
+    allowed = [n for n in index.root.iter_preorder()
+               if n.kind != "root" and (doc_paths is None or n.doc_path in doc_paths)]
+    header = estimate_tokens(HEADER) + 2
+    total = header + sum(costs[n.node_id] for n in allowed)
+    if total <= config.toc_budget_tokens or embedder is None:
+        ids = None if doc_paths is None else {n.node_id for n in allowed}
+        return serialize_tree(index.root, include=ids), len(allowed)
+    leaves, scores = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
+    order = np.lexsort((np.arange(len(scores)), -scores))
     include: set[str] = set()
-    text = serialize_tree(index.root, include={"__none__"})
-    # grow the set of shown branches best-first until the budget is reached
-    lo, hi = 1, len(order)
-    while lo <= hi:  # binary search on how many leaves fit
-        mid = (lo + hi) // 2
-        ids: set[str] = set()
-        for i in order[:mid]:
-            leaf = leaves[i]
-            ids.add(leaf.node_id)
-            ids.update(a.node_id for a in leaf.ancestors())
-        candidate = serialize_tree(index.root, include=ids)
-        if estimate_tokens(candidate) <= config.toc_budget_tokens:
-            include, text = ids, candidate
-            lo = mid + 1
-        else:
-            hi = mid - 1
-    return text, len(include)
+    used = header
+    for i in order:
+        leaf = leaves[i]
+        new = [a.node_id for a in leaf.ancestors() if a.node_id not in include] + [leaf.node_id]
+        cost = sum(costs[nid] for nid in new)
+        if used + cost > config.toc_budget_tokens:
+            break
+        include.update(new)
+        used += cost
+    return serialize_tree(index.root, include=include), len(include)
 
 
 def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: QueryEmbedder | None,
