@@ -78,7 +78,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
         spec = resolve_llm_spec(args.llm, os.environ, None if base.llm == "auto" else base.llm)
         llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
-                       notice=_stderr)
+                       notice=_stderr, timeout=_llm_timeout(args))
         if getattr(llm, "provider", "mock") == "mock":
             raise InputError("--summaries llm needs an LLM: set ANTHROPIC_API_KEY or OPENAI_API_KEY/"
                              "OPENAI_BASE_URL, or pass --llm")
@@ -159,7 +159,7 @@ class Session:
         cfg_llm = None if self.config.llm == "auto" else self.config.llm
         spec = "mock" if args.mock else resolve_llm_spec(args.llm, os.environ, cfg_llm)
         llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
-                       notice=_stderr)
+                       notice=_stderr, timeout=_llm_timeout(args))
         self.backends = make_backends(self.index, self.config, llm, args.embedder)
         self.log = None
         if not args.no_log:
@@ -177,6 +177,21 @@ class Session:
         if self.log is not None:
             self.log.record(result)
         return result
+
+
+def _llm_timeout(args: argparse.Namespace) -> float:
+    """Seconds per LLM request: --llm-timeout, else $TREERAG_LLM_TIMEOUT, else 60 (a CPU-only local
+    model can need several minutes for one locating prompt)."""
+    from utils.errors import InputError
+
+    raw = getattr(args, "llm_timeout", None) or os.environ.get("TREERAG_LLM_TIMEOUT") or "60"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"LLM timeout must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise InputError(f"LLM timeout must be positive, got {raw!r}")
+    return value
 
 
 def _cache_dir() -> Path:
@@ -314,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("--summary-workers", type=int, default=4,
                     help="concurrent LLM summary calls (default 4)")
     pi.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    pi.add_argument("--llm-timeout", default=None,
+                    help="seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
     pi.add_argument("--quiet", action="store_true", help="no progress bar")
     pi.set_defaults(func=cmd_index)
 
@@ -341,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--no-safety-net", dest="safety_net", action="store_false")
         sp.add_argument("--json", action="store_true", help="print the pipeline result as JSON only")
         sp.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+        sp.add_argument("--llm-timeout", default=None,
+                        help="seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
         sp.add_argument("--no-log", action="store_true", help="do not record this run")
         sp.add_argument("--log", default=None, help="run log SQLite file (default: $TREERAG_LOG or user data dir)")
 

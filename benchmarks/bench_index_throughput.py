@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Headline, Report, banner, base_parser, bench_env, copy_docs, machine_info,  # noqa: E402
-                    machine_line, pick, python, qasper_files, run_proc, table, workdir_of)
+from common import (Headline, Report, banner, base_parser, bench_env, copy_docs, limit_blas_threads,  # noqa: E402
+                    machine_info, machine_line, pick, python, qasper_files, run_proc, table, workdir_of)
 
 GOAL = 0.9
 
@@ -96,6 +96,7 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
     from indexing.embedder import make_embedder
     from indexing.index_builder import build_index
 
+    limit_blas_threads(1)  # as main.py does for every CLI run
     config = Config(embedder=name)
     embedder = make_embedder(name, config)
     t0 = time.perf_counter()

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Headline, Report, banner, base_parser, bench_env, dir_sizes, machine_info,  # noqa: E402
-                    machine_line, pick, python, run_proc, stats, table, workdir_of)
+from common import (Headline, Report, banner, base_parser, bench_env, dir_sizes, limit_blas_threads,  # noqa: E402
+                    machine_info, machine_line, pick, python, run_proc, stats, table, workdir_of)
 
 GEN_VERSION = 1
 GOAL_RAM_MB = 1024.0
@@ -205,6 +205,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     from tree_builder.visualizer import serialize_tree
     from utils.tokenizer import estimate_tokens
 
+    limit_blas_threads(1)  # as main.py does for every CLI run
     queries = json.loads(queries_file.read_text())
     t = time.perf_counter()
     index = load_index(index_dir)

@@ -256,12 +256,24 @@ def python(*args: Any) -> list[str]:
     return [sys.executable, *[str(a) for a in args]]
 
 
+def blas_threads() -> int | None:
+    """Threads numpy's BLAS would use right now (threadpoolctl), or None if unknown."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    n = [i.get("num_threads") for i in threadpool_info() if i.get("user_api") == "blas"]
+    return max(n) if n else None
+
+
 def limit_blas_threads(n: int) -> Any:
     """Context manager capping OpenBLAS/MKL threads of this process (threadpoolctl), or None.
 
-    Used for a same-run A/B: numpy's OpenBLAS spreads a large mat-vec over all
-    cores and its threads then spin, which on 2 cores steals the CPU that the
-    next model call (onnxruntime's own threads) needs.
+    The limit applies from this call on; used as a context manager it is undone
+    on exit. main.py caps BLAS at one thread for every CLI run (numpy's
+    OpenBLAS spreads a large mat-vec over both cores and its threads then spin,
+    stealing the CPU the next ONNX call needs), so in-process benchmarks apply
+    the same cap and measure the library default as a same-run A/B.
     """
     try:
         from threadpoolctl import threadpool_limits

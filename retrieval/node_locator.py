@@ -42,10 +42,14 @@ NODE_LOCATE_PROMPT = """你是一个文档检索专家。给定用户问题和�
 {{
   "thinking": "简要分析问题需要哪些信息，以及这些信息可能在哪些章节",
   "results": [
-    {{"node_id": "0007", "sub_query": "contextual bandit路由算法的具体设计"}},
-    {{"node_id": "0009", "sub_query": "EUR/USD上的准确率数据和对比结果"}}
+    {{"node_id": "<叶子节点ID>", "sub_query": "<期望从该节点中找到的信息>"}},
+    {{"node_id": "<另一个叶子节点ID>", "sub_query": "<期望从该节点中找到的信息>"}}
   ]
 }}"""
+# The spec's example used real-looking ids ("0007", "0009") and concrete sub-queries; a
+# small local model (Qwen2.5-1.5B) copied them verbatim for every question, and since such
+# ids usually exist the copy passed validation. Placeholders cannot pass: a copied
+# placeholder is an unknown id, dropped, and the recorded fallback takes over.
 
 MAX_RESULTS = 5
 MAX_EXPANDED_LEAVES = 3

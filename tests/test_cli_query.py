@@ -117,3 +117,9 @@ def test_unwritable_log_never_fails_a_query(paper_index_dir: Path, tmp_path: Pat
     proc = run_cli("query", "--index", str(paper_index_dir), "--query", "epochs", env=env)
     assert proc.returncode == 0 and ">>> Step 3: Answer" in proc.stdout
     assert "run log unavailable" in proc.stderr
+
+
+def test_bad_llm_timeout_is_one_line(paper_index_dir: Path, log_env) -> None:
+    proc = run_cli("query", "--index", str(paper_index_dir), "--query", "epochs", "--llm-timeout", "soon",
+                   env=log_env)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "timeout" in proc.stderr

@@ -135,3 +135,11 @@ def test_toc_budget_keeps_best_branches_with_ancestors(paper_index) -> None:
     assert "3.2.2 Router Design (叶子节点)" in cut
     # the ancestors of a shown leaf are shown too
     assert "[0006] 3 Methods" in cut and "[0008] 3.2 Model Architecture" in cut
+
+
+def test_prompt_example_cannot_be_copied_into_a_valid_answer(paper_index) -> None:
+    """A small model that echoes the prompt's example must fall back, not pass validation."""
+    example = NODE_LOCATE_PROMPT[NODE_LOCATE_PROMPT.index("{{\n  \"thinking\""):].replace("{{", "{").replace("}}", "}")
+    res = llm_locate(paper_index, MockLLM([example]), "What algorithm does AdaRouter use?", Config(),
+                     make_embedder("hash", Config()))
+    assert res.locator == "keyword" and res.fallbacks[0].step == "locate"
