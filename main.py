@@ -24,37 +24,17 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from config import Config
 from utils.errors import TreeRAGError
+from utils.progress import tqdm_progress
 
 EMBEDDERS = ("hash", "local", "onnx", "openai", "use")
 
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _tqdm_progress(enabled: bool) -> Callable[[int, str], Callable[[int], None]] | None:
-    """A progress factory for long steps; a bar on stderr only when it is a terminal or forced."""
-    if not enabled:
-        return None
-
-    def factory(total: int, desc: str) -> Callable[[int], None]:
-        from tqdm import tqdm
-
-        bar = tqdm(total=total, desc=desc, unit="chunk", file=sys.stderr, leave=False,
-                   disable=None, dynamic_ncols=True)
-
-        def advance(n: int) -> None:
-            bar.update(n)
-            if bar.n >= total:
-                bar.close()
-
-        return advance
-
-    return factory
 
 
 # --------------------------------------------------------------------------- commands
@@ -86,7 +66,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         summarizer = LLMSummarizer(llm, config, usage)
         workers = args.summary_workers
     report = build_index(Path(args.input), Path(args.output), config, embedder,
-                         progress=_tqdm_progress(not args.quiet), summarizer=summarizer,
+                         progress=tqdm_progress(not args.quiet), summarizer=summarizer,
                          summary_workers=workers)
     for w in report.warnings:
         _stderr(f"warning: {w}")

@@ -27,6 +27,7 @@ from evaluation.metrics import (METRIC_KEYS, BootstrapCI, Relevance, SpanTable, 
                                 leaf_scores, mean_metrics, paired_bootstrap, question_relevance,
                                 score_ranking)
 from indexing.index_store import Index
+from utils.progress import tqdm_progress
 from utils.errors import IndexFormatError, InputError, TreeRAGError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,26 +150,6 @@ def index_identity(index: Index) -> str:
                  "counts": meta.get("counts")})[:20]
 
 
-def _progress_factory(enabled: bool) -> Callable[[int, str], Callable[[int], None]] | None:
-    if not enabled:
-        return None
-
-    def factory(total: int, desc: str) -> Callable[[int], None]:
-        from tqdm import tqdm
-
-        bar = tqdm(total=total, desc=desc, unit="chunk", file=sys.stderr, leave=False, disable=None,
-                   dynamic_ncols=True)
-
-        def advance(n: int) -> None:
-            bar.update(n)
-            if bar.n >= total:
-                bar.close()
-
-        return advance
-
-    return factory
-
-
 def obtain_index(eval_set: EvalSet, opts: EvalOptions) -> tuple[Index, dict[str, Any]]:
     """``--index`` (checked against the set's documents), else a cached build, else a new build."""
     from indexing.embedder import make_embedder
@@ -203,7 +184,7 @@ def obtain_index(eval_set: EvalSet, opts: EvalOptions) -> tuple[Index, dict[str,
     opts.notice(f"building the evaluation index ({config.embedder} embedder) at {target}")
     embedder = None if config.embedder == "auto" else make_embedder(config.embedder, config)
     report = build_index(eval_set.docs_dir, target, config, embedder,
-                         progress=_progress_factory(opts.progress))
+                         progress=tqdm_progress(opts.progress))
     opts.notice(report.summary_line())
     index = load_index(target)
     return index, {"path": str(target), "source": "built", "identity": index_identity(index),
