@@ -292,10 +292,16 @@ def fit(sizes: list[int], values: list[float]) -> tuple[float, float, float]:
     return my - slope * mx, slope, k
 
 
-def crossing(intercept: float, slope: float, last_size: int, last_value: float, limit: float) -> float:
-    """Document count at which the linear trend reaches ``limit``."""
-    if last_value >= limit:
-        return float(last_size)
+def crossing(sizes: list[int], values: list[float], intercept: float, slope: float, limit: float) -> float:
+    """Document count at which ``limit`` is reached: interpolated between the measured sizes if a
+    measurement already exceeds it (0 if the smallest does), else on the linear trend."""
+    pts = sorted(zip(sizes, values))
+    for i, (n, v) in enumerate(pts):
+        if v >= limit:
+            if i == 0:
+                return 0.0
+            (n0, v0) = pts[i - 1]
+            return n0 + (limit - v0) * (n - n0) / (v - v0)
     if slope <= 0:
         return float("inf")
     return (limit - intercept) / slope
@@ -373,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     headers = ["metric"] + [f"{n} docs" for n in sizes] + [f"x vs {base_n}", "growth exp.",
                                                             f"{TARGET_DOCS:,} (linear)", f"{TARGET_DOCS:,} (power)",
-                                                            "limit", "linear trend reaches limit at"]
+                                                            "limit", "limit reached at"]
     rows = []
     extrap: dict[str, Any] = {}
     for name, get, unit, limit in metrics:
@@ -382,19 +388,20 @@ def main(argv: list[str] | None = None) -> int:
             a, b, k = fit(sizes, vals)
             linear = a + b * TARGET_DOCS
             power = vals[-1] * (TARGET_DOCS / sizes[-1]) ** k if not math.isnan(k) else float("nan")
-            cross = crossing(a, b, sizes[-1], vals[-1], limit) if limit else float("nan")
+            cross = crossing(sizes, vals, a, b, limit) if limit else float("nan")
         else:
             k = linear = power = cross = float("nan")
         extrap[name] = {"values": vals, "unit": unit, "exponent": k, "at_10k_linear": linear, "at_10k_power": power,
                         "limit": limit, "crosses_at_docs": cross}
         rows.append([f"{name} ({unit})" if unit else name, *vals, vals[-1] / vals[0] if vals[0] else float("nan"),
                      k, linear, power, limit if limit else "",
-                     (f"~{cross:,.0f} docs" if limit and math.isfinite(cross) else ("never" if limit else ""))])
+                     ((f"<= {sizes[0]} docs" if cross == 0 else f"~{cross:,.0f} docs") if limit and math.isfinite(cross)
+                      else ("never" if limit else ""))])
     report.results["extrapolation"] = extrap
     print()
     print(f"growth {sizes[0]} -> {sizes[-1]} documents (x = ratio to the {base_n}-document run; growth exponent = "
           f"log-log slope, 1 = linear) and the trend to {TARGET_DOCS:,} documents (least-squares line over all "
-          f"sizes; the power law shown beside it):")
+          f"sizes; the power law shown beside it); a limit already passed is located between the measured sizes:")
     print(table(headers, rows))
 
     big = per[sizes[-1]]
@@ -413,8 +420,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\nlimits in the order the linear trends reach them:")
         for name, e in limited:
             at = e["crosses_at_docs"]
-            where = (f"already at {sizes[-1]:,} documents" if at <= sizes[-1] else
-                     (f"~{at:,.0f} documents" if math.isfinite(at) else "not on this trend"))
+            where = (f"already at {sizes[0]:,} documents" if at == 0 else
+                     (f"~{at:,.0f} documents" + (" (measured)" if at <= sizes[-1] else " (trend)")
+                      if math.isfinite(at) else "not on this trend"))
             print(f"  {name}: {e['limit']:g} {e['unit']} -> {where}")
         first_name, first = limited[0]
         if math.isfinite(first["crosses_at_docs"]):
