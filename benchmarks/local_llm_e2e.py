@@ -36,7 +36,6 @@ import importlib.metadata
 import json
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess

@@ -36,10 +36,11 @@ def test_bad_config_file(tmp_path: Path, text: str, needle: str) -> None:
         load_config_file(p, {})
 
 
-def test_missing_explicit_config_file(tmp_path: Path) -> None:
+def test_missing_explicit_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InputError, match="not found"):
         load_config_file(tmp_path / "nope.toml", {})
-    assert load_config_file(None, {}) == Config() or True  # ./treerag.toml absent in the test cwd
+    monkeypatch.chdir(tmp_path)  # no ./treerag.toml here and none named: plain defaults
+    assert load_config_file(None, {}) == Config()
 
 
 def test_cli_reads_config_file(paper_index_dir: Path, tmp_path: Path) -> None:

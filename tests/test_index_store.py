@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -46,10 +45,9 @@ def test_loaded_index_is_consistent(paper_index) -> None:
     for c in paper_index.chunks:
         assert text[c.start_char:c.end_char] == c.text
         assert c.source_node_id in paper_index.leaf_rows
-        lines = text.split("\n")
-        assert lines[c.start_line - 1] in text[:c.end_char] or True
         first_line = text[:c.start_char].count("\n") + 1
         assert c.start_line == first_line
+        assert c.end_line == text[:c.end_char].count("\n") + 1
     # every leaf with text has chunks, rows are contiguous per leaf
     for leaf in paper_index.leaves:
         if leaf.content.strip():

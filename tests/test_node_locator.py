@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,7 +10,6 @@ from indexing.embedder import make_embedder
 from retrieval.node_locator import (NODE_LOCATE_PROMPT, extract_json_object, hybrid_locate,
                                     keyword_locate, llm_locate, parse_locator_response,
                                     toc_for_prompt)
-from tests.conftest import ROOT
 from tree_builder.visualizer import serialize_tree
 from utils.errors import BackendError
 from utils.llm_client import MockLLM

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from config import Config
 from indexing.embedder import make_embedder
@@ -12,7 +11,7 @@ from retrieval.hybrid_retriever import (NoReranker, dedupe_best, document_order,
 from retrieval.synthesizer import SYNTHESIS_PROMPT, build_context, extractive_answer
 from retrieval.types import Fallback, LocatedNode
 from utils.errors import BackendError
-from utils.llm_client import LLMResponse, LLMUsage, MockLLM
+from utils.llm_client import MockLLM
 
 
 class ScriptedLLM(MockLLM):
@@ -139,7 +138,6 @@ def test_run_pipeline_schema_and_citations(paper_index) -> None:
     assert set(res["timing_ms"]) == {"locate", "retrieve", "rerank", "synthesize", "total"}
     assert res["providers"]["embedder"]["name"] == "hash"
     assert res["providers"]["reranker"] == {"name": "none", "model": None}
-    text = (paper_index.path.parent / "x").parent  # noqa: F841 - keeps fixture path alive
     for item in res["step2_retrieved"]:
         assert item["citation"].startswith("test_paper.md:L")
         assert {"dense_score", "bm25_score", "fused_score"} <= set(item["scores"])

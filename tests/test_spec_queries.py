@@ -6,7 +6,6 @@ command does; queries and expected leaves come from test_data/queries.jsonl.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
