@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from config import Config
-from indexing.embedder import Embedder, MemoQueryEmbedder
+from indexing.embedder import Embedder, memoized
 from indexing.index_store import Index
 from retrieval.hybrid_retriever import (Reranker, StageHits, document_order, make_reranker, rerank,
                                         retrieve)
@@ -107,8 +107,8 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     """Locate, retrieve in the located leaves, rerank: the exact path `query` and `eval` share."""
     usage = usage if usage is not None else UsageMeter()
     stages = StageHits()
-    if not isinstance(backends.embedder, MemoQueryEmbedder):  # one model call per distinct text
-        backends = Backends(MemoQueryEmbedder(backends.embedder, size=16), backends.reranker, backends.llm)
+    # one model call per distinct text across locating and retrieval
+    backends = Backends(memoized(backends.embedder), backends.reranker, backends.llm)
     if is_stopword_only(query):
         return Retrieval(None, [], stages, [], {}, stopword_only=True)
     fallbacks: list[Fallback] = []

@@ -728,3 +728,8 @@ class MemoQueryEmbedder:
                 self._memo.clear()
             vec = self._memo[text] = self.inner.embed_query(text)
         return vec
+
+
+def memoized(embedder: Any, size: int = 16) -> MemoQueryEmbedder:
+    """``embedder`` with query memoisation, without wrapping a wrapper twice."""
+    return embedder if isinstance(embedder, MemoQueryEmbedder) else MemoQueryEmbedder(embedder, size=size)

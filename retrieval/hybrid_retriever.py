@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from config import Config
+from indexing.embedder import memoized
 from indexing.index_store import Index
 from retrieval.scoring import RangeScores, concat_scores, fuse, score_range
 from retrieval.types import Fallback, LocatedNode, RetrievedChunk
@@ -62,15 +63,12 @@ def rank_scored(index: Index, scores: RangeScores, top_k: int, config: Config, s
 
 
 def retrieve_in_leaf(index: Index, embedder: QueryEmbedder, node: LocatedNode, config: Config,
-                     stages: StageHits | None = None,
-                     qvec_cache: dict[str, np.ndarray] | None = None) -> list[RetrievedChunk]:
+                     stages: StageHits | None = None) -> list[RetrievedChunk]:
     rows = index.leaf_rows.get(node.node_id)
     if rows is None:
         return []
-    cache = qvec_cache if qvec_cache is not None else {}
-    if node.sub_query not in cache:
-        cache[node.sub_query] = embedder.embed_query(node.sub_query)
-    scores = score_range(index, cache[node.sub_query], tokenize(node.sub_query), rows[0], rows[1], config)
+    qvec = embedder.embed_query(node.sub_query)
+    scores = score_range(index, qvec, tokenize(node.sub_query), rows[0], rows[1], config)
     return rank_scored(index, scores, config.top_k_per_leaf, config, node.sub_query, "tree", stages)
 
 
@@ -152,20 +150,16 @@ def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[Lo
              config: Config, doc_paths: set[str] | None = None,
              stages: StageHits | None = None) -> list[RetrievedChunk]:
     """All candidates before rerank: per-leaf top-k, plus the flat safety net when on."""
-    cache: dict[str, np.ndarray] = {}
+    embedder = memoized(embedder)  # leaves sharing a sub-query, the net and the ordering: one model call
     out: list[RetrievedChunk] = []
     for node in located:
-        out.extend(retrieve_in_leaf(index, embedder, node, config, stages, cache))
+        out.extend(retrieve_in_leaf(index, embedder, node, config, stages))
     if config.safety_net:
-        if query not in cache:
-            cache[query] = embedder.embed_query(query)
-        scores = flat_scores(index, cache[query], tokenize(query), config, doc_paths)
+        scores = flat_scores(index, embedder.embed_query(query), tokenize(query), config, doc_paths)
         out.extend(rank_scored(index, scores, config.safety_net_top_k, config, query, "net", stages))
     out = dedupe_best(out)
     if config.candidate_order == "union":
-        if query not in cache:
-            cache[query] = embedder.embed_query(query)
-        out = order_union(index, cache[query], query, out, located, config)
+        out = order_union(index, embedder.embed_query(query), query, out, located, config)
     return out
 
 
