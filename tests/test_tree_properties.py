@@ -33,7 +33,10 @@ setext = st.builds(lambda num, t, u: f"{num}{t}\n{u}", st.sampled_from(NUMBERING
 paragraph = st.lists(line_text, min_size=1, max_size=3).map("\n".join)
 fenced = st.builds(lambda fence, t: f"{fence}\n# {HIDDEN} {t}\n## {HIDDEN}\n{fence}",
                    st.sampled_from(["```", "~~~", "````"]), line_text)
-indented = st.just(f"    # {HIDDEN} indented code")
+# Indented code cannot interrupt a paragraph (CommonMark): after a bare newline these four spaces
+# would be a lazy continuation of the previous line, i.e. ordinary text. The leading blank line
+# makes the block what its name says in every position.
+indented = st.just(f"\n    # {HIDDEN} indented code")
 comment = st.just(f"<!--\n# {HIDDEN} in a comment\n-->")
 html = st.just(f"<div>\n# {HIDDEN} in html\n</div>")
 quote = st.just(f"> # {HIDDEN} quoted")
