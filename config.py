@@ -33,6 +33,9 @@ class Config:
     chunk_size: int = 200
     chunk_overlap: int = 50
     min_chunk_chars: int = 20
+    chunk_context: Literal["none", "headings"] = "headings"
+    """What a chunk is embedded and BM25-indexed as: its text alone (none), or its document title and
+    heading path on a line before the text (headings). The stored text and citations never change."""
 
     # --- embeddings -------------------------------------------------------
     embedder: str = "auto"
@@ -68,9 +71,13 @@ class Config:
     reranker: str = "none"
     """none | cross-encoder"""
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    candidate_order: Literal["fused", "union"] = "union"
-    """How candidates of several leaves are ordered before (or without) rerank:
-    fused = the spec's per-leaf fused score; union = re-scored on one scale + leaf prior."""
+    candidate_order: Literal["fused", "union", "section"] = "section"
+    """How step 2 ranks candidates before (or without) rerank: fused = the spec's strict in-leaf
+    retrieval, per-leaf fused scores; union = located leaves' chunks re-scored on one scale + leaf
+    prior; section = every chunk in scope scored by a linear model over its own and its leaf's,
+    section's and document's evidence, the located leaves a prior instead of a cut."""
+    ranker_weights: str | None = None
+    """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
     leaf_prior_weight: float = 0.4
     """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
     safety_net: bool = False

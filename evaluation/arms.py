@@ -23,14 +23,14 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from pipeline import Backends, run_retrieval
-from retrieval.hybrid_retriever import flat_scores, rank_scored, rerank, scope_rows
+from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored, rerank, scope_rows
 from retrieval.scoring import idf_range
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
 from utils.llm_client import UsageMeter
 from utils.tokenizer import tokenize
 
-FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf")
+FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf", "flat-learned")
 TREE_ARMS = ("tree-keyword", "tree-hybrid", "tree-llm")
 NET = "+net"
 BASELINE = "flat-hybrid"
@@ -39,6 +39,7 @@ LLM_ARMS = ("tree-llm", "tree-llm" + NET)
 ARM_CODE_FILES = (
     "pipeline.py", "config.py", "evaluation/arms.py", "retrieval/hybrid_retriever.py",
     "retrieval/node_locator.py", "retrieval/scoring.py", "retrieval/types.py",
+    "retrieval/section_features.py", "retrieval/learned_ranker.py", "retrieval/ranker_weights.json",
     "tree_builder/visualizer.py", "indexing/bm25_builder.py", "indexing/embedder.py",
     "utils/tokenizer.py", "utils/similarity.py",
 )
@@ -83,7 +84,7 @@ class Arm:
 def make_arm(name: str, base: Config, k: int) -> Arm:
     """The arm's effective config: the base config with what the arm fixes."""
     if name in FLAT_ARMS:
-        method = {"flat-bm25": "bm25", "flat-dense": "dense"}.get(name, "hybrid")
+        method = {"flat-bm25": "bm25", "flat-dense": "dense", "flat-learned": "learned"}.get(name, "hybrid")
         changes: dict[str, Any] = {"final_top_k": k}
         if name == "flat-hybrid":
             changes["fusion"] = "weighted"
@@ -180,6 +181,9 @@ def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] 
         dense = np.concatenate([np.asarray(index.embeddings[s:e] @ qvec, dtype=np.float32)
                                 for s, e in ranges])
         return _rank_single(index, rows, dense, top, "dense_score", query, False)
+    if arm.method == "learned":  # the section ranker's learner over chunk-only features
+        return rank_in_sections(index, qvec, query, [], cfg.replace(final_top_k=top), doc_paths,
+                                kind="flat")[:top]
     scores = flat_scores(index, qvec, tokens, cfg, doc_paths)
     return rank_scored(index, scores, top, cfg, query, "flat")
 

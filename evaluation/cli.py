@@ -138,13 +138,13 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
         "eval", help="score retrieval arms (flat and tree) on a labelled question set",
         description="Run every question of an evaluation set (docs/ + qa.jsonl) through flat and "
                     "TreeRAG retrieval arms and print Hit@k, evidence recall, MRR, nDCG, leaf "
-                    "recall/precision and latency, with paired-bootstrap intervals against flat-hybrid.")
+                    "recall/precision, cov@2k and latency, with paired-bootstrap intervals against the best flat arm.")
     pe.add_argument("--data", required=True, help="evaluation set folder holding docs/ and qa.jsonl")
     pe.add_argument("--index", default=None,
                     help="reuse this index of the set's docs/ (default: a cached build keyed by content)")
     pe.add_argument("--arms", default=None,
                     help="comma list of arms (default: all available): flat-bm25, flat-dense, flat-hybrid, "
-                         "flat-hybrid-rrf, tree-keyword, tree-hybrid, tree-llm, each tree arm +net")
+                         "flat-hybrid-rrf, flat-learned, tree-keyword, tree-hybrid, tree-llm, each tree arm +net")
     pe.add_argument("--limit", type=int, default=None, help="score a random sample of N questions")
     pe.add_argument("--seed", type=int, default=0, help="sample and bootstrap seed (default 0)")
     pe.add_argument("--k", type=int, default=10, help="chunks every arm returns (default 10)")

@@ -25,7 +25,7 @@ import numpy as np
 
 Span = tuple[int, int]
 
-METRIC_KEYS = ("hit@1", "hit@5", "recall@5", "recall@10", "mrr@10", "ndcg@10",
+METRIC_KEYS = ("hit@1", "hit@5", "recall@5", "recall@10", "mrr@10", "ndcg@10", "cov@2k",
                "leaf_recall", "leaf_precision")
 """Per-question figures, in table order. Leaf figures are None for flat arms."""
 
@@ -99,6 +99,8 @@ class Relevance:
     relevant: frozenset[int]
     """Union of ``per_evidence``: the question's relevant chunks in the index."""
     gold_leaves: frozenset[str]
+    evidence_spans: tuple[tuple[str, tuple[Span, ...]], ...] = ()
+    """In-scope evidence items: (doc, spans of its verbatim occurrences), for cov@2k."""
 
     @property
     def scorable(self) -> bool:
@@ -112,16 +114,20 @@ def question_relevance(table: SpanTable, evidence: Sequence[tuple[str, Sequence[
     allowed = set(scope) if scope is not None else None
     per_item: list[frozenset[int]] = []
     gold: set[str] = set()
+    items: list[tuple[str, tuple[Span, ...]]] = []
     for doc, spans in evidence:
         rows: set[int] = set()
         in_scope = allowed is None or doc in allowed
+        if in_scope and spans:
+            items.append((doc, tuple(spans)))
         for span in spans:
             if in_scope:
                 rows |= table.relevant_rows(doc, span)
             gold |= table.gold_leaves(doc, span)
         per_item.append(frozenset(rows))
     union = frozenset().union(*per_item) if per_item else frozenset()
-    return Relevance(per_evidence=tuple(per_item), relevant=union, gold_leaves=frozenset(gold))
+    return Relevance(per_evidence=tuple(per_item), relevant=union, gold_leaves=frozenset(gold),
+                     evidence_spans=tuple(items))
 
 
 # --------------------------------------------------------------------------- per question
@@ -155,6 +161,53 @@ def score_ranking(rows: Sequence[int], rel: Relevance, cutoff: int = 10) -> dict
         "mrr@10": 0.0 if first is None else 1.0 / (first + 1),
         "ndcg@10": dcg(gains[:cutoff]) / ideal if ideal > 0 else 0.0,
     }
+
+
+def _subtract(span: Span, covered: list[Span]) -> list[Span]:
+    """The parts of ``span`` not inside any interval of ``covered``, in text order."""
+    parts = [span]
+    for c0, c1 in covered:
+        nxt: list[Span] = []
+        for a, b in parts:
+            if c1 <= a or b <= c0:
+                nxt.append((a, b))
+                continue
+            if a < c0:
+                nxt.append((a, c0))
+            if c1 < b:
+                nxt.append((c1, b))
+        parts = nxt
+    return parts
+
+
+def coverage_at_budget(ranked_spans: Sequence[tuple[str, Span]], rel: Relevance,
+                       budget: int = 2000) -> float:
+    """cov@budget: share of the evidence characters inside the first ``budget`` new characters.
+
+    Chunks are read in rank order; a character already read (an overlapping window of
+    the same document) costs nothing again; the last chunk is cut at the budget. An
+    evidence item found verbatim more than once counts by its best-covered occurrence.
+    """
+    total = sum(min(s[1] - s[0] for s in spans) for _, spans in rel.evidence_spans)
+    if total <= 0:
+        return 0.0
+    read: dict[str, list[Span]] = {}
+    left = budget
+    for doc, span in ranked_spans:
+        if left <= 0:
+            break
+        for a, b in _subtract(span, read.setdefault(doc, [])):
+            take = min(b - a, left)
+            if take <= 0:
+                break
+            read[doc].append((a, a + take))
+            left -= take
+    covered = 0
+    for doc, spans in rel.evidence_spans:
+        got = read.get(doc, [])
+        covered += max(s[1] - s[0] - sum(b - a for a, b in _subtract(s, got)) for s in spans) \
+            if got else 0
+    return covered / total
 
 
 def leaf_scores(located: Sequence[str], gold: frozenset[str] | set[str]) -> tuple[float | None, float | None]:

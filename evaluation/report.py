@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluation.arms import BASELINE
+from evaluation.metrics import BootstrapCI
 from evaluation.runner import ArmSummary, EvalRun
 from utils.atomic import atomic_write_text
 
 COLUMNS = (("Hit@1", "hit@1"), ("Hit@5", "hit@5"), ("R@5", "recall@5"), ("R@10", "recall@10"),
-           ("MRR@10", "mrr@10"), ("nDCG@10", "ndcg@10"), ("leafR", "leaf_recall"),
+           ("MRR@10", "mrr@10"), ("nDCG@10", "ndcg@10"), ("cov@2k", "cov@2k"), ("leafR", "leaf_recall"),
            ("leafP", "leaf_precision"))
 
 
@@ -26,10 +26,9 @@ def _signed(v: float) -> str:
     return f"{v:+.3f}"
 
 
-def _comparison(s: ArmSummary) -> tuple[str, str]:
-    if s.name == BASELINE:
+def _comparison(s: ArmSummary, ci: BootstrapCI | None) -> tuple[str, str]:
+    if s.name == s.baseline:
         return "(baseline)", ""
-    ci = s.vs_baseline
     if ci is None:
         return "-", ""
     mark = " *" if ci.excludes_zero else ""
@@ -46,26 +45,31 @@ def format_table(run: EvalRun) -> str:
     rerank = "none" if o.config.reranker == "none" else o.config.reranker_model
     head = (f"eval {o.data}: {run.n_scored} question(s) scored (sampled {run.sampled} of "
             f"{len(run.eval_set.questions)}; seed {o.seed}), k={o.k}, embedder {emb.get('name')} "
-            f"({emb.get('model_id')}), rerank {rerank}")
+            f"({emb.get('model_id')}), chunk context {chunk_context(run)}, rerank {rerank}")
+    baseline = next((s.baseline for s in run.summaries if s.baseline), None) or "-"
     header = ["arm"] + [c for c, _ in COLUMNS] + ["p50 ms", "p95 ms",
-                                                  f"ΔnDCG@10 vs {BASELINE} [95% CI]", "rel. [95% CI]"]
+                                                  f"ΔnDCG@10 vs {baseline} [95% CI]", "rel.",
+                                                  "Δcov@2k rel."]
     rows: list[list[str]] = []
     for s in run.summaries:
         cells = [s.name] + [_f(s.means.get(key)) for _, key in COLUMNS]
         cells += [_f(s.p50_ms, "{:.1f}"), _f(s.p95_ms, "{:.1f}")]
-        cells += list(_comparison(s))
+        cells += list(_comparison(s, s.vs_baseline))
+        cells.append(_comparison(s, s.vs_baseline_cov)[1])
         rows.append(cells)
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(widths[i]) if i in (0, len(cells) - 2, len(cells) - 1) else c.rjust(widths[i])
+        return "  ".join(c.ljust(widths[i]) if i in (0, len(cells) - 3, len(cells) - 2, len(cells) - 1)
+                         else c.rjust(widths[i])
                          for i, c in enumerate(cells)).rstrip()
 
     out = [head, "", line(header), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
     notes: list[str] = []
     if any(s.vs_baseline is not None for s in run.summaries):
-        notes.append(f"* interval excludes zero (paired bootstrap over questions, {o.resamples} resamples, seed {o.seed})")
+        notes.append(f"baseline = the best flat arm of this run by nDCG@10; * interval excludes zero "
+                     f"(paired bootstrap over questions, {o.resamples} resamples, seed {o.seed})")
     if run.unscorable:
         notes.append(f"{len(run.unscorable)} sampled question(s) not scored: no chunk of the index covers their evidence")
     if run.eval_set.missing_evidence:
@@ -76,6 +80,11 @@ def format_table(run: EvalRun) -> str:
     notes.append(f"{run.computed} run(s) computed, {run.cached} from cache; {run.seconds:.1f} s; "
                  f"index {run.index_info['source']} ({run.index_info['path']})")
     return "\n".join(out + [""] + notes)
+
+
+def chunk_context(run: EvalRun) -> str:
+    """How the index's chunks were embedded and BM25-indexed (every arm of a run shares it)."""
+    return str(run.index.metadata.get("chunk_context", "none"))
 
 
 def _retrieved(run: EvalRun, rows: list[int], details: list[dict], sources: list[str],
@@ -109,7 +118,10 @@ def run_to_dict(run: EvalRun) -> dict[str, Any]:
     for s in run.summaries:
         row: dict[str, Any] = {"arm": s.name, "n": s.n, **s.means, "p50_ms": s.p50_ms, "p95_ms": s.p95_ms,
                                "fallback_questions": s.fallbacks}
-        row[f"ndcg@10_vs_{BASELINE}"] = s.vs_baseline.to_dict() if s.vs_baseline else None
+        row["chunk_context"] = chunk_context(run)
+        row["baseline"] = s.baseline
+        row["ndcg@10_vs_baseline"] = s.vs_baseline.to_dict() if s.vs_baseline else None
+        row["cov@2k_vs_baseline"] = s.vs_baseline_cov.to_dict() if s.vs_baseline_cov else None
         table.append(row)
     questions = []
     for r in run.results:

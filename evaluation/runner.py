@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from config import Config
 from evaluation.arms import (ARM_CODE_FILES, BASELINE, LLM_ARMS, Arm, ArmContext, ArmOutput,
                              all_arm_names, make_arm, run_arm)
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
-from evaluation.metrics import (METRIC_KEYS, BootstrapCI, Relevance, SpanTable, latency_percentiles,
+from evaluation.metrics import (METRIC_KEYS, BootstrapCI, Relevance, SpanTable, coverage_at_budget,
+                                latency_percentiles,
                                 leaf_scores, mean_metrics, paired_bootstrap, question_relevance,
                                 score_ranking)
 from indexing.index_store import Index
@@ -33,11 +36,13 @@ from utils.errors import IndexFormatError, InputError, TreeRAGError
 ROOT = Path(__file__).resolve().parent.parent
 
 BUILD_FIELDS = ("max_depth", "summary_mode", "summary_max_chars", "short_section_tokens",
-                "chunk_size", "chunk_overlap", "min_chunk_chars", "embedder", "embedder_model",
+                "chunk_size", "chunk_overlap", "min_chunk_chars", "chunk_context", "embedder", "embedder_model",
                 "hash_dim")
 """Config fields that change what ``build_index`` writes; only these key the cached index."""
 
 RESULTS_FORMAT = 1
+COV_BUDGET = 2000
+"""cov@2k: the context budget (characters) the answer step reads."""
 
 
 def _stderr(msg: str) -> None:
@@ -101,6 +106,10 @@ class ArmSummary:
     fallbacks: int
     """Questions on which the arm took a recorded fallback (e.g. rerank failed)."""
     vs_baseline: BootstrapCI | None = None
+    """nDCG@10 against the run's best flat arm (the baseline; None for the baseline itself)."""
+    vs_baseline_cov: BootstrapCI | None = None
+    """cov@2k against the same baseline."""
+    baseline: str | None = None
 
 
 @dataclass
@@ -277,8 +286,10 @@ def _warm_up(ctx: ArmContext, arms: list[Arm], question: Question) -> None:
             run_arm(arm, ctx, question.query, doc_paths)
 
 
-def _score(arm: Arm, out: ArmOutput, rel: Relevance) -> dict[str, float | None]:
+def _score(arm: Arm, out: ArmOutput, rel: Relevance, index: Index) -> dict[str, float | None]:
     s: dict[str, float | None] = dict(score_ranking(out.rows, rel))
+    spans = [(c.doc_path, (c.start_char, c.end_char)) for c in (index.chunks[r] for r in out.rows)]
+    s["cov@2k"] = coverage_at_budget(spans, rel, COV_BUDGET)
     if arm.is_tree:
         s["leaf_recall"], s["leaf_precision"] = leaf_scores(out.located_ids, rel.gold_leaves)
     else:
@@ -286,19 +297,30 @@ def _score(arm: Arm, out: ArmOutput, rel: Relevance) -> dict[str, float | None]:
     return s
 
 
+def best_flat_arm(arms: list[Arm], results: list[QuestionResult]) -> str | None:
+    """The flat arm with the highest mean nDCG@10 in this run: the baseline every arm is held to."""
+    flat = [a.name for a in arms if not a.is_tree]
+    if not flat or not results:
+        return None
+    return max(flat, key=lambda n: (float(np.mean([r.scores[n]["ndcg@10"] for r in results])),
+                                    n == BASELINE))
+
+
 def summarize(arms: list[Arm], results: list[QuestionResult], resamples: int,
               seed: int) -> list[ArmSummary]:
     out: list[ArmSummary] = []
-    names = [a.name for a in arms]
-    base = [r.scores[BASELINE]["ndcg@10"] for r in results] if BASELINE in names else None
+    baseline = best_flat_arm(arms, results)
     for arm in arms:
         per_q = [r.scores[arm.name] for r in results]
         p50, p95 = latency_percentiles([r.outputs[arm.name].latency_ms for r in results])
         fb = sum(1 for r in results if r.outputs[arm.name].fallbacks)
-        summary = ArmSummary(arm.name, len(per_q), mean_metrics(per_q, METRIC_KEYS), p50, p95, fb)
-        if base is not None and results and arm.name != BASELINE:
-            summary.vs_baseline = paired_bootstrap([q["ndcg@10"] for q in per_q], base,
-                                                   resamples=resamples, seed=seed)
+        summary = ArmSummary(arm.name, len(per_q), mean_metrics(per_q, METRIC_KEYS), p50, p95, fb,
+                             baseline=baseline)
+        if baseline is not None and arm.name != baseline:
+            for key, attr in (("ndcg@10", "vs_baseline"), ("cov@2k", "vs_baseline_cov")):
+                setattr(summary, attr, paired_bootstrap(
+                    [q[key] for q in per_q], [r.scores[baseline][key] for r in results],
+                    resamples=resamples, seed=seed))
         out.append(summary)
     return out
 
@@ -369,7 +391,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
                 qr = by_q[q.id] = QuestionResult(q, rel, {}, {})
                 results.append(qr)
             qr.outputs[arm.name] = out
-            qr.scores[arm.name] = _score(arm, out, rel)
+            qr.scores[arm.name] = _score(arm, out, rel, index)
     finally:
         bar.close()
         cache.close()

@@ -58,6 +58,21 @@ def leaf_text_for_embedding(leaf: TreeNode) -> str:
     return f"{leaf.heading_path}\n{leaf.summary}"
 
 
+def chunk_representation(chunk: Chunk, title: str, context: str) -> str:
+    """The text a chunk is embedded and BM25-indexed as (never what is stored or cited).
+
+    Headings are worth a lot to a retriever that sees them: "Results" or "第三章 合同的履行" says
+    what a bare paragraph does not. Every arm, flat or tree, searches the same representation, so a
+    comparison of arms never credits the tree for text the flat arm was denied.
+    """
+    if context == "none":
+        return chunk.text
+    path = chunk.heading_path
+    if title and not (path == title or path.startswith(title + " > ")):
+        path = f"{title} > {path}" if path else title
+    return f"{path}\n{chunk.text}" if path else chunk.text
+
+
 def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> list[Chunk]:
     by_path = {d.path: d for d in docs}
     starts = {d.path: line_starts(d.text) for d in docs}
@@ -153,11 +168,13 @@ def build_index(
     if not chunks:
         raise InputError(f"{input_path}: no text to index")
 
-    bm25 = BM25Index.build([tokenize(c.text) for c in chunks])
+    titles = {d.path: d.title for d in docs}
+    texts = [chunk_representation(c, titles.get(c.doc_path, ""), config.chunk_context) for c in chunks]
+    bm25 = BM25Index.build([tokenize(t) for t in texts])
 
     t_embed = time.perf_counter()
     advance = progress(len(chunks) + len(leaves), "embedding") if progress else None
-    emb = embedder.embed_documents([c.text for c in chunks], progress=advance)
+    emb = embedder.embed_documents(texts, progress=advance)
     leaf_emb = embedder.embed_documents([leaf_text_for_embedding(n) for n in leaves], progress=advance)
     embed_seconds = time.perf_counter() - t_embed
 
@@ -168,6 +185,7 @@ def build_index(
         "input": str(input_path),
         "folder_mode": folder_mode,
         "config": config.to_dict(),
+        "chunk_context": config.chunk_context,
         "embedder": identity,
         "counts": {"documents": len(docs), "nodes": n_nodes, "leaves": len(leaves),
                    "chunks": len(chunks), "vocabulary": bm25.vocab_size},

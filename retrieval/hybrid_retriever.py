@@ -17,7 +17,9 @@ import numpy as np
 from config import Config
 from indexing.embedder import memoized
 from indexing.index_store import Index
+from retrieval.learned_ranker import load_ranker
 from retrieval.scoring import RangeScores, concat_scores, fuse, score_range
+from retrieval.section_features import chunk_features
 from retrieval.types import Fallback, LocatedNode, RetrievedChunk
 from utils.tokenizer import tokenize
 
@@ -146,11 +148,56 @@ def order_union(index: Index, qvec: np.ndarray, query: str, cands: list[Retrieve
     return sorted(cands, key=lambda r: (-r.score, r.row))
 
 
+SECTION_POOL = 20
+"""Candidates the section ranker hands on (the reranker's pool; without one, the top k are kept)."""
+
+
+def rank_in_sections(index: Index, qvec: np.ndarray, query: str, located: list[LocatedNode],
+                     config: Config, doc_paths: set[str] | None = None, kind: str = "tree",
+                     stages: StageHits | None = None) -> list[RetrievedChunk]:
+    """Every chunk in scope, scored by itself and by the evidence of its leaf, section and document.
+
+    The located leaves are a prior, not a cut: a chunk of a leaf step 1 missed can still win
+    on its own and its section's evidence (the hard cut to five leaves scored zero on ~17% of
+    questions). ``kind="flat"`` scores the same chunks with the flat model (chunk features only).
+    """
+    ranker = load_ranker(kind, config.ranker_weights)
+    scores = flat_scores(index, qvec, tokenize(query), config, doc_paths)
+    if len(scores.rows) == 0:
+        return []
+    loc_ids = {n.node_id for n in located}
+    X = chunk_features(index, qvec, scores, config, loc_ids, ranker.names)
+    s = ranker.score(X)
+    order = np.lexsort((scores.rows, -s))[:max(config.final_top_k, SECTION_POOL)]
+    fused = fuse(scores.dense, scores.bm25, config)
+    subs = {n.node_id: n.sub_query for n in located}
+    out: list[RetrievedChunk] = []
+    for i in order:
+        row = int(scores.rows[i])
+        rc = _make(index, row, scores.dense[i], scores.bm25[i], fused[i], query, "flat")
+        leaf = rc.chunk.source_node_id
+        if kind == "tree":
+            rc.source = "tree" if leaf in loc_ids else "net"
+            rc.sub_query = subs.get(leaf, query)
+            for name, value in zip(ranker.names, X[i]):
+                if name not in ("dense", "bm25_hit"):
+                    rc.retrieval_detail.setdefault(name, round(float(value), 4))
+        rc.score = float(s[i])
+        rc.retrieval_detail["section_score" if kind == "tree" else "learned_score"] = round(float(s[i]), 4)
+        out.append(rc)
+    if stages is not None:
+        stages.fusion.extend(out)
+    return out
+
+
 def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[LocatedNode],
              config: Config, doc_paths: set[str] | None = None,
              stages: StageHits | None = None) -> list[RetrievedChunk]:
     """All candidates before rerank: per-leaf top-k, plus the flat safety net when on."""
     embedder = memoized(embedder)  # leaves sharing a sub-query, the net and the ordering: one model call
+    if config.candidate_order == "section":
+        return rank_in_sections(index, embedder.embed_query(query), query, located, config, doc_paths,
+                                stages=stages)
     out: list[RetrievedChunk] = []
     for node in located:
         out.extend(retrieve_in_leaf(index, embedder, node, config, stages))

@@ -1,0 +1,200 @@
+"""Fit the linear chunk ranker on evaluation sets, with cross-validation grouped by document.
+
+Two models are fitted on the same questions, with the same learner: one over
+the flat features only (what any chunk retriever can know) and one over the
+tree features (flat + section evidence). Out-of-fold nDCG@10 of both, and of
+the fixed 0.5/0.5 fusion, say whether the structure adds anything a flat
+learner cannot; a model fitted on one set and scored on the other says
+whether it transfers. Only the weights are written (a few numbers, never any
+data content).
+
+    python -m evaluation.learn_ranker --data ../shared/bench/qasper-dev:onnx \\
+        --data ../shared/bench/lecoqa-train:use --out retrieval/ranker_weights.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from config import Config
+from evaluation.dataset import load_eval_set
+from evaluation.metrics import Relevance, SpanTable, question_relevance, score_ranking
+from evaluation.runner import EvalOptions, obtain_index
+from retrieval.hybrid_retriever import flat_scores
+from retrieval.node_locator import hybrid_leaf_scores
+from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features
+from utils.tokenizer import tokenize
+
+POOL = 400
+"""Chunks kept per question for fitting and scoring: the best by fused score and by a section
+prior. The learned top 10 lies far inside it; the eval harness ranks the whole scope."""
+
+
+@dataclass
+class QData:
+    qid: str
+    group: str
+    rows: np.ndarray
+    X: np.ndarray
+    """TREE_FEATURES columns."""
+    y: np.ndarray
+    rel: Relevance
+
+
+def collect(data: Path, embedder: str, config: Config, limit: int | None = None) -> list[QData]:
+    from evaluation.dataset import sample_questions
+    from pipeline import make_backends
+
+    eval_set = load_eval_set(data)
+    opts = EvalOptions(data=data, embedder=embedder, config=config, progress=False)
+    index, _ = obtain_index(eval_set, opts)
+    backends = make_backends(index, config.replace(embedder=index.embedder_identity["name"]), None)
+    table = SpanTable.from_index(index)
+    out: list[QData] = []
+    questions = sample_questions(eval_set.questions, limit, 0)
+    t0 = time.perf_counter()
+    texts = [q.query for q in questions]
+    vecs = backends.embedder.embed_documents(texts) if hasattr(backends.embedder, "embed_documents") \
+        else None
+    for i, q in enumerate(questions):
+        rel = question_relevance(table, [(e.doc, e.spans) for e in q.evidence], q.scope)
+        if not rel.scorable:
+            continue
+        doc_paths = set(q.scope) if q.scope else None
+        qvec = backends.embedder.embed_query(q.query)
+        tokens = tokenize(q.query)
+        scores = flat_scores(index, qvec, tokens, config, doc_paths)
+        leaves, leaf_total = hybrid_leaf_scores(index, backends.embedder, q.query, config, doc_paths)
+        top = np.lexsort((np.arange(len(leaf_total)), -leaf_total))[:config.hybrid_top_leaves]
+        located = {leaves[j].node_id for j in top if leaf_total[j] > 0}
+        X = chunk_features(index, qvec, scores, config, located, TREE_FEATURES)
+        fused = X[:, 1] * config.dense_weight + X[:, 2] * config.bm25_weight
+        prior = 0.5 * fused + 0.5 * X[:, TREE_FEATURES.index("leaf_top3")]
+        keep = np.union1d(np.argsort(-fused, kind="stable")[:POOL], np.argsort(-prior, kind="stable")[:POOL])
+        rows = scores.rows[keep]
+        y = np.isin(rows, list(rel.relevant)).astype(np.float64)
+        group = q.scope[0] if q.scope else q.evidence[0].doc.split("/")[0]
+        out.append(QData(q.id, group, rows, X[keep].astype(np.float64), y, rel))
+        if (i + 1) % 200 == 0:
+            print(f"  {data.name}: {i + 1}/{len(questions)} questions ({time.perf_counter() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+    del vecs
+    return out
+
+
+def fit_pairwise(qs: list[QData], cols: list[int], l2: float = 1.0, negatives: int = 30,
+                 iters: int = 50) -> np.ndarray:
+    """Linear RankNet (pairwise logistic): each relevant chunk against the question's hardest
+    non-relevant ones; every question weighs the same. Newton steps on a small dense problem."""
+    diffs, weights = [], []
+    for q in qs:
+        pos = np.flatnonzero(q.y > 0)
+        neg = np.flatnonzero(q.y == 0)
+        if len(pos) == 0 or len(neg) == 0:
+            continue
+        Xq = q.X[:, cols]
+        base = Xq[:, 0] if len(cols) else np.zeros(len(q.y))
+        hard = neg[np.argsort(-(q.X[neg, 1] + q.X[neg, 2]), kind="stable")[:negatives]]
+        d = (Xq[pos][:, None, :] - Xq[hard][None, :, :]).reshape(-1, len(cols))
+        diffs.append(d)
+        weights.append(np.full(len(d), 1.0 / len(d)))
+        del base
+    D = np.vstack(diffs)
+    W = np.concatenate(weights)
+    w = np.zeros(len(cols))
+    for _ in range(iters):
+        z = D @ w
+        p = 1.0 / (1.0 + np.exp(-z))
+        grad = D.T @ (W * (p - 1.0)) + l2 * w
+        H = (D * (W * p * (1 - p))[:, None]).T @ D + l2 * np.eye(len(cols))
+        step = np.linalg.solve(H, grad)
+        w -= step
+        if np.max(np.abs(step)) < 1e-8:
+            break
+    return w
+
+
+def ndcg_of(qs: list[QData], scores: list[np.ndarray]) -> np.ndarray:
+    out = []
+    for q, s in zip(qs, scores):
+        order = np.lexsort((q.rows, -s))[:10]
+        out.append(score_ranking(q.rows[order].tolist(), q.rel)["ndcg@10"])
+    return np.asarray(out)
+
+
+def score_with(qs: list[QData], cols: list[int], w: np.ndarray) -> list[np.ndarray]:
+    return [q.X[:, cols] @ w for q in qs]
+
+
+def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float = 1.0) -> np.ndarray:
+    groups = sorted({q.group for q in qs})
+    rng = np.random.default_rng(0)
+    fold_of = {g: int(f) for g, f in zip(groups, rng.permutation(len(groups)) % folds)}
+    result = np.zeros(len(qs))
+    for f in range(folds):
+        train = [q for q in qs if fold_of[q.group] != f]
+        test_idx = [i for i, q in enumerate(qs) if fold_of[q.group] == f]
+        if not test_idx or not train:
+            continue
+        w = fit_pairwise(train, cols, l2)
+        test = [qs[i] for i in test_idx]
+        result[test_idx] = ndcg_of(test, score_with(test, cols, w))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", action="append", required=True, help="SET_DIR:EMBEDDER (repeatable)")
+    ap.add_argument("--limit", type=int)
+    ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--out", type=Path, help="write the weights fitted on every set here")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+    from evaluation.cli import parse_overrides
+
+    config = Config().replace(**parse_overrides(args.set))
+    sets: dict[str, list[QData]] = {}
+    for spec in args.data:
+        path, _, emb = spec.rpartition(":")
+        sets[Path(path).name] = collect(Path(path), emb, config, args.limit)
+    flat_cols = [TREE_FEATURES.index(n) for n in FLAT_FEATURES]
+    tree_cols = list(range(len(TREE_FEATURES)))
+    fused_w = np.zeros(len(TREE_FEATURES))
+    fused_w[1], fused_w[2] = config.dense_weight, config.bm25_weight
+    report: dict[str, dict[str, float]] = {}
+    for name, qs in sets.items():
+        base = ndcg_of(qs, score_with(qs, tree_cols, fused_w))
+        flat = cross_validate(qs, flat_cols, l2=args.l2)
+        tree = cross_validate(qs, tree_cols, l2=args.l2)
+        report[name] = {"n": len(qs), "fused": float(base.mean()), "flat_learned": float(flat.mean()),
+                        "tree_learned": float(tree.mean())}
+        print(f"{name}: n={len(qs)} fused={base.mean():.4f} flat-learned(cv)={flat.mean():.4f} "
+              f"tree-learned(cv)={tree.mean():.4f} ratio={tree.mean() / max(flat.mean(), base.mean()):.3f}")
+    names = list(sets)
+    for a in names:
+        for b in names:
+            if a == b:
+                continue
+            for label, cols in (("flat", flat_cols), ("tree", tree_cols)):
+                w = fit_pairwise(sets[a], cols, args.l2)
+                nd = ndcg_of(sets[b], score_with(sets[b], cols, w)).mean()
+                print(f"transfer {label}: fit {a} -> score {b}: {nd:.4f}")
+    if args.out:
+        allq = [q for qs in sets.values() for q in qs]
+        out = {"format_version": 1, "fitted_on": names, "l2": args.l2, "cv": report}
+        for label, cols in (("flat", flat_cols), ("tree", tree_cols)):
+            w = fit_pairwise(allq, cols, args.l2)
+            out[label] = {TREE_FEATURES[c]: round(float(v), 6) for c, v in zip(cols, w)}
+        args.out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""A linear chunk ranker whose weights are a small JSON file (fitted by evaluation/learn_ranker.py).
+
+Linear on purpose: a dozen weights fitted with cross-validation grouped by
+document cannot memorise an evaluation set, the file is readable, and the
+score is one matrix-vector product over the scope.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from utils.errors import InputError
+
+DEFAULT_WEIGHTS = Path(__file__).with_name("ranker_weights.json")
+
+
+@dataclass(frozen=True)
+class LinearRanker:
+    kind: str
+    """flat | tree: which feature set the weights are for."""
+    names: tuple[str, ...]
+    weights: np.ndarray
+
+    def score(self, X: np.ndarray) -> np.ndarray:
+        return X @ self.weights
+
+
+def load_ranker(kind: str, path: str | Path | None = None) -> LinearRanker:
+    """The ``kind`` model of a weights file; one-line errors for a missing or malformed file."""
+    p = Path(path) if path else DEFAULT_WEIGHTS
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"ranker weights {p} not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise InputError(f"ranker weights {p} are not readable JSON: {exc}") from None
+    model = data.get(kind) if isinstance(data, dict) else None
+    if not isinstance(model, dict) or not model:
+        raise InputError(f"ranker weights {p} have no {kind!r} model")
+    names, values = [], []
+    for name, value in model.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value):
+            raise InputError(f"ranker weights {p}: {kind}.{name} is not a finite number")
+        names.append(str(name))
+        values.append(float(value))
+    from retrieval.section_features import TREE_FEATURES
+
+    unknown = [n for n in names if n not in TREE_FEATURES]
+    if unknown:
+        raise InputError(f"ranker weights {p}: unknown feature(s) {', '.join(unknown)}")
+    return LinearRanker(kind, tuple(names), np.asarray(values, dtype=np.float64))

@@ -1,0 +1,132 @@
+"""Per-chunk ranking features, including what only the section tree can say.
+
+A flat retriever sees each chunk alone. The tree knows which chunks belong
+together: a leaf, its parent section, its document. A question is usually
+answered by a section whose several chunks all match it a little, and a
+chunk's own score is noisy; pooling evidence over the section (max and top-3
+mean of its chunks, the section heading's similarity, the neighbours in the
+same leaf) is the structural signal (DAPR, arXiv 2305.13915: document +
+passage fusion; RAPTOR's collapsed tree).
+
+Features come in two groups so a comparison stays fair: ``FLAT_FEATURES``
+need nothing but the chunk (a flat arm uses exactly these), ``TREE_FEATURES``
+add the section-level ones. Everything is computed for every chunk in scope
+in a few vectorised passes (rows of a leaf, of a section and of a document
+are contiguous), so scoring the whole scope costs about as much as flat
+retrieval does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from config import Config
+from indexing.index_store import Index
+from retrieval.scoring import RangeScores
+from utils.similarity import min_max_normalize
+
+FLAT_FEATURES: tuple[str, ...] = ("dense", "dense_mm", "bm25_mm", "bm25_hit")
+"""Chunk-only signals: raw cosine, cosine and BM25 min-max normalised over the scope, any BM25 match."""
+TREE_FEATURES: tuple[str, ...] = FLAT_FEATURES + (
+    "leaf_max", "leaf_top3", "leaf_heading", "neighbour", "section_max", "doc_max", "doc_top3",
+    "located")
+"""Plus section evidence: the best and top-3 mean fused chunk score of the chunk's leaf, the leaf's
+heading+summary cosine, the best adjacent chunk of the same leaf, the best leaf of its parent
+section, the best and top-3 mean of its document, and whether step 1 located its leaf."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Row -> leaf / section / document positions of an index, computed once per index."""
+
+    row_leaf: np.ndarray
+    """Leaf position (index.leaves order) of every chunk row."""
+    leaf_section: np.ndarray
+    """Per leaf: a section id shared by the leaves under one parent section (own id if none)."""
+    row_doc: np.ndarray
+    """Document position of every chunk row."""
+    n_docs: int
+
+
+def layout(index: Index) -> Layout:
+    memo = index.derived.get("section_layout")
+    if memo is not None:
+        return memo
+    leaf_pos = {n.node_id: i for i, n in enumerate(index.leaves)}
+    n = len(index.chunks)
+    row_leaf = np.empty(n, dtype=np.int64)
+    for node_id, (s, e) in index.leaf_rows.items():
+        row_leaf[s:e] = leaf_pos[node_id]
+    section_ids: dict[str, int] = {}
+    leaf_section = np.empty(len(index.leaves), dtype=np.int64)
+    for i, leaf in enumerate(index.leaves):
+        parent = leaf.parent
+        key = parent.node_id if parent is not None and parent.kind == "section" else leaf.node_id
+        leaf_section[i] = section_ids.setdefault(key, len(section_ids))
+    row_doc = np.empty(n, dtype=np.int64)
+    for j, (s, e) in enumerate(index.doc_rows.values()):
+        row_doc[s:e] = j
+    memo = index.derived["section_layout"] = Layout(row_leaf, leaf_section, row_doc, len(index.doc_rows))
+    return memo
+
+
+def _group_max(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    out = np.full(n_groups, -np.inf, dtype=np.float64)
+    np.maximum.at(out, groups, values)
+    return out
+
+
+def _group_top_mean(values: np.ndarray, groups: np.ndarray, n_groups: int, k: int) -> np.ndarray:
+    """Mean of each group's k best values (fewer when the group is smaller)."""
+    order = np.lexsort((-values, groups))
+    g = groups[order]
+    first = np.searchsorted(g, g, side="left")
+    keep = (np.arange(len(g)) - first) < k
+    sums = np.bincount(g[keep], weights=values[order][keep], minlength=n_groups)
+    counts = np.bincount(g[keep], minlength=n_groups)
+    return np.divide(sums, counts, out=np.zeros(n_groups), where=counts > 0)
+
+
+def chunk_features(index: Index, qvec: np.ndarray, scores: RangeScores, config: Config,
+                   located: set[str] | None = None, names: tuple[str, ...] = TREE_FEATURES
+                   ) -> np.ndarray:
+    """Feature matrix (len(scores.rows) x len(names)) for the scope's chunks, in ``scores.rows`` order."""
+    rows = scores.rows
+    cols: dict[str, np.ndarray] = {}
+    dense_mm = min_max_normalize(scores.dense)
+    bm25_mm = min_max_normalize(scores.bm25)
+    cols["dense"] = scores.dense.astype(np.float64)
+    cols["dense_mm"] = dense_mm
+    cols["bm25_mm"] = bm25_mm
+    cols["bm25_hit"] = (scores.bm25 > 0).astype(np.float64)
+    if any(n not in cols for n in names):
+        lay = layout(index)
+        fused = config.dense_weight * dense_mm + config.bm25_weight * bm25_mm
+        # compact group ids over the scope only (scoped queries touch a few hundred rows)
+        leaf_ids, leaf_of = np.unique(lay.row_leaf[rows], return_inverse=True)
+        n_leaf = len(leaf_ids)
+        leaf_max = _group_max(fused, leaf_of, n_leaf)
+        cols["leaf_max"] = leaf_max[leaf_of]
+        cols["leaf_top3"] = _group_top_mean(fused, leaf_of, n_leaf, 3)[leaf_of]
+        leaf_emb = np.asarray(index.leaf_embeddings[leaf_ids])
+        cols["leaf_heading"] = np.clip(leaf_emb @ qvec, 0.0, 1.0).astype(np.float64)[leaf_of]
+        # neighbours: the adjacent rows when they belong to the same leaf
+        prev = np.concatenate(([-np.inf], fused[:-1]))
+        nxt = np.concatenate((fused[1:], [-np.inf]))
+        same_prev = np.concatenate(([False], leaf_of[1:] == leaf_of[:-1]))
+        same_next = np.concatenate((leaf_of[:-1] == leaf_of[1:], [False]))
+        neigh = np.maximum(np.where(same_prev, prev, -np.inf), np.where(same_next, nxt, -np.inf))
+        cols["neighbour"] = np.where(np.isfinite(neigh), neigh, 0.0)
+        sec_ids, sec_of_leaf = np.unique(lay.leaf_section[leaf_ids], return_inverse=True)
+        sec_max = _group_max(leaf_max, sec_of_leaf, len(sec_ids))
+        cols["section_max"] = sec_max[sec_of_leaf][leaf_of]
+        doc_ids, doc_of = np.unique(lay.row_doc[rows], return_inverse=True)
+        cols["doc_max"] = _group_max(fused, doc_of, len(doc_ids))[doc_of]
+        cols["doc_top3"] = _group_top_mean(fused, doc_of, len(doc_ids), 3)[doc_of]
+        if located:
+            loc_leaf = np.array([index.leaves[i].node_id in located for i in leaf_ids], dtype=np.float64)
+            cols["located"] = loc_leaf[leaf_of]
+        else:
+            cols["located"] = np.zeros(len(rows))
+    return np.column_stack([cols[n] for n in names]) if len(rows) else np.zeros((0, len(names)))

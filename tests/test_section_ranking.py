@@ -1,0 +1,126 @@
+"""Section-aware ranking: chunk representation, cov@2k, section features, the linear ranker."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from config import Config
+from evaluation.metrics import Relevance, coverage_at_budget
+from indexing.chunker import Chunk
+from indexing.index_builder import chunk_representation
+from retrieval.learned_ranker import load_ranker
+from retrieval.scoring import RangeScores
+from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features, layout
+from utils.errors import InputError
+
+
+def _chunk(path: str, text: str = "body text") -> Chunk:
+    return Chunk("0001_chunk_00", text, "0001", path, doc_path="a.md")
+
+
+def test_chunk_representation_adds_title_and_path_once() -> None:
+    c = _chunk("Methods > Training")
+    assert chunk_representation(c, "My Paper", "none") == "body text"
+    assert chunk_representation(c, "My Paper", "headings") == "My Paper > Methods > Training\nbody text"
+    # folder mode: the path already starts with the title
+    c2 = _chunk("My Paper > Methods")
+    assert chunk_representation(c2, "My Paper", "headings") == "My Paper > Methods\nbody text"
+    assert chunk_representation(_chunk(""), "", "headings") == "body text"
+
+
+def test_headings_context_is_what_bm25_sees(tmp_path: Path) -> None:
+    from indexing.embedder import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from utils.tokenizer import tokenize
+
+    doc = tmp_path / "d.md"
+    doc.write_text("# Zebrafish\n\nThe animals were counted twice a day.\n\n# Mice\n\nThey were fed once.\n\n"
+                   "# Rats\n\nThey slept all day long.\n", encoding="utf-8")
+    scores = {}
+    for ctx in ("none", "headings"):
+        cfg = Config(chunk_context=ctx)
+        build_index(doc, tmp_path / ctx, cfg, make_embedder("hash", cfg))
+        idx = load_index(tmp_path / ctx)
+        assert idx.metadata["chunk_context"] == ctx
+        assert idx.chunks[0].text == "The animals were counted twice a day."  # stored text unchanged
+        scores[ctx] = float(idx.bm25.score_range(tokenize("zebrafish"), 0, len(idx.chunks))[0])
+        assert len(idx.chunks) == 3
+    assert scores["none"] == 0.0 and scores["headings"] > 0.0
+
+
+def _rel(evidence: list[tuple[str, tuple[int, int]]]) -> Relevance:
+    return Relevance(per_evidence=(), relevant=frozenset(), gold_leaves=frozenset(),
+                     evidence_spans=tuple((d, (s,)) for d, s in evidence))
+
+
+def test_cov_counts_new_characters_only_and_cuts_at_the_budget() -> None:
+    rel = _rel([("a.md", (100, 300))])
+    # the first chunk covers half the evidence; the second overlaps it (its repeat is free)
+    ranked = [("a.md", (0, 200)), ("a.md", (150, 400))]
+    assert coverage_at_budget(ranked, rel, budget=2000) == pytest.approx(1.0)
+    # budget 250: 200 from the first chunk, then 50 new characters (200..250) of the second
+    assert coverage_at_budget(ranked, rel, budget=250) == pytest.approx(150 / 200)
+    # the same characters of another document cover nothing
+    assert coverage_at_budget([("b.md", (100, 300))], rel) == 0.0
+
+
+def test_cov_uses_the_best_occurrence_and_sums_items() -> None:
+    rel = Relevance(per_evidence=(), relevant=frozenset(), gold_leaves=frozenset(),
+                    evidence_spans=(("a.md", ((0, 100), (500, 600))), ("a.md", ((1000, 1100),))))
+    assert coverage_at_budget([("a.md", (500, 550))], rel) == pytest.approx(50 / 200)
+    assert coverage_at_budget([("a.md", (0, 100)), ("a.md", (1000, 1100))], rel) == pytest.approx(1.0)
+
+
+def test_section_features_pool_evidence_over_the_leaf(paper_index) -> None:
+    idx = paper_index
+    n = len(idx.chunks)
+    rows = np.arange(n, dtype=np.int64)
+    dense = np.zeros(n, dtype=np.float32)
+    bm25 = np.zeros(n, dtype=np.float32)
+    leaf_id = idx.chunks[0].source_node_id
+    s, e = idx.leaf_rows[leaf_id]
+    dense[s] = 1.0  # one strong chunk in the first leaf
+    cfg = Config()
+    X = chunk_features(idx, np.zeros(idx.embeddings.shape[1], dtype=np.float32),
+                       RangeScores(rows, dense, bm25), cfg, {leaf_id}, TREE_FEATURES)
+    col = {name: X[:, i] for i, name in enumerate(TREE_FEATURES)}
+    fused_best = cfg.dense_weight * 1.0
+    assert np.allclose(col["leaf_max"][s:e], fused_best)  # every chunk of the leaf shares its best
+    assert np.all(col["leaf_max"][e:] == 0.0)
+    assert np.allclose(col["doc_max"], fused_best)  # one document
+    assert np.all(col["located"][s:e] == 1.0) and np.all(col["located"][e:] == 0.0)
+    if e - s > 1:
+        assert col["neighbour"][s + 1] == pytest.approx(fused_best)  # next to the strong chunk
+    k = min(3, e - s)
+    assert col["leaf_top3"][s] == pytest.approx(fused_best / k)
+    lay = layout(idx)
+    assert lay.row_leaf.shape == (n,) and lay.n_docs == 1
+
+
+def test_flat_features_need_no_structure(paper_index) -> None:
+    idx = paper_index
+    rows = np.arange(4, dtype=np.int64)
+    sc = RangeScores(rows, np.array([0.1, 0.2, 0.3, 0.4], np.float32), np.array([0, 0, 1, 2], np.float32))
+    X = chunk_features(idx, np.zeros(idx.embeddings.shape[1], np.float32), sc, Config(), None,
+                       FLAT_FEATURES)
+    assert X.shape == (4, len(FLAT_FEATURES))
+    assert X[:, FLAT_FEATURES.index("bm25_hit")].tolist() == [0, 0, 1, 1]
+
+
+def test_packaged_weights_load_and_bad_files_are_one_line_errors(tmp_path: Path) -> None:
+    tree, flat = load_ranker("tree"), load_ranker("flat")
+    assert set(flat.names) <= set(FLAT_FEATURES)  # the flat model never sees structure
+    assert set(tree.names) <= set(TREE_FEATURES)
+    bad = tmp_path / "w.json"
+    for content, msg in (("{", "not readable JSON"), (json.dumps({"tree": {"x": 1}}), "unknown feature"),
+                         (json.dumps({"tree": {"dense": "a"}}), "not a finite number"),
+                         (json.dumps({"flat": {}}), "no 'tree' model")):
+        bad.write_text(content, encoding="utf-8")
+        with pytest.raises(InputError, match=msg):
+            load_ranker("tree", bad)
+    with pytest.raises(InputError, match="not found"):
+        load_ranker("tree", tmp_path / "missing.json")
