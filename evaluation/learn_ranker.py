@@ -27,6 +27,7 @@ from evaluation.dataset import load_eval_set
 from evaluation.metrics import Relevance, SpanTable, question_relevance, score_ranking
 from evaluation.runner import EvalOptions, obtain_index
 from retrieval.hybrid_retriever import flat_scores
+from retrieval.learned_ranker import MULTI_SUFFIX
 from retrieval.node_locator import hybrid_leaf_scores
 from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features
 from utils.tokenizer import tokenize
@@ -45,6 +46,8 @@ class QData:
     """TREE_FEATURES columns."""
     y: np.ndarray
     rel: Relevance
+    multi: bool = False
+    """Asked of several documents (a collection) rather than of one: the ranker's two regimes."""
 
 
 def collect(data: Path, embedder: str, config: Config, limit: int | None = None) -> list[QData]:
@@ -80,7 +83,8 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         rows = scores.rows[keep]
         y = np.isin(rows, list(rel.relevant)).astype(np.float64)
         group = q.scope[0] if q.scope else q.evidence[0].doc.split("/")[0]
-        out.append(QData(q.id, group, rows, X[keep].astype(np.float64), y, rel))
+        multi = q.scope is None or len(q.scope) > 1
+        out.append(QData(q.id, group, rows, X[keep].astype(np.float64), y, rel, multi))
         if (i + 1) % 200 == 0:
             print(f"  {data.name}: {i + 1}/{len(questions)} questions ({time.perf_counter() - t0:.0f} s)",
                   file=sys.stderr, flush=True)
@@ -88,36 +92,64 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
     return out
 
 
-def fit_pairwise(qs: list[QData], cols: list[int], l2: float = 1.0, negatives: int = 30,
+def fit_pairwise(qs: list[QData], cols: list[int], l2: float = 1.0, negatives: int = 200,
                  iters: int = 50) -> np.ndarray:
-    """Linear RankNet (pairwise logistic): each relevant chunk against the question's hardest
-    non-relevant ones; every question weighs the same. Newton steps on a small dense problem."""
+    """Linear RankNet (pairwise logistic): each relevant chunk against non-relevant ones of the same
+    question's pool, sampled uniformly (hard negatives alone teach the model to distrust the very
+    score that made them hard); every question weighs the same. Newton steps, a small dense problem."""
+    rng = np.random.default_rng(0)
     diffs, weights = [], []
     for q in qs:
         pos = np.flatnonzero(q.y > 0)
         neg = np.flatnonzero(q.y == 0)
         if len(pos) == 0 or len(neg) == 0:
             continue
+        if len(neg) > negatives:
+            neg = rng.choice(neg, negatives, replace=False)
         Xq = q.X[:, cols]
-        base = Xq[:, 0] if len(cols) else np.zeros(len(q.y))
-        hard = neg[np.argsort(-(q.X[neg, 1] + q.X[neg, 2]), kind="stable")[:negatives]]
-        d = (Xq[pos][:, None, :] - Xq[hard][None, :, :]).reshape(-1, len(cols))
+        d = (Xq[pos][:, None, :] - Xq[neg][None, :, :]).reshape(-1, len(cols))
         diffs.append(d)
         weights.append(np.full(len(d), 1.0 / len(d)))
-        del base
     D = np.vstack(diffs)
     W = np.concatenate(weights)
     w = np.zeros(len(cols))
     for _ in range(iters):
-        z = D @ w
-        p = 1.0 / (1.0 + np.exp(-z))
-        grad = D.T @ (W * (p - 1.0)) + l2 * w
-        H = (D * (W * p * (1 - p))[:, None]).T @ D + l2 * np.eye(len(cols))
+        p = 1.0 / (1.0 + np.exp(-(D @ w)))
+        grad = D.T @ (W * (p - 1.0)) + l2 * w / len(qs)
+        H = (D * (W * p * (1 - p))[:, None]).T @ D + l2 * np.eye(len(cols)) / len(qs)
         step = np.linalg.solve(H, grad)
         w -= step
         if np.max(np.abs(step)) < 1e-8:
             break
     return w
+
+
+def fit_listwise(qs: list[QData], cols: list[int], l2: float = 1.0) -> np.ndarray:
+    """Listwise softmax (ListNet-style): for each question, the log share of probability mass its
+    relevant chunks get among the whole pool. The loss is dominated by the top of each list,
+    which is where nDCG@10 is decided; every question weighs the same. L-BFGS on a convex loss."""
+    from scipy.optimize import minimize
+
+    qs = [q for q in qs if q.y.any()]
+    X = np.vstack([q.X[:, cols] for q in qs])
+    seg = np.cumsum([0] + [len(q.y) for q in qs])
+    pos = np.concatenate([q.y > 0 for q in qs])
+    qid = np.repeat(np.arange(len(qs)), np.diff(seg))
+    n_q = len(qs)
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        z = X @ w
+        zmax = np.maximum.reduceat(z, seg[:-1])[qid]
+        e = np.exp(z - zmax)
+        all_sum = np.add.reduceat(e, seg[:-1])
+        pos_sum = np.bincount(qid[pos], weights=e[pos], minlength=n_q)
+        val = float(np.sum(np.log(all_sum) - np.log(pos_sum))) / n_q + 0.5 * l2 * float(w @ w) / n_q
+        g_coef = e / all_sum[qid] - np.where(pos, e / pos_sum[qid], 0.0)
+        grad = X.T @ g_coef / n_q + l2 * w / n_q
+        return val, grad
+
+    res = minimize(loss, np.zeros(len(cols)), jac=True, method="L-BFGS-B", options={"maxiter": 500})
+    return res.x
 
 
 def ndcg_of(qs: list[QData], scores: list[np.ndarray]) -> np.ndarray:
@@ -132,7 +164,11 @@ def score_with(qs: list[QData], cols: list[int], w: np.ndarray) -> list[np.ndarr
     return [q.X[:, cols] @ w for q in qs]
 
 
-def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float = 1.0) -> np.ndarray:
+FIT = {"pairwise": fit_pairwise, "listwise": fit_listwise}
+
+
+def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float = 1.0,
+                   fit: str = "listwise") -> np.ndarray:
     groups = sorted({q.group for q in qs})
     rng = np.random.default_rng(0)
     fold_of = {g: int(f) for g, f in zip(groups, rng.permutation(len(groups)) % folds)}
@@ -142,17 +178,69 @@ def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float =
         test_idx = [i for i, q in enumerate(qs) if fold_of[q.group] == f]
         if not test_idx or not train:
             continue
-        w = fit_pairwise(train, cols, l2)
+        w = FIT[fit](train, cols, l2)
         test = [qs[i] for i in test_idx]
         result[test_idx] = ndcg_of(test, score_with(test, cols, w))
     return result
+
+
+def save_features(qs: list[QData], path: Path) -> None:
+    """Features as plain arrays (npz, no pickle) and relevance as JSON, so fitting reruns in seconds."""
+    seg = np.cumsum([0] + [len(q.y) for q in qs])
+    np.savez(path.with_suffix(".npz"), X=np.vstack([q.X for q in qs]), rows=np.concatenate([q.rows for q in qs]),
+             y=np.concatenate([q.y for q in qs]), seg=seg)
+    meta = [{"qid": q.qid, "group": q.group, "multi": q.multi, "relevant": sorted(q.rel.relevant),
+             "per_evidence": [sorted(e) for e in q.rel.per_evidence]} for q in qs]
+    path.with_suffix(".json").write_text(json.dumps({"features": list(TREE_FEATURES), "questions": meta}),
+                                         encoding="utf-8")
+
+
+def load_features(path: Path) -> list[QData] | None:
+    npz, js = path.with_suffix(".npz"), path.with_suffix(".json")
+    if not (npz.is_file() and js.is_file()):
+        return None
+    meta = json.loads(js.read_text(encoding="utf-8"))
+    if meta["features"] != list(TREE_FEATURES):
+        return None
+    with np.load(npz, allow_pickle=False) as arr:  # each arr[key] reads the whole array: read once
+        X, rows, y, seg = arr["X"], arr["rows"], arr["y"], arr["seg"]
+    out = []
+    for i, m in enumerate(meta["questions"]):
+        a, b = int(seg[i]), int(seg[i + 1])
+        rel = Relevance(per_evidence=tuple(frozenset(e) for e in m["per_evidence"]),
+                        relevant=frozenset(m["relevant"]), gold_leaves=frozenset())
+        out.append(QData(m["qid"], m["group"], rows[a:b], X[a:b], y[a:b], rel, bool(m["multi"])))
+    return out
+
+
+def pooled_cross_validate(sets: dict[str, list[QData]], cols: list[int], l2: float, fit: str,
+                          folds: int = 5) -> dict[str, np.ndarray]:
+    """One model fitted on the training folds of every set, scored on each set's held-out folds:
+    what the shipped (pooled) model does on documents it was not fitted on."""
+    rng = np.random.default_rng(0)
+    fold_of: dict[tuple[str, str], int] = {}
+    for name, qs in sets.items():
+        groups = sorted({q.group for q in qs})
+        fold_of.update({(name, g): int(f) for g, f in zip(groups, rng.permutation(len(groups)) % folds)})
+    out = {name: np.zeros(len(qs)) for name, qs in sets.items()}
+    for f in range(folds):
+        train = [q for name, qs in sets.items() for q in qs if fold_of[(name, q.group)] != f]
+        w = FIT[fit](train, cols, l2)
+        for name, qs in sets.items():
+            idx = [i for i, q in enumerate(qs) if fold_of[(name, q.group)] == f]
+            test = [qs[i] for i in idx]
+            if test:
+                out[name][idx] = ndcg_of(test, score_with(test, cols, w))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", action="append", required=True, help="SET_DIR:EMBEDDER (repeatable)")
     ap.add_argument("--limit", type=int)
-    ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--l2", type=float, default=30.0)
+    ap.add_argument("--fit", choices=sorted(FIT), default="pairwise")
+    ap.add_argument("--features-cache", type=Path, help="folder to keep collected features in")
     ap.add_argument("--out", type=Path, help="write the weights fitted on every set here")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
@@ -162,35 +250,53 @@ def main(argv: list[str] | None = None) -> int:
     sets: dict[str, list[QData]] = {}
     for spec in args.data:
         path, _, emb = spec.rpartition(":")
-        sets[Path(path).name] = collect(Path(path), emb, config, args.limit)
+        name = Path(path).name
+        cache = (args.features_cache / f"{name}-{config.chunk_context}-{emb}-{args.limit or 'all'}"
+                 if args.features_cache else None)
+        qs = load_features(cache) if cache else None
+        if qs is None:
+            qs = collect(Path(path), emb, config, args.limit)
+            if cache:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                save_features(qs, cache)
+        sets[name] = qs
     flat_cols = [TREE_FEATURES.index(n) for n in FLAT_FEATURES]
     tree_cols = list(range(len(TREE_FEATURES)))
     fused_w = np.zeros(len(TREE_FEATURES))
     fused_w[1], fused_w[2] = config.dense_weight, config.bm25_weight
     report: dict[str, dict[str, float]] = {}
+    pooled = {label: pooled_cross_validate(sets, cols, args.l2, args.fit)
+              for label, cols in (("flat", flat_cols), ("tree", tree_cols))}
     for name, qs in sets.items():
         base = ndcg_of(qs, score_with(qs, tree_cols, fused_w))
-        flat = cross_validate(qs, flat_cols, l2=args.l2)
-        tree = cross_validate(qs, tree_cols, l2=args.l2)
+        flat = cross_validate(qs, flat_cols, l2=args.l2, fit=args.fit)
+        tree = cross_validate(qs, tree_cols, l2=args.l2, fit=args.fit)
         report[name] = {"n": len(qs), "fused": float(base.mean()), "flat_learned": float(flat.mean()),
-                        "tree_learned": float(tree.mean())}
-        print(f"{name}: n={len(qs)} fused={base.mean():.4f} flat-learned(cv)={flat.mean():.4f} "
-              f"tree-learned(cv)={tree.mean():.4f} ratio={tree.mean() / max(flat.mean(), base.mean()):.3f}")
+                        "tree_learned": float(tree.mean()), "flat_pooled": float(pooled["flat"][name].mean()),
+                        "tree_pooled": float(pooled["tree"][name].mean())}
+        print(f"{name}: n={len(qs)} nDCG@10 (pool of {POOL}+{POOL}, out of fold): fused={base.mean():.4f} "
+              f"flat-learned={flat.mean():.4f} tree-learned={tree.mean():.4f} | pooled model: "
+              f"flat={pooled['flat'][name].mean():.4f} tree={pooled['tree'][name].mean():.4f}")
     names = list(sets)
     for a in names:
         for b in names:
             if a == b:
                 continue
             for label, cols in (("flat", flat_cols), ("tree", tree_cols)):
-                w = fit_pairwise(sets[a], cols, args.l2)
+                w = FIT[args.fit](sets[a], cols, args.l2)
                 nd = ndcg_of(sets[b], score_with(sets[b], cols, w)).mean()
+                report.setdefault("transfer", {})[f"{label}: {a} -> {b}"] = float(nd)
                 print(f"transfer {label}: fit {a} -> score {b}: {nd:.4f}")
     if args.out:
-        allq = [q for qs in sets.values() for q in qs]
-        out = {"format_version": 1, "fitted_on": names, "l2": args.l2, "cv": report}
-        for label, cols in (("flat", flat_cols), ("tree", tree_cols)):
-            w = fit_pairwise(allq, cols, args.l2)
-            out[label] = {TREE_FEATURES[c]: round(float(v), 6) for c, v in zip(cols, w)}
+        out = {"format_version": 1, "fitted_on": names, "fit": args.fit, "l2": args.l2,
+               "chunk_context": config.chunk_context, "cv": report}
+        for suffix, multi in (("", False), (MULTI_SUFFIX, True)):
+            regime = [q for qs in sets.values() for q in qs if q.multi == multi]
+            if not regime:
+                continue
+            for label, cols in (("flat", flat_cols), ("tree", tree_cols)):
+                w = FIT[args.fit](regime, cols, args.l2)
+                out[label + suffix] = {TREE_FEATURES[c]: round(float(v), 6) for c, v in zip(cols, w)}
         args.out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.out}")
     return 0

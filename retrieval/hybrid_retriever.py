@@ -17,7 +17,7 @@ import numpy as np
 from config import Config
 from indexing.embedder import memoized
 from indexing.index_store import Index
-from retrieval.learned_ranker import load_ranker
+from retrieval.learned_ranker import load_ranker, model_name
 from retrieval.scoring import RangeScores, concat_scores, fuse, score_range
 from retrieval.section_features import chunk_features
 from retrieval.types import Fallback, LocatedNode, RetrievedChunk
@@ -161,10 +161,11 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: str, located: list[L
     on its own and its section's evidence (the hard cut to five leaves scored zero on ~17% of
     questions). ``kind="flat"`` scores the same chunks with the flat model (chunk features only).
     """
-    ranker = load_ranker(kind, config.ranker_weights)
     scores = flat_scores(index, qvec, tokenize(query), config, doc_paths)
     if len(scores.rows) == 0:
         return []
+    n_docs = len(index.doc_rows) if doc_paths is None else len(set(doc_paths) & index.doc_rows.keys())
+    ranker = load_ranker(model_name(kind, n_docs), config.ranker_weights)
     loc_ids = {n.node_id for n in located}
     X = chunk_features(index, qvec, scores, config, loc_ids, ranker.names)
     s = ranker.score(X)

@@ -15,6 +15,14 @@ import numpy as np
 from utils.errors import InputError
 
 DEFAULT_WEIGHTS = Path(__file__).with_name("ranker_weights.json")
+MULTI_SUFFIX = "_multi"
+"""Models for a scope of several documents are stored as ``<kind>_multi``: within one document the
+sections partition its evidence; across a collection a question's evidence spans documents, and
+the evidence a section pools weighs differently (fitted separately, evaluation/learn_ranker.py)."""
+
+
+def model_name(kind: str, n_docs: int) -> str:
+    return kind + MULTI_SUFFIX if n_docs > 1 else kind
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,8 @@ def load_ranker(kind: str, path: str | Path | None = None) -> LinearRanker:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"ranker weights {p} are not readable JSON: {exc}") from None
     model = data.get(kind) if isinstance(data, dict) else None
+    if model is None and kind.endswith(MULTI_SUFFIX) and isinstance(data, dict):
+        model = data.get(kind[:-len(MULTI_SUFFIX)])  # one model for both regimes
     if not isinstance(model, dict) or not model:
         raise InputError(f"ranker weights {p} have no {kind!r} model")
     names, values = [], []

@@ -118,8 +118,15 @@ def test_every_arm_is_scored_and_a_rerun_comes_from_the_cache(eval_set: Path, tm
         assert re.search(rf"^{re.escape(name)}\s", table, re.M), name
     assert "5 question(s) scored" in table and "(baseline)" in table
     by = {s.name: s for s in run.summaries}
-    assert by["flat-hybrid"].vs_baseline is None
+    # the baseline is the best flat arm of the run, by nDCG@10; it is not compared with itself
+    flat = [s for s in run.summaries if s.name.startswith("flat-")]
+    best = max(flat, key=lambda s: (s.means["ndcg@10"], s.name == "flat-hybrid"))  # ties: flat-hybrid
+    assert {s.baseline for s in run.summaries} == {best.name}
+    assert by[best.name].vs_baseline is None and by[best.name].vs_baseline_cov is None
     assert by["tree-hybrid"].vs_baseline is not None and by["tree-hybrid"].vs_baseline.n == 5
+    assert by["tree-hybrid"].vs_baseline_cov is not None
+    assert by["tree-hybrid"].vs_baseline.mean_b == pytest.approx(best.means["ndcg@10"])
+    assert all(0.0 <= s.means["cov@2k"] <= 1.0 for s in run.summaries)
     assert by["flat-bm25"].means["leaf_recall"] is None
     assert by["tree-hybrid"].means["leaf_recall"] is not None
     # every question's evidence is findable by words: the lexical arms must find most of it
@@ -342,5 +349,8 @@ def test_parse_overrides_types() -> None:
 def test_json_dump_round_trips(eval_set: Path, tmp_path: Path) -> None:
     run = run_eval(_opts(eval_set, tmp_path, arms=["flat-dense", "tree-hybrid"]))
     d = json.loads(json.dumps(run_to_dict(run)))
-    assert d["table"][1]["ndcg@10_vs_flat-hybrid"] is None  # baseline not run: no comparison
+    # the only flat arm is the baseline; the tree arm is compared with it
+    assert d["table"][0]["baseline"] == "flat-dense" and d["table"][0]["ndcg@10_vs_baseline"] is None
+    assert d["table"][1]["ndcg@10_vs_baseline"]["n"] == 5 and d["table"][1]["cov@2k_vs_baseline"]["n"] == 5
+    assert {row["chunk_context"] for row in d["table"]} == {"headings"}
     assert len(d["questions"]) == 5
