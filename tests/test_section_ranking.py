@@ -124,3 +124,41 @@ def test_packaged_weights_load_and_bad_files_are_one_line_errors(tmp_path: Path)
             load_ranker("tree", bad)
     with pytest.raises(InputError, match="not found"):
         load_ranker("tree", tmp_path / "missing.json")
+
+
+def test_section_ranking_scores_the_whole_scope_with_located_leaves_as_a_prior(paper_index) -> None:
+    from indexing.embedder import make_embedder
+    from retrieval.hybrid_retriever import rank_in_sections
+    from retrieval.types import LocatedNode
+
+    cfg = Config()
+    emb = make_embedder("hash", cfg)
+    query = "How many epochs was the model trained for?"
+    qvec = emb.embed_query(query)
+    plain = rank_in_sections(paper_index, qvec, query, [], cfg)
+    assert plain and [c.score for c in plain] == sorted((c.score for c in plain), reverse=True)
+    assert all(c.source == "net" for c in plain)  # nothing located: every chunk came from the scope
+    # locating a leaf raises its chunks (the prior), without excluding any other chunk
+    target = plain[-1].chunk.source_node_id
+    located = rank_in_sections(paper_index, qvec, query, [LocatedNode(target, "sub q")], cfg)
+    by_id = {c.chunk.chunk_id: c for c in located}
+    moved = [c for c in plain if c.chunk.source_node_id == target and c.chunk.chunk_id in by_id]
+    assert moved and all(by_id[c.chunk.chunk_id].score > c.score for c in moved)
+    assert all(by_id[c.chunk.chunk_id].source == "tree" and by_id[c.chunk.chunk_id].sub_query == "sub q"
+               for c in moved)
+    # the flat model ranks by chunk features only: locating changes nothing
+    f1 = rank_in_sections(paper_index, qvec, query, [], cfg, kind="flat")
+    f2 = rank_in_sections(paper_index, qvec, query, [LocatedNode(target, "q")], cfg, kind="flat")
+    assert [c.row for c in f1] == [c.row for c in f2]
+    assert "leaf_max" not in f1[0].retrieval_detail and "learned_score" in f1[0].retrieval_detail
+
+
+def test_regime_follows_the_number_of_documents_in_scope(tmp_path: Path) -> None:
+    from retrieval.learned_ranker import MULTI_SUFFIX, model_name
+
+    assert model_name("tree", 1) == "tree" and model_name("tree", 2) == "tree" + MULTI_SUFFIX
+    w = tmp_path / "w.json"
+    w.write_text(json.dumps({"tree": {"dense": 1.0}}), encoding="utf-8")
+    assert load_ranker("tree_multi", w).weights.tolist() == [1.0]  # one model serves both regimes
+    for kind in ("flat", "tree", "flat_multi", "tree_multi"):  # the shipped file has all four
+        assert load_ranker(kind).kind == kind
