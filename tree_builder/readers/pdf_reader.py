@@ -114,22 +114,37 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
 # --------------------------------------------------------------------------- furniture
 
 def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
-    """Drop running headers/footers and page numbers (lines at a page's top or bottom edge)."""
-    def key(line: Line) -> str:
-        return re.sub(r"\d+", "#", _norm(line.text))
+    """Drop running headers/footers and page numbers (lines at a page's top or bottom edge).
+
+    A running header is text repeated at the same edge of at least half the
+    pages, in a font no larger than the body; text that repeats only once
+    digits are ignored ("Page 3 of 9", "Report 2024 · 7") must also be short.
+    A heading that happens to open every page is larger than the body, so it stays.
+    """
+    body_size, _ = body_style(pages)
+
+    def small(line: Line) -> bool:
+        return line.size <= body_size + 0.5
 
     def edges(lines: list[Line]) -> set[int]:
         order = sorted(range(len(lines)), key=lambda i: lines[i].y)
-        return set(order[:2]) | set(order[-2:])
+        return {i for i in set(order[:2]) | set(order[-2:]) if small(lines[i])}
+
+    def keys(line: Line) -> set[str]:
+        exact = _norm(line.text)
+        out = {"=" + exact}
+        if len(exact) <= 60:
+            out.add("#" + re.sub(r"\d+", "#", exact))
+        return out
 
     counts: Counter = Counter()
     for lines in pages:
-        counts.update({key(lines[i]) for i in edges(lines)})
+        counts.update(set().union(*[keys(lines[i]) for i in edges(lines)]) if lines else set())
     need = max(2, math.ceil(0.5 * len(pages)))
     repeated = {k for k, c in counts.items() if c >= need} if len(pages) >= 2 else set()
     out: list[list[Line]] = []
     for lines in pages:
-        drop = {i for i in edges(lines) if key(lines[i]) in repeated or _PAGE_NUMBER.match(lines[i].text)}
+        drop = {i for i in edges(lines) if keys(lines[i]) & repeated or _PAGE_NUMBER.match(lines[i].text)}
         out.append([ln for i, ln in enumerate(lines) if i not in drop])
     return out
 
