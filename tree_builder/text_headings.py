@@ -40,6 +40,8 @@ def _numbered_rest(s: str, numbering_family: str) -> str:
     if numbering_family == "cn_law":
         m = _LAW_MARK.match(s)
         return s[m.end():].strip() if m else ""
+    if numbering_family == "cn_outline":
+        return re.sub(r"^[（(]?[^、）)\s]{1,6}[、）)]", "", s).strip()
     parts = s.split(None, 1)
     return parts[1] if len(parts) > 1 else ""
 
@@ -48,8 +50,8 @@ def _title_like(s: str, strict: bool) -> bool:
     if not s[0].isupper() and not _is_cjk(s[0]):
         return False
     if strict:
-        if _is_cjk(s):
-            return False
+        if _is_cjk(s):  # 附则, 附件一: a few characters only
+            return len(s) <= 8
         words = s.split()
         return len(words) <= 5 and all(w[0].isupper() or len(w) <= 3 or not w[0].isalpha() for w in words)
     return len(s.split()) <= 10
@@ -88,6 +90,8 @@ def detect_headings(text: str, body_start: int = 0) -> list[Heading]:
         if num is None:
             continue
         rest = _numbered_rest(s, num.family)
+        if num.family == "cn_law" and num.depth == _LAW_ORDER["条"] and rest:
+            continue  # "第一条 ……" opens an article's text; only a bare "第一条" line is a heading
         if num.family != "cn_law":
             # "12 apples were sold" is a sentence; "3.2 Encoder Design" a heading
             if not rest or not (rest[0].isupper() or _is_cjk(rest[0])):
@@ -101,43 +105,39 @@ def detect_headings(text: str, body_start: int = 0) -> list[Heading]:
 
     strict = len(numbered) >= 2
     law_ranks = sorted({d for f, d in numbered.values() if f == "cn_law"})
-    out: list[tuple[int, int]] = []  # (line index, marker level)
-    for i, raw in enumerate(lines):
-        s = raw.strip()
-        if blank[i]:
-            continue
-        if i in numbered:
-            family, depth = numbered[i]
-            if family == "cn_law":
-                marker = 2 + law_ranks.index(depth)
-            elif family == "decimal":
-                marker = 1 + depth
-            else:
-                marker = 2
-            out.append((i, marker))
-            continue
-        if not _shape_ok(s):
+    marker: dict[int, int] = {}  # line index -> marker level
+    for i, (family, depth) in numbered.items():
+        if family == "cn_law":
+            marker[i] = 2 + law_ranks.index(depth)
+        elif family == "decimal":
+            marker[i] = 1 + depth
+        else:
+            marker[i] = 2
+    # Unnumbered lines, last to first: "body follows" may be another heading just accepted.
+    for i in range(n - 1, -1, -1):
+        s = lines[i].strip()
+        if blank[i] or i in numbered or not _shape_ok(s):
             continue
         p, q = prev_nonblank(i), next_nonblank(i)
         isolated = (p == -1 or p < i - 1) and (q >= n or q > i + 1)
         if not isolated or q >= n:
             continue
         if p == -1:  # the first line of the text, set apart: the title
-            out.append((i, 1))
+            marker[i] = 1
             continue
         if not _title_like(s, strict):
             continue
         follower = lines[q].strip()
         body_follows = len(follower) >= max(2 * len(s), 20 if _is_cjk(follower) else 40)
-        if q not in numbered and not body_follows:
-            continue
-        out.append((i, 2))
+        if q in marker or body_follows:
+            marker[i] = 2
+    out = sorted(marker.items())
     first_line = text.count("\n", 0, body_start) + 1
     headings: list[Heading] = []
-    for i, marker in out:
+    for i, level in out:
         raw = lines[i]
         end = starts[i] + len(raw) + (1 if i + 1 < n else 0)
-        headings.append(Heading(text=" ".join(raw.split()), marker_level=marker,
+        headings.append(Heading(text=" ".join(raw.split()), marker_level=level,
                                 line=first_line + i, start_char=starts[i], end_char=end,
                                 end_line=first_line + i))
     return headings

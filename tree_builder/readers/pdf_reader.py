@@ -267,7 +267,7 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
                 text = [ln.text]
                 while (i + 1 < len(lines) and lines[i + 1].heading == ln.heading
                        and lines[i + 1].size == ln.size and ln.size > 0
-                       and 0 < ln.y - lines[i + 1].y < 1.6 * ln.size):
+                       and 0 < lines[i].y - lines[i + 1].y < 1.6 * ln.size):
                     i += 1
                     text.append(lines[i].text)
                 builder.heading(" ".join(text), ln.heading)

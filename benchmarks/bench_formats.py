@@ -1,0 +1,219 @@
+"""Structure recovery and parsing cost of the PDF / Word / HTML / plain-text readers.
+
+Markdown documents with known headings (the test paper and a deterministic
+sample of bench documents) are rendered to PDF with and without an outline
+(fpdf2; running header and page numbers on every page), to .docx
+(python-docx), to HTML (with nav/script/footer chrome) and to plain text
+(heading lines without ``#``). Each file is read back with the reader the
+indexer uses and compared with the source:
+
+- heading recall / precision: headings (text, whitespace and case folded)
+  found vs the source's, matched as multisets;
+- tree agreement: share of source sections whose (heading, tree level) the
+  converted document's tree reproduces;
+- throughput on the PDFs: reading time vs the time the raw encoder needs to
+  embed the same chunks; the pipeline's share of the raw encoder's speed is
+  embed / (read + embed) (goal >= 0.9).
+
+``--libs`` also times the candidate PDF/HTML libraries on one rendered file
+(the measurement the reader choice rests on; candidates not installed are skipped).
+
+    python benchmarks/bench_formats.py                 # 10 qasper + 10 lecoqa docs + the test paper
+    python benchmarks/bench_formats.py --per-set 3 --embedder hash --libs
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import BENCH_DATA, TEST_PAPER, base_parser, machine_info, machine_line, workdir_of  # noqa: E402
+
+FORMATS = ("pdf+outline", "pdf-layout", "docx", "html", "txt")
+
+
+def sample_docs(per_set: int) -> list[Path]:
+    """Evenly spaced, sorted, so every run picks the same documents."""
+    out = [TEST_PAPER]
+    for name in ("qasper-dev", "lecoqa-train"):
+        docs = sorted((BENCH_DATA / name / "docs").rglob("*.md"))
+        if docs and per_set:
+            step = max(1, len(docs) // per_set)
+            out += docs[::step][:per_set]
+    return out
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def render(src: Any, fmt: str, path: Path, md_text: str) -> None:
+    from tests.doc_factory import render_docx, render_html, render_pdf
+
+    if fmt == "pdf+outline":
+        render_pdf(src, path, outline=True, running_header=src.title[:60] or "Report")
+    elif fmt == "pdf-layout":
+        render_pdf(src, path, outline=False, running_header=src.title[:60] or "Report")
+    elif fmt == "docx":
+        render_docx(src, path)
+    elif fmt == "html":
+        render_html(src, path)
+    else:  # plain text: every heading line kept, its '#' marks removed
+        lines = []
+        for b in src.blocks:
+            lines += [b.text, ""]
+        path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def compare(truth_doc: Any, doc: Any) -> dict[str, float]:
+    from config import Config
+    from tree_builder.parser import parse_headings
+    from tree_builder.tree import build_tree
+
+    t = Counter(_norm(h.text) for h in parse_headings(truth_doc))
+    p = Counter(_norm(h.text) for h in parse_headings(doc))
+    hit = sum((t & p).values())
+    cfg = Config(max_depth=6)
+
+    def sections(d: Any) -> Counter:
+        root = build_tree([d], cfg, folder_mode=True)
+        return Counter((_norm(n.heading), n.level) for n in root.iter_preorder() if n.kind == "section")
+
+    ts, ps = sections(truth_doc), sections(doc)
+    return {"truth": sum(t.values()), "pred": sum(p.values()), "hit": hit,
+            "tree_truth": sum(ts.values()), "tree_hit": sum((ts & ps).values())}
+
+
+def main() -> int:
+    ap = base_parser(__doc__)
+    ap.add_argument("--per-set", type=int, default=10, help="documents sampled from each bench set")
+    ap.add_argument("--embedder", default="onnx", help="raw encoder for the throughput ratio (onnx|hash|...)")
+    ap.add_argument("--libs", action="store_true", help="also time candidate PDF/HTML libraries")
+    args = ap.parse_args()
+    from config import Config
+    from indexing.embedder import make_embedder
+    from indexing.index_builder import chunk_documents
+    from tests.doc_factory import source_from_markdown
+    from tree_builder.parser import document_from_text, load_document
+    from tree_builder.tree import build_tree
+
+    info = machine_info()
+    print(machine_line(info))
+    work = workdir_of(args) / "formats"
+    work.mkdir(parents=True, exist_ok=True)
+    totals = {f: Counter() for f in FORMATS}
+    read_s = Counter()
+    pdf_docs: list[Any] = []
+    docs = sample_docs(args.per_set)
+    print(f"{len(docs)} source documents")
+    for i, md_path in enumerate(docs):
+        md_text = md_path.read_text(encoding="utf-8")
+        truth = document_from_text(md_text, md_path.name)
+        src = source_from_markdown(md_text, md_path.name)
+        for fmt in FORMATS:
+            ext = {"pdf+outline": ".pdf", "pdf-layout": ".pdf"}.get(fmt, "." + fmt)
+            out = work / f"d{i:02d}-{fmt.replace('+', '_')}{ext}"
+            if not out.exists():
+                render(src, fmt, out, md_text)
+            t0 = time.perf_counter()
+            doc = load_document(out, out.name)
+            read_s[fmt] += time.perf_counter() - t0
+            totals[fmt] += Counter(compare(truth, doc))
+            if fmt == "pdf-layout":
+                pdf_docs.append(doc)
+    print(f"\n{'format':<12} {'headings':>8} {'recall':>7} {'precision':>9} {'tree agreement':>15} {'read s':>7}")
+    results: dict[str, Any] = {}
+    for fmt in FORMATS:
+        c = totals[fmt]
+        recall = c["hit"] / c["truth"] if c["truth"] else float("nan")
+        precision = c["hit"] / c["pred"] if c["pred"] else float("nan")
+        tree = c["tree_hit"] / c["tree_truth"] if c["tree_truth"] else float("nan")
+        results[fmt] = {"recall": recall, "precision": precision, "tree_agreement": tree,
+                        "read_seconds": read_s[fmt], "headings": c["truth"]}
+        print(f"{fmt:<12} {c['truth']:>8} {recall:>7.3f} {precision:>9.3f} {tree:>15.3f} {read_s[fmt]:>7.2f}")
+
+    # Throughput: reading the PDFs vs embedding their chunks with the raw encoder.
+    cfg = Config()
+    chunks = []
+    for d in pdf_docs:
+        root = build_tree([d], cfg, folder_mode=True)
+        chunks += chunk_documents(root, [d], cfg)
+    embedder = make_embedder(args.embedder, cfg)
+    embedder.embed_documents(["warm up"])
+    t0 = time.perf_counter()
+    embedder.embed_documents([c.text for c in chunks])
+    embed_s = time.perf_counter() - t0
+    parse_s = read_s["pdf-layout"]
+    share = embed_s / (embed_s + parse_s) if embed_s + parse_s else float("nan")
+    pages = sum(len(d.page_starts) for d in pdf_docs)
+    print(f"\nPDF throughput ({args.embedder}): {pages} pages, {len(chunks)} chunks; read {parse_s:.2f} s "
+          f"({pages / parse_s:.0f} pages/s), embed {embed_s:.2f} s; reading/embedding = {parse_s / embed_s:.3f}; "
+          f"read+embed runs at {share:.3f}x the raw encoder (goal >= 0.9)")
+    if args.libs:
+        time_libraries(work / "d00-pdf_outline.pdf", work / "d00-html.html")
+    return 0
+
+
+def time_libraries(pdf: Path, html: Path) -> None:
+    """Seconds to get text (with fonts where the library can) from one PDF / HTML file, best of 3."""
+    def best(fn: Any) -> float:
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    def pypdf_fonts() -> None:
+        import pypdf
+
+        for p in pypdf.PdfReader(str(pdf)).pages:
+            p.extract_text(visitor_text=lambda *a: None)
+
+    def pdfminer_chars() -> None:
+        from pdfminer.converter import PDFPageAggregator
+        from pdfminer.pdfdocument import PDFDocument
+        from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+        from pdfminer.pdfpage import PDFPage
+        from pdfminer.pdfparser import PDFParser
+
+        with open(pdf, "rb") as fh:
+            rm = PDFResourceManager()
+            dev = PDFPageAggregator(rm, laparams=None)
+            interp = PDFPageInterpreter(rm, dev)
+            for page in PDFPage.create_pages(PDFDocument(PDFParser(fh))):
+                interp.process_page(page)
+
+    def pdfplumber_chars() -> None:
+        import pdfplumber
+
+        with pdfplumber.open(str(pdf)) as d:
+            for p in d.pages:
+                _ = p.chars
+
+    def bs4_text() -> None:
+        from bs4 import BeautifulSoup
+
+        BeautifulSoup(html.read_text(encoding="utf-8"), "html.parser").get_text()
+
+    def selectolax_text() -> None:
+        from selectolax.lexbor import LexborHTMLParser
+
+        LexborHTMLParser(html.read_text(encoding="utf-8")).body.text()
+
+    print(f"\nlibrary timings on {pdf.name} / {html.name} (best of 3):")
+    for name, fn in (("pypdf (text + fonts)", pypdf_fonts), ("pdfminer.six (chars, no layout)", pdfminer_chars),
+                     ("pdfplumber (chars)", pdfplumber_chars), ("beautifulsoup4 html.parser", bs4_text),
+                     ("selectolax lexbor", selectolax_text)):
+        try:
+            print(f"  {name:<34} {best(fn) * 1000:8.1f} ms")
+        except ImportError:
+            print(f"  {name:<34} not installed")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
