@@ -19,7 +19,7 @@ indexer uses and compared with the source:
 (the measurement the reader choice rests on; candidates not installed are skipped).
 
     python benchmarks/bench_formats.py                 # 10 qasper + 10 lecoqa docs + the test paper
-    python benchmarks/bench_formats.py --per-set 3 --embedder hash --libs
+    python benchmarks/bench_formats.py --per-set 3 --embedder hash --libs --ndcg-docs 20
 """
 from __future__ import annotations
 
@@ -93,6 +93,9 @@ def main() -> int:
     ap.add_argument("--per-set", type=int, default=10, help="documents sampled from each bench set")
     ap.add_argument("--embedder", default="onnx", help="raw encoder for the throughput ratio (onnx|hash|...)")
     ap.add_argument("--libs", action="store_true", help="also time candidate PDF/HTML libraries")
+    ap.add_argument("--ndcg-docs", type=int, default=0,
+                    help="also compare retrieval nDCG@10 on this many qasper papers per format (0 = skip)")
+    ap.add_argument("--ndcg-embedder", default="hash", help="embedder for the nDCG comparison")
     args = ap.parse_args()
     from config import Config
     from indexing.embedder import make_embedder
@@ -155,7 +158,91 @@ def main() -> int:
           f"read+embed runs at {share:.3f}x the raw encoder (goal >= 0.9)")
     if args.libs:
         time_libraries(work / "d00-pdf_outline.pdf", work / "d00-html.html")
+    if args.ndcg_docs:
+        retrieval_ndcg(work / "ndcg", args.ndcg_docs, args.ndcg_embedder)
     return 0
+
+
+NDCG_FORMATS = {"md": ".md", "pdf-layout": ".pdf", "docx": ".docx", "html": ".html"}
+
+
+def _locate_ws(text: str, needle: str) -> tuple[tuple[int, int], ...]:
+    """Evidence spans, whitespace-insensitive (a PDF breaks a paragraph into lines)."""
+    import re
+
+    tokens = needle.split()
+    if not tokens:
+        return ()
+    pattern = re.compile(r"\s+".join(re.escape(t) for t in tokens))
+    return tuple((m.start(), m.end()) for m in pattern.finditer(text))
+
+
+def retrieval_ndcg(work: Path, n_docs: int, embedder_name: str) -> None:
+    """nDCG@10 of qasper questions on the same papers indexed as Markdown and as each converted format.
+
+    Same pipeline (hybrid locator, no reranker), same embedder; only questions whose
+    evidence can be located in every format are scored, so the means are paired.
+    """
+    import json
+
+    from config import Config
+    from evaluation.metrics import SpanTable, question_relevance, score_ranking
+    from indexing.embedder import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from pipeline import Backends, run_retrieval
+    from retrieval.hybrid_retriever import make_reranker
+    from tests.doc_factory import render_docx, render_html, render_pdf, source_from_markdown
+    from tree_builder.loader import load_input
+
+    docs_dir = BENCH_DATA / "qasper-dev" / "docs"
+    papers = sorted(docs_dir.glob("*.md"))
+    papers = papers[::max(1, len(papers) // n_docs)][:n_docs]
+    names = {p.name for p in papers}
+    questions = []
+    for line in (BENCH_DATA / "qasper-dev" / "qa.jsonl").read_text(encoding="utf-8").splitlines():
+        q = json.loads(line)
+        if q.get("scope") and set(q["scope"]) <= names and q.get("evidence"):
+            questions.append(q)
+    config = Config(reranker="none", locator="hybrid", final_top_k=10)
+    embedder = make_embedder(embedder_name, config)
+    per_format: dict[str, dict[str, float]] = {}
+    for fmt, ext in NDCG_FORMATS.items():
+        folder = work / fmt
+        folder.mkdir(parents=True, exist_ok=True)
+        for p in papers:
+            out = folder / (p.stem + ext)
+            if out.exists():
+                continue
+            if fmt == "md":
+                out.write_text(p.read_text(encoding="utf-8"), encoding="utf-8")
+                continue
+            src = source_from_markdown(p.read_text(encoding="utf-8"), p.name)
+            {"pdf-layout": lambda: render_pdf(src, out, outline=False, running_header=src.title[:60]),
+             "docx": lambda: render_docx(src, out), "html": lambda: render_html(src, out)}[fmt]()
+        build_index(folder, work / f"index-{fmt}", config, embedder)
+        index = load_index(work / f"index-{fmt}")
+        texts = {d.path: d.text for d in load_input(folder).documents}
+        table = SpanTable.from_index(index)
+        rows = {c.chunk_id: i for i, c in enumerate(index.chunks)}
+        backends = Backends(embedder, make_reranker(config), None)
+        scores: dict[str, float] = {}
+        for q in questions:
+            doc = q["scope"][0].removesuffix(".md") + ext
+            evidence = [(doc, _locate_ws(texts.get(doc, ""), e["text"])) for e in q["evidence"]]
+            rel = question_relevance(table, evidence, [doc])
+            if not rel.scorable:
+                continue
+            r = run_retrieval(q["query"], index, config, backends, {doc})
+            scores[q["id"]] = score_ranking([rows[rc.chunk.chunk_id] for rc in r.final], rel)["ndcg@10"]
+        per_format[fmt] = scores
+    common = set.intersection(*(set(s) for s in per_format.values()))
+    print(f"\nretrieval nDCG@10 ({embedder_name} embedder, hybrid locator, no rerank): {len(papers)} qasper papers, "
+          f"{len(common)} questions scorable in every format (of {len(questions)})")
+    base = sum(per_format["md"][q] for q in common) / len(common) if common else float("nan")
+    for fmt, scores in per_format.items():
+        mean = sum(scores[q] for q in common) / len(common) if common else float("nan")
+        print(f"  {fmt:<12} nDCG@10 {mean:.3f}  ({(mean - base) / base * 100:+.1f}% vs Markdown)")
 
 
 def time_libraries(pdf: Path, html: Path) -> None:

@@ -35,12 +35,24 @@ def _outline_level(ppr: Any) -> int | None:
     return value if 0 <= value < 9 else None
 
 
-def heading_level(paragraph: Any) -> int | None:
-    """1-based heading level of a paragraph, 0 for a Title, None for body text."""
+def heading_level(paragraph: Any, cache: dict[Any, int | None] | None = None) -> int | None:
+    """1-based heading level of a paragraph, 0 for a Title, None for body text.
+
+    ``cache`` maps style ids to levels: resolving a style is most of the
+    reader's time on long documents.
+    """
     own = _outline_level(paragraph._p.pPr)
     if own is not None:
         return own + 1
-    style = paragraph.style
+    if cache is None:
+        return _style_level(paragraph.style)
+    key = paragraph._p.style
+    if key not in cache:
+        cache[key] = _style_level(paragraph.style)
+    return cache[key]
+
+
+def _style_level(style: Any) -> int | None:
     seen = 0
     while style is not None and seen < 10:  # follow "based on" a few steps (cycles are possible)
         name = (style.name or "").strip()
@@ -86,7 +98,8 @@ def read_docx(path: Path, rel_path: str, data: bytes) -> Document:
             blocks.append(("p", Paragraph(el, document)))
         elif el.tag == f"{_W}tbl":
             blocks.append(("t", Table(el, document)))
-    levels = [heading_level(b) if kind == "p" else None for kind, b in blocks]
+    cache: dict[Any, int | None] = {}
+    levels = [heading_level(b, cache) if kind == "p" else None for kind, b in blocks]
     has_title = any(lvl == 0 for lvl in levels)
     builder = TextBuilder()
     for (kind, block), level in zip(blocks, levels):
