@@ -13,12 +13,9 @@ from tests.conftest import TEST_PAPER, run_cli
 from tree_builder.loader import load_input
 from tree_builder.parser import load_documents
 
-try:
-    import fpdf  # noqa: F401  (generates the PDF of the mixed folder)
-    HAVE_FPDF = True
-except ImportError:  # pragma: no cover - fpdf2 is in requirements.txt
-    HAVE_FPDF = False
-needs_fpdf = pytest.mark.skipif(not HAVE_FPDF, reason="fpdf2 missing")
+import importlib.util
+
+needs_fpdf = pytest.mark.skipif(importlib.util.find_spec("fpdf") is None, reason="fpdf2 missing")
 
 
 def _mixed_folder(root: Path) -> Path:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -22,7 +21,6 @@ from typing import Any
 from tree_builder.tree import Document
 from utils.errors import InputError
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")
 _FENCE_CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$", re.MULTILINE)
 _WS = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")  # Cc minus \t\n\v\f\r

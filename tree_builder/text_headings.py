@@ -29,10 +29,11 @@ def _is_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
-def _shape_ok(s: str) -> bool:
-    """Short, not a list bullet, not ending like a sentence."""
-    limit = MAX_CJK_HEADING_CHARS if _is_cjk(s) else MAX_HEADING_CHARS
-    return 0 < len(s) <= limit and not s.startswith(_BULLETS) and not s.endswith(_SENTENCE_END)
+def _shape_ok(s: str, scale: int = 1) -> bool:
+    """Short, not a list bullet, not ending like a sentence (a question is fine: "Why X?")."""
+    limit = (MAX_CJK_HEADING_CHARS if _is_cjk(s) else MAX_HEADING_CHARS) * scale
+    return (0 < len(s) <= limit and not s.startswith(_BULLETS)
+            and (not s.endswith(_SENTENCE_END) or s.endswith(("?", "？"))))
 
 
 def _numbered_rest(s: str, numbering_family: str) -> str:
@@ -116,16 +117,16 @@ def detect_headings(text: str, body_start: int = 0) -> list[Heading]:
     # Unnumbered lines, last to first: "body follows" may be another heading just accepted.
     for i in range(n - 1, -1, -1):
         s = lines[i].strip()
-        if blank[i] or i in numbered or not _shape_ok(s):
+        if blank[i] or i in numbered or not _shape_ok(s, scale=2):
             continue
         p, q = prev_nonblank(i), next_nonblank(i)
         isolated = (p == -1 or p < i - 1) and (q >= n or q > i + 1)
         if not isolated or q >= n:
             continue
-        if p == -1:  # the first line of the text, set apart: the title
+        if p == -1:  # the first line of the text, set apart: the title (may be long)
             marker[i] = 1
             continue
-        if not _title_like(s, strict):
+        if not _shape_ok(s) or not _title_like(s, strict):
             continue
         follower = lines[q].strip()
         body_follows = len(follower) >= max(2 * len(s), 20 if _is_cjk(follower) else 40)

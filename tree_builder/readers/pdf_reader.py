@@ -48,6 +48,18 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def _is_cjk(ch: str) -> bool:
+    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\uff00" <= ch <= "\uffef" \
+        or "\u3000" <= ch <= "\u303f"
+
+
+def join_wrapped(a: str, b: str) -> str:
+    """Two lines of one wrapped heading: CJK text wraps without a space, other text at one."""
+    if a and b and _is_cjk(a[-1]) and _is_cjk(b[0]):
+        return a + b
+    return f"{a} {b}" if a and b else a or b
+
+
 # --------------------------------------------------------------------------- lines of a page
 
 def _font_is_bold(font: Any) -> bool:
@@ -177,9 +189,12 @@ def mark_layout_headings(pages: list[list[Line]]) -> None:
                     key=lambda st: (-st[0], not st[1]))
     rank = {st: i + 1 for i, st in enumerate(styles)}
     for lines in pages:
-        for ln in lines:
+        for k, ln in enumerate(lines):
             if candidate(ln):
                 ln.heading = rank[(ln.size, ln.bold)]
+            elif k and lines[k - 1].heading and (ln.size, ln.bold) == (lines[k - 1].size, lines[k - 1].bold) \
+                    and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= _HEADING_MAX_CHARS:
+                ln.heading = lines[k - 1].heading  # the wrapped tail of a heading ("）", "Time)")
 
 
 def _flatten_outline(reader: Any, items: list[Any], level: int, out: list[tuple[int, str, int, float | None]]) -> None:
@@ -223,9 +238,10 @@ def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str,
             if not got or not want.startswith(got):
                 continue
             j, acc = i, got
-            while acc != want and j + 1 < len(lines) and want.startswith(f"{acc} {_norm(lines[j + 1].text)}"):
+            while acc != want and j + 1 < len(lines) \
+                    and want.startswith(join_wrapped(acc, _norm(lines[j + 1].text))):
                 j += 1
-                acc = f"{acc} {_norm(lines[j].text)}"
+                acc = join_wrapped(acc, _norm(lines[j].text))
             if acc != want:
                 continue
             for k in range(i, j + 1):
@@ -264,13 +280,13 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
             if ln.heading:
                 builder.paragraph("\n".join(para))
                 para = []
-                text = [ln.text]
+                text = ln.text
                 while (i + 1 < len(lines) and lines[i + 1].heading == ln.heading
                        and lines[i + 1].size == ln.size and ln.size > 0
                        and 0 < lines[i].y - lines[i + 1].y < 1.6 * ln.size):
                     i += 1
-                    text.append(lines[i].text)
-                builder.heading(" ".join(text), ln.heading)
+                    text = join_wrapped(text, lines[i].text)
+                builder.heading(text, ln.heading)
                 prev = None
             else:
                 if prev is not None and gap and (prev.y - ln.y > 1.5 * gap or prev.y - ln.y < 0):
