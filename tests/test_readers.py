@@ -114,6 +114,23 @@ def test_pdf_chunk_spanning_pages_cites_both(tmp_path: Path) -> None:
     assert citation(chunks[0]) == "two.pdf:p1-p2"
 
 
+def test_pdf_paragraph_running_over_a_page_break_stays_one(tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", "", 10)
+    pdf.add_page()
+    pdf.multi_cell(0, 5, "The adaptive router keeps")
+    pdf.add_page()
+    pdf.multi_cell(0, 5, "learning from every fill it sees.")
+    pdf.output(str(tmp_path / "run.pdf"))
+    doc = load_document(tmp_path / "run.pdf", "run.pdf")
+    assert "The adaptive router keeps\nlearning from every fill it sees." in doc.text
+    assert doc.page_starts[1] == doc.text.index("learning from")  # page 2 begins mid-paragraph
+    chunks = chunk_documents(build_tree([doc], Config(), folder_mode=False), [doc], Config())
+    assert [(c.page_start, c.page_end) for c in chunks] == [(1, 2)]
+
+
 def test_pdf_query_json_and_terminal_cite_pages(tmp_path: Path, paper: Source) -> None:
     src = tmp_path / "report.pdf"
     render_pdf(paper, src, outline=True)

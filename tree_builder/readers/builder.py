@@ -51,5 +51,16 @@ class TextBuilder:
         if body:
             self._block(body)
 
+    def paragraph_lines(self, lines: list[str], page_breaks: list[int] = ()) -> None:
+        """A paragraph of already normalised, non-empty lines; a new page begins at each
+        line index in ``page_breaks`` (a paragraph that runs on over a page break)."""
+        if not lines:
+            return
+        start, _ = self._block("\n".join(lines))
+        offsets = [0]
+        for ln in lines:
+            offsets.append(offsets[-1] + len(ln) + 1)
+        self.page_starts.extend(start + offsets[b] for b in page_breaks)
+
     def text(self) -> str:
         return "".join(self._parts) + "\n" if self._parts else ""
