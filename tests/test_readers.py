@@ -48,6 +48,24 @@ def test_pdf_sections_match_the_source(tmp_path: Path, paper: Source, outline: b
     assert serial == [(n.heading, n.level) for n in md.iter_preorder() if n.kind == "section"]
 
 
+def test_pdf_outline_without_numbers_matches_numbered_printed_headings(tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    for level, number, name in ((0, "1", "Overview"), (1, "1.1", "Scope"), (0, "2", "Design")):
+        pdf.start_section(name, level=level)  # the outline says "Scope", the page says "1.1 Scope"
+        pdf.set_font("Helvetica", "B", 14 - 2 * level)
+        pdf.multi_cell(0, 7, f"{number} {name}", new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("Helvetica", "", 10)
+        pdf.multi_cell(0, 5, f"Body text of the {name.lower()} section.", new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(tmp_path / "spec.pdf"))
+    doc = load_document(tmp_path / "spec.pdf", "spec.pdf")
+    assert [(h.text, h.marker_level) for h in parse_headings(doc)] == [
+        ("1 Overview", 1), ("1.1 Scope", 2), ("2 Design", 1)]
+    assert doc.text.count("Scope") == 1  # the printed line became the heading, nothing inserted
+
+
 def test_pdf_running_header_and_page_numbers_are_removed(tmp_path: Path, paper: Source) -> None:
     path = tmp_path / "report.pdf"
     render_pdf(paper, path, outline=False, running_header="AdaRouter technical report")

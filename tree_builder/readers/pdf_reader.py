@@ -225,7 +225,17 @@ def outline_entries(reader: Any) -> list[tuple[int, str, int, float | None]]:
 
 
 def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str, int, float | None]]) -> None:
-    """Each outline entry marks the line(s) it names on its page, or is inserted where it points."""
+    """Each outline entry marks the line(s) it names on its page, or is inserted where it points.
+
+    The printed heading may carry a number the outline leaves out ("2.1 ASN.1 syntax" for the
+    entry "ASN.1 syntax"): the printed line, number included, is then the heading.
+    """
+    from tree_builder.tree import heading_numbering
+
+    def unnumbered(text: str) -> str:
+        parts = text.split(" ", 1)
+        return parts[1] if len(parts) == 2 and heading_numbering(text) is not None else text
+
     cursor = [0] * len(pages)
     for level, title, page, top in entries:
         if page >= len(pages):
@@ -235,6 +245,8 @@ def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str,
         found = False
         for i in range(cursor[page], len(lines)):
             got = _norm(lines[i].text)
+            if got and not want.startswith(got) and want.startswith(unnumbered(got)):
+                got = unnumbered(got)
             if not got or not want.startswith(got):
                 continue
             j, acc = i, got
