@@ -309,3 +309,17 @@ def test_index_written_before_page_fields_still_loads(tmp_path: Path) -> None:
     index = load_index(idx)
     assert index.chunks and all(c.page_start == 0 for c in index.chunks)
     assert citation(index.chunks[0]).startswith("test_paper.md:L")
+
+
+def test_word_file_without_heading_styles_falls_back_to_numbering(tmp_path: Path) -> None:
+    import docx
+
+    d = docx.Document()
+    for number, name in (("1", "Scope"), ("2", "Terms"), ("2.1", "Venue")):
+        d.add_paragraph(f"{number} {name}")  # typed by hand in the Normal style
+        d.add_paragraph(f"The {name.lower()} clause explains what the {name.lower()} covers in this guide.")
+    d.save(str(tmp_path / "manual.docx"))
+    doc = load_document(tmp_path / "manual.docx", "manual.docx")
+    root = build_tree([doc], Config(), folder_mode=False)
+    assert [(n.heading, n.level) for n in root.iter_preorder() if n.kind == "section"] == [
+        ("1 Scope", 1), ("2 Terms", 1), ("2.1 Venue", 2)]

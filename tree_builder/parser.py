@@ -173,9 +173,15 @@ def document_from_parts(text: str, rel_path: str, kind: str, headings: list[Head
 
     ``title`` (the file's own metadata title) is used only when the headings do
     not name the document: metadata is often stale ("Microsoft Word - draft3").
+    A file whose format marks no heading at all (a Word file styled by hand,
+    a PDF in one font size) gets the plain-text detection (numbering, layout).
     """
     if not text.strip():
         raise EmptyDocumentError(f"{rel_path}: no text found in the document")
+    if not headings:
+        from tree_builder.text_headings import detect_headings
+
+        headings = detect_headings(text, 0)
     doc = Document(path=rel_path, text=text, title="",
                    content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
                    kind=kind, headings=tuple(headings), page_starts=list(page_starts or []))
