@@ -118,11 +118,17 @@ def main() -> int:
         md_text = md_path.read_text(encoding="utf-8")
         truth = document_from_text(md_text, md_path.name)
         src = source_from_markdown(md_text, md_path.name)
-        for fmt in FORMATS:
-            ext = {"pdf+outline": ".pdf", "pdf-layout": ".pdf"}.get(fmt, "." + fmt)
-            out = work / f"d{i:02d}-{fmt.replace('+', '_')}{ext}"
-            if not out.exists():
-                render(src, fmt, out, md_text)
+        outs = {}
+        try:
+            for fmt in FORMATS:
+                ext = {"pdf+outline": ".pdf", "pdf-layout": ".pdf"}.get(fmt, "." + fmt)
+                outs[fmt] = out = work / f"d{i:02d}-{fmt.replace('+', '_')}{ext}"
+                if not out.exists():
+                    render(src, fmt, out, md_text)
+        except RuntimeError as exc:  # e.g. no CJK font on this machine: leave the document out of every format
+            print(f"skipped {md_path.name}: {exc}")
+            continue
+        for fmt, out in outs.items():
             t0, c0 = time.perf_counter(), time.process_time()
             doc = load_document(out, out.name)
             read_s[fmt] += time.perf_counter() - t0

@@ -80,6 +80,8 @@ def render_pdf(src: Source, path: Path, outline: bool, running_header: str | Non
 
     cjk = bool(_CJK.search(" ".join(b.text for b in src.blocks[:50])))
     fonts = _font_paths(cjk)
+    if cjk and fonts is None:
+        raise RuntimeError("no CJK font to render this document (apt-get install fonts-wqy-microhei)")
 
     class _PDF(FPDF):
         def header(self) -> None:  # noqa: D401 - fpdf2 hook
