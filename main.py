@@ -67,7 +67,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         workers = args.summary_workers
     report = build_index(Path(args.input), Path(args.output), config, embedder,
                          progress=tqdm_progress(not args.quiet), summarizer=summarizer,
-                         summary_workers=workers)
+                         summary_workers=workers, follow_links=args.follow_links)
     for w in report.warnings:
         _stderr(f"warning: {w}")
     print(report.summary_line())
@@ -97,7 +97,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.max_depth:
         config = config.replace(max_depth=args.max_depth)
     path = Path(args.input)
-    docs, warnings = load_documents(path)
+    docs, warnings = load_documents(path, follow_links=args.follow_links)
     for w in warnings:
         _stderr(f"warning: {w}")
     root = build_tree(docs, config, folder_mode=path.is_dir())
@@ -293,8 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    pi = sub.add_parser("index", help="build an index from a Markdown file or folder")
-    pi.add_argument("--input", required=True, help="a Markdown file or a folder of them (recursive)")
+    pi = sub.add_parser("index", help="build an index from a document or a folder (md, txt, pdf, docx, html)")
+    pi.add_argument("--input", required=True,
+                    help="a document (Markdown, text, PDF, Word .docx, HTML) or a folder of them (recursive)")
+    pi.add_argument("--follow-links", action="store_true",
+                    help="follow symlinks that lead out of the input folder (default: skip them)")
     pi.add_argument("--output", required=True, help="index directory (replaced atomically)")
     pi.add_argument("--mock", action="store_true", help="offline mock models (hash embeddings)")
     pi.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default=None,
@@ -315,7 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     pi.set_defaults(func=cmd_index)
 
     pt = sub.add_parser("tree", help="print the serialised section tree (what the node locator sees)")
-    pt.add_argument("--input", required=True, help="a Markdown file or a folder of them")
+    pt.add_argument("--input", required=True, help="a document or a folder of them")
+    pt.add_argument("--follow-links", action="store_true",
+                    help="follow symlinks that lead out of the input folder")
     pt.add_argument("--max-depth", type=int, default=None)
     pt.set_defaults(func=cmd_tree)
 

@@ -45,6 +45,11 @@ def choose_locator(config: Config, llm: LLMClient | None) -> str:
 
 
 def citation(chunk: Any) -> str:
+    """``report.pdf:p12`` / ``p12-p13`` for a paged source, else ``doc.md:L12-L15``."""
+    first = getattr(chunk, "page_start", 0)
+    if first:
+        last = getattr(chunk, "page_end", 0) or first
+        return f"{chunk.doc_path}:p{first}" + (f"-p{last}" if last != first else "")
     lines = (f"L{chunk.start_line}" if chunk.start_line == chunk.end_line
              else f"L{chunk.start_line}-L{chunk.end_line}")
     return f"{chunk.doc_path}:{lines}"
@@ -72,6 +77,7 @@ def retrieved_dict(rc: RetrievedChunk, rank: int) -> dict[str, Any]:
     return {"rank": rank, "chunk_id": c.chunk_id, "node_id": c.source_node_id, "text": c.text,
             "heading_path": c.heading_path, "doc_path": c.doc_path, "start_char": c.start_char,
             "end_char": c.end_char, "start_line": c.start_line, "end_line": c.end_line,
+            "page_start": c.page_start or None, "page_end": c.page_end or None,
             "citation": citation(c), "source": rc.source, "sub_query": rc.sub_query,
             "scores": dict(rc.retrieval_detail)}
 

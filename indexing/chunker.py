@@ -69,6 +69,9 @@ class Chunk:
     start_line: int = 0
     end_line: int = 0
     """1-based inclusive lines of the span, for ``doc.md:L12-L15`` citations."""
+    page_start: int = 0
+    page_end: int = 0
+    """1-based pages of the span in a paged source (``report.pdf:p12``); 0 without pages."""
 
 
 _PARA_SEP = re.compile(r"\n\s*\n")
@@ -233,12 +236,16 @@ def span_lines(starts: Sequence[int], start_char: int, end_char: int) -> tuple[i
 
 
 def chunk_leaf(node: "TreeNode", doc_text: str, config: "Config",
-               starts: Sequence[int] | None = None) -> list[Chunk]:
+               starts: Sequence[int] | None = None,
+               page_starts: Sequence[int] = ()) -> list[Chunk]:
     """Chunks of one leaf, with absolute character and line spans in its document.
 
     ``starts`` is ``line_starts(doc_text)``; pass it when chunking many leaves of
-    one document (it is recomputed otherwise).
+    one document (it is recomputed otherwise). ``page_starts`` is the
+    document's ``Document.page_starts`` (PDF): each chunk then records its pages.
     """
+    from tree_builder.pages import page_span
+
     lo, hi = node.content_start, node.content_end
     if hi - lo != len(node.content) or not doc_text.startswith(node.content, lo):
         raise ValueError(f"node {node.node_id}: content does not match doc_text[{lo}:{hi}]")
@@ -249,8 +256,9 @@ def chunk_leaf(node: "TreeNode", doc_text: str, config: "Config",
     for i, (s, e) in enumerate(spans):
         a, b = lo + s, lo + e
         first, last = span_lines(starts, a, b)
+        p_first, p_last = page_span(page_starts, a, b)
         out.append(Chunk(chunk_id=f"{node.node_id}_chunk_{i:02d}", text=doc_text[a:b],
                          source_node_id=node.node_id, heading_path=node.heading_path,
                          doc_path=node.doc_path, start_char=a, end_char=b,
-                         start_line=first, end_line=last))
+                         start_line=first, end_line=last, page_start=p_first, page_end=p_last))
     return out

@@ -21,7 +21,8 @@ from indexing.bm25_builder import BM25Index
 from indexing.chunker import Chunk, chunk_leaf, line_starts
 from indexing.embedder import Embedder, embedder_identity
 from indexing.index_store import write_index_files
-from tree_builder.parser import load_documents
+from tree_builder.folder_walk import printable_name
+from tree_builder.loader import LoadedInput, load_input
 from tree_builder.summary import summarize_tree
 from tree_builder.tree import Document, TreeNode, build_tree
 from utils.atomic import recover_directory, replace_directory
@@ -43,14 +44,19 @@ class BuildReport:
     seconds: float
     embed_seconds: float
     warnings: list[str] = field(default_factory=list)
+    loaded: LoadedInput | None = None
+    """What was read and skipped, for the per-format counts of the summary line."""
 
     @property
     def chunks_per_second(self) -> float:
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
     def summary_line(self) -> str:
-        return (f"indexed {self.documents} document(s): {self.nodes} nodes, {self.leaves} leaves, "
-                f"{self.chunks} chunks in {self.seconds:.2f} s ({self.chunks_per_second:.1f} chunks/s)")
+        kinds = f" ({self.loaded.kind_counts()})" if self.loaded else ""
+        skipped = f"; {self.loaded.skipped_text()}" if self.loaded and self.loaded.skipped else ""
+        return (f"indexed {self.documents} document(s){kinds}: {self.nodes} nodes, {self.leaves} leaves, "
+                f"{self.chunks} chunks in {self.seconds:.2f} s ({self.chunks_per_second:.1f} chunks/s)"
+                f"{skipped}")
 
 
 def leaf_text_for_embedding(leaf: TreeNode) -> str:
@@ -79,7 +85,7 @@ def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> lis
     chunks: list[Chunk] = []
     for leaf in root.leaves():
         doc = by_path[leaf.doc_path]
-        chunks.extend(chunk_leaf(leaf, doc.text, config, starts[doc.path]))
+        chunks.extend(chunk_leaf(leaf, doc.text, config, starts[doc.path], doc.page_starts))
     return chunks
 
 
@@ -143,12 +149,14 @@ def build_index(
     progress: ProgressFactory | None = None,
     summarizer: Any = None,
     summary_workers: int = 1,
+    follow_links: bool = False,
 ) -> BuildReport:
     t0 = time.perf_counter()
     input_path, output = Path(input_path), Path(output)
     _prepare_output(output)
     recover_directory(output)
-    docs, warnings = load_documents(input_path)
+    loaded = load_input(input_path, follow_links=follow_links)
+    docs, warnings = loaded.documents, loaded.warnings
     folder_mode = input_path.is_dir()
     if embedder is None:  # "auto": chosen by the documents' script
         from indexing.embedder import make_embedder
@@ -182,7 +190,7 @@ def build_index(
     identity = embedder_identity(embedder)
     metadata: dict[str, Any] = {
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "input": str(input_path),
+        "input": printable_name(str(input_path)),
         "folder_mode": folder_mode,
         "config": config.to_dict(),
         "chunk_context": config.chunk_context,
@@ -190,8 +198,9 @@ def build_index(
         "counts": {"documents": len(docs), "nodes": n_nodes, "leaves": len(leaves),
                    "chunks": len(chunks), "vocabulary": bm25.vocab_size},
         "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash,
-                       "chars": len(d.text)} for d in docs],
+                       "chars": len(d.text), "kind": d.kind, "pages": len(d.page_starts)} for d in docs],
         "warnings": warnings,
+        "skipped": [{"path": s.rel, "reason": s.reason} for s in loaded.skipped],
         "summarizer": getattr(summarizer, "summarizer_id", "extractive"),
     }
 
@@ -208,4 +217,4 @@ def build_index(
         raise
     seconds = time.perf_counter() - t0
     return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=len(chunks),
-                       seconds=seconds, embed_seconds=embed_seconds, warnings=warnings)
+                       seconds=seconds, embed_seconds=embed_seconds, warnings=warnings, loaded=loaded)

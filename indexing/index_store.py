@@ -32,11 +32,14 @@ LEAF_EMBEDDINGS = "leaf_embeddings.npy"
 _NODE_FIELDS = (
     "node_id", "heading", "level", "content", "summary", "heading_path", "doc_path", "kind",
     "start_line", "end_line", "start_char", "end_char", "content_start", "content_end",
+    "page_start", "page_end",
 )
 _CHUNK_FIELDS = (
     "chunk_id", "source_node_id", "heading_path", "doc_path",
-    "start_char", "end_char", "start_line", "end_line", "text",
+    "start_char", "end_char", "start_line", "end_line", "text", "page_start", "page_end",
 )
+_OPTIONAL_INT_FIELDS = frozenset({"page_start", "page_end"})
+"""Added for paged sources (PDF); an index written before them reads them as 0 (no pages)."""
 
 
 @dataclass
@@ -154,8 +157,10 @@ def _node_from_dict(d: Any, parent: TreeNode | None) -> TreeNode:
         raise IndexFormatError(f"{TREE}: a node is not an object")
     kwargs: dict[str, Any] = {}
     for f in _NODE_FIELDS:
+        if f in _OPTIONAL_INT_FIELDS and f not in d:
+            continue
         typ = int if f in ("level", "start_line", "end_line", "start_char", "end_char",
-                           "content_start", "content_end") else str
+                           "content_start", "content_end") or f in _OPTIONAL_INT_FIELDS else str
         kwargs[f] = _require(d, f, typ, TREE)
     node = TreeNode(parent=parent, **kwargs)
     children = _require(d, "children", list, TREE)
@@ -184,7 +189,10 @@ def _load_chunks(path: Path) -> list[Chunk]:
                     raise IndexFormatError(f"{CHUNKS} line {lineno} is not valid JSON") from None
                 kw = {}
                 for f in _CHUNK_FIELDS:
-                    typ = int if f in ("start_char", "end_char", "start_line", "end_line") else str
+                    if f in _OPTIONAL_INT_FIELDS and f not in d:
+                        continue
+                    typ = int if f in ("start_char", "end_char", "start_line", "end_line") \
+                        or f in _OPTIONAL_INT_FIELDS else str
                     kw[f] = _require(d, f, typ, f"{CHUNKS} line {lineno}")
                 chunks.append(Chunk(**kw))
     except FileNotFoundError:

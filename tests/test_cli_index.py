@@ -48,8 +48,8 @@ def test_index_bad_input(tmp_path: Path, case: str) -> None:
     elif case == "empty_folder":
         src = tmp_path / "folder"
         src.mkdir()
-        (src / "notes.txt").write_text("not markdown")
-        needle = "Markdown"
+        (src / "logo.png").write_bytes(b"\x89PNG")
+        needle = "no supported documents"
     elif case == "empty_file":
         src = tmp_path / "empty.md"
         src.write_text("  \n\n \t\n")

@@ -118,9 +118,11 @@ def test_missing_path(tmp_path: Path) -> None:
         load_documents(tmp_path / "nope")
 
 
-def test_folder_without_markdown(tmp_path: Path) -> None:
-    write(tmp_path / "a.txt", "# not markdown by name\n")
-    with pytest.raises(InputError, match="no Markdown"):
+def test_folder_without_supported_documents(tmp_path: Path) -> None:
+    write(tmp_path / "logo.png", b"\x89PNG\r\n")
+    write(tmp_path / "data.xlsx", b"PK\x03\x04")
+    with pytest.raises(InputError, match=r"no supported documents.*logo.png \(image\).*data.xlsx \(unsupported\)|"
+                                         r"no supported documents.*data.xlsx \(unsupported\).*logo.png \(image\)"):
         load_documents(tmp_path)
 
 
@@ -136,7 +138,7 @@ def test_folder_recursive_sorted_skips_empty_and_hidden(tmp_path: Path) -> None:
     write(tmp_path / "a" / "y.MD", "# Y\n\ntext\n")
     write(tmp_path / "empty.md", "   \n")
     write(tmp_path / ".git" / "x.md", "# hidden\n")
-    write(tmp_path / "notes.txt", "ignored")
+    write(tmp_path / "notes.bin", "ignored")
     docs, warnings = load_documents(tmp_path)
     assert [d.path for d in docs] == ["a/y.MD", "a/z.markdown", "b.md"]
     assert warnings == ["skipped empty document: empty.md"]

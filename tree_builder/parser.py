@@ -1,4 +1,7 @@
-"""Markdown files -> normalised Documents, and Documents -> heading positions.
+"""Markdown/text -> normalised Documents, and Documents -> heading positions.
+
+Other formats (PDF, Word, HTML) have their own reader in tree_builder/readers/
+that produces the same Document (text plus explicit headings and pages).
 
 Headings come from a real CommonMark parser (markdown-it-py) rather than a
 regex, because "a line starting with #" is wrong inside fenced/indented code,
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -19,7 +21,6 @@ from typing import Any
 from tree_builder.tree import Document
 from utils.errors import InputError
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")
 _FENCE_CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$", re.MULTILINE)
 _WS = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")  # Cc minus \t\n\v\f\r
@@ -114,24 +115,39 @@ def split_front_matter(text: str) -> tuple[dict, int]:
     return _json_safe(data), end
 
 
-def load_document(path: Path, rel_path: str) -> Document:
-    """Read one Markdown file; raises InputError (one line, naming the file) if unusable."""
-    path = Path(path)
+def read_bytes(path: Path, rel_path: str) -> bytes:
+    """The file's bytes, or InputError naming the file (a directory, a permission problem...)."""
     try:
-        data = path.read_bytes()
+        return Path(path).read_bytes()
     except IsADirectoryError:
         raise InputError(f"{rel_path}: is a directory, not a file") from None
     except OSError as exc:
         raise InputError(f"{rel_path}: cannot read file ({exc.strerror or exc})") from None
+
+
+def load_document(path: Path, rel_path: str) -> Document:
+    """Read one file of any supported format; raises InputError (one line, naming the file) if unusable."""
+    from tree_builder.readers import read_document
+
+    return read_document(Path(path), rel_path)
+
+
+def text_document_from_bytes(data: bytes, rel_path: str, kind: str = "md") -> Document:
+    """Markdown or plain text bytes -> Document."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise InputError(f"{rel_path}: UTF-16 text is not supported; save it as UTF-8")
     if _looks_binary(data):
         raise InputError(f"{rel_path}: binary file, not Markdown text")
-    return document_from_text(_decode(data, rel_path), rel_path)
+    return document_from_text(_decode(data, rel_path), rel_path, kind)
 
 
-def document_from_text(raw_text: str, rel_path: str) -> Document:
-    """Decoded text -> Document (normalised, front matter split off, titled)."""
+def document_from_text(raw_text: str, rel_path: str, kind: str = "md") -> Document:
+    """Decoded text -> Document (normalised, front matter split off, titled).
+
+    Text without a single Markdown heading gets its headings detected from
+    numbering and layout (tree_builder.text_headings); text with real
+    headings is never second-guessed.
+    """
     text = normalise_text(raw_text)
     if _mostly_control(text):
         raise InputError(f"{rel_path}: binary file, not Markdown text")
@@ -140,47 +156,46 @@ def document_from_text(raw_text: str, rel_path: str) -> Document:
         raise EmptyDocumentError(f"{rel_path}: empty or whitespace-only document")
     content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
     doc = Document(path=rel_path, text=text, title="", content_hash=content_hash,
-                   front_matter=front_matter, body_start=body_start)
+                   front_matter=front_matter, body_start=body_start, kind=kind)
+    if not _parse_headings_cached(text, body_start):
+        from tree_builder.text_headings import detect_headings
+
+        found = detect_headings(text, body_start)
+        if found:
+            doc.headings = tuple(found)
     doc.title = document_title(doc, PurePosixPath(rel_path).stem or rel_path)
     return doc
 
 
-def _iter_markdown_files(folder: Path) -> list[tuple[str, Path]]:
-    """Recursive *.md / *.markdown, hidden files and folders skipped, sorted by POSIX path."""
-    found: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        for name in filenames:
-            if name.startswith(".") or not name.lower().endswith(MARKDOWN_SUFFIXES):
-                continue
-            full = Path(dirpath) / name
-            found.append((full.relative_to(folder).as_posix(), full))
-    found.sort(key=lambda item: item[0])
-    return found
+def document_from_parts(text: str, rel_path: str, kind: str, headings: list[Heading],
+                        page_starts: list[int] | None = None, title: str = "") -> Document:
+    """A reader's normalised text and headings -> Document (PDF, Word, HTML).
+
+    ``title`` (the file's own metadata title) is used only when the headings do
+    not name the document: metadata is often stale ("Microsoft Word - draft3").
+    A file whose format marks no heading at all (a Word file styled by hand,
+    a PDF in one font size) gets the plain-text detection (numbering, layout).
+    """
+    if not text.strip():
+        raise EmptyDocumentError(f"{rel_path}: no text found in the document")
+    if not headings:
+        from tree_builder.text_headings import detect_headings
+
+        headings = detect_headings(text, 0)
+    doc = Document(path=rel_path, text=text, title="",
+                   content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                   kind=kind, headings=tuple(headings), page_starts=list(page_starts or []))
+    fallback = _WS.sub(" ", title).strip() or PurePosixPath(rel_path).stem or rel_path
+    doc.title = document_title(doc, fallback)
+    return doc
 
 
-def load_documents(input_path: Path) -> tuple[list[Document], list[str]]:
+def load_documents(input_path: Path, follow_links: bool = False) -> tuple[list[Document], list[str]]:
     """A file or a folder -> (documents in deterministic order, warnings)."""
-    input_path = Path(input_path)
-    if not input_path.exists():
-        raise InputError(f"input not found: {input_path}")
-    if input_path.is_file():
-        return [load_document(input_path, input_path.name)], []
-    if not input_path.is_dir():
-        raise InputError(f"input is neither a file nor a folder: {input_path}")
-    files = _iter_markdown_files(input_path)
-    if not files:
-        raise InputError(f"no Markdown files (*.md, *.markdown) under {input_path}")
-    docs: list[Document] = []
-    warnings: list[str] = []
-    for rel, full in files:
-        try:
-            docs.append(load_document(full, rel))
-        except EmptyDocumentError:
-            warnings.append(f"skipped empty document: {rel}")
-    if not docs:
-        raise InputError(f"no non-empty Markdown documents under {input_path}")
-    return docs, warnings
+    from tree_builder.loader import load_input
+
+    loaded = load_input(Path(input_path), follow_links=follow_links)
+    return loaded.documents, loaded.warnings
 
 
 # --------------------------------------------------------------------------- headings
@@ -257,7 +272,9 @@ def _parse_headings_cached(text: str, body_start: int) -> tuple[Heading, ...]:
 
 
 def parse_headings(doc: Document) -> list[Heading]:
-    """All section headings of the body (ATX and setext), in document order."""
+    """All section headings of the body (ATX and setext, or a reader's own), in document order."""
+    if doc.headings is not None:
+        return list(doc.headings)
     return list(_parse_headings_cached(doc.text, doc.body_start))
 
 

@@ -42,6 +42,9 @@ class TreeNode:
     content_start: int = 0
     content_end: int = 0
     """Character span of ``content``: ``doc_text[content_start:content_end] == content``."""
+    page_start: int = 0
+    page_end: int = 0
+    """1-based pages of the section in a paged source (PDF); 0 when the source has no pages."""
 
     @property
     def is_leaf(self) -> bool:
@@ -77,6 +80,12 @@ class Document:
     front_matter: dict = field(default_factory=dict)
     body_start: int = 0
     """Character offset where the body begins (after YAML front matter)."""
+    kind: str = "md"
+    """Source format: md | txt | pdf | docx | html (what the folder summary counts)."""
+    headings: Optional[tuple] = None
+    """Headings a reader found itself (PDF, Word, HTML, plain text); None: parse the Markdown."""
+    page_starts: list[int] = field(default_factory=list)
+    """Offset in ``text`` where each page begins (page 1 first); empty for sources without pages."""
 
 
 def get_all_leaves(root: TreeNode) -> list[TreeNode]:
@@ -247,6 +256,11 @@ def _build_document(doc: Document, config: "Config") -> TreeNode:
         end = last_end[id(node)]
         node.end_char = node.start_char + len(text[node.start_char:end].rstrip())
         node.start_line, node.end_line = lines.span(node.start_char, node.end_char)
+    if doc.page_starts:
+        from tree_builder.pages import page_span
+
+        for node in doc_node.iter_preorder():
+            node.page_start, node.page_end = page_span(doc.page_starts, node.start_char, node.end_char)
     return doc_node
 
 

@@ -1,0 +1,161 @@
+"""Render Markdown with known headings to PDF / .docx / HTML (tests and benchmarks/bench_formats.py).
+
+The source tree is the truth the readers are measured against: headings come
+from the project's own Markdown parser, the body is the raw text between them
+split into paragraphs, so every rendered word is a word of the source.
+fpdf2 and python-docx are only needed here, never by the readers.
+"""
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tree_builder.parser import document_from_text, parse_headings
+
+FONT_DIRS = (Path("/usr/share/fonts/truetype/dejavu"), Path("/usr/share/fonts/truetype/wqy"))
+_CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
+
+
+@dataclass
+class Block:
+    kind: str
+    """heading | para"""
+    text: str
+    level: int = 0
+
+
+@dataclass
+class Source:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def headings(self) -> list[Block]:
+        return [b for b in self.blocks if b.kind == "heading"]
+
+
+def _clean_para(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(("```", "~~~", "|---", "<!--"))]
+    return " ".join(lines)
+
+
+def source_from_markdown(text: str, name: str = "doc.md") -> Source:
+    doc = document_from_text(text, name)
+    hs = parse_headings(doc)
+    src = Source(title=doc.title)
+    pos = doc.body_start
+    for h in hs + [None]:
+        end = h.start_char if h is not None else len(doc.text)
+        for para in re.split(r"\n\s*\n", doc.text[pos:end]):
+            cleaned = _clean_para(para)
+            if cleaned:
+                src.blocks.append(Block("para", cleaned))
+        if h is not None:
+            src.blocks.append(Block("heading", h.text, h.marker_level))
+            pos = h.end_char
+    return src
+
+
+# --------------------------------------------------------------------------- PDF
+
+def _font_paths(cjk: bool) -> tuple[Path, Path] | None:
+    if cjk:
+        ttc = FONT_DIRS[1] / "wqy-microhei.ttc"
+        return (ttc, ttc) if ttc.exists() else None
+    regular, bold = FONT_DIRS[0] / "DejaVuSans.ttf", FONT_DIRS[0] / "DejaVuSans-Bold.ttf"
+    return (regular, bold) if regular.exists() and bold.exists() else None
+
+
+HEADING_SIZES = {1: 18, 2: 15, 3: 13, 4: 12, 5: 11.5, 6: 11}
+BODY_SIZE = 10
+
+
+def render_pdf(src: Source, path: Path, outline: bool, running_header: str | None = None,
+               page_numbers: bool = True) -> None:
+    """Headings larger and bold, 10 pt body; optional outline, running header and page footer."""
+    from fpdf import FPDF
+
+    cjk = bool(_CJK.search(" ".join(b.text for b in src.blocks[:50])))
+    fonts = _font_paths(cjk)
+    if cjk and fonts is None:
+        raise RuntimeError("no CJK font to render this document (apt-get install fonts-wqy-microhei)")
+
+    class _PDF(FPDF):
+        def header(self) -> None:  # noqa: D401 - fpdf2 hook
+            if running_header:
+                self.set_font(family, "", 8)
+                self.cell(0, 5, running_header, align="C")
+                self.ln(8)
+
+        def footer(self) -> None:
+            if page_numbers:
+                self.set_y(-12)
+                self.set_font(family, "", 8)
+                self.cell(0, 5, str(self.page_no()), align="C")
+
+    pdf = _PDF(format="A4")
+    if fonts is not None:
+        family = "Body"
+        pdf.add_font(family, "", str(fonts[0]))
+        if cjk:  # one face: bold is faked by the size alone (the reader must cope)
+            pdf.add_font(family, "B", str(fonts[1]))
+        else:
+            pdf.add_font(family, "B", str(fonts[1]))
+    else:
+        family = "Helvetica"
+    pdf.set_auto_page_break(True, margin=18)
+    pdf.add_page()
+    prev_level = 0
+    for b in src.blocks:
+        if b.kind == "heading":
+            size = HEADING_SIZES.get(b.level, 11)
+            pdf.set_font(family, "B", size)
+            if outline:
+                level = min(b.level - 1, prev_level)  # fpdf2 outlines may not skip a level
+                pdf.start_section(b.text, level=max(level, 0))
+                prev_level = max(level, 0) + 1
+            pdf.ln(2)
+            pdf.multi_cell(0, size * 0.5, b.text)
+            pdf.ln(1)
+        else:
+            pdf.set_font(family, "", BODY_SIZE)
+            pdf.multi_cell(0, 5, b.text)
+            pdf.ln(3)
+    pdf.output(str(path))
+
+
+# --------------------------------------------------------------------------- docx / HTML
+
+def render_docx(src: Source, path: Path, table_rows: list[list[str]] | None = None) -> None:
+    import docx
+
+    d = docx.Document()
+    for b in src.blocks:
+        if b.kind == "heading":
+            d.add_heading(b.text, level=min(b.level, 9))
+        else:
+            d.add_paragraph(b.text)
+    if table_rows:
+        table = d.add_table(rows=len(table_rows), cols=len(table_rows[0]))
+        for r, row in enumerate(table_rows):
+            for c, cell in enumerate(row):
+                table.cell(r, c).text = cell
+    d.save(str(path))
+
+
+def render_html(src: Source, path: Path) -> None:
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>",
+             html.escape(src.title), "</title><style>body{font:1em serif}</style>",
+             "<script>var nav = 'Home | About';</script></head><body>",
+             "<nav><a href='/'>Home</a> <a href='/about'>About us</a></nav><main>"]
+    for b in src.blocks:
+        if b.kind == "heading":
+            n = min(b.level, 6)
+            parts.append(f"<h{n}>{html.escape(b.text)}</h{n}>\n")
+        else:
+            parts.append(f"<p>{html.escape(b.text)}</p>\n")
+    parts.append("</main><footer>Copyright footer chrome</footer></body></html>")
+    path.write_text("".join(parts), encoding="utf-8")

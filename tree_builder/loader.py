@@ -1,0 +1,78 @@
+"""An input path (file or folder) -> Documents of every supported format, plus what was skipped.
+
+One unreadable, encrypted, scanned or empty file inside a folder is skipped
+with a warning and the build goes on; a file given directly that cannot be
+read is a one-line error (the user asked for exactly that file).
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tree_builder.folder_walk import Skipped, printable_name, walk_folder
+from tree_builder.parser import EmptyDocumentError
+from tree_builder.readers import KIND_ORDER, SUFFIX_KINDS, read_document
+from tree_builder.tree import Document
+from utils.errors import InputError
+
+MAX_NAMED_SKIPS = 10
+
+
+@dataclass
+class LoadedInput:
+    documents: list[Document]
+    warnings: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def kind_counts(self) -> str:
+        """``2 pdf, 1 docx, 1 md`` in a fixed order."""
+        counts = Counter(d.kind for d in self.documents)
+        order = [k for k in KIND_ORDER if counts[k]] + sorted(k for k in counts if k not in KIND_ORDER)
+        return ", ".join(f"{counts[k]} {k}" for k in order)
+
+    def skipped_text(self) -> str:
+        """``skipped 2: logo.png (image), data.xlsx (unsupported)`` or empty."""
+        if not self.skipped:
+            return ""
+        named = ", ".join(f"{s.rel} ({s.reason})" for s in self.skipped[:MAX_NAMED_SKIPS])
+        more = len(self.skipped) - MAX_NAMED_SKIPS
+        return f"skipped {len(self.skipped)}: {named}" + (f" and {more} more" if more > 0 else "")
+
+
+def _reason(exc: InputError, rel: str) -> str:
+    msg = str(exc)
+    return msg[len(rel) + 2:] if msg.startswith(f"{rel}: ") else msg
+
+
+def load_input(input_path: Path, follow_links: bool = False) -> LoadedInput:
+    input_path = Path(input_path)
+    shown = printable_name(os.fspath(input_path))
+    if not input_path.exists():
+        raise InputError(f"input not found: {shown}")
+    if input_path.is_file():
+        return LoadedInput([read_document(input_path, printable_name(input_path.name))])
+    if not input_path.is_dir():
+        raise InputError(f"input is neither a file nor a folder (a FIFO or device?): {shown}")
+    walk = walk_folder(input_path, follow_links)
+    loaded = LoadedInput([], skipped=list(walk.skipped))
+    for s in walk.skipped:
+        if s.reason not in ("image", "unsupported") and not s.reason.startswith("old Word"):
+            loaded.warnings.append(f"skipped {s.rel}: {s.reason}")
+    for f in walk.files:
+        try:
+            loaded.documents.append(read_document(f.path, f.rel))
+        except EmptyDocumentError:
+            loaded.skipped.append(Skipped(f.rel, "empty"))
+            loaded.warnings.append(f"skipped empty document: {f.rel}")
+        except InputError as exc:
+            reason = _reason(exc, f.rel)
+            loaded.skipped.append(Skipped(f.rel, reason))
+            loaded.warnings.append(f"skipped {f.rel}: {reason}")
+    if not loaded.documents:
+        kinds = ", ".join(sorted(set(SUFFIX_KINDS)))
+        what = "no readable documents" if walk.files else f"no supported documents ({kinds})"
+        extra = f"; {loaded.skipped_text()}" if loaded.skipped else ""
+        raise InputError(f"{what} under {shown}{extra}")
+    return loaded

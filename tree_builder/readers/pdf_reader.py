@@ -1,0 +1,364 @@
+"""Text PDFs -> Document with sections and pages (pypdf; BSD licence, pure Python).
+
+pypdf was kept by measurement (benchmarks/bench_formats.py, README): its text
+visitor yields every run of text with its font and matrix, which is all the
+layout rules need, in 0.6x the CPU time of pdfminer.six without layout
+analysis and 0.16x pdfplumber's; it also reads outlines and detects encryption.
+
+Sections come from the outline (bookmarks) when the PDF has one; otherwise
+from the layout: lines set larger than the body text, or bold, are heading
+candidates, ranked by size. Running headers/footers (the same small text at
+the top or bottom of most pages) and page numbers are dropped. The
+text is what pypdf extracts, with runs of spaces collapsed, so a quoted chunk
+reads as the PDF does.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tree_builder.parser import Document, document_from_parts
+from tree_builder.readers.builder import TextBuilder
+from utils.errors import InputError
+
+_PAGE_NUMBER = re.compile(r"^[\s\-–—]*(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?[\s\-–—]*$",
+                          re.IGNORECASE)
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+_HEADING_MAX_CHARS = 150
+_MIN_TEXT_CHARS = 10
+
+
+@dataclass
+class Line:
+    text: str
+    size: float
+    bold: bool
+    y: float
+    page: int
+    heading: int = 0
+    """0 = body; otherwise the heading's marker level."""
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\uff00" <= ch <= "\uffef" \
+        or "\u3000" <= ch <= "\u303f"
+
+
+def join_wrapped(a: str, b: str) -> str:
+    """Two lines of one wrapped heading: CJK text wraps without a space, other text at one."""
+    if a and b and _is_cjk(a[-1]) and _is_cjk(b[0]):
+        return a + b
+    return f"{a} {b}" if a and b else a or b
+
+
+# --------------------------------------------------------------------------- lines of a page
+
+def _font_is_bold(font: Any) -> bool:
+    if not font:
+        return False
+    try:
+        if _BOLD_NAME.search(str(font.get("/BaseFont", ""))):
+            return True
+        desc = font.get("/FontDescriptor")
+        desc = desc.get_object() if desc is not None else None
+        return bool(desc) and float(desc.get("/FontWeight", 400)) >= 600
+    except Exception:  # a malformed font dictionary only costs the bold hint
+        return False
+
+
+def page_lines(page: Any, page_no: int) -> list[Line]:
+    """The page's text lines in reading order, each with its dominant font size, weight and height."""
+    runs: list[tuple[str, float, bool, float | None]] = []
+    bold_cache: dict[int, bool] = {}
+
+    def visit(text: str, cm: list[float], tm: list[float], font: Any, font_size: float) -> None:
+        if not text:
+            return
+        scale_tm = math.hypot(tm[2], tm[3]) or 1.0
+        scale_cm = math.hypot(cm[2], cm[3]) or 1.0
+        size = round(float(font_size) * scale_tm * scale_cm * 2) / 2
+        key = id(font)
+        if key not in bold_cache:
+            bold_cache[key] = _font_is_bold(font)
+        y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5] if any(tm[4:6]) else None
+        runs.append((text, size, bold_cache[key], y))
+
+    page.extract_text(visitor_text=visit)
+    lines: list[Line] = []
+    parts: list[str] = []
+    weights: Counter = Counter()
+    y_line: float | None = None
+
+    def flush() -> None:
+        nonlocal y_line
+        text = " ".join("".join(parts).split())
+        if text:
+            (size, bold), _ = weights.most_common(1)[0]
+            lines.append(Line(text, size, bold, y_line if y_line is not None else 0.0, page_no))
+        parts.clear()
+        weights.clear()
+        y_line = None
+
+    for text, size, bold, y in runs:
+        pieces = text.split("\n")
+        for k, piece in enumerate(pieces):
+            if k:
+                flush()
+            if piece:
+                parts.append(piece)
+                if piece.strip():
+                    weights[(size, bold)] += len(piece.strip())
+                    if y_line is None and y is not None:
+                        y_line = y
+    flush()
+    return lines
+
+
+# --------------------------------------------------------------------------- furniture
+
+def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
+    """Drop running headers/footers and page numbers (lines at a page's top or bottom edge).
+
+    A running header is text repeated at the same edge of at least half the
+    pages, in a font no larger than the body; text that repeats only once
+    digits are ignored ("Page 3 of 9", "Report 2024 · 7") must also be short.
+    A heading that happens to open every page is larger than the body, so it stays.
+    """
+    body_size, _ = body_style(pages)
+
+    def small(line: Line) -> bool:
+        return line.size <= body_size + 0.5
+
+    def edges(lines: list[Line]) -> set[int]:
+        order = sorted(range(len(lines)), key=lambda i: lines[i].y)
+        return {i for i in set(order[:2]) | set(order[-2:]) if small(lines[i])}
+
+    def keys(line: Line) -> set[str]:
+        exact = _norm(line.text)
+        out = {"=" + exact}
+        if len(exact) <= 60:
+            out.add("#" + re.sub(r"\d+", "#", exact))
+        return out
+
+    counts: Counter = Counter()
+    for lines in pages:
+        counts.update(set().union(*[keys(lines[i]) for i in edges(lines)]) if lines else set())
+    need = max(2, math.ceil(0.5 * len(pages)))
+    repeated = {k for k, c in counts.items() if c >= need} if len(pages) >= 2 else set()
+    out: list[list[Line]] = []
+    for lines in pages:
+        drop = {i for i in edges(lines) if keys(lines[i]) & repeated or _PAGE_NUMBER.match(lines[i].text)}
+        out.append([ln for i, ln in enumerate(lines) if i not in drop])
+    return out
+
+
+# --------------------------------------------------------------------------- headings
+
+def body_style(pages: list[list[Line]]) -> tuple[float, bool]:
+    weights: Counter = Counter()
+    for lines in pages:
+        for ln in lines:
+            weights[(ln.size, ln.bold)] += len(ln.text)
+    return weights.most_common(1)[0][0] if weights else (0.0, False)
+
+
+def mark_layout_headings(pages: list[list[Line]]) -> None:
+    """Lines larger than the body, or bold at body size, become headings ranked by size."""
+    body_size, body_bold = body_style(pages)
+
+    def candidate(ln: Line) -> bool:
+        if len(ln.text) > _HEADING_MAX_CHARS or not any(ch.isalnum() for ch in ln.text):
+            return False
+        if ln.text.endswith((",", ";", "，", "；", "、")):
+            return False
+        if ln.size >= body_size + 0.75:
+            return True
+        return (ln.bold and not body_bold and abs(ln.size - body_size) < 0.75
+                and len(ln.text) <= 80 and not ln.text.endswith((".", "。", ":", "：")))
+
+    styles = sorted({(ln.size, ln.bold) for lines in pages for ln in lines if candidate(ln)},
+                    key=lambda st: (-st[0], not st[1]))
+    rank = {st: i + 1 for i, st in enumerate(styles)}
+    for lines in pages:
+        for k, ln in enumerate(lines):
+            if candidate(ln):
+                ln.heading = rank[(ln.size, ln.bold)]
+            elif k and lines[k - 1].heading and (ln.size, ln.bold) == (lines[k - 1].size, lines[k - 1].bold) \
+                    and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= _HEADING_MAX_CHARS:
+                ln.heading = lines[k - 1].heading  # the wrapped tail of a heading ("）", "Time)")
+
+
+def _flatten_outline(reader: Any, items: list[Any], level: int, out: list[tuple[int, str, int, float | None]]) -> None:
+    for item in items:
+        if isinstance(item, list):
+            _flatten_outline(reader, item, level + 1, out)
+            continue
+        try:
+            page = reader.get_destination_page_number(item)
+        except Exception:  # a dangling destination: the entry is unusable
+            continue
+        title = " ".join(str(item.get("/Title", "")).split())
+        if page is None or page < 0 or not title:
+            continue
+        top = item.get("/Top")
+        out.append((level, title, page, float(top) if isinstance(top, (int, float)) else None))
+
+
+def outline_entries(reader: Any) -> list[tuple[int, str, int, float | None]]:
+    """(level, title, 0-based page, top y) of every outline entry, in outline order."""
+    try:
+        outline = reader.outline
+    except Exception:
+        return []
+    out: list[tuple[int, str, int, float | None]] = []
+    _flatten_outline(reader, outline, 1, out)
+    return out
+
+
+def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str, int, float | None]]) -> None:
+    """Each outline entry marks the line(s) it names on its page, or is inserted where it points.
+
+    The printed heading may carry a number the outline leaves out ("2.1 ASN.1 syntax" for the
+    entry "ASN.1 syntax"): the printed line, number included, is then the heading.
+    """
+    from tree_builder.tree import heading_numbering
+
+    def unnumbered(text: str) -> str:
+        parts = text.split(" ", 1)
+        return parts[1] if len(parts) == 2 and heading_numbering(text) is not None else text
+
+    cursor = [0] * len(pages)
+    for level, title, page, top in entries:
+        if page >= len(pages):
+            continue
+        lines = pages[page]
+        want = _norm(title)
+        found = False
+        for i in range(cursor[page], len(lines)):
+            got = _norm(lines[i].text)
+            if got and not want.startswith(got) and want.startswith(unnumbered(got)):
+                got = unnumbered(got)
+            if not got or not want.startswith(got):
+                continue
+            j, acc = i, got
+            while acc != want and j + 1 < len(lines) \
+                    and want.startswith(join_wrapped(acc, _norm(lines[j + 1].text))):
+                j += 1
+                acc = join_wrapped(acc, _norm(lines[j].text))
+            if acc != want:
+                continue
+            for k in range(i, j + 1):
+                lines[k].heading = level
+            cursor[page] = j + 1
+            found = True
+            break
+        if not found:  # the title is not printed on the page: the outline still names a section
+            at = cursor[page]
+            if top is not None:
+                while at < len(lines) and lines[at].y > top + 1:
+                    at += 1
+            lines.insert(at, Line(title, 0.0, False, top or 0.0, page, heading=level))
+            cursor[page] = at + 1
+
+
+# --------------------------------------------------------------------------- assembly
+
+def _line_gap(pages: list[list[Line]]) -> float:
+    gaps = [a.y - b.y for lines in pages for a, b in zip(lines, lines[1:])
+            if not a.heading and not b.heading and 0 < a.y - b.y < 3 * max(a.size, 1)]
+    gaps.sort()
+    return gaps[len(gaps) // 2] if gaps else 0.0
+
+
+_PARAGRAPH_END = (".", "!", "?", ":", ";", "。", "！", "？", "：", "；", "…", "\"", "”", ")")
+
+
+def assemble(pages: list[list[Line]]) -> TextBuilder:
+    """Pages of lines -> blocks. A paragraph cut by a page break (its last line does not end a
+    sentence and the next page opens with body text) stays one paragraph; the page then begins
+    inside it, at the first character the next page holds."""
+    builder = TextBuilder()
+    gap = _line_gap(pages)
+    para: list[str] = []
+    breaks: list[int] = []  # indices of para lines that open a new page
+
+    def flush() -> None:
+        builder.paragraph_lines(para, breaks)
+        para.clear()
+        breaks.clear()
+
+    for lines in pages:
+        if para and lines and not lines[0].heading and not para[-1].endswith(_PARAGRAPH_END):
+            breaks.append(len(para))
+        else:
+            flush()
+            builder.new_page()
+        prev: Line | None = None
+        i = 0
+        while i < len(lines):
+            ln = lines[i]
+            if ln.heading:
+                flush()
+                text = ln.text
+                while (i + 1 < len(lines) and lines[i + 1].heading == ln.heading
+                       and lines[i + 1].size == ln.size and ln.size > 0
+                       and 0 < lines[i].y - lines[i + 1].y < 1.6 * ln.size):
+                    i += 1
+                    text = join_wrapped(text, lines[i].text)
+                builder.heading(text, ln.heading)
+                prev = None
+            else:
+                if prev is not None and gap and (prev.y - ln.y > 1.5 * gap or prev.y - ln.y < 0):
+                    flush()
+                para.append(ln.text)
+                prev = ln
+            i += 1
+    flush()
+    return builder
+
+
+def read_pdf(path: Path, rel_path: str, data: bytes) -> Document:
+    import io
+
+    import pypdf
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # malformed-but-readable files are common
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            try:
+                opened = reader.decrypt("")
+            except Exception:
+                opened = 0
+            if not opened:
+                raise InputError(f"{rel_path}: encrypted PDF (password protected); decrypt it first")
+        pages = [page_lines(page, n) for n, page in enumerate(reader.pages, 1)]
+        entries = outline_entries(reader)
+        title = ""
+        try:
+            meta = reader.metadata
+            title = str(meta.title or "") if meta else ""
+        except Exception:
+            title = ""
+    except InputError:
+        raise
+    except Exception as exc:  # pypdf raises many types for damaged files
+        raise InputError(f"{rel_path}: not a readable PDF ({exc.__class__.__name__})") from None
+    if sum(len(ln.text) for lines in pages for ln in lines) < _MIN_TEXT_CHARS:
+        raise InputError(f"{rel_path}: PDF has no text layer (scanned?); run OCR on it first")
+    pages = strip_furniture(pages)
+    if len(entries) >= 2:
+        mark_outline_headings(pages, entries)
+    else:
+        mark_layout_headings(pages)
+    built = assemble(pages)
+    return document_from_parts(built.text(), rel_path, "pdf", built.headings, built.page_starts, title)
