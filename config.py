@@ -71,16 +71,18 @@ class Config:
     reranker: str = "none"
     """none | cross-encoder"""
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    candidate_order: Literal["fused", "union", "section"] = "section"
+    candidate_order: Literal["auto", "fused", "union", "section"] = "auto"
     """How step 2 ranks candidates before (or without) rerank: fused = the spec's strict in-leaf
     retrieval, per-leaf fused scores; union = located leaves' chunks re-scored on one scale + leaf
     prior; section = every chunk in scope scored by a linear model over its own and its leaf's,
-    section's and document's evidence, the located leaves a prior instead of a cut."""
+    section's and document's evidence, the located leaves a prior instead of a cut; auto = section
+    within one document, union across several (chosen by evaluation, see README)."""
     ranker_weights: str | None = None
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
     leaf_prior_weight: float = 0.4
     """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
     safety_net: bool = False
+    """candidate_order fused/union: also merge the flat top results (section order scores everything)."""
     safety_net_top_k: int = 5
     toc_budget_tokens: int = 6000
 

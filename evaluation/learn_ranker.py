@@ -234,6 +234,37 @@ def pooled_cross_validate(sets: dict[str, list[QData]], cols: list[int], l2: flo
     return out
 
 
+ABLATION_GROUPS: dict[str, tuple[str, ...]] = {
+    "leaf evidence (leaf_max, leaf_top3)": ("leaf_max", "leaf_top3"),
+    "leaf heading+summary": ("leaf_heading",),
+    "neighbours": ("neighbour",),
+    "parent section": ("section_max",),
+    "document (doc_max, doc_top3)": ("doc_max", "doc_top3"),
+    "located prior": ("located",),
+}
+
+
+def print_ablation(sets: dict[str, list[QData]], l2: float, fit: str) -> None:
+    """Out-of-fold nDCG@10 with each structural feature group removed, against the flat model,
+    with paired-bootstrap intervals (same folds, same questions)."""
+    from evaluation.metrics import paired_bootstrap
+
+    flat_cols = [TREE_FEATURES.index(n) for n in FLAT_FEATURES]
+    for name, qs in sets.items():
+        flat = cross_validate(qs, flat_cols, l2=l2, fit=fit)
+        rows = [("flat model (chunk features only)", flat)]
+        rows.append(("tree model (all features)", cross_validate(qs, list(range(len(TREE_FEATURES))), l2=l2,
+                                                                 fit=fit)))
+        for label, group in ABLATION_GROUPS.items():
+            cols = [i for i, n in enumerate(TREE_FEATURES) if n not in group]
+            rows.append((f"  without {label}", cross_validate(qs, cols, l2=l2, fit=fit)))
+        print(f"\nablation, {name} ({len(qs)} questions; out-of-fold nDCG@10 on the candidate pool):")
+        for label, vals in rows:
+            ci = paired_bootstrap(vals, flat, resamples=2000)
+            print(f"  {label:<45} {vals.mean():.4f}  vs flat {ci.diff:+.4f} [{ci.low:+.4f}, {ci.high:+.4f}]"
+                  f" {'' if ci.rel is None else f'{ci.rel * 100:+.1f}%'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", action="append", required=True, help="SET_DIR:EMBEDDER (repeatable)")
@@ -243,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--features-cache", type=Path, help="folder to keep collected features in")
     ap.add_argument("--out", type=Path, help="write the weights fitted on every set here")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--ablation", action="store_true",
+                    help="also print out-of-fold nDCG@10 of the tree model with each feature group left out")
     args = ap.parse_args(argv)
     from evaluation.cli import parse_overrides
 
@@ -277,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: n={len(qs)} nDCG@10 (pool of {POOL}+{POOL}, out of fold): fused={base.mean():.4f} "
               f"flat-learned={flat.mean():.4f} tree-learned={tree.mean():.4f} | pooled model: "
               f"flat={pooled['flat'][name].mean():.4f} tree={pooled['tree'][name].mean():.4f}")
+    if args.ablation:
+        print_ablation(sets, args.l2, args.fit)
     names = list(sets)
     for a in names:
         for b in names:

@@ -82,10 +82,21 @@ def scope_rows(index: Index, doc_paths: set[str] | None) -> list[tuple[int, int]
 
 def flat_scores(index: Index, qvec: np.ndarray, tokens: list[str], config: Config,
                 doc_paths: set[str] | None = None, idf_scope: str = "corpus") -> RangeScores:
-    """Dense + BM25 for every chunk in scope (flat retrieval, safety net, locator)."""
+    """Dense + BM25 for every chunk in scope (flat retrieval, safety net, locator, section ranker).
+
+    The locator and the section ranker score the same scope for the same question one after
+    the other; the last result is kept on the index so a whole-collection query pays once.
+    """
+    key = (qvec.tobytes(), tuple(tokens), None if doc_paths is None else frozenset(doc_paths), idf_scope,
+           config.bm25_k1, config.bm25_b, config.bm25_epsilon)
+    last = index.derived.get("flat_scores_last")
+    if last is not None and last[0] == key:
+        return last[1]
     parts = [score_range(index, qvec, tokens, s, e, config, idf_scope=idf_scope)
              for s, e in scope_rows(index, doc_paths)]
-    return concat_scores(parts)
+    out = concat_scores(parts)
+    index.derived["flat_scores_last"] = (key, out)
+    return out
 
 
 def dedupe_best(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
@@ -164,8 +175,7 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: str, located: list[L
     scores = flat_scores(index, qvec, tokenize(query), config, doc_paths)
     if len(scores.rows) == 0:
         return []
-    n_docs = len(index.doc_rows) if doc_paths is None else len(set(doc_paths) & index.doc_rows.keys())
-    ranker = load_ranker(model_name(kind, n_docs), config.ranker_weights)
+    ranker = load_ranker(model_name(kind, scope_documents(index, doc_paths)), config.ranker_weights)
     loc_ids = {n.node_id for n in located}
     X = chunk_features(index, qvec, scores, config, loc_ids, ranker.names)
     s = ranker.score(X)
@@ -187,8 +197,30 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: str, located: list[L
         rc.retrieval_detail["section_score" if kind == "tree" else "learned_score"] = round(float(s[i]), 4)
         out.append(rc)
     if stages is not None:
+        for arr, bucket in ((scores.bm25, stages.keyword), (scores.dense, stages.vector)):
+            for i in np.lexsort((scores.rows, -arr))[:config.final_top_k]:
+                if bucket is stages.keyword and arr[i] <= 0:
+                    continue
+                bucket.append(_make(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i],
+                                    fused[i], query, "flat"))
         stages.fusion.extend(out)
     return out
+
+
+def scope_documents(index: Index, doc_paths: set[str] | None) -> int:
+    return len(index.doc_rows) if doc_paths is None else len(set(doc_paths) & index.doc_rows.keys())
+
+
+def candidate_order(index: Index, doc_paths: set[str] | None, config: Config) -> str:
+    """``auto``: the section ranker within one document, the union ordering across a collection.
+
+    Measured (README, Evaluation): within a paper the section ranker gains 15% nDCG@10 out of
+    fold; across 139 statutes its out-of-fold estimate loses ~4% while the union ordering is level
+    with the best flat arm, so a collection gets the union ordering.
+    """
+    if config.candidate_order != "auto":
+        return config.candidate_order
+    return "section" if scope_documents(index, doc_paths) <= 1 else "union"
 
 
 def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[LocatedNode],
@@ -196,7 +228,8 @@ def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[Lo
              stages: StageHits | None = None) -> list[RetrievedChunk]:
     """All candidates before rerank: per-leaf top-k, plus the flat safety net when on."""
     embedder = memoized(embedder)  # leaves sharing a sub-query, the net and the ordering: one model call
-    if config.candidate_order == "section":
+    order = candidate_order(index, doc_paths, config)
+    if order == "section":
         return rank_in_sections(index, embedder.embed_query(query), query, located, config, doc_paths,
                                 stages=stages)
     out: list[RetrievedChunk] = []
@@ -206,7 +239,7 @@ def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[Lo
         scores = flat_scores(index, embedder.embed_query(query), tokenize(query), config, doc_paths)
         out.extend(rank_scored(index, scores, config.safety_net_top_k, config, query, "net", stages))
     out = dedupe_best(out)
-    if config.candidate_order == "union":
+    if order == "union":
         out = order_union(index, embedder.embed_query(query), query, out, located, config)
     return out
 

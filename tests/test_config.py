@@ -67,7 +67,7 @@ def test_defaults_chosen_by_evaluation_are_pinned() -> None:
     assert (c.fusion, c.dense_weight, c.bm25_weight) == ("weighted", 0.5, 0.5)
     assert c.bm25_idf_scope == "document"
     assert c.locator == "auto" and c.hybrid_top_leaves == 5 and c.locator_leaf_weight == 0.3
-    assert c.candidate_order == "section" and c.ranker_weights is None and c.leaf_prior_weight == 0.4
+    assert c.candidate_order == "auto" and c.ranker_weights is None and c.leaf_prior_weight == 0.4
     assert c.chunk_context == "headings"
     assert c.top_k_per_leaf == 5 and c.final_top_k == 5
     assert c.safety_net is False and c.reranker == "none"

@@ -162,3 +162,30 @@ def test_regime_follows_the_number_of_documents_in_scope(tmp_path: Path) -> None
     assert load_ranker("tree_multi", w).weights.tolist() == [1.0]  # one model serves both regimes
     for kind in ("flat", "tree", "flat_multi", "tree_multi"):  # the shipped file has all four
         assert load_ranker(kind).kind == kind
+
+
+def test_auto_order_is_section_within_one_document_and_union_across_several(tmp_path: Path,
+                                                                            paper_index) -> None:
+    from indexing.embedder import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from retrieval.hybrid_retriever import candidate_order, retrieve
+    from retrieval.node_locator import hybrid_locate
+
+    cfg = Config()
+    emb = make_embedder("hash", cfg)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\n## Cats\n\nCats sleep a lot during the day.\n", encoding="utf-8")
+    (folder / "b.md").write_text("# B\n\n## Dogs\n\nDogs bark at the mail carrier.\n", encoding="utf-8")
+    build_index(folder, tmp_path / "idx", cfg, emb)
+    two = load_index(tmp_path / "idx")
+    assert candidate_order(two, None, cfg) == "union"
+    assert candidate_order(two, {"a.md"}, cfg) == "section"  # scoped to one document
+    assert candidate_order(paper_index, None, cfg) == "section"
+    assert candidate_order(two, None, cfg.replace(candidate_order="fused")) == "fused"
+    q = "Why do dogs bark?"
+    got = retrieve(two, emb, q, hybrid_locate(two, emb, q, cfg).nodes, cfg)
+    assert got and all("union_score" in c.retrieval_detail for c in got)
+    got = retrieve(paper_index, emb, q, [], cfg)
+    assert got and all("section_score" in c.retrieval_detail for c in got)
