@@ -122,9 +122,9 @@ def test_refuses_to_replace_a_non_index_directory(tmp_path: Path) -> None:
     assert (out / "thesis.tex").read_text() == "years of work"
 
 
-def _make_corpus(folder: Path, n_docs: int) -> None:
+def _make_corpus(folder: Path, n_docs: int, noun: str = "router") -> None:
     folder.mkdir(parents=True)
-    para = ("The adaptive router observes market state and chooses an execution venue. " * 6).strip()
+    para = (f"The adaptive {noun} observes market state and chooses an execution venue. " * 6).strip()
     for i in range(n_docs):
         body = [f"# Document {i}", ""]
         for s in range(1, 6):
@@ -158,3 +158,88 @@ def test_interrupted_build_leaves_old_index_intact(tmp_path: Path, sig: int) -> 
     # temporary build directories of killed builds are cleaned by the next build
     build_index(TEST_PAPER, out, config, make_embedder("hash", config))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "index"]
+
+
+# --------------------------------------------------------------------------- consistent reads
+
+def _fingerprint(index) -> tuple:
+    """Each part of a loaded index, hashed separately: a mixed load has parts of two versions."""
+    import hashlib
+
+    def h(b: bytes) -> str:
+        return hashlib.sha256(b).hexdigest()[:16]
+
+    return (
+        h(json.dumps(index.metadata["counts"], sort_keys=True).encode()) + index.metadata.get("created_at", ""),
+        h("|".join(n.heading_path for n in index.root.iter_preorder()).encode()),
+        h("|".join(c.text for c in index.chunks).encode()),
+        h(np.asarray(index.embeddings).tobytes()),
+        h(np.asarray(index.leaf_embeddings).tobytes()),
+        h(np.asarray(index.bm25.doc_len).tobytes()) + h("|".join(index.bm25.terms).encode()),
+    )
+
+
+def test_queries_during_rebuilds_see_exactly_one_version(tmp_path: Path) -> None:
+    """A writer swaps two index versions in a loop (the swap every build does); every load
+    made meanwhile must be wholly one version, never a mix and never an error."""
+    import shutil
+    import tempfile
+    import threading
+
+    from retrieval.node_locator import hybrid_locate
+    from utils.atomic import replace_directory
+
+    config = Config()
+    emb = make_embedder("hash", config)
+    corpus = tmp_path / "corpus"
+    _make_corpus(corpus, 30)
+    twin = tmp_path / "twin"  # same shape as B, other words: a mix would not even fail a shape check
+    _make_corpus(twin, 30, noun="switch")
+    versions = {"A": tmp_path / "A", "B": tmp_path / "B", "C": tmp_path / "C"}
+    build_index(TEST_PAPER, versions["A"], config, emb)
+    build_index(corpus, versions["B"], config, emb)
+    build_index(twin, versions["C"], config, emb)
+    prints = {k: _fingerprint(load_index(v)) for k, v in versions.items()}
+    assert len({p[2] for p in prints.values()}) == 3
+    assert prints["B"][0][:16] == prints["C"][0][:16]  # equal counts
+    out = tmp_path / "live" / "index"
+    out.parent.mkdir()
+    shutil.copytree(versions["A"], out)
+
+    stop = threading.Event()
+    swaps = [0]
+
+    def writer() -> None:
+        names = ["B", "C", "A"]
+        while not stop.is_set():
+            src = versions[names[swaps[0] % 3]]
+            tmp = Path(tempfile.mkdtemp(prefix=".index.building-", dir=out.parent))
+            for f in src.iterdir():  # a fresh directory, written file by file like a build
+                shutil.copyfile(f, tmp / f.name)
+            replace_directory(tmp, out)
+            swaps[0] += 1
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    mixed, errors, loads = [], [], 0
+    deadline = time.monotonic() + 20
+    try:
+        while loads < 200 and time.monotonic() < deadline:
+            try:
+                index = load_index(out)
+                hybrid_locate(index, emb, "adaptive router execution venue", config)
+            except IndexFormatError as exc:
+                errors.append(str(exc))
+                continue
+            finally:
+                loads += 1
+            fp = _fingerprint(index)
+            owners = {k for part, _ in enumerate(fp) for k in prints if prints[k][part] == fp[part]}
+            if not all(any(prints[k][i] == fp[i] for k in prints) for i in range(len(fp))) or not any(
+                    prints[k] == fp for k in prints):
+                mixed.append(sorted(owners))
+    finally:
+        stop.set()
+        t.join(timeout=30)
+    assert swaps[0] >= 20, "the writer must really race the readers"
+    assert errors == [] and mixed == [], f"{len(mixed)} mixed and {len(errors)} failed of {loads} loads"
