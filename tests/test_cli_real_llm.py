@@ -77,4 +77,4 @@ def test_server_down_falls_back_and_query_still_answers(tmp_path: Path, paper_in
     assert q.returncode == 0, q.stderr
     res = json.loads(q.stdout)
     assert [f["step"] for f in res["fallbacks"]] == ["locate", "synthesis"]
-    assert res["step1_locator"] == "keyword"
+    assert res["step1_locator"] == "hybrid"
