@@ -606,7 +606,7 @@ class _RemoteLLM:
     def _exhausted_error(self, failure: _CallFailure, attempts: int, limit: float | None = None) -> LLMCallError:
         p, status = self.provider, failure.status
         if failure.kind == "timeout":
-            msg = f"{p}: request timed out after {limit if limit is not None else self.timeout:g} s ({attempts} attempts)"
+            msg = f"{p}: request timed out after {limit if limit is not None else self.timeout:.3g} s ({attempts} attempts)"
         elif failure.kind == "connection":
             msg = f"{p}: cannot connect to {self.base_url} after {attempts} attempts ({failure.detail})"
         elif status == 429:
