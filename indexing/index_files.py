@@ -74,10 +74,15 @@ def _reject_constant(token: str) -> Any:
     raise ValueError(f"{token} is not a number JSON allows")
 
 
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
+"""One decoder (json.loads with a keyword argument would build a new one per call)."""
+
+
 def loads_strict(data: bytes | str, name: str) -> Any:
     """json.loads that refuses NaN/Infinity and turns deep nesting into a one-line error."""
     try:
-        return json.loads(data, parse_constant=_reject_constant)
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return _STRICT.decode(text)
     except RecursionError:
         raise IndexFormatError(f"{name} is nested too deeply to be an index file") from None
     except UnicodeDecodeError:

@@ -210,12 +210,16 @@ def _load_tree(files: IndexDir) -> TreeNode:
 
 def _load_chunks(files: IndexDir) -> list[Chunk]:
     data = files.read_bytes(CHUNKS)
+    lines = [(n, line) for n, line in enumerate(data.split(b"\n"), 1) if line.strip()]
+    try:  # one decode of all lines (fast); a failure is located line by line below
+        rows = loads_strict(b"[" + b",".join(line for _, line in lines) + b"]", CHUNKS)
+        if not isinstance(rows, list) or len(rows) != len(lines):
+            raise IndexFormatError(f"{CHUNKS}: a line holds more than one JSON value")
+    except IndexFormatError:
+        rows = [loads_strict(line, f"{CHUNKS} line {n}") for n, line in lines]
     chunks: list[Chunk] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        d = loads_strict(line, f"{CHUNKS} line {lineno}")
+    for (lineno, _), d in zip(lines, rows):
         kw = {}
         where = f"{CHUNKS} line {lineno}"
         for f in _CHUNK_FIELDS:
