@@ -20,7 +20,7 @@ from retrieval.hybrid_retriever import (Reranker, StageHits, document_order, mak
 from retrieval.node_locator import hybrid_locate, keyword_locate, llm_locate
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
-from utils.llm_budget import with_budget
+from utils.llm_budget import BudgetedLLM, with_budget
 from utils.llm_client import LLMClient, UsageMeter
 from utils.tokenizer import is_stopword_only
 
@@ -109,7 +109,10 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     usage = usage if usage is not None else UsageMeter()
     stages = StageHits()
     # one model call per distinct text across locating and retrieval
-    backends = Backends(memoized(backends.embedder), backends.reranker, backends.llm)
+    # (run_pipeline passes a budgeted LLM covering synthesis too; other callers get one for locating)
+    llm = backends.llm if isinstance(backends.llm, BudgetedLLM) else with_budget(
+        backends.llm, config.llm_query_budget_s, max_failures=config.llm_max_failures)
+    backends = Backends(memoized(backends.embedder), backends.reranker, llm)
     if is_stopword_only(query):
         return Retrieval(None, [], stages, [], {}, stopword_only=True)
     fallbacks: list[Fallback] = []
