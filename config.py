@@ -60,8 +60,6 @@ class Config:
     """Leaves the no-LLM hybrid locator returns."""
     locator_leaf_weight: float = 0.3
     """Share of a leaf's heading+summary similarity in its hybrid locator score (rest: best chunk)."""
-    locator_fallback: str = "keyword"
-    """Locator used when the LLM locator fails: keyword (spec) | hybrid."""
     top_k_per_leaf: int = 5
     final_top_k: int = 5
     fusion: FusionMode = "weighted"
@@ -90,6 +88,12 @@ class Config:
     llm: str = "auto"
     """auto | mock | anthropic:MODEL | openai:MODEL"""
     llm_cache: bool = True
+    llm_query_budget_s: float = 60.0
+    """Wall-clock seconds all LLM calls of one query may take together (retries and waits included)."""
+    llm_build_budget_s: float = 1800.0
+    """The same for all LLM summary calls of one index build."""
+    llm_max_failures: int = 3
+    """Failed calls in a row (each after its retries) before a query or build stops calling the LLM."""
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)

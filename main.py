@@ -50,7 +50,9 @@ def cmd_index(args: argparse.Namespace) -> int:
                           max_depth=args.max_depth or base.max_depth,
                           summary_mode=args.summaries or base.summary_mode)
     embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
-    summarizer, usage, workers = None, None, 1
+    config = config.replace(llm_build_budget_s=_llm_budget(args, config.llm_build_budget_s))
+    _llm_timeout(args)  # a bad value is an error even without --summaries llm
+    summarizer, usage, workers, llm = None, None, 1, None
     if config.summary_mode == "llm":
         from tree_builder.llm_summary import LLMSummarizer
         from utils.errors import InputError
@@ -62,6 +64,11 @@ def cmd_index(args: argparse.Namespace) -> int:
         if getattr(llm, "provider", "mock") == "mock":
             raise InputError("--summaries llm needs an LLM: set ANTHROPIC_API_KEY or OPENAI_API_KEY/"
                              "OPENAI_BASE_URL, or pass --llm")
+        from utils.llm_budget import with_budget
+
+        # one budget and circuit breaker for the whole build: a dead or unauthorised
+        # server costs a few requests, not one per node
+        llm = with_budget(llm, config.llm_build_budget_s, max_failures=config.llm_max_failures)
         usage = UsageMeter()
         summarizer = LLMSummarizer(llm, config, usage)
         workers = args.summary_workers
@@ -77,6 +84,9 @@ def cmd_index(args: argparse.Namespace) -> int:
               f"{st.failed} failed (extractive used); {usage.total().describe()}")
         for f in st.failures:
             _stderr(f"warning: summary failed {f}")
+        budget = getattr(llm, "budget", None)
+        if budget is not None and budget.open_reason:
+            _stderr(f"warning: stopped calling the LLM during the build after: {budget.open_reason}")
     return 0
 
 
@@ -135,6 +145,8 @@ class Session:
         from utils.llm_client import make_llm, resolve_llm_spec
 
         self.config = _query_config(args)
+        self.config = self.config.replace(llm_query_budget_s=_llm_budget(args, self.config.llm_query_budget_s))
+        _llm_timeout(args)  # a bad value is an error even when no LLM will be called
         self.index = load_index(Path(args.index))
         cfg_llm = None if self.config.llm == "auto" else self.config.llm
         spec = "mock" if args.mock else resolve_llm_spec(args.llm, os.environ, cfg_llm)
@@ -159,19 +171,32 @@ class Session:
         return result
 
 
-def _llm_timeout(args: argparse.Namespace) -> float:
-    """Seconds per LLM request: --llm-timeout, else $TREERAG_LLM_TIMEOUT, else 60 (a CPU-only local
-    model can need several minutes for one locating prompt)."""
+def _seconds(raw: str, what: str) -> float:
+    """A positive, finite number of seconds (nan, inf, 0 and negatives are refused)."""
+    import math
+
     from utils.errors import InputError
 
-    raw = getattr(args, "llm_timeout", None) or os.environ.get("TREERAG_LLM_TIMEOUT") or "60"
     try:
         value = float(raw)
-    except ValueError:
-        raise InputError(f"LLM timeout must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise InputError(f"LLM timeout must be positive, got {raw!r}")
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{what} must be a positive, finite number of seconds, got {raw!r}")
     return value
+
+
+def _llm_timeout(args: argparse.Namespace) -> float:
+    """Wall-clock seconds per LLM request: --llm-timeout, else $TREERAG_LLM_TIMEOUT, else 60 (a
+    CPU-only local model can need several minutes for one locating prompt)."""
+    raw = getattr(args, "llm_timeout", None) or os.environ.get("TREERAG_LLM_TIMEOUT") or "60"
+    return _seconds(raw, "LLM timeout")
+
+
+def _llm_budget(args: argparse.Namespace, default: float) -> float:
+    """Wall-clock seconds for all LLM calls of one query (or build): --llm-budget, else the config."""
+    raw = getattr(args, "llm_budget", None)
+    return default if raw is None else _seconds(raw, "LLM budget")
 
 
 def _cache_dir() -> Path:
@@ -184,7 +209,9 @@ def _print_result(result: dict, as_json: bool) -> None:
     if as_json:
         import json
 
-        print(json.dumps(result, ensure_ascii=False, indent=2))
+        from utils.json_out import dumps
+
+        print(dumps(result, ensure_ascii=False, indent=2))
     else:
         from utils.render import render_result
 
@@ -313,7 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="concurrent LLM summary calls (default 4)")
     pi.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     pi.add_argument("--llm-timeout", default=None,
-                    help="seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
+                    help="wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
+    pi.add_argument("--llm-budget", default=None,
+                    help="wall-clock seconds for all LLM summary calls of the build (default 1800)")
     pi.add_argument("--quiet", action="store_true", help="no progress bar")
     pi.set_defaults(func=cmd_index)
 
@@ -344,7 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print the pipeline result as JSON only")
         sp.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
         sp.add_argument("--llm-timeout", default=None,
-                        help="seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
+                        help="wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
+        sp.add_argument("--llm-budget", default=None,
+                        help="wall-clock seconds for all LLM calls of one query, retries included (default 60)")
         sp.add_argument("--no-log", action="store_true", help="do not record this run")
         sp.add_argument("--log", default=None, help="run log SQLite file (default: $TREERAG_LOG or user data dir)")
 

@@ -20,6 +20,7 @@ from retrieval.hybrid_retriever import (Reranker, StageHits, document_order, mak
 from retrieval.node_locator import hybrid_locate, keyword_locate, llm_locate
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
+from utils.llm_budget import BudgetedLLM, with_budget
 from utils.llm_client import LLMClient, UsageMeter
 from utils.tokenizer import is_stopword_only
 
@@ -87,8 +88,8 @@ def locate(query: str, index: Index, config: Config, backends: Backends,
     name = choose_locator(config, backends.llm)
     if name == "llm":
         if not has_real_llm(backends.llm):
-            res = keyword_locate(index, query, config, doc_paths)
-            res.fallbacks.append(Fallback("locate", "no LLM configured", "keyword locator"))
+            res = hybrid_locate(index, backends.embedder, query, config, doc_paths)
+            res.fallbacks.append(Fallback("locate", "no LLM configured", "hybrid locator"))
             return res
         return llm_locate(index, backends.llm, query, config, backends.embedder, doc_paths, usage)
     if name == "keyword":
@@ -114,7 +115,10 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     usage = usage if usage is not None else UsageMeter()
     stages = StageHits()
     # one model call per distinct text across locating and retrieval
-    backends = Backends(memoized(backends.embedder), backends.reranker, backends.llm)
+    # (run_pipeline passes a budgeted LLM covering synthesis too; other callers get one for locating)
+    llm = backends.llm if isinstance(backends.llm, BudgetedLLM) else with_budget(
+        backends.llm, config.llm_query_budget_s, max_failures=config.llm_max_failures)
+    backends = Backends(memoized(backends.embedder), backends.reranker, llm)
     if is_stopword_only(query):
         return Retrieval(None, [], stages, [], {}, stopword_only=True)
     fallbacks: list[Fallback] = []
@@ -140,6 +144,9 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
                  doc_paths: set[str] | None = None) -> dict[str, Any]:
     t_start = time.perf_counter()
     usage = UsageMeter()
+    # one wall-clock budget and circuit breaker for every LLM call of this query
+    backends = Backends(backends.embedder, backends.reranker,
+                        with_budget(backends.llm, config.llm_query_budget_s, max_failures=config.llm_max_failures))
     result: dict[str, Any] = {
         "run_id": uuid.uuid4().hex,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -38,12 +38,15 @@ import math
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
+
+if TYPE_CHECKING:
+    from indexing.index_files import IndexDir
 
 FORMAT_VERSION = 1
 VOCAB_FILE = "bm25_vocab.json"
@@ -155,17 +158,18 @@ class BM25Index:
             np.save(directory / name, np.ascontiguousarray(arr, dtype=dtype), allow_pickle=False)
 
     @classmethod
-    def load(cls, directory: Path, mmap: bool = True) -> "BM25Index":
-        """Load and validate; any inconsistency raises IndexFormatError naming the file."""
-        directory = Path(directory)
-        vocab_path = directory / VOCAB_FILE
-        try:
-            with open(vocab_path, encoding="utf-8") as fh:
-                vocab = json.load(fh)
-        except FileNotFoundError:
-            raise IndexFormatError(f"{VOCAB_FILE} is missing from the index at {directory}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise IndexFormatError(f"{VOCAB_FILE} is not valid UTF-8 JSON") from None
+    def load(cls, directory: Path, mmap: bool = True, files: "IndexDir | None" = None) -> "BM25Index":
+        """Load and validate; any inconsistency raises IndexFormatError naming the file.
+
+        ``files`` is the index's opened directory (so BM25 comes from the same
+        version as everything else); without it ``directory`` is opened here.
+        """
+        from indexing.index_files import IndexDir
+
+        if files is None:
+            with IndexDir(Path(directory)) as own:
+                return cls.load(directory, mmap, own)
+        vocab = files.read_json(VOCAB_FILE)
         if not isinstance(vocab, dict) or not isinstance(vocab.get("terms"), list) \
                 or not isinstance(vocab.get("n_rows"), int):
             raise IndexFormatError(f"{VOCAB_FILE} lacks 'terms' (list) or 'n_rows' (int)")
@@ -181,13 +185,7 @@ class BM25Index:
         n_terms, n_rows = len(terms), vocab["n_rows"]
 
         def arr(name: str, dtype: type, length: int | None) -> np.ndarray:
-            path = directory / name
-            try:
-                a = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-            except FileNotFoundError:
-                raise IndexFormatError(f"{name} is missing from the index at {directory}") from None
-            except (ValueError, OSError, EOFError):
-                raise IndexFormatError(f"{name} is not a valid .npy array") from None
+            a = files.read_array(name, mmap)
             if a.dtype != np.dtype(dtype) or a.ndim != 1 or (length is not None and a.shape[0] != length):
                 want = f"({length},)" if length is not None else "1-D"
                 raise IndexFormatError(f"{name} has shape {a.shape} {a.dtype}, expected {want} "
@@ -201,6 +199,8 @@ class BM25Index:
         rows = arr(ROWS_FILE, np.int32, nnz)
         tf = arr(TF_FILE, np.int32, nnz)
         doc_len = arr(DOC_LEN_FILE, np.float32, n_rows)
+        if n_rows and not (np.isfinite(np.sum(doc_len, dtype=np.float64)) and float(doc_len.min()) >= 0):
+            raise IndexFormatError(f"{DOC_LEN_FILE} holds NaN, infinite or negative lengths")
         row_indptr = arr(ROW_INDPTR_FILE, np.int64, n_rows + 1)
         row_terms = arr(ROW_TERMS_FILE, np.int32, nnz)
         if nnz:

@@ -4,10 +4,17 @@ An index may come from someone else, so loading trusts nothing: every file is
 parsed with a data-only parser (json, ``np.load(allow_pickle=False)``), and
 counts, shapes and dtypes are checked against ``metadata.json`` before use.
 Any inconsistency is one line naming the broken file.
+
+Every file is read through one opened directory and checked against the
+manifest in ``metadata.json`` (size, sha256, build id), so a query running
+while the index is rebuilt sees exactly one version (see index_files.py).
 """
 from __future__ import annotations
 
 import json
+import math
+import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,11 +24,18 @@ import numpy as np
 from indexing.bm25_builder import BM25Index
 from indexing.chunker import Chunk
 from tree_builder.tree import TreeNode
+from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, fsync_directory,
+                                  loads_strict, parse_manifest, write_manifest_entry)
 from utils.atomic import recover_directory
 from utils.errors import IndexFormatError
 
 FORMAT_NAME = "treerag-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: metadata.json carries build_id and a manifest (size + sha256 of every other file)."""
+MAX_TREE_DEPTH = 64
+"""Far deeper than any document tree (root > documents > six heading levels); bounds recursion."""
+LOAD_ATTEMPTS = 5
+"""A load that raced a rebuild's swap starts over on the new version at most this often."""
 
 METADATA = "metadata.json"
 TREE = "tree.json"
@@ -38,8 +52,8 @@ _CHUNK_FIELDS = (
     "chunk_id", "source_node_id", "heading_path", "doc_path",
     "start_char", "end_char", "start_line", "end_line", "text", "page_start", "page_end",
 )
-_OPTIONAL_INT_FIELDS = frozenset({"page_start", "page_end"})
-"""Added for paged sources (PDF); an index written before them reads them as 0 (no pages)."""
+_PAGE_FIELDS = frozenset({"page_start", "page_end"})
+"""1-based pages of PDF text (0 for formats without pages); every format-2 index has them."""
 
 
 @dataclass
@@ -115,13 +129,18 @@ def write_index_files(
     leaf_embeddings: np.ndarray,
     bm25: BM25Index,
 ) -> None:
-    """Write every file into ``directory`` (a fresh temporary one: the caller swaps it in)."""
+    """Write every file into ``directory`` (a fresh temporary one: the caller swaps it in).
+
+    Each file is forced to disk and listed in metadata.json's manifest, so the
+    swap never exposes a file that a crash could still empty, and a reader can
+    tell every file of this build from any other.
+    """
     directory = Path(directory)
     with open(directory / TREE, "w", encoding="utf-8") as fh:
-        json.dump(node_to_dict(root), fh, ensure_ascii=False)
+        json.dump(node_to_dict(root), fh, ensure_ascii=False, allow_nan=False)
     with open(directory / CHUNKS, "w", encoding="utf-8") as fh:
         for c in chunks:
-            fh.write(json.dumps(chunk_to_dict(c), ensure_ascii=False))
+            fh.write(json.dumps(chunk_to_dict(c), ensure_ascii=False, allow_nan=False))
             fh.write("\n")
     np.save(directory / EMBEDDINGS, np.ascontiguousarray(embeddings, dtype=np.float32), allow_pickle=False)
     np.save(directory / LEAF_EMBEDDINGS, np.ascontiguousarray(leaf_embeddings, dtype=np.float32), allow_pickle=False)
@@ -129,99 +148,107 @@ def write_index_files(
     meta = dict(metadata)
     meta["format"] = FORMAT_NAME
     meta["format_version"] = FORMAT_VERSION
+    meta["build_id"] = uuid.uuid4().hex
+    meta["files"] = {name: write_manifest_entry(directory, name)
+                     for name in sorted(os.listdir(directory)) if name != METADATA}
     # metadata.json last: a directory without it is never mistaken for an index
     with open(directory / METADATA, "w", encoding="utf-8") as fh:
-        json.dump(meta, fh, ensure_ascii=False, indent=2)
+        json.dump(meta, fh, ensure_ascii=False, indent=2, allow_nan=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    fsync_directory(directory)
 
 
 # --------------------------------------------------------------------------- read
 
-def _read_json(path: Path) -> Any:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise IndexFormatError(f"{path.name} is missing from the index at {path.parent}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise IndexFormatError(f"{path.name} is corrupt ({exc.__class__.__name__}: {exc})") from None
-
-
 def _require(obj: dict, key: str, typ: type | tuple[type, ...], where: str) -> Any:
     if not isinstance(obj, dict) or key not in obj or not isinstance(obj[key], typ):
         raise IndexFormatError(f"{where}: field {key!r} missing or of the wrong type")
+    if typ is int and isinstance(obj[key], bool):
+        raise IndexFormatError(f"{where}: field {key!r} must be an integer, not {obj[key]!r}")
     return obj[key]
 
 
-def _node_from_dict(d: Any, parent: TreeNode | None) -> TreeNode:
+_NODE_INTS = ("level", "start_line", "end_line", "start_char", "end_char", "content_start", "content_end")
+_CHUNK_INTS = ("start_char", "end_char", "start_line", "end_line")
+
+
+def _check_spans(d: dict[str, Any], where: str) -> None:
+    for f in d:
+        if d[f] < 0:
+            raise IndexFormatError(f"{where}: {f} is negative ({d[f]})")
+    for a, b in (("start_char", "end_char"), ("start_line", "end_line"), ("content_start", "content_end")):
+        if a in d and b in d and d[b] < d[a]:
+            raise IndexFormatError(f"{where}: {b} ({d[b]}) is before {a} ({d[a]})")
+
+
+def _node_from_dict(d: Any, parent: TreeNode | None, depth: int = 0) -> TreeNode:
     if not isinstance(d, dict):
         raise IndexFormatError(f"{TREE}: a node is not an object")
+    if depth > MAX_TREE_DEPTH:
+        raise IndexFormatError(f"{TREE}: tree is nested deeper than {MAX_TREE_DEPTH} levels")
     kwargs: dict[str, Any] = {}
     for f in _NODE_FIELDS:
-        if f in _OPTIONAL_INT_FIELDS and f not in d:
-            continue
-        typ = int if f in ("level", "start_line", "end_line", "start_char", "end_char",
-                           "content_start", "content_end") or f in _OPTIONAL_INT_FIELDS else str
-        kwargs[f] = _require(d, f, typ, TREE)
+        kwargs[f] = _require(d, f, int if f in _NODE_INTS or f in _PAGE_FIELDS else str, TREE)
+    _check_spans({f: kwargs[f] for f in _NODE_INTS}, f"{TREE} node {kwargs['node_id']!r}")
     node = TreeNode(parent=parent, **kwargs)
     children = _require(d, "children", list, TREE)
-    node.children = [_node_from_dict(c, node) for c in children]
+    node.children = [_node_from_dict(c, node, depth + 1) for c in children]
     return node
 
 
-def _load_tree(path: Path) -> TreeNode:
-    data = _read_json(path)
+def _load_tree(files: IndexDir) -> TreeNode:
+    data = files.read_json(TREE)
     try:
-        return _node_from_dict(data, None)
+        root = _node_from_dict(data, None)
     except RecursionError:
         raise IndexFormatError(f"{TREE}: tree is nested too deeply") from None
+    seen: set[str] = set()
+    for n in root.iter_preorder():
+        if n.node_id in seen:
+            raise IndexFormatError(f"{TREE}: node id {n.node_id!r} occurs twice")
+        seen.add(n.node_id)
+    return root
 
 
-def _load_chunks(path: Path) -> list[Chunk]:
+def _load_chunks(files: IndexDir) -> list[Chunk]:
+    data = files.read_bytes(CHUNKS)
+    lines = [(n, line) for n, line in enumerate(data.split(b"\n"), 1) if line.strip()]
+    try:  # one decode of all lines (fast); a failure is located line by line below
+        rows = loads_strict(b"[" + b",".join(line for _, line in lines) + b"]", CHUNKS)
+        if not isinstance(rows, list) or len(rows) != len(lines):
+            raise IndexFormatError(f"{CHUNKS}: a line holds more than one JSON value")
+    except IndexFormatError:
+        rows = [loads_strict(line, f"{CHUNKS} line {n}") for n, line in lines]
     chunks: list[Chunk] = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    d = json.loads(line)
-                except json.JSONDecodeError:
-                    raise IndexFormatError(f"{CHUNKS} line {lineno} is not valid JSON") from None
-                kw = {}
-                for f in _CHUNK_FIELDS:
-                    if f in _OPTIONAL_INT_FIELDS and f not in d:
-                        continue
-                    typ = int if f in ("start_char", "end_char", "start_line", "end_line") \
-                        or f in _OPTIONAL_INT_FIELDS else str
-                    kw[f] = _require(d, f, typ, f"{CHUNKS} line {lineno}")
-                chunks.append(Chunk(**kw))
-    except FileNotFoundError:
-        raise IndexFormatError(f"{CHUNKS} is missing from the index at {path.parent}") from None
-    except UnicodeDecodeError:
-        raise IndexFormatError(f"{CHUNKS} is not UTF-8") from None
+    seen: set[str] = set()
+    for (lineno, _), d in zip(lines, rows):
+        kw = {}
+        where = f"{CHUNKS} line {lineno}"
+        for f in _CHUNK_FIELDS:
+            kw[f] = _require(d, f, int if f in _CHUNK_INTS or f in _PAGE_FIELDS else str, where)
+        _check_spans({f: kw[f] for f in _CHUNK_INTS}, where)
+        if kw["chunk_id"] in seen:
+            raise IndexFormatError(f"{where}: chunk id {kw['chunk_id']!r} occurs twice")
+        seen.add(kw["chunk_id"])
+        chunks.append(Chunk(**kw))
     return chunks
 
 
+def _require_finite(arr: np.ndarray, name: str) -> None:
+    """NaN or Inf in a vector silently reorders rankings and turns scores into NaN."""
+    if arr.size and not math.isfinite(float(np.sum(arr, dtype=np.float64))):
+        raise IndexFormatError(f"{name} holds NaN or infinite values; rebuild the index")
+
+
 def load_array(path: Path, mmap: bool = True) -> np.ndarray:
-    try:
-        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except FileNotFoundError:
-        raise IndexFormatError(f"{path.name} is missing from the index at {path.parent}") from None
-    except (ValueError, OSError, EOFError) as exc:
-        raise IndexFormatError(f"{path.name} is corrupt or not a plain .npy array ({exc})") from None
-    if not isinstance(arr, np.ndarray):
-        raise IndexFormatError(f"{path.name} is not a plain .npy array")
-    return arr
-
-
-def read_metadata(path: Path) -> dict[str, Any]:
+    """One .npy file on its own (regular file, plain numbers), e.g. for tools and tests."""
     path = Path(path)
-    recover_directory(path)
-    if not path.exists():
-        raise IndexFormatError(f"no index at {path} (build one with: python main.py index --input DOCS --output {path})")
-    if not path.is_dir():
-        raise IndexFormatError(f"{path} is not an index directory")
-    meta = _read_json(path / METADATA)
+    with IndexDir(path.parent) as files:
+        return files.read_array(path.name, mmap)
+
+
+def _check_metadata(meta: Any, path: Path) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise IndexFormatError(f"{METADATA} at {path} is not a TreeRAG index")
     version = meta.get("format_version")
@@ -229,40 +256,81 @@ def read_metadata(path: Path) -> dict[str, Any]:
         raise IndexFormatError(
             f"{METADATA}: index format version {version!r} is not supported (this TreeRAG reads "
             f"version {FORMAT_VERSION}); rebuild the index")
+    _require(meta, "build_id", str, METADATA)
     counts = _require(meta, "counts", dict, METADATA)
     for key in ("documents", "nodes", "leaves", "chunks"):
-        _require(counts, key, int, f"{METADATA} counts")
+        if _require(counts, key, int, f"{METADATA} counts") < 0:
+            raise IndexFormatError(f"{METADATA} counts: {key} is negative")
     emb = _require(meta, "embedder", dict, METADATA)
     _require(emb, "name", str, f"{METADATA} embedder")
     _require(emb, "model_id", str, f"{METADATA} embedder")
-    _require(emb, "dim", int, f"{METADATA} embedder")
+    if _require(emb, "dim", int, f"{METADATA} embedder") <= 0:
+        raise IndexFormatError(f"{METADATA} embedder: dim must be positive")
+    parse_manifest(meta.get("files"), METADATA)
     return meta
 
 
-def load_index(path: Path, mmap: bool = True) -> Index:
+def _open_index_dir(path: Path) -> IndexDir:
+    recover_directory(path)
+    try:
+        return IndexDir(path)
+    except IndexFileMissing:
+        raise IndexFormatError(
+            f"no index at {path} (build one with: python main.py index --input DOCS --output {path})") from None
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
     path = Path(path)
-    meta = read_metadata(path)
+    with _open_index_dir(path) as files:
+        return _check_metadata(files.read_json(METADATA, METADATA_MAX_BYTES), path)
+
+
+def load_index(path: Path, mmap: bool = True) -> Index:
+    """Load one consistent version of the index at ``path``.
+
+    A rebuild that swaps the directory while this runs makes a file vanish or
+    mismatch the manifest; then the load starts over on the new directory.
+    """
+    path = Path(path)
+    for attempt in range(LOAD_ATTEMPTS):
+        files = _open_index_dir(path)
+        try:
+            return _load_from(files, path, mmap)
+        except (IndexFileMissing, IndexChanged):
+            if attempt + 1 < LOAD_ATTEMPTS and files.replaced():
+                continue
+            raise
+        finally:
+            files.close()
+    raise AssertionError("unreachable")
+
+
+def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
+    meta = _check_metadata(files.read_json(METADATA, METADATA_MAX_BYTES), path)
+    files.hold_all(parse_manifest(meta["files"], METADATA))
     counts = meta["counts"]
     dim = meta["embedder"]["dim"]
-    root = _load_tree(path / TREE)
+    root = _load_tree(files)
     n_nodes = sum(1 for n in root.iter_preorder() if n.kind != "root")
     if n_nodes != counts["nodes"]:
         raise IndexFormatError(f"{TREE} has {n_nodes} nodes but {METADATA} says {counts['nodes']}")
     n_leaves = len(root.leaves())
     if n_leaves != counts["leaves"]:
         raise IndexFormatError(f"{TREE} has {n_leaves} leaves but {METADATA} says {counts['leaves']}")
-    chunks = _load_chunks(path / CHUNKS)
+    chunks = _load_chunks(files)
     if len(chunks) != counts["chunks"]:
         raise IndexFormatError(f"{CHUNKS} has {len(chunks)} chunks but {METADATA} says {counts['chunks']}")
-    emb = load_array(path / EMBEDDINGS, mmap)
+    emb = files.read_array(EMBEDDINGS, mmap)
     if emb.dtype != np.float32 or emb.shape != (len(chunks), dim):
         raise IndexFormatError(
             f"{EMBEDDINGS} has shape {emb.shape} {emb.dtype}, expected ({len(chunks)}, {dim}) float32")
-    leaf_emb = load_array(path / LEAF_EMBEDDINGS, mmap)
+    _require_finite(emb, EMBEDDINGS)
+    leaf_emb = files.read_array(LEAF_EMBEDDINGS, mmap)
     if leaf_emb.dtype != np.float32 or leaf_emb.shape != (n_leaves, dim):
         raise IndexFormatError(
             f"{LEAF_EMBEDDINGS} has shape {leaf_emb.shape} {leaf_emb.dtype}, expected ({n_leaves}, {dim}) float32")
-    bm25 = BM25Index.load(path, mmap=mmap)
+    _require_finite(leaf_emb, LEAF_EMBEDDINGS)
+    bm25 = BM25Index.load(path, mmap=mmap, files=files)
     if bm25.n_rows != len(chunks):
         raise IndexFormatError(f"BM25 data covers {bm25.n_rows} chunks but {CHUNKS} has {len(chunks)}")
     index = Index(path=path, metadata=meta, root=root, chunks=chunks, embeddings=emb,

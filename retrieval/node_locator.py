@@ -320,12 +320,12 @@ def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: Que
         reason = "; ".join(problems) or "no valid leaf in the LLM's answer"
     except BackendError as exc:
         reason = str(exc)
-    fb_name = config.locator_fallback
-    if fb_name == "hybrid" and embedder is not None:
-        res = hybrid_locate(index, embedder, query, config, doc_paths)
+    # The no-LLM default (hybrid), never worse than running without an LLM; keyword only
+    # when no embedder is loaded.
+    if embedder is not None:
+        fb_name, res = "hybrid", hybrid_locate(index, embedder, query, config, doc_paths)
     else:
-        fb_name = "keyword"
-        res = keyword_locate(index, query, config, doc_paths)
+        fb_name, res = "keyword", keyword_locate(index, query, config, doc_paths)
     res.fallbacks.insert(0, Fallback("locate", f"LLM locating failed: {reason}"[:500], f"{fb_name} locator"))
     res.toc_nodes = shown
     res.raw_response = raw

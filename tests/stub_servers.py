@@ -49,6 +49,8 @@ class StubResponse:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     """Seconds to wait before answering (to provoke client timeouts)."""
+    drip: float = 0.0
+    """Seconds between single bytes of the body (a server that never quite stalls)."""
 
 
 @dataclass
@@ -168,7 +170,14 @@ class StubServer:
                         self.send_header(name, value)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if resp.drip > 0:
+                        for i in range(len(payload)):
+                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.flush()
+                            if server._stopping.wait(resp.drip):
+                                return
+                    else:
+                        self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test); nothing to do
 

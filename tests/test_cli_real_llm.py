@@ -77,4 +77,93 @@ def test_server_down_falls_back_and_query_still_answers(tmp_path: Path, paper_in
     assert q.returncode == 0, q.stderr
     res = json.loads(q.stdout)
     assert [f["step"] for f in res["fallbacks"]] == ["locate", "synthesis"]
-    assert res["step1_locator"] == "keyword"
+    assert res["step1_locator"] == "hybrid"
+
+
+# --------------------------------------------------------------------------- broken providers (issue 14)
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tests.stub_servers import anthropic_message_body  # noqa: E402
+
+
+def _env(tmp_path: Path, srv: StubServer, provider: str) -> dict[str, str]:
+    env = {"TREERAG_LOG": str(tmp_path / "runs.sqlite3"), "TREERAG_CACHE_DIR": str(tmp_path / "cache")}
+    if provider == "openai":
+        env.update(OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=srv.url + "/v1")
+    else:
+        env.update(ANTHROPIC_API_KEY="sk-ant-test", ANTHROPIC_BASE_URL=srv.url)
+    return env
+
+
+def test_silent_server_query_returns_within_its_budget(tmp_path: Path, paper_index_dir: Path) -> None:
+    with StubServer(default=StubResponse(200, openai_chat_body("late"), delay=30)) as srv:
+        t0 = time.monotonic()
+        q = run_cli("query", "--index", str(paper_index_dir), "--query", "How many epochs?", "--llm", "openai",
+                    "--json", "--no-cache", "--llm-timeout", "1", "--llm-budget", "2.5",
+                    env=_env(tmp_path, srv, "openai"), timeout=60)
+        elapsed = time.monotonic() - t0
+    assert q.returncode == 0, q.stderr
+    res = json.loads(q.stdout)
+    assert [f["step"] for f in res["fallbacks"]] == ["locate", "synthesis"]
+    assert res["step1_locator"] == "hybrid"
+    assert elapsed < 2.5 + 10  # the budget plus process start-up and model loading
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_html_body_with_json_content_type_is_a_recorded_fallback(tmp_path: Path, paper_index_dir: Path,
+                                                                 provider: str) -> None:
+    page = StubResponse(200, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+    with StubServer(default=page) as srv:
+        env = _env(tmp_path, srv, provider)
+        q = run_cli("query", "--index", str(paper_index_dir), "--query", "How many epochs?", "--llm", provider,
+                    "--json", "--no-cache", env=env, timeout=60)
+        assert q.returncode == 0 and "Traceback" not in q.stderr, q.stderr
+        res = json.loads(q.stdout)
+        assert [f["step"] for f in res["fallbacks"]] == ["locate", "synthesis"]
+        assert "not valid JSON" in res["fallbacks"][0]["reason"]
+        idx = run_cli("index", "--input", str(TEST_PAPER), "--output", str(tmp_path / "idx"), "--mock",
+                      "--summaries", "llm", "--llm", provider, "--quiet", "--no-cache", env=env, timeout=60)
+    assert idx.returncode == 0 and "Traceback" not in idx.stderr, idx.stderr
+    assert "stopped calling the LLM" in idx.stderr
+
+
+@pytest.mark.parametrize("status", [401, 500])
+def test_index_with_llm_summaries_stops_calling_a_failing_server(tmp_path: Path, status: int) -> None:
+    """A 401 is never repeated per node; repeated 5xx failures stop the build's LLM calls early."""
+    body = {"error": {"message": "invalid key" if status == 401 else "boom"}}
+    doc = tmp_path / "long.md"
+    words = "venue router latency spread regime market order fill slippage desk".split()
+    lines = ["# Long report", ""]
+    for ch in range(3):
+        lines += [f"## Chapter {ch}", ""]
+        for sec in range(4):
+            text = " ".join(words[(i * 7 + ch * 3 + sec) % len(words)] for i in range(320))
+            lines += [f"### Section {ch}.{sec}", "", text, ""]
+    doc.write_text("\n".join(lines), encoding="utf-8")
+    # Retry-After: 0 keeps the retries of each failed call instant
+    with StubServer(default=StubResponse(status, body, headers={"Retry-After": "0"})) as srv:
+        idx = run_cli("index", "--input", str(doc), "--output", str(tmp_path / "idx"), "--mock",
+                      "--summaries", "llm", "--llm", "openai", "--quiet", "--no-cache", "--summary-workers", "2",
+                      env=_env(tmp_path, srv, "openai"), timeout=120)
+        requests = srv.request_count
+    assert idx.returncode == 0, idx.stderr
+    assert "stopped calling the LLM during the build" in idx.stderr
+    summaries = idx.stdout.split("summaries: ")[1]
+    n_failed = int(summaries.split(" failed")[0].rsplit(" ", 1)[1])
+    assert n_failed >= 12  # many nodes wanted the LLM ...
+    if status == 401:
+        assert requests <= 2  # ... but only the calls already in flight reached the server
+    else:
+        assert requests <= (3 + 1) * 5  # three failed calls in a row (+1 in flight), five attempts each
+
+
+@pytest.mark.parametrize("flag", ["--llm-timeout", "--llm-budget"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_non_finite_or_negative_seconds_are_one_line_errors(paper_index_dir: Path, tmp_path: Path, flag: str,
+                                                            value: str) -> None:
+    q = run_cli("query", "--index", str(paper_index_dir), "--query", "epochs", "--no-log", f"{flag}={value}",
+                timeout=60)
+    assert q.returncode == 2 and "Traceback" not in q.stderr
+    assert q.stderr.startswith("error: LLM ") and "positive, finite" in q.stderr and q.stderr.count("\n") == 1

@@ -5,6 +5,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -122,9 +123,9 @@ def test_refuses_to_replace_a_non_index_directory(tmp_path: Path) -> None:
     assert (out / "thesis.tex").read_text() == "years of work"
 
 
-def _make_corpus(folder: Path, n_docs: int) -> None:
+def _make_corpus(folder: Path, n_docs: int, noun: str = "router") -> None:
     folder.mkdir(parents=True)
-    para = ("The adaptive router observes market state and chooses an execution venue. " * 6).strip()
+    para = (f"The adaptive {noun} observes market state and chooses an execution venue. " * 6).strip()
     for i in range(n_docs):
         body = [f"# Document {i}", ""]
         for s in range(1, 6):
@@ -158,3 +159,264 @@ def test_interrupted_build_leaves_old_index_intact(tmp_path: Path, sig: int) -> 
     # temporary build directories of killed builds are cleaned by the next build
     build_index(TEST_PAPER, out, config, make_embedder("hash", config))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "index"]
+
+
+# --------------------------------------------------------------------------- consistent reads
+
+def _fingerprint(index) -> tuple:
+    """Each part of a loaded index, hashed separately: a mixed load has parts of two versions."""
+    import hashlib
+
+    def h(b: bytes) -> str:
+        return hashlib.sha256(b).hexdigest()[:16]
+
+    return (
+        h(json.dumps(index.metadata["counts"], sort_keys=True).encode()) + index.metadata.get("created_at", ""),
+        h("|".join(n.heading_path for n in index.root.iter_preorder()).encode()),
+        h("|".join(c.text for c in index.chunks).encode()),
+        h(np.asarray(index.embeddings).tobytes()),
+        h(np.asarray(index.leaf_embeddings).tobytes()),
+        h(np.asarray(index.bm25.doc_len).tobytes()) + h("|".join(index.bm25.terms).encode()),
+    )
+
+
+def test_queries_during_rebuilds_see_exactly_one_version(tmp_path: Path) -> None:
+    """A writer swaps two index versions in a loop (the swap every build does); every load
+    made meanwhile must be wholly one version, never a mix and never an error."""
+    import shutil
+    import tempfile
+    import threading
+
+    from retrieval.node_locator import hybrid_locate
+    from utils.atomic import replace_directory
+
+    config = Config()
+    emb = make_embedder("hash", config)
+    corpus = tmp_path / "corpus"
+    _make_corpus(corpus, 30)
+    twin = tmp_path / "twin"  # same shape as B, other words: a mix would not even fail a shape check
+    _make_corpus(twin, 30, noun="switch")
+    versions = {"A": tmp_path / "A", "B": tmp_path / "B", "C": tmp_path / "C"}
+    build_index(TEST_PAPER, versions["A"], config, emb)
+    build_index(corpus, versions["B"], config, emb)
+    build_index(twin, versions["C"], config, emb)
+    prints = {k: _fingerprint(load_index(v)) for k, v in versions.items()}
+    assert len({p[2] for p in prints.values()}) == 3
+    assert prints["B"][0][:16] == prints["C"][0][:16]  # equal counts
+    out = tmp_path / "live" / "index"
+    out.parent.mkdir()
+    shutil.copytree(versions["A"], out)
+
+    stop = threading.Event()
+    swaps = [0]
+
+    def writer() -> None:
+        names = ["B", "C", "A"]
+        while not stop.is_set():
+            src = versions[names[swaps[0] % 3]]
+            tmp = Path(tempfile.mkdtemp(prefix=".index.building-", dir=out.parent))
+            for f in src.iterdir():  # a fresh directory, written file by file like a build
+                shutil.copyfile(f, tmp / f.name)
+            replace_directory(tmp, out)
+            swaps[0] += 1
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    mixed, errors, loads = [], [], 0
+    deadline = time.monotonic() + 20
+    try:
+        while loads < 200 and time.monotonic() < deadline:
+            try:
+                index = load_index(out)
+                hybrid_locate(index, emb, "adaptive router execution venue", config)
+            except IndexFormatError as exc:
+                errors.append(str(exc))
+                continue
+            finally:
+                loads += 1
+            fp = _fingerprint(index)
+            owners = {k for part, _ in enumerate(fp) for k in prints if prints[k][part] == fp[part]}
+            if not all(any(prints[k][i] == fp[i] for k in prints) for i in range(len(fp))) or not any(
+                    prints[k] == fp for k in prints):
+                mixed.append(sorted(owners))
+    finally:
+        stop.set()
+        t.join(timeout=30)
+    assert swaps[0] >= 20, "the writer must really race the readers"
+    assert errors == [] and mixed == [], f"{len(mixed)} mixed and {len(errors)} failed of {loads} loads"
+
+
+# --------------------------------------------------------------------------- hostile index files
+
+def _restamp(d: Path) -> None:
+    """Rewrite the manifest after tampering, as a hostile index author would."""
+    from indexing.index_files import write_manifest_entry
+
+    meta = json.loads((d / "metadata.json").read_text(encoding="utf-8"))
+    if "files" not in meta:
+        return
+    meta["files"] = {name: write_manifest_entry(d, name) for name in meta["files"]
+                     if (d / name).is_file() and not (d / name).is_symlink()}
+    (d / "metadata.json").write_text(json.dumps(meta), encoding="utf-8")
+
+
+def _edit_jsonl(d: Path, fn) -> None:
+    rows = [json.loads(x) for x in (d / "chunks.jsonl").read_text(encoding="utf-8").splitlines()]
+    fn(rows)
+    (d / "chunks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _edit_tree(d: Path, fn) -> None:
+    tree = json.loads((d / "tree.json").read_text(encoding="utf-8"))
+    fn(tree)
+    (d / "tree.json").write_text(json.dumps(tree), encoding="utf-8")
+
+
+def _first_leaf(tree: dict) -> dict:
+    while tree["children"]:
+        tree = tree["children"][0]
+    return tree
+
+
+def _nan_embeddings(d: Path) -> None:
+    e = np.load(d / "embeddings.npy")
+    e[3, 5] = np.nan
+    np.save(d / "embeddings.npy", e)
+
+
+def _inf_doc_len(d: Path) -> None:
+    a = np.load(d / "bm25_doc_len.npy")
+    a[0] = np.inf
+    np.save(d / "bm25_doc_len.npy", a)
+
+
+def _dup_node(tree: dict) -> None:
+    parent = next(n for n in _walk(tree) if len(n["children"]) >= 2)
+    parent["children"][1]["node_id"] = parent["children"][0]["node_id"]
+
+
+def _walk(tree: dict):
+    yield tree
+    for c in tree["children"]:
+        yield from _walk(c)
+
+
+HOSTILE = {
+    "nan_embeddings": (_nan_embeddings, "embeddings.npy"),
+    "inf_bm25_doc_len": (_inf_doc_len, "bm25_doc_len.npy"),
+    "negative_offset": (lambda d: _edit_jsonl(d, lambda r: r[2].update(start_char=-5)), "chunks.jsonl line 3"),
+    "end_before_start": (lambda d: _edit_jsonl(d, lambda r: r[1].update(end_char=0)), "chunks.jsonl line 2"),
+    "duplicate_chunk_id": (lambda d: _edit_jsonl(d, lambda r: r[4].update(chunk_id=r[3]["chunk_id"])),
+                           "chunks.jsonl line 5"),
+    "duplicate_node_id": (lambda d: _edit_tree(d, _dup_node), "tree.json"),
+    "float_level": (lambda d: _edit_tree(d, lambda t: _first_leaf(t).update(level=1.5)), "tree.json"),
+    "bool_level": (lambda d: _edit_tree(d, lambda t: _first_leaf(t).update(level=True)), "tree.json"),
+    "negative_node_offset": (lambda d: _edit_tree(d, lambda t: _first_leaf(t).update(start_char=-1)), "tree.json"),
+    "nan_literal_in_chunks": (lambda d: (d / "chunks.jsonl").write_text(
+        (d / "chunks.jsonl").read_text().replace('"start_line": 3', '"start_line": NaN', 1)), "chunks.jsonl"),
+    "deep_tree": (lambda d: (d / "tree.json").write_text("[" * 100_000), "tree.json"),
+    "deep_vocab": (lambda d: (d / "bm25_vocab.json").write_text("[" * 100_000), "bm25_vocab.json"),
+    "deep_chunk_line": (lambda d: (d / "chunks.jsonl").write_text("[" * 100_000 + "\n"), "chunks.jsonl line 1"),
+    "tree_too_deep_for_python": (lambda d: (d / "tree.json").write_text(
+        '{"children": [' * 400 + "]}" * 400), "tree.json"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_but_consistent_index_is_refused_in_one_line(paper_index_dir: Path, tmp_path: Path,
+                                                            case: str) -> None:
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    tamper, needle = HOSTILE[case]
+    tamper(d)
+    _restamp(d)
+    with pytest.raises(IndexFormatError) as exc:
+        load_index(d)
+    msg = str(exc.value)
+    assert needle in msg and "\n" not in msg
+
+
+def test_deeply_nested_metadata_is_one_line(paper_index_dir: Path, tmp_path: Path) -> None:
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    (d / "metadata.json").write_text("[" * 100_000)
+    with pytest.raises(IndexFormatError, match="metadata.json is nested too deeply"):
+        load_index(d)
+
+
+def test_file_changed_after_build_is_detected(paper_index_dir: Path, tmp_path: Path) -> None:
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    _edit_jsonl(d, lambda r: r[0].update(text=r[0]["text"].replace("a", "e")))  # same size, other bytes
+    with pytest.raises(IndexFormatError, match="chunks.jsonl does not match the sha256"):
+        load_index(d)
+
+
+def test_manifest_names_every_file_with_size_and_hash(paper_index_dir: Path) -> None:
+    import hashlib
+
+    meta = json.loads((paper_index_dir / "metadata.json").read_text())
+    assert len(meta["build_id"]) == 32
+    on_disk = {p.name for p in paper_index_dir.iterdir()} - {"metadata.json"}
+    assert set(meta["files"]) == on_disk
+    for name, entry in meta["files"].items():
+        data = (paper_index_dir / name).read_bytes()
+        assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+@pytest.mark.parametrize("name", ["tree.json", "metadata.json", "embeddings.npy"])
+def test_fifo_index_file_is_refused_without_hanging(paper_index_dir: Path, tmp_path: Path, name: str) -> None:
+    import os
+
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    (d / name).unlink()
+    os.mkfifo(d / name)
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_index(d)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            outcome.append(exc)
+
+    t = threading.Thread(target=load, daemon=True)  # a hang must fail the test, not stall the suite
+    t.start()
+    t.join(timeout=10)
+    assert outcome, "load_index hung on a FIFO"
+    assert isinstance(outcome[0], IndexFormatError) and f"{name} is a FIFO" in str(outcome[0])
+
+
+def test_chunks_linked_to_dev_zero_is_refused_without_reading(paper_index_dir: Path, tmp_path: Path) -> None:
+    """In a child process capped at 3 GB of address space and 60 s, so a regression fails instead of OOM."""
+    import resource
+
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    (d / "chunks.jsonl").unlink()
+    (d / "chunks.jsonl").symlink_to("/dev/zero")
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    code = ("import sys; from indexing.index_store import load_index; from utils.errors import IndexFormatError\n"
+            "try:\n    load_index(sys.argv[1])\nexcept IndexFormatError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(d)], cwd=str(ROOT), capture_output=True, text=True,
+                          timeout=60, preexec_fn=cap)
+    assert proc.stdout.strip() == "chunks.jsonl is a symbolic link; index files must be regular files", proc.stderr
+
+
+def test_file_larger_than_declared_is_not_read(paper_index_dir: Path, tmp_path: Path) -> None:
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    with open(d / "chunks.jsonl", "ab") as fh:
+        fh.write(b" " * 10_000_000)
+    with pytest.raises(IndexFormatError, match="chunks.jsonl has .* bytes but metadata.json declares"):
+        load_index(d)
+
+
+def test_fifo_index_file_from_the_cli_is_one_line(paper_index_dir: Path, tmp_path: Path) -> None:
+    import os
+
+    from tests.conftest import run_cli
+
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    (d / "tree.json").unlink()
+    os.mkfifo(d / "tree.json")
+    proc = run_cli("query", "--index", str(d), "--query", "epochs", "--no-log", timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "error: tree.json is a FIFO; index files must be regular files"

@@ -656,3 +656,106 @@ def test_parse_retry_after_forms() -> None:
 def test_keys_never_appear_in_repr() -> None:
     assert "sk-secret" not in repr(OpenAILLM(api_key="sk-secret"))
     assert "sk-secret" not in repr(AnthropicLLM(api_key="sk-secret"))
+
+
+# =============================================================================
+# Deadlines, budgets, breaker, hostile responses (issue 14)
+# =============================================================================
+import time as _time  # noqa: E402
+
+from utils.llm_budget import BudgetedLLM, LLMBudget, with_budget  # noqa: E402
+
+
+def test_a_dripping_response_ends_at_the_wall_clock_deadline(provider: Provider) -> None:
+    """One byte every 0.2 s never trips a per-read timeout; the request must still end at 0.6 s."""
+    body = json.dumps(provider.ok("x" * 40)).encode()
+    with StubServer(default=StubResponse(200, body, drip=0.2)) as srv:
+        llm = make_client(provider, srv, max_retries=0, timeout=0.6)
+        t0 = _time.monotonic()
+        with pytest.raises(LLMCallError, match="timed out"):
+            llm.generate("hi")
+        assert _time.monotonic() - t0 < 2.0
+
+
+def test_budget_bounds_all_attempts_of_a_silent_server(provider: Provider) -> None:
+    with StubServer(default=StubResponse(200, provider.ok("late"), delay=10)) as srv:
+        llm = BudgetedLLM(make_client(provider, srv, max_retries=4, timeout=0.4), LLMBudget(1.0))
+        t0 = _time.monotonic()
+        messages = []
+        for _ in range(4):
+            with pytest.raises(LLMCallError) as info:
+                llm.generate("hi")
+            messages.append(str(info.value))
+        assert _time.monotonic() - t0 < 2.0
+        assert "budget" in messages[-1]  # spent: later calls send no request
+        assert srv.request_count <= 4
+
+
+def test_retry_after_longer_than_the_budget_is_not_waited_for(provider: Provider) -> None:
+    sleep = SleepRecorder()
+    with StubServer(default=StubResponse(503, provider.error("overloaded"), headers={"Retry-After": "3600"})) as srv:
+        llm = BudgetedLLM(make_client(provider, srv, sleep=sleep), LLMBudget(5.0))
+        with pytest.raises(LLMCallError, match="503"):
+            llm.generate("hi")
+    assert sleep.calls == [] and srv.request_count == 1
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_permanent_error_stops_further_calls(provider: Provider, status: int) -> None:
+    with StubServer(default=StubResponse(status, provider.error("nope", type_="authentication_error"))) as srv:
+        llm = BudgetedLLM(make_client(provider, srv), LLMBudget(30))
+        with pytest.raises(LLMCallError):
+            llm.generate("first")
+        for _ in range(5):
+            with pytest.raises(LLMCallError, match="not called again"):
+                llm.generate("next")
+        assert srv.request_count == 1
+
+
+def test_repeated_failures_open_the_breaker(provider: Provider) -> None:
+    with StubServer(default=StubResponse(500, provider.error("boom", type_="api_error"))) as srv:
+        llm = BudgetedLLM(make_client(provider, srv, max_retries=1), LLMBudget(30, max_failures=3))
+        for _ in range(6):
+            with pytest.raises(LLMCallError):
+                llm.generate("hi")
+        assert srv.request_count == 3 * 2  # three calls of two attempts, then no more
+        assert "3 failed calls in a row" in llm.budget.open_reason
+
+
+def test_success_resets_the_failure_count() -> None:
+    budget = LLMBudget(30, max_failures=2)
+    err = LLMCallError("x: server error 500", provider="x", status=500)
+    budget.record_failure(err)
+    budget.record_success()
+    budget.record_failure(err)
+    assert budget.open_reason is None
+    budget.record_failure(err)
+    assert budget.open_reason
+
+
+@pytest.mark.parametrize("body", ["<html><body>502 Bad Gateway</body></html>", '{"id": "chatcmpl-1", "choi',
+                                  "[" * 100_000], ids=["html", "truncated", "deeply-nested"])
+def test_200_with_a_body_that_is_not_json_is_a_call_error(provider: Provider, body: str) -> None:
+    with StubServer(default=StubResponse(200, body)) as srv:
+        with pytest.raises(LLMCallError, match="not valid JSON|nested too deeply") as info:
+            make_client(provider, srv).generate("hi")
+    assert "\n" not in str(info.value) and srv.request_count == 1
+
+
+def test_answer_longer_than_max_tokens_is_cut_and_not_cached(provider: Provider, tmp_path: Path) -> None:
+    from utils.llm_client import answer_char_cap
+
+    huge = "A" * 5_000_000
+    with StubServer([StubResponse(200, provider.ok(huge)), StubResponse(200, provider.ok("short"))]) as srv:
+        llm = CachedLLM(make_client(provider, srv), LLMCache(tmp_path / CACHE_FILENAME))
+        first = llm.generate("hi", max_tokens=100)
+        assert len(first.text) == answer_char_cap(100) < 5_000
+        assert any("not cached" in n for n in first.notes)
+        second = llm.generate("hi", max_tokens=100)  # not served from the cache
+        assert second.text == "short" and not second.cached
+    assert srv.request_count == 2
+
+
+def test_with_budget_leaves_mock_clients_alone() -> None:
+    mock = MockLLM()
+    assert with_budget(mock, 1) is mock and with_budget(None, 1) is None

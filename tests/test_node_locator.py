@@ -90,13 +90,21 @@ def test_llm_locate_uses_spec_prompt_and_json_mode(paper_index) -> None:
 
 
 @pytest.mark.parametrize("reply", ["no json at all", '{"results": []}', BackendError("openai: server error 500 after 5 attempts")])
-def test_llm_failure_falls_back_to_keyword_and_records_it(paper_index, reply) -> None:
+def test_llm_failure_falls_back_to_the_no_llm_default_and_records_it(paper_index, reply) -> None:
+    """The fallback is what running without an LLM gives (hybrid), never the weaker keyword match."""
     llm = MockLLM([reply])
-    res = llm_locate(paper_index, llm, "How many epochs was the model trained for?", Config(),
-                     make_embedder("hash", Config()))
-    assert res.locator == "keyword"
+    q = "How many epochs was the model trained for?"
+    emb = make_embedder("hash", Config())
+    res = llm_locate(paper_index, llm, q, Config(), emb)
+    assert res.locator == "hybrid"
+    assert [n.node_id for n in res.nodes] == [n.node_id for n in hybrid_locate(paper_index, emb, q, Config()).nodes]
     assert res.fallbacks and res.fallbacks[0].step == "locate"
-    assert "LLM locating failed" in res.fallbacks[0].reason and res.fallbacks[0].used == "keyword locator"
+    assert "LLM locating failed" in res.fallbacks[0].reason and res.fallbacks[0].used == "hybrid locator"
+
+
+def test_llm_failure_without_an_embedder_falls_back_to_keyword(paper_index) -> None:
+    res = llm_locate(paper_index, MockLLM(["no json"]), "epochs", Config(), None)
+    assert res.locator == "keyword" and res.fallbacks[0].used == "keyword locator"
 
 
 def test_repaired_output_is_recorded(paper_index) -> None:
@@ -140,4 +148,4 @@ def test_prompt_example_cannot_be_copied_into_a_valid_answer(paper_index) -> Non
     example = NODE_LOCATE_PROMPT[NODE_LOCATE_PROMPT.index("{{\n  \"thinking\""):].replace("{{", "{").replace("}}", "}")
     res = llm_locate(paper_index, MockLLM([example]), "What algorithm does AdaRouter use?", Config(),
                      make_embedder("hash", Config()))
-    assert res.locator == "keyword" and res.fallbacks[0].step == "locate"
+    assert res.locator == "hybrid" and res.fallbacks[0].step == "locate"

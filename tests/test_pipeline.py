@@ -192,13 +192,27 @@ def test_llm_server_failure_is_a_recorded_fallback(paper_index) -> None:
     res = run_pipeline("How many epochs was the model trained for?", paper_index, Config(), backends(llm))
     steps = [f["step"] for f in res["fallbacks"]]
     assert steps == ["locate", "synthesis"]
-    assert res["step1_locator"] == "keyword"
+    assert res["step1_locator"] == "hybrid"
     assert res["answer"].startswith("Based on the retrieved evidence:")
 
 
 def test_no_evidence_means_no_llm_call(paper_index) -> None:
     llm = ScriptedLLM(['{"results": [{"node_id": "9999"}]}'])
     cfg = Config()
-    res = run_pipeline("zebra giraffe okapi", paper_index, cfg, backends(llm))
+    # an empty scope: the locator's fallback (hybrid) finds nothing either
+    res = run_pipeline("zebra giraffe okapi", paper_index, cfg, backends(llm), doc_paths=set())
     assert res["step2_retrieved"] == [] and res["answer"].startswith("No evidence")
     assert len(llm.requests) == 1  # the locating call only
+
+
+def test_a_rejected_key_is_sent_once_per_query(paper_index) -> None:
+    """After a 401 on locating, synthesis does not call the provider again: both steps fall back."""
+    from utils.llm_client import LLMCallError
+
+    llm = ScriptedLLM([LLMCallError("authentication failed for openai: check OPENAI_API_KEY", provider="openai",
+                                    status=401)])
+    res = run_pipeline("How many epochs was the model trained for?", paper_index, Config(), backends(llm))
+    assert len(llm.requests) == 1
+    assert [f["step"] for f in res["fallbacks"]] == ["locate", "synthesis"]
+    assert "not called again" in res["fallbacks"][1]["reason"]
+    assert res["step1_locator"] == "hybrid" and res["answer"]

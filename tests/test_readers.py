@@ -286,31 +286,6 @@ def test_markdown_with_real_headings_is_not_second_guessed() -> None:
     assert _heading_texts(document_from_text(text, "g.md")) == ["Guide", "Setup"]
 
 
-def test_index_written_before_page_fields_still_loads(tmp_path: Path) -> None:
-    from indexing.index_store import load_index
-
-    idx = tmp_path / "idx"
-    proc = run_cli("index", "--input", str(TEST_PAPER), "--output", str(idx), "--mock", "--quiet")
-    assert proc.returncode == 0, proc.stderr
-    rows = [json.loads(line) for line in (idx / "chunks.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert all(r["page_start"] == 0 for r in rows)  # Markdown has no pages
-    for r in rows:
-        del r["page_start"], r["page_end"]
-    (idx / "chunks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    tree = json.loads((idx / "tree.json").read_text(encoding="utf-8"))
-
-    def strip(node: dict) -> None:
-        node.pop("page_start"), node.pop("page_end")
-        for child in node["children"]:
-            strip(child)
-
-    strip(tree)
-    (idx / "tree.json").write_text(json.dumps(tree), encoding="utf-8")
-    index = load_index(idx)
-    assert index.chunks and all(c.page_start == 0 for c in index.chunks)
-    assert citation(index.chunks[0]).startswith("test_paper.md:L")
-
-
 def test_word_file_without_heading_styles_falls_back_to_numbering(tmp_path: Path) -> None:
     import docx
 

@@ -150,6 +150,8 @@ class LLMResponse:
     notes: tuple[str, ...] = ()
     """How the answer was obtained when it deviates from the request, e.g.
     'response_format unsupported by the server; JSON requested by instruction only'."""
+    cacheable: bool = True
+    """False when we had to cut an answer the server sent past max_tokens: never stored."""
 
 
 @dataclass(frozen=True)
@@ -232,10 +234,14 @@ class MeteredLLM:
         self.provider = inner.provider
         self.model = inner.model
 
+    accepts_deadline = True
+
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
-                 temperature: float = 0.0, system: str | None = None) -> LLMResponse:
+                 temperature: float = 0.0, system: str | None = None,
+                 deadline: float | None = None) -> LLMResponse:
         response = self.inner.generate(prompt, json_mode=json_mode, max_tokens=max_tokens,
-                                       temperature=temperature, system=system)
+                                       temperature=temperature, system=system,
+                                       **deadline_kwargs(self.inner, deadline))
         return self.meter.record(response)
 
 
@@ -262,6 +268,7 @@ class MockLLM:
     """
 
     provider = "mock"
+    accepts_deadline = True
 
     def __init__(self, replies: MockScript = None, *, model: str = "mock") -> None:
         self.model = model
@@ -272,7 +279,8 @@ class MockLLM:
         self.requests: list[LLMRequest] = []
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
-                 temperature: float = 0.0, system: str | None = None) -> LLMResponse:
+                 temperature: float = 0.0, system: str | None = None,
+                 deadline: float | None = None) -> LLMResponse:
         request = LLMRequest(prompt=prompt, system=system, json_mode=json_mode,
                              max_tokens=max_tokens, temperature=temperature)
         with self._lock:
@@ -403,6 +411,26 @@ def _failure_from_sdk(exc: Exception, sdk: Any) -> _CallFailure:
     return _CallFailure("response", _one_line(exc))
 
 
+def _bad_body(exc: BaseException) -> _CallFailure:
+    """A 200 whose body is not the JSON it claims to be (a proxy's HTML error page, a cut-off body)."""
+    if isinstance(exc, RecursionError):
+        return _CallFailure("response", "response body is JSON nested too deeply")
+    return _CallFailure("response", f"response body is not valid JSON ({_one_line(exc, 80)})")
+
+
+def deadline_kwargs(inner: Any, deadline: float | None) -> dict[str, Any]:
+    """``{"deadline": d}`` for our clients, nothing for a plain LLMClient that does not take one."""
+    return {"deadline": deadline} if deadline is not None and getattr(inner, "accepts_deadline", False) else {}
+
+
+CHARS_PER_TOKEN_CAP = 16
+"""No tokenizer averages more characters per token; a longer answer ignored max_tokens."""
+
+
+def answer_char_cap(max_tokens: int) -> int:
+    return CHARS_PER_TOKEN_CAP * max(1, int(max_tokens)) + 1024
+
+
 # =============================================================================
 # Remote backends
 # =============================================================================
@@ -439,7 +467,7 @@ class _RemoteLLM:
     def _create_client(self) -> tuple[Any, Any]:
         raise NotImplementedError
 
-    def _call_once(self, request: LLMRequest) -> _RawResult:
+    def _call_once(self, request: LLMRequest, timeout: float) -> _RawResult:
         raise NotImplementedError
 
     def _adapt(self, failure: _CallFailure, request: LLMRequest) -> str | None:
@@ -460,16 +488,32 @@ class _RemoteLLM:
         self._notice(f"{self.provider} ({self.model}): {note}")
         return note
 
+    accepts_deadline = True
+
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
-                 temperature: float = 0.0, system: str | None = None) -> LLMResponse:
+                 temperature: float = 0.0, system: str | None = None,
+                 deadline: float | None = None) -> LLMResponse:
+        """One answer, or LLMCallError.
+
+        Each attempt ends by ``self.timeout`` seconds of wall-clock time (not
+        per read: a server dripping a byte at a time is cut off too), and all
+        attempts and waits end by ``deadline`` (``time.monotonic()`` value,
+        from the query's or build's LLM budget) when one is given.
+        """
         request = LLMRequest(prompt=prompt, system=system, json_mode=json_mode,
                              max_tokens=max_tokens, temperature=temperature)
         attempts = 0
         adaptations = 0
         while True:
             attempts += 1
+            limit = self.timeout
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._budget_error(attempts - 1)
+                limit = min(limit, left)
             try:
-                raw = self._call_once(request)
+                raw = self._call_with_deadline(request, limit)
                 break
             except _CallFailure as failure:
                 if (failure.kind == "status" and failure.status in (400, 422) and adaptations < 3
@@ -480,9 +524,46 @@ class _RemoteLLM:
                 if not failure.retryable:
                     raise self._permanent_error(failure, attempts) from None
                 if attempts > self.retry.max_retries:
-                    raise self._exhausted_error(failure, attempts) from None
-                self.retry.sleep(self.retry.delay(attempts - 1, failure.retry_after))
+                    raise self._exhausted_error(failure, attempts, limit) from None
+                wait = self.retry.delay(attempts - 1, failure.retry_after)
+                if deadline is not None and wait >= deadline - time.monotonic():
+                    # waiting would use up the budget: give up now rather than at its end
+                    raise self._exhausted_error(failure, attempts, limit) from None
+                self.retry.sleep(wait)
         return self._response(request, raw)
+
+    def _call_with_deadline(self, request: LLMRequest, seconds: float) -> _RawResult:
+        """``_call_once`` with a wall-clock limit.
+
+        The SDKs only bound each socket read, so the call runs in a daemon
+        thread that is abandoned when the limit passes (it ends when the server
+        does or the read timeout fires; nothing waits for it).
+        """
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["raw"] = self._call_once(request, seconds)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                box["exc"] = exc
+
+        worker = threading.Thread(target=run, name=f"{self.provider}-call", daemon=True)
+        worker.start()
+        worker.join(seconds)
+        if worker.is_alive():
+            raise _CallFailure("timeout", f"no complete response within {seconds:g} s")
+        if "exc" in box:
+            exc = box["exc"]
+            if isinstance(exc, (_CallFailure, BackendError)):
+                raise exc
+            if isinstance(exc, (ValueError, RecursionError)):  # the SDK's json.loads of a bad body
+                raise _bad_body(exc) from None
+            raise exc
+        return box["raw"]
+
+    def _budget_error(self, attempts: int) -> LLMCallError:
+        return LLMCallError(f"{self.provider}: LLM time budget used up after {attempts} attempt(s)",
+                            provider=self.provider, attempts=attempts, retryable=False)
 
     def _response(self, request: LLMRequest, raw: _RawResult) -> LLMResponse:
         notes = self._standing_notes(request)
@@ -494,14 +575,21 @@ class _RemoteLLM:
             notes.append("token counts estimated (server sent no usage)")
         if raw.truncated:
             notes.append(f"output truncated at max_tokens={request.max_tokens}")
+        text, cacheable = raw.text, True
+        cap = answer_char_cap(request.max_tokens)
+        if len(text) > cap:
+            notes.append(f"answer of {len(text):,} characters ignored max_tokens={request.max_tokens}: "
+                         f"cut to {cap:,} and not cached")
+            text, cacheable = text[:cap], False
+            output_tokens = min(output_tokens, request.max_tokens)
         usage = LLMUsage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cost_usd=estimate_cost(self.model, input_tokens, output_tokens),
             calls=1,
         )
-        return LLMResponse(text=raw.text, usage=usage, provider=self.provider, model=self.model,
-                           cached=False, notes=tuple(notes))
+        return LLMResponse(text=text, usage=usage, provider=self.provider, model=self.model,
+                           cached=False, notes=tuple(notes), cacheable=cacheable)
 
     def _permanent_error(self, failure: _CallFailure, attempts: int) -> LLMCallError:
         p, status = self.provider, failure.status
@@ -515,10 +603,10 @@ class _RemoteLLM:
             msg = f"{p}: request rejected ({status}): {failure.detail}"
         return LLMCallError(msg, provider=p, status=status, attempts=attempts, retryable=False)
 
-    def _exhausted_error(self, failure: _CallFailure, attempts: int) -> LLMCallError:
+    def _exhausted_error(self, failure: _CallFailure, attempts: int, limit: float | None = None) -> LLMCallError:
         p, status = self.provider, failure.status
         if failure.kind == "timeout":
-            msg = f"{p}: request timed out after {self.timeout:g} s ({attempts} attempts)"
+            msg = f"{p}: request timed out after {limit if limit is not None else self.timeout:.3g} s ({attempts} attempts)"
         elif failure.kind == "connection":
             msg = f"{p}: cannot connect to {self.base_url} after {attempts} attempts ({failure.detail})"
         elif status == 429:
@@ -561,7 +649,7 @@ class OpenAILLM(_RemoteLLM):
             raise BackendError(f"openai: cannot create client: {_one_line(exc)}") from None
         return client, sdk
 
-    def _call_once(self, request: LLMRequest) -> _RawResult:
+    def _call_once(self, request: LLMRequest, timeout: float) -> _RawResult:
         client, sdk = self._get_client()
         system_parts = [s for s in (request.system, JSON_ONLY_INSTRUCTION if request.json_mode else None) if s]
         messages: list[dict[str, str]] = []
@@ -575,9 +663,11 @@ class OpenAILLM(_RemoteLLM):
         if request.json_mode and self._use_response_format:
             kwargs["response_format"] = {"type": "json_object"}
         try:
-            completion = client.chat.completions.create(**kwargs)
+            completion = client.chat.completions.create(**kwargs, timeout=timeout)
         except sdk.APIError as exc:
             raise _failure_from_sdk(exc, sdk) from None
+        except (ValueError, RecursionError) as exc:
+            raise _bad_body(exc) from None
         try:
             choice = completion.choices[0]
             text = choice.message.content or ""
@@ -643,7 +733,7 @@ class AnthropicLLM(_RemoteLLM):
             raise BackendError(f"anthropic: cannot create client: {_one_line(exc)}") from None
         return client, sdk
 
-    def _call_once(self, request: LLMRequest) -> _RawResult:
+    def _call_once(self, request: LLMRequest, timeout: float) -> _RawResult:
         client, sdk = self._get_client()
         system_parts = [s for s in (request.system, JSON_ONLY_INSTRUCTION if request.json_mode else None) if s]
         prefill = request.json_mode and self._use_prefill
@@ -657,9 +747,11 @@ class AnthropicLLM(_RemoteLLM):
             # Not a named argument in current SDKs, still accepted by the API for most models.
             kwargs["extra_body"] = {"temperature": request.temperature}
         try:
-            message = client.messages.create(**kwargs)
+            message = client.messages.create(**kwargs, timeout=timeout)
         except sdk.APIError as exc:
             raise _failure_from_sdk(exc, sdk) from None
+        except (ValueError, RecursionError) as exc:
+            raise _bad_body(exc) from None
         try:
             text = "".join(block.text for block in message.content if getattr(block, "type", None) == "text")
             usage = message.usage
@@ -712,8 +804,11 @@ class CachedLLM:
         self.model = inner.model
         self.base_url: str | None = getattr(inner, "base_url", None)
 
+    accepts_deadline = True
+
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
-                 temperature: float = 0.0, system: str | None = None) -> LLMResponse:
+                 temperature: float = 0.0, system: str | None = None,
+                 deadline: float | None = None) -> LLMResponse:
         key = cache_key(provider=self.provider, model=self.model, base_url=self.base_url, system=system,
                         prompt=prompt, json_mode=json_mode, max_tokens=max_tokens, temperature=temperature)
         hit = self.cache.get(key)
@@ -721,7 +816,10 @@ class CachedLLM:
             return LLMResponse(text=hit.text, usage=LLMUsage(cost_usd=0.0, cached_calls=1),
                                provider=self.provider, model=self.model, cached=True)
         response = self.inner.generate(prompt, json_mode=json_mode, max_tokens=max_tokens,
-                                       temperature=temperature, system=system)
+                                       temperature=temperature, system=system,
+                                       **deadline_kwargs(self.inner, deadline))
+        if not response.cacheable:
+            return response
         self.cache.put(key, CacheEntry(response.text, response.usage.input_tokens, response.usage.output_tokens),
                        provider=self.provider, model=self.model)
         return response

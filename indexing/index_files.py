@@ -1,0 +1,267 @@
+"""Reading the files of one index version, and only that version, with bounded memory.
+
+Why every file goes through one opened directory (``os.open`` + ``dir_fd``):
+a rebuild swaps a complete new directory in place of the old one. A reader
+that opened ``metadata.json``, ``tree.json`` … by path one after another could
+take some files from the old version and some from the new. Holding a file
+descriptor of the directory pins one version: names are resolved inside that
+inode whatever happens to the path meanwhile. When the swap also removes the
+old directory before every file was opened, the reader sees a missing file,
+notices the path now names another directory, and starts over on the new one.
+
+Why a manifest: ``metadata.json`` names every other file with its size and
+sha256 (and the build id). Sizes bound every read — a ``chunks.jsonl`` that is
+a 20 GB file or a link to ``/dev/zero`` is refused before a byte is read — and
+hashes catch a file changed in place or taken from another build.
+
+Why ``O_NOFOLLOW | O_NONBLOCK`` and a regular-file check: a FIFO would block
+``open`` forever, a device or symlink could read anything on the machine. A
+build never writes either, so both are refused.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+from utils.errors import IndexFormatError
+
+METADATA_MAX_BYTES = 256 * 1024 * 1024
+"""metadata.json is read before anything declares its size; a real one is far smaller."""
+UNDECLARED_MAX_BYTES = 4 * 1024 * 1024 * 1024
+"""Bound for a file read without a manifest (a BM25 index saved on its own, in tests)."""
+
+
+class IndexFileMissing(IndexFormatError):
+    """A file of the index is not there (maybe because the directory was just replaced)."""
+
+
+class IndexChanged(IndexFormatError):
+    """A file does not match the manifest (maybe because it was rewritten in place)."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    size: int
+    sha256: str
+
+
+def parse_manifest(files: Any, where: str) -> dict[str, FileEntry]:
+    if not isinstance(files, dict) or not files:
+        raise IndexFormatError(f"{where}: 'files' (the manifest) is missing or empty")
+    out: dict[str, FileEntry] = {}
+    for name, entry in files.items():
+        if (not isinstance(name, str) or "/" in name or name in ("", ".", "..")
+                or not isinstance(entry, dict)):
+            raise IndexFormatError(f"{where}: manifest entry {name!r} is invalid")
+        size, digest = entry.get("size"), entry.get("sha256")
+        if (not isinstance(size, int) or isinstance(size, bool) or size < 0
+                or not isinstance(digest, str) or len(digest) != 64):
+            raise IndexFormatError(f"{where}: manifest entry {name!r} needs a size and a sha256")
+        out[name] = FileEntry(size, digest)
+    return out
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a number JSON allows")
+
+
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
+"""One decoder (json.loads with a keyword argument would build a new one per call)."""
+
+
+def loads_strict(data: bytes | str, name: str) -> Any:
+    """json.loads that refuses NaN/Infinity and turns deep nesting into a one-line error."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return _STRICT.decode(text)
+    except RecursionError:
+        raise IndexFormatError(f"{name} is nested too deeply to be an index file") from None
+    except UnicodeDecodeError:
+        raise IndexFormatError(f"{name} is not UTF-8") from None
+    except ValueError as exc:  # JSONDecodeError included
+        raise IndexFormatError(f"{name} is corrupt ({exc.__class__.__name__}: {_short(exc)})") from None
+
+
+def _short(exc: object, limit: int = 160) -> str:
+    flat = " ".join(str(exc).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def sha256_file(fh: BinaryIO) -> str:
+    fh.seek(0)
+    return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+class IndexDir:
+    """An index directory opened once; every read resolves names inside that one inode."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.manifest: dict[str, FileEntry] | None = None
+        self._held: dict[str, int] = {}
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise IndexFileMissing(f"no index at {self.path}") from None
+        except NotADirectoryError:
+            raise IndexFormatError(f"{self.path} is not an index directory") from None
+        except OSError as exc:
+            raise IndexFormatError(f"cannot open the index at {self.path}: {exc.strerror}") from None
+
+    def hold_all(self, manifest: dict[str, FileEntry]) -> None:
+        """Adopt the manifest and open every file it names at once.
+
+        A rebuild deletes the replaced directory right after the swap; files
+        opened before that stay readable, so opening them all in a few
+        microseconds (instead of one by one while parsing) leaves a swap almost
+        no window to make a load start over.
+        """
+        self.manifest = manifest
+        for name in manifest:
+            try:
+                self._held[name] = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                                           dir_fd=self.fd)
+            except OSError:
+                pass  # reported with the right wording when the file is read
+
+    def close(self) -> None:
+        for fd in self._held.values():
+            os.close(fd)
+        self._held.clear()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> "IndexDir":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def replaced(self) -> bool:
+        """True when the path no longer names the directory this object holds open."""
+        try:
+            mine = os.fstat(self.fd)
+            now = os.stat(self.path)
+        except OSError:
+            return True
+        return mine.st_nlink == 0 or (mine.st_ino, mine.st_dev) != (now.st_ino, now.st_dev)
+
+    # ------------------------------------------------------------------ opening
+
+    def _limit(self, name: str, default_max: int) -> tuple[int, FileEntry | None]:
+        if self.manifest is None:
+            return default_max, None
+        entry = self.manifest.get(name)
+        if entry is None:
+            raise IndexFormatError(f"{name} is not listed in the manifest of metadata.json")
+        return entry.size, entry
+
+    def open(self, name: str, default_max: int = UNDECLARED_MAX_BYTES) -> tuple[BinaryIO, int, FileEntry | None]:
+        """Open ``name`` for reading: regular file, no symlink, no larger than declared."""
+        limit, entry = self._limit(name, default_max)
+        try:
+            held = self._held.pop(name, None)
+            fd = held if held is not None else os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd)
+        except FileNotFoundError:
+            raise IndexFileMissing(f"{name} is missing from the index at {self.path}") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise IndexFormatError(f"{name} is a symbolic link; index files must be regular files") from None
+            raise IndexFormatError(f"cannot open {name}: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
+                        else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                        else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+                raise IndexFormatError(f"{name} is {kind}; index files must be regular files")
+            if entry is not None and st.st_size != entry.size:
+                raise IndexChanged(f"{name} has {st.st_size} bytes but metadata.json declares {entry.size} "
+                                   f"(modified after the build, or from another build); rebuild the index")
+            if st.st_size > limit:
+                raise IndexFormatError(f"{name} is {st.st_size} bytes, more than the {limit} allowed")
+            fh = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fh, int(st.st_size), entry
+
+    def _check_hash(self, name: str, entry: FileEntry | None, digest: str) -> None:
+        if entry is not None and digest != entry.sha256:
+            raise IndexChanged(f"{name} does not match the sha256 in metadata.json "
+                               f"(modified after the build, or from another build); rebuild the index")
+
+    # ------------------------------------------------------------------ reading
+
+    def read_bytes(self, name: str, default_max: int = UNDECLARED_MAX_BYTES) -> bytes:
+        fh, size, entry = self.open(name, default_max)
+        with fh:
+            data = fh.read(size + 1)  # never more than one byte past what fstat promised
+        if len(data) != size:
+            raise IndexChanged(f"{name} changed size while being read")
+        self._check_hash(name, entry, hashlib.sha256(data).hexdigest())
+        return data
+
+    def read_json(self, name: str, default_max: int = UNDECLARED_MAX_BYTES) -> Any:
+        return loads_strict(self.read_bytes(name, default_max), name)
+
+    def read_array(self, name: str, mmap: bool = True) -> np.ndarray:
+        """A plain numeric .npy array; memory-mapped from the open file when ``mmap``."""
+        fh, size, entry = self.open(name)
+        with fh:
+            try:
+                version = npy_format.read_magic(fh)
+                if version == (1, 0):
+                    shape, fortran, dtype = npy_format.read_array_header_1_0(fh)
+                elif version in ((2, 0), (3, 0)):
+                    shape, fortran, dtype = npy_format.read_array_header_2_0(fh)
+                else:
+                    raise ValueError(f"unsupported .npy version {version}")
+            except (ValueError, OSError, EOFError, SyntaxError) as exc:
+                raise IndexFormatError(f"{name} is corrupt or not a plain .npy array ({_short(exc)})") from None
+            if dtype.hasobject or dtype.kind not in "biuf":
+                raise IndexFormatError(f"{name} holds {dtype} values, not plain numbers (pickled data is refused)")
+            offset = fh.tell()
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            if offset + count * dtype.itemsize != size:
+                raise IndexFormatError(f"{name} is truncated or padded: {size} bytes for shape {shape} {dtype}")
+            if entry is not None:
+                self._check_hash(name, entry, sha256_file(fh))
+            order = "F" if fortran else "C"
+            if count == 0:
+                return np.zeros(shape, dtype=dtype, order=order)
+            if mmap:
+                return np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
+            fh.seek(offset)
+            data = fh.read(count * dtype.itemsize)
+            if len(data) != count * dtype.itemsize:
+                raise IndexChanged(f"{name} changed size while being read")
+            return np.frombuffer(data, dtype=dtype).reshape(shape, order=order).copy()
+
+
+def write_manifest_entry(directory: Path, name: str) -> dict[str, Any]:
+    """Size and sha256 of a file just written, after forcing it to disk."""
+    with open(Path(directory) / name, "rb") as fh:
+        os.fsync(fh.fileno())
+        size = os.fstat(fh.fileno()).st_size
+        digest = sha256_file(fh)
+    return {"size": size, "sha256": digest}
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
