@@ -46,7 +46,7 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
     disturbs least, so ratios are given on both clocks.
     """
     from indexing.bm25_builder import BM25Index
-    from indexing.index_builder import chunk_documents, leaf_text_for_embedding
+    from indexing.index_builder import chunk_documents, chunk_texts, leaf_text_for_embedding
     from indexing.index_store import write_index_files
     from tree_builder.parser import load_documents
     from tree_builder.summary import summarize_tree
@@ -72,11 +72,12 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
     chunks = chunk_documents(root, docs, config)
     leaves = root.leaves()
     lap("chunk")
-    tokens = [tokenize(c.text) for c in chunks]
+    texts = chunk_texts(chunks, docs, config)  # what build_index embeds (chunk_context)
+    tokens = [tokenize(t) for t in texts]
     lap("tokenise (BM25)")
     bm25 = BM25Index.build(tokens)
     lap("BM25 build")
-    emb = embedder.embed_documents([c.text for c in chunks])
+    emb = embedder.embed_documents(texts)
     lap(RAW)
     leaf_emb = embedder.embed_documents([leaf_text_for_embedding(n) for n in leaves])
     lap("embed leaves (locator)")

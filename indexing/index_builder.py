@@ -79,6 +79,12 @@ def chunk_representation(chunk: Chunk, title: str, context: str) -> str:
     return f"{path}\n{chunk.text}" if path else chunk.text
 
 
+def chunk_texts(chunks: list[Chunk], docs: list[Document], config: Config) -> list[str]:
+    """What every chunk is embedded and BM25-indexed as, under ``config.chunk_context``."""
+    titles = {d.path: d.title for d in docs}
+    return [chunk_representation(c, titles.get(c.doc_path, ""), config.chunk_context) for c in chunks]
+
+
 def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> list[Chunk]:
     by_path = {d.path: d for d in docs}
     starts = {d.path: line_starts(d.text) for d in docs}
@@ -176,8 +182,7 @@ def build_index(
     if not chunks:
         raise InputError(f"{input_path}: no text to index")
 
-    titles = {d.path: d.title for d in docs}
-    texts = [chunk_representation(c, titles.get(c.doc_path, ""), config.chunk_context) for c in chunks]
+    texts = chunk_texts(chunks, docs, config)
     bm25 = BM25Index.build([tokenize(t) for t in texts])
 
     t_embed = time.perf_counter()
