@@ -62,9 +62,6 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
     out: list[QData] = []
     questions = sample_questions(eval_set.questions, limit, 0)
     t0 = time.perf_counter()
-    texts = [q.query for q in questions]
-    vecs = backends.embedder.embed_documents(texts) if hasattr(backends.embedder, "embed_documents") \
-        else None
     for i, q in enumerate(questions):
         rel = question_relevance(table, [(e.doc, e.spans) for e in q.evidence], q.scope)
         if not rel.scorable:
@@ -88,7 +85,6 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         if (i + 1) % 200 == 0:
             print(f"  {data.name}: {i + 1}/{len(questions)} questions ({time.perf_counter() - t0:.0f} s)",
                   file=sys.stderr, flush=True)
-    del vecs
     return out
 
 
