@@ -175,7 +175,11 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: str, located: list[L
     scores = flat_scores(index, qvec, tokenize(query), config, doc_paths)
     if len(scores.rows) == 0:
         return []
-    ranker = load_ranker(model_name(kind, scope_documents(index, doc_paths)), config.ranker_weights)
+    name = model_name(kind, scope_documents(index, doc_paths))
+    rankers = index.derived.setdefault("rankers", {})  # read the weights file once per index
+    ranker = rankers.get((name, config.ranker_weights))
+    if ranker is None:
+        ranker = rankers[(name, config.ranker_weights)] = load_ranker(name, config.ranker_weights)
     loc_ids = {n.node_id for n in located}
     X = chunk_features(index, qvec, scores, config, loc_ids, ranker.names)
     s = ranker.score(X)
