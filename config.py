@@ -82,6 +82,21 @@ class Config:
     """auto | mock | anthropic:MODEL | openai:MODEL"""
     llm_cache: bool = True
 
+    # --- answer (step 3) -----------------------------------------------------
+    answer_mode: Literal["extractive", "concatenate"] = "extractive"
+    """Answer without an LLM: extractive = the best sentences, best first (default);
+    concatenate = the spec's mock, every retrieved chunk quoted whole in step-2 order."""
+    answer_max_chars: int = 600
+    """Length budget of the extractive answer's quotes (characters)."""
+    answer_max_sentences: int = 4
+    answer_min_relative: float = 0.5
+    """A sentence joins the answer only if its fused score is at least this share of the best one's."""
+    evidence_floor: float = 3.0
+    """Relevance floor: the evidence answers the question only if its best chunk's dense similarity
+    stands at least this many standard deviations above the question's mean similarity to every
+    chunk of the index (a z-score: independent of the embedder's cosine scale). Chosen on a
+    calibration split of both shared sets by benchmarks/answer_floor.py (figures in README)."""
+
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
