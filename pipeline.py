@@ -176,7 +176,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         result["step2_order"] = ordering_score(r.final)
 
         t = time.perf_counter()
-        strength = evidence_strength(query, r.final, index, backends.embedder)
+        strength = evidence_strength(query, r.final, index, backends.embedder, config)
         found = bool(r.final) and is_answerable(strength, config.evidence_floor)
         answer = synthesize(query, r.final, llm, fallbacks, usage, config=config, index=index,
                             embedder=backends.embedder, cite=citation, evidence_found=found)

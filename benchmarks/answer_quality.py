@@ -22,7 +22,7 @@ and at least half of the sentence inside an evidence span.
         --qasper-index ~/.cache/treerag/eval/indexes/<qasper onnx index> \\
         --lecoqa-index ~/.cache/treerag/eval/indexes/<lecoqa use index> \\
         --unrelated-index /tmp/q30_use     # e.g. 30 QASPER papers: main.py index --embedder use
-        [--limit 100] [--json benchmarks/out/answer_quality.json]
+        [--limit 100] [--floor-limit 200] [--json benchmarks/out/answer_quality.json]
 
 Indexes are only read. Records are cached per run in the JSON output so
 ``--analyse-only`` re-derives the tables without re-running retrieval.
@@ -77,7 +77,7 @@ def run_one(query: str, index: Any, config: Any, backends: Any, doc_paths: set[s
 
     t = time.perf_counter()
     r = run_retrieval(query, index, config, backends, doc_paths)
-    strength = evidence_strength(query, r.final, index, backends.embedder)
+    strength = evidence_strength(query, r.final, index, backends.embedder, config)
     ex = extract(query, r.final, index, backends.embedder, config)
     rec: dict[str, Any] = {"strength": strength.to_dict(), "ms": round((time.perf_counter() - t) * 1000, 1),
                            "n_final": len(r.final), "sentences": ex.sentences}
@@ -93,7 +93,8 @@ def run_one(query: str, index: Any, config: Any, backends: Any, doc_paths: set[s
 
 
 def collect(set_name: str, data: Path, right_index: Path, wrong_index: Path | None, limit: int,
-            seed: int) -> list[dict[str, Any]]:
+            floor_limit: int, seed: int) -> list[dict[str, Any]]:
+    """Run the ``floor_limit`` sample; records of the (nested) ``limit`` sample are marked ``first_n``."""
     from config import Config
     from evaluation.dataset import load_eval_set, sample_questions
     from indexing.index_store import load_index
@@ -101,7 +102,8 @@ def collect(set_name: str, data: Path, right_index: Path, wrong_index: Path | No
 
     config = Config()
     es = load_eval_set(data)
-    questions = sample_questions(es.questions, limit, seed)
+    questions = sample_questions(es.questions, max(limit, floor_limit), seed)
+    first_n = {q.id for q in sample_questions(es.questions, limit, seed)}
     right = load_index(right_index)
     rb = make_backends(right, config, None)
     wrong = load_index(wrong_index) if wrong_index else None
@@ -110,7 +112,7 @@ def collect(set_name: str, data: Path, right_index: Path, wrong_index: Path | No
     out: list[dict[str, Any]] = []
     for i, q in enumerate(questions):
         scope = set(q.scope) if q.scope else None
-        rec = {"set": set_name, "id": q.id, "calibration": _calibration(q.id)}
+        rec = {"set": set_name, "id": q.id, "calibration": _calibration(q.id), "first_n": q.id in first_n}
         right_run = run_one(q.query, right, config, rb, scope)
         for key in ("extractive_first", "top_first", "docorder_first"):
             if key in right_run:
@@ -143,6 +145,8 @@ def choose_threshold(records: list[dict[str, Any]], key: str) -> float:
     """Balanced-error minimiser over the calibration records, pooled over sets (each set weighted equally)."""
     sets = sorted({r["set"] for r in records})
     values = sorted({r[side]["strength"][key] for r in records for side in ("right", "wrong") if side in r})
+    if not values:
+        return 0.0
     best, best_err = values[0] if values else 0.0, 2.0
     for lo, hi in zip(values, values[1:] + [values[-1] + 1.0]):
         thr = (lo + hi) / 2
@@ -153,7 +157,7 @@ def choose_threshold(records: list[dict[str, Any]], key: str) -> float:
     return round(best, 2)
 
 
-def analyse(records: list[dict[str, Any]], configured: float, key: str = "z") -> dict[str, Any]:
+def analyse(records: list[dict[str, Any]], configured: float, key: str = "score") -> dict[str, Any]:
     calib = [r for r in records if r["calibration"]]
     test = [r for r in records if not r["calibration"]]
     chosen = choose_threshold(calib, key)
@@ -166,7 +170,7 @@ def analyse(records: list[dict[str, Any]], configured: float, key: str = "z") ->
             fna, fa, nr, nw = _rates(rs, key, thr)
             row[name] = {"threshold": thr, "false_no_answer": round(fna, 3), "false_answer": round(fa, 3),
                          "n_right": nr, "n_wrong": nw}
-        allr = [r for r in records if r["set"] == s]
+        allr = [r for r in records if r["set"] == s and r.get("first_n", True)]
         first: dict[str, Any] = {}
         for kind in ("extractive_first", "top_first", "docorder_first"):
             vals = [r["right"].get(kind + "_overlap") for r in allr]
@@ -206,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--qasper-index", type=Path)
     ap.add_argument("--lecoqa-index", type=Path)
     ap.add_argument("--unrelated-index", type=Path, help="index of unrelated documents, same embedder as lecoqa's")
-    ap.add_argument("--limit", type=int, default=100)
+    ap.add_argument("--limit", type=int, default=100, help="questions per set for the first-sentence figures")
+    ap.add_argument("--floor-limit", type=int, default=200,
+                    help="questions per set for the floor (a superset of the --limit sample)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "answer_quality.json")
     ap.add_argument("--analyse-only", action="store_true", help="re-analyse the records in --json")
@@ -218,10 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         records = []
         if args.qasper_index:
-            records += collect("qasper", BENCH / "qasper-dev", args.qasper_index, None, args.limit, args.seed)
+            records += collect("qasper", BENCH / "qasper-dev", args.qasper_index, None, args.limit,
+                               args.floor_limit, args.seed)
         if args.lecoqa_index:
             records += collect("lecoqa", BENCH / "lecoqa-train", args.lecoqa_index, args.unrelated_index,
-                               args.limit, args.seed)
+                               args.limit, args.floor_limit, args.seed)
     rep = analyse(records, Config().evidence_floor)
     print_report(rep)
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -77,6 +77,8 @@ class Sentence:
     text: str
     dense: float = 0.0
     bm25: float = 0.0
+    prior: float = 0.0
+    """Step-2 standing of the best retrieved chunk the sentence lies in: 1 for #1 down to 1/k for #k."""
     score: float = 0.0
 
 
@@ -212,7 +214,8 @@ def _passage(index: Any, group: list[tuple[int, RetrievedChunk]], leaf: tuple[st
     return Passage(first, start, start + len(text), text, ranks, (first.start_char, first.start_line))
 
 
-def split_sentences(p: Passage, idx: int) -> list[Sentence]:
+def split_sentences(p: Passage, idx: int, k: int = 1) -> list[Sentence]:
+    """Sentences of a passage; ``k`` = how many chunks step 2 returned (for the rank prior)."""
     out: list[Sentence] = []
     bounds = _sentence_starts(p.text) + [len(p.text)]
     for a, b in zip(bounds, bounds[1:]):
@@ -221,7 +224,10 @@ def split_sentences(p: Passage, idx: int) -> list[Sentence]:
         e = len(seg.rstrip())
         if e - s < 2 or not any(ch.isalnum() for ch in seg):
             continue
-        out.append(Sentence(idx, p.start + a + s, p.start + a + e, seg[s:e]))
+        start, end = p.start + a + s, p.start + a + e
+        inside = [r for r, cs, ce in p.ranks if cs < end and ce > start]
+        best = min(inside) if inside else min(r for r, _, _ in p.ranks)
+        out.append(Sentence(idx, start, end, seg[s:e], prior=1.0 - (best - 1) / max(k, 1)))
     return out
 
 
@@ -282,8 +288,10 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: s
                 total += qcount * idf[term] * f * (k1 + 1) / (f + k1 * (1 - b + b * len(t) / avgdl))
         bm25[i] = total
     fused = fuse(dense.astype(np.float32), bm25, config)
+    w = config.answer_rank_weight
     for s, d, bm, f in zip(sentences, dense, bm25, fused):
-        s.dense, s.bm25, s.score = float(d), float(bm), float(f)
+        s.dense, s.bm25 = float(d), float(bm)
+        s.score = float((1 - w) * f + w * s.prior)
 
 
 # --------------------------------------------------------------------------- selection
@@ -368,6 +376,6 @@ def extract(query: str, ranked: Sequence[RetrievedChunk], index: Any, embedder: 
     passages = build_passages(index, ranked)
     sentences: list[Sentence] = []
     for i, p in enumerate(passages):
-        sentences.extend(split_sentences(p, i))
+        sentences.extend(split_sentences(p, i, len(ranked)))
     score_sentences(sentences, passages, query, index, embedder, config)
     return Extract(select_quotes(sentences, passages, config), len(sentences))
