@@ -85,13 +85,13 @@ def idf_coverage(query: str, chunks: Sequence[RetrievedChunk], index: Any) -> fl
     A term in a script the index has no word of (a Chinese term over English
     papers) could never match lexically, whatever the documents say; it counts
     neither way, so a Chinese question about an English paper is judged on its
-    shared names and numbers. If no term is countable, there is no lexical
-    evidence: 0.
+    shared names and numbers. If no word of the index's scripts is left
+    (nothing, or only numbers), there is no lexical evidence: 0.
     """
     bm = getattr(index, "bm25", None)
     scripts = index_scripts(index)
     q = {t for t in tokenize(query) if _script(t) is None or _script(t) in scripts}
-    if not q:
+    if not any(_script(t) for t in q):  # numbers alone ("24" is in any document) are no evidence
         return 0.0
     n = int(bm.n_rows) if bm is not None else 0
     ids = bm.term_ids if bm is not None else {}

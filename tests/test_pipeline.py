@@ -191,11 +191,19 @@ def test_llm_pipeline_end_to_end_with_usage(paper_index) -> None:
 def test_llm_server_failure_is_a_recorded_fallback(paper_index) -> None:
     err = BackendError("openai: server error 500 after 5 attempts")
     llm = ScriptedLLM([err, err])
-    res = run_pipeline("How many epochs was the model trained for?", paper_index, Config(), backends(llm))
+    res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(evidence_floor=0.0),
+                       backends(llm))
     steps = [f["step"] for f in res["fallbacks"]]
     assert steps == ["locate", "synthesis"]
     assert res["step1_locator"] == "keyword"
-    assert res["answer_mode"] == "extractive" and "50 epochs" in res["answer"]
+    assert res["answer_mode"] == "extractive" and res["fallbacks"][1]["used"] == "extractive answer"
+    assert res["answer_quotes"] and res["answer"].startswith("From the retrieved evidence")
+    # the keyword fallback can land in the wrong leaves: below the floor the fallback is the plain line
+    llm = ScriptedLLM([err, err])
+    res = run_pipeline("How many epochs was the model trained for?", paper_index, Config(evidence_floor=1.01),
+                       backends(llm))
+    assert res["answer_mode"] == "none" and res["answer"] == "The indexed documents do not answer this question."
+    assert "below the floor" in res["fallbacks"][-1]["used"]
 
 
 def test_no_evidence_means_no_llm_call(paper_index) -> None:
