@@ -302,3 +302,24 @@ def test_extract_without_leaf_text_stitches_chunks(paper_index) -> None:
     ex = extract("AdaRouter accuracy", ranked, None, make_embedder("hash", Config()), Config())
     assert ex.quotes and all(q.text for q in ex.quotes)
     assert citation(ex.quotes[0].chunk).startswith("test_paper.md:L")
+
+
+def test_floor_calibration_picks_the_balanced_threshold() -> None:
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("answer_quality", ROOT / "benchmarks" / "answer_quality.py")
+    aq = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(aq)
+
+    def rec(s, right, wrong, calib=True):
+        return {"set": s, "id": f"{s}{right}{wrong}", "calibration": calib,
+                "right": {"strength": {"score": right}}, "wrong": {"strength": {"score": wrong}}}
+
+    records = [rec("a", r, w) for r, w in [(0.6, 0.2), (0.7, 0.3), (0.5, 0.1), (0.45, 0.35)]]
+    records += [rec("b", r, w) for r, w in [(0.8, 0.1), (0.9, 0.2)]]
+    thr = aq.choose_threshold(records, "score")
+    assert 0.35 < thr <= 0.45
+    assert aq._rates(records, "score", thr)[:2] == (0.0, 0.0)
+    assert aq._rates(records, "score", 0.65) == (3 / 6, 0.0, 6, 6)

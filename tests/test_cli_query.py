@@ -28,7 +28,7 @@ def test_query_prints_the_spec_layout(paper_index_dir: Path, log_env) -> None:
     assert any(re.fullmatch(r'    sub_query: ".+"', l) for l in out)
     assert any(re.fullmatch(r"Retrieved \d+ chunks \(from \d+ nodes\):", l) for l in out)
     assert any(re.fullmatch(r"  #1 \[\d{4}\] .+  \(test_paper\.md:L\d+(-L\d+)?\)", l) for l in out)
-    assert any(re.fullmatch(r"  ordered by union .+; the last score shown", l) for l in out)
+    assert any(re.fullmatch(r"  ordered by union .+, the last score on each line", l) for l in out)
     scores = [l for l in out if l.startswith("     dense=")]
     assert scores and all(re.fullmatch(r"     dense=-?\d+\.\d\d  bm25=\d+\.\d\d  fused=\d+\.\d\d  union=\d+\.\d\d", l)
                           for l in scores)

@@ -20,8 +20,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
 ORDER_LEGEND = {
-    "rerank": "rerank (cross-encoder score over all candidates)",
-    "union": "union (dense + BM25 re-scored across the located leaves, with the locator's leaf prior)",
+    "rerank": "rerank (cross-encoder)",
+    "union": "union (dense + BM25 across leaves + leaf prior)",
     "fused": "fused (dense + BM25 within each leaf)",
 }
 
@@ -86,7 +86,7 @@ def _render(result: dict[str, Any]) -> str:
     out.append(f"Retrieved {len(hits)} chunks (from {from_nodes} nodes):")
     order = result.get("step2_order") or _order_of(hits)
     if hits:
-        out.append(f"  ordered by {ORDER_LEGEND.get(order, order)}; the last score shown")
+        out.append(f"  ordered by {ORDER_LEGEND.get(order, order)}, the last score on each line")
     for h in hits:
         s = h["scores"]
         net = "  [safety net]" if h.get("source") == "net" else ""
