@@ -81,6 +81,7 @@ def run_one(query: str, index: Any, config: Any, backends: Any, doc_paths: set[s
     ex = extract(query, r.final, index, backends.embedder, config)
     rec: dict[str, Any] = {"strength": strength.to_dict(), "ms": round((time.perf_counter() - t) * 1000, 1),
                            "n_final": len(r.final), "sentences": ex.sentences}
+    rec["final_spans"] = [[rc.chunk.doc_path, rc.chunk.start_char, rc.chunk.end_char] for rc in r.final]
     if r.final:
         top = r.final[0].chunk
         first = min(r.final, key=lambda rc: rc.row).chunk
@@ -118,6 +119,8 @@ def collect(set_name: str, data: Path, right_index: Path, wrong_index: Path | No
             if key in right_run:
                 doc, a, b = right_run[key]
                 right_run[key + "_overlap"] = _overlaps((a, b), doc, q.evidence)
+        right_run["any_chunk_overlap"] = any(_overlaps((a, b), doc, q.evidence)[0]
+                                             for doc, a, b in right_run["final_spans"])
         rec["right"] = right_run
         if scope is not None:  # asked of another paper of the same index
             others = [d for d in docs if d not in scope]
@@ -178,6 +181,8 @@ def analyse(records: list[dict[str, Any]], configured: float, key: str = "score"
             first[kind] = {"any_overlap": round(sum(v[0] for v in vals) / max(len(vals), 1), 3),
                            "half_inside": round(sum(v[1] for v in vals) / max(len(vals), 1), 3),
                            "n": len(vals)}
+        anyc = [r["right"].get("any_chunk_overlap") for r in allr if "any_chunk_overlap" in r["right"]]
+        first["any_retrieved_chunk"] = {"any_overlap": round(sum(anyc) / max(len(anyc), 1), 3), "n": len(anyc)}
         row["first_sentence"] = first
         ms = [r["right"]["ms"] for r in allr]
         row["right_ms_median"] = sorted(ms)[len(ms) // 2] if ms else None
@@ -203,6 +208,9 @@ def print_report(rep: dict[str, Any]) -> None:
         for kind, label in labels.items():
             f = row["first_sentence"][kind]
             print(f"{s:<10} {label:<34} {f['any_overlap']:>12.1%} {f['half_inside']:>12.1%} {f['n']:>5}")
+        f = row["first_sentence"].get("any_retrieved_chunk")
+        if f and f["n"]:
+            print(f"{s:<10} {'ceiling: any retrieved chunk':<34} {f['any_overlap']:>12.1%} {'':>12} {f['n']:>5}")
 
 
 def main(argv: list[str] | None = None) -> int:
