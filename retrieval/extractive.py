@@ -183,8 +183,19 @@ def build_passages(index: Any, ranked: Sequence[RetrievedChunk]) -> list[Passage
                     groups[-1].append(m)
                     continue
             groups.append([m])
+        leaf_passages: list[Passage] = []
         for g in groups:
-            passages.append(_passage(index, g, leaf))
+            p = _passage(index, g, leaf)
+            prev = leaf_passages[-1] if leaf_passages else None
+            # two windows of one paragraph that do not overlap can still widen into the same sentence
+            if prev is not None and prev.content is not None and p.content is not None and p.start <= prev.end:
+                cs = prev.content_start
+                prev.end = max(prev.end, p.end)
+                prev.text = prev.content[prev.start - cs:prev.end - cs]
+                prev.ranks += p.ranks
+                continue
+            leaf_passages.append(p)
+        passages.extend(leaf_passages)
     passages.sort(key=lambda p: (p.chunk.doc_path, p.start))
     return passages
 

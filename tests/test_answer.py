@@ -323,3 +323,18 @@ def test_floor_calibration_picks_the_balanced_threshold() -> None:
     assert 0.35 < thr <= 0.45
     assert aq._rates(records, "score", thr)[:2] == (0.0, 0.0)
     assert aq._rates(records, "score", 0.65) == (3 / 6, 0.0, 6, 6)
+
+
+def test_windows_widening_into_one_sentence_become_one_passage(tmp_path: Path) -> None:
+    # one long sentence-free stretch: windows 1 and 3 do not overlap, but widen into the same sentence
+    long = ("Alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
+            "sigma tau upsilon phi chi psi omega, ") * 6
+    _, _, index = _build(tmp_path, f"# Section\n\n{long.strip()} end of the one sentence.\n")
+    chunks = index.chunks
+    assert len(chunks) >= 3 and chunks[2].start_char >= chunks[0].end_char
+    ranked = [RetrievedChunk(chunks[0], 1.0, {}, row=0), RetrievedChunk(chunks[2], 0.9, {}, row=2)]
+    passages = build_passages(index, ranked)
+    assert len(passages) == 1
+    ex = extract("alpha omega", ranked, index, make_embedder("hash", Config()), Config())
+    texts = [q.text for q in ex.quotes]
+    assert len(texts) == len(set(texts))
