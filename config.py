@@ -92,6 +92,9 @@ class Config:
     answer_rank_weight: float = 0.5
     """Share of a sentence's answer score that comes from its chunk's step-2 rank (the rest: the
     sentence's own dense + BM25 match with the question); retrieval saw the leaf and the context."""
+    answer_dense_candidates: int = 0
+    """Sentences embedded for the dense part of their score (0 = all); the others are ranked out by
+    BM25 + rank first. Each costs one embedding (~10 ms on this machine's CPU)."""
     answer_min_relative: float = 0.5
     """A sentence joins the answer only if its fused score is at least this share of the best one's."""
     evidence_floor: float = 0.38

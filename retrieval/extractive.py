@@ -277,9 +277,6 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: s
     """Fill dense, bm25 and fused score of every sentence (in place)."""
     if not sentences:
         return
-    qvec = np.asarray(embedder.embed_query(query), dtype=np.float32)
-    vecs = np.asarray(embedder.embed_documents([s.text for s in sentences]), dtype=np.float32)
-    dense = vecs @ qvec
     q_tokens = tokenize(query)
     toks = [tokenize(s.text) for s in sentences]
     avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
@@ -298,11 +295,27 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: s
             if f and term in idf:
                 total += qcount * idf[term] * f * (k1 + 1) / (f + k1 * (1 - b + b * len(t) / avgdl))
         bm25[i] = total
-    fused = fuse(dense.astype(np.float32), bm25, config)
     w = config.answer_rank_weight
+    # Embedding a sentence costs a model call (~10 ms each on a busy CPU): only the sentences that
+    # BM25 and their chunk's rank put in the running are embedded; the rest get the lowest dense score.
+    prior = np.array([s.prior for s in sentences], dtype=np.float32)
+    cheap = (1 - w) * config.bm25_weight * _minmax(bm25) + w * prior
+    k = config.answer_dense_candidates
+    pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
+    qvec = np.asarray(embedder.embed_query(query), dtype=np.float32)
+    vecs = np.asarray(embedder.embed_documents([sentences[i].text for i in pick]), dtype=np.float32)
+    picked = vecs @ qvec
+    dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
+    dense[pick] = picked
+    fused = fuse(dense.astype(np.float32), bm25, config)
     for s, d, bm, f in zip(sentences, dense, bm25, fused):
         s.dense, s.bm25 = float(d), float(bm)
         s.score = float((1 - w) * f + w * s.prior)
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    lo, hi = float(x.min()), float(x.max())
+    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
 
 
 # --------------------------------------------------------------------------- selection

@@ -338,3 +338,24 @@ def test_windows_widening_into_one_sentence_become_one_passage(tmp_path: Path) -
     ex = extract("alpha omega", ranked, index, make_embedder("hash", Config()), Config())
     texts = [q.text for q in ex.quotes]
     assert len(texts) == len(set(texts))
+
+
+def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:
+    class Counting:
+        def __init__(self):
+            self.inner = make_embedder("hash", Config())
+            self.embedded = 0
+
+        def embed_query(self, t):
+            return self.inner.embed_query(t)
+
+        def embed_documents(self, texts, progress=None):
+            self.embedded += len(texts)
+            return self.inner.embed_documents(texts)
+
+    ranked = [RetrievedChunk(c, 1.0, {}, row=i) for i, c in enumerate(paper_index.chunks[:8])]
+    every, few = Counting(), Counting()
+    a = extract("AdaRouter accuracy", ranked, paper_index, every, Config())
+    b = extract("AdaRouter accuracy", ranked, paper_index, few, Config(answer_dense_candidates=3))
+    assert every.embedded == a.sentences > 3 and few.embedded == 3
+    assert b.quotes
