@@ -256,7 +256,7 @@ Nothing about installers here, only unrelated words about gardening and weather.
 
 
 def test_control_characters_never_reach_the_terminal(tmp_path: Path) -> None:
-    _, index_dir, _ = _build(tmp_path, ANSI_DOC)
+    src, index_dir, _ = _build(tmp_path, ANSI_DOC)
     env = {"TREERAG_LOG": str(tmp_path / "runs.sqlite3"), "TREERAG_CACHE_DIR": str(tmp_path / "c")}
     q = "How long does the installer take?"
     proc = run_cli("query", "--index", str(index_dir), "--query", q, "--answer", "concatenate", env=env)
@@ -270,6 +270,9 @@ def test_control_characters_never_reach_the_terminal(tmp_path: Path) -> None:
     assert any("\x1b[31mnow\x1b[0m" in t and "\x9b2J" in t for t in texts)  # kept, escaped
     shown = run_cli("show", data["run_id"][:8], env=env)
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", shown.stdout)
+    tree = run_cli("tree", "--input", str(src), env=env)
+    assert tree.returncode == 0 and "[0001] Setup" in tree.stdout
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", tree.stdout)
 
 
 def test_terminal_safe_and_json_safe() -> None:
