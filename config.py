@@ -95,6 +95,29 @@ class Config:
     llm_max_failures: int = 3
     """Failed calls in a row (each after its retries) before a query or build stops calling the LLM."""
 
+    # --- answer (step 3) -----------------------------------------------------
+    answer_mode: Literal["extractive", "concatenate"] = "extractive"
+    """Answer without an LLM: extractive = the best sentences, best first (default);
+    concatenate = the spec's mock, every retrieved chunk quoted whole in step-2 order."""
+    answer_max_chars: int = 600
+    """Length budget of the extractive answer's quotes (characters)."""
+    answer_max_sentences: int = 4
+    answer_rank_weight: float = 0.5
+    """Share of a sentence's answer score that comes from its chunk's step-2 rank (the rest: the
+    sentence's own dense + BM25 match with the question); retrieval saw the leaf and the context."""
+    answer_dense_candidates: int = 0
+    """Sentences embedded for the dense part of their score (0 = all); the others are ranked out by
+    BM25 + rank first. Each costs one embedding (~10 ms on this machine's CPU)."""
+    answer_min_relative: float = 0.5
+    """A sentence joins the answer only if its fused score is at least this share of the best one's."""
+    evidence_floor: float = 0.38
+    """Relevance floor: below it the answer says the indexed documents do not answer the question
+    (``evidence_found`` false). Compared with the evidence score of retrieval/relevance.py: the best
+    retrieved chunk's raw cosine with the question and the share of the question's IDF weight found
+    in the retrieved text, combined with dense_weight / bm25_weight; both parts lie in [0, 1]. Chosen
+    as the balanced-error threshold on a calibration half of both shared sets, questions asked of
+    their own documents vs of unrelated ones (benchmarks/answer_quality.py; figures in README)."""
+
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 

@@ -34,7 +34,9 @@ EMBEDDERS = ("hash", "local", "onnx", "openai", "use")
 
 
 def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    from utils.render import terminal_safe  # messages can quote file names and document text
+
+    print(terminal_safe(msg), file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- commands
@@ -112,7 +114,9 @@ def cmd_tree(args: argparse.Namespace) -> int:
         _stderr(f"warning: {w}")
     root = build_tree(docs, config, folder_mode=path.is_dir())
     summarize_tree(root, config)
-    print(serialize_tree(root))
+    from utils.render import terminal_safe
+
+    print(terminal_safe(serialize_tree(root)))
     return 0
 
 
@@ -130,9 +134,12 @@ def _query_config(args: argparse.Namespace) -> Config:
             changes["reranker_model"] = args.rerank
     if getattr(args, "safety_net", None) is not None:
         changes["safety_net"] = args.safety_net
+    if getattr(args, "answer", None):
+        changes["answer_mode"] = args.answer
     if getattr(args, "mock", False):
         changes.setdefault("locator", "keyword")
         changes["reranker"] = "none"
+        changes.setdefault("answer_mode", "concatenate")  # the spec's mock synthesis
     return _base_config(args).replace(**changes)
 
 
@@ -210,8 +217,9 @@ def _print_result(result: dict, as_json: bool) -> None:
         import json
 
         from utils.json_out import dumps
+        from utils.render import json_safe
 
-        print(dumps(result, ensure_ascii=False, indent=2))
+        print(json_safe(dumps(result, ensure_ascii=False, indent=2)))
     else:
         from utils.render import render_result
 
@@ -356,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     def query_options(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--index", required=True, help="index directory built by `index`")
         sp.add_argument("--mock", action="store_true",
-                        help="mock models: keyword locating, no rerank, extractive answer")
+                        help="the spec's mock: keyword locating, no rerank, concatenated answer")
         sp.add_argument("--llm", default=None,
                         help="PROVIDER[:MODEL]: mock, anthropic, openai (default: $TREERAG_LLM or auto)")
         sp.add_argument("--embedder", choices=EMBEDDERS, default=None,
@@ -370,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--safety-net", dest="safety_net", action="store_true", default=None,
                         help="also merge the global top chunks before rerank")
         sp.add_argument("--no-safety-net", dest="safety_net", action="store_false")
+        sp.add_argument("--answer", choices=("extractive", "concatenate"), default=None,
+                        help="answer without an LLM: extractive (the best sentences, default) or "
+                             "concatenate (the spec's mock: every retrieved chunk whole)")
         sp.add_argument("--json", action="store_true", help="print the pipeline result as JSON only")
         sp.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
         sp.add_argument("--llm-timeout", default=None,

@@ -15,9 +15,9 @@ from typing import Any
 from config import Config
 from indexing.embedder import Embedder, memoized
 from indexing.index_store import Index
-from retrieval.hybrid_retriever import (Reranker, StageHits, document_order, make_reranker, rerank,
-                                        retrieve)
+from retrieval.hybrid_retriever import Reranker, StageHits, make_reranker, rerank, retrieve
 from retrieval.node_locator import hybrid_locate, keyword_locate, llm_locate
+from retrieval.relevance import evidence_strength, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
 from utils.llm_budget import BudgetedLLM, with_budget
@@ -71,6 +71,13 @@ def _stage_dicts(stages: StageHits) -> dict[str, list[dict[str, Any]]]:
         out[name] = [_hit_dict(rc, i, rc.retrieval_detail.get(key, rc.score), rc.retrieval_detail)
                      for i, rc in enumerate(hits, 1)]
     return out
+
+
+def ordering_score(final: list[RetrievedChunk]) -> str:
+    """Which score ordered step 2's list: rerank, section, union or fused (utils.render.order_of)."""
+    from utils.render import order_of
+
+    return order_of(final[0].retrieval_detail) if final else "fused"
 
 
 def retrieved_dict(rc: RetrievedChunk, rank: int) -> dict[str, Any]:
@@ -152,9 +159,11 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "query": query, "notice": None,
         "step1_thinking": "", "step1_locator": None, "step1_nodes": [],
-        "step2_retrieved": [], "stages": {}, "answer": "",
+        "step2_retrieved": [], "stages": {}, "answer": "", "evidence_found": False,
     }
     llm = backends.llm if has_real_llm(backends.llm) else None
+    # one query embedding shared by retrieval, the relevance floor and the extractive answer
+    backends = Backends(memoized(backends.embedder), backends.reranker, backends.llm)
     r = run_retrieval(query, index, config, backends, doc_paths, usage)
     fallbacks = r.fallbacks
     timing = r.timing_ms
@@ -174,8 +183,18 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         result["step2_retrieved"] = [retrieved_dict(rc, i) for i, rc in enumerate(r.final, 1)]
         result["stages"] = _stage_dicts(r.stages)
 
+        result["step2_order"] = ordering_score(r.final)
+
         t = time.perf_counter()
-        result["answer"] = synthesize(query, document_order(r.final), llm, fallbacks, usage)
+        strength = evidence_strength(query, r.final, index, backends.embedder, config)
+        found = bool(r.final) and is_answerable(strength, config.evidence_floor)
+        answer = synthesize(query, r.final, llm, fallbacks, usage, config=config, index=index,
+                            embedder=backends.embedder, cite=citation, evidence_found=found)
+        result["answer"] = answer.text
+        result["answer_mode"] = answer.mode
+        result["answer_quotes"] = answer.quotes
+        result["evidence_found"] = found
+        result["evidence_strength"] = {**strength.to_dict(), "floor": config.evidence_floor}
         timing["synthesize"] = (time.perf_counter() - t) * 1000
     timing["total"] = (time.perf_counter() - t_start) * 1000
     result["timing_ms"] = {k: round(v, 2) for k, v in timing.items()}

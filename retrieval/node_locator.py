@@ -22,7 +22,7 @@ from indexing.index_store import Index
 from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
-from tree_builder.visualizer import HEADER, node_blocks, serialize_tree
+from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, node_blocks, serialize_tree, tree_for_prompt
 from utils.errors import BackendError
 from utils.similarity import min_max_normalize
 from utils.tokenizer import estimate_tokens, tokenize
@@ -302,11 +302,11 @@ def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: Que
                doc_paths: set[str] | None = None, usage: Any = None) -> LocateResult:
     """The spec's LLM locating, falling back (recorded) to the no-LLM locator on any failure."""
     toc, shown = toc_for_prompt(index, embedder, query, config, doc_paths)
-    prompt = NODE_LOCATE_PROMPT.format(query=query, serialized_tree=toc)
+    prompt = NODE_LOCATE_PROMPT.format(query=" ".join(query.split()), serialized_tree=tree_for_prompt(toc))
     reason: str | None = None
     raw: str | None = None
     try:
-        resp = llm.generate(prompt, json_mode=True, max_tokens=800)
+        resp = llm.generate(prompt, json_mode=True, max_tokens=800, system=LOCATE_SYSTEM)
         raw = resp.text
         if usage is not None:
             usage.add(resp.usage)

@@ -28,7 +28,15 @@ def test_query_prints_the_spec_layout(paper_index_dir: Path, log_env) -> None:
     assert any(re.fullmatch(r'    sub_query: ".+"', l) for l in out)
     assert any(re.fullmatch(r"Retrieved \d+ chunks \(from \d+ nodes\):", l) for l in out)
     assert any(re.fullmatch(r"  #1 \[\d{4}\] .+  \(test_paper\.md:L\d+(-L\d+)?\)", l) for l in out)
-    assert any(re.fullmatch(r"     dense=-?\d+\.\d\d  bm25=\d+\.\d\d  fused=\d+\.\d\d", l) for l in out)
+    assert any(re.fullmatch(r"  ordered by section .+, the last score on each line", l) for l in out)
+    scores = [l for l in out if l.startswith("     dense=")]
+    assert scores and all(re.fullmatch(r"     dense=-?\d+\.\d\d  bm25=\d+\.\d\d  fused=\d+\.\d\d  section=-?\d+\.\d\d", l)
+                          for l in scores)
+    # the answer's [N] are step 2's #N
+    step3 = out[out.index(">>> Step 3: Answer") + 1:]
+    nums = {int(n) for l in step3 for n in re.findall(r"^\[(\d+)\]", l)}
+    shown = {int(m.group(1)) for l in out for m in [re.match(r"  #(\d+) ", l)] if m}
+    assert nums and nums <= shown
     assert "no LLM configured" in proc.stderr
 
 

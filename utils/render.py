@@ -5,10 +5,50 @@ print a logged run exactly as ``query`` printed it.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 RULE = "=" * 60
 EXCERPT_CHARS = 120
+
+#: ANSI/VT escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte ESC codes), in 7- and 8-bit form.
+_ESCAPE_SEQ = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+                         r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+                         r"|\x1b[ -/]*[0-~]?")
+#: Other control characters (C0 but newline and tab, DEL, C1) and bidirectional overrides/isolates.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+ORDER_LEGEND = {
+    "rerank": "rerank (cross-encoder)",
+    "section": "section (the chunk's and its section's evidence, learned weights)",
+    "union": "union (dense + BM25 across leaves + leaf prior)",
+    "fused": "fused (dense + BM25 within each leaf)",
+}
+ORDER_SCORES = (("rerank", "rerank_score"), ("section", "section_score"), ("union", "union_score"))
+"""Which score ordered a step-2 list, read off its first hit's scores (the first present wins)."""
+
+
+def order_of(scores: dict[str, Any]) -> str:
+    return next((name for name, key in ORDER_SCORES if key in scores), "fused")
+
+
+def terminal_safe(text: str) -> str:
+    """Text a document supplied, made harmless for a terminal.
+
+    Escape sequences are removed whole (an ESC alone would leave ``[31m``
+    behind); other control characters are dropped, tabs become spaces,
+    carriage returns (which would overwrite the line) are dropped. Newlines stay.
+    """
+    text = _ESCAPE_SEQ.sub("", text)
+    return _CONTROL.sub("", text.replace("\t", "    "))
+
+
+def json_safe(dumped: str) -> str:
+    """A ``json.dumps(..., ensure_ascii=False)`` string with the characters it leaves raw but a terminal
+    would act on (DEL, C1 controls, bidi overrides, line separators) written as ``\\uXXXX`` escapes.
+    Such characters only occur inside JSON strings, so the result is the same JSON value."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", dumped)
 
 
 def _excerpt(text: str) -> str:
@@ -26,6 +66,11 @@ def _fallback_lines(result: dict[str, Any], step: str) -> list[str]:
 
 
 def render_result(result: dict[str, Any]) -> str:
+    """The spec's layout; everything a document (or a model) wrote passes ``terminal_safe``."""
+    return terminal_safe(_render(result))
+
+
+def _render(result: dict[str, Any]) -> str:
     out: list[str] = [RULE, f"Query: {result['query']}", RULE, ""]
     if result.get("notice"):
         out += [result["notice"], RULE]
@@ -46,6 +91,9 @@ def render_result(result: dict[str, Any]) -> str:
     out.append(">>> Step 2: Hybrid Retrieval + Rerank")
     out += _fallback_lines(result, "rerank")
     out.append(f"Retrieved {len(hits)} chunks (from {from_nodes} nodes):")
+    order = result.get("step2_order") or (order_of(hits[0]["scores"]) if hits else "fused")
+    if hits:
+        out.append(f"  ordered by {ORDER_LEGEND.get(order, order)}, the last score on each line")
     for h in hits:
         s = h["scores"]
         net = "  [safety net]" if h.get("source") == "net" else ""
@@ -53,6 +101,9 @@ def render_result(result: dict[str, Any]) -> str:
         out.append(f"     \"{_excerpt(h['text'])}\"")
         parts = [f"dense={_fmt(s.get('dense_score'))}", f"bm25={_fmt(s.get('bm25_score'))}",
                  f"fused={_fmt(s.get('fused_score'))}"]
+        for name in ("section", "union"):
+            if order == name and f"{name}_score" in s:
+                parts.append(f"{name}={_fmt(s[f'{name}_score'])}")
         if "rerank_score" in s:
             parts.append(f"rerank={_fmt(s['rerank_score'])}")
         out.append("     " + "  ".join(parts))
@@ -89,4 +140,4 @@ def render_history(rows: list[dict[str, Any]]) -> str:
         total = r.get("total_ms")
         ms = f"{total:.0f}ms" if isinstance(total, (int, float)) else "-"
         lines.append(f"{str(r.get('run_id', ''))[:12]}  {r.get('created_at', '')}  {ms:>7}  {q}")
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))

@@ -1,0 +1,405 @@
+"""Step 3 without an LLM: the sentences of the evidence that answer the question.
+
+The retrieved chunks are overlapping windows of leaf sections, and a window
+starts and ends wherever the chunker cut it. Quoting them as they are repeats
+text and starts mid-sentence. Here they are turned back into the original
+text first:
+
+1. chunks of one leaf whose character spans overlap or touch (only whitespace
+   between) are merged into one passage, read from the leaf's own content
+   (``doc_text[content_start:content_end]``), and widened to the enclosing
+   sentence boundaries;
+2. each passage is split into sentences (the chunker's sentence ends, blank
+   lines, and line breaks before list items, table rows and headings);
+3. every sentence is scored against the question with the retrieval's own
+   signals: dense cosine with the index's embedder and BM25 with the index's
+   IDF (the configured scope), fused the way retrieval fuses;
+4. the best sentences, within a character budget, become quotes, best first;
+   a quote is a run of consecutive chosen sentences of one passage, keeps the
+   citation of its own span and the step-2 numbers of the chunks it came from.
+
+Whether the evidence answers the question at all is decided separately
+(``evidence_strength``) against ``Config.evidence_floor``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from config import Config
+from indexing.chunker import _SENT_END as SENTENCE_END  # one definition of a sentence end
+from indexing.chunker import Chunk
+from retrieval.scoring import fuse
+from retrieval.types import RetrievedChunk
+from utils.tokenizer import tokenize
+
+#: Paragraph breaks, and single line breaks that start a list item, table row, quote or heading.
+_LINE_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*+•]\s|\d{1,3}[.)、]\s|\||#|>))")
+#: How far a passage may be widened to reach a sentence boundary (characters, each side).
+MAX_WIDEN = 400
+
+
+class DocumentEmbedder(Protocol):
+    def embed_documents(self, texts: list[str], progress: Any = None) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+@dataclass
+class Passage:
+    """Merged, sentence-aligned text of one leaf around retrieved chunks."""
+
+    chunk: Chunk
+    """A chunk of the passage's leaf: carries doc path, heading path (and page fields) for citations."""
+    start: int
+    end: int
+    text: str
+    """``doc_text[start:end]``."""
+    ranks: list[tuple[int, int, int]]
+    """(step-2 rank, chunk start, chunk end) of the retrieved chunks inside the passage."""
+    line_anchor: tuple[int, int]
+    """(char offset, its 1-based line): lines of any offset in the passage are counted from here."""
+    content: str | None = None
+    content_start: int = 0
+
+
+@dataclass
+class Sentence:
+    passage: int
+    start: int
+    end: int
+    text: str
+    dense: float = 0.0
+    bm25: float = 0.0
+    prior: float = 0.0
+    """Step-2 standing of the best retrieved chunk the sentence lies in: 1 for #1 down to 1/k for #k."""
+    score: float = 0.0
+
+
+@dataclass
+class Quote:
+    text: str
+    chunk: Chunk
+    """A copy of a chunk of the quote's leaf with the quote's own span, text and lines (for ``citation``)."""
+    ranks: list[int]
+    """Step-2 numbers of the retrieved chunks the quote overlaps."""
+    score: float
+    """Fused score of the quote's best sentence."""
+    dense: float
+    """Raw dense cosine of the quote's best sentence with the question."""
+    best_span: tuple[int, int] = (0, 0)
+    """Document span of the quote's best sentence (what the measurements score)."""
+
+
+@dataclass
+class Extract:
+    quotes: list[Quote] = field(default_factory=list)
+    sentences: int = 0
+    """Candidate sentences scored."""
+
+
+# --------------------------------------------------------------------------- passages
+
+def _leaf_text(index: Any, chunk: Chunk) -> tuple[str, int] | None:
+    """(content, content_start) of the chunk's leaf when it really holds the chunk's span."""
+    node = index.get_node(chunk.source_node_id) if index is not None else None
+    if node is None:
+        return None
+    a, b = chunk.start_char - node.content_start, chunk.end_char - node.content_start
+    if a < 0 or b > len(node.content) or node.content[a:b] != chunk.text:
+        return None
+    return node.content, node.content_start
+
+
+def _sentence_starts(text: str) -> list[int]:
+    """Offsets in ``text`` where a sentence may start (after an end or a break), 0 included."""
+    starts = {0}
+    for m in SENTENCE_END.finditer(text):
+        starts.add(m.end())
+    for m in _LINE_BREAK.finditer(text):
+        starts.add(m.end() if m.group(0).count("\n") > 1 else m.start() + 1)
+    return sorted(starts)
+
+
+def _is_boundary_end(content: str, b: int) -> bool:
+    """Whether a sentence ends exactly at ``b`` (or only whitespace / a break follows)."""
+    if b >= len(content.rstrip()):
+        return True
+    for m in SENTENCE_END.finditer(content, max(0, b - 3), min(len(content), b + 2)):
+        if m.end() == b:
+            return True
+    return content.startswith("\n", b) and bool(_LINE_BREAK.match(content, b))
+
+
+def _widen(content: str, a: int, b: int) -> tuple[int, int]:
+    """Move [a, b) (offsets in a leaf's content) out to sentence boundaries, at most MAX_WIDEN each way.
+
+    Where no boundary is that near (a table, unpunctuated text) the edge stays where the chunk was cut.
+    """
+    lo = max(0, a - MAX_WIDEN)
+    starts = [lo + s for s in _sentence_starts(content[lo:a + 1]) if s > 0 or lo == 0]
+    na = max((s for s in starts if s <= a), default=a)
+    nb = b
+    if not _is_boundary_end(content, b):
+        hi = min(len(content), b + MAX_WIDEN)
+        ends = [m.end() for m in SENTENCE_END.finditer(content, b, hi)]
+        ends += [m.start() for m in _LINE_BREAK.finditer(content, b, hi)]
+        if ends:
+            nb = min(ends)
+        elif hi == len(content):
+            nb = hi
+    while na < nb and content[na].isspace():
+        na += 1
+    while nb > na and content[nb - 1].isspace():
+        nb -= 1
+    return na, nb
+
+
+def build_passages(index: Any, ranked: Sequence[RetrievedChunk]) -> list[Passage]:
+    """Merge the step-2 chunks (numbered by their position, 1-based) into passages, in document order."""
+    by_leaf: dict[tuple[str, str], list[tuple[int, RetrievedChunk]]] = {}
+    for rank, rc in enumerate(ranked, 1):
+        by_leaf.setdefault((rc.chunk.doc_path, rc.chunk.source_node_id), []).append((rank, rc))
+    passages: list[Passage] = []
+    for members in by_leaf.values():
+        members.sort(key=lambda m: (m[1].chunk.start_char, m[1].chunk.end_char))
+        groups: list[list[tuple[int, RetrievedChunk]]] = []
+        leaf = _leaf_text(index, members[0][1].chunk)
+        for m in members:
+            if groups:
+                prev_end = max(x[1].chunk.end_char for x in groups[-1])
+                gap_ok = m[1].chunk.start_char <= prev_end
+                if not gap_ok and leaf is not None:
+                    content, cs = leaf
+                    gap = content[prev_end - cs:m[1].chunk.start_char - cs]
+                    gap_ok = gap.strip() == "" and "\n\n" not in gap
+                if gap_ok:
+                    groups[-1].append(m)
+                    continue
+            groups.append([m])
+        leaf_passages: list[Passage] = []
+        for g in groups:
+            p = _passage(index, g, leaf)
+            prev = leaf_passages[-1] if leaf_passages else None
+            # two windows of one paragraph that do not overlap can still widen into the same sentence
+            if prev is not None and prev.content is not None and p.content is not None and p.start <= prev.end:
+                cs = prev.content_start
+                prev.end = max(prev.end, p.end)
+                prev.text = prev.content[prev.start - cs:prev.end - cs]
+                prev.ranks += p.ranks
+                continue
+            leaf_passages.append(p)
+        passages.extend(leaf_passages)
+    passages.sort(key=lambda p: (p.chunk.doc_path, p.start))
+    return passages
+
+
+def _passage(index: Any, group: list[tuple[int, RetrievedChunk]], leaf: tuple[str, int] | None) -> Passage:
+    first = group[0][1].chunk
+    ranks = [(r, rc.chunk.start_char, rc.chunk.end_char) for r, rc in group]
+    start = min(rc.chunk.start_char for _, rc in group)
+    end = max(rc.chunk.end_char for _, rc in group)
+    if leaf is not None and all(_leaf_text(index, rc.chunk) is not None for _, rc in group):
+        content, cs = leaf
+        a, b = _widen(content, start - cs, end - cs)
+        anchor = (first.start_char, first.start_line)
+        return Passage(first, cs + a, cs + b, content[a:b], ranks, anchor, content, cs)
+    # no trustworthy leaf text: stitch the chunk texts by their spans, no widening
+    text = ""
+    pos = start
+    for _, rc in sorted(group, key=lambda m: m[1].chunk.start_char):
+        c = rc.chunk
+        if c.end_char <= pos:
+            continue
+        if c.start_char > pos:
+            text += " "
+            pos = c.start_char
+        text += c.text[pos - c.start_char:]
+        pos = c.end_char
+    return Passage(first, start, start + len(text), text, ranks, (first.start_char, first.start_line))
+
+
+def split_sentences(p: Passage, idx: int, k: int = 1) -> list[Sentence]:
+    """Sentences of a passage; ``k`` = how many chunks step 2 returned (for the rank prior)."""
+    out: list[Sentence] = []
+    bounds = _sentence_starts(p.text) + [len(p.text)]
+    for a, b in zip(bounds, bounds[1:]):
+        seg = p.text[a:b]
+        s = len(seg) - len(seg.lstrip())
+        e = len(seg.rstrip())
+        if e - s < 2 or not any(ch.isalnum() for ch in seg):
+            continue
+        start, end = p.start + a + s, p.start + a + e
+        inside = [r for r, cs, ce in p.ranks if cs < end and ce > start]
+        best = min(inside) if inside else min(r for r, _, _ in p.ranks)
+        out.append(Sentence(idx, start, end, seg[s:e], prior=1.0 - (best - 1) / max(k, 1)))
+    return out
+
+
+# --------------------------------------------------------------------------- scoring
+
+def _idf(index: Any, tokens: list[str], doc_path: str, config: Config) -> dict[str, float]:
+    """BM25 IDF of each query term over the configured scope, as retrieval computes it."""
+    bm = getattr(index, "bm25", None)
+    if bm is None or not tokens:
+        return {}
+    if config.bm25_idf_scope == "corpus" or doc_path not in index.doc_rows:
+        a, z = 0, bm.n_rows
+    else:
+        a, z = index.doc_rows[doc_path]
+    n = z - a
+    if n <= 0:
+        return {}
+    ids = bm.term_ids
+    out: dict[str, float] = {}
+    for t in set(tokens):
+        tid = ids.get(t)
+        if tid is None:
+            continue
+        postings = bm.rows[int(bm.indptr[tid]):int(bm.indptr[tid + 1])]
+        lo, hi = np.searchsorted(postings, (a, z))
+        df = int(hi - lo)
+        if df == 0:
+            continue
+        # rank_bm25's negative-IDF floor (epsilon * average idf) is replaced by a small positive floor
+        out[t] = max(math.log(n - df + 0.5) - math.log(df + 0.5), config.bm25_epsilon * 0.1)
+    return out
+
+
+def score_sentences(sentences: list[Sentence], passages: list[Passage], query: str, index: Any,
+                    embedder: DocumentEmbedder, config: Config) -> None:
+    """Fill dense, bm25 and fused score of every sentence (in place)."""
+    if not sentences:
+        return
+    q_tokens = tokenize(query)
+    toks = [tokenize(s.text) for s in sentences]
+    avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
+    idf_memo: dict[str, dict[str, float]] = {}
+    bm25 = np.zeros(len(sentences), dtype=np.float32)
+    k1, b = config.bm25_k1, config.bm25_b
+    for i, (s, t) in enumerate(zip(sentences, toks)):
+        doc = passages[s.passage].chunk.doc_path
+        idf = idf_memo.get(doc)
+        if idf is None:
+            idf = idf_memo[doc] = _idf(index, q_tokens, doc, config)
+        tf = Counter(t)
+        total = 0.0
+        for term, qcount in Counter(q_tokens).items():
+            f = tf.get(term, 0)
+            if f and term in idf:
+                total += qcount * idf[term] * f * (k1 + 1) / (f + k1 * (1 - b + b * len(t) / avgdl))
+        bm25[i] = total
+    w = config.answer_rank_weight
+    # Embedding a sentence costs a model call (~10 ms each on a busy CPU): only the sentences that
+    # BM25 and their chunk's rank put in the running are embedded; the rest get the lowest dense score.
+    prior = np.array([s.prior for s in sentences], dtype=np.float32)
+    cheap = (1 - w) * config.bm25_weight * _minmax(bm25) + w * prior
+    k = config.answer_dense_candidates
+    pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
+    qvec = np.asarray(embedder.embed_query(query), dtype=np.float32)
+    vecs = np.asarray(embedder.embed_documents([sentences[i].text for i in pick]), dtype=np.float32)
+    picked = vecs @ qvec
+    dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
+    dense[pick] = picked
+    fused = fuse(dense.astype(np.float32), bm25, config)
+    for s, d, bm, f in zip(sentences, dense, bm25, fused):
+        s.dense, s.bm25 = float(d), float(bm)
+        s.score = float((1 - w) * f + w * s.prior)
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    lo, hi = float(x.min()), float(x.max())
+    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
+
+
+# --------------------------------------------------------------------------- selection
+
+def _line_of(p: Passage, offset: int) -> int:
+    a_off, a_line = p.line_anchor
+    if p.content is not None:
+        cs = p.content_start
+        lo, hi = sorted((a_off - cs, offset - cs))
+        n = p.content.count("\n", max(lo, 0), max(hi, 0))
+    else:
+        lo, hi = sorted((a_off - p.start, offset - p.start))
+        n = p.text.count("\n", max(lo, 0), max(hi, 0))
+    return a_line + n if offset >= a_off else a_line - n
+
+
+def _cut(text: str, limit: int) -> str:
+    """An over-long sentence cut at a word boundary, marked with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    sp = cut.rfind(" ")
+    if sp > limit // 2:
+        cut = cut[:sp]
+    return cut.rstrip(" ,;:，、；：") + "…"
+
+
+def select_quotes(sentences: list[Sentence], passages: list[Passage], config: Config) -> list[Quote]:
+    """Best sentences within the budget, merged into quotes of consecutive sentences, best first."""
+    if not sentences:
+        return []
+    order = sorted(range(len(sentences)), key=lambda i: (-sentences[i].score, i))
+    budget = config.answer_max_chars
+    chosen: list[int] = []
+    used = 0
+    for i in order:
+        if len(chosen) >= config.answer_max_sentences:
+            break
+        s = sentences[i]
+        if chosen and (used + len(s.text) > budget or s.score < config.answer_min_relative * sentences[order[0]].score):
+            continue
+        chosen.append(i)
+        used += len(s.text)
+    chosen_set = set(chosen)
+    # runs of consecutive chosen sentences (sentence list is in passage/document order)
+    runs: list[list[int]] = []
+    for i in sorted(chosen_set):
+        if runs and runs[-1][-1] == i - 1 and sentences[i - 1].passage == sentences[i].passage:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    quotes: list[Quote] = []
+    for run in runs:
+        p = passages[sentences[run[0]].passage]
+        a, b = sentences[run[0]].start, sentences[run[-1]].end
+        text = p.text[a - p.start:b - p.start]
+        best = max(run, key=lambda i: sentences[i].score)
+        text = " ".join(text.split()) if not _has_cjk(text) else re.sub(r"\s*\n\s*", " ", text)
+        text = _cut(text, max(budget, 80))
+        ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a)
+        if not ranks:
+            ranks = sorted(r for r, _, _ in p.ranks)[:1]
+        lines = (_line_of(p, a), _line_of(p, max(a, b - 1)))
+        chunk = dataclasses.replace(p.chunk, text=text, start_char=a, end_char=b,
+                                    start_line=lines[0], end_line=lines[1])
+        sb = sentences[best]
+        quotes.append(Quote(text, chunk, ranks, sb.score, sb.dense, (sb.start, sb.end)))
+    quotes.sort(key=lambda q: -q.score)
+    return quotes
+
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _has_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def extract(query: str, ranked: Sequence[RetrievedChunk], index: Any, embedder: DocumentEmbedder,
+            config: Config) -> Extract:
+    """The extractive answer's quotes for ``ranked`` (step 2's order: rank i = position i)."""
+    passages = build_passages(index, ranked)
+    sentences: list[Sentence] = []
+    for i, p in enumerate(passages):
+        sentences.extend(split_sentences(p, i, len(ranked)))
+    score_sentences(sentences, passages, query, index, embedder, config)
+    return Extract(select_quotes(sentences, passages, config), len(sentences))
