@@ -54,14 +54,20 @@ def rank_scored(index: Index, scores: RangeScores, top_k: int, config: Config, s
     out = [_make(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i], fused[i], sub_query, source)
            for i in order]
     if stages is not None:
-        for arr, bucket in ((scores.bm25, stages.keyword), (scores.dense, stages.vector)):
-            for i in np.lexsort((scores.rows, -arr))[:top_k]:
-                if bucket is stages.keyword and arr[i] <= 0:
-                    continue
-                bucket.append(_make(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i],
-                                    fused[i], sub_query, source))
+        _record_single_signals(index, scores, fused, top_k, sub_query, source, stages)
         stages.fusion.extend(out)
     return out
+
+
+def _record_single_signals(index: Index, scores: RangeScores, fused: np.ndarray, top_k: int, sub_query: str,
+                           source: str, stages: StageHits) -> None:
+    """The keyword (BM25 > 0) and vector top-k of a scored range, for the audit record."""
+    for arr, bucket in ((scores.bm25, stages.keyword), (scores.dense, stages.vector)):
+        for i in np.lexsort((scores.rows, -arr))[:top_k]:
+            if bucket is stages.keyword and arr[i] <= 0:
+                continue
+            bucket.append(_make(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i],
+                                fused[i], sub_query, source))
 
 
 def retrieve_in_leaf(index: Index, embedder: QueryEmbedder, node: LocatedNode, config: Config,
@@ -194,19 +200,14 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: str, located: list[L
         if kind == "tree":
             rc.source = "tree" if leaf in loc_ids else "net"
             rc.sub_query = subs.get(leaf, query)
-            for name, value in zip(ranker.names, X[i]):
-                if name not in ("dense", "bm25_hit"):
-                    rc.retrieval_detail.setdefault(name, round(float(value), 4))
+            for feature, value in zip(ranker.names, X[i]):
+                if feature not in ("dense", "bm25_hit"):
+                    rc.retrieval_detail.setdefault(feature, round(float(value), 4))
         rc.score = float(s[i])
         rc.retrieval_detail["section_score" if kind == "tree" else "learned_score"] = round(float(s[i]), 4)
         out.append(rc)
     if stages is not None:
-        for arr, bucket in ((scores.bm25, stages.keyword), (scores.dense, stages.vector)):
-            for i in np.lexsort((scores.rows, -arr))[:config.final_top_k]:
-                if bucket is stages.keyword and arr[i] <= 0:
-                    continue
-                bucket.append(_make(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i],
-                                    fused[i], query, "flat"))
+        _record_single_signals(index, scores, fused, config.final_top_k, query, "flat", stages)
         stages.fusion.extend(out)
     return out
 
