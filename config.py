@@ -110,7 +110,7 @@ class Config:
     BM25 + rank first. Each costs one embedding (~10 ms on this machine's CPU)."""
     answer_min_relative: float = 0.5
     """A sentence joins the answer only if its fused score is at least this share of the best one's."""
-    evidence_floor: float = 0.38
+    evidence_floor: float = 0.35
     """Relevance floor: below it the answer says the indexed documents do not answer the question
     (``evidence_found`` false). Compared with the evidence score of retrieval/relevance.py: the best
     retrieved chunk's raw cosine with the question and the share of the question's IDF weight found
