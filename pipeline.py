@@ -151,8 +151,9 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
                  doc_paths: set[str] | None = None) -> dict[str, Any]:
     t_start = time.perf_counter()
     usage = UsageMeter()
-    # one wall-clock budget and circuit breaker for every LLM call of this query
-    backends = Backends(backends.embedder, backends.reranker,
+    # one wall-clock budget and circuit breaker for every LLM call of this query, and one query
+    # embedding shared by retrieval, the relevance floor and the extractive answer
+    backends = Backends(memoized(backends.embedder), backends.reranker,
                         with_budget(backends.llm, config.llm_query_budget_s, max_failures=config.llm_max_failures))
     result: dict[str, Any] = {
         "run_id": uuid.uuid4().hex,
@@ -162,8 +163,6 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         "step2_retrieved": [], "stages": {}, "answer": "", "evidence_found": False,
     }
     llm = backends.llm if has_real_llm(backends.llm) else None
-    # one query embedding shared by retrieval, the relevance floor and the extractive answer
-    backends = Backends(memoized(backends.embedder), backends.reranker, backends.llm)
     r = run_retrieval(query, index, config, backends, doc_paths, usage)
     fallbacks = r.fallbacks
     timing = r.timing_ms

@@ -28,7 +28,7 @@ from evaluation.metrics import Relevance, SpanTable, question_relevance, score_r
 from evaluation.runner import EvalOptions, obtain_index
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.learned_ranker import MULTI_SUFFIX
-from retrieval.node_locator import hybrid_leaf_scores
+from retrieval.node_locator import hybrid_locate
 from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features
 from utils.tokenizer import tokenize
 
@@ -70,12 +70,11 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         qvec = backends.embedder.embed_query(q.query)
         tokens = tokenize(q.query)
         scores = flat_scores(index, qvec, tokens, config, doc_paths)
-        leaves, leaf_total = hybrid_leaf_scores(index, backends.embedder, q.query, config, doc_paths)
-        top = np.lexsort((np.arange(len(leaf_total)), -leaf_total))[:config.hybrid_top_leaves]
-        located = {leaves[j].node_id for j in top if leaf_total[j] > 0}
+        located = {n.node_id for n in hybrid_locate(index, backends.embedder, q.query, config, doc_paths).nodes}
         X = chunk_features(index, qvec, scores, config, located, TREE_FEATURES)
-        fused = X[:, 1] * config.dense_weight + X[:, 2] * config.bm25_weight
-        prior = 0.5 * fused + 0.5 * X[:, TREE_FEATURES.index("leaf_top3")]
+        col = {name: X[:, i] for i, name in enumerate(TREE_FEATURES)}
+        fused = col["dense_mm"] * config.dense_weight + col["bm25_mm"] * config.bm25_weight
+        prior = 0.5 * fused + 0.5 * col["leaf_top3"]
         keep = np.union1d(np.argsort(-fused, kind="stable")[:POOL], np.argsort(-prior, kind="stable")[:POOL])
         rows = scores.rows[keep]
         y = np.isin(rows, list(rel.relevant)).astype(np.float64)
