@@ -214,8 +214,6 @@ def _cache_dir() -> Path:
 
 def _print_result(result: dict, as_json: bool) -> None:
     if as_json:
-        import json
-
         from utils.json_out import dumps
         from utils.render import json_safe
 
@@ -376,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--rerank", default=None,
                         help="none | cross-encoder | a cross-encoder model path or name in the local cache")
         sp.add_argument("--safety-net", dest="safety_net", action="store_true", default=None,
-                        help="also merge the global top chunks before rerank")
+                        help="also merge the global top chunks before rerank (located-leaves-only orders; "
+                             "the section order already scores every chunk)")
         sp.add_argument("--no-safety-net", dest="safety_net", action="store_false")
         sp.add_argument("--answer", choices=("extractive", "concatenate"), default=None,
                         help="answer without an LLM: extractive (the best sentences, default) or "

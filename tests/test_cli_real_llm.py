@@ -85,8 +85,6 @@ import time  # noqa: E402
 
 import pytest  # noqa: E402
 
-from tests.stub_servers import anthropic_message_body  # noqa: E402
-
 
 def _env(tmp_path: Path, srv: StubServer, provider: str) -> dict[str, str]:
     env = {"TREERAG_LOG": str(tmp_path / "runs.sqlite3"), "TREERAG_CACHE_DIR": str(tmp_path / "cache")}
