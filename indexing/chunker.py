@@ -82,7 +82,7 @@ _WORD_PUNCT = frozenset("，、：；,;:")
 _CJK_SE, _ASCII_SE, _CL = (re.escape(x) for x in (_CJK_SENT_END, _ASCII_SENT_END, _CLOSERS))
 #: A sentence end; the boundary is the match's end. CJK punctuation needs
 #: nothing after it; ASCII needs whitespace or the end (so 73.2 and e.g.x do not count).
-_SENT_END = re.compile(f"[{_CJK_SE}][{_CL}]?|[{_ASCII_SE}][{_CL}]?(?=\\s|\\Z)")
+SENTENCE_END = re.compile(f"[{_CJK_SE}][{_CL}]?|[{_ASCII_SE}][{_CL}]?(?=\\s|\\Z)")
 
 Span = tuple[int, int]
 
@@ -103,7 +103,7 @@ def _last_sentence_break(text: str, lo: int, hi: int) -> int | None:
     O(chunk_size), whatever the paragraph's length.
     """
     last = None
-    for m in _SENT_END.finditer(text, max(lo - 2, 0), hi + 1):
+    for m in SENTENCE_END.finditer(text, max(lo - 2, 0), hi + 1):
         p = m.end()
         if lo <= p <= hi:  # an end at endpos is the scan's edge, not a boundary
             last = p

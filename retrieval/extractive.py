@@ -33,7 +33,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from config import Config
-from indexing.chunker import _SENT_END as SENTENCE_END  # one definition of a sentence end
+from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
