@@ -367,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="PROVIDER[:MODEL]: mock, anthropic, openai (default: $TREERAG_LLM or auto)")
         sp.add_argument("--embedder", choices=EMBEDDERS, default=None,
                         help="embedder to query with (default: the one the index was built with)")
-        sp.add_argument("--locator", choices=("auto", "llm", "keyword", "hybrid"), default=None,
+        sp.add_argument("--locator", choices=("auto", "llm", "llm-rerank", "keyword", "hybrid"), default=None,
                         help="node locator (default auto: llm when configured, else hybrid)")
         sp.add_argument("--top-k", type=int, default=None, help="chunks kept after rerank (default 5)")
         sp.add_argument("--fusion", choices=("weighted", "rrf"), default=None)

@@ -16,6 +16,7 @@ from config import Config
 from indexing.embedder import Embedder, memoized
 from indexing.index_store import Index
 from retrieval.hybrid_retriever import Reranker, StageHits, make_reranker, rerank, retrieve
+from retrieval.leaf_rerank_locator import llm_rerank_locate
 from retrieval.node_locator import hybrid_locate, keyword_locate, llm_locate
 from retrieval.relevance import evidence_strength, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
@@ -99,6 +100,12 @@ def locate(query: str, index: Index, config: Config, backends: Backends,
             res.fallbacks.append(Fallback("locate", "no LLM configured", "hybrid locator"))
             return res
         return llm_locate(index, backends.llm, query, config, backends.embedder, doc_paths, usage)
+    if name == "llm-rerank":
+        if not has_real_llm(backends.llm):
+            res = hybrid_locate(index, backends.embedder, query, config, doc_paths)
+            res.fallbacks.append(Fallback("locate", "no LLM configured", "hybrid locator"))
+            return res
+        return llm_rerank_locate(index, backends.llm, query, config, backends.embedder, doc_paths, usage)
     if name == "keyword":
         return keyword_locate(index, query, config, doc_paths)
     return hybrid_locate(index, backends.embedder, query, config, doc_paths)

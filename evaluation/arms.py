@@ -31,14 +31,15 @@ from utils.llm_client import UsageMeter
 from utils.tokenizer import tokenize
 
 FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf", "flat-learned")
-TREE_ARMS = ("tree-keyword", "tree-hybrid", "tree-llm")
+TREE_ARMS = ("tree-keyword", "tree-hybrid", "tree-llm", "tree-llm-rerank")
 NET = "+net"
 BASELINE = "flat-hybrid"
-LLM_ARMS = ("tree-llm", "tree-llm" + NET)
+LLM_STEMS = ("tree-llm", "tree-llm-rerank")
+LLM_ARMS = tuple(n for s in LLM_STEMS for n in (s, s + NET))
 
 ARM_CODE_FILES = (
     "pipeline.py", "config.py", "evaluation/arms.py", "retrieval/hybrid_retriever.py",
-    "retrieval/node_locator.py", "retrieval/scoring.py", "retrieval/types.py",
+    "retrieval/node_locator.py", "retrieval/leaf_rerank_locator.py", "retrieval/scoring.py", "retrieval/types.py",
     "retrieval/section_features.py", "retrieval/learned_ranker.py", "retrieval/ranker_weights.json",
     "tree_builder/visualizer.py", "indexing/bm25_builder.py", "indexing/embedder.py",
     "utils/tokenizer.py", "utils/similarity.py",
@@ -48,7 +49,7 @@ keyed by their content, so editing retrieval code never serves stale numbers."""
 
 
 def all_arm_names(with_llm: bool) -> list[str]:
-    tree = [t for t in TREE_ARMS if with_llm or t != "tree-llm"]
+    tree = [t for t in TREE_ARMS if with_llm or t not in LLM_STEMS]
     return list(FLAT_ARMS) + [n for t in tree for n in (t, t + NET)]
 
 

@@ -144,7 +144,7 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
                     help="reuse this index of the set's docs/ (default: a cached build keyed by content)")
     pe.add_argument("--arms", default=None,
                     help="comma list of arms (default: all available): flat-bm25, flat-dense, flat-hybrid, "
-                         "flat-hybrid-rrf, flat-learned, tree-keyword, tree-hybrid, tree-llm, each tree arm +net")
+                         "flat-hybrid-rrf, flat-learned, tree-keyword, tree-hybrid, tree-llm, tree-llm-rerank, each tree arm +net")
     pe.add_argument("--limit", type=int, default=None, help="score a random sample of N questions")
     pe.add_argument("--seed", type=int, default=0, help="sample and bootstrap seed (default 0)")
     pe.add_argument("--k", type=int, default=10, help="chunks every arm returns (default 10)")
@@ -155,7 +155,7 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     pe.add_argument("--rerank", default=None,
                     help="none | cross-encoder | a cross-encoder model path: applied to every arm")
     pe.add_argument("--llm", default=None,
-                    help="PROVIDER[:MODEL] (anthropic, openai) to run the tree-llm arms")
+                    help="PROVIDER[:MODEL] (anthropic, openai) to run the tree-llm and tree-llm-rerank arms")
     pe.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
                     help="override a config.py setting for every arm, e.g. --set fusion=rrf (repeatable)")
     pe.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")

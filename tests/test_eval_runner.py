@@ -354,3 +354,22 @@ def test_json_dump_round_trips(eval_set: Path, tmp_path: Path) -> None:
     assert d["table"][1]["ndcg@10_vs_baseline"]["n"] == 5 and d["table"][1]["cov@2k_vs_baseline"]["n"] == 5
     assert {row["chunk_context"] for row in d["table"]} == {"headings"}
     assert len(d["questions"]) == 5
+
+
+class FakeReranker(FakeLLM):
+    """Answers the small leaf re-ranking prompt by picking its last candidate."""
+
+    @staticmethod
+    def _reply(request) -> str:
+        assert "候选章节" in request.prompt, "the rerank arm asks only to re-order candidates"
+        last = re.findall(r"^\[(\d{4})\] ", request.prompt, re.M)[-1]
+        return json.dumps({"results": [{"node_id": last, "sub_query": "x"}]})
+
+
+def test_llm_rerank_arm_uses_the_small_prompt_once_per_question(eval_set: Path, tmp_path: Path) -> None:
+    llm = FakeReranker()
+    run = run_eval(_opts(eval_set, tmp_path, llm=llm, arms=["tree-hybrid", "tree-llm-rerank"]))
+    assert len(llm.requests) == run.n_scored
+    for r in run.results:
+        out = r.outputs["tree-llm-rerank"]
+        assert out.locator == "llm-rerank" and len(out.located) == 1 and out.usage["calls"] == 1
