@@ -187,14 +187,15 @@ def _normalise_title(s: str) -> str:
 
 
 def _resolve_id(raw: Any, index: Index, allowed: set[str]) -> str | None:
-    """An id as the model wrote it -> a node id: "7", 7, "[0007]", "node_0007", or a heading."""
+    """An id as the model wrote it -> a node id: "7", 7, "[0007]", "<0007>", "node_0007", or a heading."""
     if isinstance(raw, bool) or raw is None:
         return None
     if isinstance(raw, (int, float)) and float(raw).is_integer():
         cand = f"{int(raw):04d}"
         return cand if cand in allowed else None
     s = str(raw).strip()
-    m = re.fullmatch(r"\[?\s*(?:node[_ -]?)?(\d{1,7})\s*\]?", s, re.I)
+    # brackets as the prompt shows them ("[0007]") or as its "<...>" placeholders suggest ("<0007>")
+    m = re.fullmatch(r"[\[<]?\s*(?:node[_ -]?)?(\d{1,7})\s*[\]>]?", s, re.I)
     if m:
         cand = f"{int(m.group(1)):04d}"
         return cand if cand in allowed else None

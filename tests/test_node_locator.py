@@ -38,6 +38,8 @@ MALFORMED = [
     ("integer id", '{"results":[{"node_id":10,"sub_query":"x"}]}', ["3.2.2 Router Design"]),
     ("unpadded id", '{"results":[{"node_id":"9","sub_query":"x"}]}', ["3.2.1 Encoder Design"]),
     ("bracketed id", '{"results":[{"node_id":"[0011]"}]}', ["3.3 Training Procedure"]),
+    ("angle-bracketed id", '{"results":[{"node_id":"<0011>"}]}', ["3.3 Training Procedure"]),
+    ("placeholder copied", '{"results":[{"node_id":"<叶子节点ID>"}]}', []),
     ("heading title", '{"results":[{"node_id":"4.3 Ablation Study"}]}', ["4.3 Ablation Study"]),
     ("heading path", '{"results":[{"node_id":"4 Experiments > 4.1 Dataset"}]}', ["4.1 Dataset"]),
     ("duplicates", '{"results":[{"node_id":"0010"},{"node_id":"10"},{"node_id":"0010"}]}', ["3.2.2 Router Design"]),
