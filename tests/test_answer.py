@@ -126,7 +126,7 @@ def test_unrelated_question_is_not_answered(paper_index, q, line) -> None:
 def test_floor_is_the_config_field(paper_index) -> None:
     q = "What is AdaRouter's accuracy on EUR/USD?"
     assert run_pipeline(q, paper_index, Config(evidence_floor=0.0), backends())["evidence_found"] is True
-    res = run_pipeline(q, paper_index, Config(evidence_floor=1.01), backends())
+    res = run_pipeline(q, paper_index, Config(evidence_floor=1.0), backends())
     assert res["evidence_found"] is False and res["answer"] == NOT_ANSWERED_EN
 
 
@@ -141,7 +141,7 @@ def test_llm_prompt_carries_the_floor_signal(paper_index) -> None:
 
     run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends(ScriptedLLM(reply)))
     # same question, floor above any score: the only difference is the signal
-    run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(evidence_floor=1.01),
+    run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(evidence_floor=1.0),
                  backends(ScriptedLLM(reply)))
     assert len(prompts) == 2
     assert WEAK_EVIDENCE_NOTE not in prompts[0] and WEAK_EVIDENCE_NOTE in prompts[1]

@@ -26,14 +26,47 @@ def test_config_file_from_environment(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text, needle", [
     ("nonsense = 1\n", "unknown setting"),
-    ("top_k_per_leaf = 'five'\n", "must be a int"),
+    ("top_k_per_leaf = 'five'\n", "top_k_per_leaf must be an int, got 'five'"),
     ("fusion = \n", "not valid TOML"),
+    # every Literal-like setting is checked, not only the typed ones (these ran as defaults before)
+    ("fusion = 'banana'\n", "fusion must be one of weighted, rrf, got 'banana'"),
+    ("candidate_order = 'banana'\n", "candidate_order must be one of auto, fused, union, section"),
+    ("chunk_context = 'banana'\n", "chunk_context must be one of none, headings"),
+    ("locator = 'banana'\n", "locator must be one of auto, llm, llm-rerank, keyword, hybrid"),
+    ("embedder = 'banana'\n", "embedder must be one of auto, hash"),
+    ("reranker = 'colbert'\n", "reranker must be one of none, cross-encoder"),
+    ("dense_weight = 1.5\n", r"dense_weight must be in \[0, 1\], got 1.5"),
+    ("chunk_overlap = 200\n", "chunk_overlap must be less than chunk_size"),
+    ("final_top_k = 0\n", "final_top_k must be >= 1, got 0"),
+    ("max_depth = 7\n", r"max_depth must be in \[0, 6\]"),
+    ("max_depth = -1\n", r"max_depth must be in \[0, 6\]"),
+    ("llm_query_budget_s = 0\n", "llm_query_budget_s must be > 0"),
+    ("evidence_floor = nan\n", "evidence_floor must be in"),
+    ("safety_net = 1\n", "safety_net must be a bool"),
 ])
 def test_bad_config_file(tmp_path: Path, text: str, needle: str) -> None:
     p = tmp_path / "bad.toml"
     p.write_text(text)
     with pytest.raises(InputError, match=needle):
         load_config_file(p, {})
+
+
+def test_python_api_configs_are_validated_too() -> None:
+    with pytest.raises(InputError, match="bm25_b must be in"):
+        Config(bm25_b=2.0)
+    with pytest.raises(InputError, match="chunk_overlap must be less than chunk_size"):
+        Config().replace(chunk_size=40)  # the default overlap (50) no longer fits
+    assert Config(chunk_size=60, chunk_overlap=10).chunk_overlap == 10
+
+
+def test_one_converter_for_files_and_set() -> None:
+    from config import coerce_setting
+
+    assert coerce_setting("dense_weight", "0.7") == coerce_setting("dense_weight", 0.7) == 0.7
+    assert isinstance(coerce_setting("dense_weight", 1), float)
+    assert coerce_setting("safety_net", "yes") is True and coerce_setting("embedder_model", "none") is None
+    with pytest.raises(InputError, match="unknown setting"):
+        coerce_setting("max_located", 5)  # removed: nothing read it
 
 
 def test_missing_explicit_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,3 +105,20 @@ def test_defaults_chosen_by_evaluation_are_pinned() -> None:
     assert c.top_k_per_leaf == 5 and c.final_top_k == 5
     assert c.safety_net is False and c.reranker == "none"
     assert (c.chunk_size, c.chunk_overlap, c.max_depth) == (200, 50, 3)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["query", "--index", "IDX", "-q", "x", "--top-k", "0"], "final_top_k must be >= 1, got 0"),
+    (["query", "--index", "IDX", "-q", "x", "--top-k", "-1"], "final_top_k must be >= 1, got -1"),
+    (["tree", "--input", "test_data/test_paper.md", "--max-depth", "-1"], "max_depth must be in [0, 6], got -1"),
+])
+def test_cli_numbers_out_of_range_are_one_line_errors(argv: list[str], needle: str) -> None:
+    proc = run_cli(*argv)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"error: setting {needle}"
+
+
+def test_cli_max_depth_zero_is_one_leaf_per_document_not_the_default() -> None:
+    proc = run_cli("tree", "--input", "test_data/test_paper.md", "--max-depth", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout != run_cli("tree", "--input", "test_data/test_paper.md").stdout

@@ -327,9 +327,12 @@ def test_cli_prints_the_table_and_writes_json(eval_set: Path, tmp_path: Path, ca
     (["--arms", "tree-llm"], "needs an LLM"),
     (["--k", "0"], "--k must be at least 1"),
     (["--limit", "0"], "--limit must be at least 1"),
-    (["--set", "fusion=magic"], "--set fusion: 'magic' is not one of weighted, rrf"),
-    (["--set", "nosuch=1"], "--set nosuch: no such setting"),
-    (["--set", "hybrid_top_leaves=x"], "not a valid int"),
+    (["--set", "fusion=magic"], "--set fusion must be one of weighted, rrf, got 'magic'"),
+    (["--set", "nosuch=1"], "--set nosuch: unknown setting 'nosuch'"),
+    (["--set", "dense_weight=1.5"], "setting dense_weight must be in [0, 1], got 1.5"),
+    (["--set", "chunk_overlap=300"], "chunk_overlap must be less than chunk_size"),
+    (["--set", "final_top_k=two"], "--set final_top_k must be an int, got 'two'"),
+    (["--set", "hybrid_top_leaves=x"], "hybrid_top_leaves must be an int, got"),
     (["--json", "/nonexistent-dir/x.json"], "--json: folder"),
 ])
 def test_cli_bad_inputs(eval_set: Path, tmp_path: Path, argv: list[str], needle: str) -> None:
@@ -340,9 +343,9 @@ def test_cli_bad_inputs(eval_set: Path, tmp_path: Path, argv: list[str], needle:
 
 
 def test_parse_overrides_types() -> None:
-    assert parse_overrides(["safety_net=true", "dense_weight=0.7", "max_located=4", "embedder_model=none",
+    assert parse_overrides(["safety_net=true", "dense_weight=0.7", "hybrid_top_leaves=4", "embedder_model=none",
                             "bm25_idf_scope=corpus"]) == {
-        "safety_net": True, "dense_weight": 0.7, "max_located": 4, "embedder_model": None,
+        "safety_net": True, "dense_weight": 0.7, "hybrid_top_leaves": 4, "embedder_model": None,
         "bm25_idf_scope": "corpus"}
 
 

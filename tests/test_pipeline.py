@@ -201,7 +201,7 @@ def test_llm_server_failure_is_a_recorded_fallback(paper_index) -> None:
     assert res["answer_quotes"] and res["answer"].startswith("From the retrieved evidence")
     # below the floor the fallback is the plain line
     llm = ScriptedLLM([err, err])
-    res = run_pipeline("How many epochs was the model trained for?", paper_index, Config(evidence_floor=1.01),
+    res = run_pipeline("How many epochs was the model trained for?", paper_index, Config(evidence_floor=1.0),
                        backends(llm))
     assert res["answer_mode"] == "none" and res["answer"] == "The indexed documents do not answer this question."
     assert "below the floor" in res["fallbacks"][-1]["used"]
