@@ -24,10 +24,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from config import EMBEDDERS, LOCATORS, Config
-from utils.errors import TreeRAGError
+from utils.errors import InputError, TreeRAGError
 from utils.progress import tqdm_progress
 
 
@@ -56,7 +56,6 @@ def cmd_index(args: argparse.Namespace) -> int:
     summarizer, usage, workers, llm = None, None, 1, None
     if config.summary_mode == "llm":
         from tree_builder.llm_summary import LLMSummarizer
-        from utils.errors import InputError
         from utils.llm_client import UsageMeter, make_llm, resolve_llm_spec
 
         spec = resolve_llm_spec(args.llm, os.environ, None if base.llm == "auto" else base.llm)
@@ -167,7 +166,6 @@ class Session:
 
     def ask(self, query: str) -> dict:
         from pipeline import run_pipeline
-        from utils.errors import InputError
 
         if not query or not query.strip():
             raise InputError("empty query")
@@ -181,7 +179,6 @@ def _seconds(raw: str, what: str) -> float:
     """A positive, finite number of seconds (nan, inf, 0 and negatives are refused)."""
     import math
 
-    from utils.errors import InputError
 
     try:
         value = float(raw)
@@ -224,7 +221,6 @@ def _print_result(result: dict, as_json: bool) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from utils.errors import InputError
 
     if not args.query or not args.query.strip():
         raise InputError("empty query: pass --query \"your question\"")
@@ -254,17 +250,28 @@ def cmd_interactive(args: argparse.Namespace) -> int:
     except ImportError:
         readline, hist = None, None
     as_json = args.json
-    print(f"TreeRAG interactive: {session.index.metadata['counts']['documents']} document(s), "
-          f"{session.index.metadata['counts']['chunks']} chunks. :help for commands, Ctrl-D to quit.")
+    # prompts and notices go to stderr, and only for a person at a terminal: with --json (or piped
+    # input) stdout carries nothing but the answers, one JSON document each
+    tty = sys.stdin.isatty()
+
+    def say(msg: str) -> None:
+        if tty:
+            _stderr(msg)
+
+    say(f"TreeRAG interactive: {session.index.metadata['counts']['documents']} document(s), "
+        f"{session.index.metadata['counts']['chunks']} chunks. :help for commands, Ctrl-D to quit.")
     try:
         while True:
             try:
-                line = input("query> ")
+                if tty:
+                    sys.stderr.write("query> ")
+                    sys.stderr.flush()
+                line = input()
             except EOFError:
-                print()
+                say("")
                 break
             except KeyboardInterrupt:
-                print()
+                say("")
                 break
             line = line.strip()
             if not line:
@@ -272,11 +279,14 @@ def cmd_interactive(args: argparse.Namespace) -> int:
             if line in (":q", ":quit", ":exit"):
                 break
             if line == ":help":
-                print(INTERACTIVE_HELP)
+                _stderr(INTERACTIVE_HELP)
                 continue
             if line == ":json":
                 as_json = not as_json
-                print(f"JSON output {'on' if as_json else 'off'}")
+                say(f"JSON output {'on' if as_json else 'off'}")
+                continue
+            if line.startswith(":") and len(line) > 1 and line[1:].replace("-", "").isalpha():
+                _stderr(f"error: unknown command {line} (:help lists them)")
                 continue
             try:
                 _print_result(session.ask(line), as_json)
@@ -297,13 +307,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     from utils.render import render_history
     from utils.run_log import RunLog, default_log_path
 
+    if args.limit < 1:
+        raise InputError(f"--limit must be at least 1 (got {args.limit})")
     log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
     print(render_history(log.recent(args.limit)))
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from utils.errors import InputError
     from utils.run_log import RunLog, default_log_path
 
     log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
@@ -316,8 +327,16 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- parser
 
+class OneLineParser(argparse.ArgumentParser):
+    """Every usage error is one ``error:`` line (the usage block is for ``--help``), like every other
+    error of the CLI; sub-commands inherit it (add_subparsers uses the parser's own class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="main.py",
         description="TreeRAG: structure-aware retrieval-augmented QA over Markdown documents.")
     p.add_argument("--config", default=None,

@@ -88,15 +88,36 @@ def test_broken_index_is_one_line(paper_index_dir: Path, tmp_path: Path, log_env
 
 
 def test_interactive_session(paper_index_dir: Path, log_env) -> None:
-    script = ":help\nWhat is AdaRouter's accuracy on EUR/USD?\n:json\nHow many epochs?\nthe of\n"
+    script = ":help\nWhat is AdaRouter's accuracy on EUR/USD?\n:json\nHow many epochs?\n:frobnicate\nthe of\n"
     proc = run_cli("interactive", "--index", str(paper_index_dir), env=log_env, input=script)
     assert proc.returncode == 0, proc.stderr
-    assert ":json" in proc.stdout  # help text
+    assert ":json" in proc.stderr and ":json" not in proc.stdout  # help text is not an answer
     assert ">>> Step 3: Answer" in proc.stdout
-    assert "JSON output on" in proc.stdout
     assert '"query": "How many epochs?"' in proc.stdout
+    # an unknown :command is an error, never sent to the pipeline as a question
+    assert "error: unknown command :frobnicate" in proc.stderr and ":frobnicate" not in proc.stdout
     assert "stop-words" in proc.stdout  # a bad query did not end the session
     assert "Traceback" not in proc.stderr
+
+
+def test_interactive_json_output_is_parseable(paper_index_dir: Path, log_env) -> None:
+    """With --json and piped input, stdout holds only the answers: no banner, no prompts."""
+    script = "What is AdaRouter's accuracy on EUR/USD?\nHow many epochs?\n"
+    proc = run_cli("interactive", "--index", str(paper_index_dir), "--json", env=log_env, input=script)
+    assert proc.returncode == 0, proc.stderr
+    docs = [json.loads(part) for part in proc.stdout.replace("}\n{", "}\n\x00{").split("\x00")]
+    assert [d["query"] for d in docs] == ["What is AdaRouter's accuracy on EUR/USD?", "How many epochs?"]
+    assert "query>" not in proc.stdout and "TreeRAG interactive" not in proc.stdout
+
+
+def test_usage_errors_are_one_line(log_env) -> None:
+    for argv in (["query"], ["query", "--index", "x", "-q", "y", "--top-k", "many"], ["nosuchcommand"],
+                 ["history", "--limit", "0"]):
+        proc = run_cli(*argv, env=log_env)
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "usage:" in run_cli("query", "--help", env=log_env).stdout
 
 
 def test_history_and_show_round_trip(paper_index_dir: Path, log_env) -> None:

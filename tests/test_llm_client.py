@@ -367,7 +367,7 @@ def test_parse_llm_spec(spec: str | None, env: dict[str, str], expected: tuple[s
     assert parse_llm_spec(spec, env) == expected
 
 
-@pytest.mark.parametrize("spec", ["gemini", "gpt-4o", "auto:foo"])
+@pytest.mark.parametrize("spec", ["gemini", "gpt-4o", "auto:foo", ":", "auto:", "mock:xyz"])
 def test_parse_llm_spec_rejects_unknown(spec: str) -> None:
     with pytest.raises(BackendError, match="unknown LLM"):
         parse_llm_spec(spec, {})
@@ -378,7 +378,9 @@ def test_resolve_llm_spec_precedence() -> None:
     assert resolve_llm_spec("anthropic", env, "mock") == "anthropic"
     assert resolve_llm_spec(None, env, "mock") == "openai:gpt-4.1"
     assert resolve_llm_spec(None, {}, "mock") == "mock"
-    assert resolve_llm_spec("", {"TREERAG_LLM": " "}, None) == "auto"
+    assert resolve_llm_spec(None, {"TREERAG_LLM": " "}, None) == "auto"  # a blank variable is unset
+    with pytest.raises(BackendError, match="--llm is empty"):  # a blank flag was typed: say so
+        resolve_llm_spec(" ", {}, None)
 
 
 def test_make_llm_auto_without_keys_is_mock_with_one_notice(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -840,6 +840,8 @@ def _env(env: Mapping[str, str], name: str) -> str | None:
 
 def resolve_llm_spec(cli_value: str | None, env: Mapping[str, str], config_value: str | None) -> str:
     """CLI flag > TREERAG_LLM > config file > "auto"."""
+    if cli_value is not None and not cli_value.strip():
+        raise BackendError("--llm is empty: use auto, mock, anthropic[:MODEL] or openai[:MODEL]")
     for value in (cli_value, _env(env, LLM_SPEC_ENV), config_value):
         if value is not None and value.strip():
             return value.strip()
@@ -857,7 +859,7 @@ def parse_llm_spec(spec: str | None, env: Mapping[str, str]) -> tuple[str, str |
     provider = provider.strip().lower()
     model_name = model.strip() or None
     if provider in ("", "auto"):
-        if sep and model_name:
+        if sep:  # ":" or "auto:x": a model with no provider
             raise _spec_error(raw)
         if _env(env, ANTHROPIC_KEY_ENV):
             return "anthropic", None
@@ -866,6 +868,8 @@ def parse_llm_spec(spec: str | None, env: Mapping[str, str]) -> tuple[str, str |
         return "mock", None
     if provider not in PROVIDERS:
         raise _spec_error(raw)
+    if provider == "mock" and model_name:
+        raise BackendError(f"unknown LLM '{raw}': mock takes no model (use mock)")
     return provider, model_name
 
 
