@@ -253,3 +253,116 @@ def make_backends(index: Index, config: Config, llm: LLMClient | None,
     """Embedder from the index's own identity (so queries match the build), reranker from config."""
     embedder = query_embedder(index.embedder_identity, config, embedder_name)
     return Backends(embedder=embedder, reranker=make_reranker(config), llm=llm)
+
+
+# --------------------------------------------------------------------------- Python API
+
+@dataclass(frozen=True)
+class ChunkHit:
+    """One retrieved chunk as a caller reads it: the text, where it is, how it scored."""
+
+    rank: int
+    text: str
+    doc_path: str
+    heading_path: str
+    lines: tuple[int, int]
+    pages: tuple[int, int] | None
+    citation: str
+    scores: dict[str, float]
+    source: str
+    """tree (from a located section) | net (reached outside them)."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """What ``TreeRAG.ask`` returns; ``to_dict()`` is exactly what ``main.py query --json`` prints."""
+
+    query: str
+    answer: str
+    evidence_found: bool
+    chunks: tuple[ChunkHit, ...]
+    located: tuple[dict[str, Any], ...]
+    """Step 1's leaves: node_id, heading_path, sub_query, score."""
+    timing_ms: dict[str, float]
+    fallbacks: tuple[dict[str, str], ...]
+    run_id: str
+    _raw: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        import json
+
+        from utils.json_out import dumps
+
+        return json.loads(dumps(self._raw))
+
+    @classmethod
+    def from_result(cls, result: dict[str, Any]) -> "QueryResult":
+        hits = tuple(
+            ChunkHit(rank=h["rank"], text=h["text"], doc_path=h["doc_path"], heading_path=h["heading_path"],
+                     lines=(h["start_line"], h["end_line"]),
+                     pages=(h["page_start"], h["page_end"]) if h.get("page_start") else None,
+                     citation=h["citation"], scores=dict(h["scores"]), source=h["source"])
+            for h in result.get("step2_retrieved", []))
+        return cls(query=result["query"], answer=result["answer"], evidence_found=bool(result["evidence_found"]),
+                   chunks=hits, located=tuple(dict(n) for n in result.get("step1_nodes", [])),
+                   timing_ms=dict(result.get("timing_ms", {})), fallbacks=tuple(result.get("fallbacks", [])),
+                   run_id=result["run_id"], _raw=result)
+
+
+class TreeRAG:
+    """The query pipeline for a Python program: open an index once, ask many questions.
+
+    >>> rag = TreeRAG.open("index/", llm="auto", final_top_k=3)
+    >>> r = rag.ask("What is AdaRouter's accuracy on EUR/USD?")
+    >>> r.answer, r.chunks[0].citation
+
+    Settings are ``config.py`` field names, validated like a config file's. ``llm`` is a spec as for
+    ``--llm`` ("auto" reads ANTHROPIC_API_KEY / OPENAI_API_KEY / OPENAI_BASE_URL from ``env``).
+    Nothing is logged unless ``log`` names a run-log file (then ``main.py history/show`` list it).
+    """
+
+    def __init__(self, index: Index, config: Config, backends: Backends, run_log: Any = None) -> None:
+        self.index, self.config, self.backends, self.run_log = index, config, backends, run_log
+
+    @classmethod
+    def open(cls, index_dir: Any, llm: str = "auto", *, embedder: str | None = None, log: Any = None,
+             env: Any = None, llm_timeout: float = 60.0, **settings: Any) -> "TreeRAG":
+        import os
+        from pathlib import Path
+
+        from config import coerce_setting
+        from indexing.index_store import load_index
+        from utils.llm_client import default_cache_dir, make_llm, resolve_llm_spec
+
+        env = os.environ if env is None else env
+        config = Config(**{name: coerce_setting(name, value) for name, value in settings.items()})
+        index = load_index(Path(index_dir))
+        spec = resolve_llm_spec(llm, env, None if config.llm == "auto" else config.llm)
+        client = make_llm(spec, env, cache_dir=default_cache_dir(env) if config.llm_cache else None,
+                          use_cache=config.llm_cache, timeout=llm_timeout)
+        backends = make_backends(index, config, client, embedder)
+        run_log = None
+        if log is not None:
+            from utils.run_log import RunLog
+
+            import sys
+
+            run_log = RunLog(Path(log), warn=lambda msg: print(msg, file=sys.stderr))
+        return cls(index, config, backends, run_log)
+
+    def ask(self, question: str, documents: list[str] | None = None) -> QueryResult:
+        """Answer one question; ``documents`` (index-relative paths) limits it to those documents."""
+        from utils.errors import InputError
+
+        if not isinstance(question, str) or not question.strip():
+            raise InputError("empty question")
+        doc_paths = None
+        if documents is not None:
+            unknown = sorted(set(documents) - set(self.index.doc_rows))
+            if unknown:
+                raise InputError(f"not in the index: {', '.join(unknown[:3])}")
+            doc_paths = set(documents)
+        result = run_pipeline(question.strip(), self.index, self.config, self.backends, doc_paths)
+        if self.run_log is not None:
+            self.run_log.record(result)
+        return QueryResult.from_result(result)
