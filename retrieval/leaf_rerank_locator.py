@@ -24,6 +24,7 @@ from retrieval.node_locator import hybrid_leaf_scores, hybrid_locate, parse_loca
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.visualizer import LOCATE_SYSTEM
 from utils.errors import BackendError
+from utils.llm_client import forget_reply
 
 RERANK_CANDIDATES = 10
 """Leaves the model is shown: the hybrid locator's top ten (its recall@10 of gold leaves is what
@@ -98,6 +99,7 @@ def llm_rerank_locate(index: Index, llm: Any, query: str, config: Config, embedd
                 res.fallbacks.append(Fallback("locate", "; ".join(problems)[:500], "repaired LLM output"))
             return res
         reason = "; ".join(problems) or "no candidate leaf in the LLM's answer"
+        forget_reply(llm, resp)  # only replies that parsed and were used stay cached
     except BackendError as exc:
         reason = str(exc)
     res = hybrid_locate(index, embedder, query, config, doc_paths)

@@ -24,6 +24,7 @@ from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
 from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, node_blocks, serialize_tree, tree_for_prompt
 from utils.errors import BackendError
+from utils.llm_client import forget_reply
 from utils.similarity import min_max_normalize
 from utils.tokenizer import estimate_tokens, tokenize
 
@@ -319,6 +320,7 @@ def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: Que
                 res.fallbacks.append(Fallback("locate", "; ".join(problems)[:500], "repaired LLM output"))
             return res
         reason = "; ".join(problems) or "no valid leaf in the LLM's answer"
+        forget_reply(llm, resp)  # only replies that parsed and were used stay cached
     except BackendError as exc:
         reason = str(exc)
     # The no-LLM default (hybrid), never worse than running without an LLM; keyword only

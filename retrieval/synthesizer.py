@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from config import Config
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import BackendError
+from utils.llm_client import forget_reply
 
 SYNTHESIS_PROMPT = """基于以下从文档中检索到的证据，回答用户的问题。
 
@@ -174,5 +175,6 @@ def synthesize(query: str, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks
         usage.add(resp.usage)
     text = (resp.text or "").strip()
     if not text:
+        forget_reply(llm, resp)  # never serve the unusable reply to the next run
         return degrade("the LLM returned an empty answer")
     return Answer(text, "llm")

@@ -488,17 +488,39 @@ def test_cache_hit_on_second_call(provider: Provider, tmp_path: Path) -> None:
         assert srv.request_count == 4
 
 
-def test_no_cache_bypasses_reads_and_writes(tmp_path: Path) -> None:
-    with StubServer(default=StubResponse(200, openai_chat_body("x"))) as srv:
+def test_no_cache_skips_reads_but_refreshes_the_cache(tmp_path: Path) -> None:
+    with StubServer([StubResponse(200, openai_chat_body("old")), StubResponse(200, openai_chat_body("new")),
+                     StubResponse(200, openai_chat_body("other"))]) as srv:
         env = {"OPENAI_BASE_URL": srv.url + "/v1"}
         cached = make_llm("openai", env, cache_dir=tmp_path)
-        cached.generate("q")
-        uncached = make_llm("openai", env, cache_dir=tmp_path, use_cache=False)
-        assert not isinstance(uncached, CachedLLM)
-        assert not uncached.generate("q").cached
-        assert not uncached.generate("new prompt").cached
+        assert cached.generate("q").text == "old"
+        fresh = make_llm("openai", env, cache_dir=tmp_path, use_cache=False)
+        r = fresh.generate("q")
+        assert not r.cached and r.text == "new"  # asked the model although "q" was cached
+        assert not fresh.generate("new prompt").cached
         assert srv.request_count == 3
-    assert len(LLMCache(tmp_path / CACHE_FILENAME)) == 1  # the uncached calls wrote nothing
+        again = make_llm("openai", env, cache_dir=tmp_path).generate("q")
+        assert again.cached and again.text == "new"  # the refreshed reply, not the stale one
+    assert len(LLMCache(tmp_path / CACHE_FILENAME)) == 2
+
+
+def test_an_unusable_locate_reply_is_not_served_again(tmp_path: Path, paper_index) -> None:
+    """A reply with no valid leaf falls back and is dropped from the cache; a usable one stays."""
+    from config import Config
+    from indexing.embedder import make_embedder
+    from retrieval.node_locator import llm_locate
+
+    bad = openai_chat_body('{"results": [{"node_id": "9999"}]}')
+    good = openai_chat_body('{"results": [{"node_id": "0010", "sub_query": "router"}]}')
+    emb = make_embedder("hash", Config())
+    with StubServer([StubResponse(200, bad), StubResponse(200, good)]) as srv:
+        env = {"OPENAI_BASE_URL": srv.url + "/v1"}
+        first = llm_locate(paper_index, make_llm("openai", env, cache_dir=tmp_path), "q", Config(), emb)
+        assert first.locator == "hybrid"  # unusable: fell back
+        second = llm_locate(paper_index, make_llm("openai", env, cache_dir=tmp_path), "q", Config(), emb)
+        assert second.locator == "llm" and srv.request_count == 2  # asked again, not the cached bad reply
+        third = llm_locate(paper_index, make_llm("openai", env, cache_dir=tmp_path), "q", Config(), emb)
+        assert third.locator == "llm" and srv.request_count == 2  # the usable reply is served from cache
 
 
 def test_failed_calls_are_not_cached(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from config import Config
 from tree_builder.summary import ExtractiveSummarizer, one_line
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
+from utils.llm_client import forget_reply
 
 LEAF_PROMPT = """请用一句话概括下面这个文档章节的内容，突出其中的具体实体、数字和结论，便于之后根据目录定位信息。
 只输出概括本身，不超过{max_chars}个字符，使用与章节相同的语言。
@@ -81,6 +82,7 @@ class LLMSummarizer:
         text = one_line(resp.text or "")
         if not text:
             self.stats.count("failed", f"[{node.node_id}] empty answer")
+            forget_reply(self.llm, resp)  # never serve the unusable reply to the next build
             return fallback()
         self.stats.count("llm")
         return text

@@ -158,6 +158,19 @@ class LLMCache:
         except OSError as exc:
             self._disable(str(exc))
 
+    def delete(self, key: str) -> None:
+        """Drop one entry (a reply its caller could not use must not be served again)."""
+        if self._disabled:
+            return
+        try:
+            conn = self._conn()
+            with conn:
+                conn.execute("DELETE FROM llm_responses WHERE key = ?", (key,))
+        except sqlite3.Error as exc:
+            self._on_error(exc)
+        except OSError as exc:
+            self._disable(str(exc))
+
     def __len__(self) -> int:
         if self._disabled:
             return 0

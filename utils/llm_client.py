@@ -24,6 +24,8 @@ remembers the choice, tells the user once through ``notice`` and lists it in
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import random as _random
 import threading
@@ -152,6 +154,8 @@ class LLMResponse:
     'response_format unsupported by the server; JSON requested by instruction only'."""
     cacheable: bool = True
     """False when we had to cut an answer the server sent past max_tokens: never stored."""
+    cache_key: str | None = None
+    """Set by CachedLLM: the entry ``forget_reply`` drops when the caller could not use the reply."""
 
 
 @dataclass(frozen=True)
@@ -793,13 +797,17 @@ class AnthropicLLM(_RemoteLLM):
 class CachedLLM:
     """Serves repeated identical calls from the disk cache.
 
-    Only successful responses are stored; a hit costs nothing and is reported
-    as ``cached=True`` with ``cached_calls=1`` and zero tokens and cost.
+    Only successful responses are stored, and a caller that could not use one (a locate answer
+    with no valid leaf, an empty synthesis) drops it with ``forget_reply``: otherwise every later
+    run would reuse the bad reply. A hit costs nothing and is reported as ``cached=True`` with
+    ``cached_calls=1`` and zero tokens and cost. ``read=False`` (``--no-cache``) asks the model
+    every time but still stores what it answers, so the cache is refreshed, not bypassed.
     """
 
-    def __init__(self, inner: LLMClient, cache: LLMCache) -> None:
+    def __init__(self, inner: LLMClient, cache: LLMCache, read: bool = True) -> None:
         self.inner = inner
         self.cache = cache
+        self.read = read
         self.provider = inner.provider
         self.model = inner.model
         self.base_url: str | None = getattr(inner, "base_url", None)
@@ -811,10 +819,10 @@ class CachedLLM:
                  deadline: float | None = None) -> LLMResponse:
         key = cache_key(provider=self.provider, model=self.model, base_url=self.base_url, system=system,
                         prompt=prompt, json_mode=json_mode, max_tokens=max_tokens, temperature=temperature)
-        hit = self.cache.get(key)
+        hit = self.cache.get(key) if self.read else None
         if hit is not None:
             return LLMResponse(text=hit.text, usage=LLMUsage(cost_usd=0.0, cached_calls=1),
-                               provider=self.provider, model=self.model, cached=True)
+                               provider=self.provider, model=self.model, cached=True, cache_key=key)
         response = self.inner.generate(prompt, json_mode=json_mode, max_tokens=max_tokens,
                                        temperature=temperature, system=system,
                                        **deadline_kwargs(self.inner, deadline))
@@ -822,7 +830,21 @@ class CachedLLM:
             return response
         self.cache.put(key, CacheEntry(response.text, response.usage.input_tokens, response.usage.output_tokens),
                        provider=self.provider, model=self.model)
-        return response
+        return dataclasses.replace(response, cache_key=key)
+
+    def forget(self, response: LLMResponse) -> None:
+        if response.cache_key is not None:
+            self.cache.delete(response.cache_key)
+
+
+def forget_reply(llm: Any, response: LLMResponse) -> None:
+    """Drop ``response`` from whatever cache served or stored it (wrappers pass it down)."""
+    while llm is not None:
+        forget = getattr(llm, "forget", None)
+        if callable(forget):
+            forget(response)
+            return
+        llm = getattr(llm, "inner", None)
 
 
 # =============================================================================
@@ -927,6 +949,6 @@ def make_llm(
             )
         client = OpenAILLM(model=model or DEFAULT_OPENAI_MODEL, api_key=key or LOCAL_SERVER_DUMMY_KEY,
                            base_url=base_url, timeout=timeout, retry=retry, notice=notice)
-    if use_cache and cache_dir is not None:
-        client = CachedLLM(client, LLMCache(Path(cache_dir) / CACHE_FILENAME, notice=notice))
+    if cache_dir is not None:  # without use_cache (--no-cache): ask the model, still refresh the cache
+        client = CachedLLM(client, LLMCache(Path(cache_dir) / CACHE_FILENAME, notice=notice), read=use_cache)
     return client
