@@ -101,7 +101,8 @@ class Config:
     llm_build_budget_s: float = 1800.0
     """The same for all LLM summary calls of one index build."""
     llm_max_failures: int = 3
-    """Failed calls in a row (each after its retries) before a query or build stops calling the LLM."""
+    """Failed calls in a row (each after its retries) before an index build stops calling the LLM.
+    A query stops after its first failed call (it makes at most two)."""
 
     # --- answer (step 3) -----------------------------------------------------
     answer_mode: Literal["extractive", "concatenate"] = "extractive"

@@ -160,8 +160,10 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     usage = UsageMeter()
     # one wall-clock budget and circuit breaker for every LLM call of this query, and one query
     # embedding shared by retrieval, the relevance floor and the extractive answer
+    # a query stops calling a provider after its first failed call (already retried): the fallback
+    # then arrives at once instead of after a second timeout for synthesis
     backends = Backends(memoized(backends.embedder), backends.reranker,
-                        with_budget(backends.llm, config.llm_query_budget_s, max_failures=config.llm_max_failures))
+                        with_budget(backends.llm, config.llm_query_budget_s, max_failures=1))
     result: dict[str, Any] = {
         "run_id": uuid.uuid4().hex,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -205,9 +207,10 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     timing["total"] = (time.perf_counter() - t_start) * 1000
     result["timing_ms"] = {k: round(v, 2) for k, v in timing.items()}
     result["providers"] = {
-        "llm": {"provider": llm.provider, "model": llm.model} if llm else {"provider": "mock", "model": None},
+        "llm": _llm_record(llm),
         "embedder": dict(index.embedder_identity),
-        "reranker": {"name": backends.reranker.name, "model": backends.reranker.model},
+        "reranker": {"name": backends.reranker.name, "model": backends.reranker.model,
+                     "answered": not any(f.step == "rerank" for f in fallbacks)},
         "locator": result["step1_locator"],
     }
     result["fallbacks"] = [f.to_dict() for f in fallbacks]
@@ -218,6 +221,17 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
                        "documents": meta["counts"]["documents"], "chunks": meta["counts"]["chunks"]}
     result["config"] = config.to_dict()
     return result
+
+
+def _llm_record(llm: Any) -> dict[str, Any]:
+    """Which LLM was configured and whether it answered: a provider that never replied (nothing
+    listening, a bad key) must not be named as if it wrote the answer."""
+    if llm is None:
+        return {"provider": "mock", "model": None, "answered": False, "failed": False}
+    answered = getattr(llm, "answered", None)
+    failed = getattr(llm, "failed", 0)
+    return {"provider": llm.provider, "model": llm.model,
+            "answered": bool(answered) if answered is not None else True, "failed": bool(failed)}
 
 
 def query_embedder(identity: dict[str, Any], config: Config, name: str | None = None) -> Embedder:

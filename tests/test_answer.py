@@ -368,3 +368,44 @@ def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:
     b = extract("AdaRouter accuracy", ranked, paper_index, few, Config(answer_dense_candidates=3))
     assert every.embedded == a.sentences > 3 and few.embedded == 3
     assert b.quotes
+
+
+class _DeadLLM:
+    """A configured provider that never answers (nothing listening, a bad key...)."""
+
+    provider = "openai"
+    model = "gpt-x"
+    accepts_deadline = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def generate(self, prompt, **kw):
+        from utils.llm_client import LLMCallError
+
+        self.calls += 1
+        raise LLMCallError("openai: connection refused after 5 attempts", provider="openai", retryable=True)
+
+
+def test_a_provider_that_never_answers_is_called_once_and_not_credited(paper_index) -> None:
+    dead = _DeadLLM()
+    res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends(dead))
+    assert dead.calls == 1  # locating failed: synthesis did not wait for a second failure
+    assert res["providers"]["llm"] == {"provider": "openai", "model": "gpt-x", "answered": False, "failed": True}
+    assert res["answer"] and {f["step"] for f in res["fallbacks"]} >= {"locate", "synthesis"}
+    assert "llm=openai:gpt-x (did not answer: fallback used)" in render_result(res)
+
+
+def test_a_reranker_that_failed_is_not_credited(paper_index) -> None:
+    class _BrokenReranker:
+        name, model = "cross-encoder", "ce-x"
+
+        def score(self, query, texts):
+            from utils.errors import BackendError
+
+            raise BackendError("model file missing")
+
+    b = Backends(embedder=make_embedder("hash", Config()), reranker=_BrokenReranker(), llm=None)
+    res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), b)
+    assert res["providers"]["reranker"]["answered"] is False
+    assert "reranker=cross-encoder (failed: fused order)" in render_result(res)

@@ -138,7 +138,7 @@ def test_run_pipeline_schema_and_citations(paper_index) -> None:
     assert res["step1_locator"] == "hybrid"
     assert set(res["timing_ms"]) == {"locate", "retrieve", "rerank", "synthesize", "total"}
     assert res["providers"]["embedder"]["name"] == "hash"
-    assert res["providers"]["reranker"] == {"name": "none", "model": None}
+    assert res["providers"]["reranker"] == {"name": "none", "model": None, "answered": True}
     for item in res["step2_retrieved"]:
         assert item["citation"].startswith("test_paper.md:L")
         assert {"dense_score", "bm25_score", "fused_score"} <= set(item["scores"])

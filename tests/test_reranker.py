@@ -47,7 +47,7 @@ def test_pipeline_with_cross_encoder(paper_index, tiny_cross_encoder: Path) -> N
     b = Backends(embedder=make_embedder("hash", cfg), reranker=make_reranker(cfg), llm=None)
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, cfg, b)
     assert res["fallbacks"] == []
-    assert res["providers"]["reranker"] == {"name": "cross-encoder", "model": str(tiny_cross_encoder)}
+    assert res["providers"]["reranker"] == {"name": "cross-encoder", "model": str(tiny_cross_encoder), "answered": True}
     scores = [h["scores"]["rerank_score"] for h in res["step2_retrieved"]]
     assert scores == sorted(scores, reverse=True)
     assert res["stages"]["rerank"]

@@ -87,6 +87,9 @@ class BudgetedLLM:
         self.provider = inner.provider
         self.model = inner.model
         self.base_url: str | None = getattr(inner, "base_url", None)
+        self.answered = 0
+        """Calls that returned a reply (the run record says whether the LLM really took part)."""
+        self.failed = 0
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
                  temperature: float = 0.0, system: str | None = None,
@@ -98,8 +101,10 @@ class BudgetedLLM:
                                            temperature=temperature, system=system,
                                            **deadline_kwargs(self.inner, until))
         except LLMCallError as exc:
+            self.failed += 1
             self.budget.record_failure(exc)
             raise
+        self.answered += 1
         self.budget.record_success()
         return response
 

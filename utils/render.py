@@ -123,6 +123,13 @@ def footer(result: dict[str, Any]) -> str:
     prov = result.get("providers", {})
     llm = prov.get("llm") or {}
     llm_name = llm.get("provider", "mock") + (f":{llm['model']}" if llm.get("model") else "")
+    if llm.get("failed") and not llm.get("answered"):
+        llm_name += " (did not answer: fallback used)"
+    elif llm.get("failed"):
+        llm_name += " (failed once: fallback used)"
+    rr = prov.get("reranker") or {}
+    if rr.get("name") not in (None, "none"):
+        llm_name += f" | reranker={rr['name']}" + ("" if rr.get("answered", True) else " (failed: fused order)")
     u = result.get("usage") or {}
     tokens = u.get("input_tokens", 0) + u.get("output_tokens", 0)
     cost = u.get("cost_usd")
