@@ -48,7 +48,7 @@ def test_index_and_query_through_the_openai_wire_format(tmp_path: Path) -> None:
         assert res["answer"].startswith("AdaRouter reaches 73.2%")
         assert res["usage"]["input_tokens"] == 1400 and res["usage"]["calls"] == 2
         assert res["usage"]["cost_usd"] and res["usage"]["cost_usd"] > 0
-        assert [f["used"] for f in res["fallbacks"]] == ["repaired LLM output"] or res["fallbacks"] == []
+        assert res["fallbacks"] == []  # a fenced answer with an integer id is read as is: nothing to record
         calls = srv.requests[n_index_calls:]
         assert calls[0].path == "/v1/chat/completions"
         assert calls[0].json()["response_format"] == {"type": "json_object"}

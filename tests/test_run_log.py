@@ -196,33 +196,85 @@ def test_parent_is_a_file_record_fails_softly(tmp_path: Path, warns: Warnings) -
     assert "\n" not in message
 
 
-@pytest.mark.skipif(_as_root(), reason="root ignores directory permissions")
-def test_read_only_directory_record_fails_softly(tmp_path: Path, warns: Warnings) -> None:
-    ro_dir = tmp_path / "ro"
-    ro_dir.mkdir()
-    ro_dir.chmod(0o500)
+def _unprivileged(body) -> None:
+    """Run ``body(base_dir)`` where file permissions bind: as root (CI), in a forked child that
+    has dropped to uid/gid 65534 ("nobody"); root ignores permissions, so these tests would
+    otherwise never run where it matters. ``base_dir`` is a fresh world-writable directory."""
+    import tempfile
+
+    import shutil
+
+    base = Path(tempfile.mkdtemp(prefix="treerag-perm-"))
+    base.chmod(0o777)
     try:
-        log = RunLog(ro_dir / "runs.sqlite3", warns)
-        assert log.record(make_result()) is False
-        assert len(warns.messages) == 1
+        _run_in(base, body)
     finally:
-        ro_dir.chmod(0o700)
+        shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.skipif(_as_root(), reason="root ignores file permissions")
-def test_read_only_log_file_record_fails_softly_but_reads(log_path: Path, warns: Warnings) -> None:
-    log = RunLog(log_path, warns)
-    first = make_result()
-    assert log.record(first)
-    for suffix in ("-wal", "-shm"):  # leave only the main file, read-only
-        Path(str(log_path) + suffix).unlink(missing_ok=True)
-    log_path.chmod(0o444)
-    try:
-        assert log.record(make_result()) is False
-        assert len(warns.messages) == 1
-        assert log.get(first["run_id"]) == first
-    finally:
-        log_path.chmod(0o644)
+def _run_in(base: Path, body) -> None:
+    import traceback
+
+    if not _as_root():
+        body(base)
+        return
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: drop privileges, run, report through the pipe, never return into pytest
+        os.close(r)
+        msg = b"ok"
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            body(base)
+        except BaseException:  # noqa: BLE001 - reported to the parent as text
+            msg = traceback.format_exc().encode()[-4000:]
+        os.write(w, msg)
+        os._exit(0)
+    os.close(w)
+    out = b""
+    while chunk := os.read(r, 4096):
+        out += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert out == b"ok", out.decode(errors="replace")
+
+
+def test_read_only_directory_record_fails_softly() -> None:
+    def body(base: Path) -> None:
+        warns = Warnings()
+        ro_dir = base / "ro"
+        ro_dir.mkdir()
+        ro_dir.chmod(0o500)
+        try:
+            log = RunLog(ro_dir / "runs.sqlite3", warns)
+            assert log.record(make_result()) is False
+            assert len(warns.messages) == 1
+        finally:
+            ro_dir.chmod(0o700)
+
+    _unprivileged(body)
+
+
+def test_read_only_log_file_record_fails_softly_but_reads() -> None:
+    def body(base: Path) -> None:
+        warns = Warnings()
+        log_path = base / "nested" / "runs.sqlite3"
+        log = RunLog(log_path, warns)
+        first = make_result()
+        assert log.record(first)
+        for suffix in ("-wal", "-shm"):  # leave only the main file, read-only
+            Path(str(log_path) + suffix).unlink(missing_ok=True)
+        log_path.chmod(0o444)
+        try:
+            assert log.record(make_result()) is False
+            assert len(warns.messages) == 1
+            assert log.get(first["run_id"]) == first
+        finally:
+            log_path.chmod(0o644)
+
+    _unprivileged(body)
 
 
 def test_corrupt_log_warns_once_and_reads_raise(log_path: Path, warns: Warnings) -> None:
