@@ -15,9 +15,9 @@ from typing import Any
 from config import Config
 from indexing.embedder import Embedder, memoized
 from indexing.index_store import Index
-from retrieval.hybrid_retriever import Reranker, StageHits, make_reranker, rerank, retrieve
-from retrieval.leaf_rerank_locator import llm_rerank_locate
-from retrieval.node_locator import hybrid_locate, keyword_locate, llm_locate
+from retrieval.hybrid_retriever import StageHits, retrieve
+from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
+from retrieval.locators import make_locator
 from retrieval.relevance import evidence_strength, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
@@ -31,19 +31,19 @@ class Backends:
     """Loaded models, built once per process (interactive mode reuses them)."""
 
     embedder: Embedder
-    reranker: Reranker
+    reranker: Reranker | None
+    """None: no reranker, the fused order stands."""
     llm: LLMClient | None
-    """None or a mock client: no LLM calls; locating and synthesis take their no-LLM paths."""
+    """None: no LLM; locating and synthesis take their no-LLM paths. A mock client is stored as None."""
+
+    def __post_init__(self) -> None:
+        if not has_real_llm(self.llm):
+            self.llm = None
 
 
 def has_real_llm(llm: LLMClient | None) -> bool:
+    """False for None and for the mock client, which ``make_llm`` returns when nothing is configured."""
     return llm is not None and getattr(llm, "provider", "mock") != "mock"
-
-
-def choose_locator(config: Config, llm: LLMClient | None) -> str:
-    if config.locator == "auto":
-        return "llm" if has_real_llm(llm) else "hybrid"
-    return config.locator
 
 
 def citation(chunk: Any) -> str:
@@ -93,22 +93,7 @@ def retrieved_dict(rc: RetrievedChunk, rank: int) -> dict[str, Any]:
 
 def locate(query: str, index: Index, config: Config, backends: Backends,
            doc_paths: set[str] | None, usage: UsageMeter) -> LocateResult:
-    name = choose_locator(config, backends.llm)
-    if name == "llm":
-        if not has_real_llm(backends.llm):
-            res = hybrid_locate(index, backends.embedder, query, config, doc_paths)
-            res.fallbacks.append(Fallback("locate", "no LLM configured", "hybrid locator"))
-            return res
-        return llm_locate(index, backends.llm, query, config, backends.embedder, doc_paths, usage)
-    if name == "llm-rerank":
-        if not has_real_llm(backends.llm):
-            res = hybrid_locate(index, backends.embedder, query, config, doc_paths)
-            res.fallbacks.append(Fallback("locate", "no LLM configured", "hybrid locator"))
-            return res
-        return llm_rerank_locate(index, backends.llm, query, config, backends.embedder, doc_paths, usage)
-    if name == "keyword":
-        return keyword_locate(index, query, config, doc_paths)
-    return hybrid_locate(index, backends.embedder, query, config, doc_paths)
+    return make_locator(config.locator, index, config, backends.embedder, backends.llm, usage).locate(query, doc_paths)
 
 
 @dataclass
@@ -171,7 +156,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         "step1_thinking": "", "step1_locator": None, "step1_nodes": [],
         "step2_retrieved": [], "stages": {}, "answer": "", "evidence_found": False,
     }
-    llm = backends.llm if has_real_llm(backends.llm) else None
+    llm = backends.llm
     r = run_retrieval(query, index, config, backends, doc_paths, usage)
     fallbacks = r.fallbacks
     timing = r.timing_ms
@@ -209,7 +194,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     result["providers"] = {
         "llm": _llm_record(llm),
         "embedder": dict(index.embedder_identity),
-        "reranker": {"name": backends.reranker.name, "model": backends.reranker.model,
+        "reranker": {**reranker_record(backends.reranker),
                      "answered": not any(f.step == "rerank" for f in fallbacks)},
         "locator": result["step1_locator"],
     }

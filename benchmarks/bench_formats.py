@@ -200,7 +200,7 @@ def retrieval_ndcg(work: Path, n_docs: int, embedder_name: str) -> None:
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
     from pipeline import Backends, run_retrieval
-    from retrieval.hybrid_retriever import make_reranker
+    from retrieval.rerankers import make_reranker
     from tests.doc_factory import render_docx, render_html, render_pdf, source_from_markdown
     from tree_builder.loader import load_input
 

@@ -193,7 +193,7 @@ def profile_pass(questions: list[dict[str, Any]], index: Any, config: Any, backe
 
 def load_cross_encoder(config: Any, work: Path) -> tuple[Any, str]:
     """A real cross-encoder from the local cache if there is one, else the tiny stand-in."""
-    from retrieval.hybrid_retriever import CrossEncoderReranker
+    from retrieval.rerankers import CrossEncoderReranker
 
     quiet_transformers()
     real = CrossEncoderReranker(config.reranker_model)
@@ -246,7 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     from indexing.embedder import make_embedder
     from indexing.index_store import load_index
     from pipeline import Backends, make_backends
-    from retrieval.hybrid_retriever import NoReranker
 
     index_dir, vectors, doc_names = prepare_index(args, work, args.embedder, n_docs)
     t = time.perf_counter()
@@ -263,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(inner, "load"):
         inner.load()
     emb = TimedEmbedder(inner)
-    backends = Backends(embedder=emb, reranker=NoReranker(), llm=None)
+    backends = Backends(embedder=emb, reranker=None, llm=None)
 
     questions = pick_questions(doc_names, n_q + args.warmup, args.seed)
     warm, timed = questions[:args.warmup], questions[args.warmup:]

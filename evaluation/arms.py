@@ -23,7 +23,8 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from pipeline import Backends, run_retrieval
-from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored, rerank, scope_rows
+from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored, scope_rows
+from retrieval.rerankers import rerank
 from retrieval.scoring import idf_range
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
@@ -202,7 +203,7 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
     cfg = arm.config
     fallbacks: list[Fallback] = []
     if not arm.is_tree:
-        reranking = ctx.backends.reranker.name != "none"
+        reranking = ctx.backends.reranker is not None
         top = max(cfg.final_top_k, ctx.rerank_pool) if reranking else cfg.final_top_k
         cands = _flat_candidates(arm, ctx, query, doc_paths, top)
         final = rerank(query, cands, ctx.backends.reranker, cfg.final_top_k, fallbacks)

@@ -274,7 +274,7 @@ def _warm_up(ctx: ArmContext, arms: list[Arm], question: Question) -> None:
     """
     ctx.backends.embedder.embed_query("warm up")
     rr = ctx.backends.reranker
-    if rr.name != "none":
+    if rr is not None:
         try:
             rr.score("warm up", ["warm up"])
         except Exception as exc:  # noqa: BLE001 - any load failure is the user's setup

@@ -20,7 +20,7 @@ from indexing.index_store import Index
 from retrieval.learned_ranker import load_ranker, model_name
 from retrieval.scoring import RangeScores, concat_scores, fuse, score_range
 from retrieval.section_features import chunk_features
-from retrieval.types import Fallback, LocatedNode, RetrievedChunk
+from retrieval.types import LocatedNode, RetrievedChunk
 from utils.tokenizer import tokenize
 
 
@@ -247,83 +247,6 @@ def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[Lo
     if order == "union":
         out = order_union(index, embedder.embed_query(query), query, out, located, config)
     return out
-
-
-# --------------------------------------------------------------------------- rerank
-
-class Reranker(Protocol):
-    name: str
-    model: str | None
-
-    def score(self, query: str, texts: list[str]) -> list[float]: ...
-
-
-class NoReranker:
-    """Keeps the fused order (the spec's mock)."""
-
-    name = "none"
-    model: str | None = None
-
-    def score(self, query: str, texts: list[str]) -> list[float]:
-        raise NotImplementedError  # never called: rerank() short-cuts on name == "none"
-
-
-class CrossEncoderReranker:
-    """sentence-transformers CrossEncoder from a local path or the local model cache.
-
-    Never downloads: HF_HUB_OFFLINE is forced before the library is imported.
-    """
-
-    name = "cross-encoder"
-
-    def __init__(self, model: str, batch_size: int = 32) -> None:
-        self.model = model
-        self.batch_size = batch_size
-        self._model = None
-
-    def _load(self):
-        if self._model is None:
-            import os
-
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import CrossEncoder
-
-            self._model = CrossEncoder(self.model, device="cpu")
-        return self._model
-
-    def score(self, query: str, texts: list[str]) -> list[float]:
-        model = self._load()
-        scores = model.predict([(query, t) for t in texts], batch_size=self.batch_size,
-                               show_progress_bar=False)
-        return [float(s) for s in np.asarray(scores).reshape(len(texts), -1)[:, -1]]
-
-
-def make_reranker(config: Config) -> Reranker:
-    if config.reranker in ("none", "", None):
-        return NoReranker()
-    if config.reranker == "cross-encoder":
-        return CrossEncoderReranker(config.reranker_model)
-    from utils.errors import BackendError
-
-    raise BackendError(f"unknown reranker {config.reranker!r} (use none or cross-encoder)")
-
-
-def rerank(query: str, candidates: list[RetrievedChunk], reranker: Reranker, top_k: int,
-           fallbacks: list[Fallback]) -> list[RetrievedChunk]:
-    """Cross-encoder order across leaves; on any failure keep the fused order, and say so."""
-    if reranker.name == "none" or not candidates:
-        return candidates[:top_k]
-    try:
-        scores = reranker.score(query, [c.chunk.text for c in candidates])
-    except Exception as exc:  # noqa: BLE001 - any model failure degrades, never aborts
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-        fallbacks.append(Fallback("rerank", f"{reranker.model}: {msg[:200]}", "fused order"))
-        return candidates[:top_k]
-    for c, s in zip(candidates, scores):
-        c.retrieval_detail["rerank_score"] = round(s, 4)
-        c.score = s
-    return sorted(candidates, key=lambda r: (-r.score, r.row))[:top_k]
 
 
 def document_order(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:

@@ -20,7 +20,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from retrieval.hybrid_retriever import QueryEmbedder
-from retrieval.node_locator import hybrid_leaf_scores, hybrid_locate, parse_locator_response
+from retrieval.node_locator import hybrid_leaf_scores, hybrid_locate, no_llm_locate, parse_locator_response
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.visualizer import LOCATE_SYSTEM
 from utils.errors import BackendError
@@ -102,8 +102,8 @@ def llm_rerank_locate(index: Index, llm: Any, query: str, config: Config, embedd
         forget_reply(llm, resp)  # only replies that parsed and were used stay cached
     except BackendError as exc:
         reason = str(exc)
-    res = hybrid_locate(index, embedder, query, config, doc_paths)
-    res.fallbacks.insert(0, Fallback("locate", f"LLM re-ranking failed: {reason}"[:500], "hybrid locator"))
+    res = no_llm_locate(index, embedder, query, config, doc_paths)
+    res.fallbacks.insert(0, Fallback("locate", f"LLM re-ranking failed: {reason}"[:500], f"{res.locator} locator"))
     res.toc_nodes = len(cands)
     res.raw_response = raw
     return res

@@ -161,6 +161,15 @@ def hybrid_locate(index: Index, embedder: QueryEmbedder, query: str, config: Con
     return LocateResult(nodes=nodes, thinking=thinking, locator="hybrid", candidates=cands)
 
 
+def no_llm_locate(index: Index, embedder: QueryEmbedder | None, query: str, config: Config,
+                  doc_paths: set[str] | None = None) -> LocateResult:
+    """What step 1 does without an LLM's answer (none configured, or it failed): the hybrid locator,
+    or the keyword match when no embedder is loaded. The one place that decides it."""
+    if embedder is not None:
+        return hybrid_locate(index, embedder, query, config, doc_paths)
+    return keyword_locate(index, query, config, doc_paths)
+
+
 # --------------------------------------------------------------------------- LLM
 
 def _strip_fences(text: str) -> str:
@@ -323,13 +332,8 @@ def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: Que
         forget_reply(llm, resp)  # only replies that parsed and were used stay cached
     except BackendError as exc:
         reason = str(exc)
-    # The no-LLM default (hybrid), never worse than running without an LLM; keyword only
-    # when no embedder is loaded.
-    if embedder is not None:
-        fb_name, res = "hybrid", hybrid_locate(index, embedder, query, config, doc_paths)
-    else:
-        fb_name, res = "keyword", keyword_locate(index, query, config, doc_paths)
-    res.fallbacks.insert(0, Fallback("locate", f"LLM locating failed: {reason}"[:500], f"{fb_name} locator"))
+    res = no_llm_locate(index, embedder, query, config, doc_paths)  # never worse than no LLM at all
+    res.fallbacks.insert(0, Fallback("locate", f"LLM locating failed: {reason}"[:500], f"{res.locator} locator"))
     res.toc_nodes = shown
     res.raw_response = raw
     return res

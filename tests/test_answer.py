@@ -11,7 +11,7 @@ from config import Config
 from indexing.embedder import make_embedder
 from pipeline import Backends, citation, run_pipeline
 from retrieval.extractive import build_passages, extract
-from retrieval.hybrid_retriever import NoReranker
+
 from retrieval.synthesizer import (NOT_ANSWERED_EN, NOT_ANSWERED_ZH, SYNTHESIS_SYSTEM, WEAK_EVIDENCE_NOTE,
                                    build_context)
 from retrieval.types import RetrievedChunk
@@ -26,7 +26,7 @@ class ScriptedLLM(MockLLM):
 
 
 def backends(llm=None) -> Backends:
-    return Backends(embedder=make_embedder("hash", Config()), reranker=NoReranker(), llm=llm)
+    return Backends(embedder=make_embedder("hash", Config()), reranker=None, llm=llm)
 
 
 def _build(tmp_path: Path, text: str):

@@ -11,7 +11,7 @@ from retrieval.node_locator import (NODE_LOCATE_PROMPT, extract_json_object, hyb
                                     keyword_locate, llm_locate, parse_locator_response,
                                     toc_for_prompt)
 from tree_builder.visualizer import serialize_tree
-from utils.errors import BackendError
+from utils.errors import BackendError, InputError
 from utils.llm_client import MockLLM
 from utils.tokenizer import estimate_tokens
 
@@ -151,3 +151,40 @@ def test_prompt_example_cannot_be_copied_into_a_valid_answer(paper_index) -> Non
     res = llm_locate(paper_index, MockLLM([example]), "What algorithm does AdaRouter use?", Config(),
                      make_embedder("hash", Config()))
     assert res.locator == "hybrid" and res.fallbacks[0].step == "locate"
+
+
+# --------------------------------------------------------------------------- factory
+
+def test_factory_resolves_auto_and_rejects_unknown_names(paper_index) -> None:
+    from retrieval.locators import make_locator
+
+    emb = make_embedder("hash", Config())
+    assert make_locator("auto", paper_index, Config(), emb, None).name == "hybrid"
+    assert make_locator("auto", paper_index, Config(), emb, MockLLM(["{}"])).name == "llm"
+    with pytest.raises(InputError, match="unknown locator 'banana'"):
+        make_locator("banana", paper_index, Config(), emb, None)
+
+
+@pytest.mark.parametrize("name", ["llm", "llm-rerank"])
+def test_llm_locators_without_an_llm_take_the_no_llm_path_and_say_so(paper_index, name: str) -> None:
+    from retrieval.locators import make_locator
+
+    emb = make_embedder("hash", Config())
+    q = "How many epochs was the model trained for?"
+    res = make_locator(name, paper_index, Config(), emb, None).locate(q)
+    assert res.locator == "hybrid" and res.fallbacks[-1].reason == "no LLM configured"
+    assert [n.node_id for n in res.nodes] == [n.node_id for n in hybrid_locate(paper_index, emb, q, Config()).nodes]
+    # without an embedder, the same single decision gives the keyword match
+    res = make_locator(name, paper_index, Config(), None, None).locate("training procedure epochs")
+    assert res.locator == "keyword" and res.fallbacks[-1].used == "keyword locator"
+
+
+def test_scope_limits_every_locator(paper_index) -> None:
+    from retrieval.locators import LOCATORS, make_locator
+
+    emb = make_embedder("hash", Config())
+    doc = paper_index.leaves[0].doc_path
+    for name in LOCATORS:
+        res = make_locator(name, paper_index, Config(), emb, None).locate("router design", {doc})
+        assert all(paper_index.nodes[n.node_id].doc_path == doc for n in res.nodes)
+        assert make_locator(name, paper_index, Config(), emb, None).locate("router design", {"other.md"}).nodes == []

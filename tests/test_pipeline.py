@@ -6,8 +6,8 @@ import numpy as np
 from config import Config
 from indexing.embedder import make_embedder
 from pipeline import Backends, citation, run_pipeline
-from retrieval.hybrid_retriever import (NoReranker, dedupe_best, document_order, rerank,
-                                        retrieve, retrieve_in_leaf)
+from retrieval.hybrid_retriever import dedupe_best, document_order, retrieve, retrieve_in_leaf
+from retrieval.rerankers import rerank
 from retrieval.synthesizer import SYNTHESIS_PROMPT, build_context, concatenated_answer
 from retrieval.types import Fallback, LocatedNode
 from utils.errors import BackendError
@@ -39,7 +39,7 @@ class ReverseReranker:
 
 
 def backends(llm=None, reranker=None) -> Backends:
-    return Backends(embedder=make_embedder("hash", Config()), reranker=reranker or NoReranker(), llm=llm)
+    return Backends(embedder=make_embedder("hash", Config()), reranker=reranker, llm=llm)
 
 
 def leaf_id(index, heading: str) -> str:
@@ -163,7 +163,7 @@ def test_stopword_only_query_is_answered_without_models(paper_index) -> None:
         def embed_query(self, text):
             raise AssertionError("no model may run for a stop-word query")
 
-    b = Backends(embedder=Exploding(), reranker=NoReranker(), llm=None)
+    b = Backends(embedder=Exploding(), reranker=None, llm=None)
     for q in ("the of and?", "的了是吗？", "?!...", "what is it"):
         res = run_pipeline(q, paper_index, Config(), b)
         assert res["notice"] and res["step1_nodes"] == [] and res["step2_retrieved"] == []

@@ -14,7 +14,7 @@ import pytest
 from config import Config
 from indexing.embedder import make_embedder
 from pipeline import Backends, run_pipeline
-from retrieval.hybrid_retriever import CrossEncoderReranker, make_reranker
+from retrieval.rerankers import CrossEncoderReranker, make_reranker
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
