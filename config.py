@@ -219,6 +219,13 @@ def validate(config: Config) -> None:
         raise InputError("setting reranker_model must not be empty")
 
 
+def rerank_setting(value: str) -> dict[str, str]:
+    """``--rerank`` (query and eval alike): none | cross-encoder | a cross-encoder model path or name."""
+    if value in RERANKERS:
+        return {"reranker": value}
+    return {"reranker": "cross-encoder", "reranker_model": value}
+
+
 def coerce_setting(name: str, value: Any) -> Any:
     """A setting's value from a TOML file (typed) or a command line ``KEY=VALUE`` (text) -> its field type.
 

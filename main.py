@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
 
-from config import EMBEDDERS, LOCATORS, Config
+from config import EMBEDDERS, LOCATORS, Config, rerank_setting
 from utils.errors import InputError, TreeRAGError
 from utils.progress import tqdm_progress
 
@@ -127,9 +127,7 @@ def _query_config(args: argparse.Namespace) -> Config:
     if getattr(args, "locator", None):
         changes["locator"] = args.locator
     if getattr(args, "rerank", None):
-        changes["reranker"] = "none" if args.rerank == "none" else "cross-encoder"
-        if args.rerank not in ("none", "cross-encoder"):
-            changes["reranker_model"] = args.rerank
+        changes.update(rerank_setting(args.rerank))
     if getattr(args, "safety_net", None) is not None:
         changes["safety_net"] = args.safety_net
     if getattr(args, "answer", None):

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from config import EMBEDDERS, Config, coerce_setting
+from config import EMBEDDERS, Config, coerce_setting, rerank_setting
 from utils.errors import InputError
 
 
@@ -41,9 +41,7 @@ def eval_config(args: argparse.Namespace) -> Config:
     """The base config of every arm; a value out of range is one line naming the --set."""
     changes = parse_overrides(args.set)
     if args.rerank:
-        changes["reranker"] = "none" if args.rerank == "none" else "cross-encoder"
-        if args.rerank not in ("none", "cross-encoder"):
-            changes["reranker_model"] = args.rerank
+        changes.update(rerank_setting(args.rerank))
     if args.embedder:
         changes["embedder"] = args.embedder
     return Config().replace(**changes)

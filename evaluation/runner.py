@@ -55,13 +55,10 @@ def _sha(obj: Any) -> str:
 
 
 def default_cache_root() -> Path:
-    """$TREERAG_CACHE_DIR, else the user cache dir (as the CLI's other caches)."""
-    env = os.environ.get("TREERAG_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_cache_dir
+    """The CLI's one cache directory ($TREERAG_CACHE_DIR, else $XDG_CACHE_HOME/treerag or ~/.cache/treerag)."""
+    from utils.llm_client import default_cache_dir
 
-    return Path(user_cache_dir("treerag"))
+    return default_cache_dir(os.environ)
 
 
 @dataclass

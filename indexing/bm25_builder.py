@@ -333,8 +333,3 @@ class BM25Index:
         with self._lock:
             self._corpus_weights = (k1, b, w)
         return w
-
-    def score_all(self, query_tokens: Sequence[str], k1: float = 1.5, b: float = 0.75,
-                  epsilon: float = 0.25) -> np.ndarray:
-        """Scores of every row with corpus-wide IDF (flat retrieval over the whole index)."""
-        return self.score_range(query_tokens, 0, self.n_rows, k1=k1, b=b, epsilon=epsilon)

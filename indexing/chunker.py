@@ -220,16 +220,6 @@ def chunk_spans(text: str, chunk_size: int = 200, overlap: int = 50, min_chars: 
     return [(a, b) for a, b in chunks]
 
 
-def chunk_content(content: str, chunk_size: int = 200, overlap: int = 50, min_chars: int = 20) -> list[str]:
-    """The spec's ``chunk_content``: chunk texts only (spans are what the index keeps)."""
-    return [content[s:e] for s, e in chunk_spans(content, chunk_size, overlap, min_chars)]
-
-
-def line_starts(doc_text: str) -> list[int]:
-    """Offsets where each line begins; compute once per document, reuse for every chunk."""
-    return [0] + [m.end() for m in re.finditer("\n", doc_text)]
-
-
 def span_lines(starts: Sequence[int], start_char: int, end_char: int) -> tuple[int, int]:
     """1-based inclusive (first line, last line) of the non-empty span [start_char, end_char)."""
     return bisect_right(starts, start_char), bisect_right(starts, max(start_char, end_char - 1))
@@ -245,6 +235,7 @@ def chunk_leaf(node: "TreeNode", doc_text: str, config: "Config",
     document's ``Document.page_starts`` (PDF): each chunk then records its pages.
     """
     from tree_builder.pages import page_span
+    from tree_builder.parser import line_starts
 
     lo, hi = node.content_start, node.content_end
     if hi - lo != len(node.content) or not doc_text.startswith(node.content, lo):

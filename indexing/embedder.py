@@ -41,6 +41,7 @@ import numpy as np
 
 from config import EMBEDDERS
 from utils.errors import BackendError
+from utils.oneline import one_line
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from config import Config
@@ -574,11 +575,11 @@ class OpenAIEmbedder:
         except openai.APIStatusError as exc:
             raise BackendError(
                 f"OpenAI embeddings failed (HTTP {exc.status_code}, model {self.model_id}): "
-                f"{_one_line(exc.message)}"
+                f"{one_line(exc.message, 200)}"
             ) from exc
         except openai.APIConnectionError as exc:
             where = self._base_url or "api.openai.com"
-            raise BackendError(f"cannot reach the OpenAI embeddings endpoint {where}: {_one_line(str(exc))}") from exc
+            raise BackendError(f"cannot reach the OpenAI embeddings endpoint {where}: {one_line(str(exc), 200)}") from exc
         rows = sorted(resp.data, key=lambda d: d.index)
         if len(rows) != len(texts):
             raise BackendError(
@@ -616,11 +617,6 @@ class OpenAIEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]
-
-
-def _one_line(msg: object) -> str:
-    text = " ".join(str(msg).split())
-    return text[:200] + ("..." if len(text) > 200 else "")
 
 
 # ----------------------------------------------------------------------------- factory & identity

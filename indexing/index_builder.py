@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from config import Config
 from indexing.bm25_builder import BM25Index
-from indexing.chunker import Chunk, chunk_leaf, line_starts
+from indexing.chunker import Chunk, chunk_leaf
+from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
 from indexing.index_store import write_index_files
 from tree_builder.folder_walk import printable_name

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from config import Config
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import BackendError
+from utils.oneline import one_line
 from utils.llm_client import forget_reply
 
 SYNTHESIS_PROMPT = """基于以下从文档中检索到的证据，回答用户的问题。
@@ -62,10 +63,6 @@ def is_chinese(text: str) -> bool:
 def escape_evidence(text: str) -> str:
     """``&`` and ``<`` as entities: no text inside a tag can open or close one (``>`` alone cannot)."""
     return re.sub(r"[&<]", lambda m: _ESCAPES[m.group(0)], text)
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def build_context(chunks: Sequence[tuple[int, RetrievedChunk]]) -> str:

@@ -21,6 +21,11 @@ _QUERY = st.lists(st.one_of(_TERMS, st.just("unseen")), min_size=1, max_size=6)
 _PARAMS = st.tuples(st.floats(0.01, 3.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
 
 
+def _all(index, query, **kw):
+    """Every row with corpus-wide IDF: the range scorer over the whole index."""
+    return index.score_range(query, 0, index.n_rows, **kw)
+
+
 def _has_tokens(corpus: list[list[str]]) -> bool:
     return sum(map(len, corpus)) > 0
 
@@ -45,7 +50,7 @@ def test_matches_rank_bm25_for_leaf_document_and_corpus_scopes(corpus, query, da
     kw = {"k1": k1, "b": b, "epsilon": eps}
     if _has_tokens(corpus):  # rank_bm25 divides by zero otherwise
         want = _okapi(corpus, query, **kw)
-        np.testing.assert_allclose(index.score_all(query, **kw), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(_all(index, query, **kw), want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(index.score_range(query, s, e, 0, n, **kw), want[s:e], rtol=1e-5, atol=1e-5)
     if _has_tokens(corpus[s:e]):
         want = _okapi(corpus[s:e], query, **kw)
@@ -59,8 +64,8 @@ def test_negative_idf_floor_and_duplicate_query_tokens_match_rank_bm25() -> None
     corpus = [["a", "b"], ["a", "c"], ["a", "d", "d"], ["e"]]  # "a" in 3 of 4 rows: negative idf
     index = BM25Index.build(corpus)
     for q in (["a"], ["a", "a", "d"], ["d", "d", "d"]):
-        np.testing.assert_allclose(index.score_all(q), BM25Okapi(corpus).get_scores(q), rtol=1e-6)
-    assert (index.score_all(["a"])[:3] > 0).all(), "the epsilon floor keeps common terms positive"
+        np.testing.assert_allclose(_all(index, q), BM25Okapi(corpus).get_scores(q), rtol=1e-6)
+    assert (_all(index, ["a"])[:3] > 0).all(), "the epsilon floor keeps common terms positive"
 
 
 def test_scores_are_float32_of_range_length() -> None:
@@ -72,24 +77,24 @@ def test_scores_are_float32_of_range_length() -> None:
 def test_defined_zero_cases() -> None:
     index = BM25Index.build([["a", "b"], [], ["c"], [], []])
     assert index.score_range(["a"], 2, 2).shape == (0,), "empty range"
-    assert index.score_all(["zzz"]).tolist() == [0.0] * 5, "unknown term"
-    assert index.score_all([]).tolist() == [0.0] * 5, "empty query"
+    assert _all(index, ["zzz"]).tolist() == [0.0] * 5, "unknown term"
+    assert _all(index, []).tolist() == [0.0] * 5, "empty query"
     got = index.score_range(["a"], 3, 5)
     assert got.tolist() == [0.0, 0.0], "a scope of empty rows (rank_bm25 divides by zero)"
     got = index.score_range(["a"], 1, 2)
     assert got.tolist() == [0.0] and not np.isnan(got).any()
-    got = index.score_all(["a", "zzz"], k1=0.0)  # rank_bm25: 0/0 = NaN everywhere
+    got = _all(index, ["a", "zzz"], k1=0.0)  # rank_bm25: 0/0 = NaN everywhere
     assert np.isfinite(got).all() and got[0] > 0 and got[1:].tolist() == [0.0] * 4
     # two rows both containing the only term: idf = ln(0.5/2.5) < 0 and the
     # average idf is that same value: rank_bm25 gives negative scores here, so do we.
     same = BM25Index.build([["q"], ["q"]])
-    np.testing.assert_allclose(same.score_all(["q"]), BM25Okapi([["q"], ["q"]]).get_scores(["q"]), rtol=1e-6)
+    np.testing.assert_allclose(_all(same, ["q"]), BM25Okapi([["q"], ["q"]]).get_scores(["q"]), rtol=1e-6)
 
 
 def test_empty_index() -> None:
     index = BM25Index.build([])
     assert index.n_rows == 0 and index.vocab_size == 0
-    assert index.score_all(["a"]).shape == (0,)
+    assert _all(index, ["a"]).shape == (0,)
 
 
 def test_out_of_range_rows_are_a_bug_not_garbage() -> None:
@@ -125,7 +130,7 @@ def test_save_load_roundtrip(tmp_path: Path, mmap: bool) -> None:
     loaded = BM25Index.load(tmp_path, mmap=mmap)
     assert loaded.n_rows == 60 and loaded.terms == index.terms
     q = ["w1", "w2", "w7", "w1"]
-    np.testing.assert_array_equal(loaded.score_all(q), index.score_all(q))
+    np.testing.assert_array_equal(_all(loaded, q), _all(index, q))
     np.testing.assert_array_equal(loaded.score_range(q, 10, 20, 5, 40), index.score_range(q, 10, 20, 5, 40))
     assert not any(p.suffix == ".pkl" for p in tmp_path.iterdir())
 

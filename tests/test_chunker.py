@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config import Config
-from indexing.chunker import Chunk, chunk_content, chunk_leaf, chunk_spans, line_starts, span_lines
+from indexing.chunker import Chunk, chunk_leaf, chunk_spans, span_lines
+from tree_builder.parser import line_starts
 from tree_builder.tree import TreeNode
 from utils.errors import TreeRAGError
 
@@ -18,6 +19,11 @@ _ALPHABET = st.sampled_from(list("aaaabcdeeefghiklmnoprstu  ") + list("中文法
                             list("0123456789") + list(".,;:!?。，、；！？”)") +
                             ["\n", "\n", "\n\n", "\n  \n", "\t", "\u3000", "   "])
 _TEXT = st.lists(_ALPHABET, max_size=700).map("".join)
+
+
+def chunk_content(content: str, chunk_size: int = 200, overlap: int = 50, min_chars: int = 20) -> list[str]:
+    """The spec's ``chunk_content`` (texts only), as the index sees it through ``chunk_spans``."""
+    return [content[s:e] for s, e in chunk_spans(content, chunk_size, overlap, min_chars)]
 
 
 def _collapsed_len(s: str) -> int:

@@ -1,41 +1,10 @@
-"""Cosine, min-max and RRF: values and every degenerate case."""
+"""Min-max and RRF: values and every degenerate case."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from utils.similarity import cosine_similarity, min_max_normalize, rrf_scores
-
-
-def test_cosine_vector_vector_and_rows_vector() -> None:
-    assert cosine_similarity([1, 0], [0, 1]) == pytest.approx(0.0)
-    assert cosine_similarity([1, 1], [2, 2]) == pytest.approx(1.0)
-    assert cosine_similarity([1, 0], [-3, 0]) == pytest.approx(-1.0)
-    rows = np.array([[1, 0], [0, 2], [1, 1], [0, 0]], dtype=np.float32)
-    got = cosine_similarity(rows, np.array([1, 0], dtype=np.float32))
-    assert got.dtype == np.float32 and got.shape == (4,)
-    np.testing.assert_allclose(got, [1.0, 0.0, np.sqrt(0.5), 0.0], atol=1e-6)
-
-
-def test_cosine_rows_rows_matches_pairwise() -> None:
-    rng = np.random.default_rng(0)
-    a, b = rng.normal(size=(5, 8)), rng.normal(size=(3, 8))
-    got = cosine_similarity(a, b)
-    assert got.shape == (5, 3)
-    want = [[float(x @ y / np.linalg.norm(x) / np.linalg.norm(y)) for y in b] for x in a]
-    np.testing.assert_allclose(got, want, atol=1e-9)
-
-
-def test_cosine_zero_vectors_score_zero_not_nan() -> None:
-    assert cosine_similarity([0, 0, 0], [1, 2, 3]) == 0.0
-    assert cosine_similarity([0, 0], [0, 0]) == 0.0
-    got = cosine_similarity(np.zeros((3, 4)), np.zeros(4))
-    assert not np.isnan(got).any() and (got == 0).all()
-
-
-def test_cosine_rejects_mismatched_dimensions() -> None:
-    with pytest.raises(ValueError):
-        cosine_similarity([1, 2], [1, 2, 3])
+from utils.similarity import min_max_normalize, rrf_scores
 
 
 def test_min_max_regular() -> None:

@@ -1,15 +1,12 @@
 """Extractive summaries, the summariser interface and its cache."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 
 from config import Config
 from tree_builder.parser import document_from_text
 from tree_builder.summary import (
-    CachedSummarizer,
     ExtractiveSummarizer,
     Summarizer,
     fair_pack,
@@ -125,65 +122,7 @@ def test_llm_mode_without_a_summariser_is_a_clear_error() -> None:
 
 # --------------------------------------------------------------------------- cache
 
-class CountingSummarizer:
-    summarizer_id = "counting-v1"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def summarize_leaf(self, node: TreeNode) -> str:
-        self.calls += 1
-        return f"leaf:{node.content[:10]}"
-
-    def summarize_parent(self, node: TreeNode, child_summaries: list[str]) -> str:
-        self.calls += 1
-        return "parent:" + "|".join(child_summaries)
-
-
-def small_tree(body_b: str = "Beta text.") -> TreeNode:
-    doc = document_from_text(f"# T\n\n## A\n\nAlpha.\n\n## B\n\n{body_b}\n", "t.md")
-    return build_tree([doc], Config(), folder_mode=True)
-
-
 def test_protocol_is_satisfied() -> None:
     assert isinstance(ExtractiveSummarizer(), Summarizer)
-    assert isinstance(CachedSummarizer(CountingSummarizer(), Path("/nonexistent/x.json")), Summarizer)
 
 
-def test_cache_persists_and_hits(tmp_path: Path) -> None:
-    cache_file = tmp_path / "cache" / "summaries.json"
-    inner = CountingSummarizer()
-    first = small_tree()
-    summarize_tree(first, Config(), CachedSummarizer(inner, cache_file))
-    assert inner.calls == 3  # A, B, T
-    assert cache_file.exists() and len(json.loads(cache_file.read_text())) == 3
-    assert not [p for p in cache_file.parent.iterdir() if p.name != cache_file.name]  # no temp left
-
-    inner2 = CountingSummarizer()
-    cached = CachedSummarizer(inner2, cache_file)
-    second = small_tree()
-    summarize_tree(second, Config(), cached)
-    assert inner2.calls == 0 and cached.hits == 3
-    assert [n.summary for n in second.iter_preorder()] == [n.summary for n in first.iter_preorder()]
-
-
-def test_cache_misses_on_changed_content_or_summariser(tmp_path: Path) -> None:
-    cache_file = tmp_path / "s.json"
-    summarize_tree(small_tree(), Config(), CachedSummarizer(CountingSummarizer(), cache_file))
-    inner = CountingSummarizer()
-    summarize_tree(small_tree("Changed beta."), Config(), CachedSummarizer(inner, cache_file))
-    assert inner.calls == 2  # leaf B and its parent T; leaf A hits
-
-    other = CountingSummarizer()
-    other.summarizer_id = "counting-v2"
-    summarize_tree(small_tree(), Config(), CachedSummarizer(other, cache_file))
-    assert other.calls == 3
-
-
-def test_corrupt_cache_starts_empty(tmp_path: Path) -> None:
-    cache_file = tmp_path / "s.json"
-    cache_file.write_text("{not json")
-    inner = CountingSummarizer()
-    summarize_tree(small_tree(), Config(), CachedSummarizer(inner, cache_file))
-    assert inner.calls == 3
-    assert len(json.loads(cache_file.read_text())) == 3

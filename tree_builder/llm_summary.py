@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from config import Config
-from tree_builder.summary import ExtractiveSummarizer, one_line
+from tree_builder.summary import ExtractiveSummarizer
+from utils.oneline import one_line
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
 from utils.llm_client import forget_reply

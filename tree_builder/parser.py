@@ -239,6 +239,7 @@ def _inline_plain_text(source: str, env: dict) -> str:
 
 
 def line_starts(text: str) -> list[int]:
+    """Offsets where each line begins; computed once per document, reused for every node and chunk."""
     starts = [0]
     find = text.find
     pos = find("\n")

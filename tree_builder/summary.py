@@ -3,8 +3,8 @@
 The summaries are what the node locator reads instead of the text (seed 000:
 "不放 content 原文，只放 summary"), so each must be one line and short. The
 default is extractive and needs no model; an LLM summariser plugs in through
-the ``Summarizer`` protocol, and ``CachedSummarizer`` keeps its answers keyed
-by content hash so re-indexing unchanged documents costs nothing.
+the ``Summarizer`` protocol (its answers are kept by the LLM response cache,
+keyed by prompt, so re-indexing unchanged sections costs nothing).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 from config import Config
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
+from utils.oneline import one_line
 
 # --------------------------------------------------------------------------- text cleaning
 
@@ -252,72 +253,6 @@ class ExtractiveSummarizer:
 def _sha256(payload: object) -> str:
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
-class CachedSummarizer:
-    """Wraps a (costly) summariser; answers persist in a JSON file keyed by content hash.
-
-    The key covers what the answer depends on — node kind, heading, the content
-    or the child summaries, and the inner summariser's id — so an edited
-    section or a changed prompt/model misses the cache while everything else hits.
-    """
-
-    def __init__(self, inner: Summarizer, cache_path: Path) -> None:
-        self.inner = inner
-        self.cache_path = Path(cache_path)
-        self.summarizer_id = inner.summarizer_id
-        self.hits = 0
-        self.misses = 0
-        self._dirty = False
-        self._cache: dict[str, str] = self._load()
-
-    def _load(self) -> dict[str, str]:
-        try:
-            data = json.loads(self.cache_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}  # missing or corrupt: a cache may always start empty
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
-
-    def key_for_leaf(self, node: TreeNode) -> str:
-        return _sha256(["leaf", node.kind, node.heading, node.content, self.inner.summarizer_id])
-
-    def key_for_parent(self, node: TreeNode, child_summaries: list[str]) -> str:
-        return _sha256(["parent", node.kind, node.heading, child_summaries,
-                        self.inner.summarizer_id])
-
-    def _get(self, key: str, compute: "object") -> str:
-        if key in self._cache:
-            self.hits += 1
-            return self._cache[key]
-        self.misses += 1
-        value = compute()  # type: ignore[operator]
-        self._cache[key] = value
-        self._dirty = True
-        return value
-
-    def summarize_leaf(self, node: TreeNode) -> str:
-        return self._get(self.key_for_leaf(node), lambda: self.inner.summarize_leaf(node))
-
-    def summarize_parent(self, node: TreeNode, child_summaries: list[str]) -> str:
-        return self._get(self.key_for_parent(node, child_summaries),
-                         lambda: self.inner.summarize_parent(node, child_summaries))
-
-    def save(self) -> None:
-        """Atomic (temp file + os.replace): a killed run never leaves a half-written cache."""
-        if not self._dirty:
-            return
-        from utils.atomic import atomic_write_text
-
-        atomic_write_text(self.cache_path,
-                          json.dumps(self._cache, ensure_ascii=False, sort_keys=True, indent=0))
-        self._dirty = False
-
-
-def one_line(text: str) -> str:
-    """Summaries go one per line into the serialised tree: no newlines ever."""
-    return _WS.sub(" ", text).strip()
 
 
 def summarize_tree(root: TreeNode, config: Config, summarizer: Summarizer | None = None) -> None:

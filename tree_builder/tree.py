@@ -88,14 +88,6 @@ class Document:
     """Offset in ``text`` where each page begins (page 1 first); empty for sources without pages."""
 
 
-def get_all_leaves(root: TreeNode) -> list[TreeNode]:
-    return root.leaves()
-
-
-def node_map(root: TreeNode) -> dict[str, TreeNode]:
-    return {n.node_id: n for n in root.iter_preorder()}
-
-
 # =========================================================================== building
 #
 # Levels come from numbering first and ``#`` marks second (seed 001), decided

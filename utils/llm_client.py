@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 from utils.errors import BackendError
+from utils.oneline import one_line
 from utils.llm_cache import CACHE_FILENAME, CacheEntry, LLMCache, cache_key
 from utils.llm_pricing import estimate_cost
 from utils.tokenizer import estimate_tokens
@@ -52,7 +53,6 @@ __all__ = [
     "LLMRequest",
     "LLMResponse",
     "LLMUsage",
-    "MeteredLLM",
     "MockExhaustedError",
     "MockLLM",
     "OpenAILLM",
@@ -229,26 +229,6 @@ class UsageMeter:
             return total
 
 
-class MeteredLLM:
-    """Wraps a client so every response's usage lands in ``meter``."""
-
-    def __init__(self, inner: LLMClient, meter: UsageMeter) -> None:
-        self.inner = inner
-        self.meter = meter
-        self.provider = inner.provider
-        self.model = inner.model
-
-    accepts_deadline = True
-
-    def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
-                 temperature: float = 0.0, system: str | None = None,
-                 deadline: float | None = None) -> LLMResponse:
-        response = self.inner.generate(prompt, json_mode=json_mode, max_tokens=max_tokens,
-                                       temperature=temperature, system=system,
-                                       **deadline_kwargs(self.inner, deadline))
-        return self.meter.record(response)
-
-
 # =============================================================================
 # Mock
 # =============================================================================
@@ -390,8 +370,7 @@ def parse_retry_after(headers: Mapping[str, str] | Any, *, now: float | None = N
 
 
 def _one_line(text: object, limit: int = 200) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def _failure_from_sdk(exc: Exception, sdk: Any) -> _CallFailure:

@@ -19,6 +19,8 @@ class safe to share between threads and cheap (no fsync per commit: WAL with
 """
 from __future__ import annotations
 
+from utils.oneline import one_line
+
 import dataclasses
 import json
 import sqlite3
@@ -381,5 +383,4 @@ def _excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text
+    return one_line(exc) or type(exc).__name__

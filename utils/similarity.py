@@ -1,7 +1,5 @@
 """Score arithmetic shared by retrieval and the locators (numpy, vectorised).
 
-    cosine_similarity(a, b)                 vector.vector -> float; rows.vector -> (n,);
-                                            rows.rows -> (n, m); zero vectors score 0
     min_max_normalize(scores) -> (n,)       to [0, 1], with the degenerate cases defined
     rrf_scores(rank_lists, n=None, k=60)    reciprocal-rank fusion of ranked index lists
 """
@@ -12,31 +10,6 @@ from typing import Sequence
 import numpy as np
 
 _EQUAL_TOL = 1e-12
-
-
-def cosine_similarity(a: np.ndarray | Sequence[float], b: np.ndarray | Sequence[float]) -> float | np.ndarray:
-    """Cosine of vectors or of each row of ``a`` with ``b``.
-
-    A zero vector has no direction; it scores 0.0 against everything instead of
-    NaN, so an empty-text embedding can never win or poison a sort.
-    """
-    a_arr, b_arr = np.asarray(a), np.asarray(b)
-    dtype = np.result_type(a_arr.dtype, b_arr.dtype, np.float32)
-    a_arr, b_arr = a_arr.astype(dtype, copy=False), b_arr.astype(dtype, copy=False)
-    if a_arr.ndim not in (1, 2) or b_arr.ndim not in (1, 2):
-        raise ValueError(f"cosine_similarity takes 1-D or 2-D arrays, got {a_arr.ndim}-D and {b_arr.ndim}-D")
-    if a_arr.shape[-1] != b_arr.shape[-1]:
-        raise ValueError(f"dimension mismatch: {a_arr.shape[-1]} vs {b_arr.shape[-1]}")
-    na = np.linalg.norm(a_arr, axis=-1)
-    nb = np.linalg.norm(b_arr, axis=-1)
-    dots = a_arr @ b_arr.T
-    denom = np.multiply.outer(na, nb) if (a_arr.ndim == 2 and b_arr.ndim == 2) else na * nb
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(denom > 0, dots / np.where(denom > 0, denom, 1), 0.0)
-    out = np.clip(out, -1.0, 1.0)
-    if out.ndim == 0:
-        return float(out)
-    return out.astype(dtype, copy=False)
 
 
 def min_max_normalize(scores: np.ndarray | Sequence[float]) -> np.ndarray:
