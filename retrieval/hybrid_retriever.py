@@ -9,7 +9,7 @@ Edge cases are defined, not accidental:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -157,12 +157,12 @@ def order_union(index: Index, qvec: np.ndarray, query: str, cands: list[Retrieve
     fused = fuse(dense, bm25, config)
     priors = leaf_priors(located)
     w = config.leaf_prior_weight
+    out = []
     for c, f in zip(cands, fused):
         prior = priors.get(c.chunk.source_node_id, 0.0)
-        c.score = float((1 - w) * f + w * prior)
-        c.retrieval_detail["leaf_prior"] = round(prior, 4)
-        c.retrieval_detail["union_score"] = round(c.score, 4)
-    return sorted(cands, key=lambda r: (-r.score, r.row))
+        score = float((1 - w) * f + w * prior)
+        out.append(c.with_scores(score, leaf_prior=round(prior, 4), union_score=round(score, 4)))
+    return sorted(out, key=lambda r: (-r.score, r.row))
 
 
 SECTION_POOL = 20
@@ -196,16 +196,15 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: str, located: list[L
     for i in order:
         row = int(scores.rows[i])
         rc = _make(index, row, scores.dense[i], scores.bm25[i], fused[i], query, "flat")
-        leaf = rc.chunk.source_node_id
+        detail = dict(rc.retrieval_detail)
         if kind == "tree":
-            rc.source = "tree" if leaf in loc_ids else "net"
-            rc.sub_query = subs.get(leaf, query)
+            leaf = rc.chunk.source_node_id
             for feature, value in zip(ranker.names, X[i]):
                 if feature not in ("dense", "bm25_hit"):
-                    rc.retrieval_detail.setdefault(feature, round(float(value), 4))
-        rc.score = float(s[i])
-        rc.retrieval_detail["section_score" if kind == "tree" else "learned_score"] = round(float(s[i]), 4)
-        out.append(rc)
+                    detail.setdefault(feature, round(float(value), 4))
+            rc = replace(rc, source="tree" if leaf in loc_ids else "net", sub_query=subs.get(leaf, query))
+        detail["section_score" if kind == "tree" else "learned_score"] = round(float(s[i]), 4)
+        out.append(replace(rc, score=float(s[i]), retrieval_detail=detail))
     if stages is not None:
         _record_single_signals(index, scores, fused, config.final_top_k, query, "flat", stages)
         stages.fusion.extend(out)

@@ -77,7 +77,5 @@ def rerank(query: str, candidates: list[RetrievedChunk], reranker: Reranker | No
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         fallbacks.append(Fallback("rerank", f"{reranker.model}: {msg[:200]}", "fused order"))
         return candidates[:top_k]
-    for c, s in zip(candidates, scores):
-        c.retrieval_detail["rerank_score"] = round(s, 4)
-        c.score = s
-    return sorted(candidates, key=lambda r: (-r.score, r.row))[:top_k]
+    out = [c.with_scores(s, rerank_score=round(s, 4)) for c, s in zip(candidates, scores)]
+    return sorted(out, key=lambda r: (-r.score, r.row))[:top_k]

@@ -1,7 +1,9 @@
 """Data contracts between the three query steps."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from indexing.chunker import Chunk
@@ -44,14 +46,28 @@ class LocateResult:
     """Scored leaves considered before the cut (for the run record)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RetrievedChunk:
+    """One candidate as one stage scored it: a snapshot.
+
+    Frozen, with a read-only ``retrieval_detail``: a later stage (union ordering, rerank) makes a
+    new object with ``with_scores`` instead of changing this one, so what the audit record keeps
+    for an earlier stage is what that stage computed (seed 004: each stage's own values).
+    """
+
     chunk: Chunk
     score: float
-    retrieval_detail: dict[str, Any]
-    """dense_score, bm25_score, fused_score and, after rerank, rerank_score."""
+    retrieval_detail: Mapping[str, Any]
+    """dense_score, bm25_score, fused_score and, after later stages, their scores (rerank_score...)."""
     row: int = -1
     """Row of the chunk in the index (embeddings / BM25)."""
     sub_query: str = ""
     source: str = "tree"
     """tree | net  (net = reached by the flat safety net)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "retrieval_detail", MappingProxyType(dict(self.retrieval_detail)))
+
+    def with_scores(self, score: float, **detail: Any) -> "RetrievedChunk":
+        """This candidate as the next stage scored it (a new snapshot; this one is unchanged)."""
+        return replace(self, score=float(score), retrieval_detail={**self.retrieval_detail, **detail})

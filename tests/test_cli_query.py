@@ -152,3 +152,23 @@ def test_bad_llm_timeout_is_one_line(paper_index_dir: Path, log_env) -> None:
     proc = run_cli("query", "--index", str(paper_index_dir), "--query", "epochs", "--llm-timeout", "soon",
                    env=log_env)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "timeout" in proc.stderr
+
+
+def test_audit_stages_are_snapshots_shown_by_show(paper_index_dir: Path, log_env, tmp_path: Path) -> None:
+    """The union ordering re-scores candidates after the fusion stage recorded them: the recorded
+    fusion entries keep the fused scores (no later-stage keys), the final list carries the new ones."""
+    cfg = tmp_path / "union.toml"
+    cfg.write_text('candidate_order = "union"\n')
+    q = run_cli("--config", str(cfg), "query", "--index", str(paper_index_dir),
+                "--query", "What is AdaRouter's accuracy on EUR/USD?", "--json", env=log_env)
+    assert q.returncode == 0, q.stderr
+    run = json.loads(run_cli("show", json.loads(q.stdout)["run_id"][:10], "--json", env=log_env).stdout)
+    fusion, final = run["stages"]["fusion"], run["step2_retrieved"]
+    assert fusion and final and all("union_score" in h["scores"] for h in final)
+    assert not any("union_score" in h["score_details"] or "leaf_prior" in h["score_details"] for h in fusion)
+    assert all(h["score"] == h["score_details"]["fused_score"] for h in fusion)
+    # the same chunk, two stages, two different scores: the fusion stage kept its own
+    first = final[0]
+    same = [h for h in fusion if h["chunk_id"] == first["chunk_id"]]
+    assert same and same[0]["score_details"]["fused_score"] == first["scores"]["fused_score"]
+    assert first["scores"]["union_score"] != same[0]["score"] or first["scores"]["leaf_prior"] == 0
