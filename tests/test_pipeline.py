@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from config import Config
 from indexing.embedder import make_embedder
@@ -228,3 +229,29 @@ def test_a_rejected_key_is_sent_once_per_query(paper_index) -> None:
     assert [f["step"] for f in res["fallbacks"]] == ["locate", "synthesis"]
     assert "not called again" in res["fallbacks"][1]["reason"]
     assert res["step1_locator"] == "hybrid" and res["answer"]
+
+
+class _CountingEmbedder:
+    """Counts model calls for query texts (what the memo must keep at one per distinct text)."""
+
+    def __init__(self) -> None:
+        self.inner = make_embedder("hash", Config())
+        self.name, self.model_id, self.dim = self.inner.name, self.inner.model_id, self.inner.dim
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str):
+        self.queries.append(text)
+        return self.inner.embed_query(text)
+
+    def embed_documents(self, texts, progress=None):
+        return self.inner.embed_documents(texts, progress)
+
+
+@pytest.mark.parametrize("order", ["auto", "union", "fused", "section"])
+def test_one_model_call_for_the_query_vector_per_run(paper_index, order: str) -> None:
+    emb = _CountingEmbedder()
+    q = "How many epochs was the model trained for?"
+    cfg = Config(candidate_order=order, safety_net=True)
+    res = run_pipeline(q, paper_index, cfg, Backends(embedder=emb, reranker=None, llm=None))
+    assert res["step2_retrieved"] and res["answer"]
+    assert emb.queries.count(q) == 1, emb.queries  # locator, leaves, net, ordering, floor, answer: one vector
