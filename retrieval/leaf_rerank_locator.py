@@ -20,11 +20,8 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from retrieval.hybrid_retriever import QueryEmbedder
-from retrieval.node_locator import hybrid_leaf_scores, hybrid_locate, no_llm_locate, parse_locator_response
-from retrieval.types import Fallback, LocatedNode, LocateResult
-from tree_builder.visualizer import LOCATE_SYSTEM
-from utils.errors import BackendError
-from utils.llm_client import forget_reply
+from retrieval.node_locator import ask_for_leaves, hybrid_leaf_scores, hybrid_locate
+from retrieval.types import LocatedNode, LocateResult
 
 RERANK_CANDIDATES = 10
 """Leaves the model is shown: the hybrid locator's top ten (its recall@10 of gold leaves is what
@@ -77,33 +74,8 @@ def llm_rerank_locate(index: Index, llm: Any, query: str, config: Config, embedd
     cands = top_candidates(index, embedder, query, config, doc_paths)
     if not cands:
         return hybrid_locate(index, embedder, query, config, doc_paths)
-    prompt = leaf_rerank_prompt(index, query, cands)
-    by_id = {c.node_id: c for c in cands}
-    raw: str | None = None
-    try:
-        resp = llm.generate(prompt, json_mode=True, max_tokens=500, system=LOCATE_SYSTEM)
-        raw = resp.text
-        if usage is not None:
-            usage.add(resp.usage)
-        # validated against the candidates only: parse within the whole scope, then keep members
-        nodes, thinking, problems = parse_locator_response(raw, index, query, doc_paths)
-        kept = [n for n in nodes if n.node_id in by_id]
-        if len(kept) < len(nodes):
-            problems.append(f"{len(nodes) - len(kept)} leaf id(s) outside the candidates dropped")
-        if kept:
-            for n in kept:
-                n.score = None  # the model's order is the belief (leaf_priors ranks an unscored list)
-            res = LocateResult(nodes=kept, thinking=thinking, locator="llm-rerank", toc_nodes=len(cands),
-                               raw_response=raw, candidates=cands)
-            if problems:
-                res.fallbacks.append(Fallback("locate", "; ".join(problems)[:500], "repaired LLM output"))
-            return res
-        reason = "; ".join(problems) or "no candidate leaf in the LLM's answer"
-        forget_reply(llm, resp)  # only replies that parsed and were used stay cached
-    except BackendError as exc:
-        reason = str(exc)
-    res = no_llm_locate(index, embedder, query, config, doc_paths)
-    res.fallbacks.insert(0, Fallback("locate", f"LLM re-ranking failed: {reason}"[:500], f"{res.locator} locator"))
-    res.toc_nodes = len(cands)
-    res.raw_response = raw
-    return res
+    # the model's order is the belief: its nodes carry no score (leaf_priors ranks an unscored list)
+    return ask_for_leaves(index, llm, query, config, embedder, doc_paths, usage,
+                          prompt=leaf_rerank_prompt(index, query, cands), max_tokens=500, locator="llm-rerank",
+                          shown=len(cands), allowed={c.node_id for c in cands},
+                          failure="LLM re-ranking failed", candidates=cands)

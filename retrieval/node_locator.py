@@ -309,22 +309,29 @@ def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: str, con
     return serialize_tree(index.root, include=include), len(include)
 
 
-def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: QueryEmbedder | None,
-               doc_paths: set[str] | None = None, usage: Any = None) -> LocateResult:
-    """The spec's LLM locating, falling back (recorded) to the no-LLM locator on any failure."""
-    toc, shown = toc_for_prompt(index, embedder, query, config, doc_paths)
-    prompt = NODE_LOCATE_PROMPT.format(query=" ".join(query.split()), serialized_tree=tree_for_prompt(toc))
+def ask_for_leaves(index: Index, llm: Any, query: str, config: Config, embedder: QueryEmbedder | None,
+                   doc_paths: set[str] | None, usage: Any, *, prompt: str, max_tokens: int, locator: str,
+                   shown: int, allowed: set[str] | None = None, failure: str = "LLM locating failed",
+                   candidates: list[LocatedNode] | None = None) -> LocateResult:
+    """One locating call: the reply parsed and repaired (kept to ``allowed`` ids when given), the
+    problems recorded, and on any failure the no-LLM locator's answer with the reason; an
+    unusable reply is dropped from the LLM cache."""
     reason: str | None = None
     raw: str | None = None
     try:
-        resp = llm.generate(prompt, json_mode=True, max_tokens=800, system=LOCATE_SYSTEM)
+        resp = llm.generate(prompt, json_mode=True, max_tokens=max_tokens, system=LOCATE_SYSTEM)
         raw = resp.text
         if usage is not None:
             usage.add(resp.usage)
         nodes, thinking, problems = parse_locator_response(raw, index, query, doc_paths)
+        if allowed is not None:
+            kept = [n for n in nodes if n.node_id in allowed]
+            if len(kept) < len(nodes):
+                problems.append(f"{len(nodes) - len(kept)} leaf id(s) outside the candidates dropped")
+            nodes = kept
         if nodes:
-            res = LocateResult(nodes=nodes, thinking=thinking, locator="llm", toc_nodes=shown,
-                               raw_response=raw)
+            res = LocateResult(nodes=nodes, thinking=thinking, locator=locator, toc_nodes=shown,
+                               raw_response=raw, candidates=list(candidates or []))
             if problems:
                 res.fallbacks.append(Fallback("locate", "; ".join(problems)[:500], "repaired LLM output"))
             return res
@@ -333,7 +340,16 @@ def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: Que
     except BackendError as exc:
         reason = str(exc)
     res = no_llm_locate(index, embedder, query, config, doc_paths)  # never worse than no LLM at all
-    res.fallbacks.insert(0, Fallback("locate", f"LLM locating failed: {reason}"[:500], f"{res.locator} locator"))
+    res.fallbacks.insert(0, Fallback("locate", f"{failure}: {reason}"[:500], f"{res.locator} locator"))
     res.toc_nodes = shown
     res.raw_response = raw
     return res
+
+
+def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: QueryEmbedder | None,
+               doc_paths: set[str] | None = None, usage: Any = None) -> LocateResult:
+    """The spec's LLM locating, falling back (recorded) to the no-LLM locator on any failure."""
+    toc, shown = toc_for_prompt(index, embedder, query, config, doc_paths)
+    prompt = NODE_LOCATE_PROMPT.format(query=" ".join(query.split()), serialized_tree=tree_for_prompt(toc))
+    return ask_for_leaves(index, llm, query, config, embedder, doc_paths, usage, prompt=prompt,
+                          max_tokens=800, locator="llm", shown=shown)
