@@ -13,7 +13,6 @@ statistic such as the locator's IDF is computed over fewer documents).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path

@@ -349,7 +349,7 @@ def test_openai_rejected_key_is_one_line(monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(srv.requests) == 1  # a 401 is not retried
 
 
-def _doc(text: str) -> "Document":
+def _doc(text: str):
     from tree_builder.tree import Document
 
     return Document(path="d.md", text=text, title="d", content_hash="0")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from config import Config

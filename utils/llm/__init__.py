@@ -1,0 +1,30 @@
+"""One LLM interface, three backends: mock, Anthropic, OpenAI(-compatible).
+
+Why one small interface (``generate(prompt, json_mode=…) -> LLMResponse``):
+the pipeline needs exactly two things from a model — JSON for node locating,
+text for synthesis — and the same code must talk to Claude, GPT, DeepSeek and
+any local Ollama / vLLM / llama.cpp server (``OPENAI_BASE_URL``).
+
+Why retries live here and not in the SDKs (which get ``max_retries=0``): the
+two SDKs retry differently, and the pipeline needs one predictable rule it can
+test: retry 408/409/429/5xx, timeouts and connection errors with exponential
+backoff and full jitter, honour Retry-After; never retry other 4xx. Every
+failure the user can fix surfaces as a one-line ``BackendError`` (subclass
+``LLMCallError``), which the pipeline catches and records as a fallback.
+
+Why the SDKs are imported inside the first call: ``python main.py --help``
+and mock runs must not pay for importing them (or need them installed).
+
+Servers differ in what they accept. When a server rejects a parameter with a
+400 that names it (``response_format`` on many OpenAI-compatible servers,
+``temperature`` or ``max_tokens`` on newer models, assistant prefill on newer
+Claude models), the client drops or renames that parameter, retries once,
+remembers the choice, tells the user once through ``notice`` and lists it in
+``LLMResponse.notes`` so the run record shows how the answer was obtained.
+
+Layout (one module per seam): ``settings`` (names, defaults, environment variables), ``types`` (request,
+response, usage, the ``LLMClient`` protocol), ``mock``, ``retry`` (the retry rule and error wording),
+``remote`` (the providers' shared call loop), ``openai_llm``, ``anthropic_llm``, ``cached`` (the
+response cache), ``factory`` (``make_llm`` and spec parsing). ``utils.llm_client`` re-exports the
+public names for the modules that import them from there.
+"""

@@ -1,0 +1,95 @@
+"""Anthropic (Claude) through the official SDK."""
+from __future__ import annotations
+
+
+from typing import Any
+
+from utils.errors import BackendError
+from utils.llm.settings import ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL, JSON_ONLY_INSTRUCTION, Notice
+from utils.llm.types import LLMRequest
+from utils.llm.retry import RetryPolicy, _CallFailure, _bad_body, _failure_from_sdk, _one_line
+from utils.llm.remote import _RawResult, _RemoteLLM, _import_sdk
+
+
+class AnthropicLLM(_RemoteLLM):
+    """Messages API via the official SDK.
+
+    JSON mode: Anthropic has no response_format, so a JSON-only system
+    instruction plus an assistant turn prefilled with "{" (the reply continues
+    the object; we put the "{" back). Models that reject prefill get the
+    instruction alone.
+    """
+
+    provider = "anthropic"
+    key_env = ANTHROPIC_KEY_ENV
+
+    def __init__(self, *, model: str = DEFAULT_ANTHROPIC_MODEL, api_key: str,
+                 base_url: str | None = None, timeout: float = 60.0,
+                 retry: RetryPolicy | None = None, notice: Notice | None = None) -> None:
+        super().__init__(model=model, api_key=api_key,
+                         base_url=(base_url or DEFAULT_ANTHROPIC_BASE_URL).rstrip("/"),
+                         timeout=timeout, retry=retry, notice=notice)
+        self._use_prefill = True
+        self._send_temperature = True
+
+    def _create_client(self) -> tuple[Any, Any]:
+        sdk = _import_sdk("anthropic")
+        try:
+            client = sdk.Anthropic(api_key=self._api_key, base_url=self.base_url,
+                                   timeout=self.timeout, max_retries=0)
+        except sdk.AnthropicError as exc:
+            raise BackendError(f"anthropic: cannot create client: {_one_line(exc)}") from None
+        return client, sdk
+
+    def _call_once(self, request: LLMRequest, timeout: float) -> _RawResult:
+        client, sdk = self._get_client()
+        system_parts = [s for s in (request.system, JSON_ONLY_INSTRUCTION if request.json_mode else None) if s]
+        prefill = request.json_mode and self._use_prefill
+        messages: list[dict[str, str]] = [{"role": "user", "content": request.prompt}]
+        if prefill:
+            messages.append({"role": "assistant", "content": "{"})
+        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens, "messages": messages}
+        if system_parts:
+            kwargs["system"] = "\n\n".join(system_parts)
+        if self._send_temperature:
+            # Not a named argument in current SDKs, still accepted by the API for most models.
+            kwargs["extra_body"] = {"temperature": request.temperature}
+        try:
+            message = client.messages.create(**kwargs, timeout=timeout)
+        except sdk.APIError as exc:
+            raise _failure_from_sdk(exc, sdk) from None
+        except (ValueError, RecursionError) as exc:
+            raise _bad_body(exc) from None
+        try:
+            text = "".join(block.text for block in message.content if getattr(block, "type", None) == "text")
+            usage = message.usage
+            input_tokens = getattr(usage, "input_tokens", None) if usage else None
+            output_tokens = getattr(usage, "output_tokens", None) if usage else None
+            truncated = message.stop_reason == "max_tokens"
+        except (AttributeError, TypeError) as exc:
+            raise _CallFailure("response", f"no content in the message ({_one_line(exc, 80)})") from None
+        # After a "{" prefill a valid continuation is '"' (a key) or '}' after optional
+        # whitespace. Anything else (a fresh "{", a code fence, prose) means the model
+        # ignored the prefill: hand back its raw text for the caller's repair.
+        head = text.lstrip()[:1]
+        if prefill and head in ("", '"', "}"):
+            text = "{" + text
+        return _RawResult(text=text, input_tokens=input_tokens, output_tokens=output_tokens, truncated=truncated)
+
+    def _adapt(self, failure: _CallFailure, request: LLMRequest) -> str | None:
+        detail = failure.detail.lower()
+        if request.json_mode and self._use_prefill and ("prefill" in detail or "assistant" in detail):
+            self._use_prefill = False
+            return self._learned("model does not support assistant prefill; asking for JSON by instruction only")
+        if self._send_temperature and "temperature" in detail:
+            self._send_temperature = False
+            return self._learned("model does not accept temperature; using its default")
+        return None
+
+    def _standing_notes(self, request: LLMRequest) -> list[str]:
+        notes = []
+        if request.json_mode and not self._use_prefill:
+            notes.append("assistant prefill unsupported by the model; JSON requested by instruction only")
+        if not self._send_temperature:
+            notes.append("temperature not supported by the model; default used")
+        return notes

@@ -1,0 +1,208 @@
+"""The shared call loop of the remote providers: retries, deadlines, error wording, usage."""
+from __future__ import annotations
+
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from utils.errors import BackendError
+from utils.llm_pricing import estimate_cost
+from utils.tokenizer import estimate_tokens
+from utils.llm.settings import Notice, _no_notice
+from utils.llm.types import LLMCallError, LLMRequest, LLMResponse, LLMUsage
+from utils.llm.retry import RetryPolicy, _CallFailure, _bad_body, answer_char_cap
+
+
+@dataclass
+class _RawResult:
+    text: str
+    input_tokens: int | None
+    output_tokens: int | None
+    truncated: bool = False
+
+
+class _RemoteLLM:
+    """Shared retry loop, error wording and usage accounting."""
+
+    provider: str = ""
+    key_env: str = ""
+
+    def __init__(self, *, model: str, api_key: str, base_url: str, timeout: float,
+                 retry: RetryPolicy | None, notice: Notice | None) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.timeout = float(timeout)
+        self.retry = retry or RetryPolicy()
+        self._api_key = api_key
+        self._notice = notice or _no_notice
+        self._client: Any = None
+        self._sdk: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never show the key
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    # --- subclass hooks -------------------------------------------------------
+    def _create_client(self) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def _call_once(self, request: LLMRequest, timeout: float) -> _RawResult:
+        raise NotImplementedError
+
+    def _adapt(self, failure: _CallFailure, request: LLMRequest) -> str | None:
+        """Drop/rename a rejected parameter; return a note if something changed."""
+        return None
+
+    def _standing_notes(self, request: LLMRequest) -> list[str]:
+        return []
+
+    # --- shared machinery -----------------------------------------------------
+    def _get_client(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._client is None:
+                self._client, self._sdk = self._create_client()
+            return self._client, self._sdk
+
+    def _learned(self, note: str) -> str:
+        self._notice(f"{self.provider} ({self.model}): {note}")
+        return note
+
+    accepts_deadline = True
+
+    def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
+                 temperature: float = 0.0, system: str | None = None,
+                 deadline: float | None = None) -> LLMResponse:
+        """One answer, or LLMCallError.
+
+        Each attempt ends by ``self.timeout`` seconds of wall-clock time (not
+        per read: a server dripping a byte at a time is cut off too), and all
+        attempts and waits end by ``deadline`` (``time.monotonic()`` value,
+        from the query's or build's LLM budget) when one is given.
+        """
+        request = LLMRequest(prompt=prompt, system=system, json_mode=json_mode,
+                             max_tokens=max_tokens, temperature=temperature)
+        attempts = 0
+        adaptations = 0
+        while True:
+            attempts += 1
+            limit = self.timeout
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._budget_error(attempts - 1)
+                limit = min(limit, left)
+            try:
+                raw = self._call_with_deadline(request, limit)
+                break
+            except _CallFailure as failure:
+                if (failure.kind == "status" and failure.status in (400, 422) and adaptations < 3
+                        and self._adapt(failure, request) is not None):
+                    adaptations += 1
+                    attempts -= 1  # a parameter fix-up is not a failed attempt
+                    continue
+                if not failure.retryable:
+                    raise self._permanent_error(failure, attempts) from None
+                if attempts > self.retry.max_retries:
+                    raise self._exhausted_error(failure, attempts, limit) from None
+                wait = self.retry.delay(attempts - 1, failure.retry_after)
+                if deadline is not None and wait >= deadline - time.monotonic():
+                    # waiting would use up the budget: give up now rather than at its end
+                    raise self._exhausted_error(failure, attempts, limit) from None
+                self.retry.sleep(wait)
+        return self._response(request, raw)
+
+    def _call_with_deadline(self, request: LLMRequest, seconds: float) -> _RawResult:
+        """``_call_once`` with a wall-clock limit.
+
+        The SDKs only bound each socket read, so the call runs in a daemon
+        thread that is abandoned when the limit passes (it ends when the server
+        does or the read timeout fires; nothing waits for it).
+        """
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["raw"] = self._call_once(request, seconds)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                box["exc"] = exc
+
+        worker = threading.Thread(target=run, name=f"{self.provider}-call", daemon=True)
+        worker.start()
+        worker.join(seconds)
+        if worker.is_alive():
+            raise _CallFailure("timeout", f"no complete response within {seconds:g} s")
+        if "exc" in box:
+            exc = box["exc"]
+            if isinstance(exc, (_CallFailure, BackendError)):
+                raise exc
+            if isinstance(exc, (ValueError, RecursionError)):  # the SDK's json.loads of a bad body
+                raise _bad_body(exc) from None
+            raise exc
+        return box["raw"]
+
+    def _budget_error(self, attempts: int) -> LLMCallError:
+        return LLMCallError(f"{self.provider}: LLM time budget used up after {attempts} attempt(s)",
+                            provider=self.provider, attempts=attempts, retryable=False)
+
+    def _response(self, request: LLMRequest, raw: _RawResult) -> LLMResponse:
+        notes = self._standing_notes(request)
+        input_tokens, output_tokens = raw.input_tokens, raw.output_tokens
+        if input_tokens is None or output_tokens is None:
+            # Some OpenAI-compatible servers omit usage; estimate rather than report zero.
+            input_tokens = estimate_tokens((request.system or "") + request.prompt) if input_tokens is None else input_tokens
+            output_tokens = estimate_tokens(raw.text) if output_tokens is None else output_tokens
+            notes.append("token counts estimated (server sent no usage)")
+        if raw.truncated:
+            notes.append(f"output truncated at max_tokens={request.max_tokens}")
+        text, cacheable = raw.text, True
+        cap = answer_char_cap(request.max_tokens)
+        if len(text) > cap:
+            notes.append(f"answer of {len(text):,} characters ignored max_tokens={request.max_tokens}: "
+                         f"cut to {cap:,} and not cached")
+            text, cacheable = text[:cap], False
+            output_tokens = min(output_tokens, request.max_tokens)
+        usage = LLMUsage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=estimate_cost(self.model, input_tokens, output_tokens),
+            calls=1,
+        )
+        return LLMResponse(text=text, usage=usage, provider=self.provider, model=self.model,
+                           cached=False, notes=tuple(notes), cacheable=cacheable)
+
+    def _permanent_error(self, failure: _CallFailure, attempts: int) -> LLMCallError:
+        p, status = self.provider, failure.status
+        if failure.kind == "response":
+            msg = f"{p}: unexpected response from {self.base_url}: {failure.detail}"
+        elif status in (401, 403):
+            msg = f"authentication failed for {p}: check {self.key_env}"
+        elif status == 404:
+            msg = f"{p}: model '{self.model}' not found at {self.base_url} (404): check --llm / model name"
+        else:
+            msg = f"{p}: request rejected ({status}): {failure.detail}"
+        return LLMCallError(msg, provider=p, status=status, attempts=attempts, retryable=False)
+
+    def _exhausted_error(self, failure: _CallFailure, attempts: int, limit: float | None = None) -> LLMCallError:
+        p, status = self.provider, failure.status
+        if failure.kind == "timeout":
+            msg = f"{p}: request timed out after {limit if limit is not None else self.timeout:.3g} s ({attempts} attempts)"
+        elif failure.kind == "connection":
+            msg = f"{p}: cannot connect to {self.base_url} after {attempts} attempts ({failure.detail})"
+        elif status == 429:
+            msg = f"{p}: rate limited (429) after {attempts} attempts"
+        elif status is not None and status >= 500:
+            msg = f"{p}: server error {status} after {attempts} attempts"
+        else:
+            msg = f"{p}: request failed ({status}) after {attempts} attempts: {failure.detail}"
+        return LLMCallError(msg, provider=p, status=status, attempts=attempts, retryable=True)
+
+
+def _import_sdk(name: str) -> Any:
+    try:
+        return __import__(name)
+    except ImportError:
+        raise BackendError(f"the '{name}' package is not installed: pip install {name}") from None
+
+

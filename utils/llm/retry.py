@@ -1,0 +1,132 @@
+"""One retry rule for both providers: which failures are retried, how long to wait, how errors read."""
+from __future__ import annotations
+
+
+import random as _random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping
+
+from utils.oneline import one_line
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and full jitter.
+
+    ``sleep`` and ``random`` are injectable so tests run instantly and can
+    assert on the delays chosen.
+    """
+
+    max_retries: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+    max_retry_after: float = 60.0
+    sleep: Callable[[float], None] = time.sleep
+    random: Callable[[], float] = _random.random
+
+    def delay(self, retry_index: int, retry_after: float | None) -> float:
+        """Seconds before retry number ``retry_index`` (0-based).
+
+        Retry-After from the server wins (capped: a server asking for an hour
+        is not going to be waited on); otherwise uniform in [0, min(cap, base·2^n)].
+        """
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.max_retry_after)
+        ceiling = min(self.max_delay, self.base_delay * (2 ** retry_index))
+        return self.random() * ceiling
+
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+FailureKind = Literal["status", "timeout", "connection", "response"]
+
+
+class _CallFailure(Exception):
+    """Backend-neutral description of one failed attempt."""
+
+    def __init__(self, kind: FailureKind, detail: str, *, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        if self.kind in ("timeout", "connection"):
+            return True
+        if self.kind == "status" and self.status is not None:
+            return self.status in _RETRYABLE_STATUS or self.status >= 500
+        return False
+
+
+def parse_retry_after(headers: Mapping[str, str] | Any, *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, ``retry-after`` (seconds or HTTP date)."""
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+    except (TypeError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        pass
+    import email.utils  # rare path; keeps module import cheap
+
+    try:
+        when = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _one_line(text: object, limit: int = 200) -> str:
+    return one_line(text, limit)
+
+
+def _failure_from_sdk(exc: Exception, sdk: Any) -> _CallFailure:
+    """Map an openai/anthropic SDK exception (same shape in both) to a _CallFailure."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return _CallFailure("timeout", "request timed out")
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        return _CallFailure("connection", _one_line(cause or exc))
+    if isinstance(exc, sdk.APIStatusError):
+        body = getattr(exc, "body", None)
+        message: object = exc.message
+        if isinstance(body, dict):
+            err = body.get("error", body)
+            if isinstance(err, dict) and err.get("message"):
+                message = err["message"]
+            elif isinstance(err, str):
+                message = err
+        return _CallFailure("status", _one_line(message), status=int(exc.status_code),
+                            retry_after=parse_retry_after(exc.response.headers))
+    return _CallFailure("response", _one_line(exc))
+
+
+def _bad_body(exc: BaseException) -> _CallFailure:
+    """A 200 whose body is not the JSON it claims to be (a proxy's HTML error page, a cut-off body)."""
+    if isinstance(exc, RecursionError):
+        return _CallFailure("response", "response body is JSON nested too deeply")
+    return _CallFailure("response", f"response body is not valid JSON ({_one_line(exc, 80)})")
+
+
+def deadline_kwargs(inner: Any, deadline: float | None) -> dict[str, Any]:
+    """``{"deadline": d}`` for our clients, nothing for a plain LLMClient that does not take one."""
+    return {"deadline": deadline} if deadline is not None and getattr(inner, "accepts_deadline", False) else {}
+
+
+CHARS_PER_TOKEN_CAP = 16
+"""No tokenizer averages more characters per token; a longer answer ignored max_tokens."""
+
+
+def answer_char_cap(max_tokens: int) -> int:
+    return CHARS_PER_TOKEN_CAP * max(1, int(max_tokens)) + 1024
