@@ -1,11 +1,16 @@
 """Anthropic (Claude) through the official SDK."""
 from __future__ import annotations
 
-
 from typing import Any
 
 from utils.errors import BackendError
-from utils.llm.settings import ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MODEL, JSON_ONLY_INSTRUCTION, Notice
+from utils.llm.settings import (
+    ANTHROPIC_KEY_ENV,
+    DEFAULT_ANTHROPIC_BASE_URL,
+    DEFAULT_ANTHROPIC_MODEL,
+    JSON_ONLY_INSTRUCTION,
+    Notice,
+)
 from utils.llm.types import LLMRequest
 from utils.llm.retry import RetryPolicy, _CallFailure, _bad_body, _failure_from_sdk, _one_line
 from utils.llm.remote import _RawResult, _RemoteLLM, _import_sdk

@@ -1,14 +1,26 @@
 """Which client a spec and the environment give (auto, mock, anthropic[:MODEL], openai[:MODEL])."""
 from __future__ import annotations
 
-
 import time
 from pathlib import Path
 from typing import Callable, Mapping
 
 from utils.errors import BackendError
 from utils.llm_cache import CACHE_FILENAME, LLMCache
-from utils.llm.settings import ANTHROPIC_BASE_URL_ENV, ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, LLM_SPEC_ENV, LOCAL_SERVER_DUMMY_KEY, NO_LLM_NOTICE, Notice, OPENAI_BASE_URL_ENV, OPENAI_KEY_ENV, PROVIDERS, _no_notice
+from utils.llm.settings import (
+    ANTHROPIC_BASE_URL_ENV,
+    ANTHROPIC_KEY_ENV,
+    DEFAULT_ANTHROPIC_MODEL,
+    DEFAULT_OPENAI_MODEL,
+    LLM_SPEC_ENV,
+    LOCAL_SERVER_DUMMY_KEY,
+    NO_LLM_NOTICE,
+    Notice,
+    OPENAI_BASE_URL_ENV,
+    OPENAI_KEY_ENV,
+    PROVIDERS,
+    _no_notice,
+)
 from utils.llm.types import LLMClient
 from utils.llm.mock import MockLLM
 from utils.llm.retry import RetryPolicy

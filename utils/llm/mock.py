@@ -1,7 +1,6 @@
 """The deterministic stand-in for tests and offline runs."""
 from __future__ import annotations
 
-
 import json
 import threading
 from typing import Callable, Sequence

@@ -1,11 +1,16 @@
 """OpenAI and any OpenAI-compatible server (Ollama, vLLM, llama.cpp, DeepSeek...)."""
 from __future__ import annotations
 
-
 from typing import Any
 
 from utils.errors import BackendError
-from utils.llm.settings import DEFAULT_OPENAI_BASE_URL, DEFAULT_OPENAI_MODEL, JSON_ONLY_INSTRUCTION, Notice, OPENAI_KEY_ENV
+from utils.llm.settings import (
+    DEFAULT_OPENAI_BASE_URL,
+    DEFAULT_OPENAI_MODEL,
+    JSON_ONLY_INSTRUCTION,
+    Notice,
+    OPENAI_KEY_ENV,
+)
 from utils.llm.types import LLMRequest
 from utils.llm.retry import RetryPolicy, _CallFailure, _bad_body, _failure_from_sdk, _one_line
 from utils.llm.remote import _RawResult, _RemoteLLM, _import_sdk
@@ -87,5 +92,3 @@ class OpenAILLM(_RemoteLLM):
         if not self._send_temperature:
             notes.append("temperature not supported by the model; default used")
         return notes
-
-

@@ -1,7 +1,6 @@
 """The shared call loop of the remote providers: retries, deadlines, error wording, usage."""
 from __future__ import annotations
 
-
 import threading
 import time
 from dataclasses import dataclass
@@ -204,5 +203,3 @@ def _import_sdk(name: str) -> Any:
         return __import__(name)
     except ImportError:
         raise BackendError(f"the '{name}' package is not installed: pip install {name}") from None
-
-

@@ -1,7 +1,6 @@
 """One retry rule for both providers: which failures are retried, how long to wait, how errors read."""
 from __future__ import annotations
 
-
 import random as _random
 import time
 from dataclasses import dataclass

@@ -1,10 +1,7 @@
 """Provider names, defaults and environment variables: the constants every part shares."""
 from __future__ import annotations
 
-
 from typing import Callable
-
-
 
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"

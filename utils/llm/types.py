@@ -1,13 +1,11 @@
 """The data contracts of one LLM call (request, response, usage) and the usage meter."""
 from __future__ import annotations
 
-
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Protocol, runtime_checkable
 
 from utils.errors import BackendError
-
 
 
 @dataclass
