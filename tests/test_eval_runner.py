@@ -376,3 +376,11 @@ def test_llm_rerank_arm_uses_the_small_prompt_once_per_question(eval_set: Path, 
     for r in run.results:
         out = r.outputs["tree-llm-rerank"]
         assert out.locator == "llm-rerank" and len(out.located) == 1 and out.usage["calls"] == 1
+
+
+def test_every_code_file_keying_the_result_cache_exists() -> None:
+    """A renamed or split module must not silently drop out of the cache key (stale results)."""
+    from evaluation.arms import ARM_CODE_FILES
+    from evaluation.runner import ROOT
+
+    assert all((ROOT / rel).is_file() for rel in ARM_CODE_FILES), [r for r in ARM_CODE_FILES if not (ROOT / r).is_file()]
