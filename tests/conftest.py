@@ -39,13 +39,51 @@ def paper_index(paper_index_dir: Path):
     return load_index(paper_index_dir)
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 120, input: str | None = None):
-    """Run main.py in a fresh process, as a user would."""
+_NO_PROVIDER_ENV = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "TREERAG_LLM")
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120, input: str | None = None,
+            fresh_process: bool = False):
+    """Run the CLI as a user would: ``main.main(argv)`` in this process (fast: models and imports
+    are loaded once per test session) with its own environment, working directory, stdin and
+    captured stdout/stderr; ``fresh_process=True`` runs ``python main.py`` in a new process, for
+    the smoke tests of what only a new interpreter shows (start-up imports, exit on signals)."""
     import subprocess
 
     e = dict(os.environ)
-    for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "TREERAG_LLM"):
+    for k in _NO_PROVIDER_ENV:
         e.pop(k, None)
     e.update(env or {})
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True,
-                          text=True, env=e, timeout=timeout, cwd=str(ROOT), input=input)
+    if fresh_process:
+        return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True,
+                              text=True, env=e, timeout=timeout, cwd=str(ROOT), input=input)
+    return _run_in_process(list(args), e, input)
+
+
+def _run_in_process(argv: list[str], env: dict, input: str | None):
+    import contextlib
+    import io
+    import subprocess
+
+    import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    stdin = io.StringIO(input or "")
+    saved_stdin = sys.stdin
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(ROOT)
+        sys.stdin = stdin
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main.main(argv)
+            except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.stdin = saved_stdin
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["main.py", *argv], code, out.getvalue(), err.getvalue())

@@ -20,7 +20,8 @@ def _assert_one_line_error(proc: subprocess.CompletedProcess, needle: str) -> No
 
 
 def test_index_test_paper(tmp_path: Path) -> None:
-    proc = run_cli("index", "--input", str(TEST_PAPER), "--output", str(tmp_path / "idx"), "--mock")
+    proc = run_cli("index", "--input", str(TEST_PAPER), "--output", str(tmp_path / "idx"), "--mock",
+                   fresh_process=True)  # smoke test: a new interpreter
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("indexed 1 document(s)")
     assert "chunks/s" in proc.stdout

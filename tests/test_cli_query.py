@@ -17,7 +17,7 @@ def log_env(tmp_path: Path) -> dict[str, str]:
 
 def test_query_prints_the_spec_layout(paper_index_dir: Path, log_env) -> None:
     proc = run_cli("query", "--index", str(paper_index_dir), "--query", "What is AdaRouter's accuracy on EUR/USD?",
-                   env=log_env)
+                   env=log_env, fresh_process=True)  # smoke test: a new interpreter, as a user runs it
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.splitlines()
     assert out[0] == "=" * 60 and out[1].startswith("Query: ") and out[2] == "=" * 60
@@ -113,7 +113,7 @@ def test_interactive_json_output_is_parseable(paper_index_dir: Path, log_env) ->
 def test_usage_errors_are_one_line(log_env) -> None:
     for argv in (["query"], ["query", "--index", "x", "-q", "y", "--top-k", "many"], ["nosuchcommand"],
                  ["history", "--limit", "0"]):
-        proc = run_cli(*argv, env=log_env)
+        proc = run_cli(*argv, env=log_env, fresh_process=True)
         assert proc.returncode == 2
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
