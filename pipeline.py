@@ -18,6 +18,7 @@ from indexing.index_store import Index
 from retrieval.hybrid_retriever import StageHits, retrieve
 from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
 from retrieval.locators import make_locator
+from retrieval.query import Query, QueryLike
 from retrieval.relevance import evidence_strength, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
@@ -91,7 +92,7 @@ def retrieved_dict(rc: RetrievedChunk, rank: int) -> dict[str, Any]:
             "scores": dict(rc.retrieval_detail)}
 
 
-def locate(query: str, index: Index, config: Config, backends: Backends,
+def locate(query: QueryLike, index: Index, config: Config, backends: Backends,
            doc_paths: set[str] | None, usage: UsageMeter) -> LocateResult:
     return make_locator(config.locator, index, config, backends.embedder, backends.llm, usage).locate(query, doc_paths)
 
@@ -106,6 +107,8 @@ class Retrieval:
     fallbacks: list[Fallback]
     timing_ms: dict[str, float]
     stopword_only: bool = False
+    question: Query | None = None
+    """The question as built once (text, tokens, vector, scope): synthesis reuses it."""
 
 
 def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
@@ -123,12 +126,13 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     fallbacks: list[Fallback] = []
     timing: dict[str, float] = {}
     t = time.perf_counter()
-    loc = locate(query, index, config, backends, doc_paths, usage)
+    question = Query.build(query, backends.embedder, doc_paths)  # tokenised and embedded once, here
+    loc = locate(question, index, config, backends, doc_paths, usage)
     timing["locate"] = (time.perf_counter() - t) * 1000
     fallbacks.extend(loc.fallbacks)
 
     t = time.perf_counter()
-    candidates = retrieve(index, backends.embedder, query, loc.nodes, config, doc_paths, stages)
+    candidates = retrieve(index, backends.embedder, question, loc.nodes, config, doc_paths, stages)
     timing["retrieve"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
@@ -136,7 +140,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     if final and "rerank_score" in final[0].retrieval_detail:
         stages.rerank = list(final)
     timing["rerank"] = (time.perf_counter() - t) * 1000
-    return Retrieval(loc, final, stages, fallbacks, timing)
+    return Retrieval(loc, final, stages, fallbacks, timing, question=question)
 
 
 def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
@@ -179,9 +183,9 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         result["step2_order"] = ordering_score(r.final)
 
         t = time.perf_counter()
-        strength = evidence_strength(query, r.final, index, backends.embedder, config)
+        strength = evidence_strength(r.question or query, r.final, index, backends.embedder, config)
         found = bool(r.final) and is_answerable(strength, config.evidence_floor)
-        answer = synthesize(query, r.final, llm, fallbacks, usage, config=config, index=index,
+        answer = synthesize(r.question or query, r.final, llm, fallbacks, usage, config=config, index=index,
                             embedder=backends.embedder, cite=citation, evidence_found=found)
         result["answer"] = answer.text
         result["answer_mode"] = answer.mode

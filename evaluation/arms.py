@@ -42,7 +42,7 @@ ARM_CODE_FILES = (
     "pipeline.py", "config.py", "evaluation/arms.py", "retrieval/hybrid_retriever.py",
     "retrieval/node_locator.py", "retrieval/leaf_rerank_locator.py", "retrieval/scoring.py", "retrieval/types.py",
     "retrieval/section_features.py", "retrieval/learned_ranker.py", "retrieval/ranker_weights.json",
-    "retrieval/locators.py", "retrieval/rerankers.py",
+    "retrieval/locators.py", "retrieval/rerankers.py", "retrieval/query.py", "retrieval/relevance.py",
     "tree_builder/visualizer.py", "indexing/bm25_builder.py", "indexing/embedder.py",
     "indexing/embedders/base.py", "indexing/embedders/factory.py", "indexing/embedders/hash_embedder.py",
     "indexing/embedders/onnx_embedder.py", "indexing/embedders/use_embedder.py",

@@ -37,6 +37,7 @@ from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
+from retrieval.query import QueryLike, query_tokens, query_vector
 from utils.tokenizer import tokenize
 
 #: Paragraph breaks, and single line breaks that start a list item, table row, quote or heading.
@@ -272,12 +273,12 @@ def _idf(index: Any, tokens: list[str], doc_path: str, config: Config) -> dict[s
     return out
 
 
-def score_sentences(sentences: list[Sentence], passages: list[Passage], query: str, index: Any,
+def score_sentences(sentences: list[Sentence], passages: list[Passage], query: QueryLike, index: Any,
                     embedder: DocumentEmbedder, config: Config) -> None:
     """Fill dense, bm25 and fused score of every sentence (in place)."""
     if not sentences:
         return
-    q_tokens = tokenize(query)
+    q_tokens = query_tokens(query)
     toks = [tokenize(s.text) for s in sentences]
     avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
     idf_memo: dict[str, dict[str, float]] = {}
@@ -302,7 +303,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: s
     cheap = (1 - w) * config.bm25_weight * _minmax(bm25) + w * prior
     k = config.answer_dense_candidates
     pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
-    qvec = np.asarray(embedder.embed_query(query), dtype=np.float32)
+    qvec = np.asarray(query_vector(query, embedder), dtype=np.float32)
     vecs = np.asarray(embedder.embed_documents([sentences[i].text for i in pick]), dtype=np.float32)
     picked = vecs @ qvec
     dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
@@ -394,7 +395,7 @@ def _has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
-def extract(query: str, ranked: Sequence[RetrievedChunk], index: Any, embedder: DocumentEmbedder,
+def extract(query: QueryLike, ranked: Sequence[RetrievedChunk], index: Any, embedder: DocumentEmbedder,
             config: Config) -> Extract:
     """The extractive answer's quotes for ``ranked`` (step 2's order: rank i = position i)."""
     passages = build_passages(index, ranked)

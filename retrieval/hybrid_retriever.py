@@ -18,10 +18,10 @@ from config import Config
 from indexing.embedder import memoized
 from indexing.index_store import Index
 from retrieval.learned_ranker import load_ranker, model_name
+from retrieval.query import QueryLike, query_parts, query_text, query_tokens
 from retrieval.scoring import RangeScores, concat_scores, fuse, score_range
 from retrieval.section_features import chunk_features
 from retrieval.types import LocatedNode, RetrievedChunk
-from utils.tokenizer import tokenize
 
 
 class QueryEmbedder(Protocol):
@@ -71,12 +71,15 @@ def _record_single_signals(index: Index, scores: RangeScores, fused: np.ndarray,
 
 
 def retrieve_in_leaf(index: Index, embedder: QueryEmbedder, node: LocatedNode, config: Config,
-                     stages: StageHits | None = None) -> list[RetrievedChunk]:
+                     stages: StageHits | None = None, question: QueryLike | None = None) -> list[RetrievedChunk]:
+    """The leaf's top chunks for its sub-query (the question's own tokens and vector when they match)."""
     rows = index.leaf_rows.get(node.node_id)
     if rows is None:
         return []
-    qvec = embedder.embed_query(node.sub_query)
-    scores = score_range(index, qvec, tokenize(node.sub_query), rows[0], rows[1], config)
+    sub_q: QueryLike = question if question is not None and query_text(question) == node.sub_query \
+        else node.sub_query
+    _, tokens, qvec = query_parts(sub_q, embedder)
+    scores = score_range(index, qvec, tokens, rows[0], rows[1], config)
     return rank_scored(index, scores, config.top_k_per_leaf, config, node.sub_query, "tree", stages)
 
 
@@ -130,7 +133,7 @@ def leaf_priors(located: list[LocatedNode]) -> dict[str, float]:
     return {n.node_id: 1.0 - i / k for i, n in enumerate(located)}
 
 
-def order_union(index: Index, qvec: np.ndarray, query: str, cands: list[RetrievedChunk],
+def order_union(index: Index, qvec: np.ndarray, query: QueryLike, cands: list[RetrievedChunk],
                 located: list[LocatedNode], config: Config) -> list[RetrievedChunk]:
     """Order candidates of several leaves on one scale.
 
@@ -142,7 +145,7 @@ def order_union(index: Index, qvec: np.ndarray, query: str, cands: list[Retrieve
     """
     if not cands:
         return cands
-    tokens = tokenize(query)
+    tokens = query_tokens(query)
     rows = np.array([c.row for c in cands], dtype=np.int64)
     dense = np.asarray(index.embeddings[rows] @ qvec, dtype=np.float32)
     bm25 = np.zeros(len(cands), dtype=np.float32)
@@ -169,7 +172,7 @@ SECTION_POOL = 20
 """Candidates the section ranker hands on (the reranker's pool; without one, the top k are kept)."""
 
 
-def rank_in_sections(index: Index, qvec: np.ndarray, query: str, located: list[LocatedNode],
+def rank_in_sections(index: Index, qvec: np.ndarray, query: QueryLike, located: list[LocatedNode],
                      config: Config, doc_paths: set[str] | None = None, kind: str = "tree",
                      stages: StageHits | None = None) -> list[RetrievedChunk]:
     """Every chunk in scope, scored by itself and by the evidence of its leaf, section and document.
@@ -178,9 +181,10 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: str, located: list[L
     on its own and its section's evidence (the hard cut to five leaves scored zero on ~17% of
     questions). ``kind="flat"`` scores the same chunks with the flat model (chunk features only).
     """
-    scores = flat_scores(index, qvec, tokenize(query), config, doc_paths)
+    scores = flat_scores(index, qvec, query_tokens(query), config, doc_paths)
     if len(scores.rows) == 0:
         return []
+    query = query_text(query)
     name = model_name(kind, scope_documents(index, doc_paths))
     rankers = index.derived.setdefault("rankers", {})  # read the weights file once per index
     ranker = rankers.get((name, config.ranker_weights))
@@ -227,24 +231,24 @@ def candidate_order(index: Index, doc_paths: set[str] | None, config: Config) ->
     return "section" if scope_documents(index, doc_paths) <= 1 else "union"
 
 
-def retrieve(index: Index, embedder: QueryEmbedder, query: str, located: list[LocatedNode],
+def retrieve(index: Index, embedder: QueryEmbedder, query: QueryLike, located: list[LocatedNode],
              config: Config, doc_paths: set[str] | None = None,
              stages: StageHits | None = None) -> list[RetrievedChunk]:
     """All candidates before rerank: per-leaf top-k, plus the flat safety net when on."""
-    embedder = memoized(embedder)  # leaves sharing a sub-query, the net and the ordering: one model call
+    embedder = memoized(embedder)  # leaves sharing a sub-query: one model call
+    text, tokens, qvec = query_parts(query, embedder)
     order = candidate_order(index, doc_paths, config)
     if order == "section":
-        return rank_in_sections(index, embedder.embed_query(query), query, located, config, doc_paths,
-                                stages=stages)
+        return rank_in_sections(index, qvec, query, located, config, doc_paths, stages=stages)
     out: list[RetrievedChunk] = []
     for node in located:
-        out.extend(retrieve_in_leaf(index, embedder, node, config, stages))
+        out.extend(retrieve_in_leaf(index, embedder, node, config, stages, question=query))
     if config.safety_net:
-        scores = flat_scores(index, embedder.embed_query(query), tokenize(query), config, doc_paths)
-        out.extend(rank_scored(index, scores, config.safety_net_top_k, config, query, "net", stages))
+        scores = flat_scores(index, qvec, tokens, config, doc_paths)
+        out.extend(rank_scored(index, scores, config.safety_net_top_k, config, text, "net", stages))
     out = dedupe_best(out)
     if order == "union":
-        out = order_union(index, embedder.embed_query(query), query, out, located, config)
+        out = order_union(index, qvec, query, out, located, config)
     return out
 
 

@@ -21,6 +21,7 @@ from config import Config
 from indexing.index_store import Index
 from retrieval.hybrid_retriever import QueryEmbedder
 from retrieval.node_locator import ask_for_leaves, hybrid_leaf_scores, hybrid_locate
+from retrieval.query import QueryLike, query_text
 from retrieval.types import LocatedNode, LocateResult
 
 RERANK_CANDIDATES = 10
@@ -54,21 +55,21 @@ def candidate_block(index: Index, node_id: str) -> str:
     return f"[{node_id}] {node.heading_path}\n摘要: {summary}" if summary else f"[{node_id}] {node.heading_path}"
 
 
-def leaf_rerank_prompt(index: Index, query: str, candidates: list[LocatedNode]) -> str:
+def leaf_rerank_prompt(index: Index, query: QueryLike, candidates: list[LocatedNode]) -> str:
     blocks = "\n\n".join(candidate_block(index, c.node_id) for c in candidates)
-    return LEAF_RERANK_PROMPT.format(n=len(candidates), query=" ".join(query.split()), candidates=blocks)
+    return LEAF_RERANK_PROMPT.format(n=len(candidates), query=" ".join(query_text(query).split()), candidates=blocks)
 
 
-def top_candidates(index: Index, embedder: QueryEmbedder, query: str, config: Config,
+def top_candidates(index: Index, embedder: QueryEmbedder, query: QueryLike, config: Config,
                    doc_paths: set[str] | None) -> list[LocatedNode]:
     """The hybrid locator's best ``RERANK_CANDIDATES`` leaves with a positive score, best first."""
     leaves, total = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
     order = np.lexsort((np.arange(len(total)), -total))[:RERANK_CANDIDATES]
-    return [LocatedNode(leaves[i].node_id, query, leaves[i].heading_path, round(float(total[i]), 4))
+    return [LocatedNode(leaves[i].node_id, query_text(query), leaves[i].heading_path, round(float(total[i]), 4))
             for i in order if total[i] > 0]
 
 
-def llm_rerank_locate(index: Index, llm: Any, query: str, config: Config, embedder: QueryEmbedder,
+def llm_rerank_locate(index: Index, llm: Any, query: QueryLike, config: Config, embedder: QueryEmbedder,
                       doc_paths: set[str] | None = None, usage: Any = None) -> LocateResult:
     """The LLM's choice among the hybrid locator's top leaves; the hybrid order on any failure."""
     cands = top_candidates(index, embedder, query, config, doc_paths)

@@ -15,6 +15,7 @@ from indexing.index_store import Index
 from retrieval.hybrid_retriever import QueryEmbedder
 from retrieval.leaf_rerank_locator import llm_rerank_locate
 from retrieval.node_locator import hybrid_locate, keyword_locate, llm_locate, no_llm_locate
+from retrieval.query import QueryLike
 from retrieval.types import Fallback, LocateResult
 from utils.errors import InputError
 
@@ -22,7 +23,7 @@ from utils.errors import InputError
 class Locator(Protocol):
     name: str
 
-    def locate(self, query: str, scope: set[str] | None = None) -> LocateResult: ...
+    def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult: ...
 
 
 @dataclass
@@ -30,14 +31,14 @@ class _Bound:
     """A locating function bound to what it needs; ``scope`` is the question's documents (None: all)."""
 
     name: str
-    fn: Callable[[str, set[str] | None], LocateResult]
+    fn: Callable[[QueryLike, set[str] | None], LocateResult]
 
-    def locate(self, query: str, scope: set[str] | None = None) -> LocateResult:
+    def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult:
         return self.fn(query, scope)
 
 
-LocatorFactory = Callable[[Index, Config, QueryEmbedder | None, Any, Any], Callable[[str, set[str] | None],
-                                                                                  LocateResult]]
+LocatorFactory = Callable[[Index, Config, QueryEmbedder | None, Any, Any],
+                          Callable[[QueryLike, set[str] | None], LocateResult]]
 """(index, config, embedder, llm, usage) -> locate(query, scope)."""
 
 LOCATORS: dict[str, tuple[bool, LocatorFactory]] = {
@@ -64,7 +65,7 @@ def make_locator(name: str, index: Index, config: Config, embedder: QueryEmbedde
     name = resolve_name(name, llm)
     needs_llm, factory = LOCATORS[name]
     if needs_llm and llm is None:
-        def without_llm(query: str, scope: set[str] | None) -> LocateResult:
+        def without_llm(query: QueryLike, scope: set[str] | None) -> LocateResult:
             res = no_llm_locate(index, embedder, query, config, scope)
             res.fallbacks.append(Fallback("locate", "no LLM configured", f"{res.locator} locator"))
             return res

@@ -26,6 +26,7 @@ from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, node_blocks, serializ
 from utils.errors import BackendError
 from utils.llm_client import forget_reply
 from utils.similarity import min_max_normalize
+from retrieval.query import QueryLike, query_parts, query_text, query_tokens
 from utils.tokenizer import estimate_tokens, tokenize
 
 NODE_LOCATE_PROMPT = """你是一个文档检索专家。给定用户问题和文档的树状结构，请找出最可能包含答案的叶子节点。
@@ -64,11 +65,11 @@ def scoped_leaves(index: Index, doc_paths: set[str] | None) -> list[TreeNode]:
 
 # --------------------------------------------------------------------------- keyword
 
-def keyword_locate(index: Index, query: str, config: Config,
+def keyword_locate(index: Index, query: QueryLike, config: Config,
                    doc_paths: set[str] | None = None) -> LocateResult:
     """The spec's mock: IDF-weighted overlap of query tokens with heading + summary."""
     leaves = scoped_leaves(index, doc_paths)
-    q = set(tokenize(query))
+    q = set(query_tokens(query))
     memo = index.derived.get("keyword_tokens")
     if memo is None:  # tokenising every heading + summary (jieba for Chinese) once per index
         memo = index.derived["keyword_tokens"] = {
@@ -82,7 +83,7 @@ def keyword_locate(index: Index, query: str, config: Config,
         if s > 0:
             scored.append((s, i))
     scored.sort(key=lambda x: (-x[0], x[1]))
-    nodes = [LocatedNode(leaves[i].node_id, query, leaves[i].heading_path, round(s, 4))
+    nodes = [LocatedNode(leaves[i].node_id, query_text(query), leaves[i].heading_path, round(s, 4))
              for s, i in scored[:config.keyword_top_leaves]]
     thinking = (f"keyword match of {sorted(q)} against headings and summaries"
                 if nodes else "no heading or summary shares a word with the query")
@@ -110,7 +111,7 @@ def _leaf_row_starts(index: Index) -> tuple[np.ndarray, np.ndarray]:
     return memo
 
 
-def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: str, config: Config,
+def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, config: Config,
                        doc_paths: set[str] | None = None) -> tuple[list[TreeNode], np.ndarray]:
     """Score every leaf in scope; higher is better.
 
@@ -121,8 +122,7 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: str, config
     leaves = scoped_leaves(index, doc_paths)
     if not leaves:
         return leaves, np.zeros(0, dtype=np.float32)
-    qvec = embedder.embed_query(query)
-    tokens = tokenize(query)
+    _, tokens, qvec = query_parts(query, embedder)
     scores = flat_scores(index, qvec, tokens, config, doc_paths, idf_scope="corpus")
     starts, has_rows = _leaf_row_starts(index)
     n = len(index.chunks)
@@ -147,21 +147,22 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: str, config
     return leaves, total.astype(np.float32)
 
 
-def hybrid_locate(index: Index, embedder: QueryEmbedder, query: str, config: Config,
+def hybrid_locate(index: Index, embedder: QueryEmbedder, query: QueryLike, config: Config,
                   doc_paths: set[str] | None = None) -> LocateResult:
     leaves, total = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
     order = np.lexsort((np.arange(len(total)), -total))
     picked = [i for i in order[:config.hybrid_top_leaves] if total[i] > 0]
-    nodes = [LocatedNode(leaves[i].node_id, query, leaves[i].heading_path, round(float(total[i]), 4))
+    text = query_text(query)
+    nodes = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
              for i in picked]
-    cands = [LocatedNode(leaves[i].node_id, query, leaves[i].heading_path, round(float(total[i]), 4))
+    cands = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
              for i in order[:20]]
     thinking = (f"no LLM: ranked {len(leaves)} leaves by dense + BM25 similarity of their chunks "
                 f"and headings to the query")
     return LocateResult(nodes=nodes, thinking=thinking, locator="hybrid", candidates=cands)
 
 
-def no_llm_locate(index: Index, embedder: QueryEmbedder | None, query: str, config: Config,
+def no_llm_locate(index: Index, embedder: QueryEmbedder | None, query: QueryLike, config: Config,
                   doc_paths: set[str] | None = None) -> LocateResult:
     """What step 1 does without an LLM's answer (none configured, or it failed): the hybrid locator,
     or the keyword match when no embedder is loaded. The one place that decides it."""
@@ -277,7 +278,7 @@ def _node_token_costs(index: Index) -> dict[str, int]:
     return memo
 
 
-def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: str, config: Config,
+def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: QueryLike, config: Config,
                    doc_paths: set[str] | None = None) -> tuple[str, int]:
     """The serialised tree, cut to the TOC budget around the best no-LLM leaves.
 
@@ -309,7 +310,7 @@ def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: str, con
     return serialize_tree(index.root, include=include), len(include)
 
 
-def ask_for_leaves(index: Index, llm: Any, query: str, config: Config, embedder: QueryEmbedder | None,
+def ask_for_leaves(index: Index, llm: Any, query: QueryLike, config: Config, embedder: QueryEmbedder | None,
                    doc_paths: set[str] | None, usage: Any, *, prompt: str, max_tokens: int, locator: str,
                    shown: int, allowed: set[str] | None = None, failure: str = "LLM locating failed",
                    candidates: list[LocatedNode] | None = None) -> LocateResult:
@@ -323,7 +324,7 @@ def ask_for_leaves(index: Index, llm: Any, query: str, config: Config, embedder:
         raw = resp.text
         if usage is not None:
             usage.add(resp.usage)
-        nodes, thinking, problems = parse_locator_response(raw, index, query, doc_paths)
+        nodes, thinking, problems = parse_locator_response(raw, index, query_text(query), doc_paths)
         if allowed is not None:
             kept = [n for n in nodes if n.node_id in allowed]
             if len(kept) < len(nodes):
@@ -346,10 +347,11 @@ def ask_for_leaves(index: Index, llm: Any, query: str, config: Config, embedder:
     return res
 
 
-def llm_locate(index: Index, llm: Any, query: str, config: Config, embedder: QueryEmbedder | None,
+def llm_locate(index: Index, llm: Any, query: QueryLike, config: Config, embedder: QueryEmbedder | None,
                doc_paths: set[str] | None = None, usage: Any = None) -> LocateResult:
     """The spec's LLM locating, falling back (recorded) to the no-LLM locator on any failure."""
     toc, shown = toc_for_prompt(index, embedder, query, config, doc_paths)
-    prompt = NODE_LOCATE_PROMPT.format(query=" ".join(query.split()), serialized_tree=tree_for_prompt(toc))
+    prompt = NODE_LOCATE_PROMPT.format(query=" ".join(query_text(query).split()),
+                                       serialized_tree=tree_for_prompt(toc))
     return ask_for_leaves(index, llm, query, config, embedder, doc_paths, usage, prompt=prompt,
                           max_tokens=800, locator="llm", shown=shown)

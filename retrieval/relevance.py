@@ -29,6 +29,7 @@ import numpy as np
 
 from config import Config
 from retrieval.types import RetrievedChunk
+from retrieval.query import QueryLike, query_tokens, query_vector
 from utils.tokenizer import tokenize
 
 
@@ -79,7 +80,7 @@ def index_scripts(index: Any) -> frozenset[str]:
     return out
 
 
-def idf_coverage(query: str, chunks: Sequence[RetrievedChunk], index: Any) -> float:
+def idf_coverage(query: QueryLike, chunks: Sequence[RetrievedChunk], index: Any) -> float:
     """Share of the question's IDF weight present in ``chunks``.
 
     A term in a script the index has no word of (a Chinese term over English
@@ -90,7 +91,7 @@ def idf_coverage(query: str, chunks: Sequence[RetrievedChunk], index: Any) -> fl
     """
     bm = getattr(index, "bm25", None)
     scripts = index_scripts(index)
-    q = {t for t in tokenize(query) if _script(t) is None or _script(t) in scripts}
+    q = {t for t in query_tokens(query) if _script(t) is None or _script(t) in scripts}
     if not any(_script(t) for t in q):  # numbers alone ("24" is in any document) are no evidence
         return 0.0
     n = int(bm.n_rows) if bm is not None else 0
@@ -110,7 +111,7 @@ def idf_coverage(query: str, chunks: Sequence[RetrievedChunk], index: Any) -> fl
     return got / total if total else 0.0
 
 
-def evidence_strength(query: str, chunks: Sequence[RetrievedChunk], index: Any, embedder: Any,
+def evidence_strength(query: QueryLike, chunks: Sequence[RetrievedChunk], index: Any, embedder: Any,
                       config: Config | None = None) -> EvidenceStrength:
     if not chunks:
         return NO_EVIDENCE
@@ -118,7 +119,7 @@ def evidence_strength(query: str, chunks: Sequence[RetrievedChunk], index: Any, 
     rows = [rc.row for rc in chunks if 0 <= rc.row < len(index.embeddings)]
     if not rows:
         return NO_EVIDENCE
-    qvec = np.asarray(embedder.embed_query(query), dtype=np.float32)
+    qvec = np.asarray(query_vector(query, embedder), dtype=np.float32)
     best = float(np.clip(np.max(np.asarray(index.embeddings[rows]) @ qvec), 0.0, 1.0))
     cov = idf_coverage(query, chunks, index)
     wd, wb = max(config.dense_weight, 0.0), max(config.bm25_weight, 0.0)

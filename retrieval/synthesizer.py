@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 from config import Config
 from retrieval.types import Fallback, RetrievedChunk
+from retrieval.query import QueryLike, query_text
 from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.llm_client import forget_reply
@@ -120,14 +121,15 @@ def extractive_text(query: str, quotes: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def offline_answer(query: str, ranked: Sequence[RetrievedChunk], config: Config, index: Any,
+def offline_answer(question: QueryLike, ranked: Sequence[RetrievedChunk], config: Config, index: Any,
                    embedder: Any, cite: Callable[[Any], str]) -> Answer:
     """The no-LLM answer in ``config.answer_mode`` (evidence assumed relevant)."""
+    query = query_text(question)
     if config.answer_mode == "concatenate":
         return Answer(concatenated_answer(query, ranked), "concatenate")
     from retrieval.extractive import extract
 
-    ex = extract(query, ranked, index, embedder, config)
+    ex = extract(question, ranked, index, embedder, config)
     if not ex.quotes:
         return Answer(concatenated_answer(query, ranked), "concatenate")
     quotes = [{"ranks": q.ranks, "text": q.text, "citation": cite(q.chunk), "heading_path": q.chunk.heading_path,
@@ -136,7 +138,7 @@ def offline_answer(query: str, ranked: Sequence[RetrievedChunk], config: Config,
     return Answer(extractive_text(query, quotes), "extractive", quotes)
 
 
-def synthesize(query: str, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks: list[Fallback],
+def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks: list[Fallback],
                usage: Any = None, *, config: Config | None = None, index: Any = None, embedder: Any = None,
                cite: Callable[[Any], str] | None = None, evidence_found: bool = True) -> Answer:
     """Answer from ``ranked`` (step 2's order). No evidence means no LLM call.
@@ -145,6 +147,7 @@ def synthesize(query: str, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks
     evidence is below the relevance floor. An LLM failure degrades to the
     offline answer and is recorded.
     """
+    query = query_text(question)
     config = config or Config()
     cite = cite or (lambda c: c.doc_path)
     if not ranked:
@@ -152,7 +155,7 @@ def synthesize(query: str, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks
     if llm is None:
         if not evidence_found:
             return Answer(not_answered(query), "none")
-        return offline_answer(query, ranked, config, index, embedder, cite)
+        return offline_answer(question, ranked, config, index, embedder, cite)
     # the LLM reads the evidence in document order (DOS-RAG), numbered as in step 2
     numbered = sorted(enumerate(ranked, 1), key=lambda p: (p[1].chunk.doc_path, p[1].row, p[1].chunk.start_char))
     prompt = build_prompt(query, numbered, evidence_found)
@@ -162,7 +165,7 @@ def synthesize(query: str, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks
             fallbacks.append(Fallback("synthesis", reason, "not-answered line (evidence below the floor)"))
             return Answer(not_answered(query), "none")
         fallbacks.append(Fallback("synthesis", reason, f"{config.answer_mode} answer"))
-        return offline_answer(query, ranked, config, index, embedder, cite)
+        return offline_answer(question, ranked, config, index, embedder, cite)
 
     try:
         resp = llm.generate(prompt, max_tokens=1024, system=SYNTHESIS_SYSTEM)

@@ -255,3 +255,38 @@ def test_one_model_call_for_the_query_vector_per_run(paper_index, order: str) ->
     res = run_pipeline(q, paper_index, cfg, Backends(embedder=emb, reranker=None, llm=None))
     assert res["step2_retrieved"] and res["answer"]
     assert emb.queries.count(q) == 1, emb.queries  # locator, leaves, net, ordering, floor, answer: one vector
+
+
+@pytest.mark.parametrize("order", ["auto", "union", "fused"])
+def test_the_question_is_tokenised_once_per_run(paper_index, monkeypatch: pytest.MonkeyPatch, order: str) -> None:
+    """One query object carries tokens and vector through locating, retrieval, the floor and the
+    answer; only the stop-word guard (before any model runs) reads the text again."""
+    import utils.tokenizer as tk
+
+    q = "How many epochs was the model trained for?"
+    seen: list[str] = []
+    real = tk._tokens
+
+    def counting(text):
+        if text == q:
+            seen.append(text)
+        return real(text)
+
+    class _Dense:  # a model that reads characters, not our tokens (the hash embedder tokenises)
+        name, model_id, dim = "fake", "fake", paper_index.embeddings.shape[1]
+
+        def _v(self, text):
+            v = np.random.default_rng(sum(map(ord, text))).normal(size=self.dim).astype(np.float32)
+            return v / np.linalg.norm(v)
+
+        def embed_query(self, text):
+            return self._v(text)
+
+        def embed_documents(self, texts, progress=None):
+            return np.stack([self._v(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    monkeypatch.setattr(tk, "_tokens", counting)
+    b = Backends(embedder=_Dense(), reranker=None, llm=None)
+    res = run_pipeline(q, paper_index, Config(candidate_order=order, safety_net=True), b)
+    assert res["step2_retrieved"] and res["answer"]
+    assert len(seen) == 2, len(seen)  # the stop-word guard and Query.build
