@@ -17,11 +17,12 @@ from typing import Any, Callable
 
 
 from config import Config
+from indexing.bm25_builder import FILES as BM25_FILES
 from indexing.bm25_builder import BM25Index
 from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
-from indexing.index_store import write_index_files
+from indexing.index_store import CHUNKS, EMBEDDINGS, LEAF_EMBEDDINGS, METADATA, TREE, write_index_files
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
 from tree_builder.summary import summarize_tree
@@ -137,6 +138,17 @@ def _clean_stale_builds(target: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
+OWN_FILES = frozenset({METADATA, TREE, CHUNKS, EMBEDDINGS, LEAF_EMBEDDINGS, *BM25_FILES})
+"""Every file an index build writes (all format versions)."""
+
+
+def _foreign_files(output: Path) -> list[str]:
+    """Entries of an existing index directory that no TreeRAG build wrote."""
+    if not (output / METADATA).is_file():
+        return []
+    return sorted(e.name for e in output.iterdir() if e.name not in OWN_FILES)
+
+
 def _prepare_output(output: Path) -> None:
     output = Path(output)
     if output.exists() and not output.is_dir():
@@ -144,6 +156,12 @@ def _prepare_output(output: Path) -> None:
     if output.is_dir() and any(output.iterdir()) and not (output / "metadata.json").exists():
         raise InputError(f"output {output} is a non-empty directory that is not a TreeRAG index; "
                          "refusing to replace it")
+    foreign = _foreign_files(output)
+    if foreign:
+        # the rebuild replaces the whole directory: a file TreeRAG did not write would be lost
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise InputError(f"output {output} holds files TreeRAG did not write ({shown}); move them out "
+                         f"or choose another --output: rebuilding replaces the whole directory")
     parent = output.resolve().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)

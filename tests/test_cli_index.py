@@ -99,3 +99,16 @@ def test_help_imports_no_model_library() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_rebuild_never_deletes_files_treerag_did_not_write(tmp_path: Path) -> None:
+    out = tmp_path / "idx"
+    assert run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock").returncode == 0
+    (out / "notes.txt").write_text("mine")
+    before = sorted(p.name for p in out.iterdir())
+    proc = run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith(f"error: output {out} holds files TreeRAG did not write (notes.txt)")
+    assert sorted(p.name for p in out.iterdir()) == before and (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()  # with only its own files the rebuild goes ahead
+    assert run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock").returncode == 0
