@@ -223,6 +223,25 @@ def validate(config: Config) -> None:
         raise InputError("setting reranker_model must not be empty")
 
 
+def parse_seconds(raw: Any, what: str) -> float:
+    """A positive, finite number of seconds (nan, inf, 0 and negatives are refused)."""
+    from utils.errors import InputError
+
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{what} must be a positive, finite number of seconds, got {raw!r}")
+    return value
+
+
+def llm_timeout_seconds(flag: str | None, env: "Mapping[str, str]") -> float:
+    """Wall-clock seconds per LLM request: the flag, else $TREERAG_LLM_TIMEOUT, else 60 (a CPU-only
+    local model can need several minutes for one locating prompt)."""
+    return parse_seconds(flag or env.get("TREERAG_LLM_TIMEOUT") or "60", "LLM timeout")
+
+
 def rerank_setting(value: str) -> dict[str, str]:
     """``--rerank`` (query and eval alike): none | cross-encoder | a cross-encoder model path or name."""
     if value in RERANKERS:

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
 
-from config import EMBEDDERS, LOCATORS, Config, rerank_setting
+from config import EMBEDDERS, LOCATORS, Config, llm_timeout_seconds, parse_seconds, rerank_setting
 from utils.errors import InputError, TreeRAGError
 from utils.progress import tqdm_progress
 
@@ -173,31 +173,14 @@ class Session:
         return result
 
 
-def _seconds(raw: str, what: str) -> float:
-    """A positive, finite number of seconds (nan, inf, 0 and negatives are refused)."""
-    import math
-
-
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise InputError(f"{what} must be a number of seconds, got {raw!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what} must be a positive, finite number of seconds, got {raw!r}")
-    return value
-
-
 def _llm_timeout(args: argparse.Namespace) -> float:
-    """Wall-clock seconds per LLM request: --llm-timeout, else $TREERAG_LLM_TIMEOUT, else 60 (a
-    CPU-only local model can need several minutes for one locating prompt)."""
-    raw = getattr(args, "llm_timeout", None) or os.environ.get("TREERAG_LLM_TIMEOUT") or "60"
-    return _seconds(raw, "LLM timeout")
+    return llm_timeout_seconds(getattr(args, "llm_timeout", None), os.environ)
 
 
 def _llm_budget(args: argparse.Namespace, default: float) -> float:
     """Wall-clock seconds for all LLM calls of one query (or build): --llm-budget, else the config."""
     raw = getattr(args, "llm_budget", None)
-    return default if raw is None else _seconds(raw, "LLM budget")
+    return default if raw is None else parse_seconds(raw, "LLM budget")
 
 
 def _cache_dir() -> Path:

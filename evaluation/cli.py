@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from config import EMBEDDERS, Config, coerce_setting, rerank_setting
+from config import EMBEDDERS, Config, coerce_setting, llm_timeout_seconds, rerank_setting
 from utils.errors import InputError
 
 
@@ -58,15 +58,9 @@ def _make_llm(spec: str | None, cache_root: Path) -> Any:
     from pipeline import has_real_llm
     from utils.llm_client import make_llm
 
-    raw_timeout = os.environ.get("TREERAG_LLM_TIMEOUT") or "60"
-    try:
-        timeout = float(raw_timeout)
-    except ValueError:
-        timeout = float("nan")
-    if not (timeout > 0 and timeout != float("inf")):
-        raise InputError(f"TREERAG_LLM_TIMEOUT must be a positive number of seconds, got {raw_timeout!r}")
-    # a CPU-served local model needs minutes per locating prompt (README_local_llm.md)
-    llm = make_llm(spec, os.environ, cache_dir=cache_root, use_cache=True, notice=_stderr, timeout=timeout)
+    # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (README_local_llm.md)
+    llm = make_llm(spec, os.environ, cache_dir=cache_root, use_cache=True, notice=_stderr,
+                   timeout=llm_timeout_seconds(None, os.environ))
     if not has_real_llm(llm):
         _stderr(f"--llm {spec}: no real LLM configured; the tree-llm arms are not run")
         return None

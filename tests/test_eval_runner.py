@@ -384,3 +384,16 @@ def test_every_code_file_keying_the_result_cache_exists() -> None:
     from evaluation.runner import ROOT
 
     assert all((ROOT / rel).is_file() for rel in ARM_CODE_FILES), [r for r in ARM_CODE_FILES if not (ROOT / r).is_file()]
+
+
+@pytest.mark.parametrize("raw", ["nan", "0", "-5", "soon"])
+def test_eval_reads_the_llm_timeout_like_the_query_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                            raw: str) -> None:
+    from evaluation.cli import _make_llm
+
+    monkeypatch.setenv("TREERAG_LLM_TIMEOUT", raw)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    with pytest.raises(TreeRAGError, match="LLM timeout must be a"):
+        _make_llm("openai:x", tmp_path)
+    monkeypatch.setenv("TREERAG_LLM_TIMEOUT", "900")
+    assert _make_llm("openai:x", tmp_path).inner.timeout == 900.0
