@@ -140,37 +140,22 @@ def _query_config(args: argparse.Namespace) -> Config:
 
 
 class Session:
-    """Everything a query needs, loaded once (interactive mode reuses it)."""
+    """The CLI's flags over the Python API: one TreeRAG, opened once (interactive mode reuses it)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from indexing.index_store import load_index
-        from pipeline import make_backends
-        from utils.llm_client import make_llm, resolve_llm_spec
+        from pipeline import TreeRAG
+        from utils.run_log import default_log_path
 
-        self.config = _query_config(args)
-        self.config = self.config.replace(llm_query_budget_s=_llm_budget(args, self.config.llm_query_budget_s))
-        _llm_timeout(args)  # a bad value is an error even when no LLM will be called
-        self.index = load_index(Path(args.index))
-        cfg_llm = None if self.config.llm == "auto" else self.config.llm
-        spec = "mock" if args.mock else resolve_llm_spec(args.llm, os.environ, cfg_llm)
-        llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
-                       notice=_stderr, timeout=_llm_timeout(args))
-        self.backends = make_backends(self.index, self.config, llm, args.embedder)
-        self.log = None
-        if not args.no_log:
-            from utils.run_log import RunLog, default_log_path
-
-            self.log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
+        config = _query_config(args)
+        config = config.replace(llm_query_budget_s=_llm_budget(args, config.llm_query_budget_s))
+        log = None if args.no_log else (Path(args.log) if args.log else default_log_path(os.environ))
+        self.rag = TreeRAG.open(Path(args.index), llm="mock" if args.mock else args.llm, embedder=args.embedder,
+                                log=log, env=os.environ, llm_timeout=_llm_timeout(args),
+                                use_cache=not args.no_cache, notice=_stderr, config=config)
+        self.index = self.rag.index
 
     def ask(self, query: str) -> dict:
-        from pipeline import run_pipeline
-
-        if not query or not query.strip():
-            raise InputError("empty query")
-        result = run_pipeline(query.strip(), self.index, self.config, self.backends)
-        if self.log is not None:
-            self.log.record(result)
-        return result
+        return self.rag.run(query)
 
 
 def _llm_timeout(args: argparse.Namespace) -> float:

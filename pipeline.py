@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from config import Config
 from indexing.embedder import Embedder, memoized
@@ -328,9 +328,18 @@ class TreeRAG:
         self.index, self.config, self.backends, self.run_log = index, config, backends, run_log
 
     @classmethod
-    def open(cls, index_dir: Any, llm: str = "auto", *, embedder: str | None = None, log: Any = None,
-             env: Any = None, llm_timeout: float = 60.0, **settings: Any) -> "TreeRAG":
+    def open(cls, index_dir: Any, llm: str | None = "auto", *, embedder: str | None = None, log: Any = None,
+             env: Any = None, llm_timeout: float = 60.0, use_cache: bool | None = None,
+             notice: Callable[[str], None] | None = None, config: Config | None = None,
+             **settings: Any) -> "TreeRAG":
+        """The one way an index is opened for questions (``main.py query``/``interactive`` use it too).
+
+        ``config`` (already validated) or ``settings`` (config.py names, validated here) or both;
+        ``use_cache`` False asks the LLM every time but still refreshes its cache (default:
+        ``config.llm_cache``); ``notice`` gets one-line notices (default: none).
+        """
         import os
+        import sys
         from pathlib import Path
 
         from config import coerce_setting
@@ -338,23 +347,24 @@ class TreeRAG:
         from utils.llm_client import default_cache_dir, make_llm, resolve_llm_spec
 
         env = os.environ if env is None else env
-        config = Config(**{name: coerce_setting(name, value) for name, value in settings.items()})
+        changes = {name: coerce_setting(name, value) for name, value in settings.items()}
+        config = Config(**changes) if config is None else config.replace(**changes)
         index = load_index(Path(index_dir))
         spec = resolve_llm_spec(llm, env, None if config.llm == "auto" else config.llm)
-        client = make_llm(spec, env, cache_dir=default_cache_dir(env) if config.llm_cache else None,
-                          use_cache=config.llm_cache, timeout=llm_timeout)
+        client = make_llm(spec, env, cache_dir=default_cache_dir(env),
+                          use_cache=config.llm_cache if use_cache is None else use_cache,
+                          timeout=llm_timeout, notice=notice)
         backends = make_backends(index, config, client, embedder)
         run_log = None
         if log is not None:
             from utils.run_log import RunLog
 
-            import sys
-
-            run_log = RunLog(Path(log), warn=lambda msg: print(msg, file=sys.stderr))
+            run_log = RunLog(Path(log), warn=notice or (lambda msg: print(msg, file=sys.stderr)))
         return cls(index, config, backends, run_log)
 
-    def ask(self, question: str, documents: list[str] | None = None) -> QueryResult:
-        """Answer one question; ``documents`` (index-relative paths) limits it to those documents."""
+    def run(self, question: str, documents: list[str] | None = None) -> dict[str, Any]:
+        """One question through the pipeline: the run record (what ``query --json`` prints), logged
+        when a run log is open. ``documents`` (index-relative paths) limits it to those documents."""
         from utils.errors import InputError
 
         if not isinstance(question, str) or not question.strip():
@@ -368,4 +378,8 @@ class TreeRAG:
         result = run_pipeline(question.strip(), self.index, self.config, self.backends, doc_paths)
         if self.run_log is not None:
             self.run_log.record(result)
-        return QueryResult.from_result(result)
+        return result
+
+    def ask(self, question: str, documents: list[str] | None = None) -> QueryResult:
+        """Answer one question (see ``run``) as a typed result."""
+        return QueryResult.from_result(self.run(question, documents))
