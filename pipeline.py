@@ -111,6 +111,13 @@ class Retrieval:
     """The question as built once (text, tokens, vector, scope): synthesis reuses it."""
 
 
+def query_budget(llm: LLMClient | None, config: Config) -> LLMClient | None:
+    """``llm`` behind one query's wall-clock budget. A query stops calling a provider after its first
+    failed call (already retried): the fallback then arrives at once instead of after a second
+    timeout for synthesis (``llm_max_failures`` is for index builds)."""
+    return with_budget(llm, config.llm_query_budget_s, max_failures=1)
+
+
 def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
                   doc_paths: set[str] | None = None, usage: UsageMeter | None = None) -> Retrieval:
     """Locate, retrieve in the located leaves, rerank: the exact path `query` and `eval` share."""
@@ -118,8 +125,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     stages = StageHits()
     # one model call per distinct text across locating and retrieval
     # (run_pipeline passes a budgeted LLM covering synthesis too; other callers get one for locating)
-    llm = backends.llm if isinstance(backends.llm, BudgetedLLM) else with_budget(
-        backends.llm, config.llm_query_budget_s, max_failures=config.llm_max_failures)
+    llm = backends.llm if isinstance(backends.llm, BudgetedLLM) else query_budget(backends.llm, config)
     backends = Backends(memoized(backends.embedder), backends.reranker, llm)
     if is_stopword_only(query):
         return Retrieval(None, [], stages, [], {}, stopword_only=True)
@@ -149,10 +155,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     usage = UsageMeter()
     # one wall-clock budget and circuit breaker for every LLM call of this query, and one query
     # embedding shared by retrieval, the relevance floor and the extractive answer
-    # a query stops calling a provider after its first failed call (already retried): the fallback
-    # then arrives at once instead of after a second timeout for synthesis
-    backends = Backends(memoized(backends.embedder), backends.reranker,
-                        with_budget(backends.llm, config.llm_query_budget_s, max_failures=1))
+    backends = Backends(memoized(backends.embedder), backends.reranker, query_budget(backends.llm, config))
     result: dict[str, Any] = {
         "run_id": uuid.uuid4().hex,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
