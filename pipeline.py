@@ -108,7 +108,7 @@ class Retrieval:
     timing_ms: dict[str, float]
     stopword_only: bool = False
     question: Query | None = None
-    """The question as built once (text, tokens, vector, scope): synthesis reuses it."""
+    """The question as built once (text, tokens, vector): synthesis reuses it."""
 
 
 def query_budget(llm: LLMClient | None, config: Config) -> LLMClient | None:
@@ -132,7 +132,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     fallbacks: list[Fallback] = []
     timing: dict[str, float] = {}
     t = time.perf_counter()
-    question = Query.build(query, backends.embedder, doc_paths)  # tokenised and embedded once, here
+    question = Query.build(query, backends.embedder)  # tokenised and embedded once, here
     loc = locate(question, index, config, backends, doc_paths, usage)
     timing["locate"] = (time.perf_counter() - t) * 1000
     fallbacks.extend(loc.fallbacks)

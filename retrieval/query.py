@@ -1,10 +1,11 @@
-"""The question as every step sees it, built once per run: text, tokens, vector, scope.
+"""The question as every step sees it, built once per run: text, tokens, vector.
 
 Steps 1 and 2 and the answer all need the question's tokens (BM25, keyword match, the relevance
 floor, the extractive answer) and its vector (dense scores everywhere). Built once in
 ``run_retrieval`` and passed down (LlamaIndex's ``QueryBundle``), it is tokenised once and
 embedded once. Functions that also serve callers with a plain string (tests, tools) accept either:
-``query_parts`` computes what a string lacks.
+``query_parts`` computes what a string lacks. The scope (the question's documents) travels beside it
+as ``doc_paths``, as it always has, rather than in a second place here.
 """
 from __future__ import annotations
 
@@ -22,13 +23,11 @@ class Query:
     tokens: tuple[str, ...]
     vector: np.ndarray | None
     """None when no embedder is loaded (keyword-only paths)."""
-    scope: frozenset[str] | None = None
-    """Documents the question is asked of; None = the whole index."""
 
     @classmethod
-    def build(cls, text: str, embedder: Any, scope: set[str] | None = None) -> "Query":
+    def build(cls, text: str, embedder: Any) -> "Query":
         vector = None if embedder is None else np.asarray(embedder.embed_query(text), dtype=np.float32)
-        return cls(text, tuple(tokenize(text)), vector, None if scope is None else frozenset(scope))
+        return cls(text, tuple(tokenize(text)), vector)
 
 
 QueryLike = str | Query
