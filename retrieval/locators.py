@@ -3,7 +3,7 @@
 Four locators exist (keyword, hybrid, llm, llm-rerank); the factory is the only place that maps a
 name to one, rejects an unknown name, resolves ``auto`` (llm when an LLM is configured, else hybrid)
 and decides what an LLM locator does without an LLM (``no_llm_locate``, with the reason recorded).
-Another locator is one entry in ``LOCATORS``.
+Another locator is one function with the ``LocateFn`` signature and one entry in ``LOCATORS``.
 """
 from __future__ import annotations
 
@@ -26,29 +26,55 @@ class Locator(Protocol):
     def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult: ...
 
 
-@dataclass
-class _Bound:
-    """A locating function bound to what it needs; ``scope`` is the question's documents (None: all)."""
+LocateFn = Callable[[Index, Config, "QueryEmbedder | None", Any, Any, QueryLike, "set[str] | None"], LocateResult]
+"""(index, config, embedder, llm, usage, query, scope) -> the located leaves."""
+
+
+def _keyword(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
+    return keyword_locate(ix, q, cfg, s)
+
+
+def _hybrid(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
+    return hybrid_locate(ix, emb, q, cfg, s)
+
+
+def _llm(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
+    return llm_locate(ix, llm, q, cfg, emb, s, usage)
+
+
+def _llm_rerank(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
+    return llm_rerank_locate(ix, llm, q, cfg, emb, s, usage)
+
+
+def _without_llm(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
+    res = no_llm_locate(ix, emb, q, cfg, s)
+    res.fallbacks.append(Fallback("locate", "no LLM configured", f"{res.locator} locator"))
+    return res
+
+
+LOCATORS: dict[str, tuple[bool, LocateFn]] = {
+    # name: (needs an LLM, locating function)
+    "keyword": (False, _keyword),
+    "hybrid": (False, _hybrid),
+    "llm": (True, _llm),
+    "llm-rerank": (True, _llm_rerank),
+}
+
+
+@dataclass(frozen=True)
+class BoundLocator:
+    """A locating function with what it needs; ``scope`` is the question's documents (None: all)."""
 
     name: str
-    fn: Callable[[QueryLike, set[str] | None], LocateResult]
+    fn: LocateFn
+    index: Index
+    config: Config
+    embedder: Any
+    llm: Any
+    usage: Any
 
     def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult:
-        return self.fn(query, scope)
-
-
-LocatorFactory = Callable[[Index, Config, QueryEmbedder | None, Any, Any],
-                          Callable[[QueryLike, set[str] | None], LocateResult]]
-"""(index, config, embedder, llm, usage) -> locate(query, scope)."""
-
-LOCATORS: dict[str, tuple[bool, LocatorFactory]] = {
-    # name: (needs an LLM, factory)
-    "keyword": (False, lambda ix, cfg, emb, llm, usage: lambda q, s: keyword_locate(ix, q, cfg, s)),
-    "hybrid": (False, lambda ix, cfg, emb, llm, usage: lambda q, s: hybrid_locate(ix, emb, q, cfg, s)),
-    "llm": (True, lambda ix, cfg, emb, llm, usage: lambda q, s: llm_locate(ix, llm, q, cfg, emb, s, usage)),
-    "llm-rerank": (True, lambda ix, cfg, emb, llm, usage:
-                   lambda q, s: llm_rerank_locate(ix, llm, q, cfg, emb, s, usage)),
-}
+        return self.fn(self.index, self.config, self.embedder, self.llm, self.usage, query, scope)
 
 
 def resolve_name(name: str, llm: Any) -> str:
@@ -63,14 +89,5 @@ def make_locator(name: str, index: Index, config: Config, embedder: QueryEmbedde
                  llm: Any = None, usage: Any = None) -> Locator:
     """``llm`` is None when no LLM is configured (the mock counts as none)."""
     name = resolve_name(name, llm)
-    needs_llm, factory = LOCATORS[name]
-    if needs_llm and llm is None:
-        def without_llm(query: QueryLike, scope: set[str] | None) -> LocateResult:
-            res = no_llm_locate(index, embedder, query, config, scope)
-            res.fallbacks.append(Fallback("locate", "no LLM configured", f"{res.locator} locator"))
-            return res
-
-        return _Bound(name, without_llm)
-    return _Bound(name, factory(index, config, embedder, llm, usage))
-
-
+    needs_llm, fn = LOCATORS[name]
+    return BoundLocator(name, _without_llm if needs_llm and llm is None else fn, index, config, embedder, llm, usage)
