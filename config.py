@@ -14,6 +14,8 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from utils.errors import InputError
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
@@ -202,8 +204,6 @@ def validate(config: Config) -> None:
     Runs on every Config (``__post_init__``), so a bad value from a TOML file, ``--set``, a CLI
     flag or the Python API is one line naming the setting, before anything is built or queried.
     """
-    from utils.errors import InputError
-
     for name, hint in _hints().items():
         value = getattr(config, name)
         if not _type_ok(value, hint):
@@ -225,8 +225,6 @@ def validate(config: Config) -> None:
 
 def parse_seconds(raw: Any, what: str) -> float:
     """A positive, finite number of seconds (nan, inf, 0 and negatives are refused)."""
-    from utils.errors import InputError
-
     try:
         value = float(raw)
     except (TypeError, ValueError):
@@ -255,8 +253,6 @@ def coerce_setting(name: str, value: Any) -> Any:
     The one converter behind ``--config`` files and ``eval --set``; ranges and choices are then
     checked by ``validate`` when the Config is made.
     """
-    from utils.errors import InputError
-
     hints = _hints()
     if name not in hints:
         raise InputError(f"unknown setting {name!r} (see config.py)")
@@ -270,8 +266,6 @@ def coerce_setting(name: str, value: Any) -> Any:
 
 
 def _from_text(name: str, raw: str, hint: Any) -> Any:
-    from utils.errors import InputError
-
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     text = raw.strip()
     if origin is Literal:
@@ -306,8 +300,6 @@ def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
     """
     import tomllib
     from pathlib import Path as _Path
-
-    from utils.errors import InputError
 
     explicit = path is not None or bool(env.get("TREERAG_CONFIG"))
     p = _Path(path) if path is not None else _Path(env.get("TREERAG_CONFIG") or "treerag.toml")
