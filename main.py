@@ -74,7 +74,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         workers = args.summary_workers
     report = build_index(Path(args.input), Path(args.output), config, embedder,
                          progress=tqdm_progress(not args.quiet), summarizer=summarizer,
-                         summary_workers=workers, follow_links=args.follow_links)
+                         summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild)
+    if report.rebuild_reason:
+        _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
     for w in report.warnings:
         _stderr(f"warning: {w}")
     print(report.summary_line())
@@ -315,7 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a document (Markdown, text, PDF, Word .docx, HTML) or a folder of them (recursive)")
     pi.add_argument("--follow-links", action="store_true",
                     help="follow symlinks that lead out of the input folder (default: skip them)")
-    pi.add_argument("--output", required=True, help="index directory (replaced atomically)")
+    pi.add_argument("--output", required=True,
+                    help="index directory (replaced atomically; an index already there built with the same "
+                         "settings is updated: only new and changed documents are embedded)")
+    pi.add_argument("--rebuild", action="store_true",
+                    help="re-embed every document even when an index with the same settings is there")
     pi.add_argument("--mock", action="store_true", help="offline mock models (hash embeddings)")
     pi.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default=None,
                     help="embedding backend (default auto: onnx MiniLM for English, "

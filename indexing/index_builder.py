@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 
 from config import Config
 from indexing.bm25_builder import FILES as BM25_FILES
@@ -23,6 +24,7 @@ from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
 from indexing.index_store import CHUNKS, EMBEDDINGS, LEAF_EMBEDDINGS, METADATA, TREE, write_index_files
+from indexing.reuse import build_settings, compare_documents, open_previous, text_key
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
 from tree_builder.summary import summarize_tree
@@ -48,12 +50,20 @@ class BuildReport:
     warnings: list[str] = field(default_factory=list)
     loaded: LoadedInput | None = None
     """What was read and skipped, for the per-format counts of the summary line."""
+    update: "UpdateReport | None" = None
+    """Set when an existing index lent its vectors and summaries (an update, not a full build)."""
+    rebuild_reason: str | None = None
+    """Why an existing index at the output could not be updated in place (a full rebuild instead)."""
 
     @property
     def chunks_per_second(self) -> float:
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
     def summary_line(self) -> str:
+        if self.update is not None:
+            u = self.update
+            return (f"updated {self.documents} document(s): {u.changed} changed, {u.new} new, {u.removed} removed "
+                    f"(re-embedded {u.embedded_chunks} chunks) in {self.seconds:.1f} s")
         kinds = f" ({self.loaded.kind_counts()})" if self.loaded else ""
         skipped = f"; {self.loaded.skipped_text()}" if self.loaded and self.loaded.skipped else ""
         return (f"indexed {self.documents} document(s){kinds}: {self.nodes} nodes, {self.leaves} leaves, "
@@ -171,6 +181,17 @@ def _prepare_output(output: Path) -> None:
         raise InputError(f"output directory {parent} is not writable")
 
 
+@dataclass
+class UpdateReport:
+    """How an update over an existing index went (None on a report: nothing was reused)."""
+
+    unchanged: int
+    changed: int
+    new: int
+    removed: int
+    embedded_chunks: int
+
+
 def build_index(
     input_path: Path,
     output: Path,
@@ -180,7 +201,14 @@ def build_index(
     summarizer: Any = None,
     summary_workers: int = 1,
     follow_links: bool = False,
+    update: bool = True,
 ) -> BuildReport:
+    """Build the index of ``input_path`` into ``output``.
+
+    With ``update`` (the default) an index already at ``output`` built with the
+    same settings lends the vectors and summaries of what did not change
+    (indexing/reuse.py); the result equals a full rebuild.
+    """
     t0 = time.perf_counter()
     input_path, output = Path(input_path), Path(output)
     _prepare_output(output)
@@ -193,14 +221,19 @@ def build_index(
 
         embedder = make_embedder(auto_embedder_name(docs), config)
     root = build_tree(docs, config, folder_mode=folder_mode)
+    identity = embedder_identity(embedder)
+    settings = build_settings(config, identity, getattr(summarizer, "summarizer_id", "extractive"), folder_mode)
+    previous, rebuild_reason = open_previous(output, settings, docs) if update else (None, None)
+    changes = compare_documents(previous.metadata["documents"], docs) if previous else None
+    keep = previous.lend_summaries(root, set(changes.unchanged)) if previous and changes else set()
     if summarizer is not None and summary_workers > 1:
         from tree_builder.llm_summary import summarize_tree_parallel
 
-        n_nodes_total = sum(1 for n in root.iter_preorder() if n.kind != "root")
+        n_todo = sum(1 for n in root.iter_preorder() if n.kind != "root" and n.node_id not in keep)
         summarize_tree_parallel(root, summarizer, summary_workers,
-                                progress(n_nodes_total, "summaries") if progress else None)
+                                progress(n_todo, "summaries") if progress else None, keep=keep)
     else:
-        summarize_tree(root, config, summarizer)
+        summarize_tree(root, config, summarizer, keep=keep)
     chunks = chunk_documents(root, docs, config)
     leaves = root.leaves()
     if not chunks:
@@ -211,12 +244,21 @@ def build_index(
 
     t_embed = time.perf_counter()
     advance = progress(len(chunks) + len(leaves), "embedding") if progress else None
-    emb = embedder.embed_documents(texts, progress=advance)
-    leaf_emb = embedder.embed_documents([leaf_text_for_embedding(n) for n in leaves], progress=advance)
+    leaf_texts = [leaf_text_for_embedding(n) for n in leaves]
+    if previous is None:
+        emb = embedder.embed_documents(texts, progress=advance)
+        leaf_emb = embedder.embed_documents(leaf_texts, progress=advance)
+        embedded = len(texts)
+    else:
+        emb, embedded = _embed_reusing(
+            embedder, texts, previous.chunk_vectors([text_key(t) for t in texts], chunk_representation),
+            previous.index.embeddings, advance)
+        leaf_emb, _ = _embed_reusing(
+            embedder, leaf_texts, previous.leaf_vectors([text_key(t) for t in leaf_texts], leaf_text_for_embedding),
+            previous.index.leaf_embeddings, advance)
     embed_seconds = time.perf_counter() - t_embed
 
     n_nodes = sum(1 for n in root.iter_preorder() if n.kind != "root")
-    identity = embedder_identity(embedder)
     metadata: dict[str, Any] = {
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "input": printable_name(str(input_path)),
@@ -224,13 +266,14 @@ def build_index(
         "config": config.to_dict(),
         "chunk_context": config.chunk_context,
         "embedder": identity,
+        "build_settings": settings,
         "counts": {"documents": len(docs), "nodes": n_nodes, "leaves": len(leaves),
                    "chunks": len(chunks), "vocabulary": bm25.vocab_size},
         "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash,
                        "chars": len(d.text), "kind": d.kind, "pages": len(d.page_starts)} for d in docs],
         "warnings": warnings,
         "skipped": [{"path": s.rel, "reason": s.reason} for s in loaded.skipped],
-        "summarizer": getattr(summarizer, "summarizer_id", "extractive"),
+        "summarizer": settings["summarizer"],
     }
 
     _clean_stale_builds(output)
@@ -245,5 +288,27 @@ def build_index(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     seconds = time.perf_counter() - t0
+    update_report = None
+    if changes is not None:
+        update_report = UpdateReport(unchanged=len(changes.unchanged), changed=len(changes.changed),
+                                     new=len(changes.new), removed=len(changes.removed), embedded_chunks=embedded)
     return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=len(chunks),
-                       seconds=seconds, embed_seconds=embed_seconds, warnings=warnings, loaded=loaded)
+                       seconds=seconds, embed_seconds=embed_seconds, warnings=warnings, loaded=loaded,
+                       update=update_report, rebuild_reason=rebuild_reason)
+
+
+def _embed_reusing(embedder: Embedder, texts: list[str], lookup: tuple[np.ndarray, np.ndarray],
+                   old: np.ndarray, advance: Callable[[int], None] | None) -> tuple[np.ndarray, int]:
+    """Vectors of ``texts``: rows of ``old`` where the lookup found the text, the embedder elsewhere."""
+    found, rows = lookup
+    out = np.empty((len(texts), old.shape[1]), dtype=np.float32)
+    hit = np.flatnonzero(found)
+    if hit.size:
+        order = np.argsort(rows[hit], kind="stable")  # ascending rows: sequential reads of a memmap
+        out[hit[order]] = old[rows[hit][order]]
+        if advance:
+            advance(int(hit.size))
+    missing = np.flatnonzero(~found)
+    if missing.size:
+        out[missing] = embedder.embed_documents([texts[i] for i in missing], progress=advance)
+    return out, int(missing.size)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from config import Config
 from tree_builder.summary import ExtractiveSummarizer
@@ -107,11 +107,12 @@ class LLMSummarizer:
 
 
 def summarize_tree_parallel(root: TreeNode, summarizer: Any, workers: int = 4,
-                            progress: Callable[[int], None] | None = None) -> None:
-    """Bottom-up by depth: every node of one depth in parallel, deepest first."""
+                            progress: Callable[[int], None] | None = None,
+                            keep: Collection[str] = frozenset()) -> None:
+    """Bottom-up by depth: every node of one depth in parallel, deepest first (``keep``: already summarised)."""
     by_depth: dict[int, list[TreeNode]] = {}
     for node in root.iter_preorder():
-        if node.kind == "root":
+        if node.kind == "root" or node.node_id in keep:
             continue
         by_depth.setdefault(len(node.ancestors()), []).append(node)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Protocol, runtime_checkable
+from typing import Collection, Protocol, runtime_checkable
 
 from config import Config
 from tree_builder.tree import TreeNode
@@ -254,15 +254,19 @@ def _sha256(payload: object) -> str:
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
-def summarize_tree(root: TreeNode, config: Config, summarizer: Summarizer | None = None) -> None:
-    """Fill ``summary`` of every node below the synthetic root, children before parents."""
+def summarize_tree(root: TreeNode, config: Config, summarizer: Summarizer | None = None,
+                   keep: Collection[str] = frozenset()) -> None:
+    """Fill ``summary`` of every node below the synthetic root, children before parents.
+
+    Nodes whose id is in ``keep`` already hold a summary lent by a previous index (an update).
+    """
     if summarizer is None:
         if config.summary_mode != "extractive":
             raise BackendError(f"summary_mode={config.summary_mode!r} needs a summariser "
                                "(none was configured)")
         summarizer = ExtractiveSummarizer.from_config(config)
     # Iterative post-order: children are always summarised before their parent.
-    order = [n for n in root.iter_preorder() if n.kind != "root"]
+    order = [n for n in root.iter_preorder() if n.kind != "root" and n.node_id not in keep]
     try:
         for node in reversed(order):
             if node.is_leaf:

@@ -1,0 +1,204 @@
+"""What a previous index can lend to a new build of the same folder (incremental indexing).
+
+Why reuse is keyed by *text*, not by file: a vector is a function of the text
+it embeds (the chunk's representation: title, heading path, chunk text) and of
+the embedder. Looking old vectors up by a digest of that text makes an update
+equal to a full rebuild by construction: a renamed file, a moved section or a
+chunk whose neighbours changed gets the vector a full rebuild would compute, and
+anything whose text differs is embedded afresh. Only documents whose content
+hash is still present lend anything, so the lookup table stays the size of what
+can actually be reused.
+
+Summaries are lent per document: an unchanged document (same path, same content
+hash) parses into the same subtree, so its nodes keep their old summaries; the
+folder-level parents are summarised again from their (maybe changed) children.
+
+Everything else — parsing, chunking, BM25 — is rebuilt: it is cheap next to
+embedding (and LLM summaries), and rebuilding it keeps one code path.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from config import Config
+from indexing.index_store import Index, load_index, read_metadata
+from tree_builder.tree import Document, TreeNode
+from utils.errors import IndexFormatError
+from utils.tokenizer import TOKENIZER_VERSION
+
+BUILD_FIELDS = ("max_depth", "summary_mode", "summary_max_chars", "short_section_tokens",
+                "chunk_size", "chunk_overlap", "min_chunk_chars", "chunk_context")
+"""Config fields that change an index's tree, chunks, summaries or vectors (the rest are query-time)."""
+
+
+def build_settings(config: Config, embedder_identity: dict[str, Any], summarizer_id: str,
+                   folder_mode: bool) -> dict[str, Any]:
+    """Everything that, changed, makes an old index's chunks or vectors wrong for a new build."""
+    return {
+        "config": {f: getattr(config, f) for f in BUILD_FIELDS},
+        "embedder": dict(embedder_identity),
+        "tokenizer": TOKENIZER_VERSION,
+        "summarizer": summarizer_id,
+        "folder_mode": folder_mode,
+    }
+
+
+def settings_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """One phrase naming the first setting that differs, or None when every one matches."""
+    for key in ("embedder", "tokenizer", "summarizer", "folder_mode"):
+        if old.get(key) != new[key]:
+            if key == "embedder":
+                return f"embedder changed ({_describe(old.get(key))} -> {_describe(new[key])})"
+            return f"{key} changed ({old.get(key)!r} -> {new[key]!r})"
+    old_cfg = old.get("config") or {}
+    for f in BUILD_FIELDS:
+        if old_cfg.get(f) != new["config"][f]:
+            return f"{f} changed ({old_cfg.get(f)!r} -> {new['config'][f]!r})"
+    return None
+
+
+def _describe(identity: Any) -> str:
+    if not isinstance(identity, dict):
+        return "?"
+    return f"{identity.get('model_id', '?')}, {identity.get('dim', '?')} dims"
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+@dataclass
+class DocumentChanges:
+    """How the documents of a new build compare with the previous index's."""
+
+    unchanged: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+def compare_documents(old_docs: list[dict[str, Any]], docs: list[Document]) -> DocumentChanges:
+    old = {d["path"]: d["content_hash"] for d in old_docs}
+    out = DocumentChanges()
+    for d in docs:
+        if d.path not in old:
+            out.new.append(d.path)
+        elif old[d.path] == d.content_hash:
+            out.unchanged.append(d.path)
+        else:
+            out.changed.append(d.path)
+    current = {d.path for d in docs}
+    out.removed = [p for p in old if p not in current]
+    return out
+
+
+class PreviousIndex:
+    """An existing index at the output path, opened to lend vectors and summaries.
+
+    Holds the old index memory-mapped; vectors are copied out row by row only
+    for texts the new build asks for.
+    """
+
+    def __init__(self, index: Index, reusable_hashes: set[str]) -> None:
+        self.index = index
+        self.metadata = index.metadata
+        self._hashes = reusable_hashes
+        self._chunk_rows: dict[bytes, int] | None = None
+        self._leaf_rows: dict[bytes, int] | None = None
+
+    # ------------------------------------------------------------------ vectors
+
+    def _lending_docs(self) -> set[str]:
+        return {d["path"] for d in self.metadata["documents"] if d["content_hash"] in self._hashes}
+
+    def _chunk_table(self, representation: Any) -> dict[bytes, int]:
+        if self._chunk_rows is None:
+            titles = {d["path"]: d["title"] for d in self.metadata["documents"]}
+            context = self.metadata["build_settings"]["config"]["chunk_context"]
+            table: dict[bytes, int] = {}
+            for doc in self._lending_docs():
+                rows = self.index.doc_rows.get(doc)
+                if rows is None:
+                    continue
+                for r in range(*rows):
+                    c = self.index.chunks[r]
+                    table.setdefault(text_key(representation(c, titles.get(doc, ""), context)), r)
+            self._chunk_rows = table
+        return self._chunk_rows
+
+    def _leaf_table(self, leaf_text: Any) -> dict[bytes, int]:
+        if self._leaf_rows is None:
+            lending = self._lending_docs()
+            self._leaf_rows = {text_key(leaf_text(n)): i for i, n in enumerate(self.index.leaves)
+                               if n.doc_path in lending}
+        return self._leaf_rows
+
+    def chunk_vectors(self, keys: list[bytes], representation: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(found mask, rows) for the chunk representations whose digests are ``keys``."""
+        return _lookup(self._chunk_table(representation), keys)
+
+    def leaf_vectors(self, keys: list[bytes], leaf_text: Any) -> tuple[np.ndarray, np.ndarray]:
+        return _lookup(self._leaf_table(leaf_text), keys)
+
+    # ------------------------------------------------------------------ summaries
+
+    def lend_summaries(self, root: TreeNode, unchanged: set[str]) -> set[str]:
+        """Copy old summaries onto the subtrees of unchanged documents; the node ids filled."""
+        old_docs: dict[str, list[TreeNode]] = {}
+        for n in self.index.root.iter_preorder():
+            if n.kind != "root" and n.doc_path in unchanged:
+                old_docs.setdefault(n.doc_path, []).append(n)
+        new_docs: dict[str, list[TreeNode]] = {}
+        for n in root.iter_preorder():
+            if n.kind != "root" and n.doc_path in unchanged:
+                new_docs.setdefault(n.doc_path, []).append(n)
+        filled: set[str] = set()
+        for path, nodes in new_docs.items():
+            old = old_docs.get(path, [])
+            same = len(old) == len(nodes) and all(
+                (a.heading_path, a.kind, a.content_start, a.content_end, len(a.children))
+                == (b.heading_path, b.kind, b.content_start, b.content_end, len(b.children))
+                for a, b in zip(old, nodes))
+            if not same:
+                continue
+            for a, b in zip(old, nodes):
+                b.summary = a.summary
+                filled.add(b.node_id)
+        return filled
+
+
+def _lookup(table: dict[bytes, int], keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.array([table.get(k, -1) for k in keys], dtype=np.int64)
+    return rows >= 0, rows
+
+
+def open_previous(output: Path, settings: dict[str, Any], docs: list[Document]
+                  ) -> tuple[PreviousIndex | None, str | None]:
+    """The index already at ``output`` if its build settings match, else (None, why not).
+
+    ``why`` is None when there is simply nothing to update (no index there yet).
+    """
+    output = Path(output)
+    if not (output / "metadata.json").is_file():
+        return None, None
+    try:
+        meta = read_metadata(output)
+    except IndexFormatError as exc:
+        return None, f"the existing index cannot be read ({exc})"
+    old_settings = meta.get("build_settings")
+    if not isinstance(old_settings, dict):
+        return None, "the existing index records no build settings"
+    change = settings_change(old_settings, settings)
+    if change:
+        return None, change
+    try:
+        index = load_index(output)
+    except IndexFormatError as exc:
+        return None, f"the existing index cannot be read ({exc})"
+    hashes = {d.content_hash for d in docs}
+    return PreviousIndex(index, hashes), None
