@@ -293,6 +293,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """What a load skips to stay fast at scale: full sha256 of every file, every record, every vector."""
+    from indexing.index_store import verify_index
+
+    print(verify_index(Path(args.index)).line(Path(args.index)))
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 class OneLineParser(argparse.ArgumentParser):
@@ -398,6 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--json", action="store_true")
     ps.add_argument("--log", default=None)
     ps.set_defaults(func=cmd_show)
+
+    pv = sub.add_parser("verify", help="check every byte of an index (a load checks structure and samples)")
+    pv.add_argument("--index", required=True, help="index directory built by `index`")
+    pv.set_defaults(func=cmd_verify)
 
     from evaluation.cli import add_eval_parser
 

@@ -23,7 +23,8 @@ from indexing.bm25_builder import BM25Index
 from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
-from indexing.index_store import CHUNKS, EMBEDDINGS, LEAF_EMBEDDINGS, METADATA, TREE, write_index_files
+from indexing.index_store import FILES as STORE_FILES
+from indexing.index_store import METADATA, write_index_files
 from indexing.reuse import build_settings, compare_documents, open_previous, text_key
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
@@ -148,7 +149,7 @@ def _clean_stale_builds(target: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-OWN_FILES = frozenset({METADATA, TREE, CHUNKS, EMBEDDINGS, LEAF_EMBEDDINGS, *BM25_FILES})
+OWN_FILES = frozenset({*STORE_FILES, *BM25_FILES})
 """Every file an index build writes (all format versions)."""
 
 

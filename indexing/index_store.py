@@ -6,8 +6,17 @@ counts, shapes and dtypes are checked against ``metadata.json`` before use.
 Any inconsistency is one line naming the broken file.
 
 Every file is read through one opened directory and checked against the
-manifest in ``metadata.json`` (size, sha256, build id), so a query running
-while the index is rebuilt sees exactly one version (see index_files.py).
+manifest in ``metadata.json`` (size, sampled digest, build id), so a query
+running while the index is rebuilt sees exactly one version (see index_files.py).
+
+Why loading reads so little (format 3): at 10,000 documents the chunk records
+and section texts are gigabytes. They stay on disk as JSON lines with a byte
+offset per line (``chunk_offsets.npy``, ``node_content_offsets.npy``), memory-
+mapped; a record is parsed and validated when it is read, so a query pays for
+the chunks it returns, not for the corpus. Vectors and BM25 postings are
+memory-mapped .npy arrays. ``load_index`` checks every count, shape, offset
+table and the tree; ``verify_index`` also reads every record and every vector
+(``python main.py verify``).
 """
 from __future__ import annotations
 
@@ -17,7 +26,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, overload
 
 import numpy as np
 
@@ -27,11 +36,16 @@ from tree_builder.tree import TreeNode
 from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, fsync_directory,
                                   loads_strict, parse_manifest, write_manifest_entry)
 from utils.atomic import recover_directory
-from utils.errors import IndexFormatError
+from utils.errors import BackendError, IndexFormatError
+
+if TYPE_CHECKING:
+    import mmap
 
 FORMAT_NAME = "treerag-index"
-FORMAT_VERSION = 2
-"""2: metadata.json carries build_id and a manifest (size + sha256 of every other file)."""
+FORMAT_VERSION = 3
+"""2: metadata.json carries build_id and a manifest (size + sha256 of every other file).
+3: chunk records and node contents read lazily through byte-offset tables; leaf -> chunk rows stored;
+   the manifest adds a sampled digest; metadata records the build settings (incremental updates)."""
 MAX_TREE_DEPTH = 64
 """Far deeper than any document tree (root > documents > six heading levels); bounds recursion."""
 LOAD_ATTEMPTS = 5
@@ -42,9 +56,18 @@ TREE = "tree.json"
 CHUNKS = "chunks.jsonl"
 EMBEDDINGS = "embeddings.npy"
 LEAF_EMBEDDINGS = "leaf_embeddings.npy"
+CHUNK_OFFSETS = "chunk_offsets.npy"
+LEAF_CHUNKS = "leaf_chunks.npy"
+NODE_CONTENTS = "node_contents.jsonl"
+NODE_CONTENT_OFFSETS = "node_content_offsets.npy"
+FILES = (METADATA, TREE, CHUNKS, CHUNK_OFFSETS, LEAF_CHUNKS, NODE_CONTENTS, NODE_CONTENT_OFFSETS,
+         EMBEDDINGS, LEAF_EMBEDDINGS)
+"""Every file of an index but BM25's (bm25_builder.FILES)."""
+RECORD_CACHE = 4096
+"""Parsed chunk records kept per index (a query reads tens; the cache is dropped when full)."""
 
 _NODE_FIELDS = (
-    "node_id", "heading", "level", "content", "summary", "heading_path", "doc_path", "kind",
+    "node_id", "heading", "level", "summary", "heading_path", "doc_path", "kind",
     "start_line", "end_line", "start_char", "end_char", "content_start", "content_end",
     "page_start", "page_end",
 )
@@ -56,17 +79,123 @@ _PAGE_FIELDS = frozenset({"page_start", "page_end"})
 """1-based pages of PDF text (0 for formats without pages); every format-2 index has them."""
 
 
+class Records:
+    """JSON lines in a memory-mapped file, read one at a time through a byte-offset table."""
+
+    def __init__(self, data: "mmap.mmap | bytes", offsets: np.ndarray, name: str) -> None:
+        self.data = data
+        self.offsets = offsets
+        self.name = name
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def raw(self, i: int) -> Any:
+        a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+        return loads_strict(self.data[a:b], f"{self.name} line {i + 1}")
+
+
+def check_offsets(offsets: np.ndarray, count: int, size: int, name: str, table: str) -> None:
+    """An offset table must start at 0, never go back, end at the file's size and have count+1 rows."""
+    if offsets.dtype != np.int64 or offsets.shape != (count + 1,):
+        raise IndexFormatError(f"{table} has shape {offsets.shape} {offsets.dtype}, expected ({count + 1},) int64")
+    if offsets[0] != 0 or offsets[-1] != size or (count and bool(np.any(np.diff(offsets) < 0))):
+        raise IndexFormatError(f"{table} does not describe the lines of {name}")
+
+
+class StoredNode(TreeNode):
+    """A node loaded from an index: its content stays on disk until something reads it."""
+
+    def __init__(self, contents: Records, position: int, **fields: Any) -> None:
+        self._contents = contents
+        self._position = position
+        super().__init__(content=_ON_DISK, **fields)
+
+    @property  # type: ignore[override]
+    def content(self) -> str:
+        own = self.__dict__.get("_content")
+        if own is not _ON_DISK:
+            return own
+        text = self._contents.raw(self._position)
+        if not isinstance(text, str):
+            raise IndexFormatError(f"{self._contents.name} line {self._position + 1}: not a JSON string")
+        return text
+
+    @content.setter
+    def content(self, value: str) -> None:
+        self.__dict__["_content"] = value
+
+
+_ON_DISK: Any = object()
+
+
+class ChunkTable(Sequence[Chunk]):
+    """Chunk records of an index, parsed and validated when read (row = position in chunks.jsonl)."""
+
+    def __init__(self, records: Records, leaf_ptr: np.ndarray, leaves: list[TreeNode]) -> None:
+        self.records = records
+        self.leaf_ptr = leaf_ptr
+        self.leaves = leaves
+        self._cache: dict[int, Chunk] = {}
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @overload
+    def __getitem__(self, row: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, row: slice) -> list[Chunk]: ...
+
+    def __getitem__(self, row: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        n = len(self)
+        if row < 0:
+            row += n
+        if not 0 <= row < n:
+            raise IndexError(row)
+        hit = self._cache.get(row)
+        if hit is None:
+            hit = self._read(row)
+            if len(self._cache) >= RECORD_CACHE:
+                self._cache.clear()
+            self._cache[row] = hit
+        return hit
+
+    def _read(self, row: int) -> Chunk:
+        where = f"{CHUNKS} line {row + 1}"
+        d = self.records.raw(row)
+        kw = {f: _require(d, f, int if f in _CHUNK_INTS or f in _PAGE_FIELDS else str, where) for f in _CHUNK_FIELDS}
+        _check_spans({f: kw[f] for f in _CHUNK_INTS}, where)
+        leaf_pos = int(np.searchsorted(self.leaf_ptr, row, side="right")) - 1
+        leaf = self.leaves[leaf_pos]
+        k = row - int(self.leaf_ptr[leaf_pos])
+        if kw["source_node_id"] != leaf.node_id or kw["doc_path"] != leaf.doc_path \
+                or kw["chunk_id"] != f"{leaf.node_id}_chunk_{k:02d}":
+            raise IndexFormatError(f"{where}: chunk {kw['chunk_id']!r} is not chunk {k} of leaf {leaf.node_id} "
+                                   f"as {LEAF_CHUNKS} says")
+        return Chunk(**kw)
+
+
 @dataclass
 class Index:
-    """A loaded index. Chunk rows of one leaf (and of one document) are contiguous."""
+    """A loaded index: what retrieval asks of a store.
+
+    Rows: chunk ``i`` is line ``i`` of chunks.jsonl, row ``i`` of ``embeddings`` and of the BM25
+    index; a leaf's (and a document's) chunks are contiguous rows. Chunks and node contents are read
+    from disk when used.
+    """
 
     path: Path
     metadata: dict[str, Any]
     root: TreeNode
-    chunks: list[Chunk]
+    chunks: Sequence[Chunk]
     embeddings: np.ndarray
     leaf_embeddings: np.ndarray
     bm25: BM25Index
+    leaf_ptr: np.ndarray
+    """leaves[i] (pre-order) owns chunk rows [leaf_ptr[i], leaf_ptr[i+1])."""
     nodes: dict[str, TreeNode] = field(default_factory=dict)
     leaves: list[TreeNode] = field(default_factory=list)
     leaf_rows: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -77,8 +206,20 @@ class Index:
     def __post_init__(self) -> None:
         self.nodes = {n.node_id: n for n in self.root.iter_preorder()}
         self.leaves = self.root.leaves()
-        self.leaf_rows = _contiguous_ranges([c.source_node_id for c in self.chunks], "source_node_id")
-        self.doc_rows = _contiguous_ranges([c.doc_path for c in self.chunks], "doc_path")
+        ptr = self.leaf_ptr.tolist()
+        self.leaf_rows = {n.node_id: (ptr[i], ptr[i + 1]) for i, n in enumerate(self.leaves) if ptr[i + 1] > ptr[i]}
+        doc_rows: dict[str, tuple[int, int]] = {}
+        last = None
+        for n in self.leaves:
+            rows = self.leaf_rows.get(n.node_id)
+            if rows is None:
+                continue
+            if n.doc_path != last and n.doc_path in doc_rows:
+                raise IndexFormatError(f"{TREE}: leaves of document {n.doc_path!r} are not contiguous")
+            start = doc_rows[n.doc_path][0] if n.doc_path in doc_rows else rows[0]
+            doc_rows[n.doc_path] = (start, rows[1])
+            last = n.doc_path
+        self.doc_rows = doc_rows
 
     @property
     def embedder_identity(self) -> dict[str, Any]:
@@ -95,25 +236,38 @@ class Index:
         return pos[node_id]
 
 
-def _contiguous_ranges(keys: list[str], what: str) -> dict[str, tuple[int, int]]:
-    ranges: dict[str, tuple[int, int]] = {}
-    start = 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            key = keys[start]
-            if key in ranges:
-                raise IndexFormatError(f"{CHUNKS}: chunks of {what} {key!r} are not contiguous")
-            ranges[key] = (start, i)
-            start = i
-    return ranges
+def leaf_chunk_ptr(leaves: list[TreeNode], chunks: Sequence[Chunk]) -> np.ndarray:
+    """Row ranges of each leaf's chunks; chunks must come leaf by leaf, in the leaves' order."""
+    pos = {n.node_id: i for i, n in enumerate(leaves)}
+    counts = np.zeros(len(leaves), dtype=np.int64)
+    last = -1
+    for c in chunks:
+        i = pos.get(c.source_node_id)
+        if i is None or i < last:
+            raise ValueError(f"chunk {c.chunk_id} is out of leaf order")
+        counts[i] += 1
+        last = i
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
 # --------------------------------------------------------------------------- write
 
 def node_to_dict(node: TreeNode) -> dict[str, Any]:
+    """A node and its subtree without contents (those are in node_contents.jsonl)."""
     d = {f: getattr(node, f) for f in _NODE_FIELDS}
     d["children"] = [node_to_dict(c) for c in node.children]
     return d
+
+
+def _write_lines(path: Path, values: Iterable[Any], offsets_path: Path) -> None:
+    """One JSON value per line, and the byte offset of every line (plus the end) beside it."""
+    offsets = [0]
+    with open(path, "wb") as fh:
+        for v in values:
+            line = json.dumps(v, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
+            fh.write(line)
+            offsets.append(offsets[-1] + len(line))
+    np.save(offsets_path, np.asarray(offsets, dtype=np.int64), allow_pickle=False)
 
 
 def chunk_to_dict(chunk: Chunk) -> dict[str, Any]:
@@ -136,12 +290,15 @@ def write_index_files(
     tell every file of this build from any other.
     """
     directory = Path(directory)
+    for name, arr in ((EMBEDDINGS, embeddings), (LEAF_EMBEDDINGS, leaf_embeddings)):
+        if not np.isfinite(arr).all():  # checked once here, so a load need not read every vector
+            raise BackendError(f"the embedder returned NaN or infinite values for {name}")
     with open(directory / TREE, "w", encoding="utf-8") as fh:
         json.dump(node_to_dict(root), fh, ensure_ascii=False, allow_nan=False)
-    with open(directory / CHUNKS, "w", encoding="utf-8") as fh:
-        for c in chunks:
-            fh.write(json.dumps(chunk_to_dict(c), ensure_ascii=False, allow_nan=False))
-            fh.write("\n")
+    _write_lines(directory / NODE_CONTENTS, (n.content for n in root.iter_preorder()),
+                 directory / NODE_CONTENT_OFFSETS)
+    _write_lines(directory / CHUNKS, (chunk_to_dict(c) for c in chunks), directory / CHUNK_OFFSETS)
+    np.save(directory / LEAF_CHUNKS, leaf_chunk_ptr(root.leaves(), chunks), allow_pickle=False)
     np.save(directory / EMBEDDINGS, np.ascontiguousarray(embeddings, dtype=np.float32), allow_pickle=False)
     np.save(directory / LEAF_EMBEDDINGS, np.ascontiguousarray(leaf_embeddings, dtype=np.float32), allow_pickle=False)
     bm25.save(directory)
@@ -182,25 +339,37 @@ def _check_spans(d: dict[str, Any], where: str) -> None:
             raise IndexFormatError(f"{where}: {b} ({d[b]}) is before {a} ({d[a]})")
 
 
-def _node_from_dict(d: Any, parent: TreeNode | None, depth: int = 0) -> TreeNode:
+_NODE_TYPES = tuple((f, int if f in _NODE_INTS or f in _PAGE_FIELDS else str) for f in _NODE_FIELDS)
+
+
+def _node_from_dict(d: Any, parent: TreeNode | None, contents: Records, counter: list[int],
+                    depth: int = 0) -> TreeNode:
     if not isinstance(d, dict):
         raise IndexFormatError(f"{TREE}: a node is not an object")
     if depth > MAX_TREE_DEPTH:
         raise IndexFormatError(f"{TREE}: tree is nested deeper than {MAX_TREE_DEPTH} levels")
     kwargs: dict[str, Any] = {}
-    for f in _NODE_FIELDS:
-        kwargs[f] = _require(d, f, int if f in _NODE_INTS or f in _PAGE_FIELDS else str, TREE)
-    _check_spans({f: kwargs[f] for f in _NODE_INTS}, f"{TREE} node {kwargs['node_id']!r}")
-    node = TreeNode(parent=parent, **kwargs)
-    children = _require(d, "children", list, TREE)
-    node.children = [_node_from_dict(c, node, depth + 1) for c in children]
+    for f, typ in _NODE_TYPES:  # type(...) is: bool is not int, and this runs for every node
+        v = d.get(f)
+        if type(v) is not typ:
+            _require(d, f, typ, TREE)  # raises the one-line error
+        kwargs[f] = v
+    if min(kwargs[f] for f in _NODE_INTS) < 0 or kwargs["end_line"] < kwargs["start_line"] \
+            or kwargs["end_char"] < kwargs["start_char"] or kwargs["content_end"] < kwargs["content_start"]:
+        _check_spans({f: kwargs[f] for f in _NODE_INTS}, f"{TREE} node {kwargs['node_id']!r}")
+    node = StoredNode(contents, counter[0], parent=parent, **kwargs)
+    counter[0] += 1
+    children = d.get("children")
+    if type(children) is not list:
+        _require(d, "children", list, TREE)
+    node.children = [_node_from_dict(c, node, contents, counter, depth + 1) for c in children]
     return node
 
 
-def _load_tree(files: IndexDir) -> TreeNode:
+def _load_tree(files: IndexDir, contents: Records) -> TreeNode:
     data = files.read_json(TREE)
     try:
-        root = _node_from_dict(data, None)
+        root = _node_from_dict(data, None, contents, [0])
     except RecursionError:
         raise IndexFormatError(f"{TREE}: tree is nested too deeply") from None
     seen: set[str] = set()
@@ -209,36 +378,6 @@ def _load_tree(files: IndexDir) -> TreeNode:
             raise IndexFormatError(f"{TREE}: node id {n.node_id!r} occurs twice")
         seen.add(n.node_id)
     return root
-
-
-def _load_chunks(files: IndexDir) -> list[Chunk]:
-    data = files.read_bytes(CHUNKS)
-    lines = [(n, line) for n, line in enumerate(data.split(b"\n"), 1) if line.strip()]
-    try:  # one decode of all lines (fast); a failure is located line by line below
-        rows = loads_strict(b"[" + b",".join(line for _, line in lines) + b"]", CHUNKS)
-        if not isinstance(rows, list) or len(rows) != len(lines):
-            raise IndexFormatError(f"{CHUNKS}: a line holds more than one JSON value")
-    except IndexFormatError:
-        rows = [loads_strict(line, f"{CHUNKS} line {n}") for n, line in lines]
-    chunks: list[Chunk] = []
-    seen: set[str] = set()
-    for (lineno, _), d in zip(lines, rows):
-        kw = {}
-        where = f"{CHUNKS} line {lineno}"
-        for f in _CHUNK_FIELDS:
-            kw[f] = _require(d, f, int if f in _CHUNK_INTS or f in _PAGE_FIELDS else str, where)
-        _check_spans({f: kw[f] for f in _CHUNK_INTS}, where)
-        if kw["chunk_id"] in seen:
-            raise IndexFormatError(f"{where}: chunk id {kw['chunk_id']!r} occurs twice")
-        seen.add(kw["chunk_id"])
-        chunks.append(Chunk(**kw))
-    return chunks
-
-
-def _require_finite(arr: np.ndarray, name: str) -> None:
-    """NaN or Inf in a vector silently reorders rankings and turns scores into NaN."""
-    if arr.size and not math.isfinite(float(np.sum(arr, dtype=np.float64))):
-        raise IndexFormatError(f"{name} holds NaN or infinite values; rebuild the index")
 
 
 def load_array(path: Path, mmap: bool = True) -> np.ndarray:
@@ -270,10 +409,10 @@ def _check_metadata(meta: Any, path: Path) -> dict[str, Any]:
     return meta
 
 
-def _open_index_dir(path: Path) -> IndexDir:
+def _open_index_dir(path: Path, verify: bool = False) -> IndexDir:
     recover_directory(path)
     try:
-        return IndexDir(path)
+        return IndexDir(path, verify)
     except IndexFileMissing:
         raise IndexFormatError(
             f"no index at {path} (build one with: python main.py index --input DOCS --output {path})") from None
@@ -285,15 +424,16 @@ def read_metadata(path: Path) -> dict[str, Any]:
         return _check_metadata(files.read_json(METADATA, METADATA_MAX_BYTES), path)
 
 
-def load_index(path: Path, mmap: bool = True) -> Index:
+def load_index(path: Path, mmap: bool = True, verify: bool = False) -> Index:
     """Load one consistent version of the index at ``path``.
 
     A rebuild that swaps the directory while this runs makes a file vanish or
     mismatch the manifest; then the load starts over on the new directory.
+    ``verify``: full sha256 of every file (see ``verify_index`` for the rest).
     """
     path = Path(path)
     for attempt in range(LOAD_ATTEMPTS):
-        files = _open_index_dir(path)
+        files = _open_index_dir(path, verify)
         try:
             return _load_from(files, path, mmap)
         except (IndexFileMissing, IndexChanged):
@@ -305,38 +445,74 @@ def load_index(path: Path, mmap: bool = True) -> Index:
     raise AssertionError("unreachable")
 
 
+def _load_records(files: IndexDir, name: str, offsets_name: str, count: int, mmap: bool) -> Records:
+    offsets = files.read_array(offsets_name, mmap=False)
+    data = files.map_bytes(name)
+    check_offsets(offsets, count, len(data), name, offsets_name)
+    return Records(data, offsets, name)
+
+
 def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     meta = _check_metadata(files.read_json(METADATA, METADATA_MAX_BYTES), path)
     files.hold_all(parse_manifest(meta["files"], METADATA))
     counts = meta["counts"]
     dim = meta["embedder"]["dim"]
-    root = _load_tree(files)
+    contents = _load_records(files, NODE_CONTENTS, NODE_CONTENT_OFFSETS, counts["nodes"] + 1, mmap)
+    root = _load_tree(files, contents)
     n_nodes = sum(1 for n in root.iter_preorder() if n.kind != "root")
     if n_nodes != counts["nodes"]:
         raise IndexFormatError(f"{TREE} has {n_nodes} nodes but {METADATA} says {counts['nodes']}")
-    n_leaves = len(root.leaves())
+    leaves = root.leaves()
+    n_leaves = len(leaves)
     if n_leaves != counts["leaves"]:
         raise IndexFormatError(f"{TREE} has {n_leaves} leaves but {METADATA} says {counts['leaves']}")
-    chunks = _load_chunks(files)
-    if len(chunks) != counts["chunks"]:
-        raise IndexFormatError(f"{CHUNKS} has {len(chunks)} chunks but {METADATA} says {counts['chunks']}")
+    n_chunks = counts["chunks"]
+    records = _load_records(files, CHUNKS, CHUNK_OFFSETS, n_chunks, mmap)
+    leaf_ptr = files.read_array(LEAF_CHUNKS, mmap=False)
+    if (leaf_ptr.dtype != np.int64 or leaf_ptr.shape != (n_leaves + 1,) or leaf_ptr[0] != 0
+            or leaf_ptr[-1] != n_chunks or bool(np.any(np.diff(leaf_ptr) < 0))):
+        raise IndexFormatError(f"{LEAF_CHUNKS} does not split the {n_chunks} chunks among the {n_leaves} leaves")
     emb = files.read_array(EMBEDDINGS, mmap)
-    if emb.dtype != np.float32 or emb.shape != (len(chunks), dim):
+    if emb.dtype != np.float32 or emb.shape != (n_chunks, dim):
         raise IndexFormatError(
-            f"{EMBEDDINGS} has shape {emb.shape} {emb.dtype}, expected ({len(chunks)}, {dim}) float32")
-    _require_finite(emb, EMBEDDINGS)
+            f"{EMBEDDINGS} has shape {emb.shape} {emb.dtype}, expected ({n_chunks}, {dim}) float32")
     leaf_emb = files.read_array(LEAF_EMBEDDINGS, mmap)
     if leaf_emb.dtype != np.float32 or leaf_emb.shape != (n_leaves, dim):
         raise IndexFormatError(
             f"{LEAF_EMBEDDINGS} has shape {leaf_emb.shape} {leaf_emb.dtype}, expected ({n_leaves}, {dim}) float32")
-    _require_finite(leaf_emb, LEAF_EMBEDDINGS)
     bm25 = BM25Index.load(path, mmap=mmap, files=files)
-    if bm25.n_rows != len(chunks):
-        raise IndexFormatError(f"BM25 data covers {bm25.n_rows} chunks but {CHUNKS} has {len(chunks)}")
-    index = Index(path=path, metadata=meta, root=root, chunks=chunks, embeddings=emb,
-                  leaf_embeddings=leaf_emb, bm25=bm25)
-    known = set(index.nodes)
-    for c in chunks:
-        if c.source_node_id not in known or not index.nodes[c.source_node_id].is_leaf:
-            raise IndexFormatError(f"{CHUNKS}: chunk {c.chunk_id} points at unknown leaf {c.source_node_id}")
-    return index
+    if bm25.n_rows != n_chunks:
+        raise IndexFormatError(f"BM25 data covers {bm25.n_rows} chunks but {CHUNKS} has {n_chunks}")
+    return Index(path=path, metadata=meta, root=root, chunks=ChunkTable(records, leaf_ptr, leaves),
+                 embeddings=emb, leaf_embeddings=leaf_emb, bm25=bm25, leaf_ptr=leaf_ptr)
+
+
+def _require_finite(arr: np.ndarray, name: str) -> None:
+    """NaN or Inf in a vector silently reorders rankings and turns scores into NaN."""
+    step = 65536
+    for start in range(0, len(arr), step):
+        if not math.isfinite(float(np.sum(arr[start:start + step], dtype=np.float64))):
+            raise IndexFormatError(f"{name} holds NaN or infinite values; rebuild the index")
+
+
+@dataclass(frozen=True)
+class Verified:
+    files: int
+    chunks: int
+    nodes: int
+
+    def line(self, path: Path) -> str:
+        return (f"index at {path} is intact: {self.files} files match their sha256, {self.chunks} chunk records "
+                f"and {self.nodes} node contents are valid, every vector is finite")
+
+
+def verify_index(path: Path) -> Verified:
+    """Everything ``load_index`` leaves for later: full hashes, every record, every vector."""
+    index = load_index(path, verify=True)
+    for row in range(len(index.chunks)):
+        index.chunks[row]
+    for node in index.root.iter_preorder():
+        node.content
+    _require_finite(index.embeddings, EMBEDDINGS)
+    _require_finite(index.leaf_embeddings, LEAF_EMBEDDINGS)
+    return Verified(files=len(index.metadata["files"]), chunks=len(index.chunks), nodes=len(index.nodes))

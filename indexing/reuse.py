@@ -19,6 +19,7 @@ embedding (and LLM summaries), and rebuilding it keeps one code path.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from config import Config
-from indexing.index_store import Index, load_index, read_metadata
+from indexing.index_files import METADATA_MAX_BYTES
+from indexing.index_store import FORMAT_VERSION, Index, load_index, read_metadata
 from tree_builder.tree import Document, TreeNode
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
@@ -177,6 +179,15 @@ def _lookup(table: dict[bytes, int], keys: list[bytes]) -> tuple[np.ndarray, np.
     return rows >= 0, rows
 
 
+def _format_version(path: Path) -> Any:
+    try:
+        with open(path, "rb") as fh:
+            meta = json.loads(fh.read(METADATA_MAX_BYTES))
+        return meta.get("format_version") if isinstance(meta, dict) else None
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def open_previous(output: Path, settings: dict[str, Any], docs: list[Document]
                   ) -> tuple[PreviousIndex | None, str | None]:
     """The index already at ``output`` if its build settings match, else (None, why not).
@@ -189,6 +200,9 @@ def open_previous(output: Path, settings: dict[str, Any], docs: list[Document]
     try:
         meta = read_metadata(output)
     except IndexFormatError as exc:
+        version = _format_version(output / "metadata.json")
+        if version is not None and version != FORMAT_VERSION:
+            return None, f"the existing index has format {version} (this TreeRAG writes format {FORMAT_VERSION})"
         return None, f"the existing index cannot be read ({exc})"
     old_settings = meta.get("build_settings")
     if not isinstance(old_settings, dict):

@@ -19,7 +19,7 @@ from indexing.embedder import memoized
 from indexing.index_store import Index
 from retrieval.learned_ranker import load_ranker, model_name
 from retrieval.query import QueryLike, query_parts, query_text, query_tokens
-from retrieval.scoring import RangeScores, concat_scores, fuse, score_range
+from retrieval.scoring import RangeScores, concat_scores, dense_scores, fuse, score_range
 from retrieval.section_features import chunk_features
 from retrieval.types import LocatedNode, RetrievedChunk
 
@@ -147,7 +147,7 @@ def order_union(index: Index, qvec: np.ndarray, query: QueryLike, cands: list[Re
         return cands
     tokens = query_tokens(query)
     rows = np.array([c.row for c in cands], dtype=np.int64)
-    dense = np.asarray(index.embeddings[rows] @ qvec, dtype=np.float32)
+    dense = dense_scores(index.embeddings[rows], qvec)
     bm25 = np.zeros(len(cands), dtype=np.float32)
     by_doc: dict[str, list[int]] = {}
     for i, c in enumerate(cands):

@@ -20,6 +20,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
+from retrieval.scoring import dense_scores
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
 from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, node_blocks, serialize_tree, tree_for_prompt
@@ -139,8 +140,8 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, 
     best_bm25 = best_bm25_all[leaf_idx]
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
     leaf_emb = np.asarray(index.leaf_embeddings)
-    leaf_dense = np.clip((leaf_emb @ qvec if doc_paths is None else leaf_emb[leaf_idx] @ qvec)
-                         .astype(np.float32), 0.0, 1.0)
+    leaf_dense = np.clip(dense_scores(leaf_emb if doc_paths is None else leaf_emb[leaf_idx], qvec,
+                                      "leaf_embeddings.npy"), 0.0, 1.0)
     chunk_part = config.dense_weight * best_dense + config.bm25_weight * best_bm25
     w = config.locator_leaf_weight
     total = (1 - w) * chunk_part + w * leaf_dense

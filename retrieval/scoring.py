@@ -11,6 +11,7 @@ import numpy as np
 
 from config import Config
 from indexing.index_store import Index
+from utils.errors import IndexFormatError
 from utils.similarity import min_max_normalize, rrf_scores
 
 
@@ -20,6 +21,18 @@ class RangeScores:
     """Index rows scored (int64)."""
     dense: np.ndarray
     bm25: np.ndarray
+
+
+def dense_scores(vectors: np.ndarray, qvec: np.ndarray, name: str = "embeddings.npy") -> np.ndarray:
+    """Dot products of stored vectors with the query; a non-finite one means a corrupt index.
+
+    A load does not read every vector (they are memory-mapped), so the check is
+    made where vectors are used: NaN would otherwise silently reorder rankings.
+    """
+    scores = np.asarray(vectors @ qvec, dtype=np.float32)
+    if not np.isfinite(scores).all():
+        raise IndexFormatError(f"{name} holds NaN or infinite values; rebuild the index")
+    return scores
 
 
 def idf_range(index: Index, start: int, end: int, scope: str) -> tuple[int, int]:
@@ -38,7 +51,7 @@ def score_range(index: Index, qvec: np.ndarray, tokens: list[str], start: int, e
     if end <= start:
         empty = np.zeros(0, dtype=np.float32)
         return RangeScores(rows, empty, empty)
-    dense = np.asarray(index.embeddings[start:end] @ qvec, dtype=np.float32)
+    dense = dense_scores(index.embeddings[start:end], qvec)
     i0, i1 = idf_range(index, start, end, idf_scope or config.bm25_idf_scope)
     bm25 = index.bm25.score_range(tokens, start, end, idf_start=i0, idf_end=i1,
                                   k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon)

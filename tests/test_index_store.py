@@ -15,8 +15,8 @@ import pytest
 from config import Config
 from indexing.embedder import make_embedder
 from indexing.index_builder import build_index
-from indexing.index_store import load_index
-from tests.conftest import ROOT, TEST_PAPER
+from indexing.index_store import load_index, verify_index
+from tests.conftest import ROOT, TEST_PAPER, run_cli
 from utils.errors import IndexFormatError, InputError
 
 
@@ -263,7 +263,15 @@ def _restamp(d: Path) -> None:
 def _edit_jsonl(d: Path, fn) -> None:
     rows = [json.loads(x) for x in (d / "chunks.jsonl").read_text(encoding="utf-8").splitlines()]
     fn(rows)
-    (d / "chunks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    _write_jsonl(d, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _write_jsonl(d: Path, text: str) -> None:
+    """chunks.jsonl and the offsets of its lines, as a build would write them."""
+    data = text.encode("utf-8")
+    (d / "chunks.jsonl").write_bytes(data)
+    ends = [i + 1 for i, b in enumerate(data) if b == 10]
+    np.save(d / "chunk_offsets.npy", np.asarray([0] + ends, dtype=np.int64))
 
 
 def _edit_tree(d: Path, fn) -> None:
@@ -312,14 +320,20 @@ HOSTILE = {
     "float_level": (lambda d: _edit_tree(d, lambda t: _first_leaf(t).update(level=1.5)), "tree.json"),
     "bool_level": (lambda d: _edit_tree(d, lambda t: _first_leaf(t).update(level=True)), "tree.json"),
     "negative_node_offset": (lambda d: _edit_tree(d, lambda t: _first_leaf(t).update(start_char=-1)), "tree.json"),
-    "nan_literal_in_chunks": (lambda d: (d / "chunks.jsonl").write_text(
+    "nan_literal_in_chunks": (lambda d: _write_jsonl(d,
         (d / "chunks.jsonl").read_text().replace('"start_line": 3', '"start_line": NaN', 1)), "chunks.jsonl"),
     "deep_tree": (lambda d: (d / "tree.json").write_text("[" * 100_000), "tree.json"),
     "deep_vocab": (lambda d: (d / "bm25_vocab.json").write_text("[" * 100_000), "bm25_vocab.json"),
-    "deep_chunk_line": (lambda d: (d / "chunks.jsonl").write_text("[" * 100_000 + "\n"), "chunks.jsonl line 1"),
+    "deep_chunk_line": (lambda d: _write_jsonl(d, "[" * 100_000 + "\n" + "".join(
+        (d / "chunks.jsonl").read_text().splitlines(True)[1:])), "chunks.jsonl line 1"),
     "tree_too_deep_for_python": (lambda d: (d / "tree.json").write_text(
         '{"children": [' * 400 + "]}" * 400), "tree.json"),
 }
+
+
+READ_WHEN_USED = {"nan_embeddings", "negative_offset", "end_before_start", "duplicate_chunk_id",
+                  "nan_literal_in_chunks", "deep_chunk_line"}
+"""Records and vectors a load does not read (they are read when a query uses them, and by verify)."""
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -329,10 +343,69 @@ def test_hostile_but_consistent_index_is_refused_in_one_line(paper_index_dir: Pa
     tamper, needle = HOSTILE[case]
     tamper(d)
     _restamp(d)
-    with pytest.raises(IndexFormatError) as exc:
+    if case in READ_WHEN_USED:
         load_index(d)
+        check = verify_index
+    else:
+        check = load_index
+    with pytest.raises(IndexFormatError) as exc:
+        check(d)
     msg = str(exc.value)
     assert needle in msg and "\n" not in msg
+
+
+def test_a_bad_record_is_one_line_when_a_query_reads_it(paper_index_dir: Path, tmp_path: Path) -> None:
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    _edit_jsonl(d, lambda rows: [r.update(start_char=-5) for r in rows])
+    _restamp(d)
+    proc = run_cli("query", "--index", str(d), "--mock", "-q", "What is the encoder design?")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("error: chunks.jsonl line ") and "start_char is negative" in proc.stderr
+
+
+def test_load_samples_large_files_and_verify_reads_every_byte(paper_index_dir: Path, tmp_path: Path) -> None:
+    from indexing.index_files import (SAMPLE_BLOCK, SAMPLE_BLOCKS, SAMPLE_WHOLE_MAX, IndexDir, parse_manifest,
+                                      write_manifest_entry)
+
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    meta = json.loads((d / "metadata.json").read_text())
+    big = np.zeros((SAMPLE_WHOLE_MAX // 4 + 4096, 1), dtype=np.float32)
+    np.save(d / "pad.npy", big)  # a file large enough to be sampled, listed in the manifest
+
+    meta["files"]["pad.npy"] = write_manifest_entry(d, "pad.npy")
+    (d / "metadata.json").write_text(json.dumps(meta))
+    size = (d / "pad.npy").stat().st_size
+    step = (size - SAMPLE_BLOCK) // (SAMPLE_BLOCKS - 1)
+    with open(d / "pad.npy", "r+b") as fh:  # a byte between two sampled blocks
+        fh.seek(SAMPLE_BLOCK + step // 2)
+        fh.write(b"\x01")
+    manifest = parse_manifest(meta["files"], "metadata.json")
+    with IndexDir(d) as files:
+        files.manifest = manifest
+        files.read_array("pad.npy")  # the sample does not see it
+    with IndexDir(d, verify=True) as files:
+        files.manifest = manifest
+        with pytest.raises(IndexFormatError, match="pad.npy does not match the sha256"):
+            files.read_array("pad.npy")
+    with open(d / "pad.npy", "r+b") as fh:  # a sampled block
+        fh.seek(size - 10)
+        fh.write(b"\x01")
+    with IndexDir(d) as files:
+        files.manifest = manifest
+        with pytest.raises(IndexFormatError, match="pad.npy does not match the sha256"):
+            files.read_array("pad.npy")
+
+
+def test_verify_command(paper_index_dir: Path, tmp_path: Path) -> None:
+    proc = run_cli("verify", "--index", str(paper_index_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"index at {paper_index_dir} is intact: ")
+    d = _copy_index(paper_index_dir, tmp_path / "idx")
+    _nan_embeddings(d)
+    _restamp(d)
+    proc = run_cli("verify", "--index", str(d))
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == "error: embeddings.npy holds NaN or infinite values; rebuild the index"
 
 
 def test_deeply_nested_metadata_is_one_line(paper_index_dir: Path, tmp_path: Path) -> None:
@@ -358,7 +431,11 @@ def test_manifest_names_every_file_with_size_and_hash(paper_index_dir: Path) -> 
     assert set(meta["files"]) == on_disk
     for name, entry in meta["files"].items():
         data = (paper_index_dir / name).read_bytes()
-        assert entry == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        assert entry["size"] == len(data) and entry["sha256"] == hashlib.sha256(data).hexdigest()
+        if len(data) <= (1 << 20):  # a small file's sample covers every byte
+            h = hashlib.sha256(len(data).to_bytes(8, "little"))
+            h.update(data)
+            assert entry["sample"] == h.hexdigest()
 
 
 @pytest.mark.parametrize("name", ["tree.json", "metadata.json", "embeddings.npy"])

@@ -51,9 +51,12 @@ class TreeNode:
         return len(self.children) == 0
 
     def iter_preorder(self) -> Iterator["TreeNode"]:
-        yield self
-        for child in self.children:
-            yield from child.iter_preorder()
+        """Node, then each child's subtree in order; a stack, so cost does not grow with depth."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
 
     def leaves(self) -> list["TreeNode"]:
         return [n for n in self.iter_preorder() if n.is_leaf and n.kind != "root"]
