@@ -1,6 +1,6 @@
 """Run every benchmark, one after the other, and summarise the figures each is judged on.
 
-    python benchmarks/run_all.py [--quick] [--only throughput,latency,cold,scale] [--workdir DIR] [--out FILE]
+    python benchmarks/run_all.py [--quick] [--only throughput,latency,cold,scale,incremental] [--workdir DIR] [--out FILE]
 
 Each benchmark runs in its own process (so one's imported models and memory do
 not bias the next) with its output streamed as it goes; each prints its
@@ -28,6 +28,7 @@ BENCHMARKS = {
     "latency": "bench_query_latency.py",
     "cold": "bench_cold_query.py",
     "scale": "bench_scale.py",
+    "incremental": "bench_incremental.py",
 }
 
 

@@ -36,9 +36,10 @@ from __future__ import annotations
 import json
 import math
 import threading
+from array import array
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
@@ -94,37 +95,12 @@ class BM25Index:
     # ------------------------------------------------------------------ build
 
     @classmethod
-    def build(cls, tokenized: Sequence[Sequence[str]], tokenizer: str = TOKENIZER_VERSION) -> "BM25Index":
-        """Index tokenised rows; row i of the index is ``tokenized[i]`` (chunk order)."""
-        term_ids: dict[str, int] = {}
-        row_ptr = np.zeros(len(tokenized) + 1, dtype=np.int64)
-        t_parts: list[int] = []
-        f_parts: list[int] = []
-        doc_len = np.zeros(len(tokenized), dtype=np.float32)
-        for r, toks in enumerate(tokenized):
-            counts = Counter(toks)
-            doc_len[r] = len(toks)
-            for term, n in counts.items():
-                tid = term_ids.setdefault(term, len(term_ids))
-                t_parts.append(tid)
-                f_parts.append(n)
-            row_ptr[r + 1] = len(t_parts)
-        row_terms_unsorted = np.asarray(t_parts, dtype=np.int32)
-        row_tf = np.asarray(f_parts, dtype=np.int32)
-        row_of = np.repeat(np.arange(len(tokenized), dtype=np.int32), np.diff(row_ptr))
-        # CSC: postings grouped by term, rows ascending within a term (stable sort
-        # of a row-ordered list keeps the row order).
-        order = np.argsort(row_terms_unsorted, kind="stable")
-        rows = row_of[order]
-        tf = row_tf[order]
-        indptr = np.zeros(len(term_ids) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(row_terms_unsorted, minlength=len(term_ids)), out=indptr[1:])
-        terms = [""] * len(term_ids)
-        for term, tid in term_ids.items():
-            terms[tid] = term
-        index = cls(terms, indptr, rows, tf, doc_len, row_ptr, row_terms_unsorted, tokenizer)
-        index._term_ids = term_ids
-        return index
+    def build(cls, tokenized: Iterable[Sequence[str]], tokenizer: str = TOKENIZER_VERSION) -> "BM25Index":
+        """Index tokenised rows; row i of the index is the i-th row of ``tokenized`` (chunk order)."""
+        builder = BM25Builder(tokenizer)
+        for toks in tokenized:
+            builder.add(toks)
+        return builder.finish()
 
     # ------------------------------------------------------------- properties
 
@@ -333,3 +309,49 @@ class BM25Index:
         with self._lock:
             self._corpus_weights = (k1, b, w)
         return w
+
+
+class BM25Builder:
+    """Rows added one at a time (a streaming index build), then frozen into a ``BM25Index``.
+
+    Only term ids and counts are kept, in typed arrays (4 bytes a posting, not a
+    Python int each), so a million-chunk build never holds its tokens at once.
+    """
+
+    def __init__(self, tokenizer: str = TOKENIZER_VERSION) -> None:
+        self.tokenizer = tokenizer
+        self.term_ids: dict[str, int] = {}
+        self.row_ptr = array("q", [0])
+        self.terms_of_rows = array("i")
+        self.tf_of_rows = array("i")
+        self.lengths = array("f")
+
+    def add(self, tokens: Sequence[str]) -> None:
+        counts = Counter(tokens)
+        ids = self.term_ids
+        self.lengths.append(len(tokens))
+        self.terms_of_rows.extend([ids.setdefault(term, len(ids)) for term in counts])
+        self.tf_of_rows.extend(counts.values())
+        self.row_ptr.append(len(self.terms_of_rows))
+
+    def finish(self) -> BM25Index:
+        n_rows, n_terms = len(self.lengths), len(self.term_ids)
+        row_ptr = np.frombuffer(self.row_ptr, dtype=np.int64).copy()
+        doc_len = np.frombuffer(self.lengths, dtype=np.float32).copy()
+        row_terms = np.frombuffer(self.terms_of_rows, dtype=np.int32).copy()
+        row_tf = np.frombuffer(self.tf_of_rows, dtype=np.int32).copy()
+        self.row_ptr = self.terms_of_rows = self.tf_of_rows = self.lengths = array("i")  # release the buffers
+        # CSC: postings grouped by term, rows ascending within a term (stable sort
+        # of a row-ordered list keeps the row order).
+        order = np.argsort(row_terms, kind="stable")
+        rows = np.repeat(np.arange(n_rows, dtype=np.int32), np.diff(row_ptr))[order]
+        tf = row_tf[order]
+        del order, row_tf
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row_terms, minlength=n_terms), out=indptr[1:])
+        terms = [""] * n_terms
+        for term, tid in self.term_ids.items():
+            terms[tid] = term
+        index = BM25Index(terms, indptr, rows, tf, doc_len, row_ptr, row_terms, self.tokenizer)
+        index._term_ids = self.term_ids
+        return index

@@ -19,19 +19,19 @@ import numpy as np
 
 from config import Config
 from indexing.bm25_builder import FILES as BM25_FILES
-from indexing.bm25_builder import BM25Index
+from indexing.bm25_builder import BM25Builder
 from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
 from indexing.index_store import FILES as STORE_FILES
-from indexing.index_store import METADATA, write_index_files
-from indexing.reuse import build_settings, compare_documents, open_previous, text_key
+from indexing.index_store import METADATA, IndexWriter
+from indexing.reuse import PreviousIndex, build_settings, compare_documents, open_previous, text_key
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
 from tree_builder.summary import summarize_tree
 from tree_builder.tree import Document, TreeNode, build_tree
 from utils.atomic import recover_directory, replace_directory
-from utils.errors import InputError
+from utils.errors import IndexFormatError, InputError
 from utils.tokenizer import tokenize
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
@@ -235,30 +235,7 @@ def build_index(
                                 progress(n_todo, "summaries") if progress else None, keep=keep)
     else:
         summarize_tree(root, config, summarizer, keep=keep)
-    chunks = chunk_documents(root, docs, config)
     leaves = root.leaves()
-    if not chunks:
-        raise InputError(f"{input_path}: no text to index")
-
-    texts = chunk_texts(chunks, docs, config)
-    bm25 = BM25Index.build([tokenize(t) for t in texts])
-
-    t_embed = time.perf_counter()
-    advance = progress(len(chunks) + len(leaves), "embedding") if progress else None
-    leaf_texts = [leaf_text_for_embedding(n) for n in leaves]
-    if previous is None:
-        emb = embedder.embed_documents(texts, progress=advance)
-        leaf_emb = embedder.embed_documents(leaf_texts, progress=advance)
-        embedded = len(texts)
-    else:
-        emb, embedded = _embed_reusing(
-            embedder, texts, previous.chunk_vectors([text_key(t) for t in texts], chunk_representation),
-            previous.index.embeddings, advance)
-        leaf_emb, _ = _embed_reusing(
-            embedder, leaf_texts, previous.leaf_vectors([text_key(t) for t in leaf_texts], leaf_text_for_embedding),
-            previous.index.leaf_embeddings, advance)
-    embed_seconds = time.perf_counter() - t_embed
-
     n_nodes = sum(1 for n in root.iter_preorder() if n.kind != "root")
     metadata: dict[str, Any] = {
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -268,8 +245,7 @@ def build_index(
         "chunk_context": config.chunk_context,
         "embedder": identity,
         "build_settings": settings,
-        "counts": {"documents": len(docs), "nodes": n_nodes, "leaves": len(leaves),
-                   "chunks": len(chunks), "vocabulary": bm25.vocab_size},
+        "counts": {"documents": len(docs), "nodes": n_nodes, "leaves": len(leaves)},
         "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash,
                        "chars": len(d.text), "kind": d.kind, "pages": len(d.page_starts)} for d in docs],
         "warnings": warnings,
@@ -278,38 +254,133 @@ def build_index(
     }
 
     _clean_stale_builds(output)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-{os.getpid()}-",
-                                dir=output.resolve().parent))
-    try:
-        seconds = time.perf_counter() - t0
-        metadata["build_seconds"] = round(seconds, 3)
-        write_index_files(tmp, metadata, root, chunks, emb, leaf_emb, bm25)
-        replace_directory(tmp, output)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    for source in ([previous, None] if previous is not None else [None]):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-{os.getpid()}-",
+                                    dir=output.resolve().parent))
+        try:
+            written = _write_streaming(tmp, root, docs, config, embedder, source, metadata, t0,
+                                       progress(2 * len(leaves), "chunks, vectors") if progress else None)
+            if written.chunks == 0:
+                raise InputError(f"{input_path}: no text to index")
+            replace_directory(tmp, output)
+            break
+        except _OldIndexDamaged as exc:  # it lends nothing, and must not block the rebuild
+            shutil.rmtree(tmp, ignore_errors=True)
+            changes, rebuild_reason = None, f"the existing index is damaged ({exc})"
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     seconds = time.perf_counter() - t0
     update_report = None
     if changes is not None:
         update_report = UpdateReport(unchanged=len(changes.unchanged), changed=len(changes.changed),
-                                     new=len(changes.new), removed=len(changes.removed), embedded_chunks=embedded)
-    return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=len(chunks),
-                       seconds=seconds, embed_seconds=embed_seconds, warnings=warnings, loaded=loaded,
+                                     new=len(changes.new), removed=len(changes.removed),
+                                     embedded_chunks=written.embedded)
+    return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=written.chunks,
+                       seconds=seconds, embed_seconds=written.embed_seconds, warnings=warnings, loaded=loaded,
                        update=update_report, rebuild_reason=rebuild_reason)
 
 
-def _embed_reusing(embedder: Embedder, texts: list[str], lookup: tuple[np.ndarray, np.ndarray],
-                   old: np.ndarray, advance: Callable[[int], None] | None) -> tuple[np.ndarray, int]:
-    """Vectors of ``texts``: rows of ``old`` where the lookup found the text, the embedder elsewhere."""
-    found, rows = lookup
-    out = np.empty((len(texts), old.shape[1]), dtype=np.float32)
+BLOCK_CHUNKS = 2048
+"""Chunks chunked, tokenised, embedded and written together: memory per block, not per index."""
+
+
+class _OldIndexDamaged(Exception):
+    """The previous index could not lend what it promised (a bad record or vector)."""
+
+
+@dataclass
+class _Written:
+    chunks: int = 0
+    embedded: int = 0
+    embed_seconds: float = 0.0
+
+
+def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Config, embedder: Embedder,
+                     source: PreviousIndex | None, metadata: dict[str, Any], t0: float,
+                     advance: Callable[[int], None] | None) -> _Written:
+    """Chunk, tokenise, embed and write the index block by block (a full build or an update)."""
+    leaves = root.leaves()
+    dim = int(metadata["embedder"]["dim"])
+    by_path = {d.path: d for d in docs}
+    writer = IndexWriter(tmp, leaves, dim)
+    bm25 = BM25Builder()
+    out = _Written()
+    block: list[Chunk] = []
+    texts: list[str] = []
+    block_leaves = 0
+
+    def vectors(batch: list[str], kind: str) -> np.ndarray:
+        t = time.perf_counter()
+        if source is None:
+            found = np.zeros(len(batch), dtype=bool)
+            vecs = np.zeros((len(batch), dim), dtype=np.float32)
+        else:
+            vecs, found = _reuse(source, batch, kind)
+        todo = np.flatnonzero(~found)
+        if todo.size:
+            vecs[todo] = embedder.embed_documents([batch[i] for i in todo])
+        if kind == "chunk":
+            out.embedded += int(todo.size)
+        out.embed_seconds += time.perf_counter() - t
+        return vecs
+
+    def flush() -> None:
+        nonlocal block, texts, block_leaves
+        if block:
+            writer.add_chunks(block, vectors(texts, "chunk"))
+        if advance and block_leaves:
+            advance(block_leaves)
+        block, texts, block_leaves = [], [], 0
+
+    try:
+        doc_path, starts = None, None
+        for leaf in leaves:
+            doc = by_path[leaf.doc_path]
+            if doc.path != doc_path:
+                doc_path, starts = doc.path, line_starts(doc.text)
+            for c in chunk_leaf(leaf, doc.text, config, starts, doc.page_starts):
+                text = chunk_representation(c, doc.title, config.chunk_context)
+                bm25.add(tokenize(text))
+                block.append(c)
+                texts.append(text)
+            block_leaves += 1
+            if len(block) >= BLOCK_CHUNKS:
+                flush()
+        flush()
+        out.chunks = writer.n_chunks
+        if out.chunks:
+            for i in range(0, len(leaves), BLOCK_CHUNKS):
+                part = leaves[i:i + BLOCK_CHUNKS]
+                writer.add_leaf_vectors(vectors([leaf_text_for_embedding(n) for n in part], "leaf"))
+                if advance:
+                    advance(len(part))
+            index = bm25.finish()
+            metadata["counts"].update(chunks=out.chunks, vocabulary=index.vocab_size)
+            metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
+            writer.finish(metadata, root, index)
+    finally:
+        writer.close()
+    return out
+
+
+def _reuse(source: PreviousIndex, texts: list[str], kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(vectors with the rows the old index has filled in, mask of those found)."""
+    keys = [text_key(t) for t in texts]
+    try:
+        if kind == "chunk":
+            found, rows = source.chunk_vectors(keys, chunk_representation)
+            old = source.index.embeddings
+        else:
+            found, rows = source.leaf_vectors(keys, leaf_text_for_embedding)
+            old = source.index.leaf_embeddings
+    except IndexFormatError as exc:
+        raise _OldIndexDamaged(str(exc)) from None
+    out = np.zeros((len(texts), old.shape[1]), dtype=np.float32)
     hit = np.flatnonzero(found)
     if hit.size:
         order = np.argsort(rows[hit], kind="stable")  # ascending rows: sequential reads of a memmap
         out[hit[order]] = old[rows[hit][order]]
-        if advance:
-            advance(int(hit.size))
-    missing = np.flatnonzero(~found)
-    if missing.size:
-        out[missing] = embedder.embed_documents([texts[i] for i in missing], progress=advance)
-    return out, int(missing.size)
+        if not np.isfinite(out[hit]).all():
+            raise _OldIndexDamaged("its vectors hold NaN or infinite values")
+    return out, found

@@ -5,9 +5,10 @@ it embeds (the chunk's representation: title, heading path, chunk text) and of
 the embedder. Looking old vectors up by a digest of that text makes an update
 equal to a full rebuild by construction: a renamed file, a moved section or a
 chunk whose neighbours changed gets the vector a full rebuild would compute, and
-anything whose text differs is embedded afresh. Only documents whose content
-hash is still present lend anything, so the lookup table stays the size of what
-can actually be reused.
+anything whose text differs is embedded afresh. Only documents still present
+(by path, or by content hash when moved) lend anything, so the lookup table
+stays the size of what can actually be reused; a changed document lends the
+chunks its edit did not touch.
 
 Summaries are lent per document: an unchanged document (same path, same content
 hash) parses into the same subtree, so its nodes keep their old summaries; the
@@ -106,17 +107,20 @@ class PreviousIndex:
     for texts the new build asks for.
     """
 
-    def __init__(self, index: Index, reusable_hashes: set[str]) -> None:
+    def __init__(self, index: Index, docs: list[Document]) -> None:
         self.index = index
         self.metadata = index.metadata
-        self._hashes = reusable_hashes
+        self._hashes = {d.content_hash for d in docs}
+        self._paths = {d.path for d in docs}
         self._chunk_rows: dict[bytes, int] | None = None
         self._leaf_rows: dict[bytes, int] | None = None
 
     # ------------------------------------------------------------------ vectors
 
     def _lending_docs(self) -> set[str]:
-        return {d["path"] for d in self.metadata["documents"] if d["content_hash"] in self._hashes}
+        """Old documents still there under their path (changed or not) or their content (moved)."""
+        return {d["path"] for d in self.metadata["documents"]
+                if d["content_hash"] in self._hashes or d["path"] in self._paths}
 
     def _chunk_table(self, representation: Any) -> dict[bytes, int]:
         if self._chunk_rows is None:
@@ -214,5 +218,4 @@ def open_previous(output: Path, settings: dict[str, Any], docs: list[Document]
         index = load_index(output)
     except IndexFormatError as exc:
         return None, f"the existing index cannot be read ({exc})"
-    hashes = {d.content_hash for d in docs}
-    return PreviousIndex(index, hashes), None
+    return PreviousIndex(index, docs), None

@@ -201,3 +201,24 @@ def test_cli_update_and_settings_note(tmp_path: Path) -> None:
     assert proc.stdout.startswith("indexed 2 document(s)")
     proc = run_cli("--config", str(cfg), "index", "--input", str(src), "--output", out, "--mock", "--rebuild")
     assert proc.returncode == 0 and proc.stdout.startswith("indexed 2 document(s)") and proc.stderr == ""
+
+
+def test_a_damaged_index_is_rebuilt_not_reused(tmp_path: Path) -> None:
+    from indexing.index_files import write_manifest_entry
+
+    config = Config(embedder="hash")
+    src = _folder(tmp_path / "docs", {f"r{i}.md": _doc(i) for i in range(3)})
+    idx = tmp_path / "idx"
+    build_index(src, idx, config, CountingEmbedder(config))
+    e = np.load(idx / "embeddings.npy")
+    e[2, 3] = np.nan  # consistent with its manifest, so the load accepts it: only the vectors are bad
+    np.save(idx / "embeddings.npy", e)
+    meta = json.loads((idx / "metadata.json").read_text())
+    meta["files"]["embeddings.npy"] = write_manifest_entry(idx, "embeddings.npy")
+    (idx / "metadata.json").write_text(json.dumps(meta))
+    emb = CountingEmbedder(config)
+    report = build_index(src, idx, config, emb)
+    assert report.update is None and "damaged" in report.rebuild_reason
+    assert len(emb.texts) == report.chunks + report.leaves
+    build_index(src, tmp_path / "full", config, CountingEmbedder(config), update=False)
+    _same_index(idx, tmp_path / "full")
