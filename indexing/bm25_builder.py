@@ -60,6 +60,12 @@ ROW_TERMS_FILE = "bm25_row_terms.npy"
 FILES: tuple[str, ...] = (VOCAB_FILE, INDPTR_FILE, ROWS_FILE, TF_FILE, DOC_LEN_FILE,
                           ROW_INDPTR_FILE, ROW_TERMS_FILE)
 """Every file ``save`` writes (for an index store that lists or checks its files)."""
+PREFIX = "bm25_"
+
+
+def file_names(prefix: str = PREFIX) -> tuple[str, ...]:
+    """The seven files of one BM25 index saved under ``prefix`` (an index holds more than one)."""
+    return tuple(prefix + name[len(PREFIX):] for name in FILES)
 
 _SCOPE_CACHE_MAX = 4096
 
@@ -120,21 +126,24 @@ class BM25Index:
 
     # ------------------------------------------------------------------ disk
 
-    def save(self, directory: Path) -> None:
-        """Write the files listed in ``FILES`` into ``directory`` (which must exist)."""
+    def save(self, directory: Path, prefix: str = PREFIX) -> None:
+        """Write the files listed in ``file_names(prefix)`` into ``directory`` (which must exist)."""
         directory = Path(directory)
+        vocab_file, indptr_file, rows_file, tf_file, doc_len_file, row_indptr_file, row_terms_file = \
+            file_names(prefix)
         vocab = {"format_version": FORMAT_VERSION, "tokenizer": self.tokenizer,
                  "n_rows": self.n_rows, "terms": self.terms}
-        with open(directory / VOCAB_FILE, "w", encoding="utf-8") as fh:
+        with open(directory / vocab_file, "w", encoding="utf-8") as fh:
             json.dump(vocab, fh, ensure_ascii=False)
-        for name, arr, dtype in ((INDPTR_FILE, self.indptr, np.int64), (ROWS_FILE, self.rows, np.int32),
-                                 (TF_FILE, self.tf, np.int32), (DOC_LEN_FILE, self.doc_len, np.float32),
-                                 (ROW_INDPTR_FILE, self.row_indptr, np.int64),
-                                 (ROW_TERMS_FILE, self.row_terms, np.int32)):
+        for name, arr, dtype in ((indptr_file, self.indptr, np.int64), (rows_file, self.rows, np.int32),
+                                 (tf_file, self.tf, np.int32), (doc_len_file, self.doc_len, np.float32),
+                                 (row_indptr_file, self.row_indptr, np.int64),
+                                 (row_terms_file, self.row_terms, np.int32)):
             np.save(directory / name, np.ascontiguousarray(arr, dtype=dtype), allow_pickle=False)
 
     @classmethod
-    def load(cls, directory: Path, mmap: bool = True, files: "IndexDir | None" = None) -> "BM25Index":
+    def load(cls, directory: Path, mmap: bool = True, files: "IndexDir | None" = None,
+             prefix: str = PREFIX) -> "BM25Index":
         """Load and validate; any inconsistency raises IndexFormatError naming the file.
 
         ``files`` is the index's opened directory (so BM25 comes from the same
@@ -144,20 +153,22 @@ class BM25Index:
 
         if files is None:
             with IndexDir(Path(directory)) as own:
-                return cls.load(directory, mmap, own)
-        vocab = files.read_json(VOCAB_FILE)
+                return cls.load(directory, mmap, own, prefix)
+        vocab_file, indptr_file, rows_file, tf_file, doc_len_file, row_indptr_file, row_terms_file = \
+            file_names(prefix)
+        vocab = files.read_json(vocab_file)
         if not isinstance(vocab, dict) or not isinstance(vocab.get("terms"), list) \
                 or not isinstance(vocab.get("n_rows"), int):
-            raise IndexFormatError(f"{VOCAB_FILE} lacks 'terms' (list) or 'n_rows' (int)")
+            raise IndexFormatError(f"{vocab_file} lacks 'terms' (list) or 'n_rows' (int)")
         if vocab.get("format_version") != FORMAT_VERSION:
-            raise IndexFormatError(f"{VOCAB_FILE} has BM25 format {vocab.get('format_version')!r}, "
+            raise IndexFormatError(f"{vocab_file} has BM25 format {vocab.get('format_version')!r}, "
                                    f"this TreeRAG reads {FORMAT_VERSION}; rebuild the index")
         if vocab.get("tokenizer") != TOKENIZER_VERSION:
-            raise IndexFormatError(f"{VOCAB_FILE} was built with tokenizer {vocab.get('tokenizer')!r}, "
+            raise IndexFormatError(f"{vocab_file} was built with tokenizer {vocab.get('tokenizer')!r}, "
                                    f"this TreeRAG uses {TOKENIZER_VERSION!r}; rebuild the index")
         terms = vocab["terms"]
         if not all(isinstance(t, str) for t in terms):
-            raise IndexFormatError(f"{VOCAB_FILE}: 'terms' must be strings")
+            raise IndexFormatError(f"{vocab_file}: 'terms' must be strings")
         n_terms, n_rows = len(terms), vocab["n_rows"]
 
         def arr(name: str, dtype: type, length: int | None) -> np.ndarray:
@@ -168,33 +179,33 @@ class BM25Index:
                                        f"{np.dtype(dtype).name}")
             return a
 
-        indptr = arr(INDPTR_FILE, np.int64, n_terms + 1)
+        indptr = arr(indptr_file, np.int64, n_terms + 1)
         nnz = int(indptr[-1])
         if indptr[0] != 0 or nnz < 0 or (n_terms and np.any(np.diff(indptr) < 0)):
-            raise IndexFormatError(f"{INDPTR_FILE} is not a valid postings pointer")
-        rows = arr(ROWS_FILE, np.int32, nnz)
-        tf = arr(TF_FILE, np.int32, nnz)
-        doc_len = arr(DOC_LEN_FILE, np.float32, n_rows)
+            raise IndexFormatError(f"{indptr_file} is not a valid postings pointer")
+        rows = arr(rows_file, np.int32, nnz)
+        tf = arr(tf_file, np.int32, nnz)
+        doc_len = arr(doc_len_file, np.float32, n_rows)
         if n_rows and not (np.isfinite(np.sum(doc_len, dtype=np.float64)) and float(doc_len.min()) >= 0):
-            raise IndexFormatError(f"{DOC_LEN_FILE} holds NaN, infinite or negative lengths")
-        row_indptr = arr(ROW_INDPTR_FILE, np.int64, n_rows + 1)
-        row_terms = arr(ROW_TERMS_FILE, np.int32, nnz)
+            raise IndexFormatError(f"{doc_len_file} holds NaN, infinite or negative lengths")
+        row_indptr = arr(row_indptr_file, np.int64, n_rows + 1)
+        row_terms = arr(row_terms_file, np.int32, nnz)
         if nnz:
             if int(rows.min()) < 0 or int(rows.max()) >= n_rows:
-                raise IndexFormatError(f"{ROWS_FILE} points at rows outside 0..{n_rows - 1}")
+                raise IndexFormatError(f"{rows_file} points at rows outside 0..{n_rows - 1}")
             if int(tf.min()) < 1:
-                raise IndexFormatError(f"{TF_FILE} holds a term frequency below 1")
+                raise IndexFormatError(f"{tf_file} holds a term frequency below 1")
             if int(row_terms.min()) < 0 or int(row_terms.max()) >= n_terms:
-                raise IndexFormatError(f"{ROW_TERMS_FILE} points at terms outside the vocabulary")
+                raise IndexFormatError(f"{row_terms_file} points at terms outside the vocabulary")
             # searchsorted needs each term's rows strictly ascending; a violation
             # would silently mis-score, so check it (O(nnz), a few ms per million).
             rising = np.diff(rows) > 0
             starts = indptr[1:-1]
             rising[starts[(starts > 0) & (starts < nnz)] - 1] = True
             if not bool(np.all(rising)):
-                raise IndexFormatError(f"{ROWS_FILE}: postings are not sorted by row within a term")
+                raise IndexFormatError(f"{rows_file}: postings are not sorted by row within a term")
         if row_indptr[0] != 0 or row_indptr[-1] != nnz or (n_rows and np.any(np.diff(row_indptr) < 0)):
-            raise IndexFormatError(f"{ROW_INDPTR_FILE} is not a valid row pointer")
+            raise IndexFormatError(f"{row_indptr_file} is not a valid row pointer")
         return cls(terms, indptr, rows, tf, doc_len, row_indptr, row_terms, vocab["tokenizer"])
 
     # --------------------------------------------------------------- scoring

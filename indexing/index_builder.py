@@ -18,7 +18,9 @@ from typing import Any, Callable
 import numpy as np
 
 from config import Config
-from indexing.bm25_builder import FILES as BM25_FILES
+from indexing.bm25_builder import file_names as bm25_file_names
+from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
+from indexing.leaf_terms import build_leaf_terms
 from indexing.bm25_builder import BM25Builder
 from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
@@ -149,7 +151,7 @@ def _clean_stale_builds(target: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-OWN_FILES = frozenset({*STORE_FILES, *BM25_FILES})
+OWN_FILES = frozenset({*STORE_FILES, *bm25_file_names(), *bm25_file_names(LEAF_TERMS_PREFIX)})
 """Every file an index build writes (all format versions)."""
 
 
@@ -358,7 +360,7 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
             index = bm25.finish()
             metadata["counts"].update(chunks=out.chunks, vocabulary=index.vocab_size)
             metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
-            writer.finish(metadata, root, index)
+            writer.finish(metadata, root, index, build_leaf_terms(leaves))
     finally:
         writer.close()
     return out

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence, overload
 import numpy as np
 
 from indexing.bm25_builder import BM25Index
+from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
+from indexing.leaf_terms import build_leaf_terms
 from indexing.chunker import Chunk
 from tree_builder.tree import TreeNode
 from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, fsync_directory,
@@ -196,6 +198,8 @@ class Index:
     leaf_embeddings: np.ndarray
     bm25: BM25Index
     leaf_ptr: np.ndarray
+    leaf_terms: BM25Index
+    """Words of each leaf's heading path and summary (row = leaf, pre-order): the keyword locator's."""
     """leaves[i] (pre-order) owns chunk rows [leaf_ptr[i], leaf_ptr[i+1])."""
     nodes: dict[str, TreeNode] = field(default_factory=dict)
     leaves: list[TreeNode] = field(default_factory=list)
@@ -342,7 +346,7 @@ class IndexWriter:
         for f in self.vectors.values():
             f.close()
 
-    def finish(self, metadata: dict[str, Any], root: TreeNode, bm25: BM25Index) -> None:
+    def finish(self, metadata: dict[str, Any], root: TreeNode, bm25: BM25Index, leaf_terms: BM25Index) -> None:
         directory = self.directory
         self._chunks.close()
         n_leaves = len(self._leaf_counts)
@@ -358,6 +362,7 @@ class IndexWriter:
         _write_lines(directory / NODE_CONTENTS, (n.content for n in root.iter_preorder()),
                      directory / NODE_CONTENT_OFFSETS)
         bm25.save(directory)
+        leaf_terms.save(directory, LEAF_TERMS_PREFIX)
         meta = dict(metadata)
         meta["format"] = FORMAT_NAME
         meta["format_version"] = FORMAT_VERSION
@@ -386,7 +391,7 @@ def write_index_files(
     try:
         writer.add_chunks(chunks, embeddings)
         writer.add_leaf_vectors(leaf_embeddings)
-        writer.finish(metadata, root, bm25)
+        writer.finish(metadata, root, bm25, build_leaf_terms(root.leaves()))
     except BaseException:
         writer.close()
         raise
@@ -559,8 +564,11 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     bm25 = BM25Index.load(path, mmap=mmap, files=files)
     if bm25.n_rows != n_chunks:
         raise IndexFormatError(f"BM25 data covers {bm25.n_rows} chunks but {CHUNKS} has {n_chunks}")
+    leaf_terms = BM25Index.load(path, mmap=mmap, files=files, prefix=LEAF_TERMS_PREFIX)
+    if leaf_terms.n_rows != n_leaves:
+        raise IndexFormatError(f"{LEAF_TERMS_PREFIX}* covers {leaf_terms.n_rows} leaves but {TREE} has {n_leaves}")
     return Index(path=path, metadata=meta, root=root, chunks=ChunkTable(records, leaf_ptr, leaves),
-                 embeddings=emb, leaf_embeddings=leaf_emb, bm25=bm25, leaf_ptr=leaf_ptr)
+                 embeddings=emb, leaf_embeddings=leaf_emb, bm25=bm25, leaf_ptr=leaf_ptr, leaf_terms=leaf_terms)
 
 
 def _require_finite(arr: np.ndarray, name: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,7 @@ from utils.errors import BackendError
 from utils.llm_client import forget_reply
 from utils.similarity import min_max_normalize
 from retrieval.query import QueryLike, query_parts, query_text, query_tokens
-from utils.tokenizer import estimate_tokens, tokenize
+from utils.tokenizer import estimate_tokens
 
 NODE_LOCATE_PROMPT = """你是一个文档检索专家。给定用户问题和文档的树状结构，请找出最可能包含答案的叶子节点。
 
@@ -68,48 +67,61 @@ def scoped_leaves(index: Index, doc_paths: set[str] | None) -> list[TreeNode]:
 
 def keyword_locate(index: Index, query: QueryLike, config: Config,
                    doc_paths: set[str] | None = None) -> LocateResult:
-    """The spec's mock: IDF-weighted overlap of query tokens with heading + summary."""
-    leaves = scoped_leaves(index, doc_paths)
-    q = set(query_tokens(query))
-    memo = index.derived.get("keyword_tokens")
-    if memo is None:  # tokenising every heading + summary (jieba for Chinese) once per index
-        memo = index.derived["keyword_tokens"] = {
-            n.node_id: frozenset(tokenize(f"{n.heading_path} {n.summary}")) for n in index.leaves}
-    docs = [memo[n.node_id] for n in leaves]
-    df = Counter(t for d in docs for t in d if t in q)
-    n = max(len(docs), 1)
-    scored: list[tuple[float, int]] = []
-    for i, toks in enumerate(docs):
-        s = sum(math.log(1 + n / df[t]) for t in q & toks)
-        if s > 0:
-            scored.append((s, i))
-    scored.sort(key=lambda x: (-x[0], x[1]))
-    nodes = [LocatedNode(leaves[i].node_id, query_text(query), leaves[i].heading_path, round(s, 4))
-             for s, i in scored[:config.keyword_top_leaves]]
-    thinking = (f"keyword match of {sorted(q)} against headings and summaries"
+    """The spec's mock: IDF-weighted overlap of query tokens with heading + summary.
+
+    A leaf scores sum(log(1 + n / df(t))) over the query words t in its heading
+    path + summary, n and df counted over the leaves in scope; read from the
+    leaf-word postings built at index time (indexing/leaf_terms.py).
+    """
+    q = sorted(set(query_tokens(query)))
+    terms = index.leaf_terms
+    in_scope = None if doc_paths is None else _scope_mask(index, doc_paths)
+    n = max(len(index.leaves) if in_scope is None else int(in_scope.sum()), 1)
+    scores = np.zeros(len(index.leaves), dtype=np.float64)
+    for t in q:
+        tid = terms.term_ids.get(t)
+        if tid is None:
+            continue
+        rows = np.asarray(terms.rows[terms.indptr[tid]:terms.indptr[tid + 1]])
+        if in_scope is not None:
+            rows = rows[in_scope[rows]]
+        if rows.size:
+            scores[rows] += math.log(1 + n / rows.size)
+    cand = np.flatnonzero(scores > 0)
+    top = cand[np.lexsort((cand, -scores[cand]))][:config.keyword_top_leaves]
+    nodes = [LocatedNode(index.leaves[i].node_id, query_text(query), index.leaves[i].heading_path,
+                         round(float(scores[i]), 4)) for i in top]
+    thinking = (f"keyword match of {q} against headings and summaries"
                 if nodes else "no heading or summary shares a word with the query")
     return LocateResult(nodes=nodes, thinking=thinking, locator="keyword")
+
+
+def _scope_mask(index: Index, doc_paths: set[str]) -> np.ndarray:
+    """Which leaves (pre-order positions) belong to the documents in scope."""
+    ranges = index.derived.get("doc_leaf_ranges")
+    if ranges is None:
+        ranges = {}
+        for i, leaf in enumerate(index.leaves):
+            a, _ = ranges.get(leaf.doc_path, (i, i))
+            ranges[leaf.doc_path] = (a, i + 1)
+        index.derived["doc_leaf_ranges"] = ranges
+    mask = np.zeros(len(index.leaves), dtype=bool)
+    for d in doc_paths:
+        if d in ranges:
+            mask[ranges[d][0]:ranges[d][1]] = True
+    return mask
 
 
 # --------------------------------------------------------------------------- hybrid
 
 def _leaf_row_starts(index: Index) -> tuple[np.ndarray, np.ndarray]:
-    """Per leaf (index order): first chunk row, and whether it has any rows. Memoised per index."""
-    memo = index.derived.get("leaf_row_starts")
-    if memo is None:
-        n = len(index.chunks)
-        starts = np.full(len(index.leaves), n, dtype=np.int64)
-        has = np.zeros(len(index.leaves), dtype=bool)
-        for i, leaf in enumerate(index.leaves):
-            r = index.leaf_rows.get(leaf.node_id)
-            if r:
-                starts[i], has[i] = r[0], True
-        # a leaf without rows borrows the next start so reduceat stays monotone; masked by `has`
-        for i in range(len(starts) - 2, -1, -1):
-            if not has[i]:
-                starts[i] = starts[i + 1]
-        memo = index.derived["leaf_row_starts"] = (starts, has)
-    return memo
+    """Per leaf (index order): first chunk row, and whether it has any rows.
+
+    A leaf without rows starts where the next leaf does (leaf_ptr), so reduceat
+    stays monotone; such leaves are masked by ``has``.
+    """
+    ptr = np.asarray(index.leaf_ptr)
+    return ptr[:-1], np.diff(ptr) > 0
 
 
 def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, config: Config,

@@ -188,3 +188,33 @@ def test_scope_limits_every_locator(paper_index) -> None:
         res = make_locator(name, paper_index, Config(), emb, None).locate("router design", {doc})
         assert all(paper_index.nodes[n.node_id].doc_path == doc for n in res.nodes)
         assert make_locator(name, paper_index, Config(), emb, None).locate("router design", {"other.md"}).nodes == []
+
+
+def _keyword_reference(index, question: str, k: int, doc_paths=None) -> list[tuple[str, float]]:
+    """The spec's mock written out plainly: tokenise every leaf's heading path + summary per query."""
+    import math
+    from collections import Counter
+
+    from utils.tokenizer import tokenize
+
+    leaves = [n for n in index.leaves if doc_paths is None or n.doc_path in doc_paths]
+    q = set(tokenize(question))
+    docs = [set(tokenize(f"{n.heading_path} {n.summary}")) for n in leaves]
+    df = Counter(t for d in docs for t in d if t in q)
+    n = max(len(docs), 1)
+    scored = sorted(((sum(math.log(1 + n / df[t]) for t in q & d), i) for i, d in enumerate(docs)),
+                    key=lambda x: (-x[0], x[1]))
+    return [(leaves[i].node_id, round(s, 4)) for s, i in scored if s > 0][:k]
+
+
+@pytest.mark.parametrize("question", ["What is the encoder design?", "ablation results of the model",
+                                      "dataset ticks EUR/USD", "execution cost reward", "nothing matches zzz"])
+def test_keyword_locator_postings_equal_the_plain_computation(paper_index, question: str) -> None:
+    from retrieval.node_locator import keyword_locate
+
+    config = Config(keyword_top_leaves=5)
+    got = keyword_locate(paper_index, question, config)
+    assert [(n.node_id, n.score) for n in got.nodes] == _keyword_reference(paper_index, question, 5)
+    doc = paper_index.leaves[0].doc_path
+    got = keyword_locate(paper_index, question, config, doc_paths={doc})
+    assert [(n.node_id, n.score) for n in got.nodes] == _keyword_reference(paper_index, question, 5, {doc})
