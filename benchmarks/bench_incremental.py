@@ -18,7 +18,6 @@ chunk records and tree equal, largest vector difference, BM25 files equal.
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
@@ -53,7 +52,8 @@ def compare(a: Path, b: Path) -> dict[str, object]:
     ia, ib = load_index(a), load_index(b)
     same_chunks = len(ia.chunks) == len(ib.chunks) and all(
         ia.chunks[i] == ib.chunks[i] for i in range(len(ia.chunks)))
-    same_tree = json.loads((a / "tree.json").read_text()) == json.loads((b / "tree.json").read_text())
+    same_tree = all((a / n).read_bytes() == (b / n).read_bytes()
+                    for n in ("nodes.jsonl", "node_table.npy", "node_contents.jsonl"))
     diff = float(np.max(np.abs(np.asarray(ia.embeddings) - np.asarray(ib.embeddings)))) if same_chunks else float("nan")
     leaf_diff = float(np.max(np.abs(np.asarray(ia.leaf_embeddings) - np.asarray(ib.leaf_embeddings))))
     bm25_same = all((a / n).read_bytes() == (b / n).read_bytes() for n in

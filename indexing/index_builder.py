@@ -26,7 +26,8 @@ from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
 from indexing.index_store import FILES as STORE_FILES
-from indexing.index_store import METADATA, IndexWriter
+from indexing.index_store import LEGACY_FILES, METADATA
+from indexing.index_writer import IndexWriter
 from indexing.reuse import PreviousIndex, build_settings, compare_documents, open_previous, text_key
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
@@ -151,7 +152,7 @@ def _clean_stale_builds(target: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-OWN_FILES = frozenset({*STORE_FILES, *bm25_file_names(), *bm25_file_names(LEAF_TERMS_PREFIX)})
+OWN_FILES = frozenset({*STORE_FILES, *LEGACY_FILES, *bm25_file_names(), *bm25_file_names(LEAF_TERMS_PREFIX)})
 """Every file an index build writes (all format versions)."""
 
 

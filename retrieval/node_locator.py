@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from config import Config
 from indexing.index_store import Index
+from indexing.node_table import LeafList
 from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
 from retrieval.scoring import dense_scores
 from retrieval.types import Fallback, LocatedNode, LocateResult
@@ -57,10 +58,11 @@ MAX_RESULTS = 5
 MAX_EXPANDED_LEAVES = 3
 
 
-def scoped_leaves(index: Index, doc_paths: set[str] | None) -> list[TreeNode]:
+def scoped_leaves(index: Index, doc_paths: set[str] | None) -> Sequence[TreeNode]:
+    """The leaves of the documents in scope, in index order (built only when read)."""
     if doc_paths is None:
         return index.leaves
-    return [n for n in index.leaves if n.doc_path in doc_paths]
+    return LeafList(index.tree, index.leaf_positions(doc_paths))
 
 
 # --------------------------------------------------------------------------- keyword
@@ -97,18 +99,9 @@ def keyword_locate(index: Index, query: QueryLike, config: Config,
 
 
 def _scope_mask(index: Index, doc_paths: set[str]) -> np.ndarray:
-    """Which leaves (pre-order positions) belong to the documents in scope."""
-    ranges = index.derived.get("doc_leaf_ranges")
-    if ranges is None:
-        ranges = {}
-        for i, leaf in enumerate(index.leaves):
-            a, _ = ranges.get(leaf.doc_path, (i, i))
-            ranges[leaf.doc_path] = (a, i + 1)
-        index.derived["doc_leaf_ranges"] = ranges
+    """Which leaves (index order) belong to the documents in scope."""
     mask = np.zeros(len(index.leaves), dtype=bool)
-    for d in doc_paths:
-        if d in ranges:
-            mask[ranges[d][0]:ranges[d][1]] = True
+    mask[index.leaf_positions(doc_paths)] = True
     return mask
 
 
@@ -146,8 +139,7 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, 
     # rows of a leaf are contiguous: the max over each leaf's rows is one reduceat
     best_dense_all = np.where(has_rows, np.maximum.reduceat(dense_full, starts), 0.0)
     best_bm25_all = np.where(has_rows, np.maximum.reduceat(bm25_full, starts), 0.0)
-    leaf_idx = (np.arange(len(index.leaves)) if doc_paths is None
-                else np.array([index.leaf_index(n.node_id) for n in leaves], dtype=np.int64))
+    leaf_idx = index.leaf_positions(doc_paths)
     best_dense = best_dense_all[leaf_idx]
     best_bm25 = best_bm25_all[leaf_idx]
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1

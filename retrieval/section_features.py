@@ -23,6 +23,7 @@ import numpy as np
 
 from config import Config
 from indexing.index_store import Index
+from indexing.node_table import KINDS
 from retrieval.scoring import RangeScores
 from utils.similarity import min_max_normalize
 
@@ -53,17 +54,16 @@ def layout(index: Index) -> Layout:
     memo = index.derived.get("section_layout")
     if memo is not None:
         return memo
-    leaf_pos = {n.node_id: i for i, n in enumerate(index.leaves)}
     n = len(index.chunks)
-    row_leaf = np.empty(n, dtype=np.int64)
-    for node_id, (s, e) in index.leaf_rows.items():
-        row_leaf[s:e] = leaf_pos[node_id]
-    section_ids: dict[str, int] = {}
-    leaf_section = np.empty(len(index.leaves), dtype=np.int64)
-    for i, leaf in enumerate(index.leaves):
-        parent = leaf.parent
-        key = parent.node_id if parent is not None and parent.kind == "section" else leaf.node_id
-        leaf_section[i] = section_ids.setdefault(key, len(section_ids))
+    ptr = np.asarray(index.leaf_ptr)
+    row_leaf = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+    tree = index.tree
+    leaf_rows = tree.leaf_rows
+    parents = tree.parent[leaf_rows]
+    under_section = tree.kind[parents] == KINDS.index("section")
+    # leaves under one parent section share its id; any other leaf is a section of its own
+    _, leaf_section = np.unique(np.where(under_section, parents, leaf_rows), return_inverse=True)
+    leaf_section = leaf_section.astype(np.int64)
     row_doc = np.empty(n, dtype=np.int64)
     for j, (s, e) in enumerate(index.doc_rows.values()):
         row_doc[s:e] = j

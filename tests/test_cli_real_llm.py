@@ -36,8 +36,8 @@ def test_index_and_query_through_the_openai_wire_format(tmp_path: Path) -> None:
         assert idx.returncode == 0, idx.stderr
         assert "summaries:" in idx.stdout and "by LLM" in idx.stdout
         n_index_calls = len(srv.requests)
-        tree = json.loads((tmp_path / "idx" / "tree.json").read_text())
-        assert "An LLM summary of this section." in json.dumps(tree)
+        nodes = (tmp_path / "idx" / "nodes.jsonl").read_text()
+        assert "An LLM summary of this section." in nodes
 
         q = run_cli("query", "--index", str(tmp_path / "idx"), "--query", "What is AdaRouter's accuracy on EUR/USD?",
                     "--llm", "openai:gpt-4o-mini", "--json", env=env)

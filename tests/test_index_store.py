@@ -29,7 +29,7 @@ def _copy_index(src: Path, dst: Path) -> Path:
 
 def test_index_files_are_plain_data(paper_index_dir: Path) -> None:
     names = {p.name for p in paper_index_dir.iterdir()}
-    assert {"metadata.json", "tree.json", "chunks.jsonl", "embeddings.npy"} <= names
+    assert {"metadata.json", "nodes.jsonl", "node_table.npy", "chunks.jsonl", "embeddings.npy"} <= names
     for p in paper_index_dir.iterdir():
         assert p.suffix in (".json", ".jsonl", ".npy"), p.name
         if p.suffix == ".npy":
@@ -66,7 +66,7 @@ def test_embeddings_open_with_mmap(paper_index) -> None:
     ("chunks_missing_line", "chunks.jsonl"),
     ("embeddings_truncated", "embeddings.npy"),
     ("embeddings_shape", "embeddings.npy"),
-    ("tree_missing", "tree.json"),
+    ("tree_missing", "nodes.jsonl"),
     ("pickle_array", "embeddings.npy"),
 ])
 def test_broken_index_fails_with_one_line(paper_index_dir: Path, tmp_path: Path, breakage: str,
@@ -87,7 +87,7 @@ def test_broken_index_fails_with_one_line(paper_index_dir: Path, tmp_path: Path,
     elif breakage == "embeddings_shape":
         np.save(d / "embeddings.npy", np.zeros((3, 7), dtype=np.float32))
     elif breakage == "tree_missing":
-        (d / "tree.json").unlink()
+        (d / "nodes.jsonl").unlink()
     elif breakage == "pickle_array":
         np.save(d / "embeddings.npy", np.array([{"evil": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(IndexFormatError) as exc:
@@ -274,16 +274,33 @@ def _write_jsonl(d: Path, text: str) -> None:
     np.save(d / "chunk_offsets.npy", np.asarray([0] + ends, dtype=np.int64))
 
 
-def _edit_tree(d: Path, fn) -> None:
-    tree = json.loads((d / "tree.json").read_text(encoding="utf-8"))
-    fn(tree)
-    (d / "tree.json").write_text(json.dumps(tree), encoding="utf-8")
+def _edit_nodes(d: Path, fn) -> None:
+    """Rewrite nodes.jsonl (and its offsets) after ``fn`` edits the list of node records."""
+    rows = [json.loads(x) for x in (d / "nodes.jsonl").read_text(encoding="utf-8").splitlines()]
+    fn(rows)
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8")
+    (d / "nodes.jsonl").write_bytes(data)
+    ends = [i + 1 for i, b in enumerate(data) if b == 10]
+    np.save(d / "node_offsets.npy", np.asarray([0] + ends, dtype=np.int64))
 
 
-def _first_leaf(tree: dict) -> dict:
-    while tree["children"]:
-        tree = tree["children"][0]
-    return tree
+def _first_leaf(rows: list[dict]) -> dict:
+    assert rows[1]["heading"] == "Abstract"  # the test paper's first node, a leaf
+    return rows[1]
+
+
+def _write_node_line(d: Path, line: str) -> None:
+    lines = (d / "nodes.jsonl").read_text(encoding="utf-8").splitlines(True)
+    data = "".join([line + "\n"] + lines[1:]).encode("utf-8")
+    (d / "nodes.jsonl").write_bytes(data)
+    ends = [i + 1 for i, b in enumerate(data) if b == 10]
+    np.save(d / "node_offsets.npy", np.asarray([0] + ends, dtype=np.int64))
+
+
+def _edit_table(d: Path, fn) -> None:
+    t = np.load(d / "node_table.npy")
+    fn(t)
+    np.save(d / "node_table.npy", t)
 
 
 def _nan_embeddings(d: Path) -> None:
@@ -298,17 +315,6 @@ def _inf_doc_len(d: Path) -> None:
     np.save(d / "bm25_doc_len.npy", a)
 
 
-def _dup_node(tree: dict) -> None:
-    parent = next(n for n in _walk(tree) if len(n["children"]) >= 2)
-    parent["children"][1]["node_id"] = parent["children"][0]["node_id"]
-
-
-def _walk(tree: dict):
-    yield tree
-    for c in tree["children"]:
-        yield from _walk(c)
-
-
 HOSTILE = {
     "nan_embeddings": (_nan_embeddings, "embeddings.npy"),
     "inf_bm25_doc_len": (_inf_doc_len, "bm25_doc_len.npy"),
@@ -316,23 +322,27 @@ HOSTILE = {
     "end_before_start": (lambda d: _edit_jsonl(d, lambda r: r[1].update(end_char=0)), "chunks.jsonl line 2"),
     "duplicate_chunk_id": (lambda d: _edit_jsonl(d, lambda r: r[4].update(chunk_id=r[3]["chunk_id"])),
                            "chunks.jsonl line 5"),
-    "duplicate_node_id": (lambda d: _edit_tree(d, _dup_node), "tree.json"),
-    "float_level": (lambda d: _edit_tree(d, lambda t: _first_leaf(t).update(level=1.5)), "tree.json"),
-    "bool_level": (lambda d: _edit_tree(d, lambda t: _first_leaf(t).update(level=True)), "tree.json"),
-    "negative_node_offset": (lambda d: _edit_tree(d, lambda t: _first_leaf(t).update(start_char=-1)), "tree.json"),
+    "duplicate_node_id": (lambda d: _edit_nodes(d, lambda r: r[3].update(node_id=r[2]["node_id"])),
+                          "nodes.jsonl line 4"),
+    "float_level": (lambda d: _edit_nodes(d, lambda r: _first_leaf(r).update(level=1.5)), "nodes.jsonl line 2"),
+    "bool_level": (lambda d: _edit_nodes(d, lambda r: _first_leaf(r).update(level=True)), "nodes.jsonl line 2"),
+    "negative_node_offset": (lambda d: _edit_nodes(d, lambda r: _first_leaf(r).update(start_char=-1)),
+                             "nodes.jsonl line 2"),
+    "parent_after_child": (lambda d: _edit_table(d, lambda t: t.__setitem__((2, 0), 5)), "node_table.npy"),
+    "unknown_kind": (lambda d: _edit_table(d, lambda t: t.__setitem__((2, 2), 9)), "node_table.npy"),
+    "unlisted_document": (lambda d: _edit_table(d, lambda t: t.__setitem__((2, 1), 7)), "node_table.npy"),
     "nan_literal_in_chunks": (lambda d: _write_jsonl(d,
         (d / "chunks.jsonl").read_text().replace('"start_line": 3', '"start_line": NaN', 1)), "chunks.jsonl"),
-    "deep_tree": (lambda d: (d / "tree.json").write_text("[" * 100_000), "tree.json"),
+    "deep_node_line": (lambda d: _write_node_line(d, "[" * 100_000), "nodes.jsonl line 1"),
     "deep_vocab": (lambda d: (d / "bm25_vocab.json").write_text("[" * 100_000), "bm25_vocab.json"),
     "deep_chunk_line": (lambda d: _write_jsonl(d, "[" * 100_000 + "\n" + "".join(
         (d / "chunks.jsonl").read_text().splitlines(True)[1:])), "chunks.jsonl line 1"),
-    "tree_too_deep_for_python": (lambda d: (d / "tree.json").write_text(
-        '{"children": [' * 400 + "]}" * 400), "tree.json"),
 }
 
 
 READ_WHEN_USED = {"nan_embeddings", "negative_offset", "end_before_start", "duplicate_chunk_id",
-                  "nan_literal_in_chunks", "deep_chunk_line"}
+                  "nan_literal_in_chunks", "deep_chunk_line", "duplicate_node_id", "float_level", "bool_level",
+                  "negative_node_offset", "deep_node_line"}
 """Records and vectors a load does not read (they are read when a query uses them, and by verify)."""
 
 
@@ -438,7 +448,7 @@ def test_manifest_names_every_file_with_size_and_hash(paper_index_dir: Path) -> 
             assert entry["sample"] == h.hexdigest()
 
 
-@pytest.mark.parametrize("name", ["tree.json", "metadata.json", "embeddings.npy"])
+@pytest.mark.parametrize("name", ["nodes.jsonl", "metadata.json", "embeddings.npy"])
 def test_fifo_index_file_is_refused_without_hanging(paper_index_dir: Path, tmp_path: Path, name: str) -> None:
     import os
 
@@ -492,8 +502,25 @@ def test_fifo_index_file_from_the_cli_is_one_line(paper_index_dir: Path, tmp_pat
     from tests.conftest import run_cli
 
     d = _copy_index(paper_index_dir, tmp_path / "idx")
-    (d / "tree.json").unlink()
-    os.mkfifo(d / "tree.json")
+    (d / "nodes.jsonl").unlink()
+    os.mkfifo(d / "nodes.jsonl")
     proc = run_cli("query", "--index", str(d), "--query", "epochs", "--no-log", timeout=60)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == "error: tree.json is a FIFO; index files must be regular files"
+    assert proc.stderr.strip() == "error: nodes.jsonl is a FIFO; index files must be regular files"
+
+
+def test_a_tree_deeper_than_any_document_is_refused() -> None:
+    from indexing.node_table import NodeTable
+    from indexing.records import Records
+
+    n = 100
+    table = np.zeros((n, 3), dtype=np.int32)
+    table[0] = (-1, -1, 0)
+    table[1:, 0] = np.arange(n - 1)  # every node the child of the one before it
+    table[1:, 1] = 0
+    table[1:, 2] = 2
+    empty = Records(b"", np.zeros(n + 1, dtype=np.int64), "nodes.jsonl")
+    with pytest.raises(IndexFormatError, match="node_table.npy: tree is nested deeper than 64 levels"):
+        NodeTable(table, empty, empty, ["a.md"]).check("node_table.npy")
+    table[1:, 0] = 0  # a flat tree of the same size is fine
+    NodeTable(table, empty, empty, ["a.md"]).check("node_table.npy")

@@ -1,0 +1,277 @@
+"""The section tree of an index, stored flat and materialised one node at a time.
+
+Why flat: at 10,000 documents a tree has ~500,000 nodes; parsing a nested
+``tree.json`` into objects took ~10 s and hundreds of MB per query process,
+while a query reads a handful of nodes. On disk the tree is:
+
+    node_table.npy    int32 (N, 3)  per node in pre-order (row 0 = root): parent row, document
+                                    number (metadata.json "documents"; -1 for the root), kind code
+    nodes.jsonl       one JSON object per node: ids, heading, summary, heading path, spans
+    node_contents.jsonl  one JSON string per node: its own text (leaves hold the text)
+    (+ *_offsets.npy byte-offset tables for both JSONL files)
+
+The table alone answers what queries ask of the whole tree (which rows are
+leaves, which leaves belong to a document, who is whose parent) with numpy; a
+``StoredNode`` is built, and its record validated, only when code touches it.
+A ``StoredNode`` is a ``TreeNode``: its parent, children and content resolve
+from the table on first access, so code written for an in-memory tree runs
+unchanged (walking the whole tree materialises it, at the old cost).
+
+Node ids are the pre-order row as four or more digits (``0000`` is the root),
+as the tree builder assigns them; a record whose id does not match its row is
+refused, so ids are unique by construction.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping, Sequence, overload
+
+import numpy as np
+
+from indexing.records import Records, check_spans, typed_fields
+from tree_builder.tree import TreeNode
+from utils.errors import IndexFormatError
+
+NODES = "nodes.jsonl"
+NODE_OFFSETS = "node_offsets.npy"
+NODE_CONTENTS = "node_contents.jsonl"
+NODE_CONTENT_OFFSETS = "node_content_offsets.npy"
+NODE_TABLE = "node_table.npy"
+KINDS = ("root", "document", "section", "intro")
+PARENT, DOC, KIND = 0, 1, 2
+MAX_TREE_DEPTH = 64
+"""Far deeper than any document tree (root > documents > six heading levels); bounds every walk."""
+
+NODE_FIELDS = (
+    "node_id", "heading", "level", "summary", "heading_path", "doc_path", "kind",
+    "start_line", "end_line", "start_char", "end_char", "content_start", "content_end",
+    "page_start", "page_end",
+)
+NODE_INTS = ("level", "start_line", "end_line", "start_char", "end_char", "content_start", "content_end")
+_TYPES = tuple((f, int if f in NODE_INTS or f.startswith("page_") else str) for f in NODE_FIELDS)
+_ON_DISK: Any = object()
+
+
+def node_id_of(row: int) -> str:
+    return f"{row:04d}"
+
+
+def row_of(node_id: Any, n: int) -> int | None:
+    """The pre-order row a node id names, or None when it names no node of this table."""
+    if not isinstance(node_id, str) or not node_id.isdigit() or not node_id.isascii():
+        return None
+    row = int(node_id)
+    return row if row < n and node_id_of(row) == node_id else None
+
+
+# --------------------------------------------------------------------------- write
+
+def node_record(node: TreeNode) -> dict[str, Any]:
+    return {f: getattr(node, f) for f in NODE_FIELDS}
+
+
+def node_table(root: TreeNode, doc_number: Mapping[str, int]) -> tuple[list[TreeNode], np.ndarray]:
+    """Pre-order nodes and their table; ``doc_number`` maps a document path to its number."""
+    nodes = list(root.iter_preorder())
+    row = {id(n): i for i, n in enumerate(nodes)}
+    table = np.empty((len(nodes), 3), dtype=np.int32)
+    for i, n in enumerate(nodes):
+        if n.node_id != node_id_of(i):
+            raise ValueError(f"node {n.node_id!r} is at pre-order row {i}: ids must be pre-order rows")
+        table[i, PARENT] = -1 if n.parent is None else row[id(n.parent)]
+        table[i, DOC] = -1 if n.kind == "root" else doc_number[n.doc_path]
+        table[i, KIND] = KINDS.index(n.kind)
+    return nodes, table
+
+
+# --------------------------------------------------------------------------- read
+
+class NodeTable:
+    """The flat tree of one index: numpy arrays for structure, records read on demand."""
+
+    def __init__(self, table: np.ndarray, records: Records, contents: Records, doc_paths: list[str]) -> None:
+        self.records = records
+        self.contents = contents
+        self.doc_paths = doc_paths
+        self.parent = np.asarray(table[:, PARENT], dtype=np.int64)
+        self.doc = np.asarray(table[:, DOC], dtype=np.int64)
+        self.kind = np.asarray(table[:, KIND], dtype=np.int64)
+        n = len(self.parent)
+        counts = np.bincount(self.parent[1:], minlength=n) if n > 1 else np.zeros(n, dtype=np.int64)
+        self.child_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.child_rows = np.argsort(self.parent[1:], kind="stable").astype(np.int64) + 1
+        leaf = counts == 0
+        leaf[0] = False
+        self.leaf_rows = np.flatnonzero(leaf)
+        """Pre-order rows of the leaves: leaf i of the index is node row leaf_rows[i]."""
+        self.leaf_of_row = np.full(n, -1, dtype=np.int64)
+        self.leaf_of_row[self.leaf_rows] = np.arange(len(self.leaf_rows))
+        self._cache: dict[int, StoredNode] = {}
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def check(self, name: str) -> None:
+        """Structure, checked with numpy at load: a tree, shallow enough, documents contiguous."""
+        n, parent, kind, doc = len(self), self.parent, self.kind, self.doc
+        rows = np.arange(n)
+        if n == 0 or parent[0] != -1 or kind[0] != 0 or doc[0] != -1:
+            raise IndexFormatError(f"{name}: row 0 must be the root")
+        if n > 1 and (np.any(parent[1:] < 0) or np.any(parent[1:] >= rows[1:])):
+            raise IndexFormatError(f"{name}: every node's parent must come before it")
+        if np.any((kind[1:] < 1) | (kind[1:] >= len(KINDS))):
+            raise IndexFormatError(f"{name}: unknown node kind")
+        if np.any((doc[1:] < 0) | (doc[1:] >= len(self.doc_paths))):
+            raise IndexFormatError(f"{name}: a node names a document metadata.json does not list")
+        inner = rows[1:][parent[1:] > 0]
+        if np.any(doc[inner] != doc[parent[inner]]):
+            raise IndexFormatError(f"{name}: a node belongs to another document than its parent")
+        anc = parent.copy()
+        for _ in range(MAX_TREE_DEPTH):
+            live = anc >= 0
+            if not live.any():
+                break
+            anc[live] = parent[anc[live]]
+        else:
+            raise IndexFormatError(f"{name}: tree is nested deeper than {MAX_TREE_DEPTH} levels")
+        if len(self.leaf_rows) > 1 and np.any(np.diff(doc[self.leaf_rows]) < 0):
+            raise IndexFormatError(f"{name}: the leaves of a document are not contiguous")
+
+    def node(self, row: int) -> "StoredNode":
+        hit = self._cache.get(row)
+        if hit is None:
+            where = self.records.where(row)
+            fields = typed_fields(self.records.raw(row), _TYPES, where)
+            check_spans(fields, NODE_INTS, where)
+            if fields["node_id"] != node_id_of(row):
+                raise IndexFormatError(f"{where}: node id {fields['node_id']!r} is not its row ({node_id_of(row)})")
+            if fields["kind"] != KINDS[self.kind[row]]:
+                raise IndexFormatError(f"{where}: kind {fields['kind']!r} differs from the node table's")
+            if row and fields["doc_path"] != self.doc_paths[self.doc[row]]:
+                raise IndexFormatError(f"{where}: document {fields['doc_path']!r} differs from the node table's")
+            hit = self._cache[row] = StoredNode(self, row, **fields)
+        return hit
+
+    def children(self, row: int) -> list[int]:
+        return self.child_rows[self.child_ptr[row]:self.child_ptr[row + 1]].tolist()
+
+    def content(self, row: int) -> str:
+        text = self.contents.raw(row)
+        if not isinstance(text, str):
+            raise IndexFormatError(f"{self.contents.where(row)}: not a JSON string")
+        return text
+
+
+class StoredNode(TreeNode):
+    """A node of a loaded index: parent, children and content resolve from the table when read."""
+
+    def __init__(self, table: NodeTable, row: int, **fields: Any) -> None:
+        self._table = table
+        self._row = row
+        super().__init__(content=_ON_DISK, parent=_ON_DISK, children=_ON_DISK, **fields)
+
+    @property  # type: ignore[override]
+    def content(self) -> str:
+        own = self.__dict__["_content"]
+        return self._table.content(self._row) if own is _ON_DISK else own
+
+    @content.setter
+    def content(self, value: str) -> None:
+        self.__dict__["_content"] = value
+
+    @property  # type: ignore[override]
+    def parent(self) -> TreeNode | None:
+        own = self.__dict__["_parent"]
+        if own is _ON_DISK:
+            p = int(self._table.parent[self._row])
+            own = self.__dict__["_parent"] = None if p < 0 else self._table.node(p)
+        return own
+
+    @parent.setter
+    def parent(self, value: TreeNode | None) -> None:
+        self.__dict__["_parent"] = value
+
+    @property  # type: ignore[override]
+    def children(self) -> list[TreeNode]:
+        own = self.__dict__["_children"]
+        if own is _ON_DISK:
+            own = self.__dict__["_children"] = [self._table.node(r) for r in self._table.children(self._row)]
+        return own
+
+    @children.setter
+    def children(self, value: list[TreeNode]) -> None:
+        self.__dict__["_children"] = value
+
+    @property
+    def is_leaf(self) -> bool:
+        own = self.__dict__["_children"]
+        if own is _ON_DISK:
+            t = self._table
+            return bool(t.child_ptr[self._row + 1] == t.child_ptr[self._row])
+        return len(own) == 0
+
+
+class NodeMap(Mapping[str, TreeNode]):
+    """node_id -> node, built on access."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self.table = table
+
+    def __getitem__(self, node_id: str) -> TreeNode:
+        row = row_of(node_id, len(self.table))
+        if row is None:
+            raise KeyError(node_id)
+        return self.table.node(row)
+
+    def __iter__(self) -> Iterator[str]:
+        return (node_id_of(r) for r in range(len(self.table)))
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __contains__(self, node_id: object) -> bool:
+        return row_of(node_id, len(self.table)) is not None
+
+
+class LeafList(Sequence[TreeNode]):
+    """Leaves in pre-order (a subset when ``positions`` is given), built on access."""
+
+    def __init__(self, table: NodeTable, positions: np.ndarray | None = None) -> None:
+        self.table = table
+        self.positions = np.arange(len(table.leaf_rows)) if positions is None else positions
+        """Leaf numbers (rows of leaf_embeddings) of the listed leaves."""
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, i: int) -> TreeNode: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[TreeNode]: ...
+
+    def __getitem__(self, i: int | slice) -> TreeNode | list[TreeNode]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return self.table.node(int(self.table.leaf_rows[self.positions[i]]))
+
+
+class LeafRows(Mapping[str, tuple[int, int]]):
+    """leaf node_id -> its chunk rows [start, end); only leaves with chunks are keys."""
+
+    def __init__(self, table: NodeTable, leaf_ptr: np.ndarray) -> None:
+        self.table = table
+        self.ptr = leaf_ptr
+        self._with_rows = np.flatnonzero(np.diff(leaf_ptr) > 0)
+
+    def __getitem__(self, node_id: str) -> tuple[int, int]:
+        row = row_of(node_id, len(self.table))
+        leaf = -1 if row is None else int(self.table.leaf_of_row[row])
+        if leaf < 0 or self.ptr[leaf + 1] == self.ptr[leaf]:
+            raise KeyError(node_id)
+        return int(self.ptr[leaf]), int(self.ptr[leaf + 1])
+
+    def __iter__(self) -> Iterator[str]:
+        return (node_id_of(int(self.table.leaf_rows[i])) for i in self._with_rows)
+
+    def __len__(self) -> int:
+        return len(self._with_rows)

@@ -1,0 +1,80 @@
+"""JSON-lines files read one record at a time, and the field checks every record gets.
+
+Why records are read lazily: at 10,000 documents the chunk records and section
+texts are gigabytes; parsed whole they cost seconds and gigabytes per query
+process. Each file has a byte-offset table beside it (``*_offsets.npy``), so
+record ``i`` is one slice of a memory-mapped file, parsed and validated when a
+query actually uses it.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from indexing.index_files import loads_strict
+from utils.errors import IndexFormatError
+
+if TYPE_CHECKING:
+    import mmap
+
+
+class Records:
+    """JSON lines in a memory-mapped file, read one at a time through a byte-offset table."""
+
+    def __init__(self, data: "mmap.mmap | bytes", offsets: np.ndarray, name: str) -> None:
+        self.data = data
+        self.offsets = offsets
+        self.name = name
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def raw(self, i: int) -> Any:
+        a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+        return loads_strict(self.data[a:b], self.where(i))
+
+    def where(self, i: int) -> str:
+        return f"{self.name} line {i + 1}"
+
+
+def check_offsets(offsets: np.ndarray, count: int, size: int, name: str, table: str) -> None:
+    """An offset table must start at 0, never go back, end at the file's size and have count+1 rows."""
+    if offsets.dtype != np.int64 or offsets.shape != (count + 1,):
+        raise IndexFormatError(f"{table} has shape {offsets.shape} {offsets.dtype}, expected ({count + 1},) int64")
+    if offsets[0] != 0 or offsets[-1] != size or (count and bool(np.any(np.diff(offsets) < 0))):
+        raise IndexFormatError(f"{table} does not describe the lines of {name}")
+
+
+def require(obj: Any, key: str, typ: type, where: str) -> Any:
+    """``obj[key]``, which must exist and be exactly of ``typ`` (a bool is not an int)."""
+    if not isinstance(obj, dict) or key not in obj or not isinstance(obj[key], typ):
+        raise IndexFormatError(f"{where}: field {key!r} missing or of the wrong type")
+    if typ is int and isinstance(obj[key], bool):
+        raise IndexFormatError(f"{where}: field {key!r} must be an integer, not {obj[key]!r}")
+    return obj[key]
+
+
+def typed_fields(d: Any, fields: tuple[tuple[str, type], ...], where: str) -> dict[str, Any]:
+    """Every (name, type) of ``fields`` from one record, checked; a fast path for well-formed records."""
+    if not isinstance(d, dict):
+        raise IndexFormatError(f"{where}: a record is not an object")
+    out: dict[str, Any] = {}
+    for f, typ in fields:
+        v = d.get(f)
+        if type(v) is not typ:
+            require(d, f, typ, where)  # raises the one-line error
+        out[f] = v
+    return out
+
+
+SPAN_PAIRS = (("start_char", "end_char"), ("start_line", "end_line"), ("content_start", "content_end"))
+
+
+def check_spans(d: dict[str, Any], ints: tuple[str, ...], where: str) -> None:
+    for f in ints:
+        if d[f] < 0:
+            raise IndexFormatError(f"{where}: {f} is negative ({d[f]})")
+    for a, b in SPAN_PAIRS:
+        if a in d and b in d and d[b] < d[a]:
+            raise IndexFormatError(f"{where}: {b} ({d[b]}) is before {a} ({d[a]})")
