@@ -38,8 +38,8 @@ from indexing.bm25_builder import BM25Index
 from indexing.chunker import Chunk
 from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, parse_manifest)
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
-from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODES, LeafList,
-                                 LeafRows, NodeMap, NodeTable, row_of)
+from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
+                                 LeafList, LeafRows, NodeMap, NodeTable, row_of)
 from indexing.records import Records, check_offsets, check_spans, require, typed_fields
 from tree_builder.tree import TreeNode
 from utils.atomic import recover_directory
@@ -59,7 +59,7 @@ CHUNK_OFFSETS = "chunk_offsets.npy"
 LEAF_CHUNKS = "leaf_chunks.npy"
 EMBEDDINGS = "embeddings.npy"
 LEAF_EMBEDDINGS = "leaf_embeddings.npy"
-FILES = (METADATA, NODE_TABLE, NODES, NODE_OFFSETS, NODE_CONTENTS, NODE_CONTENT_OFFSETS, CHUNKS, CHUNK_OFFSETS,
+FILES = (METADATA, NODE_TABLE, NODE_TOC_TOKENS, NODES, NODE_OFFSETS, NODE_CONTENTS, NODE_CONTENT_OFFSETS, CHUNKS, CHUNK_OFFSETS,
          LEAF_CHUNKS, EMBEDDINGS, LEAF_EMBEDDINGS)
 """Every file of an index but the postings' (bm25_builder.file_names)."""
 LEGACY_FILES = ("tree.json",)
@@ -297,6 +297,11 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     tree = NodeTable(table, _load_records(files, NODES, NODE_OFFSETS, n_rows),
                      _load_records(files, NODE_CONTENTS, NODE_CONTENT_OFFSETS, n_rows), doc_paths)
     tree.check(NODE_TABLE)
+    toc = files.read_array(NODE_TOC_TOKENS, mmap=False)
+    if toc.dtype != np.int32 or toc.shape != (n_rows,) or (n_rows and int(toc.min()) < 0):
+        raise IndexFormatError(f"{NODE_TOC_TOKENS} has shape {toc.shape} {toc.dtype}, expected ({n_rows},) "
+                               "non-negative int32")
+    tree.toc_tokens = toc
     n_leaves = len(tree.leaf_rows)
     if n_leaves != counts["leaves"]:
         raise IndexFormatError(f"{NODE_TABLE} has {n_leaves} leaves but {METADATA} says {counts['leaves']}")

@@ -23,8 +23,8 @@ from indexing.index_store import (CHUNK_FIELDS, CHUNK_OFFSETS, CHUNKS, EMBEDDING
                                   LEAF_CHUNKS, LEAF_EMBEDDINGS, METADATA)
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.leaf_terms import build_leaf_terms
-from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODES, node_record,
-                                 node_table)
+from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
+                                 node_record, node_table, toc_tokens)
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
 
@@ -139,6 +139,7 @@ class IndexWriter:
         doc_number = {d["path"]: i for i, d in enumerate(metadata["documents"])}
         nodes, table = node_table(root, doc_number)
         np.save(directory / NODE_TABLE, table, allow_pickle=False)
+        np.save(directory / NODE_TOC_TOKENS, toc_tokens(nodes, table), allow_pickle=False)
         write_lines(directory / NODES, (node_record(n) for n in nodes), directory / NODE_OFFSETS)
         write_lines(directory / NODE_CONTENTS, (n.content for n in nodes), directory / NODE_CONTENT_OFFSETS)
         bm25.save(directory)

@@ -36,6 +36,7 @@ NODE_OFFSETS = "node_offsets.npy"
 NODE_CONTENTS = "node_contents.jsonl"
 NODE_CONTENT_OFFSETS = "node_content_offsets.npy"
 NODE_TABLE = "node_table.npy"
+NODE_TOC_TOKENS = "node_toc_tokens.npy"
 KINDS = ("root", "document", "section", "intro")
 PARENT, DOC, KIND = 0, 1, 2
 MAX_TREE_DEPTH = 64
@@ -83,6 +84,36 @@ def node_table(root: TreeNode, doc_number: Mapping[str, int]) -> tuple[list[Tree
     return nodes, table
 
 
+def toc_tokens(nodes: list[TreeNode], table: np.ndarray) -> np.ndarray:
+    """Estimated tokens of each node's block of the serialised tree (+2 for the blank line between
+    blocks; 0 for the root): what the LLM locator's TOC budget sums, computed once at build time."""
+    from tree_builder.visualizer import node_block
+    from utils.tokenizer import estimate_tokens
+
+    depth = depths(np.asarray(table[:, PARENT], dtype=np.int64))
+    out = np.zeros(len(nodes), dtype=np.int32)
+    for i, n in enumerate(nodes[1:], 1):
+        out[i] = estimate_tokens(node_block(n, int(depth[i]))) + 2
+    return out
+
+
+def depths(parent: np.ndarray) -> np.ndarray:
+    """Depth of every row as the serialisation indents it (root -1, top-level nodes 0).
+
+    Pointer jumping, one numpy pass per level; a tree deeper than MAX_TREE_DEPTH
+    raises ValueError (a cycle would too, but parents always come first).
+    """
+    depth = np.full(len(parent), -1, dtype=np.int64)
+    anc = parent.copy()
+    for _ in range(MAX_TREE_DEPTH + 1):
+        live = anc >= 0
+        if not live.any():
+            return depth
+        depth[live] += 1
+        anc[live] = parent[anc[live]]
+    raise ValueError(f"tree is nested deeper than {MAX_TREE_DEPTH} levels")
+
+
 # --------------------------------------------------------------------------- read
 
 class NodeTable:
@@ -105,6 +136,10 @@ class NodeTable:
         """Pre-order rows of the leaves: leaf i of the index is node row leaf_rows[i]."""
         self.leaf_of_row = np.full(n, -1, dtype=np.int64)
         self.leaf_of_row[self.leaf_rows] = np.arange(len(self.leaf_rows))
+        self.depth = np.zeros(0, dtype=np.int64)
+        """Serialisation depth per row (root -1); set by ``check``."""
+        self.toc_tokens = np.zeros(n, dtype=np.int32)
+        """Estimated TOC tokens per row (node_toc_tokens.npy), set by the loader."""
         self._cache: dict[int, StoredNode] = {}
 
     def __len__(self) -> int:
@@ -125,14 +160,10 @@ class NodeTable:
         inner = rows[1:][parent[1:] > 0]
         if np.any(doc[inner] != doc[parent[inner]]):
             raise IndexFormatError(f"{name}: a node belongs to another document than its parent")
-        anc = parent.copy()
-        for _ in range(MAX_TREE_DEPTH):
-            live = anc >= 0
-            if not live.any():
-                break
-            anc[live] = parent[anc[live]]
-        else:
-            raise IndexFormatError(f"{name}: tree is nested deeper than {MAX_TREE_DEPTH} levels")
+        try:
+            self.depth = depths(parent)
+        except ValueError as exc:
+            raise IndexFormatError(f"{name}: {exc}") from None
         if len(self.leaf_rows) > 1 and np.any(np.diff(doc[self.leaf_rows]) < 0):
             raise IndexFormatError(f"{name}: the leaves of a document are not contiguous")
 

@@ -12,18 +12,18 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Sequence
+from typing import Any, Collection, Iterator, Sequence
 
 import numpy as np
 
 from config import Config
 from indexing.index_store import Index
-from indexing.node_table import LeafList
+from indexing.node_table import LeafList, node_id_of, row_of
 from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
 from retrieval.scoring import dense_scores
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
-from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, node_blocks, serialize_tree, tree_for_prompt
+from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, join_blocks, node_block, tree_for_prompt
 from utils.errors import BackendError
 from utils.llm_client import forget_reply
 from utils.similarity import min_max_normalize
@@ -202,7 +202,31 @@ def _normalise_title(s: str) -> str:
     return s
 
 
-def _resolve_id(raw: Any, index: Index, allowed: set[str]) -> str | None:
+class ScopeIds(Collection[str]):
+    """Ids of every node (the root excepted) of the documents in scope, answered from the node table."""
+
+    def __init__(self, index: Index, doc_paths: set[str] | None) -> None:
+        self.tree = index.tree
+        self.docs = None if doc_paths is None else np.array(
+            [i for i, p in enumerate(self.tree.doc_paths) if p in doc_paths], dtype=np.int64)
+
+    def _rows(self) -> np.ndarray:
+        if self.docs is None:
+            return np.arange(1, len(self.tree))
+        return np.flatnonzero(np.isin(self.tree.doc, self.docs))
+
+    def __contains__(self, node_id: object) -> bool:
+        row = row_of(node_id, len(self.tree))
+        return bool(row) and (self.docs is None or int(self.tree.doc[row]) in self.docs)
+
+    def __iter__(self) -> Iterator[str]:
+        return (node_id_of(int(r)) for r in self._rows())
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+
+def _resolve_id(raw: Any, index: Index, allowed: Collection[str]) -> str | None:
     """An id as the model wrote it -> a node id: "7", 7, "[0007]", "<0007>", "node_0007", or a heading."""
     if isinstance(raw, bool) or raw is None:
         return None
@@ -238,8 +262,7 @@ def parse_locator_response(text: str, index: Index, query: str,
     results = obj.get("results")
     if not isinstance(results, list):
         return [], thinking, ["no 'results' list in the JSON"]
-    allowed = {n.node_id for n in index.root.iter_preorder()
-               if n.kind != "root" and (doc_paths is None or n.doc_path in doc_paths)}
+    allowed = ScopeIds(index, doc_paths)
     out: list[LocatedNode] = []
     seen: set[str] = set()
     for item in results:
@@ -274,45 +297,49 @@ def parse_locator_response(text: str, index: Index, query: str,
     return out, thinking, problems
 
 
-def _node_token_costs(index: Index) -> dict[str, int]:
-    """Estimated tokens of each node's serialised block (+2 for the separating blank line), once per index."""
-    memo = index.derived.get("toc_node_tokens")
-    if memo is None:
-        memo = index.derived["toc_node_tokens"] = {
-            nid: estimate_tokens(text) + 2 for nid, text in node_blocks(index.root)}
-    return memo
-
-
 def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: QueryLike, config: Config,
                    doc_paths: set[str] | None = None) -> tuple[str, int]:
     """The serialised tree, cut to the TOC budget around the best no-LLM leaves.
 
-    Returns (text, number of nodes shown). Costs are summed per node (memoised
-    per index), so a forest of millions of characters is never re-serialised
-    or re-counted per query: leaves are added best-first with the ancestors
-    they need until the next one would not fit.
+    Returns (text, number of nodes shown). Every node's token cost was summed at
+    build time (node_toc_tokens.npy) and ancestors come from the node table, so
+    a forest of millions of characters is never re-serialised or re-counted per
+    query and only the nodes shown are read: leaves are added best-first with
+    the ancestors they need until the next one would not fit.
     """
-    costs = _node_token_costs(index)
-    allowed = [n for n in index.root.iter_preorder()
-               if n.kind != "root" and (doc_paths is None or n.doc_path in doc_paths)]
+    tree = index.tree
+    costs = tree.toc_tokens
+    if doc_paths is None:
+        allowed = np.arange(1, len(tree))
+    else:
+        numbers = [i for i, p in enumerate(tree.doc_paths) if p in doc_paths]
+        allowed = np.flatnonzero(np.isin(tree.doc, numbers)) if numbers else np.zeros(0, dtype=np.int64)
     header = estimate_tokens(HEADER) + 2
-    total = header + sum(costs[n.node_id] for n in allowed)
-    if total <= config.toc_budget_tokens or embedder is None:
-        ids = None if doc_paths is None else {n.node_id for n in allowed}
-        return serialize_tree(index.root, include=ids), len(allowed)
-    leaves, scores = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
-    order = np.lexsort((np.arange(len(scores)), -scores))
-    include: set[str] = set()
+    if header + int(costs[allowed].sum()) <= config.toc_budget_tokens or embedder is None:
+        return _serialize_rows(index, allowed), len(allowed)
+    _, scores = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
+    positions = index.leaf_positions(doc_paths)
+    included = np.zeros(len(tree), dtype=bool)
     used = header
-    for i in order:
-        leaf = leaves[i]
-        new = [a.node_id for a in leaf.ancestors() if a.node_id not in include] + [leaf.node_id]
-        cost = sum(costs[nid] for nid in new)
+    for i in np.lexsort((np.arange(len(scores)), -scores)):
+        new = [int(tree.leaf_rows[positions[i]])]
+        parent = int(tree.parent[new[0]])
+        while parent > 0 and not included[parent]:  # row 0, the root, is never shown
+            new.append(parent)
+            parent = int(tree.parent[parent])
+        cost = int(costs[new].sum())
         if used + cost > config.toc_budget_tokens:
             break
-        include.update(new)
+        included[new] = True
         used += cost
-    return serialize_tree(index.root, include=include), len(include)
+    rows = np.flatnonzero(included)
+    return _serialize_rows(index, rows), len(rows)
+
+
+def _serialize_rows(index: Index, rows: np.ndarray) -> str:
+    """``serialize_tree`` of exactly these node rows (a set closed under ancestors), in pre-order."""
+    tree = index.tree
+    return join_blocks([node_block(tree.node(int(r)), int(tree.depth[r])) for r in np.sort(rows)])
 
 
 def ask_for_leaves(index: Index, llm: Any, query: QueryLike, config: Config, embedder: QueryEmbedder | None,

@@ -31,12 +31,21 @@ def node_blocks(root: TreeNode, include: set[str] | None = None) -> list[tuple[s
         stack.extend((c, depth + 1) for c in reversed(node.children))
         if depth < 0 or (include is not None and node.node_id not in include):
             continue
-        indent = "  " * depth
-        mark = LEAF_MARK if node.is_leaf else ""
-        summary = " ".join(node.summary.split())
-        blocks.append((node.node_id, f"{indent}[{node.node_id}] {node.heading}{mark}\n"
-                                     f"{indent}  {SUMMARY_LABEL} {summary}".rstrip()))
+        blocks.append((node.node_id, node_block(node, depth)))
     return blocks
+
+
+def node_block(node: TreeNode, depth: int) -> str:
+    """One node's lines of the serialisation (``depth`` 0 = a top-level node)."""
+    indent = "  " * depth
+    mark = LEAF_MARK if node.is_leaf else ""
+    summary = " ".join(node.summary.split())
+    return f"{indent}[{node.node_id}] {node.heading}{mark}\n{indent}  {SUMMARY_LABEL} {summary}".rstrip()
+
+
+def join_blocks(blocks: list[str]) -> str:
+    """The serialisation of these blocks (pre-order), as ``serialize_tree`` joins them."""
+    return HEADER + "\n\n" + "\n\n".join(blocks)
 
 
 def serialize_tree(root: TreeNode, include: set[str] | None = None) -> str:
@@ -49,7 +58,7 @@ def serialize_tree(root: TreeNode, include: set[str] | None = None) -> str:
     (top-level nodes at column 0). ``include`` limits output to those node ids
     (the caller passes chosen leaves plus their ancestors to fit a budget).
     """
-    return HEADER + "\n\n" + "\n\n".join(text for _, text in node_blocks(root, include))
+    return join_blocks([text for _, text in node_blocks(root, include)])
 
 
 # --------------------------------------------------------------------------- the locate prompt
