@@ -86,8 +86,11 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
     meta = {"created_at": "bench", "input": str(docs_dir), "folder_mode": True, "config": config.to_dict(),
             "embedder": {"name": embedder.name, "model_id": embedder.model_id, "dim": int(embedder.dim)},
             "counts": {"documents": len(docs), "nodes": 0, "leaves": len(leaves), "chunks": len(chunks),
-                       "vocabulary": bm25.vocab_size}, "documents": [], "warnings": []}
-    write_index_files(out_dir, meta, root, chunks, emb, leaf_emb, bm25)
+                       "vocabulary": bm25.vocab_size},
+            "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash} for d in docs],
+            "warnings": []}
+    write_index_files(out_dir, meta, root, chunks, emb, leaf_emb, bm25, texts,
+                      [leaf_text_for_embedding(n) for n in leaves])
     lap("write files")
     return t, cpu_t, len(chunks), len(leaves)
 

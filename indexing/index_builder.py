@@ -26,9 +26,9 @@ from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
 from indexing.index_store import FILES as STORE_FILES
-from indexing.index_store import LEGACY_FILES, METADATA
+from indexing.index_store import LEGACY_FILES, METADATA, text_key
 from indexing.index_writer import IndexWriter
-from indexing.reuse import PreviousIndex, build_settings, compare_documents, open_previous, text_key
+from indexing.reuse import PreviousIndex, build_settings, compare_documents, open_previous
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
 from tree_builder.summary import summarize_tree
@@ -331,7 +331,7 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
     def flush() -> None:
         nonlocal block, texts, block_leaves
         if block:
-            writer.add_chunks(block, vectors(texts, "chunk"))
+            writer.add_chunks(block, vectors(texts, "chunk"), texts)
         if advance and block_leaves:
             advance(block_leaves)
         block, texts, block_leaves = [], [], 0
@@ -355,7 +355,8 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
         if out.chunks:
             for i in range(0, len(leaves), BLOCK_CHUNKS):
                 part = leaves[i:i + BLOCK_CHUNKS]
-                writer.add_leaf_vectors(vectors([leaf_text_for_embedding(n) for n in part], "leaf"))
+                leaf_texts = [leaf_text_for_embedding(n) for n in part]
+                writer.add_leaf_vectors(vectors(leaf_texts, "leaf"), leaf_texts)
                 if advance:
                     advance(len(part))
             index = bm25.finish()
@@ -372,10 +373,10 @@ def _reuse(source: PreviousIndex, texts: list[str], kind: str) -> tuple[np.ndarr
     keys = [text_key(t) for t in texts]
     try:
         if kind == "chunk":
-            found, rows = source.chunk_vectors(keys, chunk_representation)
+            found, rows = source.chunk_vectors(keys)
             old = source.index.embeddings
         else:
-            found, rows = source.leaf_vectors(keys, leaf_text_for_embedding)
+            found, rows = source.leaf_vectors(keys)
             old = source.index.leaf_embeddings
     except IndexFormatError as exc:
         raise _OldIndexDamaged(str(exc)) from None

@@ -27,6 +27,7 @@ checks every count, shape, offset table and the tree's structure;
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +60,14 @@ CHUNK_OFFSETS = "chunk_offsets.npy"
 LEAF_CHUNKS = "leaf_chunks.npy"
 EMBEDDINGS = "embeddings.npy"
 LEAF_EMBEDDINGS = "leaf_embeddings.npy"
-FILES = (METADATA, NODE_TABLE, NODE_TOC_TOKENS, NODES, NODE_OFFSETS, NODE_CONTENTS, NODE_CONTENT_OFFSETS, CHUNKS, CHUNK_OFFSETS,
-         LEAF_CHUNKS, EMBEDDINGS, LEAF_EMBEDDINGS)
+CHUNK_KEYS = "chunk_text_keys.npy"
+LEAF_KEYS = "leaf_text_keys.npy"
+FILES = (METADATA, NODE_TABLE, NODE_TOC_TOKENS, NODES, NODE_OFFSETS, NODE_CONTENTS, NODE_CONTENT_OFFSETS, CHUNKS,
+         CHUNK_OFFSETS, LEAF_CHUNKS, EMBEDDINGS, LEAF_EMBEDDINGS, CHUNK_KEYS, LEAF_KEYS)
 """Every file of an index but the postings' (bm25_builder.file_names)."""
 LEGACY_FILES = ("tree.json",)
 """Written by older formats: still TreeRAG's own when an old index is replaced."""
+KEY_BYTES = 16
 RECORD_CACHE = 4096
 """Parsed chunk records kept per index (a query reads tens; the cache is dropped when full)."""
 
@@ -150,6 +154,8 @@ class Index:
         self.leaf_rows: Mapping[str, tuple[int, int]] = LeafRows(tree, leaf_ptr)
         self.chunks: Sequence[Chunk] = ChunkTable(records, leaf_ptr, self.leaves)
         self.doc_rows = _doc_rows(tree, leaf_ptr)
+        self.text_keys: dict[str, np.ndarray] = {}
+        """CHUNK_KEYS / LEAF_KEYS -> (rows, KEY_BYTES) digests of the texts the vectors embed (for updates)."""
         self.derived: dict[str, Any] = {}
         """Per-index memo of values derived from it; lives as long as the index."""
 
@@ -186,6 +192,11 @@ class Index:
                 self.tree.doc_paths[int(docs[a])]: (int(a), int(b)) for a, b in zip(starts, ends)}
         parts = [np.arange(*ranges[d]) for d in sorted(doc_paths) if d in ranges]
         return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+
+def text_key(text: str) -> bytes:
+    """Digest of the exact text a vector embeds (chunk_text_keys.npy): how an update finds reusable vectors."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=KEY_BYTES).digest()
 
 
 def _doc_rows(tree: NodeTable, leaf_ptr: np.ndarray) -> dict[str, tuple[int, int]]:
@@ -325,7 +336,13 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     leaf_terms = BM25Index.load(path, mmap=mmap, files=files, prefix=LEAF_TERMS_PREFIX)
     if leaf_terms.n_rows != n_leaves:
         raise IndexFormatError(f"{LEAF_TERMS_PREFIX}* covers {leaf_terms.n_rows} leaves but {NODE_TABLE} has {n_leaves}")
-    return Index(path, meta, tree, records, emb, leaf_emb, bm25, leaf_ptr, leaf_terms)
+    index = Index(path, meta, tree, records, emb, leaf_emb, bm25, leaf_ptr, leaf_terms)
+    for name, rows in ((CHUNK_KEYS, n_chunks), (LEAF_KEYS, n_leaves)):
+        keys = files.read_array(name, mmap)
+        if keys.dtype != np.uint8 or keys.shape != (rows, KEY_BYTES):
+            raise IndexFormatError(f"{name} has shape {keys.shape} {keys.dtype}, expected ({rows}, {KEY_BYTES}) uint8")
+        index.text_keys[name] = keys
+    return index
 
 
 def _require_finite(arr: np.ndarray, name: str) -> None:

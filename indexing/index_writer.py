@@ -19,8 +19,8 @@ import numpy as np
 from indexing.bm25_builder import BM25Index
 from indexing.chunker import Chunk
 from indexing.index_files import fsync_directory, write_manifest_entry
-from indexing.index_store import (CHUNK_FIELDS, CHUNK_OFFSETS, CHUNKS, EMBEDDINGS, FORMAT_NAME, FORMAT_VERSION,
-                                  LEAF_CHUNKS, LEAF_EMBEDDINGS, METADATA)
+from indexing.index_store import (CHUNK_FIELDS, CHUNK_KEYS, CHUNK_OFFSETS, CHUNKS, EMBEDDINGS, FORMAT_NAME,
+                                  FORMAT_VERSION, KEY_BYTES, LEAF_CHUNKS, LEAF_EMBEDDINGS, LEAF_KEYS, METADATA, text_key)
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.leaf_terms import build_leaf_terms
 from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
@@ -99,12 +99,14 @@ class IndexWriter:
         self._offsets = array("q", [0])
         self.vectors = {EMBEDDINGS: _RowsFile(self.directory / EMBEDDINGS, dim),
                         LEAF_EMBEDDINGS: _RowsFile(self.directory / LEAF_EMBEDDINGS, dim)}
+        self.keys: dict[str, bytearray] = {CHUNK_KEYS: bytearray(), LEAF_KEYS: bytearray()}
 
     @property
     def n_chunks(self) -> int:
         return len(self._offsets) - 1
 
-    def add_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+    def add_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, texts: Sequence[str]) -> None:
+        """Chunks (leaf by leaf, in order), their vectors and the texts those vectors embed."""
         for c in chunks:
             i = self._leaf_pos.get(c.source_node_id)
             if i is None or i < self._last_leaf:
@@ -115,9 +117,15 @@ class IndexWriter:
             self._chunks.write(line)
             self._offsets.append(self._offsets[-1] + len(line))
         self.vectors[EMBEDDINGS].append(vectors)
+        self._add_keys(CHUNK_KEYS, texts)
 
-    def add_leaf_vectors(self, vectors: np.ndarray) -> None:
+    def add_leaf_vectors(self, vectors: np.ndarray, texts: Sequence[str]) -> None:
         self.vectors[LEAF_EMBEDDINGS].append(vectors)
+        self._add_keys(LEAF_KEYS, texts)
+
+    def _add_keys(self, name: str, texts: Sequence[str]) -> None:
+        for t in texts:
+            self.keys[name] += text_key(t)
 
     def close(self) -> None:
         """Release the open files (after a failure; the caller removes the directory)."""
@@ -133,6 +141,11 @@ class IndexWriter:
             raise ValueError("vectors and chunks (or leaves) differ in number")
         for f in self.vectors.values():
             f.finish()
+        for name, raw in self.keys.items():
+            keys = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, KEY_BYTES)
+            if len(keys) != (self.n_chunks if name == CHUNK_KEYS else n_leaves):
+                raise ValueError(f"{name}: one key per vector was not given")
+            np.save(directory / name, keys, allow_pickle=False)
         np.save(directory / CHUNK_OFFSETS, np.frombuffer(self._offsets, dtype=np.int64), allow_pickle=False)
         np.save(directory / LEAF_CHUNKS, np.concatenate([[0], np.cumsum(self._leaf_counts)]).astype(np.int64),
                 allow_pickle=False)
@@ -166,12 +179,14 @@ def write_index_files(
     embeddings: np.ndarray,
     leaf_embeddings: np.ndarray,
     bm25: BM25Index,
+    chunk_texts: Sequence[str],
+    leaf_texts: Sequence[str],
 ) -> None:
     """Everything at once (tools and benchmarks that hold a whole index); see IndexWriter."""
     writer = IndexWriter(Path(directory), root.leaves(), int(embeddings.shape[1]))
     try:
-        writer.add_chunks(chunks, embeddings)
-        writer.add_leaf_vectors(leaf_embeddings)
+        writer.add_chunks(chunks, embeddings, chunk_texts)
+        writer.add_leaf_vectors(leaf_embeddings, leaf_texts)
         writer.finish(metadata, root, bm25, build_leaf_terms(root.leaves()))
     except BaseException:
         writer.close()

@@ -2,7 +2,8 @@
 
 Why reuse is keyed by *text*, not by file: a vector is a function of the text
 it embeds (the chunk's representation: title, heading path, chunk text) and of
-the embedder. Looking old vectors up by a digest of that text makes an update
+the embedder. Looking old vectors up by a digest of that text (stored at build
+time beside the vectors: chunk_text_keys.npy, leaf_text_keys.npy) makes an update
 equal to a full rebuild by construction: a renamed file, a moved section or a
 chunk whose neighbours changed gets the vector a full rebuild would compute, and
 anything whose text differs is embedded afresh. Only documents still present
@@ -19,7 +20,6 @@ embedding (and LLM summaries), and rebuilding it keeps one code path.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,7 @@ import numpy as np
 
 from config import Config
 from indexing.index_files import METADATA_MAX_BYTES
-from indexing.index_store import FORMAT_VERSION, Index, load_index, read_metadata
+from indexing.index_store import CHUNK_KEYS, FORMAT_VERSION, LEAF_KEYS, Index, load_index, read_metadata
 from tree_builder.tree import Document, TreeNode
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
@@ -71,10 +71,6 @@ def _describe(identity: Any) -> str:
     return f"{identity.get('model_id', '?')}, {identity.get('dim', '?')} dims"
 
 
-def text_key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
-
-
 @dataclass
 class DocumentChanges:
     """How the documents of a new build compare with the previous index's."""
@@ -112,8 +108,7 @@ class PreviousIndex:
         self.metadata = index.metadata
         self._hashes = {d.content_hash for d in docs}
         self._paths = {d.path for d in docs}
-        self._chunk_rows: dict[bytes, int] | None = None
-        self._leaf_rows: dict[bytes, int] | None = None
+        self._tables: dict[str, dict[bytes, int]] = {}
 
     # ------------------------------------------------------------------ vectors
 
@@ -122,34 +117,31 @@ class PreviousIndex:
         return {d["path"] for d in self.metadata["documents"]
                 if d["content_hash"] in self._hashes or d["path"] in self._paths}
 
-    def _chunk_table(self, representation: Any) -> dict[bytes, int]:
-        if self._chunk_rows is None:
-            titles = {d["path"]: d["title"] for d in self.metadata["documents"]}
-            context = self.metadata["build_settings"]["config"]["chunk_context"]
-            table: dict[bytes, int] = {}
-            for doc in self._lending_docs():
-                rows = self.index.doc_rows.get(doc)
-                if rows is None:
-                    continue
-                for r in range(*rows):
-                    c = self.index.chunks[r]
-                    table.setdefault(text_key(representation(c, titles.get(doc, ""), context)), r)
-            self._chunk_rows = table
-        return self._chunk_rows
-
-    def _leaf_table(self, leaf_text: Any) -> dict[bytes, int]:
-        if self._leaf_rows is None:
+    def _table(self, name: str) -> dict[bytes, int]:
+        """Stored text digest -> row, for the rows of documents that may lend (built once)."""
+        table = self._tables.get(name)
+        if table is None:
+            keys = self.index.text_keys[name]
             lending = self._lending_docs()
-            self._leaf_rows = {text_key(leaf_text(n)): i for i, n in enumerate(self.index.leaves)
-                               if n.doc_path in lending}
-        return self._leaf_rows
+            if name == CHUNK_KEYS:
+                spans = [self.index.doc_rows[d] for d in lending if d in self.index.doc_rows]
+            else:
+                positions = self.index.leaf_positions(lending)
+                spans = [(int(p), int(p) + 1) for p in positions]
+            table = {}
+            for a, b in spans:
+                block = np.asarray(keys[a:b])
+                for i in range(b - a):
+                    table.setdefault(block[i].tobytes(), a + i)
+            self._tables[name] = table
+        return table
 
-    def chunk_vectors(self, keys: list[bytes], representation: Any) -> tuple[np.ndarray, np.ndarray]:
+    def chunk_vectors(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """(found mask, rows) for the chunk representations whose digests are ``keys``."""
-        return _lookup(self._chunk_table(representation), keys)
+        return _lookup(self._table(CHUNK_KEYS), keys)
 
-    def leaf_vectors(self, keys: list[bytes], leaf_text: Any) -> tuple[np.ndarray, np.ndarray]:
-        return _lookup(self._leaf_table(leaf_text), keys)
+    def leaf_vectors(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        return _lookup(self._table(LEAF_KEYS), keys)
 
     # ------------------------------------------------------------------ summaries
 
