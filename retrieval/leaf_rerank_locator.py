@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from config import Config
 from indexing.index_store import Index
 from retrieval.hybrid_retriever import QueryEmbedder
 from retrieval.node_locator import ask_for_leaves, hybrid_leaf_scores, hybrid_locate
 from retrieval.query import QueryLike, query_text
 from retrieval.types import LocatedNode, LocateResult
+from utils.similarity import top_order
 
 RERANK_CANDIDATES = 10
 """Leaves the model is shown: the hybrid locator's top ten (its recall@10 of gold leaves is what
@@ -64,7 +63,7 @@ def top_candidates(index: Index, embedder: QueryEmbedder, query: QueryLike, conf
                    doc_paths: set[str] | None) -> list[LocatedNode]:
     """The hybrid locator's best ``RERANK_CANDIDATES`` leaves with a positive score, best first."""
     leaves, total = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
-    order = np.lexsort((np.arange(len(total)), -total))[:RERANK_CANDIDATES]
+    order = top_order(total, RERANK_CANDIDATES)
     return [LocatedNode(leaves[i].node_id, query_text(query), leaves[i].heading_path, round(float(total[i]), 4))
             for i in order if total[i] > 0]
 

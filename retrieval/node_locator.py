@@ -26,7 +26,7 @@ from tree_builder.tree import TreeNode
 from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, join_blocks, node_block, tree_for_prompt
 from utils.errors import BackendError
 from utils.llm_client import forget_reply
-from utils.similarity import min_max_normalize
+from utils.similarity import best_first, min_max_normalize, top_order
 from retrieval.query import QueryLike, query_parts, query_text, query_tokens
 from utils.tokenizer import estimate_tokens
 
@@ -55,6 +55,8 @@ NODE_LOCATE_PROMPT = """你是一个文档检索专家。给定用户问题和�
 # placeholder is an unknown id, dropped, and the recorded fallback takes over.
 
 MAX_RESULTS = 5
+LOCATOR_CANDIDATES = 20
+"""Leaves the hybrid locator lists as candidates (the audit record; the LLM re-ranker's pool)."""
 MAX_EXPANDED_LEAVES = 3
 
 
@@ -155,13 +157,13 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, 
 def hybrid_locate(index: Index, embedder: QueryEmbedder, query: QueryLike, config: Config,
                   doc_paths: set[str] | None = None) -> LocateResult:
     leaves, total = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
-    order = np.lexsort((np.arange(len(total)), -total))
+    order = top_order(total, max(config.hybrid_top_leaves, LOCATOR_CANDIDATES))
     picked = [i for i in order[:config.hybrid_top_leaves] if total[i] > 0]
     text = query_text(query)
     nodes = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
              for i in picked]
     cands = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
-             for i in order[:20]]
+             for i in order[:LOCATOR_CANDIDATES]]
     thinking = (f"no LLM: ranked {len(leaves)} leaves by dense + BM25 similarity of their chunks "
                 f"and headings to the query")
     return LocateResult(nodes=nodes, thinking=thinking, locator="hybrid", candidates=cands)
@@ -321,7 +323,7 @@ def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: QueryLik
     positions = index.leaf_positions(doc_paths)
     included = np.zeros(len(tree), dtype=bool)
     used = header
-    for i in np.lexsort((np.arange(len(scores)), -scores)):
+    for i in best_first(scores):
         new = [int(tree.leaf_rows[positions[i]])]
         parent = int(tree.parent[new[0]])
         while parent > 0 and not included[parent]:  # row 0, the root, is never shown

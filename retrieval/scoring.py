@@ -12,7 +12,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from utils.errors import IndexFormatError
-from utils.similarity import min_max_normalize, rrf_scores
+from utils.similarity import matvec, min_max_normalize, rrf_scores
 
 
 @dataclass
@@ -29,7 +29,7 @@ def dense_scores(vectors: np.ndarray, qvec: np.ndarray, name: str = "embeddings.
     A load does not read every vector (they are memory-mapped), so the check is
     made where vectors are used: NaN would otherwise silently reorder rankings.
     """
-    scores = np.asarray(vectors @ qvec, dtype=np.float32)
+    scores = matvec(vectors, qvec)
     if not np.isfinite(scores).all():
         raise IndexFormatError(f"{name} holds NaN or infinite values; rebuild the index")
     return scores

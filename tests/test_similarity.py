@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from utils.similarity import min_max_normalize, rrf_scores
+from utils.similarity import PARALLEL_ROWS, best_first, matvec, min_max_normalize, rrf_scores, top_order
 
 
 def test_min_max_regular() -> None:
@@ -33,3 +33,38 @@ def test_rrf_scores() -> None:
     assert rrf_scores([[], []]).shape == (0,)
     with pytest.raises(ValueError):
         rrf_scores([[5]], n=3)
+
+
+def test_matvec_split_across_threads_equals_one_product() -> None:
+    rng = np.random.default_rng(0)
+    vecs = rng.standard_normal((PARALLEL_ROWS + 1001, 16)).astype(np.float32)
+    q = rng.standard_normal(16).astype(np.float32)
+    want = vecs @ q
+    for threads in (1, 2, 3, 8):
+        got = matvec(vecs, q, threads=threads)
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # block edges may use other SIMD lanes
+    assert matvec(vecs[:10], q, threads=4).tolist() == (vecs[:10] @ q).tolist()
+
+
+def test_matvec_error_in_a_worker_thread_reaches_the_caller() -> None:
+    class Broken(np.ndarray):
+        def __getitem__(self, item):  # type: ignore[no-untyped-def]
+            if isinstance(item, slice) and item.start:
+                raise RuntimeError("bad block")
+            return super().__getitem__(item)
+
+    vecs = np.zeros((PARALLEL_ROWS + 10, 4), dtype=np.float32).view(Broken)
+    with pytest.raises(RuntimeError, match="bad block"):
+        matvec(vecs, np.ones(4, dtype=np.float32), threads=2)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_top_order_and_best_first_equal_a_full_sort_with_ties(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 7, size=2000).astype(np.float32)  # many ties
+    full = np.lexsort((np.arange(len(scores)), -scores))
+    for k in (0, 1, 5, 20, 1999, 2000, 5000):
+        assert top_order(scores, k).tolist() == full[:k].tolist()
+    assert list(best_first(scores, first=3)) == full.tolist()
+    assert list(best_first(np.zeros(0, dtype=np.float32))) == []
