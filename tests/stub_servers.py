@@ -26,6 +26,7 @@ import json
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable
 
@@ -51,6 +52,8 @@ class StubResponse:
     """Seconds to wait before answering (to provoke client timeouts)."""
     drip: float = 0.0
     """Seconds between single bytes of the body (a server that never quite stalls)."""
+    head_drip: float = 0.0
+    """Seconds between single bytes of the status line and headers (no read timeout ever fires)."""
 
 
 @dataclass
@@ -163,19 +166,20 @@ class StubServer:
                 if resp.delay and server._stopping.wait(resp.delay):
                     return
                 payload = _encode(resp.body)
+                headers = {"Content-Type": "application/json", **resp.headers,
+                           "Content-Length": str(len(payload))}
                 try:
-                    self.send_response(resp.status)
-                    headers = {"Content-Type": "application/json", **resp.headers}
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
+                    if resp.head_drip > 0:
+                        if not _drip(self.wfile, _head(resp.status, headers), resp.head_drip, server._stopping):
+                            return
+                    else:
+                        self.send_response(resp.status)
+                        for name, value in headers.items():
+                            self.send_header(name, value)
+                        self.end_headers()
                     if resp.drip > 0:
-                        for i in range(len(payload)):
-                            self.wfile.write(payload[i:i + 1])
-                            self.wfile.flush()
-                            if server._stopping.wait(resp.drip):
-                                return
+                        if not _drip(self.wfile, payload, resp.drip, server._stopping):
+                            return
                     else:
                         self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
@@ -185,6 +189,26 @@ class StubServer:
             do_GET = _handle
 
         return Handler
+
+
+def _head(status: int, headers: dict[str, str]) -> bytes:
+    """The status line and headers as ``send_response`` + ``send_header`` would write them."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
+    lines = [f"HTTP/1.1 {status} {phrase}", *(f"{k}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _drip(wfile: Any, data: bytes, seconds: float, stopping: threading.Event) -> bool:
+    """Write ``data`` a byte at a time, ``seconds`` apart; False if the server stopped meanwhile."""
+    for i in range(len(data)):
+        wfile.write(data[i:i + 1])
+        wfile.flush()
+        if stopping.wait(seconds):
+            return False
+    return True
 
 
 def _encode(body: Any) -> bytes:

@@ -70,7 +70,9 @@ def test_index_and_query_through_the_openai_wire_format(tmp_path: Path) -> None:
 def test_server_down_falls_back_and_query_still_answers(tmp_path: Path, paper_index_dir: Path) -> None:
     env = {"TREERAG_LOG": str(tmp_path / "runs.sqlite3"), "TREERAG_CACHE_DIR": str(tmp_path / "cache"),
            "OPENAI_API_KEY": "sk-test"}
-    with StubServer([], default=StubResponse(500, {"error": {"message": "boom"}})) as srv:
+    # retry-after-ms: 1 keeps the SDK's retries of each failed call instant
+    with StubServer([], default=StubResponse(500, {"error": {"message": "boom"}},
+                                             headers={"retry-after-ms": "1"})) as srv:
         env["OPENAI_BASE_URL"] = srv.url + "/v1"
         q = run_cli("query", "--index", str(paper_index_dir), "--query", "How many epochs did the training procedure use?", "--llm",
                     "openai:gpt-4o-mini", "--json", "--no-cache", env=env, timeout=240)
@@ -140,8 +142,9 @@ def test_index_with_llm_summaries_stops_calling_a_failing_server(tmp_path: Path,
             text = " ".join(words[(i * 7 + ch * 3 + sec) % len(words)] for i in range(320))
             lines += [f"### Section {ch}.{sec}", "", text, ""]
     doc.write_text("\n".join(lines), encoding="utf-8")
-    # Retry-After: 0 keeps the retries of each failed call instant
-    with StubServer(default=StubResponse(status, body, headers={"Retry-After": "0"})) as srv:
+    # retry-after-ms: 1 keeps the SDK's retries of each failed call instant (a Retry-After of 0 would not:
+    # the SDKs take it as absent and back off 0.5-8 s)
+    with StubServer(default=StubResponse(status, body, headers={"retry-after-ms": "1"})) as srv:
         idx = run_cli("index", "--input", str(doc), "--output", str(tmp_path / "idx"), "--mock",
                       "--summaries", "llm", "--llm", "openai", "--quiet", "--no-cache", "--summary-workers", "2",
                       env=_env(tmp_path, srv, "openai"), timeout=120)

@@ -1,15 +1,19 @@
 """LLM client: real openai/anthropic SDKs against stub servers on 127.0.0.1.
 
-No test sleeps for real: retries use an injected sleep that records delays,
-and the one timeout test uses a 0.2 s client timeout.
+The SDKs do the retrying. Failing stubs send ``retry-after-ms: 1`` (``FAST``) so the
+SDK's waits are a millisecond; the few tests that need its own backoff (0.5 s,
+jittered) or a timeout use ``max_retries`` of 0 or 1 and sub-second timeouts.
+Each retry test counts the requests the stub received.
 """
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -52,12 +56,13 @@ from utils.llm_pricing import estimate_cost, price_for
 REPO = Path(__file__).resolve().parents[1]
 
 
-class SleepRecorder:
-    def __init__(self) -> None:
-        self.calls: list[float] = []
+FAST = {"retry-after-ms": "1"}
+"""A Retry-After both SDKs honour: their retries of this reply wait a millisecond."""
 
-    def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
+
+def retry_counts(srv: StubServer) -> list[str]:
+    """The SDK's own count of each request's retries, as it sent them: proof that the SDK retried."""
+    return [r.headers.get("x-stainless-retry-count", "?") for r in srv.requests]
 
 
 # --- provider harness: the same scenarios run against both wire formats --------------
@@ -91,8 +96,8 @@ def provider(request: pytest.FixtureRequest) -> Provider:
 
 
 def make_client(p: Provider, srv: StubServer, *, max_retries: int = 4, timeout: float = 5.0,
-                sleep: SleepRecorder | None = None, notice: Callable[[str], None] | None = None) -> Any:
-    retry = RetryPolicy(max_retries=max_retries, sleep=sleep or SleepRecorder(), random=lambda: 0.5)
+                max_retry_after: float = 60.0, notice: Callable[[str], None] | None = None) -> Any:
+    retry = RetryPolicy(max_retries=max_retries, max_retry_after=max_retry_after)
     return p.build(srv.url, timeout=timeout, retry=retry, notice=notice)
 
 
@@ -186,76 +191,97 @@ def test_anthropic_malformed_continuation_keeps_the_prefill_brace() -> None:
 
 
 # =============================================================================
-# Retries and errors
+# Retries (the SDK's) and errors
 # =============================================================================
-def test_429_retry_after_then_success(provider: Provider) -> None:
-    sleep = SleepRecorder()
+def test_retry_after_is_honoured_by_the_sdk(provider: Provider) -> None:
     with StubServer([
-        StubResponse(429, provider.error("slow down", type_="rate_limit_error"), headers={"Retry-After": "3"}),
+        StubResponse(429, provider.error("slow down", type_="rate_limit_error"), headers={"retry-after-ms": "300"}),
         StubResponse(200, provider.ok("ok")),
     ]) as srv:
-        resp = make_client(provider, srv, sleep=sleep).generate("hi")
-    assert resp.text == "ok"
-    assert sleep.calls == [3.0]
-    assert srv.request_count == 2
+        llm = make_client(provider, srv)
+        llm.generate("warm-up")  # SDK import and client creation are not part of the wait measured
+        srv.push(StubResponse(429, provider.error("slow down"), headers={"retry-after-ms": "300"}),
+                 StubResponse(200, provider.ok("ok")))
+        t0 = time.monotonic()
+        resp = llm.generate("hi")
+        elapsed = time.monotonic() - t0
+    assert resp.text == "ok" and resp.usage.calls == 1
+    assert retry_counts(srv) == ["0", "1", "0", "1"]
+    assert 0.3 <= elapsed < 1.5
 
 
-def test_retry_after_is_capped(provider: Provider) -> None:
-    sleep = SleepRecorder()
-    with StubServer([
-        StubResponse(503, provider.error("overloaded"), headers={"Retry-After": "3600"}),
-        StubResponse(200, provider.ok("ok")),
-    ]) as srv:
-        make_client(provider, srv, sleep=sleep).generate("hi")
-    assert sleep.calls == [RetryPolicy().max_retry_after]
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 503])
+def test_retryable_statuses_are_retried(provider: Provider, status: int) -> None:
+    with StubServer([StubResponse(status, provider.error("try again"), headers=FAST),
+                     StubResponse(200, provider.ok("ok"))]) as srv:
+        assert make_client(provider, srv).generate("hi").text == "ok"
+    assert retry_counts(srv) == ["0", "1"]
 
 
 def test_500_until_retries_run_out(provider: Provider) -> None:
-    sleep = SleepRecorder()
-    with StubServer(default=StubResponse(500, provider.error("boom", type_="api_error"))) as srv:
-        llm = make_client(provider, srv, max_retries=4, sleep=sleep)
+    with StubServer(default=StubResponse(500, provider.error("boom", type_="api_error"), headers=FAST)) as srv:
+        llm = make_client(provider, srv, max_retries=4)
         with pytest.raises(LLMCallError) as info:
             llm.generate("hi")
     assert str(info.value) == f"{provider.name}: server error 500 after 5 attempts"
-    assert isinstance(info.value, BackendError) and info.value.retryable
-    assert srv.request_count == 5
-    # full jitter with random()=0.5: half of min(20, 0.5 * 2**n)
-    assert sleep.calls == pytest.approx([0.25, 0.5, 1.0, 2.0])
+    assert isinstance(info.value, BackendError) and info.value.retryable and info.value.attempts == 5
+    assert retry_counts(srv) == ["0", "1", "2", "3", "4"]
+
+
+def test_a_server_saying_x_should_retry_false_is_not_retried(provider: Provider) -> None:
+    with StubServer(default=StubResponse(503, provider.error("overloaded"),
+                                         headers={**FAST, "x-should-retry": "false"})) as srv:
+        with pytest.raises(LLMCallError) as info:
+            make_client(provider, srv).generate("hi")
+    assert str(info.value) == f"{provider.name}: server error 503 after 1 attempts"
+    assert srv.request_count == 1
+
+
+def test_retry_after_longer_than_the_cap_is_not_waited_for(provider: Provider) -> None:
+    """Without the cap the SDK would wait the 1.5 s asked for and get the 200."""
+    with StubServer([StubResponse(503, provider.error("overloaded"), headers={"retry-after-ms": "1500"}),
+                     StubResponse(200, provider.ok("ok"))]) as srv:
+        llm = make_client(provider, srv, max_retry_after=0.2)
+        t0 = time.monotonic()
+        with pytest.raises(LLMCallError) as info:
+            llm.generate("hi")
+        assert time.monotonic() - t0 < 1.2
+        assert srv.request_count == 1
+    assert str(info.value) == f"{provider.name}: server error 503 after 1 attempts"
+    assert RetryPolicy().max_retry_after == 60.0
 
 
 def test_timeout_is_retried_then_fails(provider: Provider) -> None:
-    sleep = SleepRecorder()
     with StubServer(default=StubResponse(200, provider.ok("late"), delay=2.0)) as srv:
-        llm = make_client(provider, srv, max_retries=1, timeout=0.2, sleep=sleep)
+        llm = make_client(provider, srv, max_retries=1, timeout=0.2)
         with pytest.raises(BackendError, match=rf"^{provider.name}: request timed out after 0.2 s \(2 attempts\)$"):
             llm.generate("hi")
-        assert srv.request_count == 2
-    assert len(sleep.calls) == 1
+        assert retry_counts(srv) == ["0", "1"]
 
 
 @pytest.mark.parametrize("status", [401, 403])
 def test_auth_failure_names_the_variable_and_is_not_retried(provider: Provider, status: int) -> None:
-    sleep = SleepRecorder()
     with StubServer(default=StubResponse(status, provider.error("invalid x-api-key",
-                                                                type_="authentication_error"))) as srv:
+                                                                type_="authentication_error"), headers=FAST)) as srv:
         with pytest.raises(BackendError) as info:
-            make_client(provider, srv, sleep=sleep).generate("hi")
+            make_client(provider, srv).generate("hi")
     assert str(info.value) == f"authentication failed for {provider.name}: check {provider.key_env}"
     assert "\n" not in str(info.value)
-    assert srv.request_count == 1 and sleep.calls == []
+    assert srv.request_count == 1
 
 
 def test_404_model_not_found(provider: Provider) -> None:
     with StubServer(default=StubResponse(404, provider.error("model 'nope' not found",
-                                                             type_="not_found_error"))) as srv:
-        llm = provider.build(srv.url, model="nope", retry=RetryPolicy(sleep=SleepRecorder()))
+                                                             type_="not_found_error"), headers=FAST)) as srv:
+        llm = provider.build(srv.url, model="nope")
         with pytest.raises(BackendError, match=r"model 'nope' not found .*check --llm / model name"):
             llm.generate("hi")
         assert srv.request_count == 1
 
 
 def test_plain_400_is_not_retried_and_message_is_one_line(provider: Provider) -> None:
-    with StubServer(default=StubResponse(400, provider.error("prompt is too long:\n 300000 tokens"))) as srv:
+    with StubServer(default=StubResponse(400, provider.error("prompt is too long:\n 300000 tokens"),
+                                         headers=FAST)) as srv:
         with pytest.raises(LLMCallError) as info:
             make_client(provider, srv).generate("hi")
         assert srv.request_count == 1
@@ -267,11 +293,9 @@ def test_connection_refused_is_retried_then_fails(provider: Provider) -> None:
     srv = StubServer()
     url = srv.url
     srv.stop()  # nothing listens on the port any more (and it was never started)
-    sleep = SleepRecorder()
-    llm = provider.build(url, timeout=1.0, retry=RetryPolicy(max_retries=2, sleep=sleep))
-    with pytest.raises(BackendError, match=rf"^{provider.name}: cannot connect to .* after 3 attempts"):
+    llm = provider.build(url, timeout=1.0, retry=RetryPolicy(max_retries=1))
+    with pytest.raises(BackendError, match=rf"^{provider.name}: cannot connect to .* after 2 attempts \(.*refused"):
         llm.generate("hi")
-    assert len(sleep.calls) == 2
 
 
 # =============================================================================
@@ -328,6 +352,25 @@ def test_anthropic_temperature_rejected_is_dropped() -> None:
         resp = make_client(ANTHROPIC, srv).generate("x")
         assert "temperature" not in srv.requests[1].json()
     assert resp.text == "ok"
+
+
+REJECTED_PARAMETER = {
+    "openai": ("'response_format' of type 'json_object' is not supported", "response_format"),
+    "anthropic": ("Prefilling assistant messages is not supported for this model.", "prefill"),
+}
+
+
+def test_a_parameter_fix_up_is_not_counted_as_an_attempt(provider: Provider) -> None:
+    message, noticed = REJECTED_PARAMETER[provider.name]
+    notices: list[str] = []
+    with StubServer([StubResponse(400, provider.error(message))],
+                    default=StubResponse(500, provider.error("boom"), headers=FAST)) as srv:
+        llm = make_client(provider, srv, max_retries=1, notice=notices.append)
+        with pytest.raises(LLMCallError) as info:
+            llm.generate("x", json_mode=True)
+        assert srv.request_count == 3  # the rejected request, then the fixed one and its retry
+    assert str(info.value) == f"{provider.name}: server error 500 after 2 attempts"
+    assert len(notices) == 1 and noticed in notices[0]
 
 
 def test_openai_missing_usage_is_estimated() -> None:
@@ -656,13 +699,6 @@ def test_usage_meter_is_thread_safe() -> None:
     assert meter.total() == LLMUsage()
 
 
-def test_retry_policy_backoff_bounds() -> None:
-    top = RetryPolicy(random=lambda: 0.999999)
-    assert [round(top.delay(n, None), 3) for n in range(8)] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 20.0, 20.0]
-    assert RetryPolicy(random=lambda: 0.0).delay(5, None) == 0.0
-    assert top.delay(0, 7.0) == 7.0 and top.delay(0, 1e6) == 60.0
-
-
 def test_parse_retry_after_forms() -> None:
     assert parse_retry_after({"retry-after": "2"}) == 2.0
     assert parse_retry_after({"retry-after": "1.5", "retry-after-ms": "250"}) == 0.25
@@ -680,43 +716,93 @@ def test_keys_never_appear_in_repr() -> None:
 # =============================================================================
 # Deadlines, budgets, breaker, hostile responses (issue 14)
 # =============================================================================
-import time as _time  # noqa: E402
-
 from utils.llm_budget import BudgetedLLM, LLMBudget, with_budget  # noqa: E402
 
 
+def timed(llm: Any, **kw: Any) -> tuple[str, float]:
+    """The one-line error of ``llm.generate`` and the seconds it took (the SDK imported beforehand)."""
+    __import__(llm.provider)
+    t0 = time.monotonic()
+    with pytest.raises(LLMCallError) as info:
+        llm.generate("hi", **kw)
+    return str(info.value), time.monotonic() - t0
+
+
 def test_a_dripping_response_ends_at_the_wall_clock_deadline(provider: Provider) -> None:
-    """One byte every 0.2 s never trips a per-read timeout; the request must still end at 0.6 s."""
+    """One byte every 0.05 s never trips a per-read timeout; the request must still end at 0.6 s
+    (not at the 1.2 s of the watchdog for dripped headers, nor after the 12 s of the whole body)."""
     body = json.dumps(provider.ok("x" * 40)).encode()
-    with StubServer(default=StubResponse(200, body, drip=0.2)) as srv:
-        llm = make_client(provider, srv, max_retries=0, timeout=0.6)
-        t0 = _time.monotonic()
-        with pytest.raises(LLMCallError, match="timed out"):
-            llm.generate("hi")
-        assert _time.monotonic() - t0 < 2.0
+    with StubServer(default=StubResponse(200, body, drip=0.05)) as srv:
+        message, elapsed = timed(make_client(provider, srv, max_retries=0, timeout=0.6))
+        assert srv.request_count == 1
+    assert message == f"{provider.name}: request timed out after 0.6 s (1 attempts)"
+    assert 0.6 <= elapsed < 1.0
+
+
+def test_the_sdk_retries_a_request_cut_at_its_wall_clock_limit(provider: Provider) -> None:
+    body = json.dumps(provider.ok("x" * 40)).encode()
+    with StubServer([StubResponse(200, body, drip=0.2), StubResponse(200, provider.ok("quick"))]) as srv:
+        llm = make_client(provider, srv, max_retries=1, timeout=0.4)
+        assert llm.generate("hi").text == "quick"
+    assert retry_counts(srv) == ["0", "1"]
+
+
+def test_a_server_dripping_its_headers_is_cut_at_twice_the_timeout(provider: Provider) -> None:
+    """No body to check as it arrives: the call is abandoned, and its SDK sends nothing more."""
+    with StubServer(default=StubResponse(200, provider.ok("late"), head_drip=0.1)) as srv:
+        message, elapsed = timed(make_client(provider, srv, max_retries=2, timeout=0.3))
+        time.sleep(0.5)
+        assert srv.request_count == 1
+    assert message == f"{provider.name}: request timed out after 0.3 s (1 attempts)"
+    assert 0.6 <= elapsed < 2.0  # the headers alone would take 15 s
 
 
 def test_budget_bounds_all_attempts_of_a_silent_server(provider: Provider) -> None:
     with StubServer(default=StubResponse(200, provider.ok("late"), delay=10)) as srv:
         llm = BudgetedLLM(make_client(provider, srv, max_retries=4, timeout=0.4), LLMBudget(1.0))
-        t0 = _time.monotonic()
+        t0 = time.monotonic()
         messages = []
         for _ in range(4):
             with pytest.raises(LLMCallError) as info:
                 llm.generate("hi")
             messages.append(str(info.value))
-        assert _time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < 2.0
+        assert "timed out" in messages[0]
         assert "budget" in messages[-1]  # spent: later calls send no request
         assert srv.request_count <= 4
 
 
+def test_budget_ending_while_the_sdk_waits_to_retry(provider: Provider) -> None:
+    """The SDK's own backoff (no Retry-After: 0.375-0.5 s) outlasts a 0.25 s budget: the call ends at
+    the deadline with the failure it was waiting to retry, and the SDK never sends the retry."""
+    with StubServer(default=StubResponse(500, provider.error("boom"))) as srv:
+        llm = make_client(provider, srv, max_retries=4)
+        __import__(provider.name)  # before the deadline is set: the import is not part of the budget
+        message, elapsed = timed(llm, deadline=time.monotonic() + 0.25)
+        time.sleep(0.6)
+        assert srv.request_count == 1
+    assert message == f"{provider.name}: server error 500 after 1 attempts"
+    assert 0.2 <= elapsed < 1.0
+
+
+def test_budget_ending_while_the_sdk_waits_to_reconnect(provider: Provider) -> None:
+    srv = StubServer()
+    url = srv.url
+    srv.stop()
+    llm = provider.build(url, timeout=1.0, retry=RetryPolicy(max_retries=4))
+    __import__(provider.name)  # before the deadline is set
+    message, elapsed = timed(llm, deadline=time.monotonic() + 0.25)
+    assert re.fullmatch(rf"{provider.name}: cannot connect to \S+ after 1 attempts \(.*refused\)", message), message
+    assert 0.2 <= elapsed < 1.0
+
+
 def test_retry_after_longer_than_the_budget_is_not_waited_for(provider: Provider) -> None:
-    sleep = SleepRecorder()
-    with StubServer(default=StubResponse(503, provider.error("overloaded"), headers={"Retry-After": "3600"})) as srv:
-        llm = BudgetedLLM(make_client(provider, srv, sleep=sleep), LLMBudget(5.0))
-        with pytest.raises(LLMCallError, match="503"):
-            llm.generate("hi")
-    assert sleep.calls == [] and srv.request_count == 1
+    """30 s is under the 60 s cap but over the 5 s budget: fail now, not when the budget ends."""
+    with StubServer(default=StubResponse(503, provider.error("overloaded"), headers={"Retry-After": "30"})) as srv:
+        message, elapsed = timed(BudgetedLLM(make_client(provider, srv), LLMBudget(5.0)))
+        assert srv.request_count == 1
+    assert message == f"{provider.name}: server error 503 after 1 attempts"
+    assert elapsed < 1.0
 
 
 @pytest.mark.parametrize("status", [401, 403, 404])
@@ -732,7 +818,7 @@ def test_permanent_error_stops_further_calls(provider: Provider, status: int) ->
 
 
 def test_repeated_failures_open_the_breaker(provider: Provider) -> None:
-    with StubServer(default=StubResponse(500, provider.error("boom", type_="api_error"))) as srv:
+    with StubServer(default=StubResponse(500, provider.error("boom", type_="api_error"), headers=FAST)) as srv:
         llm = BudgetedLLM(make_client(provider, srv, max_retries=1), LLMBudget(30, max_failures=3))
         for _ in range(6):
             with pytest.raises(LLMCallError):

@@ -5,12 +5,17 @@ the pipeline needs exactly two things from a model — JSON for node locating,
 text for synthesis — and the same code must talk to Claude, GPT, DeepSeek and
 any local Ollama / vLLM / llama.cpp server (``OPENAI_BASE_URL``).
 
-Why retries live here and not in the SDKs (which get ``max_retries=0``): the
-two SDKs retry differently, and the pipeline needs one predictable rule it can
-test: retry 408/409/429/5xx, timeouts and connection errors with exponential
-backoff and full jitter, honour Retry-After; never retry other 4xx. Every
-failure the user can fix surfaces as a one-line ``BackendError`` (subclass
-``LLMCallError``), which the pipeline catches and records as a fallback.
+Why the SDKs retry (``max_retries``, default 4) and we do not: both already
+retry 408/409/429/5xx, timeouts and connection errors with exponential
+backoff and honour Retry-After (``retry-after-ms``, ``retry-after``), and a
+server can steer them with ``x-should-retry``. What we add around them goes
+through public API only, event hooks on the SDK's own ``DefaultHttpxClient``
+(``http_hooks``): the count of requests sent, a wall-clock limit on each
+request, no wait for a Retry-After longer than 60 s or the budget left, and
+the query's or build's deadline over everything. Never retried: other 4xx.
+Every failure the user can fix surfaces as a one-line ``BackendError``
+(subclass ``LLMCallError``), which the pipeline catches and records as a
+fallback.
 
 Why the SDKs are imported inside the first call: ``python main.py --help``
 and mock runs must not pay for importing them (or need them installed).
@@ -24,7 +29,7 @@ remembers the choice, tells the user once through ``notice`` and lists it in
 
 Layout (one module per seam): ``settings`` (names, defaults, environment variables), ``types`` (request,
 response, usage, the ``LLMClient`` protocol), ``mock``, ``retry`` (the retry rule and error wording),
-``remote`` (the providers' shared call loop), ``openai_llm``, ``anthropic_llm``, ``cached`` (the
-response cache), ``factory`` (``make_llm`` and spec parsing). ``utils.llm_client`` re-exports the
-public names for the modules that import them from there.
+``remote`` (the providers' shared call loop), ``attempts`` and ``http_hooks`` (what the SDK's requests
+did), ``openai_llm``, ``anthropic_llm``, ``cached`` (the response cache), ``factory`` (``make_llm`` and
+spec parsing). ``utils.llm_client`` re-exports the public names for the modules that import them from there.
 """

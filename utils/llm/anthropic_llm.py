@@ -40,8 +40,9 @@ class AnthropicLLM(_RemoteLLM):
     def _create_client(self) -> tuple[Any, Any]:
         sdk = _import_sdk("anthropic")
         try:
-            client = sdk.Anthropic(api_key=self._api_key, base_url=self.base_url,
-                                   timeout=self.timeout, max_retries=0)
+            client = sdk.Anthropic(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+                                   max_retries=self.retry.max_retries,
+                                   http_client=self._http_client(sdk, sdk.AnthropicError))
         except sdk.AnthropicError as exc:
             raise BackendError(f"anthropic: cannot create client: {_one_line(exc)}") from None
         return client, sdk

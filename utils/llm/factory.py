@@ -1,9 +1,8 @@
 """Which client a spec and the environment give (auto, mock, anthropic[:MODEL], openai[:MODEL])."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 from utils.errors import BackendError
 from utils.llm_cache import CACHE_FILENAME, LLMCache
@@ -93,7 +92,6 @@ def make_llm(
     timeout: float = 60,
     max_retries: int = 4,
     notice: Notice | None = None,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> LLMClient:
     """Build the configured client. Keys and endpoints come only from ``env``.
 
@@ -110,7 +108,7 @@ def make_llm(
             notice(NO_LLM_NOTICE)
         return MockLLM(model=model or "mock")
 
-    retry = RetryPolicy(max_retries=max(0, int(max_retries)), sleep=sleep)
+    retry = RetryPolicy(max_retries=max(0, int(max_retries)))
     client: LLMClient
     if provider == "anthropic":
         key = _env(env, ANTHROPIC_KEY_ENV)

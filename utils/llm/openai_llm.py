@@ -34,8 +34,9 @@ class OpenAILLM(_RemoteLLM):
     def _create_client(self) -> tuple[Any, Any]:
         sdk = _import_sdk("openai")
         try:
-            client = sdk.OpenAI(api_key=self._api_key, base_url=self.base_url,
-                                timeout=self.timeout, max_retries=0)
+            client = sdk.OpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+                                max_retries=self.retry.max_retries,
+                                http_client=self._http_client(sdk, sdk.OpenAIError))
         except sdk.OpenAIError as exc:
             raise BackendError(f"openai: cannot create client: {_one_line(exc)}") from None
         return client, sdk

@@ -1,17 +1,25 @@
-"""The shared call loop of the remote providers: retries, deadlines, error wording, usage."""
+"""The shared call loop of the remote providers: deadlines, parameter fix-ups, error wording, usage.
+
+The retries themselves are the SDK's (``max_retries``); ``attempts`` and ``http_hooks`` let
+this loop see them.
+"""
 from __future__ import annotations
 
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from utils.errors import BackendError
 from utils.llm_pricing import estimate_cost
 from utils.tokenizer import estimate_tokens
 from utils.llm.settings import Notice, _no_notice
 from utils.llm.types import LLMCallError, LLMRequest, LLMResponse, LLMUsage
+from utils.llm.attempts import CallLog
 from utils.llm.retry import RetryPolicy, _CallFailure, _bad_body, answer_char_cap
+
+_WATCH_INTERVAL = 0.25
+"""Seconds between looks at a running call's log (a request may have started or ended since)."""
 
 
 @dataclass
@@ -23,7 +31,7 @@ class _RawResult:
 
 
 class _RemoteLLM:
-    """Shared retry loop, error wording and usage accounting."""
+    """Shared call loop, error wording and usage accounting."""
 
     provider: str = ""
     key_env: str = ""
@@ -39,6 +47,8 @@ class _RemoteLLM:
         self._client: Any = None
         self._sdk: Any = None
         self._lock = threading.Lock()
+        self._calls = threading.local()
+        """``.log``: the CallLog of the call running on this thread, for the HTTP hooks."""
 
     def __repr__(self) -> str:  # never show the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -48,6 +58,7 @@ class _RemoteLLM:
         raise NotImplementedError
 
     def _call_once(self, request: LLMRequest, timeout: float) -> _RawResult:
+        """One SDK call (the SDK retries inside it); ``timeout`` bounds each socket read."""
         raise NotImplementedError
 
     def _adapt(self, failure: _CallFailure, request: LLMRequest) -> str | None:
@@ -68,6 +79,12 @@ class _RemoteLLM:
         self._notice(f"{self.provider} ({self.model}): {note}")
         return note
 
+    def _http_client(self, sdk: Any, stop: Callable[[str], Exception]) -> Any:
+        """The SDK's own default HTTP client (its limits, proxies, keep-alive) with our hooks on it."""
+        from utils.llm.http_hooks import event_hooks  # imports httpx2: only once a real client is made
+
+        return sdk.DefaultHttpxClient(event_hooks=event_hooks(lambda: getattr(self._calls, "log", None), stop))
+
     accepts_deadline = True
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
@@ -75,63 +92,62 @@ class _RemoteLLM:
                  deadline: float | None = None) -> LLMResponse:
         """One answer, or LLMCallError.
 
-        Each attempt ends by ``self.timeout`` seconds of wall-clock time (not
-        per read: a server dripping a byte at a time is cut off too), and all
-        attempts and waits end by ``deadline`` (``time.monotonic()`` value,
-        from the query's or build's LLM budget) when one is given.
+        The SDK retries (``self.retry.max_retries``); each request ends by ``self.timeout``
+        seconds of wall-clock time, and everything, the SDK's waits included, by
+        ``deadline`` (``time.monotonic()`` value, from the query's or build's LLM budget)
+        when one is given. A 400/422 naming a parameter the server rejects is answered by
+        dropping or renaming it and calling again; that request is not counted as an attempt.
         """
         request = LLMRequest(prompt=prompt, system=system, json_mode=json_mode,
                              max_tokens=max_tokens, temperature=temperature)
-        attempts = 0
+        log = CallLog(timeout=self.timeout, deadline=deadline, max_retry_after=self.retry.max_retry_after)
         adaptations = 0
         while True:
-            attempts += 1
-            limit = self.timeout
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise self._budget_error(attempts - 1)
-                limit = min(limit, left)
+            left = log.left()
+            if left is not None and left <= 0:
+                raise self._budget_error(log.sent - adaptations)
             try:
-                raw = self._call_with_deadline(request, limit)
+                raw = self._call_with_deadline(request, log)
                 break
             except _CallFailure as failure:
                 if (failure.kind == "status" and failure.status in (400, 422) and adaptations < 3
                         and self._adapt(failure, request) is not None):
                     adaptations += 1
-                    attempts -= 1  # a parameter fix-up is not a failed attempt
                     continue
+                attempts = max(1, log.sent - adaptations)
                 if not failure.retryable:
                     raise self._permanent_error(failure, attempts) from None
-                if attempts > self.retry.max_retries:
-                    raise self._exhausted_error(failure, attempts, limit) from None
-                wait = self.retry.delay(attempts - 1, failure.retry_after)
-                if deadline is not None and wait >= deadline - time.monotonic():
-                    # waiting would use up the budget: give up now rather than at its end
-                    raise self._exhausted_error(failure, attempts, limit) from None
-                self.retry.sleep(wait)
+                raise self._exhausted_error(failure, attempts, log.limit) from None
         return self._response(request, raw)
 
-    def _call_with_deadline(self, request: LLMRequest, seconds: float) -> _RawResult:
-        """``_call_once`` with a wall-clock limit.
+    def _call_with_deadline(self, request: LLMRequest, log: CallLog) -> _RawResult:
+        """``_call_once`` (one SDK call, all its retries) in a thread abandoned when ``log`` says so.
 
-        The SDKs only bound each socket read, so the call runs in a daemon
-        thread that is abandoned when the limit passes (it ends when the server
-        does or the read timeout fires; nothing waits for it).
+        The SDK bounds each socket read, not a request or its retries, so the call runs in
+        a daemon thread watched here: it is abandoned at the deadline, or when a request has
+        run twice its limit (see ``CallLog.cut_at``). The abandoned thread ends when its
+        request does; the hooks refuse any request it would send after that.
         """
         box: dict[str, Any] = {}
+        timeout = log.read_timeout()
 
         def run() -> None:
+            self._calls.log = log
             try:
-                box["raw"] = self._call_once(request, seconds)
+                box["raw"] = self._call_once(request, timeout)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller below
                 box["exc"] = exc
 
         worker = threading.Thread(target=run, name=f"{self.provider}-call", daemon=True)
         worker.start()
-        worker.join(seconds)
-        if worker.is_alive():
-            raise _CallFailure("timeout", f"no complete response within {seconds:g} s")
+        while True:
+            cut = log.cut_at()
+            wait = _WATCH_INTERVAL if cut is None else min(_WATCH_INTERVAL, cut - time.monotonic())
+            worker.join(max(0.0, wait))
+            if not worker.is_alive():
+                break
+            if cut is not None and time.monotonic() >= cut:
+                raise log.abandon()
         if "exc" in box:
             exc = box["exc"]
             if isinstance(exc, (_CallFailure, BackendError)):

@@ -1,39 +1,31 @@
-"""One retry rule for both providers: which failures are retried, how long to wait, how errors read."""
+"""The retry rule both providers share, and how failures read.
+
+The SDKs do the retrying (``max_retries``): 408/409/429/5xx, timeouts and
+connection errors, with their own backoff, honouring Retry-After. What is
+ours: how many retries, the longest Retry-After worth waiting for, and the
+one-line wording of what finally failed.
+"""
 from __future__ import annotations
 
-import random as _random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal, Mapping
 
 from utils.oneline import one_line
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded retries with exponential backoff and full jitter.
+    """``max_retries`` goes to the SDK client; ``max_retry_after`` is checked by our HTTP hook.
 
-    ``sleep`` and ``random`` are injectable so tests run instantly and can
-    assert on the delays chosen.
+    Why a cap of our own: the Anthropic SDK sleeps for any Retry-After a server
+    sends (an hour, if asked) and the OpenAI SDK for up to two minutes; a
+    longer wait than ``max_retry_after`` (or than the budget left) ends the
+    call at once instead.
     """
 
     max_retries: int = 4
-    base_delay: float = 0.5
-    max_delay: float = 20.0
     max_retry_after: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
-    random: Callable[[], float] = _random.random
-
-    def delay(self, retry_index: int, retry_after: float | None) -> float:
-        """Seconds before retry number ``retry_index`` (0-based).
-
-        Retry-After from the server wins (capped: a server asking for an hour
-        is not going to be waited on); otherwise uniform in [0, min(cap, base·2^n)].
-        """
-        if retry_after is not None and retry_after >= 0:
-            return min(retry_after, self.max_retry_after)
-        ceiling = min(self.max_delay, self.base_delay * (2 ** retry_index))
-        return self.random() * ceiling
 
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -43,16 +35,15 @@ FailureKind = Literal["status", "timeout", "connection", "response"]
 class _CallFailure(Exception):
     """Backend-neutral description of one failed attempt."""
 
-    def __init__(self, kind: FailureKind, detail: str, *, status: int | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(self, kind: FailureKind, detail: str, *, status: int | None = None) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
         self.status = status
-        self.retry_after = retry_after
 
     @property
     def retryable(self) -> bool:
+        """Whether the SDK retried it (so it failed "after N attempts"), by the SDKs' own status rule."""
         if self.kind in ("timeout", "connection"):
             return True
         if self.kind == "status" and self.status is not None:
@@ -106,8 +97,7 @@ def _failure_from_sdk(exc: Exception, sdk: Any) -> _CallFailure:
                 message = err["message"]
             elif isinstance(err, str):
                 message = err
-        return _CallFailure("status", _one_line(message), status=int(exc.status_code),
-                            retry_after=parse_retry_after(exc.response.headers))
+        return _CallFailure("status", _one_line(message), status=int(exc.status_code))
     return _CallFailure("response", _one_line(exc))
 
 

@@ -1,0 +1,102 @@
+"""What the SDK's requests for one call did, recorded by the HTTP hooks (``http_hooks``).
+
+Why: the SDK retries inside one ``create()`` call, so only the HTTP layer
+sees how many requests went out, when the one in flight started and how the
+last one ended. The call loop (``remote``) needs exactly that: "after N
+attempts", each request's wall-clock limit, the error to report when the
+budget ends a call while the SDK is waiting to retry, and a way to stop the
+SDK of an abandoned call from sending more.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from utils.llm.retry import _CallFailure
+
+
+class CallLog:
+    """One ``generate()`` call's requests, across its parameter fix-ups; written from the call's thread."""
+
+    def __init__(self, *, timeout: float, deadline: float | None, max_retry_after: float) -> None:
+        self.timeout = timeout
+        self.deadline = deadline
+        self.max_retry_after = max_retry_after
+        self.sent = 0
+        self.limit = timeout
+        """Wall-clock seconds of the latest request: ``timeout``, or less when the budget has less left."""
+        self._started = 0.0
+        self._in_flight = False
+        self._outcome: _CallFailure | None = None
+        self._abandoned = False
+        self._lock = threading.Lock()
+
+    def left(self, now: float | None = None) -> float | None:
+        """Seconds of budget left (None: no deadline)."""
+        if self.deadline is None:
+            return None
+        return self.deadline - (time.monotonic() if now is None else now)
+
+    def read_timeout(self) -> float:
+        """The per-read timeout for one SDK call: ``timeout``, or the budget left when that is less."""
+        left = self.left()
+        return self.timeout if left is None else max(0.0, min(self.timeout, left))
+
+    def begin(self) -> bool:
+        """A request is about to go out (False: the call was abandoned, send nothing)."""
+        with self._lock:
+            if self._abandoned:
+                return False
+            now = time.monotonic()
+            left = self.left(now)
+            self.sent += 1
+            self.limit = self.timeout if left is None else max(0.0, min(self.timeout, left))
+            self._started, self._in_flight, self._outcome = now, True, None
+            return True
+
+    @property
+    def ends_at(self) -> float:
+        """The wall-clock end of the latest request (requests of one call go out one after another)."""
+        return self._started + self.limit
+
+    def status(self, code: int, reason: str) -> None:
+        """Response headers with an error status arrived (the body is still to come)."""
+        with self._lock:
+            self._outcome = _CallFailure("status", f"{code} {reason}".strip(), status=code)
+
+    def ended(self, failure: _CallFailure | None = None) -> None:
+        """The request in flight is over: its body was read, or it failed with ``failure``."""
+        with self._lock:
+            if not self._in_flight:
+                return
+            self._in_flight = False
+            if failure is not None:
+                self._outcome = failure
+
+    def too_long_to_wait(self, retry_after: float | None) -> bool:
+        """Whether the SDK would sleep past ``max_retry_after`` or past the budget for this Retry-After.
+
+        Both SDKs take a Retry-After of zero or less as absent (their own backoff applies).
+        """
+        if retry_after is None or retry_after <= 0:
+            return False
+        left = self.left()
+        return retry_after > self.max_retry_after or (left is not None and retry_after >= left)
+
+    def cut_at(self) -> float | None:
+        """When the call must be abandoned: at the deadline, or when the request in flight has run
+        twice its limit (its body is checked as it arrives, which can run one read timeout late; a
+        server dripping its headers is caught only here)."""
+        with self._lock:
+            hard_end = self._started + 2 * self.limit if self._in_flight else None
+        ends = [t for t in (self.deadline, hard_end) if t is not None]
+        return min(ends) if ends else None
+
+    def abandon(self) -> _CallFailure:
+        """Stop the SDK from sending more, and say how the call stands: the request in flight timed
+        out, or the last one's failure (the SDK was waiting to retry it)."""
+        with self._lock:
+            self._abandoned = True
+            if self._in_flight or self._outcome is None:
+                return _CallFailure("timeout", f"no complete response within {self.limit:g} s")
+            return self._outcome
