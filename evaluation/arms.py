@@ -25,7 +25,7 @@ from indexing.index_store import Index
 from pipeline import Backends, run_retrieval
 from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored, scope_rows
 from retrieval.rerankers import rerank
-from retrieval.scoring import idf_range
+from retrieval.scoring import concat_scores, score_range
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
 from utils.llm_client import UsageMeter
@@ -172,22 +172,15 @@ def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] 
     ranges = scope_rows(index, doc_paths)
     if not ranges:
         return []
-    rows = np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in ranges])
     if arm.method == "bm25":
         # BM25 alone: no query embedding is computed (its latency is BM25's own);
         # corpus IDF, as flat_scores uses for the hybrid arms and the safety net.
-        parts = []
-        for s, e in ranges:
-            i0, i1 = idf_range(index, s, e, "corpus")
-            parts.append(np.asarray(index.bm25.score_range(
-                tokens, s, e, idf_start=i0, idf_end=i1, k1=cfg.bm25_k1, b=cfg.bm25_b,
-                epsilon=cfg.bm25_epsilon), dtype=np.float32))
-        return _rank_single(index, rows, np.concatenate(parts), top, "bm25_score", query, True)
+        scores = concat_scores([score_range(index, None, tokens, s, e, cfg, idf_scope="corpus") for s, e in ranges])
+        return _rank_single(index, scores.rows, scores.bm25, top, "bm25_score", query, True)
     qvec = ctx.backends.embedder.embed_query(query)
     if arm.method == "dense":
-        dense = np.concatenate([np.asarray(index.embeddings[s:e] @ qvec, dtype=np.float32)
-                                for s, e in ranges])
-        return _rank_single(index, rows, dense, top, "dense_score", query, False)
+        scores = concat_scores([score_range(index, qvec, [], s, e, cfg) for s, e in ranges])
+        return _rank_single(index, scores.rows, scores.dense, top, "dense_score", query, False)
     if arm.method == "learned":  # the section ranker's learner over chunk-only features
         return rank_in_sections(index, qvec, query, [], cfg.replace(final_top_k=top), doc_paths,
                                 kind="flat")[:top]

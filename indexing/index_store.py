@@ -42,6 +42,7 @@ from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
                                  LeafList, LeafRows, NodeMap, NodeTable, row_of)
 from indexing.records import Records, check_offsets, check_spans, require, typed_fields
+from indexing.search import FileSearch, Search
 from tree_builder.tree import TreeNode
 from utils.atomic import recover_directory
 from utils.errors import IndexFormatError
@@ -149,6 +150,9 @@ class Index:
         """leaves[i] (pre-order) owns chunk rows [leaf_ptr[i], leaf_ptr[i+1])."""
         self.leaf_terms = leaf_terms
         """Words of each leaf's heading path and summary (row = leaf): the keyword locator's postings."""
+        self.search: Search = FileSearch(embeddings, leaf_embeddings, bm25, leaf_terms)
+        """How retrieval scores chunks and leaves (indexing/search.py); the arrays above stay for
+        updates and ``verify``, which are about these files."""
         self.nodes: Mapping[str, TreeNode] = NodeMap(tree)
         self.leaves: Sequence[TreeNode] = LeafList(tree)
         self.leaf_rows: Mapping[str, tuple[int, int]] = LeafRows(tree, leaf_ptr)

@@ -19,7 +19,7 @@ from indexing.embedder import memoized
 from indexing.index_store import Index
 from retrieval.learned_ranker import load_ranker, model_name
 from retrieval.query import QueryLike, query_parts, query_text, query_tokens
-from retrieval.scoring import RangeScores, concat_scores, dense_scores, fuse, score_range
+from retrieval.scoring import RangeScores, bm25_params, concat_scores, fuse, score_range
 from retrieval.section_features import chunk_features
 from retrieval.types import LocatedNode, RetrievedChunk
 
@@ -147,16 +147,14 @@ def order_union(index: Index, qvec: np.ndarray, query: QueryLike, cands: list[Re
         return cands
     tokens = query_tokens(query)
     rows = np.array([c.row for c in cands], dtype=np.int64)
-    dense = dense_scores(index.embeddings[rows], qvec)
+    dense = index.search.dense_rows(qvec, rows)
     bm25 = np.zeros(len(cands), dtype=np.float32)
     by_doc: dict[str, list[int]] = {}
     for i, c in enumerate(cands):
         by_doc.setdefault(c.chunk.doc_path, []).append(i)
-    for doc, members in by_doc.items():  # one vectorised pass per document
-        d0, d1 = index.doc_rows[doc]
-        doc_scores = index.bm25.score_range(tokens, d0, d1, k1=config.bm25_k1, b=config.bm25_b,
-                                            epsilon=config.bm25_epsilon)
-        bm25[members] = doc_scores[rows[members] - d0]
+    params = bm25_params(config)
+    for doc, members in by_doc.items():  # one pass per document, with that document's statistics
+        bm25[members] = index.search.bm25_rows(tokens, rows[members], index.doc_rows[doc], params)
     fused = fuse(dense, bm25, config)
     priors = leaf_priors(located)
     w = config.leaf_prior_weight

@@ -10,7 +10,6 @@ Three locators share one result type:
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any, Collection, Iterator, Sequence
 
@@ -20,7 +19,6 @@ from config import Config
 from indexing.index_store import Index
 from indexing.node_table import LeafList, node_id_of, row_of
 from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
-from retrieval.scoring import dense_scores
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
 from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, join_blocks, node_block, tree_for_prompt
@@ -78,33 +76,15 @@ def keyword_locate(index: Index, query: QueryLike, config: Config,
     leaf-word postings built at index time (indexing/leaf_terms.py).
     """
     q = sorted(set(query_tokens(query)))
-    terms = index.leaf_terms
-    in_scope = None if doc_paths is None else _scope_mask(index, doc_paths)
-    n = max(len(index.leaves) if in_scope is None else int(in_scope.sum()), 1)
-    scores = np.zeros(len(index.leaves), dtype=np.float64)
-    for t in q:
-        tid = terms.term_ids.get(t)
-        if tid is None:
-            continue
-        rows = np.asarray(terms.rows[terms.indptr[tid]:terms.indptr[tid + 1]])
-        if in_scope is not None:
-            rows = rows[in_scope[rows]]
-        if rows.size:
-            scores[rows] += math.log(1 + n / rows.size)
-    cand = np.flatnonzero(scores > 0)
-    top = cand[np.lexsort((cand, -scores[cand]))][:config.keyword_top_leaves]
-    nodes = [LocatedNode(index.leaves[i].node_id, query_text(query), index.leaves[i].heading_path,
+    positions = None if doc_paths is None else index.leaf_positions(doc_paths)
+    scores = index.search.leaf_keyword(q, positions)
+    top = [i for i in top_order(scores, config.keyword_top_leaves) if scores[i] > 0]
+    leaf_of = (lambda i: int(i)) if positions is None else (lambda i: int(positions[i]))
+    nodes = [LocatedNode(index.leaves[leaf_of(i)].node_id, query_text(query), index.leaves[leaf_of(i)].heading_path,
                          round(float(scores[i]), 4)) for i in top]
     thinking = (f"keyword match of {q} against headings and summaries"
                 if nodes else "no heading or summary shares a word with the query")
     return LocateResult(nodes=nodes, thinking=thinking, locator="keyword")
-
-
-def _scope_mask(index: Index, doc_paths: set[str]) -> np.ndarray:
-    """Which leaves (index order) belong to the documents in scope."""
-    mask = np.zeros(len(index.leaves), dtype=bool)
-    mask[index.leaf_positions(doc_paths)] = True
-    return mask
 
 
 # --------------------------------------------------------------------------- hybrid
@@ -145,9 +125,7 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, 
     best_dense = best_dense_all[leaf_idx]
     best_bm25 = best_bm25_all[leaf_idx]
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
-    leaf_emb = np.asarray(index.leaf_embeddings)
-    leaf_dense = np.clip(dense_scores(leaf_emb if doc_paths is None else leaf_emb[leaf_idx], qvec,
-                                      "leaf_embeddings.npy"), 0.0, 1.0)
+    leaf_dense = np.clip(index.search.leaf_dense(qvec, None if doc_paths is None else leaf_idx), 0.0, 1.0)
     chunk_part = config.dense_weight * best_dense + config.bm25_weight * best_bm25
     w = config.locator_leaf_weight
     total = (1 - w) * chunk_part + w * leaf_dense

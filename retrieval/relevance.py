@@ -21,7 +21,6 @@ a threshold on that score, chosen on the shared sets by
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -30,7 +29,7 @@ import numpy as np
 from config import Config
 from retrieval.types import RetrievedChunk
 from retrieval.query import QueryLike, query_tokens, query_vector
-from utils.tokenizer import tokenize
+from utils.tokenizer import script_of, tokenize
 
 
 @dataclass
@@ -50,34 +49,10 @@ class EvidenceStrength:
 NO_EVIDENCE = EvidenceStrength(score=0.0, best_dense=0.0, coverage=0.0)
 
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
-_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
-
-
-def _script(term: str) -> str | None:
-    """cjk | latin | None (digits, symbols: script-neutral)."""
-    if _CJK.search(term):
-        return "cjk"
-    return "latin" if _LATIN.search(term) else None
-
-
 def index_scripts(index: Any) -> frozenset[str]:
-    """Scripts that occur in the index's vocabulary (memoised per index)."""
-    derived = getattr(index, "derived", None)
-    if derived is not None and "vocab_scripts" in derived:
-        return derived["vocab_scripts"]
-    bm = getattr(index, "bm25", None)
-    found: set[str] = set()
-    for t in (bm.terms if bm is not None else ()):
-        sc = _script(t)
-        if sc:
-            found.add(sc)
-            if len(found) == 2:
-                break
-    out = frozenset(found)
-    if derived is not None:
-        derived["vocab_scripts"] = out
-    return out
+    """Scripts that occur in the index's vocabulary (the store memoises them)."""
+    search = getattr(index, "search", None)
+    return search.scripts() if search is not None else frozenset()
 
 
 def idf_coverage(query: QueryLike, chunks: Sequence[RetrievedChunk], index: Any) -> float:
@@ -89,20 +64,18 @@ def idf_coverage(query: QueryLike, chunks: Sequence[RetrievedChunk], index: Any)
     shared names and numbers. If no word of the index's scripts is left
     (nothing, or only numbers), there is no lexical evidence: 0.
     """
-    bm = getattr(index, "bm25", None)
     scripts = index_scripts(index)
-    q = {t for t in query_tokens(query) if _script(t) is None or _script(t) in scripts}
-    if not any(_script(t) for t in q):  # numbers alone ("24" is in any document) are no evidence
+    q = {t for t in query_tokens(query) if script_of(t) is None or script_of(t) in scripts}
+    if not any(script_of(t) for t in q):  # numbers alone ("24" is in any document) are no evidence
         return 0.0
-    n = int(bm.n_rows) if bm is not None else 0
-    ids = bm.term_ids if bm is not None else {}
+    search = getattr(index, "search", None)
+    n, dfs = search.term_stats(sorted(q)) if search is not None else (0, {})
     found: set[str] = set()
     for rc in chunks:
         found.update(t for t in tokenize(rc.chunk.text) if t in q)
     total = got = 0.0
     for t in q:
-        tid = ids.get(t)
-        df = int(bm.indptr[tid + 1] - bm.indptr[tid]) if tid is not None else 0
+        df = dfs.get(t, 0)
         # BM25's IDF, floored at a small positive weight (a term in most chunks still counts a little)
         w = max(math.log((n - df + 0.5) / (df + 0.5)), 0.05) if n else 1.0
         total += w
@@ -116,11 +89,11 @@ def evidence_strength(query: QueryLike, chunks: Sequence[RetrievedChunk], index:
     if not chunks:
         return NO_EVIDENCE
     config = config or Config()
-    rows = [rc.row for rc in chunks if 0 <= rc.row < len(index.embeddings)]
+    rows = [rc.row for rc in chunks if 0 <= rc.row < len(index.chunks)]
     if not rows:
         return NO_EVIDENCE
     qvec = np.asarray(query_vector(query, embedder), dtype=np.float32)
-    best = float(np.clip(np.max(np.asarray(index.embeddings[rows]) @ qvec), 0.0, 1.0))
+    best = float(np.clip(np.max(index.search.dense_rows(qvec, np.asarray(rows, dtype=np.int64))), 0.0, 1.0))
     cov = idf_coverage(query, chunks, index)
     wd, wb = max(config.dense_weight, 0.0), max(config.bm25_weight, 0.0)
     total = wd + wb or 1.0

@@ -5,34 +5,12 @@ all three score a chunk identically.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from config import Config
 from indexing.index_store import Index
-from utils.errors import IndexFormatError
-from utils.similarity import matvec, min_max_normalize, rrf_scores
-
-
-@dataclass
-class RangeScores:
-    rows: np.ndarray
-    """Index rows scored (int64)."""
-    dense: np.ndarray
-    bm25: np.ndarray
-
-
-def dense_scores(vectors: np.ndarray, qvec: np.ndarray, name: str = "embeddings.npy") -> np.ndarray:
-    """Dot products of stored vectors with the query; a non-finite one means a corrupt index.
-
-    A load does not read every vector (they are memory-mapped), so the check is
-    made where vectors are used: NaN would otherwise silently reorder rankings.
-    """
-    scores = matvec(vectors, qvec)
-    if not np.isfinite(scores).all():
-        raise IndexFormatError(f"{name} holds NaN or infinite values; rebuild the index")
-    return scores
+from indexing.search import BM25Params, RangeScores, empty_scores
+from utils.similarity import min_max_normalize, rrf_scores
 
 
 def idf_range(index: Index, start: int, end: int, scope: str) -> tuple[int, int]:
@@ -45,23 +23,22 @@ def idf_range(index: Index, start: int, end: int, scope: str) -> tuple[int, int]
     return 0, len(index.chunks)
 
 
-def score_range(index: Index, qvec: np.ndarray, tokens: list[str], start: int, end: int,
+def bm25_params(config: Config) -> BM25Params:
+    return BM25Params(k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon)
+
+
+def score_range(index: Index, qvec: np.ndarray | None, tokens: list[str], start: int, end: int,
                 config: Config, idf_scope: str | None = None) -> RangeScores:
-    rows = np.arange(start, end, dtype=np.int64)
+    """Dense + BM25 of rows [start, end) from the index's store (a store may return candidates only)."""
     if end <= start:
-        empty = np.zeros(0, dtype=np.float32)
-        return RangeScores(rows, empty, empty)
-    dense = dense_scores(index.embeddings[start:end], qvec)
-    i0, i1 = idf_range(index, start, end, idf_scope or config.bm25_idf_scope)
-    bm25 = index.bm25.score_range(tokens, start, end, idf_start=i0, idf_end=i1,
-                                  k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon)
-    return RangeScores(rows, dense, np.asarray(bm25, dtype=np.float32))
+        return empty_scores()
+    idf = idf_range(index, start, end, idf_scope or config.bm25_idf_scope)
+    return index.search.score_range(qvec, tokens, start, end, idf, bm25_params(config))
 
 
 def concat_scores(parts: list[RangeScores]) -> RangeScores:
     if not parts:
-        z = np.zeros(0, dtype=np.float32)
-        return RangeScores(np.zeros(0, dtype=np.int64), z, z)
+        return empty_scores()
     return RangeScores(np.concatenate([p.rows for p in parts]),
                        np.concatenate([p.dense for p in parts]),
                        np.concatenate([p.bm25 for p in parts]))

@@ -109,8 +109,7 @@ def chunk_features(index: Index, qvec: np.ndarray, scores: RangeScores, config: 
         leaf_max = _group_max(fused, leaf_of, n_leaf)
         cols["leaf_max"] = leaf_max[leaf_of]
         cols["leaf_top3"] = _group_top_mean(fused, leaf_of, n_leaf, 3)[leaf_of]
-        leaf_emb = np.asarray(index.leaf_embeddings[leaf_ids])
-        cols["leaf_heading"] = np.clip(leaf_emb @ qvec, 0.0, 1.0).astype(np.float64)[leaf_of]
+        cols["leaf_heading"] = np.clip(index.search.leaf_dense(qvec, leaf_ids), 0.0, 1.0).astype(np.float64)[leaf_of]
         # neighbours: the adjacent rows when they belong to the same leaf
         prev = np.concatenate(([-np.inf], fused[:-1]))
         nxt = np.concatenate((fused[1:], [-np.inf]))

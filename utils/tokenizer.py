@@ -48,6 +48,7 @@ import re
 import threading
 import unicodedata
 from types import ModuleType
+from typing import Iterable
 
 TOKENIZER_VERSION = "treerag-tok-1"
 
@@ -234,3 +235,26 @@ def cjk_share(text: str) -> float:
     if non_space <= 0:
         return 0.0
     return len(_CJK.findall(text)) / non_space
+
+
+_CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
+_LATIN_CHAR = re.compile(r"[A-Za-z\u00c0-\u024f]")
+
+
+def script_of(term: str) -> str | None:
+    """cjk | latin | None (digits, symbols: script-neutral)."""
+    if _CJK_CHAR.search(term):
+        return "cjk"
+    return "latin" if _LATIN_CHAR.search(term) else None
+
+
+def vocabulary_scripts(terms: Iterable[str]) -> frozenset[str]:
+    """The scripts that occur among ``terms`` (stops once both are seen)."""
+    found: set[str] = set()
+    for t in terms:
+        sc = script_of(t)
+        if sc:
+            found.add(sc)
+            if len(found) == 2:
+                break
+    return frozenset(found)
