@@ -24,7 +24,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
 from config import EMBEDDERS, LOCATORS, Config, llm_timeout_seconds, parse_seconds, rerank_setting
 from utils.errors import InputError, TreeRAGError
@@ -74,7 +74,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         workers = args.summary_workers
     report = build_index(Path(args.input), Path(args.output), config, embedder,
                          progress=tqdm_progress(not args.quiet), summarizer=summarizer,
-                         summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild)
+                         summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
+                         store=_store(args.store, Path(args.output)))
     if report.rebuild_reason:
         _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
     for w in report.warnings:
@@ -90,6 +91,21 @@ def cmd_index(args: argparse.Namespace) -> int:
         if budget is not None and budget.open_reason:
             _stderr(f"warning: stopped calling the LLM during the build after: {budget.open_reason}")
     return 0
+
+
+def _store(given: str | None, output: Path) -> Any:
+    """Where the built index lives: ``--store`` (a seekdb URI, or "files"), else where the index
+    already at ``output`` lives, else files. None means files."""
+    if given is None:
+        from indexing.index_builder import engine_tables_of
+
+        current = engine_tables_of(output)
+        return current[0] if current else None
+    if given == "files":
+        return None
+    from indexing.seekdb_store import parse_store_uri
+
+    return parse_store_uri(given)
 
 
 def _base_config(args: argparse.Namespace) -> Config:
@@ -328,6 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("--output", required=True,
                     help="index directory (replaced atomically; an index already there built with the same "
                          "settings is updated: only new and changed documents are embedded)")
+    pi.add_argument("--store", default=None, metavar="URI",
+                    help="where the index lives: files (default), seekdb:///abs/path (embedded seekdb) or "
+                         "seekdb://USER[:PASS]@HOST:PORT/DATABASE (seekdb server, OceanBase); the password may "
+                         "come from $TREERAG_SEEKDB_PASSWORD and is never written. Default: where the index at "
+                         "--output already lives")
     pi.add_argument("--rebuild", action="store_true",
                     help="re-embed every document even when an index with the same settings is there")
     pi.add_argument("--mock", action="store_true", help="offline mock models (hash embeddings)")

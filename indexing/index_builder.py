@@ -6,6 +6,7 @@ previous index exactly as it was.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -13,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from tree_builder.tree import Document, TreeNode, build_tree
 from utils.atomic import recover_directory, replace_directory
 from utils.errors import IndexFormatError, InputError
 from utils.tokenizer import tokenize
+
+if TYPE_CHECKING:
+    from indexing.seekdb_store import StoreURI
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
 """(total, description) -> advance(n). The CLI passes a tqdm-backed one."""
@@ -206,12 +210,16 @@ def build_index(
     summary_workers: int = 1,
     follow_links: bool = False,
     update: bool = True,
+    store: "StoreURI | None" = None,
 ) -> BuildReport:
     """Build the index of ``input_path`` into ``output``.
 
     With ``update`` (the default) an index already at ``output`` built with the
     same settings lends the vectors and summaries of what did not change
-    (indexing/reuse.py); the result equals a full rebuild.
+    (indexing/reuse.py); the result equals a full rebuild. With ``store`` (a
+    seekdb URI) the built index is copied into new engine tables and ``output``
+    keeps its manifest (indexing/seekdb_store.py); the previous tables are
+    dropped only after the new manifest is in place.
     """
     t0 = time.perf_counter()
     input_path, output = Path(input_path), Path(output)
@@ -257,6 +265,8 @@ def build_index(
     }
 
     _clean_stale_builds(output)
+    old_tables = engine_tables_of(output)
+    new_prefix: str | None = None
     for source in ([previous, None] if previous is not None else [None]):
         tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-{os.getpid()}-",
                                     dir=output.resolve().parent))
@@ -265,7 +275,19 @@ def build_index(
                                        progress(2 * len(leaves), "chunks, vectors") if progress else None)
             if written.chunks == 0:
                 raise InputError(f"{input_path}: no text to index")
-            replace_directory(tmp, output)
+            if store is not None:
+                from indexing import seekdb_store  # noqa: PLC0415 - the engine loads only when asked for
+
+                fields = seekdb_store.publish(tmp, store)
+                new_prefix = fields["prefix"]
+                try:
+                    seekdb_store.keep_manifest(tmp, fields)
+                    replace_directory(tmp, output)
+                except BaseException:
+                    seekdb_store.drop_previous((store, new_prefix), None)
+                    raise
+            else:
+                replace_directory(tmp, output)
             break
         except _OldIndexDamaged as exc:  # it lends nothing, and must not block the rebuild
             shutil.rmtree(tmp, ignore_errors=True)
@@ -273,6 +295,12 @@ def build_index(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+    if old_tables is not None:
+        from indexing import seekdb_store  # noqa: PLC0415
+
+        failed = seekdb_store.drop_previous(old_tables, new_prefix)
+        if failed:
+            warnings.append(failed)
     seconds = time.perf_counter() - t0
     update_report = None
     if changes is not None:
@@ -282,6 +310,19 @@ def build_index(
     return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=written.chunks,
                        seconds=seconds, embed_seconds=written.embed_seconds, warnings=warnings, loaded=loaded,
                        update=update_report, rebuild_reason=rebuild_reason)
+
+
+def engine_tables_of(output: Path) -> "tuple[StoreURI, str] | None":
+    """The engine tables the index now at ``output`` uses (dropped once it is replaced)."""
+    try:
+        meta = json.loads((Path(output) / METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(meta, dict) or "store" not in meta:
+        return None
+    from indexing import seekdb_store  # noqa: PLC0415
+
+    return seekdb_store.previous_tables(meta)
 
 
 BLOCK_CHUNKS = 2048

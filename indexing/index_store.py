@@ -138,21 +138,18 @@ class Index:
     """
 
     def __init__(self, path: Path, metadata: dict[str, Any], tree: NodeTable, records: Records,
-                 embeddings: np.ndarray, leaf_embeddings: np.ndarray, bm25: BM25Index, leaf_ptr: np.ndarray,
-                 leaf_terms: BM25Index) -> None:
+                 embeddings: np.ndarray, leaf_embeddings: np.ndarray, leaf_ptr: np.ndarray, search: Search) -> None:
         self.path = path
         self.metadata = metadata
         self.tree = tree
         self.embeddings = embeddings
         self.leaf_embeddings = leaf_embeddings
-        self.bm25 = bm25
+        """Vectors by row (memory-mapped files, or fetched from an engine): for updates and ``verify``;
+        retrieval scores through ``search``."""
         self.leaf_ptr = leaf_ptr
         """leaves[i] (pre-order) owns chunk rows [leaf_ptr[i], leaf_ptr[i+1])."""
-        self.leaf_terms = leaf_terms
-        """Words of each leaf's heading path and summary (row = leaf): the keyword locator's postings."""
-        self.search: Search = FileSearch(embeddings, leaf_embeddings, bm25, leaf_terms)
-        """How retrieval scores chunks and leaves (indexing/search.py); the arrays above stay for
-        updates and ``verify``, which are about these files."""
+        self.search = search
+        """How retrieval scores chunks and leaves (indexing/search.py): the files' arrays or an engine."""
         self.nodes: Mapping[str, TreeNode] = NodeMap(tree)
         self.leaves: Sequence[TreeNode] = LeafList(tree)
         self.leaf_rows: Mapping[str, tuple[int, int]] = LeafRows(tree, leaf_ptr)
@@ -302,30 +299,14 @@ def _load_records(files: IndexDir, name: str, offsets_name: str, count: int) -> 
 def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     meta = _check_metadata(files.read_json(METADATA, METADATA_MAX_BYTES), path)
     files.hold_all(parse_manifest(meta["files"], METADATA))
+    if "store" in meta:  # an engine holds the records, vectors and full text; this directory the structure
+        return _load_engine(files, path, meta)
     counts = meta["counts"]
     dim = meta["embedder"]["dim"]
-    n_rows = counts["nodes"] + 1  # + the root
-    table = files.read_array(NODE_TABLE, mmap=False)
-    if table.dtype != np.int32 or table.shape != (n_rows, 3):
-        raise IndexFormatError(f"{NODE_TABLE} has shape {table.shape} {table.dtype}, expected ({n_rows}, 3) int32")
-    doc_paths = [d["path"] for d in meta["documents"]]
-    tree = NodeTable(table, _load_records(files, NODES, NODE_OFFSETS, n_rows),
-                     _load_records(files, NODE_CONTENTS, NODE_CONTENT_OFFSETS, n_rows), doc_paths)
-    tree.check(NODE_TABLE)
-    toc = files.read_array(NODE_TOC_TOKENS, mmap=False)
-    if toc.dtype != np.int32 or toc.shape != (n_rows,) or (n_rows and int(toc.min()) < 0):
-        raise IndexFormatError(f"{NODE_TOC_TOKENS} has shape {toc.shape} {toc.dtype}, expected ({n_rows},) "
-                               "non-negative int32")
-    tree.toc_tokens = toc
-    n_leaves = len(tree.leaf_rows)
-    if n_leaves != counts["leaves"]:
-        raise IndexFormatError(f"{NODE_TABLE} has {n_leaves} leaves but {METADATA} says {counts['leaves']}")
-    n_chunks = counts["chunks"]
+    tree, leaf_ptr = _tree_structure(files, meta, lambda n: _load_records(files, NODES, NODE_OFFSETS, n),
+                                     lambda n: _load_records(files, NODE_CONTENTS, NODE_CONTENT_OFFSETS, n))
+    n_leaves, n_chunks = len(tree.leaf_rows), counts["chunks"]
     records = _load_records(files, CHUNKS, CHUNK_OFFSETS, n_chunks)
-    leaf_ptr = files.read_array(LEAF_CHUNKS, mmap=False)
-    if (leaf_ptr.dtype != np.int64 or leaf_ptr.shape != (n_leaves + 1,) or leaf_ptr[0] != 0
-            or leaf_ptr[-1] != n_chunks or bool(np.any(np.diff(leaf_ptr) < 0))):
-        raise IndexFormatError(f"{LEAF_CHUNKS} does not split the {n_chunks} chunks among the {n_leaves} leaves")
     emb = files.read_array(EMBEDDINGS, mmap)
     if emb.dtype != np.float32 or emb.shape != (n_chunks, dim):
         raise IndexFormatError(
@@ -340,12 +321,66 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     leaf_terms = BM25Index.load(path, mmap=mmap, files=files, prefix=LEAF_TERMS_PREFIX)
     if leaf_terms.n_rows != n_leaves:
         raise IndexFormatError(f"{LEAF_TERMS_PREFIX}* covers {leaf_terms.n_rows} leaves but {NODE_TABLE} has {n_leaves}")
-    index = Index(path, meta, tree, records, emb, leaf_emb, bm25, leaf_ptr, leaf_terms)
+    index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, FileSearch(emb, leaf_emb, bm25, leaf_terms))
     for name, rows in ((CHUNK_KEYS, n_chunks), (LEAF_KEYS, n_leaves)):
         keys = files.read_array(name, mmap)
         if keys.dtype != np.uint8 or keys.shape != (rows, KEY_BYTES):
             raise IndexFormatError(f"{name} has shape {keys.shape} {keys.dtype}, expected ({rows}, {KEY_BYTES}) uint8")
         index.text_keys[name] = keys
+    return index
+
+
+def _tree_structure(files: IndexDir, meta: dict[str, Any], nodes: Any, contents: Any) -> tuple[NodeTable, np.ndarray]:
+    """The node table (checked), its TOC costs and the leaf -> chunk row table, as every store keeps them."""
+    counts = meta["counts"]
+    n_rows = counts["nodes"] + 1  # + the root
+    table = files.read_array(NODE_TABLE, mmap=False)
+    if table.dtype != np.int32 or table.shape != (n_rows, 3):
+        raise IndexFormatError(f"{NODE_TABLE} has shape {table.shape} {table.dtype}, expected ({n_rows}, 3) int32")
+    tree = NodeTable(table, nodes(n_rows), contents(n_rows), [d["path"] for d in meta["documents"]])
+    tree.check(NODE_TABLE)
+    toc = files.read_array(NODE_TOC_TOKENS, mmap=False)
+    if toc.dtype != np.int32 or toc.shape != (n_rows,) or (n_rows and int(toc.min()) < 0):
+        raise IndexFormatError(f"{NODE_TOC_TOKENS} has shape {toc.shape} {toc.dtype}, expected ({n_rows},) "
+                               "non-negative int32")
+    tree.toc_tokens = toc
+    n_leaves = len(tree.leaf_rows)
+    if n_leaves != counts["leaves"]:
+        raise IndexFormatError(f"{NODE_TABLE} has {n_leaves} leaves but {METADATA} says {counts['leaves']}")
+    n_chunks = counts["chunks"]
+    leaf_ptr = files.read_array(LEAF_CHUNKS, mmap=False)
+    if (leaf_ptr.dtype != np.int64 or leaf_ptr.shape != (n_leaves + 1,) or leaf_ptr[0] != 0
+            or leaf_ptr[-1] != n_chunks or bool(np.any(np.diff(leaf_ptr) < 0))):
+        raise IndexFormatError(f"{LEAF_CHUNKS} does not split the {n_chunks} chunks among the {n_leaves} leaves")
+    return tree, leaf_ptr
+
+
+def _load_engine(files: IndexDir, path: Path, meta: dict[str, Any]) -> Index:
+    """An index whose records, vectors and full text live in seekdb/OceanBase (indexing/seekdb_store.py)."""
+    from indexing import seekdb_store as sdb  # noqa: PLC0415 - the engine loads only when used
+
+    uri = sdb.store_uri_of(meta)
+    prefix = meta["store"]["prefix"]
+    scripts = meta["store"].get("scripts", [])
+    engine = sdb.Engine(uri)
+    names = sdb.table_names(prefix)
+    counts, dim = meta["counts"], meta["embedder"]["dim"]
+    tree, leaf_ptr = _tree_structure(
+        files, meta, lambda n: sdb.EngineRecords(engine, names["nodes"], "record", n),
+        lambda n: sdb.EngineRecords(engine, names["nodes"], "content", n))
+    n_chunks, n_leaves = counts["chunks"], len(tree.leaf_rows)
+    emb = sdb.EngineRows(engine, names["chunks"], "row_id", "emb", n_chunks, dim, "vector")
+    leaf_emb = sdb.EngineRows(engine, names["leaves"], "leaf", "emb", n_leaves, dim, "vector")
+    records = sdb.EngineRecords(engine, names["chunks"], "record", n_chunks)
+    doc_numbers = {d["path"]: i for i, d in enumerate(meta["documents"])}
+    doc_rows = _doc_rows(tree, leaf_ptr)
+    search = sdb.SeekdbSearch(engine, prefix, dim, n_chunks, n_leaves, leaf_ptr, doc_rows, doc_numbers,
+                              frozenset(s for s in scripts if isinstance(s, str)))
+    index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)  # type: ignore[arg-type]
+    index.text_keys[CHUNK_KEYS] = sdb.EngineRows(engine, names["chunks"], "row_id", "tkey", n_chunks, dim,
+                                                 "key")  # type: ignore[assignment]
+    index.text_keys[LEAF_KEYS] = sdb.EngineRows(engine, names["leaves"], "leaf", "tkey", n_leaves, dim,
+                                                "key")  # type: ignore[assignment]
     return index
 
 

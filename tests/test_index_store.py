@@ -176,7 +176,7 @@ def _fingerprint(index) -> tuple:
         h("|".join(c.text for c in index.chunks).encode()),
         h(np.asarray(index.embeddings).tobytes()),
         h(np.asarray(index.leaf_embeddings).tobytes()),
-        h(np.asarray(index.bm25.doc_len).tobytes()) + h("|".join(index.bm25.terms).encode()),
+        h(np.asarray(index.search.bm25.doc_len).tobytes()) + h("|".join(index.search.bm25.terms).encode()),
     )
 
 

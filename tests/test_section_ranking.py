@@ -47,7 +47,7 @@ def test_headings_context_is_what_bm25_sees(tmp_path: Path) -> None:
         idx = load_index(tmp_path / ctx)
         assert idx.metadata["chunk_context"] == ctx
         assert idx.chunks[0].text == "The animals were counted twice a day."  # stored text unchanged
-        scores[ctx] = float(idx.bm25.score_range(tokenize("zebrafish"), 0, len(idx.chunks))[0])
+        scores[ctx] = float(idx.search.bm25.score_range(tokenize("zebrafish"), 0, len(idx.chunks))[0])
         assert len(idx.chunks) == 3
     assert scores["none"] == 0.0 and scores["headings"] > 0.0
 

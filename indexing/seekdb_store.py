@@ -1,0 +1,679 @@
+"""An index whose chunks, leaves and section texts live in seekdb or OceanBase (``--store seekdb://...``).
+
+Why an engine: one machine's files stop scaling somewhere past ten thousand
+documents; seekdb runs embedded in this process (``seekdb:///abs/path``) or as a
+server, and OceanBase speaks the same protocol across machines
+(``seekdb://USER[:PASS]@HOST:PORT/DATABASE``). The index directory then keeps a
+small manifest: metadata.json (the store URI without its password, the table
+prefix, counts, documents, settings) and the tree's structure arrays
+(node_table.npy, node_toc_tokens.npy, leaf_chunks.npy: a few MB at 10,000
+documents). Everything that grows with the text is in four tables:
+
+    <prefix>_chunks  row, leaf, doc, body (FULLTEXT), record (JSON), tkey, emb VECTOR (HNSW, cosine)
+    <prefix>_leaves  leaf, doc, body (FULLTEXT), tkey, emb VECTOR (HNSW, cosine)
+    <prefix>_nodes   row, record (JSON), content
+    <prefix>_terms   term, df          (the relevance floor's IDF)
+
+How retrieval runs on it (``SeekdbSearch``): a leaf or a document is scored
+exactly by a metadata filter (``WHERE leaf = ?`` / ``WHERE doc = ?``) with the
+engine computing every row's inner product and full-text relevance; a larger
+scope (the whole collection) by the engine's approximate kNN and full-text
+top-N, the union of both candidate lists re-scored exactly. The ``body``
+columns hold TreeRAG's own tokens (jieba for Chinese, the same stop words),
+indexed with the engine's ``space`` parser, so the engine matches the words
+TreeRAG's BM25 matches; its relevance formula and statistics are its own.
+
+A build writes the file index to a staging directory as usual (the same code,
+the same incremental reuse), copies it into new tables, swaps the manifest in
+atomically and only then drops the previous tables: a failed build leaves the
+previous index usable. A password comes from TREERAG_SEEKDB_PASSWORD (or the
+URI) and is never written to disk.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import unquote, urlsplit
+
+import numpy as np
+
+from indexing.search import BM25Params, RangeScores, check_finite, empty_scores
+from utils.errors import BackendError, IndexFormatError, InputError
+
+SCHEME = "seekdb"
+EMBEDDED_DATABASE = "treerag"
+PASSWORD_ENV = "TREERAG_SEEKDB_PASSWORD"
+EXACT_ROWS = 4096
+"""A range of at most this many rows is scored exactly (every row); a larger one by kNN + full-text candidates."""
+CANDIDATES = 1000
+"""Rows each of kNN and full-text contributes for a large scope."""
+INSERT_ROWS = 500
+"""Rows per INSERT statement."""
+TABLES = ("chunks", "leaves", "nodes", "terms")
+
+
+# --------------------------------------------------------------------------- URI
+
+
+@dataclass(frozen=True)
+class StoreURI:
+    """Where the engine is: an embedded database directory, or a server."""
+
+    path: str | None = None
+    host: str | None = None
+    port: int = 2881
+    user: str = "root"
+    database: str = EMBEDDED_DATABASE
+    tenant: str = "sys"
+    password: str = field(default="", repr=False, compare=False)
+
+    @property
+    def embedded(self) -> bool:
+        return self.path is not None
+
+    def public(self) -> str:
+        """The URI as written to metadata.json and shown to people: never the password."""
+        if self.embedded:
+            return f"{SCHEME}://{self.path}"
+        tenant = f"?tenant={self.tenant}" if self.tenant != "sys" else ""
+        return f"{SCHEME}://{self.user}@{self.host}:{self.port}/{self.database}{tenant}"
+
+
+def is_store_uri(text: str) -> bool:
+    return text.startswith(f"{SCHEME}:")
+
+
+def parse_store_uri(text: str, env: Mapping[str, str] | None = None) -> StoreURI:
+    """``seekdb:///abs/path`` or ``seekdb://USER[:PASS]@HOST:PORT/DATABASE[?tenant=T]``; one-line errors."""
+    env = os.environ if env is None else env
+    bad = (f"--store {text!r}: expected seekdb:///absolute/path (embedded) or "
+           "seekdb://USER[:PASS]@HOST:PORT/DATABASE (server)")
+    if not is_store_uri(text):
+        raise InputError(bad)
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        raise InputError(bad) from None
+    if parts.scheme != SCHEME or parts.fragment:
+        raise InputError(bad)
+    if not parts.netloc:
+        path = unquote(parts.path)
+        if not path.startswith("/") or path == "/" or parts.query:
+            raise InputError(bad)
+        return StoreURI(path=os.path.normpath(path))
+    database = unquote(parts.path.lstrip("/"))
+    if not parts.hostname or not parts.username or not _NAME.fullmatch(database or ""):
+        raise InputError(bad)
+    tenant = "sys"
+    if parts.query:
+        m = re.fullmatch(r"tenant=([A-Za-z0-9_]+)", parts.query)
+        if not m:
+            raise InputError(bad)
+        tenant = m.group(1)
+    password = unquote(parts.password) if parts.password is not None else env.get(PASSWORD_ENV, "")
+    return StoreURI(host=parts.hostname, port=port or 2881, user=unquote(parts.username), database=database,
+                    tenant=tenant, password=password)
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+# --------------------------------------------------------------------------- connection
+
+_EMBEDDED_LOCK = threading.Lock()
+_EMBEDDED_OPEN: list[str] = []
+"""The embedded engine is one per process (pylibseekdb.open binds the process to one directory and
+silently ignores a second): the directory this process opened, so a different one is refused."""
+
+
+def _open_embedded(path: str) -> None:
+    import pylibseekdb  # noqa: PLC0415 - the engine loads only for an engine-backed index
+
+    with _EMBEDDED_LOCK:
+        if _EMBEDDED_OPEN and _EMBEDDED_OPEN[0] != path:
+            raise BackendError(f"seekdb: this process already opened the embedded database at {_EMBEDDED_OPEN[0]}; "
+                               f"one embedded database per process (use a server for {path})")
+        if not _EMBEDDED_OPEN:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            pylibseekdb.open(db_dir=path)
+            _EMBEDDED_OPEN.append(path)
+
+
+class Engine:
+    """One SQL connection to seekdb/OceanBase; every failure is one line naming the store."""
+
+    def __init__(self, uri: StoreURI) -> None:
+        self.uri = uri
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    def _connect(self) -> Any:
+        uri = self.uri
+        try:
+            if uri.embedded:
+                import pylibseekdb  # noqa: PLC0415
+
+                _open_embedded(str(uri.path))
+                boot = pylibseekdb.connect(database="information_schema", autocommit=True)
+                cur = boot.cursor()
+                try:
+                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{uri.database}`")
+                finally:
+                    cur.close()
+                return pylibseekdb.connect(database=uri.database, autocommit=True)
+            import pymysql  # noqa: PLC0415
+
+            common = dict(host=uri.host, port=uri.port, user=f"{uri.user}@{uri.tenant}", password=uri.password,
+                          charset="utf8mb4", autocommit=True, connect_timeout=10)
+            boot = pymysql.connect(**common)
+            try:
+                with boot.cursor() as cur:
+                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{uri.database}`")
+            finally:
+                boot.close()
+            return pymysql.connect(database=uri.database, **common)
+        except ImportError as exc:
+            raise BackendError(f"seekdb store needs the pyseekdb package: pip install pyseekdb ({exc.name} missing)") from None
+        except BackendError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - driver errors vary; one line with the store named
+            raise BackendError(f"seekdb: cannot connect to {uri.public()}: {_short(exc)}") from None
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._connect()
+            cur = self._conn.cursor()
+            try:
+                cur.execute(sql)
+                try:
+                    got = cur.fetchall()
+                except Exception:  # noqa: BLE001 - a statement without a result set
+                    got = None
+                return list(got or [])
+            except Exception as exc:  # noqa: BLE001
+                raise BackendError(f"seekdb ({self.uri.public()}): {_short(exc)}") from None
+            finally:
+                cur.close()
+
+    def run(self, sql: str) -> None:
+        self.rows(sql)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                try:
+                    self._conn.close()
+                except Exception:  # noqa: BLE001 - closing a broken connection
+                    pass
+                self._conn = None
+
+
+def _short(exc: object, limit: int = 200) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+# --------------------------------------------------------------------------- SQL values
+
+
+def sql_str(text: str) -> str:
+    """A quoted SQL string literal (MySQL escaping)."""
+    from pymysql.converters import escape_string  # noqa: PLC0415
+
+    return "'" + escape_string(text) + "'"
+
+
+def sql_vec(vec: np.ndarray) -> str:
+    """A vector literal; 9 significant digits round-trip float32."""
+    return "'[" + ",".join("%.9g" % v for v in np.asarray(vec, dtype=np.float32).tolist()) + "]'"
+
+
+def parse_vec(text: Any, dim: int, where: str) -> np.ndarray:
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode("ascii", "replace")
+    if not isinstance(text, str) or not text.startswith("[") or not text.endswith("]"):
+        raise IndexFormatError(f"{where}: not a vector")
+    vec = np.array(text[1:-1].split(","), dtype=np.float32) if dim else np.zeros(0, dtype=np.float32)
+    if vec.shape != (dim,):
+        raise IndexFormatError(f"{where}: vector of {vec.shape[0]} values, expected {dim}")
+    return vec
+
+
+def sql_ints(values: Sequence[int] | np.ndarray) -> str:
+    return ",".join(str(int(v)) for v in values)
+
+
+def fulltext_query(tokens: Sequence[str]) -> str | None:
+    """The question's tokens for MATCH ... AGAINST (natural language mode); None when none remain."""
+    words = [t for t in dict.fromkeys(tokens) if t and not any(c in t for c in "'\"\\()<>+-~*@")]
+    return " ".join(words) if words else None
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def table_names(prefix: str) -> dict[str, str]:
+    return {t: f"{prefix}_{t}" for t in TABLES}
+
+
+def create_tables(engine: Engine, prefix: str, dim: int) -> dict[str, str]:
+    names = table_names(prefix)
+    for t in names.values():
+        engine.run(f"DROP TABLE IF EXISTS `{t}`")
+    fulltext = "FULLTEXT INDEX ft_body (body) WITH PARSER space PARSER_PROPERTIES=(min_token_size=1)"
+    vector = "VECTOR INDEX vi_emb (emb) WITH (DISTANCE=cosine, TYPE=hnsw, LIB=vsag)"
+    engine.run(f"CREATE TABLE `{names['chunks']}` (row_id BIGINT PRIMARY KEY, leaf INT NOT NULL, doc INT NOT NULL, "
+               f"body LONGTEXT, record LONGTEXT NOT NULL, tkey CHAR(32) NOT NULL, emb VECTOR({dim}) NOT NULL, "
+               f"KEY k_leaf (leaf), KEY k_doc (doc), {fulltext}, {vector})")
+    engine.run(f"CREATE TABLE `{names['leaves']}` (leaf BIGINT PRIMARY KEY, doc INT NOT NULL, body LONGTEXT, "
+               f"tkey CHAR(32) NOT NULL, emb VECTOR({dim}) NOT NULL, KEY k_doc (doc), {fulltext}, {vector})")
+    engine.run(f"CREATE TABLE `{names['nodes']}` (row_id BIGINT PRIMARY KEY, record LONGTEXT NOT NULL, "
+               f"content LONGTEXT NOT NULL)")
+    engine.run(f"CREATE TABLE `{names['terms']}` (term VARCHAR(512) PRIMARY KEY, df INT NOT NULL)")
+    return names
+
+
+def drop_tables(engine: Engine, prefix: str) -> None:
+    for t in table_names(prefix).values():
+        engine.run(f"DROP TABLE IF EXISTS `{t}`")
+
+
+def insert_rows(engine: Engine, table: str, columns: str, values: Sequence[str]) -> None:
+    for i in range(0, len(values), INSERT_ROWS):
+        engine.run(f"INSERT INTO `{table}` ({columns}) VALUES " + ",".join(values[i:i + INSERT_ROWS]))
+
+
+def forward_terms(terms: Sequence[str], indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray,
+                  n_rows: int) -> Callable[[int, int], list[str]]:
+    """Rows [a, b) of a BM25 index as their token strings (each term repeated tf times).
+
+    The postings are grouped by term; regrouped by row once, so the engine's body
+    column holds exactly the tokens TreeRAG's BM25 counted.
+    """
+    term_of = np.repeat(np.arange(len(terms), dtype=np.int64), np.diff(np.asarray(indptr)))
+    rows = np.asarray(rows, dtype=np.int64)
+    order = np.argsort(rows, kind="stable")
+    by_row_term, by_row_tf = term_of[order], np.asarray(tf)[order]
+    ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=ptr[1:])
+
+    def bodies(a: int, b: int) -> list[str]:
+        out = []
+        for r in range(a, b):
+            s, e = int(ptr[r]), int(ptr[r + 1])
+            out.append(" ".join(" ".join([terms[t]] * int(c)) for t, c in zip(by_row_term[s:e], by_row_tf[s:e])))
+        return out
+
+    return bodies
+
+
+# --------------------------------------------------------------------------- search
+
+
+class SeekdbSearch:
+    """``indexing.search.Search`` answered by the engine (see the module docstring)."""
+
+    store = "seekdb"
+
+    def __init__(self, engine: Engine, prefix: str, dim: int, n_chunks: int, n_leaves: int,
+                 leaf_ptr: np.ndarray, doc_rows: Mapping[str, tuple[int, int]], doc_numbers: Mapping[str, int],
+                 scripts: frozenset[str]) -> None:
+        self.engine = engine
+        self.tables = table_names(prefix)
+        self.dim = dim
+        self.n_chunks = n_chunks
+        self.n_leaves = n_leaves
+        self.leaf_ptr = np.asarray(leaf_ptr)
+        self._scripts = scripts
+        # a range that is exactly one leaf's or one document's rows is asked for by that filter
+        self._doc_of_range = {rng: doc_numbers[d] for d, rng in doc_rows.items()}
+
+    # ---------------------------------------------------------- chunk side
+
+    def _filter(self, start: int, end: int) -> str:
+        doc = self._doc_of_range.get((start, end))
+        if doc is not None:
+            return f"doc = {doc}"
+        leaf = int(np.searchsorted(self.leaf_ptr, start, side="right")) - 1
+        if 0 <= leaf < self.n_leaves and int(self.leaf_ptr[leaf]) == start and int(self.leaf_ptr[leaf + 1]) == end:
+            return f"leaf = {leaf}"
+        return f"row_id >= {int(start)} AND row_id < {int(end)}"
+
+    def _dense(self, qvec: np.ndarray, where: str) -> dict[int, float]:
+        got = self.engine.rows(f"SELECT row_id, inner_product(emb, {sql_vec(qvec)}) FROM `{self.tables['chunks']}` "
+                               f"WHERE {where}")
+        return {int(r): float(s) for r, s in got}
+
+    def _fulltext(self, tokens: Sequence[str], where: str | None, limit: int | None = None,
+                  table: str = "chunks", key: str = "row_id") -> dict[int, float]:
+        q = fulltext_query(tokens)
+        if q is None:
+            return {}
+        match = f"MATCH(body) AGAINST({sql_str(q)})"
+        cond = f"{where} AND {match}" if where else match
+        tail = f" ORDER BY s DESC LIMIT {int(limit)}" if limit else ""
+        got = self.engine.rows(f"SELECT {key}, {match} AS s FROM `{self.tables[table]}` WHERE {cond}{tail}")
+        return {int(r): float(s) for r, s in got}
+
+    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int) -> list[int]:
+        got = self.engine.rows(f"SELECT {key} FROM `{self.tables[table]}` ORDER BY cosine_distance(emb, "
+                               f"{sql_vec(qvec)}) APPROXIMATE LIMIT {int(limit)}")
+        return [int(r[0]) for r in got]
+
+    def score_range(self, qvec: np.ndarray | None, tokens: Sequence[str], start: int, end: int,
+                    idf: tuple[int, int], params: BM25Params) -> RangeScores:
+        if end <= start:
+            return empty_scores()
+        if end - start <= EXACT_ROWS:
+            where = self._filter(start, end)
+            rows = np.arange(start, end, dtype=np.int64)
+            dense = np.zeros(end - start, dtype=np.float32)
+            if qvec is not None:
+                got = self._dense(qvec, where)
+                dense = np.array([got.get(int(r), np.nan) for r in rows], dtype=np.float32)
+            bm = self._fulltext(tokens, where)
+            bm25 = np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32)
+            return RangeScores(rows, check_finite(dense, f"{self.tables['chunks']}.emb"), bm25)
+        # a large scope: the engine's nearest neighbours and full-text best, re-scored exactly
+        cand: set[int] = set()
+        if qvec is not None:
+            cand.update(r for r in self._knn(qvec, "chunks", "row_id", CANDIDATES) if start <= r < end)
+        bm = self._fulltext(tokens, None if (start, end) == (0, self.n_chunks) else self._filter(start, end),
+                            CANDIDATES)
+        cand.update(r for r in bm if start <= r < end)
+        rows = np.array(sorted(cand), dtype=np.int64)
+        if not len(rows):
+            return empty_scores()
+        dense = self.dense_rows(qvec, rows) if qvec is not None else np.zeros(len(rows), dtype=np.float32)
+        bm25 = np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32)
+        return RangeScores(rows, dense, bm25)
+
+    def dense_rows(self, qvec: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return np.zeros(0, dtype=np.float32)
+        got = self._dense(qvec, f"row_id IN ({sql_ints(np.unique(rows))})")
+        return check_finite(np.array([got.get(int(r), np.nan) for r in rows], dtype=np.float32),
+                            f"{self.tables['chunks']}.emb")
+
+    def bm25_rows(self, tokens: Sequence[str], rows: np.ndarray, idf: tuple[int, int],
+                  params: BM25Params) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return np.zeros(0, dtype=np.float32)
+        got = self._fulltext(tokens, f"row_id IN ({sql_ints(np.unique(rows))})")
+        return np.array([got.get(int(r), 0.0) for r in rows], dtype=np.float32)
+
+    # ---------------------------------------------------------- leaf side
+
+    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None) -> np.ndarray:
+        table = self.tables["leaves"]
+        if leaves is None and self.n_leaves > EXACT_ROWS:
+            near = self._knn(qvec, "leaves", "leaf", CANDIDATES)
+            out = np.zeros(self.n_leaves, dtype=np.float32)
+            if near:
+                got = self.engine.rows(f"SELECT leaf, inner_product(emb, {sql_vec(qvec)}) FROM `{table}` "
+                                       f"WHERE leaf IN ({sql_ints(near)})")
+                for leaf, s in got:
+                    out[int(leaf)] = float(s)
+            return check_finite(out, f"{table}.emb")
+        want = np.arange(self.n_leaves) if leaves is None else np.asarray(leaves, dtype=np.int64)
+        if not len(want):
+            return np.zeros(0, dtype=np.float32)
+        got_rows: list[tuple[Any, ...]] = []
+        for i in range(0, len(want), EXACT_ROWS):
+            part = want[i:i + EXACT_ROWS]
+            got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, {sql_vec(qvec)}) FROM `{table}` "
+                                         f"WHERE leaf IN ({sql_ints(np.unique(part))})")
+        got = {int(leaf): float(s) for leaf, s in got_rows}
+        return check_finite(np.array([got.get(int(j), np.nan) for j in want], dtype=np.float32), f"{table}.emb")
+
+    def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None) -> np.ndarray:
+        """The engine's full-text relevance of each leaf's heading path + summary words."""
+        want = None if leaves is None else np.asarray(leaves, dtype=np.int64)
+        where = None
+        if want is not None:
+            if not len(want):
+                return np.zeros(0, dtype=np.float64)
+            where = f"leaf IN ({sql_ints(np.unique(want))})"
+        got = self._fulltext(tokens, where, CANDIDATES, table="leaves", key="leaf")
+        if want is None:
+            out = np.zeros(self.n_leaves, dtype=np.float64)
+            for leaf, s in got.items():
+                if 0 <= leaf < self.n_leaves:
+                    out[leaf] = s
+            return out
+        return np.array([got.get(int(j), 0.0) for j in want], dtype=np.float64)
+
+    def term_stats(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        words = sorted(set(tokens))
+        if not words:
+            return self.n_chunks, {}
+        got = self.engine.rows(f"SELECT term, df FROM `{self.tables['terms']}` WHERE term IN "
+                               f"({','.join(sql_str(w) for w in words)})")
+        return self.n_chunks, {str(t): int(df) for t, df in got}
+
+    def scripts(self) -> frozenset[str]:
+        return self._scripts
+
+
+# --------------------------------------------------------------------------- lazy rows
+
+
+class EngineRecords:
+    """``indexing.records.Records`` read from a table column: one JSON value per row."""
+
+    def __init__(self, engine: Engine, table: str, column: str, n: int, as_json: bool = True) -> None:
+        self.engine, self.table, self.column, self.n, self.as_json = engine, table, column, n, as_json
+        self.name = f"{table}.{column}"
+
+    def __len__(self) -> int:
+        return self.n
+
+    def where(self, i: int) -> str:
+        return f"{self.name} row {i}"
+
+    def raw(self, i: int) -> Any:
+        from indexing.index_files import loads_strict  # noqa: PLC0415
+
+        got = self.engine.rows(f"SELECT {self.column} FROM `{self.table}` WHERE row_id = {int(i)}")
+        if not got:
+            raise IndexFormatError(f"{self.where(i)} is missing")
+        value = got[0][0]
+        if isinstance(value, (bytes, bytearray)):
+            value = value.decode("utf-8", "replace")
+        return loads_strict(value, self.where(i)) if self.as_json else value
+
+
+class EngineRows:
+    """Rows of a table column as an array-like (vectors, or text digests): what updates and ``verify`` read."""
+
+    def __init__(self, engine: Engine, table: str, key: str, column: str, n: int, dim: int, kind: str) -> None:
+        self.engine, self.table, self.key, self.column = engine, table, key, column
+        self.n, self.dim, self.kind = n, dim, kind
+        self.shape = (n, dim if kind == "vector" else 16)
+        self.dtype = np.dtype(np.float32 if kind == "vector" else np.uint8)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _decode(self, value: Any, row: int) -> np.ndarray:
+        where = f"{self.table}.{self.column} row {row}"
+        if self.kind == "vector":
+            return parse_vec(value, self.dim, where)
+        text = value.decode("ascii", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+        try:
+            return np.frombuffer(bytes.fromhex(text), dtype=np.uint8)
+        except ValueError:
+            raise IndexFormatError(f"{where}: not a text digest") from None
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, slice):
+            a, b, step = key.indices(self.n)
+            if step != 1:
+                raise IndexError("step slices are not supported")
+            want = np.arange(a, max(a, b), dtype=np.int64)
+            where = f"{self.key} >= {a} AND {self.key} < {max(a, b)}"
+        else:
+            want = np.asarray(key, dtype=np.int64).reshape(-1)
+            if len(want) and (want.min() < 0 or want.max() >= self.n):
+                raise IndexError("row out of range")
+            where = f"{self.key} IN ({sql_ints(np.unique(want))})" if len(want) else "FALSE"
+        out = np.zeros((len(want), self.shape[1]), dtype=self.dtype)
+        if len(want):
+            got = {}
+            for i in range(0, len(want), EXACT_ROWS):
+                part = want[i:i + EXACT_ROWS]
+                cond = where if len(want) <= EXACT_ROWS else f"{self.key} IN ({sql_ints(np.unique(part))})"
+                for r, v in self.engine.rows(f"SELECT {self.key}, {self.column} FROM `{self.table}` WHERE {cond}"):
+                    got[int(r)] = v
+            for i, r in enumerate(want.tolist()):
+                if r not in got:
+                    raise IndexFormatError(f"{self.table}: row {r} is missing")
+                out[i] = self._decode(got[r], r)
+        if not isinstance(key, slice) and np.ndim(key) == 0:
+            return out[0]
+        return out
+
+
+# --------------------------------------------------------------------------- build (publish) and open
+
+
+def publish(staged: Path, uri: StoreURI, notice: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Copy a complete file index (``staged``) into new engine tables; the manifest fields for metadata.json.
+
+    On any failure the new tables are dropped and the error propagates: the previous index (its
+    manifest and tables) is untouched.
+    """
+    from indexing.index_store import load_index  # noqa: PLC0415
+    from utils.tokenizer import vocabulary_scripts  # noqa: PLC0415
+
+    index = load_index(staged)
+    meta = index.metadata
+    dim = int(meta["embedder"]["dim"])
+    prefix = "treerag_" + str(meta["build_id"])[:16]
+    engine = Engine(uri)
+    try:
+        names = create_tables(engine, prefix, dim)
+        search = index.search  # FileSearch over the staged files
+        bm = search.bm25  # type: ignore[attr-defined]
+        n_chunks, n_leaves = len(index.chunks), len(index.leaves)
+        chunk_bodies = forward_terms(bm.terms, bm.indptr, bm.rows, bm.tf, n_chunks)
+        lt = search.leaf_terms  # type: ignore[attr-defined]
+        leaf_bodies = forward_terms(lt.terms, lt.indptr, lt.rows, lt.tf, n_leaves)
+        leaf_of_row = np.repeat(np.arange(n_leaves, dtype=np.int64), np.diff(index.leaf_ptr))
+        doc_number = {d["path"]: i for i, d in enumerate(meta["documents"])}
+        leaf_docs = index.tree.doc[index.tree.leaf_rows]
+        records = index.chunks.records  # type: ignore[attr-defined]
+        keys = index.text_keys
+        step = 2048
+        for a in range(0, n_chunks, step):
+            b = min(n_chunks, a + step)
+            bodies = chunk_bodies(a, b)
+            vecs = np.asarray(index.embeddings[a:b])
+            ks = np.asarray(keys["chunk_text_keys.npy"][a:b])
+            values = []
+            for i, r in enumerate(range(a, b)):
+                rec = json.dumps(records.raw(r), ensure_ascii=False)
+                leaf = int(leaf_of_row[r])
+                values.append(f"({r},{leaf},{int(leaf_docs[leaf])},{sql_str(bodies[i])},{sql_str(rec)},"
+                              f"'{ks[i].tobytes().hex()}',{sql_vec(vecs[i])})")
+            insert_rows(engine, names["chunks"], "row_id,leaf,doc,body,record,tkey,emb", values)
+            if notice:
+                notice(f"seekdb: {b:,} of {n_chunks:,} chunks copied")
+        for a in range(0, n_leaves, step):
+            b = min(n_leaves, a + step)
+            bodies = leaf_bodies(a, b)
+            vecs = np.asarray(index.leaf_embeddings[a:b])
+            ks = np.asarray(keys["leaf_text_keys.npy"][a:b])
+            insert_rows(engine, names["leaves"], "leaf,doc,body,tkey,emb",
+                        [f"({j},{int(leaf_docs[j])},{sql_str(bodies[j - a])},'{ks[j - a].tobytes().hex()}',"
+                         f"{sql_vec(vecs[j - a])})" for j in range(a, b)])
+        tree = index.tree
+        for a in range(0, len(tree), step):
+            b = min(len(tree), a + step)
+            insert_rows(engine, names["nodes"], "row_id,record,content",
+                        [f"({r},{sql_str(json.dumps(tree.records.raw(r), ensure_ascii=False))},"
+                         f"{sql_str(json.dumps(tree.contents.raw(r), ensure_ascii=False))})" for r in range(a, b)])
+        df = np.diff(np.asarray(bm.indptr))
+        terms = [f"({sql_str(t)},{int(df[i])})" for i, t in enumerate(bm.terms) if len(t) <= 512]
+        insert_rows(engine, names["terms"], "term,df", terms)
+        del doc_number
+        return {"uri": uri.public(), "prefix": prefix, "scripts": sorted(vocabulary_scripts(bm.terms))}
+    except BaseException:
+        try:
+            drop_tables(engine, prefix)
+        except BackendError:
+            pass
+        raise
+    finally:
+        engine.close()
+
+
+MANIFEST_FILES = ("node_table.npy", "node_toc_tokens.npy", "leaf_chunks.npy")
+"""What an engine-backed index directory keeps besides metadata.json (the tree's structure)."""
+
+
+def store_uri_of(meta: Mapping[str, Any], env: Mapping[str, str] | None = None) -> StoreURI:
+    """The engine an index's metadata names, with the password from the environment."""
+    store = meta.get("store")
+    if not isinstance(store, dict) or not isinstance(store.get("uri"), str) \
+            or not _PREFIX.fullmatch(str(store.get("prefix", ""))):
+        raise IndexFormatError("metadata.json: store must name a seekdb URI and a table prefix")
+    return parse_store_uri(store["uri"], env)
+
+
+_PREFIX = re.compile(r"treerag_[0-9a-f]{16}")
+
+
+def keep_manifest(directory: Path, store_fields: dict[str, Any]) -> None:
+    """Turn a staged file index into an engine index's manifest directory: only the structure files
+    stay, and metadata.json names the store and lists what is left (written last, fsynced)."""
+    from indexing.index_files import fsync_directory, write_manifest_entry  # noqa: PLC0415
+    from indexing.index_store import METADATA  # noqa: PLC0415
+
+    directory = Path(directory)
+    meta = json.loads((directory / METADATA).read_text(encoding="utf-8"))
+    for name in os.listdir(directory):
+        if name != METADATA and name not in MANIFEST_FILES:
+            os.unlink(directory / name)
+    meta["store"] = dict(store_fields)
+    meta["files"] = {name: write_manifest_entry(directory, name) for name in sorted(MANIFEST_FILES)}
+    tmp = directory / (METADATA + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(meta, fh, ensure_ascii=False, indent=2, allow_nan=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, directory / METADATA)
+    fsync_directory(directory)
+
+
+def previous_tables(meta: Mapping[str, Any] | None) -> tuple[StoreURI, str] | None:
+    """The engine and table prefix an existing index's metadata names (None for a file index)."""
+    if not meta or "store" not in meta:
+        return None
+    try:
+        return store_uri_of(meta), str(meta["store"]["prefix"])
+    except (IndexFormatError, InputError):
+        return None
+
+
+def drop_previous(old: tuple[StoreURI, str] | None, new_prefix: str | None) -> str | None:
+    """Drop the tables a replaced index used (after the swap); a warning line if that failed."""
+    if old is None or old[1] == new_prefix:
+        return None
+    engine = Engine(old[0])
+    try:
+        drop_tables(engine, old[1])
+    except BackendError as exc:
+        return f"the previous index's tables {old[1]}_* could not be dropped ({exc})"
+    finally:
+        engine.close()
+    return None
