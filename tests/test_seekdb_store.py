@@ -1,0 +1,246 @@
+"""The seekdb store: an index whose records, vectors and full text live in the real engine.
+
+Embedded seekdb (pylibseekdb) runs inside this process; it binds a process to one
+database directory, so every embedded test here shares one (session fixture) and
+tells its indexes apart by their table prefixes, as two indexes in one database do.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import TEST_PAPER, run_cli
+
+pytest.importorskip("pylibseekdb", reason="pyseekdb is in requirements.txt; the engine ships in its wheel")
+
+
+@pytest.fixture(scope="session")
+def seekdb_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"seekdb://{tmp_path_factory.mktemp('seekdb') / 'db'}"
+
+
+def _build(docs: Path, out: Path, store: str | None):
+    from config import Config
+    from indexing.embedder import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.seekdb_store import parse_store_uri
+
+    config = Config()
+    return build_index(docs, out, config, make_embedder("hash", config),
+                       store=parse_store_uri(store) if store else None)
+
+
+def _tables(uri: str) -> set[str]:
+    from indexing.seekdb_store import Engine, parse_store_uri
+
+    engine = Engine(parse_store_uri(uri))
+    try:
+        return {str(r[0]) for r in engine.rows("SHOW TABLES")}
+    finally:
+        engine.close()
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory, seekdb_uri: str):
+    """The test paper indexed twice with the same settings: in files, and in the engine."""
+    from indexing.index_store import load_index
+
+    root = tmp_path_factory.mktemp("stores")
+    _build(TEST_PAPER, root / "files", None)
+    _build(TEST_PAPER, root / "engine", seekdb_uri)
+    return load_index(root / "files"), load_index(root / "engine"), root
+
+
+# --------------------------------------------------------------------------- URI
+
+
+def test_store_uri_forms_and_the_password_never_shown() -> None:
+    from indexing.seekdb_store import PASSWORD_ENV, parse_store_uri
+    from utils.errors import InputError
+
+    emb = parse_store_uri("seekdb:///var/lib/treerag/db")
+    assert emb.embedded and emb.path == "/var/lib/treerag/db" and emb.public() == "seekdb:///var/lib/treerag/db"
+    srv = parse_store_uri("seekdb://alice:s3cr%40t@db.example:2881/rag?tenant=t1", env={})
+    assert (srv.host, srv.port, srv.user, srv.password, srv.database, srv.tenant) == \
+        ("db.example", 2881, "alice", "s3cr@t", "rag", "t1")
+    assert "s3cr" not in srv.public() and "s3cr" not in repr(srv)
+    from_env = parse_store_uri("seekdb://root@127.0.0.1:2882/treerag", env={PASSWORD_ENV: "pw"})
+    assert from_env.password == "pw" and from_env.public() == "seekdb://root@127.0.0.1:2882/treerag"
+    for bad in ("seekdb://relative/path", "seekdb:relative", "seekdb://root@host:notaport/db",
+                "seekdb://host:2881/db", "seekdb://root@host:2881/bad-name!", "mysql://root@h:1/db",
+                "seekdb:///", "seekdb://root@h:1/db?x=1"):
+        with pytest.raises(InputError) as exc:
+            parse_store_uri(bad, env={})
+        assert "\n" not in str(exc.value) and "--store" in str(exc.value)
+
+
+# --------------------------------------------------------------------------- build and read
+
+
+def test_engine_index_keeps_only_a_manifest_and_no_secret(both) -> None:
+    _, eng, root = both
+    names = sorted(p.name for p in (root / "engine").iterdir())
+    assert names == ["leaf_chunks.npy", "metadata.json", "node_table.npy", "node_toc_tokens.npy"]
+    meta = json.loads((root / "engine" / "metadata.json").read_text())
+    assert meta["store"]["uri"].startswith("seekdb:///") and meta["store"]["prefix"].startswith("treerag_")
+    assert set(meta["files"]) == {"leaf_chunks.npy", "node_table.npy", "node_toc_tokens.npy"}
+    assert eng.search.store == "seekdb"
+
+
+def test_engine_returns_the_same_records_vectors_and_tree(both) -> None:
+    files, eng, _ = both
+    assert len(eng.chunks) == len(files.chunks) > 20
+    for row in (0, 7, len(files.chunks) - 1):
+        assert eng.chunks[row] == files.chunks[row]
+    np.testing.assert_allclose(eng.embeddings[0:len(files.chunks)], np.asarray(files.embeddings), atol=1e-6)
+    np.testing.assert_allclose(eng.leaf_embeddings[[0, 3]], np.asarray(files.leaf_embeddings[[0, 3]]), atol=1e-6)
+    assert eng.text_keys["chunk_text_keys.npy"][2:5].tolist() == np.asarray(
+        files.text_keys["chunk_text_keys.npy"][2:5]).tolist()
+    assert [n.heading_path for n in eng.leaves] == [n.heading_path for n in files.leaves]
+    assert [n.content for n in eng.leaves] == [n.content for n in files.leaves]
+
+
+def test_in_leaf_and_document_scores_match_the_file_store(both) -> None:
+    """A leaf and a document are scored exactly by metadata filters: the engine's inner products
+    equal numpy's, and its full text matches exactly the chunks TreeRAG's BM25 matches."""
+    from config import Config
+    from indexing.search import BM25Params
+    from indexing.embedder import make_embedder
+    from utils.tokenizer import tokenize
+
+    files, eng, _ = both
+    qvec = make_embedder("hash", Config()).embed_query("contextual bandit router accuracy")
+    tokens = tokenize("contextual bandit router accuracy")
+    ranges = [(0, len(files.chunks))] + [files.leaf_rows[n.node_id] for n in files.leaves[:6]]
+    corpus = (0, len(files.chunks))  # corpus IDF: a word in every chunk of a small leaf gets IDF 0 there
+    for a, b in ranges:
+        f = files.search.score_range(qvec, tokens, a, b, corpus, BM25Params())
+        e = eng.search.score_range(qvec, tokens, a, b, corpus, BM25Params())
+        assert e.rows.tolist() == f.rows.tolist()
+        np.testing.assert_allclose(e.dense, f.dense, atol=1e-5)
+        assert (e.bm25 > 0).tolist() == (f.bm25 > 0).tolist()
+    n, dfs = eng.search.term_stats(["bandit", "router", "nonexistentword"])
+    assert (n, dfs) == files.search.term_stats(["bandit", "router", "nonexistentword"])
+    assert eng.search.scripts() == files.search.scripts() == frozenset({"latin"})
+    kw_f = files.search.leaf_keyword(["router", "design"], None)
+    kw_e = eng.search.leaf_keyword(["router", "design"], None)
+    assert (kw_e > 0).tolist() == (kw_f > 0).tolist() and kw_e.argmax() == kw_f.argmax()
+
+
+def test_the_spec_questions_find_the_same_sections(both) -> None:
+    from config import Config
+    from pipeline import make_backends, run_pipeline
+
+    files, eng, _ = both
+    config = Config()
+    queries = [json.loads(line) for line in (TEST_PAPER.parent / "queries.jsonl").read_text().splitlines()]
+    for q in queries:
+        rf = run_pipeline(q["query"], files, config, make_backends(files, config, None))
+        re_ = run_pipeline(q["query"], eng, config, make_backends(eng, config, None))
+        # the engine's full-text relevance is not TreeRAG's BM25: sections may swap places, but the
+        # evidence the answer gets is the same
+        loc_f = {n["node_id"] for n in rf["step1_nodes"][:3]}
+        loc_e = {n["node_id"] for n in re_["step1_nodes"][:3]}
+        assert len(loc_f & loc_e) >= 2, q["id"]
+        found = [[a for a in q["answer_contains"] if a in " ".join(c["text"] for c in r["step2_retrieved"][:5])]
+                 for r in (rf, re_)]
+        assert found[1] == found[0] and found[0], q["id"]
+
+
+def test_verify_reads_every_record_and_vector_from_the_engine(both) -> None:
+    _, _, root = both
+    r = run_cli("verify", "--index", str(root / "engine"))
+    assert r.returncode == 0, r.stderr
+    assert "chunk records" in r.stdout and "every vector is finite" in r.stdout
+
+
+# --------------------------------------------------------------------------- updates and failures
+
+
+def test_update_reuses_the_engines_vectors_and_drops_the_old_tables(tmp_path: Path, seekdb_uri: str) -> None:
+    from indexing.index_store import load_index
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text(TEST_PAPER.read_text(encoding="utf-8"), encoding="utf-8")
+    (docs / "b.md").write_text("# Notes\n\nThe zebrafish study measured 42 fins in total.\n", encoding="utf-8")
+    out = tmp_path / "idx"
+    _build(docs, out, seekdb_uri)
+    old_prefix = json.loads((out / "metadata.json").read_text())["store"]["prefix"]
+    (docs / "b.md").write_text("# Notes\n\nThe zebrafish study measured 43 fins in total.\n", encoding="utf-8")
+    report = _build(docs, out, seekdb_uri)
+    assert report.update is not None and report.update.changed == 1
+    assert report.update.embedded_chunks == 1  # only the changed chunk was embedded
+    new_prefix = json.loads((out / "metadata.json").read_text())["store"]["prefix"]
+    tables = _tables(seekdb_uri)
+    assert not any(t.startswith(old_prefix) for t in tables)
+    assert {f"{new_prefix}_{t}" for t in ("chunks", "leaves", "nodes", "terms")} <= tables
+    index = load_index(out)
+    assert any("43 fins" in index.chunks[i].text for i in range(len(index.chunks)))
+
+
+def test_a_failed_copy_leaves_the_previous_index_usable(tmp_path: Path, seekdb_uri: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexing import seekdb_store
+    from indexing.index_store import load_index
+
+    out = tmp_path / "idx"
+    _build(TEST_PAPER, out, seekdb_uri)
+    before = (out / "metadata.json").read_bytes()
+    prefix = json.loads(before)["store"]["prefix"]
+    tables_before = _tables(seekdb_uri)
+    calls = {"n": 0}
+    real = seekdb_store.insert_rows
+
+    def failing(engine, table, columns, values):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise seekdb_store.BackendError("seekdb: connection lost (simulated)")
+        return real(engine, table, columns, values)
+
+    monkeypatch.setattr(seekdb_store, "insert_rows", failing)
+    with pytest.raises(seekdb_store.BackendError, match="simulated"):
+        _build(TEST_PAPER, out, seekdb_uri)
+    monkeypatch.undo()
+    assert (out / "metadata.json").read_bytes() == before
+    assert _tables(seekdb_uri) == tables_before  # the half-copied tables are gone, the live ones kept
+    index = load_index(out)
+    assert index.metadata["store"]["prefix"] == prefix and len(index.chunks) > 0
+
+
+def test_cli_index_and_query_on_the_engine(tmp_path: Path, seekdb_uri: str) -> None:
+    out = tmp_path / "idx"
+    r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock", "--store", seekdb_uri)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("query", "--index", str(out), "--mock", "--no-log", "--json", "--query",
+                "What is AdaRouter's accuracy on EUR/USD?")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert "73.2%" in " ".join(c["text"] for c in d["step2_retrieved"])
+    # an index over an engine index keeps the engine when --store is not given again
+    r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock")
+    assert r.returncode == 0 and "updated 1 document" in r.stdout
+    assert json.loads((out / "metadata.json").read_text())["store"]["uri"] == seekdb_uri
+
+
+def test_bad_store_and_missing_tables_are_one_line_errors(tmp_path: Path, seekdb_uri: str) -> None:
+    from indexing.seekdb_store import Engine, drop_tables, parse_store_uri
+
+    r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(tmp_path / "x"), "--mock",
+                "--store", "seekdb://nowhere")
+    assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "--store" in r.stderr
+    other = f"seekdb://{tmp_path / 'another-db'}"  # this process has its embedded database already
+    r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(tmp_path / "y"), "--mock", "--store", other)
+    assert r.returncode != 0 and "one embedded database per process" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and not (tmp_path / "y").exists()
+    out = tmp_path / "idx"
+    _build(TEST_PAPER, out, seekdb_uri)
+    engine = Engine(parse_store_uri(seekdb_uri))
+    drop_tables(engine, json.loads((out / "metadata.json").read_text())["store"]["prefix"])
+    engine.close()
+    r = run_cli("query", "--index", str(out), "--mock", "--no-log", "--query", "What algorithm?")
+    assert r.returncode != 0 and r.stderr.startswith("error: seekdb")
+    assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
