@@ -225,6 +225,10 @@ def build_index(
     input_path, output = Path(input_path), Path(output)
     _prepare_output(output)
     recover_directory(output)
+    if store is not None:  # an unreachable engine or a refused login is said before any work is done
+        from indexing import seekdb_store  # noqa: PLC0415
+
+        seekdb_store.check_reachable(store)
     loaded = load_input(input_path, follow_links=follow_links)
     docs, warnings = loaded.documents, loaded.warnings
     folder_mode = input_path.is_dir()

@@ -215,6 +215,14 @@ class Engine:
                 self._conn = None
 
 
+def check_reachable(uri: StoreURI) -> None:
+    engine = Engine(uri)
+    try:
+        engine.rows("SELECT 1")
+    finally:
+        engine.close()
+
+
 def _short(exc: object, limit: int = 200) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= limit else text[:limit - 1] + "…"

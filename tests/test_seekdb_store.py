@@ -244,3 +244,95 @@ def test_bad_store_and_missing_tables_are_one_line_errors(tmp_path: Path, seekdb
     r = run_cli("query", "--index", str(out), "--mock", "--no-log", "--query", "What algorithm?")
     assert r.returncode != 0 and r.stderr.startswith("error: seekdb")
     assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+
+
+# --------------------------------------------------------------------------- server
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def seekdb_server(tmp_path_factory: pytest.TempPathFactory):
+    """The seekdb server binary shipped in the pylibseekdb wheel, on a free port with a temporary base
+    directory; always stopped (SIGTERM, then SIGKILL) however the tests end."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import pylibseekdb
+
+    binary = Path(pylibseekdb.__file__).parent / "seekdb"
+    base = tmp_path_factory.mktemp("seekdb-server")
+    port = _free_port()
+
+    def cannot(why: str):  # CI must run this test; elsewhere a machine may lack what the server needs
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(f"seekdb server cannot start here: {why}")
+
+    if not binary.is_file():
+        cannot(f"{binary} is missing")
+    log = open(base / "server.log", "wb")
+    proc = subprocess.Popen(
+        [str(binary), "--nodaemon", "--port", str(port), "--base-dir", str(base),
+         "--parameter", "memory_limit=3G", "--parameter", "datafile_size=1G",
+         "--parameter", "log_disk_size=2G", "--parameter", "cpu_count=2"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "TELEMETRY_ENABLED": "false"})
+    try:
+        import pymysql
+
+        deadline, last = time.monotonic() + 120, ""
+        while True:
+            if proc.poll() is not None:
+                cannot(f"exited with {proc.returncode}: {(base / 'server.log').read_text(errors='replace')[-300:]!r}")
+            try:
+                pymysql.connect(host="127.0.0.1", port=port, user="root@sys", password="", connect_timeout=2).close()
+                break
+            except pymysql.Error as exc:
+                last = str(exc)
+            if time.monotonic() > deadline:
+                cannot(f"no SQL login on 127.0.0.1:{port} within 120 s ({last})")
+            time.sleep(0.5)
+        yield f"seekdb://root@127.0.0.1:{port}/treerag_test"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        log.close()
+
+
+def test_server_index_update_and_query(tmp_path: Path, seekdb_server: str) -> None:
+    out = tmp_path / "idx"
+    env = {"TREERAG_SEEKDB_PASSWORD": ""}
+    r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock", "--store", seekdb_server, env=env)
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["store"]["uri"] == seekdb_server
+    r = run_cli("query", "--index", str(out), "--mock", "--no-log", "--json", "--query",
+                "How many epochs was the model trained?", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "50 epochs" in " ".join(c["text"] for c in json.loads(r.stdout)["step2_retrieved"])
+    r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock", env=env)
+    assert r.returncode == 0 and "re-embedded 0 chunks" in r.stdout
+    assert _tables(seekdb_server) == {f"{json.loads((out / 'metadata.json').read_text())['store']['prefix']}_{t}"
+                                      for t in ("chunks", "leaves", "nodes", "terms")}
+
+
+def test_server_password_is_never_written(tmp_path: Path, seekdb_server: str) -> None:
+    """A wrong password fails in one line naming the store without the password; nothing is written."""
+    uri = seekdb_server.replace("root@", "root:wr0ngpass@")
+    out = tmp_path / "idx"
+    r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock", "--store", uri)
+    assert r.returncode != 0 and r.stderr.startswith("error: seekdb: cannot connect to ")
+    assert "wr0ngpass" not in r.stderr and r.stderr.strip().count("\n") == 0
+    assert not out.exists()
