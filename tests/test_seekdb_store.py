@@ -280,7 +280,7 @@ def seekdb_server(tmp_path_factory: pytest.TempPathFactory):
     log = open(base / "server.log", "wb")
     proc = subprocess.Popen(
         [str(binary), "--nodaemon", "--port", str(port), "--base-dir", str(base),
-         "--parameter", "memory_limit=3G", "--parameter", "datafile_size=1G",
+         "--parameter", "memory_budget=2G", "--parameter", "datafile_size=256M",
          "--parameter", "log_disk_size=2G", "--parameter", "cpu_count=2"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         env={**os.environ, "TELEMETRY_ENABLED": "false"})
@@ -336,3 +336,47 @@ def test_server_password_is_never_written(tmp_path: Path, seekdb_server: str) ->
     assert r.returncode != 0 and r.stderr.startswith("error: seekdb: cannot connect to ")
     assert "wr0ngpass" not in r.stderr and r.stderr.strip().count("\n") == 0
     assert not out.exists()
+
+
+def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past DEFER_INDEX_ROWS the full-text and vector indexes are built once the rows are in;
+    the index answers as one indexed row by row does."""
+    from config import Config
+    from indexing import seekdb_store
+    from indexing.embedder import make_embedder
+    from indexing.index_store import load_index
+    from indexing.search import BM25Params
+
+    monkeypatch.setattr(seekdb_store, "DEFER_INDEX_ROWS", 10)
+    monkeypatch.setattr(seekdb_store, "EXACT_ROWS", 8)  # the whole paper is a "large scope": kNN + full text
+    out = tmp_path / "idx"
+    _build(TEST_PAPER, out, seekdb_uri)
+    index = load_index(out)
+    engine = index.search.engine  # type: ignore[attr-defined]
+    for kind in ("chunks", "leaves"):
+        keys = {str(r[2]) for r in engine.rows(f"SHOW INDEX FROM `{index.search.tables[kind]}`")}  # type: ignore[attr-defined]
+        assert {"ft_body", "vi_emb"} <= keys, kind
+    qvec = make_embedder("hash", Config()).embed_query("training epochs")
+    got = index.search.score_range(qvec, ["train", "epoch"], 0, len(index.chunks), (0, len(index.chunks)),
+                                   BM25Params())
+    assert 0 < len(got.rows) <= len(index.chunks) and got.bm25.max() > 0
+    best = int(got.rows[int(np.argmax(got.bm25))])
+    assert "epoch" in index.chunks[best].text.lower()
+
+
+def test_insert_statements_stay_under_the_packet_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexing import seekdb_store
+
+    sent: list[str] = []
+
+    class Recorder:
+        def run(self, sql: str) -> None:
+            sent.append(sql)
+
+    big = "'" + "x" * (3 << 20) + "'"  # a long section text
+    values = [f"({i},{big if i % 3 == 0 else repr('short')})" for i in range(10)] + [f"({i},'s')" for i in range(10, 1300)]
+    seekdb_store.insert_rows(Recorder(), "t", "a,b", values)  # type: ignore[arg-type]
+    assert all(len(s) <= seekdb_store.INSERT_BYTES + len(big) + 200 for s in sent)
+    assert sum(s.count("),(") + 1 for s in sent) == len(values)
+    assert max(s.count("),(") + 1 for s in sent) <= seekdb_store.INSERT_ROWS
