@@ -420,8 +420,9 @@ class SeekdbSearch:
         got = self.engine.rows(f"SELECT {key}, {match} AS s FROM `{self.tables[table]}` WHERE {cond}{tail}")
         return {int(r): float(s) for r, s in got}
 
-    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int) -> list[int]:
-        got = self.engine.rows(f"SELECT {key} FROM `{self.tables[table]}` ORDER BY cosine_distance(emb, "
+    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: str | None = None) -> list[int]:
+        cond = f" WHERE {where}" if where else ""
+        got = self.engine.rows(f"SELECT {key} FROM `{self.tables[table]}`{cond} ORDER BY cosine_distance(emb, "
                                f"{sql_vec(qvec)}) APPROXIMATE LIMIT {int(limit)}")
         return [int(r[0]) for r in got]
 
@@ -441,10 +442,10 @@ class SeekdbSearch:
             return RangeScores(rows, check_finite(dense, f"{self.tables['chunks']}.emb"), bm25)
         # a large scope: the engine's nearest neighbours and full-text best, re-scored exactly
         cand: set[int] = set()
+        where = None if (start, end) == (0, self.n_chunks) else self._filter(start, end)
         if qvec is not None:
-            cand.update(r for r in self._knn(qvec, "chunks", "row_id", CANDIDATES) if start <= r < end)
-        bm = self._fulltext(tokens, None if (start, end) == (0, self.n_chunks) else self._filter(start, end),
-                            CANDIDATES)
+            cand.update(r for r in self._knn(qvec, "chunks", "row_id", CANDIDATES, where) if start <= r < end)
+        bm = self._fulltext(tokens, where, CANDIDATES)
         cand.update(r for r in bm if start <= r < end)
         rows = np.array(sorted(cand), dtype=np.int64)
         if not len(rows):
