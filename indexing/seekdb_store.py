@@ -136,8 +136,13 @@ _EMBEDDED_OPEN: list[str] = []
 silently ignores a second): the directory this process opened, so a different one is refused."""
 
 
-def _open_embedded(path: str) -> None:
+def _open_embedded(path: str, create: bool) -> None:
     import pylibseekdb  # noqa: PLC0415 - the engine loads only for an engine-backed index
+
+    if not create and not (Path(path) / "etc").is_dir():
+        # an index may come from someone else: reading it never creates a database where it points
+        raise IndexFormatError(f"no seekdb database at {path} (the index's store); build it there with "
+                               f"python main.py index --store seekdb://{path}")
 
     with _EMBEDDED_LOCK:
         if _EMBEDDED_OPEN and _EMBEDDED_OPEN[0] != path:
@@ -155,8 +160,10 @@ def _open_embedded(path: str) -> None:
 class Engine:
     """One SQL connection to seekdb/OceanBase; every failure is one line naming the store."""
 
-    def __init__(self, uri: StoreURI) -> None:
+    def __init__(self, uri: StoreURI, create: bool = False) -> None:
         self.uri = uri
+        self.create = create
+        """Whether an embedded database may be created (builds), or must exist (reading an index)."""
         self._conn: Any = None
         self._lock = threading.Lock()
 
@@ -166,7 +173,7 @@ class Engine:
             if uri.embedded:
                 import pylibseekdb  # noqa: PLC0415
 
-                _open_embedded(str(uri.path))
+                _open_embedded(str(uri.path), self.create)
                 boot = pylibseekdb.connect(database="information_schema", autocommit=True)
                 cur = boot.cursor()
                 try:
@@ -184,7 +191,7 @@ class Engine:
             return conn
         except ImportError as exc:
             raise BackendError(f"seekdb store needs the pyseekdb package: pip install pyseekdb ({exc.name} missing)") from None
-        except BackendError:
+        except (BackendError, IndexFormatError):
             raise
         except Exception as exc:  # noqa: BLE001 - driver errors vary; one line with the store named
             raise BackendError(f"seekdb: cannot connect to {uri.public()}: {_short(exc)}") from None
@@ -234,7 +241,7 @@ class Engine:
 
 
 def check_reachable(uri: StoreURI) -> None:
-    engine = Engine(uri)
+    engine = Engine(uri, create=True)
     try:
         engine.rows("SELECT 1")
     finally:
@@ -618,7 +625,7 @@ def publish(staged: Path, uri: StoreURI, notice: Callable[[str], None] | None = 
     meta = index.metadata
     dim = int(meta["embedder"]["dim"])
     prefix = "treerag_" + str(meta["build_id"])[:16]
-    engine = Engine(uri)
+    engine = Engine(uri, create=True)
     try:
         n_chunks, n_leaves = len(index.chunks), len(index.leaves)
         sizes = {"chunks": n_chunks, "leaves": n_leaves}

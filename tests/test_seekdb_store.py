@@ -380,3 +380,20 @@ def test_insert_statements_stay_under_the_packet_limit(monkeypatch: pytest.Monke
     assert all(len(s) <= seekdb_store.INSERT_BYTES + len(big) + 200 for s in sent)
     assert sum(s.count("),(") + 1 for s in sent) == len(values)
     assert max(s.count("),(") + 1 for s in sent) <= seekdb_store.INSERT_ROWS
+
+
+def test_an_index_naming_a_missing_database_creates_nothing(both, tmp_path: Path) -> None:
+    """An index may come from someone else: reading one never creates a database where it points."""
+    import shutil
+
+    _, _, root = both
+    crafted = tmp_path / "crafted"
+    shutil.copytree(root / "engine", crafted)
+    target = tmp_path / "somewhere" / "db"
+    meta = json.loads((crafted / "metadata.json").read_text())
+    meta["store"]["uri"] = f"seekdb://{target}"
+    (crafted / "metadata.json").write_text(json.dumps(meta))
+    r = run_cli("query", "--index", str(crafted), "--mock", "--no-log", "--query", "What algorithm?")
+    assert r.returncode != 0 and "no seekdb database at" in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "somewhere").exists()
