@@ -319,7 +319,7 @@ def create_tables(engine: Engine, prefix: str, dim: int, rows: Mapping[str, int]
                f"tkey CHAR(32) NOT NULL, emb VECTOR({dim}) NOT NULL, KEY k_doc (doc){indexes('leaves')})")
     engine.run(f"CREATE TABLE `{names['nodes']}` (row_id BIGINT PRIMARY KEY, record LONGTEXT NOT NULL, "
                f"content LONGTEXT NOT NULL)")
-    engine.run(f"CREATE TABLE `{names['terms']}` (term VARCHAR(512) PRIMARY KEY, df INT NOT NULL)")
+    engine.run(f"CREATE TABLE `{names['terms']}` (term VARCHAR(512) COLLATE utf8mb4_bin PRIMARY KEY, df INT NOT NULL)")
     return names
 
 

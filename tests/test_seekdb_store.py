@@ -397,3 +397,18 @@ def test_an_index_naming_a_missing_database_creates_nothing(both, tmp_path: Path
     assert r.returncode != 0 and "no seekdb database at" in r.stderr
     assert r.stderr.strip().count("\n") == 0
     assert not (tmp_path / "somewhere").exists()
+
+
+def test_words_equal_under_a_loose_collation_stay_apart(tmp_path: Path, seekdb_uri: str) -> None:
+    """The engine's default collation folds case and accents ('naive' = 'naïve'); TreeRAG's tokens do not."""
+    from indexing.index_store import load_index
+
+    doc = tmp_path / "d.md"
+    doc.write_text("# Methods\n\nA naive baseline and a naïve one differ. Straße and strasse too.\n\n"
+                   "# Results\n\nThe naïve baseline wins.\n", encoding="utf-8")
+    _build(doc, tmp_path / "idx", seekdb_uri)
+    files = _build(doc, tmp_path / "files", None)
+    assert files.chunks > 0
+    eng, ref = load_index(tmp_path / "idx"), load_index(tmp_path / "files")
+    words = ["naive", "naïve", "straße", "strasse"]
+    assert eng.search.term_stats(words) == ref.search.term_stats(words)
