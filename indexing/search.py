@@ -34,10 +34,16 @@ class RangeScores:
 
 
 @dataclass(frozen=True)
-class BM25Params:
+class ScoreParams:
+    """The query-time settings a store scores with (config.py: bm25_*, store_*)."""
+
     k1: float = 1.5
     b: float = 0.75
     epsilon: float = 0.25
+    exact_rows: int = 4096
+    """An engine scores a range of at most this many rows exactly; a larger one from candidates."""
+    candidates: int = 1000
+    """Rows each of an engine's kNN and full-text search contributes for a larger range."""
 
 
 def empty_scores() -> RangeScores:
@@ -52,7 +58,7 @@ class Search(Protocol):
     """"files" or the engine's name, for messages and the audit record."""
 
     def score_range(self, qvec: np.ndarray | None, tokens: Sequence[str], start: int, end: int,
-                    idf: tuple[int, int], params: BM25Params) -> RangeScores:
+                    idf: tuple[int, int], params: ScoreParams) -> RangeScores:
         """Dense (dot product with ``qvec``; zeros when None) and BM25 scores of rows [start, end).
 
         ``idf``: the rows whose statistics BM25 uses (a leaf, its document, or the corpus);
@@ -63,15 +69,15 @@ class Search(Protocol):
         """Dot products of the given chunk rows' vectors with ``qvec`` (float32)."""
 
     def bm25_rows(self, tokens: Sequence[str], rows: np.ndarray, idf: tuple[int, int],
-                  params: BM25Params) -> np.ndarray:
+                  params: ScoreParams) -> np.ndarray:
         """BM25 of the given rows, which all lie inside ``idf`` (float32)."""
 
-    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None) -> np.ndarray:
+    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         """Dot products of the leaves' heading+summary vectors with ``qvec``; all leaves for None.
 
         An engine may leave leaves outside its nearest neighbours at 0."""
 
-    def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None) -> np.ndarray:
+    def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         """Per leaf (all, or the given ones in that order): sum of log(1 + n/df) over the
         question's distinct words in its heading path + summary, n and df over those leaves."""
 
@@ -103,7 +109,7 @@ class FileSearch:
         self._scripts: frozenset[str] | None = None
 
     def score_range(self, qvec: np.ndarray | None, tokens: Sequence[str], start: int, end: int,
-                    idf: tuple[int, int], params: BM25Params) -> RangeScores:
+                    idf: tuple[int, int], params: ScoreParams) -> RangeScores:
         if end <= start:
             return empty_scores()
         rows = np.arange(start, end, dtype=np.int64)
@@ -117,7 +123,7 @@ class FileSearch:
         return check_finite(matvec(self.embeddings[np.asarray(rows, dtype=np.int64)], qvec), "embeddings.npy")
 
     def bm25_rows(self, tokens: Sequence[str], rows: np.ndarray, idf: tuple[int, int],
-                  params: BM25Params) -> np.ndarray:
+                  params: ScoreParams) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return np.zeros(0, dtype=np.float32)
@@ -126,11 +132,11 @@ class FileSearch:
                                        k1=params.k1, b=params.b, epsilon=params.epsilon)
         return np.asarray(scores, dtype=np.float32)[rows - lo]
 
-    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None) -> np.ndarray:
+    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         vecs = self.leaf_embeddings if leaves is None else self.leaf_embeddings[np.asarray(leaves, dtype=np.int64)]
         return check_finite(matvec(vecs, qvec), "leaf_embeddings.npy")
 
-    def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None) -> np.ndarray:
+    def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         terms = self.leaf_terms
         n_all = terms.n_rows
         in_scope = None

@@ -42,16 +42,14 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
-from indexing.search import BM25Params, RangeScores, check_finite, empty_scores
+from indexing.search import ScoreParams, RangeScores, check_finite, empty_scores
 from utils.errors import BackendError, IndexFormatError, InputError
 
 SCHEME = "seekdb"
 EMBEDDED_DATABASE = "treerag"
 PASSWORD_ENV = "TREERAG_SEEKDB_PASSWORD"
-EXACT_ROWS = 4096
-"""A range of at most this many rows is scored exactly (every row); a larger one by kNN + full-text candidates."""
-CANDIDATES = 1000
-"""Rows each of kNN and full-text contributes for a large scope."""
+FETCH_ROWS = 4096
+"""Rows asked for by one IN (...) list (leaf vectors, vectors and digests read back for updates and verify)."""
 INSERT_ROWS = 500
 """Rows per INSERT statement, at most."""
 INSERT_BYTES = 4 << 20
@@ -434,10 +432,10 @@ class SeekdbSearch:
         return [int(r[0]) for r in got]
 
     def score_range(self, qvec: np.ndarray | None, tokens: Sequence[str], start: int, end: int,
-                    idf: tuple[int, int], params: BM25Params) -> RangeScores:
+                    idf: tuple[int, int], params: ScoreParams) -> RangeScores:
         if end <= start:
             return empty_scores()
-        if end - start <= EXACT_ROWS:
+        if end - start <= params.exact_rows:
             where = self._filter(start, end)
             rows = np.arange(start, end, dtype=np.int64)
             dense = np.zeros(end - start, dtype=np.float32)
@@ -451,8 +449,8 @@ class SeekdbSearch:
         cand: set[int] = set()
         where = None if (start, end) == (0, self.n_chunks) else self._filter(start, end)
         if qvec is not None:
-            cand.update(r for r in self._knn(qvec, "chunks", "row_id", CANDIDATES, where) if start <= r < end)
-        bm = self._fulltext(tokens, where, CANDIDATES)
+            cand.update(r for r in self._knn(qvec, "chunks", "row_id", params.candidates, where) if start <= r < end)
+        bm = self._fulltext(tokens, where, params.candidates)
         cand.update(r for r in bm if start <= r < end)
         rows = np.array(sorted(cand), dtype=np.int64)
         if not len(rows):
@@ -470,7 +468,7 @@ class SeekdbSearch:
                             f"{self.tables['chunks']}.emb")
 
     def bm25_rows(self, tokens: Sequence[str], rows: np.ndarray, idf: tuple[int, int],
-                  params: BM25Params) -> np.ndarray:
+                  params: ScoreParams) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return np.zeros(0, dtype=np.float32)
@@ -479,10 +477,10 @@ class SeekdbSearch:
 
     # ---------------------------------------------------------- leaf side
 
-    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None) -> np.ndarray:
+    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         table = self.tables["leaves"]
-        if leaves is None and self.n_leaves > EXACT_ROWS:
-            near = self._knn(qvec, "leaves", "leaf", CANDIDATES)
+        if leaves is None and self.n_leaves > params.exact_rows:
+            near = self._knn(qvec, "leaves", "leaf", params.candidates)
             out = np.zeros(self.n_leaves, dtype=np.float32)
             if near:
                 got = self.engine.rows(f"SELECT leaf, inner_product(emb, {sql_vec(qvec)}) FROM `{table}` "
@@ -494,14 +492,14 @@ class SeekdbSearch:
         if not len(want):
             return np.zeros(0, dtype=np.float32)
         got_rows: list[tuple[Any, ...]] = []
-        for i in range(0, len(want), EXACT_ROWS):
-            part = want[i:i + EXACT_ROWS]
+        for i in range(0, len(want), FETCH_ROWS):
+            part = want[i:i + FETCH_ROWS]
             got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, {sql_vec(qvec)}) FROM `{table}` "
                                          f"WHERE leaf IN ({sql_ints(np.unique(part))})")
         got = {int(leaf): float(s) for leaf, s in got_rows}
         return check_finite(np.array([got.get(int(j), np.nan) for j in want], dtype=np.float32), f"{table}.emb")
 
-    def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None) -> np.ndarray:
+    def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         """The engine's full-text relevance of each leaf's heading path + summary words."""
         want = None if leaves is None else np.asarray(leaves, dtype=np.int64)
         where = None
@@ -509,7 +507,7 @@ class SeekdbSearch:
             if not len(want):
                 return np.zeros(0, dtype=np.float64)
             where = f"leaf IN ({sql_ints(np.unique(want))})"
-        got = self._fulltext(tokens, where, CANDIDATES, table="leaves", key="leaf")
+        got = self._fulltext(tokens, where, params.candidates, table="leaves", key="leaf")
         if want is None:
             out = np.zeros(self.n_leaves, dtype=np.float64)
             for leaf, s in got.items():
@@ -595,9 +593,9 @@ class EngineRows:
         out = np.zeros((len(want), self.shape[1]), dtype=self.dtype)
         if len(want):
             got = {}
-            for i in range(0, len(want), EXACT_ROWS):
-                part = want[i:i + EXACT_ROWS]
-                cond = where if len(want) <= EXACT_ROWS else f"{self.key} IN ({sql_ints(np.unique(part))})"
+            for i in range(0, len(want), FETCH_ROWS):
+                part = want[i:i + FETCH_ROWS]
+                cond = where if len(want) <= FETCH_ROWS else f"{self.key} IN ({sql_ints(np.unique(part))})"
                 for r, v in self.engine.rows(f"SELECT {self.key}, {self.column} FROM `{self.table}` WHERE {cond}"):
                     got[int(r)] = v
             for i, r in enumerate(want.tolist()):

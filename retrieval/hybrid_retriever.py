@@ -19,7 +19,7 @@ from indexing.embedder import memoized
 from indexing.index_store import Index
 from retrieval.learned_ranker import load_ranker, model_name
 from retrieval.query import QueryLike, query_parts, query_text, query_tokens
-from retrieval.scoring import RangeScores, bm25_params, concat_scores, fuse, score_range
+from retrieval.scoring import RangeScores, score_params, concat_scores, fuse, score_range
 from retrieval.section_features import chunk_features
 from retrieval.types import LocatedNode, RetrievedChunk
 
@@ -152,7 +152,7 @@ def order_union(index: Index, qvec: np.ndarray, query: QueryLike, cands: list[Re
     by_doc: dict[str, list[int]] = {}
     for i, c in enumerate(cands):
         by_doc.setdefault(c.chunk.doc_path, []).append(i)
-    params = bm25_params(config)
+    params = score_params(config)
     for doc, members in by_doc.items():  # one pass per document, with that document's statistics
         bm25[members] = index.search.bm25_rows(tokens, rows[members], index.doc_rows[doc], params)
     fused = fuse(dense, bm25, config)

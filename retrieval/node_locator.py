@@ -19,6 +19,7 @@ from config import Config
 from indexing.index_store import Index
 from indexing.node_table import LeafList, node_id_of, row_of
 from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
+from retrieval.scoring import score_params
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
 from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, join_blocks, node_block, tree_for_prompt
@@ -77,7 +78,7 @@ def keyword_locate(index: Index, query: QueryLike, config: Config,
     """
     q = sorted(set(query_tokens(query)))
     positions = None if doc_paths is None else index.leaf_positions(doc_paths)
-    scores = index.search.leaf_keyword(q, positions)
+    scores = index.search.leaf_keyword(q, positions, score_params(config))
     top = [i for i in top_order(scores, config.keyword_top_leaves) if scores[i] > 0]
     leaf_of = (lambda i: int(i)) if positions is None else (lambda i: int(positions[i]))
     nodes = [LocatedNode(index.leaves[leaf_of(i)].node_id, query_text(query), index.leaves[leaf_of(i)].heading_path,
@@ -125,7 +126,8 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, 
     best_dense = best_dense_all[leaf_idx]
     best_bm25 = best_bm25_all[leaf_idx]
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
-    leaf_dense = np.clip(index.search.leaf_dense(qvec, None if doc_paths is None else leaf_idx), 0.0, 1.0)
+    leaf_dense = np.clip(index.search.leaf_dense(qvec, None if doc_paths is None else leaf_idx, score_params(config)),
+                         0.0, 1.0)
     chunk_part = config.dense_weight * best_dense + config.bm25_weight * best_bm25
     w = config.locator_leaf_weight
     total = (1 - w) * chunk_part + w * leaf_dense

@@ -9,7 +9,7 @@ import numpy as np
 
 from config import Config
 from indexing.index_store import Index
-from indexing.search import BM25Params, RangeScores, empty_scores
+from indexing.search import ScoreParams, RangeScores, empty_scores
 from utils.similarity import min_max_normalize, rrf_scores
 
 
@@ -23,8 +23,9 @@ def idf_range(index: Index, start: int, end: int, scope: str) -> tuple[int, int]
     return 0, len(index.chunks)
 
 
-def bm25_params(config: Config) -> BM25Params:
-    return BM25Params(k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon)
+def score_params(config: Config) -> ScoreParams:
+    return ScoreParams(k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon,
+                       exact_rows=config.store_exact_rows, candidates=config.store_candidates)
 
 
 def score_range(index: Index, qvec: np.ndarray | None, tokens: list[str], start: int, end: int,
@@ -33,7 +34,7 @@ def score_range(index: Index, qvec: np.ndarray | None, tokens: list[str], start:
     if end <= start:
         return empty_scores()
     idf = idf_range(index, start, end, idf_scope or config.bm25_idf_scope)
-    return index.search.score_range(qvec, tokens, start, end, idf, bm25_params(config))
+    return index.search.score_range(qvec, tokens, start, end, idf, score_params(config))
 
 
 def concat_scores(parts: list[RangeScores]) -> RangeScores:

@@ -24,7 +24,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from indexing.node_table import KINDS
-from retrieval.scoring import RangeScores
+from retrieval.scoring import RangeScores, score_params
 from utils.similarity import min_max_normalize
 
 FLAT_FEATURES: tuple[str, ...] = ("dense", "dense_mm", "bm25_mm", "bm25_hit")
@@ -109,7 +109,8 @@ def chunk_features(index: Index, qvec: np.ndarray, scores: RangeScores, config: 
         leaf_max = _group_max(fused, leaf_of, n_leaf)
         cols["leaf_max"] = leaf_max[leaf_of]
         cols["leaf_top3"] = _group_top_mean(fused, leaf_of, n_leaf, 3)[leaf_of]
-        cols["leaf_heading"] = np.clip(index.search.leaf_dense(qvec, leaf_ids), 0.0, 1.0).astype(np.float64)[leaf_of]
+        leaf_dense = index.search.leaf_dense(qvec, leaf_ids, score_params(config))
+        cols["leaf_heading"] = np.clip(leaf_dense, 0.0, 1.0).astype(np.float64)[leaf_of]
         # neighbours: the adjacent rows when they belong to the same leaf
         prev = np.concatenate(([-np.inf], fused[:-1]))
         nxt = np.concatenate((fused[1:], [-np.inf]))

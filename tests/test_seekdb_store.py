@@ -107,7 +107,7 @@ def test_in_leaf_and_document_scores_match_the_file_store(both) -> None:
     """A leaf and a document are scored exactly by metadata filters: the engine's inner products
     equal numpy's, and its full text matches exactly the chunks TreeRAG's BM25 matches."""
     from config import Config
-    from indexing.search import BM25Params
+    from indexing.search import ScoreParams
     from indexing.embedder import make_embedder
     from utils.tokenizer import tokenize
 
@@ -117,16 +117,16 @@ def test_in_leaf_and_document_scores_match_the_file_store(both) -> None:
     ranges = [(0, len(files.chunks))] + [files.leaf_rows[n.node_id] for n in files.leaves[:6]]
     corpus = (0, len(files.chunks))  # corpus IDF: a word in every chunk of a small leaf gets IDF 0 there
     for a, b in ranges:
-        f = files.search.score_range(qvec, tokens, a, b, corpus, BM25Params())
-        e = eng.search.score_range(qvec, tokens, a, b, corpus, BM25Params())
+        f = files.search.score_range(qvec, tokens, a, b, corpus, ScoreParams())
+        e = eng.search.score_range(qvec, tokens, a, b, corpus, ScoreParams())
         assert e.rows.tolist() == f.rows.tolist()
         np.testing.assert_allclose(e.dense, f.dense, atol=1e-5)
         assert (e.bm25 > 0).tolist() == (f.bm25 > 0).tolist()
     n, dfs = eng.search.term_stats(["bandit", "router", "nonexistentword"])
     assert (n, dfs) == files.search.term_stats(["bandit", "router", "nonexistentword"])
     assert eng.search.scripts() == files.search.scripts() == frozenset({"latin"})
-    kw_f = files.search.leaf_keyword(["router", "design"], None)
-    kw_e = eng.search.leaf_keyword(["router", "design"], None)
+    kw_f = files.search.leaf_keyword(["router", "design"], None, ScoreParams())
+    kw_e = eng.search.leaf_keyword(["router", "design"], None, ScoreParams())
     assert (kw_e > 0).tolist() == (kw_f > 0).tolist() and kw_e.argmax() == kw_f.argmax()
 
 
@@ -346,10 +346,9 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
     from indexing import seekdb_store
     from indexing.embedder import make_embedder
     from indexing.index_store import load_index
-    from indexing.search import BM25Params
+    from indexing.search import ScoreParams
 
     monkeypatch.setattr(seekdb_store, "DEFER_INDEX_ROWS", 10)
-    monkeypatch.setattr(seekdb_store, "EXACT_ROWS", 8)  # the whole paper is a "large scope": kNN + full text
     out = tmp_path / "idx"
     _build(TEST_PAPER, out, seekdb_uri)
     index = load_index(out)
@@ -358,8 +357,9 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
         keys = {str(r[2]) for r in engine.rows(f"SHOW INDEX FROM `{index.search.tables[kind]}`")}  # type: ignore[attr-defined]
         assert {"ft_body", "vi_emb"} <= keys, kind
     qvec = make_embedder("hash", Config()).embed_query("training epochs")
+    # exact_rows=8: the whole paper is a "large scope", scored from kNN + full-text candidates
     got = index.search.score_range(qvec, ["train", "epoch"], 0, len(index.chunks), (0, len(index.chunks)),
-                                   BM25Params())
+                                   ScoreParams(exact_rows=8, candidates=20))
     assert 0 < len(got.rows) <= len(index.chunks) and got.bm25.max() > 0
     best = int(got.rows[int(np.argmax(got.bm25))])
     assert "epoch" in index.chunks[best].text.lower()
