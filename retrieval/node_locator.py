@@ -100,6 +100,29 @@ def _leaf_row_starts(index: Index) -> tuple[np.ndarray, np.ndarray]:
     return ptr[:-1], np.diff(ptr) > 0
 
 
+def _leaf_max_scaled(values: np.ndarray, rows: np.ndarray, n: int, starts: np.ndarray) -> np.ndarray:
+    """Per leaf: the best of its scored rows' values, min-max normalised over all scored rows (0 when
+    none of its rows was scored).
+
+    Equal to normalising every row first and then taking each leaf's maximum, because min-max
+    scaling is increasing; but the million-row pass is one reduceat over the raw float32 scores
+    and only the leaf maxima are scaled (at 10,000 documents: 1.05M rows, 410k leaves).
+    """
+    full = np.full(n + 1, -np.inf, dtype=np.float32)  # +1: reduceat needs every start < len
+    if len(rows) == n and (n == 0 or (rows[0] == 0 and rows[-1] == n - 1)):
+        full[:n] = values  # the whole index, in row order
+    else:
+        full[rows] = values
+    full[~np.isfinite(full)] = -np.inf
+    best = np.maximum.reduceat(full, starts)
+    out = np.zeros(len(best), dtype=np.float64)
+    scored = np.isfinite(best)
+    finite = values[np.isfinite(values)]
+    if finite.size:
+        out[scored] = min_max_normalize(best[scored], lo=float(finite.min()), hi=float(finite.max()))
+    return out
+
+
 def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, config: Config,
                        doc_paths: set[str] | None = None) -> tuple[list[TreeNode], np.ndarray]:
     """Score every leaf in scope; higher is better.
@@ -115,13 +138,8 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, 
     scores = flat_scores(index, qvec, tokens, config, doc_paths, idf_scope="corpus")
     starts, has_rows = _leaf_row_starts(index)
     n = len(index.chunks)
-    dense_full = np.zeros(n + 1, dtype=np.float32)  # +1: reduceat needs every start < len
-    bm25_full = np.zeros(n + 1, dtype=np.float32)
-    dense_full[scores.rows] = min_max_normalize(scores.dense)
-    bm25_full[scores.rows] = min_max_normalize(scores.bm25)
-    # rows of a leaf are contiguous: the max over each leaf's rows is one reduceat
-    best_dense_all = np.where(has_rows, np.maximum.reduceat(dense_full, starts), 0.0)
-    best_bm25_all = np.where(has_rows, np.maximum.reduceat(bm25_full, starts), 0.0)
+    best_dense_all = np.where(has_rows, _leaf_max_scaled(scores.dense, scores.rows, n, starts), 0.0)
+    best_bm25_all = np.where(has_rows, _leaf_max_scaled(scores.bm25, scores.rows, n, starts), 0.0)
     leaf_idx = index.leaf_positions(doc_paths)
     best_dense = best_dense_all[leaf_idx]
     best_bm25 = best_bm25_all[leaf_idx]

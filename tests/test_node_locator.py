@@ -218,3 +218,28 @@ def test_keyword_locator_postings_equal_the_plain_computation(paper_index, quest
     doc = paper_index.leaves[0].doc_path
     got = keyword_locate(paper_index, question, config, doc_paths={doc})
     assert [(n.node_id, n.score) for n in got.nodes] == _keyword_reference(paper_index, question, 5, {doc})
+
+
+@pytest.mark.parametrize("case", ["whole", "subset", "equal", "equal_zero", "empty_leaves"])
+def test_leaf_max_of_raw_scores_equals_max_of_normalised_rows(case: str) -> None:
+    """The locator takes each leaf's maximum of the raw scores and scales only the maxima; that must
+    equal scaling every row first (the plain computation), for subsets and degenerate scores too."""
+    import numpy as np
+
+    from retrieval.node_locator import _leaf_max_scaled
+    from utils.similarity import min_max_normalize
+
+    rng = np.random.default_rng(7)
+    counts = rng.integers(0 if case == "empty_leaves" else 1, 6, size=300)
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    n = int(ptr[-1])
+    starts = ptr[:-1]
+    rows = np.arange(n) if case in ("whole", "empty_leaves") else np.sort(rng.choice(n, n // 3, replace=False))
+    values = {"equal": np.full(len(rows), 2.5), "equal_zero": np.zeros(len(rows))}.get(
+        case, rng.normal(size=len(rows))).astype(np.float32)
+    full = np.zeros(n + 1, dtype=np.float32)  # the plain computation: scale every row, then max
+    full[rows] = min_max_normalize(values)
+    has = np.diff(ptr) > 0
+    want = np.where(has, np.maximum.reduceat(full, starts), 0.0)
+    got = np.where(has, _leaf_max_scaled(values, rows, n, starts), 0.0)
+    np.testing.assert_allclose(got, want, atol=1e-6)

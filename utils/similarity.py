@@ -95,8 +95,12 @@ def top_order(scores: np.ndarray, k: int) -> np.ndarray:
     return cand[np.lexsort((cand, -scores[cand]))][:k]
 
 
-def min_max_normalize(scores: np.ndarray | Sequence[float]) -> np.ndarray:
+def min_max_normalize(scores: np.ndarray | Sequence[float], lo: float | None = None,
+                      hi: float | None = None) -> np.ndarray:
     """Scale to [0, 1] (float64); degenerate inputs have defined, meaningful results.
+
+    ``lo``/``hi``: the range to scale by when it is not the input's own (the input is a
+    selection of a larger set, e.g. per-leaf maxima scaled as their rows would be).
 
     - empty -> empty;
     - one value, or all values equal -> all 1.0 if the value is > 0, else all
@@ -114,7 +118,8 @@ def min_max_normalize(scores: np.ndarray | Sequence[float]) -> np.ndarray:
     if not finite.any():
         return out
     vals = arr[finite]
-    lo, hi = float(vals.min()), float(vals.max())
+    lo = float(vals.min()) if lo is None else lo
+    hi = float(vals.max()) if hi is None else hi
     if hi - lo <= _EQUAL_TOL * max(1.0, abs(hi)):
         out[finite] = 1.0 if hi > 0 else 0.0
         return out
