@@ -229,7 +229,7 @@ def retrieval_ndcg(work: Path, n_docs: int, embedder_name: str) -> None:
             src = source_from_markdown(p.read_text(encoding="utf-8"), p.name)
             {"pdf-layout": lambda: render_pdf(src, out, outline=False, running_header=src.title[:60]),
              "docx": lambda: render_docx(src, out), "html": lambda: render_html(src, out)}[fmt]()
-        build_index(folder, work / f"index-{fmt}", config, embedder)
+        build_index(folder, work / f"index-{fmt}", config, embedder, update=False)
         index = load_index(work / f"index-{fmt}")
         texts = {d.path: d.text for d in load_input(folder).documents}
         table = SpanTable.from_index(index)

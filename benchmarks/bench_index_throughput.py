@@ -124,7 +124,7 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
                       f"(raw encoder {wall[RAW]:.2f} s wall, {cpu[RAW]:.2f} s CPU)", flush=True)
             else:
                 w0, c0 = time.perf_counter(), time.process_time()
-                rep = build_index(docs_dir, out_index, config, embedder)
+                rep = build_index(docs_dir, out_index, config, embedder, update=False)  # a full build each run
                 index_runs.append((time.perf_counter() - w0, time.process_time() - c0))
                 print(f"  [{name}] run {r + 1}: build_index {index_runs[-1][0]:.2f} s wall, "
                       f"{index_runs[-1][1]:.2f} s CPU ({rep.chunks} chunks)", flush=True)
@@ -148,7 +148,7 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
     if cli:
         out_cli = work / f"cli-{name}"
         pr = run_proc(python("main.py", "index", "--input", docs_dir, "--output", out_cli,
-                             "--embedder", name, "--quiet"), env=bench_env()).check()
+                             "--embedder", name, "--quiet", "--rebuild"), env=bench_env()).check()
         res["cli_wall_s"] = pr.wall_s
         res["cli_cpu_s"] = pr.cpu_s
         res["cli_maxrss_mb"] = pr.maxrss_mb

@@ -119,7 +119,7 @@ def prepare_index(args: Any, work: Path, embedder_name: str, n_docs: int) -> tup
         print(f"building the index of {len(files)} QASPER papers with {build_name} vectors -> {out} ...", flush=True)
         config = Config(embedder=build_name)
         t = time.perf_counter()
-        rep = build_index(docs_dir, out, config, make_embedder(build_name, config))
+        rep = build_index(docs_dir, out, config, make_embedder(build_name, config), update=False)
         print(f"  {rep.summary_line()} (wall {time.perf_counter() - t:.1f} s)", flush=True)
         stamp_index(out, fp)
     desc = ("proxy: 384-d hash vectors in the index, real model for queries" if build_name == "hash"
