@@ -19,7 +19,8 @@ def run(name, resp):
         env = {"OPENAI_API_KEY": "sk", "OPENAI_BASE_URL": srv.url + "/v1", "TREERAG_CACHE_DIR": tempfile.mkdtemp()}
         t0 = time.monotonic()
         p = run_cli("query", "--index", sys.argv[1], "--query", "How many epochs?", "--llm", "openai", "--json",
-                    "--no-cache", "--no-log", env=env, timeout=300)
+                    "--no-cache", "--no-log", env=env, timeout=300,
+                    fresh_process=True)  # three at once: run_cli in-process would share one environment
         el = time.monotonic() - t0
         res = json.loads(p.stdout) if p.returncode == 0 else {}
         out[name] = (p.returncode, round(el, 1), srv.request_count, [f["step"] for f in res.get("fallbacks", [])],

@@ -29,6 +29,7 @@ BENCHMARKS = {
     "cold": "bench_cold_query.py",
     "scale": "bench_scale.py",
     "incremental": "bench_incremental.py",
+    "seekdb": "bench_seekdb.py",
 }
 
 
