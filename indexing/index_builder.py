@@ -282,7 +282,8 @@ def build_index(
             if store is not None:
                 from indexing import seekdb_store  # noqa: PLC0415 - the engine loads only when asked for
 
-                fields = seekdb_store.publish(tmp, store)
+                fields = seekdb_store.publish(tmp, store, progress(written.chunks, "copy to seekdb")
+                                              if progress else None)
                 new_prefix = fields["prefix"]
                 try:
                     seekdb_store.keep_manifest(tmp, fields)

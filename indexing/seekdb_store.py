@@ -610,11 +610,11 @@ class EngineRows:
 # --------------------------------------------------------------------------- build (publish) and open
 
 
-def publish(staged: Path, uri: StoreURI, notice: Callable[[str], None] | None = None) -> dict[str, Any]:
+def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Copy a complete file index (``staged``) into new engine tables; the manifest fields for metadata.json.
 
     On any failure the new tables are dropped and the error propagates: the previous index (its
-    manifest and tables) is untouched.
+    manifest and tables) is untouched. ``advance(n)`` is told of every n chunks copied (a progress bar).
     """
     from indexing.index_store import load_index  # noqa: PLC0415
     from utils.tokenizer import vocabulary_scripts  # noqa: PLC0415
@@ -650,8 +650,8 @@ def publish(staged: Path, uri: StoreURI, notice: Callable[[str], None] | None = 
                 values.append(f"({r},{leaf},{int(leaf_docs[leaf])},{sql_str(bodies[i])},{sql_str(rec)},"
                               f"'{ks[i].tobytes().hex()}',{sql_vec(vecs[i])})")
             insert_rows(engine, names["chunks"], "row_id,leaf,doc,body,record,tkey,emb", values)
-            if notice:
-                notice(f"seekdb: {b:,} of {n_chunks:,} chunks copied")
+            if advance:
+                advance(b - a)
         for a in range(0, n_leaves, step):
             b = min(n_leaves, a + step)
             bodies = leaf_bodies(a, b)
@@ -667,6 +667,8 @@ def publish(staged: Path, uri: StoreURI, notice: Callable[[str], None] | None = 
                         [f"({r},{sql_str(json.dumps(tree.records.raw(r), ensure_ascii=False))},"
                          f"{sql_str(json.dumps(tree.contents.raw(r), ensure_ascii=False))})" for r in range(a, b)])
         df = np.diff(np.asarray(bm.indptr))
+        # a "word" over 512 characters (a run of symbols) is left out: the relevance floor then
+        # counts it as unseen, the most informative, as it counts any word the index lacks
         terms = [f"({sql_str(t)},{int(df[i])})" for i, t in enumerate(bm.terms) if len(t) <= 512]
         insert_rows(engine, names["terms"], "term,df", terms)
         index_tables(engine, names, sizes)
