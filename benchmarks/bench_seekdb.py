@@ -1,6 +1,6 @@
 """The seekdb store beside the file store: ingest rate and query latency, in the same run (issue 10).
 
-    python benchmarks/bench_seekdb.py [--quick] [--docs N] [--queries N] [--no-server] [--json OUT]
+    python benchmarks/bench_seekdb.py [--quick] [--docs N] [--queries N] [--no-server] [--no-embedded] [--json OUT]
 
 A seeded generated corpus (bench_scale.py's generator: ~105 chunks a document)
 is indexed with hash embeddings three ways, each by the real CLI in a fresh
@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=None, help="timed queries per mode (quick 20, full 60)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-server", action="store_true", help="skip the server arm")
+    ap.add_argument("--no-embedded", action="store_true",
+                    help="skip the embedded arm (at 10,000 documents its default 1 GB memory budget runs out)")
     ap.add_argument("--worker", nargs=4, metavar=("INDEX", "QUERIES", "OUT", "N"), help=__import__("argparse").SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -152,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     arms: dict[str, dict[str, Any]] = {}
     try:
-        stores: list[tuple[str, str | None]] = [("files", None), ("embedded", f"seekdb://{work / 'db'}")]
+        stores: list[tuple[str, str | None]] = [("files", None)]
+        if not args.no_embedded:
+            stores.append(("embedded", f"seekdb://{work / 'db'}"))
         if not args.no_server:
             server = Server(work / "server")
             print(f"server: SQL login {server.start_s:.1f} s after start, port {server.port}", flush=True)
