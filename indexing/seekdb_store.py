@@ -41,6 +41,7 @@ from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
+from pymysql.converters import escape_string  # once per process: a copy escapes millions of strings
 
 from indexing.search import ScoreParams, RangeScores, check_finite, empty_scores
 from utils.errors import BackendError, IndexFormatError, InputError
@@ -256,8 +257,6 @@ def _short(exc: object, limit: int = 200) -> str:
 
 def sql_str(text: str) -> str:
     """A quoted SQL string literal (MySQL escaping)."""
-    from pymysql.converters import escape_string  # noqa: PLC0415
-
     return "'" + escape_string(text) + "'"
 
 

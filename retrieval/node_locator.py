@@ -80,9 +80,9 @@ def keyword_locate(index: Index, query: QueryLike, config: Config,
     positions = None if doc_paths is None else index.leaf_positions(doc_paths)
     scores = index.search.leaf_keyword(q, positions, score_params(config))
     top = [i for i in top_order(scores, config.keyword_top_leaves) if scores[i] > 0]
-    leaf_of = (lambda i: int(i)) if positions is None else (lambda i: int(positions[i]))
-    nodes = [LocatedNode(index.leaves[leaf_of(i)].node_id, query_text(query), index.leaves[leaf_of(i)].heading_path,
-                         round(float(scores[i]), 4)) for i in top]
+    leaves = [index.leaves[int(i if positions is None else positions[i])] for i in top]
+    nodes = [LocatedNode(leaf.node_id, query_text(query), leaf.heading_path, round(float(scores[i]), 4))
+             for leaf, i in zip(leaves, top)]
     thinking = (f"keyword match of {q} against headings and summaries"
                 if nodes else "no heading or summary shares a word with the query")
     return LocateResult(nodes=nodes, thinking=thinking, locator="keyword")
@@ -108,16 +108,18 @@ def _leaf_max_scaled(values: np.ndarray, rows: np.ndarray, n: int, starts: np.nd
     scaling is increasing; but the million-row pass is one reduceat over the raw float32 scores
     and only the leaf maxima are scaled (at 10,000 documents: 1.05M rows, 410k leaves).
     """
+    ok = np.isfinite(values)
+    finite = values[ok]
+    if not ok.all():  # a non-finite score counts as not scored, as min_max_normalize treats it
+        values = np.where(ok, values, -np.inf)
     full = np.full(n + 1, -np.inf, dtype=np.float32)  # +1: reduceat needs every start < len
     if len(rows) == n and (n == 0 or (rows[0] == 0 and rows[-1] == n - 1)):
         full[:n] = values  # the whole index, in row order
     else:
         full[rows] = values
-    full[~np.isfinite(full)] = -np.inf
     best = np.maximum.reduceat(full, starts)
     out = np.zeros(len(best), dtype=np.float64)
     scored = np.isfinite(best)
-    finite = values[np.isfinite(values)]
     if finite.size:
         out[scored] = min_max_normalize(best[scored], lo=float(finite.min()), hi=float(finite.max()))
     return out

@@ -243,3 +243,14 @@ def test_leaf_max_of_raw_scores_equals_max_of_normalised_rows(case: str) -> None
     want = np.where(has, np.maximum.reduceat(full, starts), 0.0)
     got = np.where(has, _leaf_max_scaled(values, rows, n, starts), 0.0)
     np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_leaf_max_counts_a_non_finite_score_as_not_scored() -> None:
+    import numpy as np
+
+    from retrieval.node_locator import _leaf_max_scaled
+
+    values = np.array([0.2, np.nan, 0.8, np.inf, 0.5], dtype=np.float32)
+    got = _leaf_max_scaled(values, np.arange(5), 5, np.array([0, 2, 3]))  # leaves: rows 0-1, 2, 3-4
+    np.testing.assert_allclose(got, [0.0, 1.0, 0.5], atol=1e-6)
+    assert _leaf_max_scaled(np.array([np.nan], dtype=np.float32), np.arange(1), 1, np.array([0])).tolist() == [0.0]
