@@ -78,6 +78,8 @@ def cmd_index(args: argparse.Namespace) -> int:
                          store=_store(args.store, Path(args.output)))
     if report.rebuild_reason:
         _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
+    for n in report.notes:
+        _stderr(f"note: {n}")
     for w in report.warnings:
         _stderr(f"warning: {w}")
     print(report.summary_line())

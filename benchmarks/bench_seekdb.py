@@ -81,7 +81,7 @@ class Server:
         self.log = open(base / "server.log", "wb")
         self.proc = subprocess.Popen(
             [str(Path(pylibseekdb.__file__).parent / "seekdb"), "--nodaemon", "--port", str(self.port),
-             "--base-dir", str(base), "--parameter", "memory_budget=4G", "--parameter", "cpu_count=2"],
+             "--base-dir", str(base), "--parameter", "memory_budget=8G", "--parameter", "cpu_count=2"],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             env={**os.environ, "TELEMETRY_ENABLED": "false"})
         import pymysql

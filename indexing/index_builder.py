@@ -62,6 +62,8 @@ class BuildReport:
     """Set when an existing index lent its vectors and summaries (an update, not a full build)."""
     rebuild_reason: str | None = None
     """Why an existing index at the output could not be updated in place (a full rebuild instead)."""
+    notes: list[str] = field(default_factory=list)
+    """What the build changed outside the index that the person should know (an engine setting)."""
 
     @property
     def chunks_per_second(self) -> float:
@@ -271,6 +273,7 @@ def build_index(
     _clean_stale_builds(output)
     old_tables = engine_tables_of(output)
     new_prefix: str | None = None
+    notes: list[str] = []
     for source in ([previous, None] if previous is not None else [None]):
         tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-{os.getpid()}-",
                                     dir=output.resolve().parent))
@@ -285,6 +288,8 @@ def build_index(
                 fields = seekdb_store.publish(tmp, store, progress(written.chunks, "copy to seekdb")
                                               if progress else None)
                 new_prefix = fields["prefix"]
+                if "note" in fields:
+                    notes.append(fields.pop("note"))
                 try:
                     seekdb_store.keep_manifest(tmp, fields)
                     replace_directory(tmp, output)
@@ -314,7 +319,7 @@ def build_index(
                                      embedded_chunks=written.embedded)
     return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=written.chunks,
                        seconds=seconds, embed_seconds=written.embed_seconds, warnings=warnings, loaded=loaded,
-                       update=update_report, rebuild_reason=rebuild_reason)
+                       update=update_report, rebuild_reason=rebuild_reason, notes=notes)
 
 
 def engine_tables_of(output: Path) -> "tuple[StoreURI, str] | None":

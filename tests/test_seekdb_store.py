@@ -412,3 +412,36 @@ def test_words_equal_under_a_loose_collation_stay_apart(tmp_path: Path, seekdb_u
     eng, ref = load_index(tmp_path / "idx"), load_index(tmp_path / "files")
     words = ["naive", "naïve", "straße", "strasse"]
     assert eng.search.term_stats(words) == ref.search.term_stats(words)
+
+
+def test_an_embedded_build_raises_the_engines_memory_budget_and_says_so(tmp_path: Path, seekdb_uri: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """pylibseekdb creates a database with a 1 GB budget; an index whose vector indexes need more
+    raises it (once, persisted) instead of failing mid-copy with code 4013; it is never lowered."""
+    from indexing import seekdb_store
+
+    def budget() -> int:
+        engine = seekdb_store.Engine(seekdb_store.parse_store_uri(seekdb_uri))
+        try:
+            return seekdb_store.parse_capacity(str(engine.rows("SHOW PARAMETERS LIKE 'memory_budget'")[0][3]))
+        finally:
+            engine.close()
+
+    before = budget()
+    monkeypatch.setattr(seekdb_store, "memory_budget_needed", lambda rows, dim: before + 1)
+    report = _build(TEST_PAPER, tmp_path / "big", seekdb_uri)
+    assert budget() == before + seekdb_store.GIB
+    assert len(report.notes) == 1 and "memory budget" in report.notes[0]
+    assert "note" not in json.loads((tmp_path / "big" / "metadata.json").read_text())["store"]
+    monkeypatch.setattr(seekdb_store, "memory_budget_needed", lambda rows, dim: seekdb_store.GIB)
+    report = _build(TEST_PAPER, tmp_path / "small", seekdb_uri)
+    assert budget() == before + seekdb_store.GIB and report.notes == []
+
+
+def test_capacities_and_the_out_of_memory_hint() -> None:
+    from indexing.seekdb_store import GIB, _hint, parse_capacity
+
+    assert parse_capacity("1G") == GIB and parse_capacity("512M") == GIB // 2 and parse_capacity("0M") == 0
+    assert parse_capacity("lots") == 0
+    assert "memory_budget" in _hint("No memory or server runtime memory limit reached failed: code=4013")
+    assert _hint("Table doesn't exist failed: code=1146") == ""
