@@ -272,6 +272,7 @@ def build_index(
 
     _clean_stale_builds(output)
     old_tables = engine_tables_of(output)
+    retired = _drop_retired(output)
     new_prefix: str | None = None
     notes: list[str] = []
     for source in ([previous, None] if previous is not None else [None]):
@@ -294,7 +295,7 @@ def build_index(
                     seekdb_store.keep_manifest(tmp, fields)
                     replace_directory(tmp, output)
                 except BaseException:
-                    seekdb_store.drop_previous((store, new_prefix), None)
+                    seekdb_store.drop_retired([(store, new_prefix)])
                     raise
             else:
                 replace_directory(tmp, output)
@@ -305,12 +306,16 @@ def build_index(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    if old_tables is not None:
+    if old_tables is not None and old_tables[1] != new_prefix:
         from indexing import seekdb_store  # noqa: PLC0415
 
-        failed = seekdb_store.drop_previous(old_tables, new_prefix)
-        if failed:
-            warnings.append(failed)
+        retired += seekdb_store.drop_retired([old_tables])
+    if retired:
+        from indexing import seekdb_store  # noqa: PLC0415
+
+        seekdb_store.mark_retired(output, retired)
+        notes.append(f"the engine did not let go of {len(retired)} replaced table set(s) "
+                     f"({', '.join(p for _, p in retired)}_*); the next build drops them")
     seconds = time.perf_counter() - t0
     update_report = None
     if changes is not None:
@@ -320,6 +325,19 @@ def build_index(
     return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=written.chunks,
                        seconds=seconds, embed_seconds=written.embed_seconds, warnings=warnings, loaded=loaded,
                        update=update_report, rebuild_reason=rebuild_reason, notes=notes)
+
+
+def _drop_retired(output: Path) -> "list[tuple[StoreURI, str]]":
+    """Drop the engine tables an earlier build could not (a fresh process usually can); those left."""
+    try:
+        meta = json.loads((Path(output) / METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return []
+    if not isinstance(meta, dict) or not meta.get("retired_tables"):
+        return []
+    from indexing import seekdb_store  # noqa: PLC0415
+
+    return seekdb_store.drop_retired(seekdb_store.retired_tables(meta))
 
 
 def engine_tables_of(output: Path) -> "tuple[StoreURI, str] | None":

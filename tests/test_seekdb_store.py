@@ -445,3 +445,74 @@ def test_capacities_and_the_out_of_memory_hint() -> None:
     assert parse_capacity("lots") == 0
     assert "memory_budget" in _hint("No memory or server runtime memory limit reached failed: code=4013")
     assert _hint("Table doesn't exist failed: code=1146") == ""
+
+
+def test_copy_batches_are_formatted_ahead_in_order_and_errors_surface() -> None:
+    from indexing.seekdb_store import prepared
+
+    def make(a: int, b: int) -> list[str]:
+        return [str(i) for i in range(a, b)]
+
+    got = list(prepared(make, 10, step=4))
+    assert [c for c, _ in got] == [4, 4, 2] and sum((v for _, v in got), []) == [str(i) for i in range(10)]
+    assert list(prepared(make, 0, step=4)) == []
+    assert list(prepared(make, 3, step=4)) == [(3, ["0", "1", "2"])]
+
+    def broken(a: int, b: int) -> list[str]:
+        if a >= 4:
+            raise ValueError("bad row")
+        return make(a, b)
+
+    with pytest.raises(ValueError, match="bad row"):
+        list(prepared(broken, 10, step=4))
+
+
+def test_whole_collection_knn_searches_a_beam_twice_the_candidates(both) -> None:
+    """The engine's default HNSW beam is the LIMIT: too narrow for 1,000 candidates of a large
+    collection; the search asks for twice as wide, once per connection."""
+    from indexing.search import ScoreParams
+
+    _, engine_index, _ = both
+    search = engine_index.search
+    qvec = np.ones(engine_index.embeddings.shape[1], dtype=np.float32)
+    n = len(engine_index.chunks)
+    search.score_range(qvec, ["train"], 0, n, (0, n), ScoreParams(exact_rows=1, candidates=37))
+    assert search.engine.rows("SELECT @@ob_hnsw_ef_search")[0][0] == 74
+    search.engine.close()  # a new connection starts from the engine's default and is set again
+    search.score_range(qvec, ["train"], 0, n, (0, n), ScoreParams(exact_rows=1, candidates=37))
+    assert search.engine.rows("SELECT @@ob_hnsw_ef_search")[0][0] == 74
+
+
+def test_a_replaced_index_whose_tables_stay_locked_is_dropped_by_the_next_build(
+        tmp_path: Path, seekdb_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DROP that waits on a lock is bounded: the build finishes, says so, records the tables in
+    metadata.json, and the next build drops them. The lock here is a real one: an open transaction
+    that updated a row of the old index's terms table."""
+    import pylibseekdb
+
+    from indexing import seekdb_store
+    from indexing.seekdb_store import EMBEDDED_DATABASE
+
+    out = tmp_path / "idx"
+    _build(TEST_PAPER, out, seekdb_uri)
+    old = json.loads((out / "metadata.json").read_text())["store"]["prefix"]
+    holder = pylibseekdb.connect(database=EMBEDDED_DATABASE, autocommit=False)
+    cur = holder.cursor()
+    cur.execute("BEGIN")
+    cur.execute(f"UPDATE `{old}_terms` SET df = df + 1 LIMIT 1")
+    monkeypatch.setattr(seekdb_store, "DROP_TIMEOUT_S", 2.0)
+    try:
+        report = _build(TEST_PAPER, out, seekdb_uri)
+    finally:
+        cur.execute("ROLLBACK")
+        holder.close()
+    meta = json.loads((out / "metadata.json").read_text())
+    assert [e["prefix"] for e in meta["retired_tables"]] == [old]
+    assert any(old in n for n in report.notes)
+    assert f"{old}_terms" in _tables(seekdb_uri)
+    from indexing.index_store import load_index
+
+    assert len(load_index(out).chunks) > 0  # the new index is whole and readable meanwhile
+    report = _build(TEST_PAPER, out, seekdb_uri)
+    assert not any(t.startswith(old) for t in _tables(seekdb_uri))
+    assert "retired_tables" not in json.loads((out / "metadata.json").read_text()) and report.notes == []
