@@ -271,8 +271,9 @@ def build_index(
     }
 
     _clean_stale_builds(output)
-    old_tables = engine_tables_of(output)
-    retired = _drop_retired(output)
+    previous_meta = _metadata_of(output)
+    old_tables = _engine_tables(previous_meta)
+    retired = _drop_retired(previous_meta)
     new_prefix: str | None = None
     notes: list[str] = []
     for source in ([previous, None] if previous is not None else [None]):
@@ -327,30 +328,35 @@ def build_index(
                        update=update_report, rebuild_reason=rebuild_reason, notes=notes)
 
 
-def _drop_retired(output: Path) -> "list[tuple[StoreURI, str]]":
-    """Drop the engine tables an earlier build could not (a fresh process usually can); those left."""
+def _metadata_of(output: Path) -> dict[str, Any] | None:
+    """The metadata.json of the index now at ``output``, if it reads as a JSON object."""
     try:
         meta = json.loads((Path(output) / METADATA).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
-        return []
-    if not isinstance(meta, dict) or not meta.get("retired_tables"):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _drop_retired(meta: dict[str, Any] | None) -> "list[tuple[StoreURI, str]]":
+    """Drop the engine tables an earlier build could not (a fresh process usually can); those left."""
+    if not meta or not meta.get("retired_tables"):
         return []
     from indexing import seekdb_store  # noqa: PLC0415
 
     return seekdb_store.drop_retired(seekdb_store.retired_tables(meta))
 
 
-def engine_tables_of(output: Path) -> "tuple[StoreURI, str] | None":
-    """The engine tables the index now at ``output`` uses (dropped once it is replaced)."""
-    try:
-        meta = json.loads((Path(output) / METADATA).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(meta, dict) or "store" not in meta:
+def _engine_tables(meta: dict[str, Any] | None) -> "tuple[StoreURI, str] | None":
+    if not meta or "store" not in meta:
         return None
     from indexing import seekdb_store  # noqa: PLC0415
 
     return seekdb_store.previous_tables(meta)
+
+
+def engine_tables_of(output: Path) -> "tuple[StoreURI, str] | None":
+    """The engine tables the index now at ``output`` uses (dropped once it is replaced)."""
+    return _engine_tables(_metadata_of(output))
 
 
 BLOCK_CHUNKS = 2048

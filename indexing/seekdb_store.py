@@ -859,7 +859,7 @@ _PREFIX = re.compile(r"treerag_[0-9a-f]{16}")
 def keep_manifest(directory: Path, store_fields: dict[str, Any]) -> None:
     """Turn a staged file index into an engine index's manifest directory: only the structure files
     stay, and metadata.json names the store and lists what is left (written last, fsynced)."""
-    from indexing.index_files import fsync_directory, write_manifest_entry  # noqa: PLC0415
+    from indexing.index_files import write_manifest_entry  # noqa: PLC0415
     from indexing.index_store import METADATA  # noqa: PLC0415
 
     directory = Path(directory)
@@ -869,13 +869,18 @@ def keep_manifest(directory: Path, store_fields: dict[str, Any]) -> None:
             os.unlink(directory / name)
     meta["store"] = dict(store_fields)
     meta["files"] = {name: write_manifest_entry(directory, name) for name in sorted(MANIFEST_FILES)}
-    tmp = directory / (METADATA + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(meta, fh, ensure_ascii=False, indent=2, allow_nan=False)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, directory / METADATA)
-    fsync_directory(directory)
+    _write_metadata(directory, meta)
+
+
+def _write_metadata(directory: Path, meta: Mapping[str, Any]) -> None:
+    """metadata.json replaced atomically and durably (the file, then its directory, fsynced)."""
+    from indexing.index_files import fsync_directory  # noqa: PLC0415
+    from indexing.index_store import METADATA  # noqa: PLC0415
+    from utils.atomic import atomic_write_text  # noqa: PLC0415
+
+    atomic_write_text(Path(directory) / METADATA,
+                      json.dumps(meta, ensure_ascii=False, indent=2, allow_nan=False))
+    fsync_directory(Path(directory))
 
 
 def previous_tables(meta: Mapping[str, Any] | None) -> tuple[StoreURI, str] | None:
@@ -918,16 +923,8 @@ def retired_tables(meta: Mapping[str, Any] | None) -> list[tuple[StoreURI, str]]
 
 def mark_retired(directory: Path, entries: Sequence[tuple[StoreURI, str]]) -> None:
     """Record tables still to be dropped in an index's metadata.json (written atomically)."""
-    from indexing.index_files import fsync_directory  # noqa: PLC0415
     from indexing.index_store import METADATA  # noqa: PLC0415
 
-    path = Path(directory) / METADATA
-    meta = json.loads(path.read_text(encoding="utf-8"))
+    meta = json.loads((Path(directory) / METADATA).read_text(encoding="utf-8"))
     meta[RETIRED] = [{"uri": uri.public(), "prefix": prefix} for uri, prefix in dict.fromkeys(entries)]
-    tmp = path.with_name(METADATA + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(meta, fh, ensure_ascii=False, indent=2, allow_nan=False)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_directory(Path(directory))
+    _write_metadata(directory, meta)
