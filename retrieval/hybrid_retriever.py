@@ -166,10 +166,6 @@ def order_union(index: Index, qvec: np.ndarray, query: QueryLike, cands: list[Re
     return sorted(out, key=lambda r: (-r.score, r.row))
 
 
-SECTION_POOL = 20
-"""Candidates the section ranker hands on (the reranker's pool; without one, the top k are kept)."""
-
-
 def rank_in_sections(index: Index, qvec: np.ndarray, query: QueryLike, located: list[LocatedNode],
                      config: Config, doc_paths: set[str] | None = None, kind: str = "tree",
                      stages: StageHits | None = None) -> list[RetrievedChunk]:
@@ -191,7 +187,7 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: QueryLike, located: 
     loc_ids = {n.node_id for n in located}
     X = chunk_features(index, qvec, scores, config, loc_ids, ranker.names)
     s = ranker.score(X)
-    order = np.lexsort((scores.rows, -s))[:max(config.final_top_k, SECTION_POOL)]
+    order = np.lexsort((scores.rows, -s))[:max(config.final_top_k, config.context_pool)]  # rerank + context pool
     fused = fuse(scores.dense, scores.bm25, config)
     subs = {n.node_id: n.sub_query for n in located}
     out: list[RetrievedChunk] = []

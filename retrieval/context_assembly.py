@@ -1,0 +1,272 @@
+"""Between retrieval and synthesis: turn ranked chunks into the text the answer step reads.
+
+Ranked chunks are 200-character windows that overlap by 50. Handing the top five to the
+answer step gives it under 1,000 new characters, a quarter of them repeated, cut mid-sentence,
+often five windows of one paragraph. A person reading the same sections would read whole
+paragraphs, once each, from every section the question needs. So, within a character budget:
+
+1. **Units.** A hit is read as its paragraph when the paragraph is short enough for the budget
+   (``unit_chars``, a share of the budget), else as its own window widened to sentence ends.
+2. **No overlap waste.** Units of one leaf that overlap or touch (only whitespace between) merge
+   into one passage with one citation span; a character is paid for once.
+3. **Spread.** On the first pass one leaf may take at most ``leaf_share`` of the budget, and a
+   hit that adds none of the question's words not already in the context waits while others
+   do (coverage of the question's parts); what waited is read on the second pass, if the budget
+   allows.
+4. **Small-to-big.** Budget left after every hit was read grows passages, best first, to their
+   paragraph and then to their whole leaf (the tree knows where a section ends).
+
+Flat and tree retrieval get the same assembly: it is not the tree's; only which sections the
+ranked list favours is. Passages come out in reading order (document, then position).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from indexing.chunker import Chunk, paragraph_spans
+from retrieval.extractive import widen_to_sentences
+from retrieval.types import RetrievedChunk
+from utils.tokenizer import tokenize
+
+UNITS_PER_BUDGET = 6
+"""A paragraph is read whole when it is at most budget / this many characters."""
+MIN_TAKE = 40
+"""Remaining budget below which no new unit is started (a fragment that short answers nothing)."""
+
+
+@dataclass
+class ContextPassage:
+    """One contiguous span of one leaf that the answer step reads, with one citation."""
+
+    doc_path: str
+    node_id: str
+    heading_path: str
+    start: int
+    end: int
+    """Document character span [start, end)."""
+    text: str
+    ranks: list[int] = field(default_factory=list)
+    """Step-2 ranks (1-based) of the hits read inside this passage."""
+    chunk: Chunk | None = None
+    """A chunk carrying the passage's span, lines and pages (for citations)."""
+
+    @property
+    def best_rank(self) -> int:
+        return min(self.ranks) if self.ranks else 10**9
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.chunk
+        return {"doc_path": self.doc_path, "node_id": self.node_id, "heading_path": self.heading_path,
+                "start_char": self.start, "end_char": self.end, "ranks": list(self.ranks),
+                "start_line": c.start_line if c else None, "end_line": c.end_line if c else None,
+                "page_start": (c.page_start or None) if c else None,
+                "page_end": (c.page_end or None) if c else None, "text": self.text}
+
+
+@dataclass
+class _Leaf:
+    """A leaf's text and what has been chosen from it, in leaf offsets."""
+
+    node_id: str
+    doc_path: str
+    heading_path: str
+    content: str
+    start: int
+    """Document offset of ``content[0]``."""
+    anchor: Chunk
+    """A retrieved chunk of the leaf: its line and page anchor the passage's citation."""
+    paragraphs: list[tuple[int, int]]
+    chosen: list[tuple[int, int]] = field(default_factory=list)
+    ranks: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+
+    def used(self) -> int:
+        return sum(b - a for a, b in _merge(self.chosen, self.content))
+
+    def paragraph_of(self, a: int, b: int) -> tuple[int, int]:
+        mid = (a + b) // 2
+        for pa, pb in self.paragraphs:
+            if pa <= mid < pb or (pa <= a and b <= pb):
+                return pa, pb
+        return a, b
+
+
+def _merge(spans: Sequence[tuple[int, int]], content: str) -> list[tuple[int, int]]:
+    """Union of spans; two spans with only whitespace (no blank line) between them become one."""
+    out: list[list[int]] = []
+    for a, b in sorted(spans):
+        if out:
+            gap = content[out[-1][1]:a] if a > out[-1][1] else ""
+            if a <= out[-1][1] or (gap.strip() == "" and "\n\n" not in gap):
+                out[-1][1] = max(out[-1][1], b)
+                continue
+        out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _new_chars(leaf: _Leaf, a: int, b: int) -> int:
+    """Characters of [a, b) not already chosen in the leaf (what adding it costs)."""
+    covered = 0
+    for x, y in _merge(leaf.chosen, leaf.content):
+        covered += max(0, min(b, y) - max(a, x))
+    return (b - a) - covered
+
+
+def _load_leaf(index: Any, chunk: Chunk) -> _Leaf | None:
+    """The chunk's leaf, when its stored content really holds the chunk's span."""
+    node = index.get_node(chunk.source_node_id)
+    if node is None:
+        return None
+    content = node.content
+    a, b = chunk.start_char - node.content_start, chunk.end_char - node.content_start
+    if a < 0 or b > len(content) or content[a:b] != chunk.text:
+        return None
+    return _Leaf(node.node_id, chunk.doc_path, chunk.heading_path, content, node.content_start, chunk,
+                 paragraph_spans(content))
+
+
+def _units(leaf: _Leaf, a: int, b: int, unit_chars: int) -> list[tuple[int, int]]:
+    """What a hit at [a, b) may be read as, most preferred first: its paragraph when short enough
+    for the budget, its sentences, the window as retrieved."""
+    out = []
+    pa, pb = leaf.paragraph_of(a, b)
+    if pb - pa <= unit_chars:
+        out.append((pa, pb))
+    out.append(widen_to_sentences(leaf.content, a, b))
+    out.append((a, b))
+    return out
+
+
+def query_terms(query: str) -> set[str]:
+    """The question's content words: what the context should cover at least once."""
+    return set(tokenize(query))
+
+
+@dataclass
+class AssembledContext:
+    passages: list[ContextPassage]
+    budget: int
+    used: int
+    """Characters read (at most ``budget``)."""
+    hits_read: int
+    """Ranked hits whose text is inside some passage."""
+
+    def spans(self) -> list[tuple[str, int, int]]:
+        return [(p.doc_path, p.start, p.end) for p in self.passages]
+
+
+def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, *, query: str = "",
+                     leaf_share: float = 0.5, units_per_budget: int = UNITS_PER_BUDGET) -> AssembledContext:
+    """The passages (reading order) the answer step reads from ``ranked`` within ``budget`` characters."""
+    unit_chars = max(1, budget // max(1, units_per_budget))
+    leaves: dict[str, _Leaf] = {}
+    loose: list[ContextPassage] = []
+    left = budget
+    covered: set[str] = set()
+    wanted = query_terms(query)
+    hits_read = 0
+    waiting: list[tuple[int, _Leaf, list[tuple[int, int]]]] = []
+
+    def take(rank: int, leaf: _Leaf, units: list[tuple[int, int]]) -> None:
+        """Read the first unit that fits; if none does, the hit's first characters up to the budget."""
+        nonlocal left
+        for a, b in units:
+            cost = _new_chars(leaf, a, b)
+            if cost <= left:
+                break
+        else:
+            b -= cost - left
+            cost = _new_chars(leaf, a, b)
+        if cost > 0:
+            leaf.chosen.append((a, b))
+            left -= cost
+        leaf.ranks.setdefault((a, b), []).append(rank)
+
+    for rank, rc in enumerate(ranked, 1):
+        if left < MIN_TAKE:
+            break
+        c = rc.chunk
+        leaf = leaves.get(c.source_node_id)
+        if leaf is None:
+            leaf = _load_leaf(index, c)
+            if leaf is None:  # no trustworthy leaf text: the chunk alone, as retrieved
+                if len(c.text) <= left and not any(p.start == c.start_char and p.doc_path == c.doc_path
+                                                   for p in loose):
+                    loose.append(ContextPassage(c.doc_path, c.source_node_id, c.heading_path, c.start_char,
+                                                c.end_char, c.text, [rank], c))
+                    left -= len(c.text)
+                    hits_read += 1
+                continue
+            leaves[c.source_node_id] = leaf
+        hit = (c.start_char - leaf.start, c.end_char - leaf.start)
+        units = _units(leaf, *hit, unit_chars)
+        new_words = set(tokenize(c.text)) & wanted - covered
+        crowded = bool(leaf.chosen) and leaf.used() + _new_chars(leaf, *units[0]) > leaf_share * budget
+        redundant = bool(wanted) and not new_words and bool(leaf.chosen) and _new_chars(leaf, *hit) > 0
+        if crowded or redundant:
+            waiting.append((rank, leaf, units))
+            continue
+        take(rank, leaf, units)
+        hits_read += 1
+        covered |= new_words
+    for rank, leaf, units in waiting:  # second pass: what waited, best first, while budget lasts
+        if left < MIN_TAKE:
+            break
+        take(rank, leaf, units)
+        hits_read += 1
+    left = _grow(leaves, left)
+    passages = [p for leaf in leaves.values() for p in _passages(leaf)] + loose
+    passages.sort(key=lambda p: (p.doc_path, p.start))
+    return AssembledContext(passages, budget, budget - left, hits_read)
+
+
+def _grow(leaves: dict[str, _Leaf], left: int) -> int:
+    """Small-to-big with what is left: each leaf, best hit first, to its paragraphs, then whole.
+    Returns the budget still left."""
+    order = sorted(leaves.values(), key=lambda lf: min((min(r) for r in lf.ranks.values()), default=10**9))
+    for stage in ("paragraph", "leaf"):
+        for leaf in order:
+            if left < MIN_TAKE:
+                return left
+            if not leaf.chosen:
+                continue
+            targets = ([leaf.paragraph_of(a, b) for a, b in _merge(leaf.chosen, leaf.content)]
+                       if stage == "paragraph" else [(0, len(leaf.content.rstrip()))])
+            for a, b in targets:
+                cost = _new_chars(leaf, a, b)
+                if 0 < cost <= left:
+                    leaf.chosen.append((a, b))
+                    left -= cost
+    return left
+
+
+def _passages(leaf: _Leaf) -> list[ContextPassage]:
+    out = []
+    for a, b in _merge(leaf.chosen, leaf.content):
+        while a < b and leaf.content[a].isspace():
+            a += 1
+        while b > a and leaf.content[b - 1].isspace():
+            b -= 1
+        if b <= a:
+            continue
+        ranks = sorted({r for (x, y), rs in leaf.ranks.items() if x < b and y > a for r in rs})
+        out.append(ContextPassage(leaf.doc_path, leaf.node_id, leaf.heading_path, leaf.start + a,
+                                  leaf.start + b, leaf.content[a:b], ranks, _span_chunk(leaf, a, b)))
+    return out
+
+
+def _span_chunk(leaf: _Leaf, a: int, b: int) -> Chunk:
+    """A chunk record for the passage's own span: lines counted from the anchor chunk's line."""
+    anc = leaf.anchor
+    ao = anc.start_char - leaf.start
+
+    def line_at(off: int) -> int:
+        if off >= ao:
+            return anc.start_line + leaf.content.count("\n", ao, off)
+        return anc.start_line - leaf.content.count("\n", off, ao)
+
+    first, last = line_at(a), line_at(max(a, b - 1))
+    return Chunk(chunk_id=f"{leaf.node_id}_passage_{a}", text=leaf.content[a:b], source_node_id=leaf.node_id,
+                 heading_path=leaf.heading_path, doc_path=leaf.doc_path, start_char=leaf.start + a,
+                 end_char=leaf.start + b, start_line=max(1, first), end_line=max(1, last),
+                 page_start=anc.page_start, page_end=anc.page_end)
