@@ -109,7 +109,14 @@ class Config:
     context_pool: int = 40
     """Ranked hits the context may be assembled from (step 2's list is the first final_top_k)."""
     context_leaf_share: float = 0.5
-    """Share of the context budget one leaf may take before hits of other leaves are read."""
+    """Share of the context budget one leaf may take before hits of other leaves are read (a detail
+    question allows more, an overview or multi-part question less: retrieval/query_plan.py)."""
+    query_routing: bool = True
+    """Tell overview, detail and multi-part questions apart and spend the context budget accordingly;
+    off: every question is a detail question."""
+    aspect_retrieval: bool = True
+    """Multi-part questions: each part is located and retrieved as a sub-query of its own, and the
+    parts take turns in the context pool (retrieval/breadth.py)."""
 
     # --- LLM ----------------------------------------------------------------
     llm: str = "auto"

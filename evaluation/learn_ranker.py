@@ -2,7 +2,7 @@
 
 Two models are fitted on the same questions, with the same learner: one over
 the flat features only (what any chunk retriever can know) and one over the
-tree features (flat + section evidence). Out-of-fold nDCG@10 of both, and of
+tree features (flat + section evidence). Out-of-fold distinct-evidence nDCG@10 of both, and of
 the fixed 0.5/0.5 fusion, say whether the structure adds anything a flat
 learner cannot; a model fitted on one set and scored on the other says
 whether it transfers. Only the weights are written (a few numbers, never any
@@ -24,7 +24,7 @@ import numpy as np
 
 from config import Config
 from evaluation.dataset import load_eval_set
-from evaluation.metrics import Relevance, SpanTable, question_relevance, score_ranking
+from evaluation.metrics import Relevance, SpanTable, distinct_ndcg, question_relevance
 from evaluation.runner import EvalOptions, obtain_index
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.learned_ranker import MULTI_SUFFIX
@@ -104,7 +104,8 @@ def fit_pairwise(qs: list[QData], cols: list[int], l2: float = 1.0, negatives: i
         Xq = q.X[:, cols]
         d = (Xq[pos][:, None, :] - Xq[neg][None, :, :]).reshape(-1, len(cols))
         diffs.append(d)
-        weights.append(np.full(len(d), 1.0 / len(d)))
+        share = evidence_shares(q)[pos]
+        weights.append(np.repeat(share / share.sum(), len(neg)) / len(neg))
     D = np.vstack(diffs)
     W = np.concatenate(weights)
     w = np.zeros(len(cols))
@@ -117,6 +118,20 @@ def fit_pairwise(qs: list[QData], cols: list[int], l2: float = 1.0, negatives: i
         if np.max(np.abs(step)) < 1e-8:
             break
     return w
+
+
+def evidence_shares(q: QData) -> np.ndarray:
+    """Each pool chunk's share of the question's evidence items: an item relevant to five
+    overlapping chunks gives each a fifth, so the fit is not rewarded for ranking several windows
+    of one paragraph (what distinct-evidence nDCG counts once) over a second paragraph."""
+    share = np.zeros(len(q.rows))
+    pos = {int(r): i for i, r in enumerate(q.rows)}
+    for item in q.rel.per_evidence:
+        if item:
+            for r in item:
+                if r in pos:
+                    share[pos[r]] += 1.0 / len(item)
+    return share
 
 
 def fit_listwise(qs: list[QData], cols: list[int], l2: float = 1.0) -> np.ndarray:
@@ -148,10 +163,11 @@ def fit_listwise(qs: list[QData], cols: list[int], l2: float = 1.0) -> np.ndarra
 
 
 def ndcg_of(qs: list[QData], scores: list[np.ndarray]) -> np.ndarray:
+    """Distinct-evidence nDCG@10 of each question's pool ranking (an evidence item counts once)."""
     out = []
     for q, s in zip(qs, scores):
         order = np.lexsort((q.rows, -s))[:10]
-        out.append(score_ranking(q.rows[order].tolist(), q.rel)["ndcg@10"])
+        out.append(distinct_ndcg(q.rows[order].tolist(), q.rel))
     return np.asarray(out)
 
 
@@ -302,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         report[name] = {"n": len(qs), "fused": float(base.mean()), "flat_learned": float(flat.mean()),
                         "tree_learned": float(tree.mean()), "flat_pooled": float(pooled["flat"][name].mean()),
                         "tree_pooled": float(pooled["tree"][name].mean())}
-        print(f"{name}: n={len(qs)} nDCG@10 (pool of {POOL}+{POOL}, out of fold): fused={base.mean():.4f} "
+        print(f"{name}: n={len(qs)} dnDCG@10 (pool of {POOL}+{POOL}, out of fold): fused={base.mean():.4f} "
               f"flat-learned={flat.mean():.4f} tree-learned={tree.mean():.4f} | pooled model: "
               f"flat={pooled['flat'][name].mean():.4f} tree={pooled['tree'][name].mean():.4f}")
     if args.ablation:

@@ -11,6 +11,12 @@
 - Gold leaves: leaves whose content span contains an evidence span; an evidence
   span that no single leaf contains (it crosses leaves) makes every leaf it
   overlaps gold.
+- dnDCG@10 and the context figures (R@B, all@B, any@B, cov@B) count each
+  evidence item once, so repeating one section cannot look better than
+  finding several evidence items ("Counting each evidence item once").
+- Slices group questions by where their evidence lies (one leaf, several
+  leaves, several documents, a long leaf), since a structure-aware arm is
+  expected to help on some of these and not others.
 
 Everything here is pure (numpy and the standard library): the index enters as
 plain spans through ``SpanTable`` so the definitions are testable by hand.
@@ -28,6 +34,38 @@ Span = tuple[int, int]
 METRIC_KEYS = ("hit@1", "hit@5", "recall@5", "recall@10", "mrr@10", "ndcg@10", "cov@2k",
                "leaf_recall", "leaf_precision")
 """Per-question figures, in table order. Leaf figures are None for flat arms."""
+
+BUDGETS = (2000, 4000, 8000)
+"""Context budgets (characters) the context figures are reported at."""
+
+CONTEXT_FIGURES = ("R", "all", "any", "cov")
+"""The figures of one context budget, each keyed ``<figure>@<budget name>`` (``R@2k``)."""
+
+
+def budget_name(budget: int) -> str:
+    """2000 -> "2k": the key suffix, so a figure's key says its budget without a lookup table."""
+    if budget > 0 and budget % 1000 == 0:
+        return f"{budget // 1000}k"
+    return str(budget)
+
+
+def budget_keys(budget: int) -> tuple[str, ...]:
+    return tuple(f"{f}@{budget_name(budget)}" for f in CONTEXT_FIGURES)
+
+
+CONTEXT_KEYS = tuple(k for b in BUDGETS for k in budget_keys(b))
+"""R@2k, all@2k, any@2k, cov@2k, R@4k, ... cov@8k."""
+
+SLICE_KEYS = ("ndcg@10", "dndcg@10") + CONTEXT_KEYS
+"""Figures reported per slice with an interval against the best flat arm."""
+
+SCORE_KEYS = tuple(dict.fromkeys(METRIC_KEYS + SLICE_KEYS))
+"""Every per-question figure (cov@2k once: the context's, which is the ranked chunks' when
+an arm has no context step)."""
+
+SLICES = ("all", "one-leaf", "multi-leaf", "multi-doc", "long-leaf")
+LONG_LEAF_CHARS = 3000
+"""A gold leaf with more content characters than this puts its question in "long-leaf"."""
 
 
 # --------------------------------------------------------------------------- relevance
@@ -82,6 +120,10 @@ class SpanTable:
         mask = (ov > 0) & (2 * ov >= shorter)
         return set(rows[mask].tolist())
 
+    def leaf_lengths(self, doc: str) -> dict[str, int]:
+        """node_id -> content characters of the document's leaves (for the long-leaf slice)."""
+        return {nid: e - s for nid, s, e in self.leaves.get(doc, [])}
+
     def gold_leaves(self, doc: str, span: Span) -> set[str]:
         leaves = self.leaves.get(doc, [])
         inside = {nid for nid, s, e in leaves if s <= span[0] and span[1] <= e}
@@ -101,6 +143,9 @@ class Relevance:
     gold_leaves: frozenset[str]
     evidence_spans: tuple[tuple[str, tuple[Span, ...]], ...] = ()
     """In-scope evidence items: (doc, spans of its verbatim occurrences), for cov@2k."""
+    item_leaves: tuple[tuple[str, frozenset[str]], ...] = ()
+    """Every located evidence item (in scope or not, like ``gold_leaves``): (doc, its gold
+    leaves over all its occurrences), for the slices."""
 
     @property
     def scorable(self) -> bool:
@@ -115,19 +160,47 @@ def question_relevance(table: SpanTable, evidence: Sequence[tuple[str, Sequence[
     per_item: list[frozenset[int]] = []
     gold: set[str] = set()
     items: list[tuple[str, tuple[Span, ...]]] = []
+    item_leaves: list[tuple[str, frozenset[str]]] = []
     for doc, spans in evidence:
         rows: set[int] = set()
+        leaves: set[str] = set()
         in_scope = allowed is None or doc in allowed
         if in_scope and spans:
             items.append((doc, tuple(spans)))
         for span in spans:
             if in_scope:
                 rows |= table.relevant_rows(doc, span)
-            gold |= table.gold_leaves(doc, span)
+            leaves |= table.gold_leaves(doc, span)
         per_item.append(frozenset(rows))
+        gold |= leaves
+        if spans:
+            item_leaves.append((doc, frozenset(leaves)))
     union = frozenset().union(*per_item) if per_item else frozenset()
     return Relevance(per_evidence=tuple(per_item), relevant=union, gold_leaves=frozenset(gold),
-                     evidence_spans=tuple(items))
+                     evidence_spans=tuple(items), item_leaves=tuple(item_leaves))
+
+
+def question_slices(rel: Relevance, table: SpanTable) -> set[str]:
+    """The slices (``SLICES``) a question belongs to, by where its evidence lies.
+
+    A structure-aware arm should matter most where evidence sits in one leaf or
+    in long leaves, and least (or hurt) where it is spread over many; the
+    overall mean hides which. Leaves are counted over all of an item's verbatim
+    occurrences (as ``gold_leaves`` is); an item in no leaf (a heading) adds
+    none, so a question may be in neither one-leaf nor multi-leaf.
+    """
+    out = {"all"}
+    leaves = {(doc, nid) for doc, ids in rel.item_leaves for nid in ids}
+    if len(leaves) == 1:
+        out.add("one-leaf")
+    elif len(leaves) >= 2:
+        out.add("multi-leaf")
+    if len({doc for doc, _ in rel.item_leaves}) >= 2:
+        out.add("multi-doc")
+    lengths = {doc: table.leaf_lengths(doc) for doc, _ in leaves}
+    if any(lengths[doc].get(nid, 0) > LONG_LEAF_CHARS for doc, nid in leaves):
+        out.add("long-leaf")
+    return out
 
 
 # --------------------------------------------------------------------------- per question
@@ -163,6 +236,30 @@ def score_ranking(rows: Sequence[int], rel: Relevance, cutoff: int = 10) -> dict
     }
 
 
+def distinct_ndcg(rows: Sequence[int], rel: Relevance, cutoff: int = 10) -> float:
+    """dnDCG@cutoff: nDCG where a chunk gains only if it finds an evidence item not yet found.
+
+    Plain nDCG gives three overlapping chunks of one paragraph three gains, so a
+    ranking repeating one section beats one finding several items. Here a chunk
+    gains 1 when it is relevant to some evidence item no earlier chunk was
+    relevant to. The ideal is min(cutoff, in-scope items with a relevant chunk in
+    the index) gains at the top: an item no chunk can be relevant to (e.g. only
+    in a heading) cannot be found by any arm. Every gain finds a new item, so
+    the figure never exceeds 1.
+    """
+    findable = sum(1 for item in rel.per_evidence if item)
+    ideal = dcg([1] * min(findable, cutoff))
+    if ideal <= 0:
+        return 0.0
+    found: set[int] = set()
+    gains: list[int] = []
+    for row in _dedupe(rows)[:cutoff]:
+        items = {i for i, item in enumerate(rel.per_evidence) if row in item}
+        gains.append(1 if items - found else 0)
+        found |= items
+    return dcg(gains) / ideal
+
+
 def _subtract(span: Span, covered: list[Span]) -> list[Span]:
     """The parts of ``span`` not inside any interval of ``covered``, in text order."""
     parts = [span]
@@ -180,6 +277,70 @@ def _subtract(span: Span, covered: list[Span]) -> list[Span]:
     return parts
 
 
+@dataclass(frozen=True)
+class ReadContext:
+    """What the answer step reads of a context within a budget."""
+
+    read: dict[str, list[Span]]
+    """doc -> the characters read (disjoint intervals, in reading order)."""
+    passages: list[tuple[str, Span]]
+    """The passages reached, in reading order, each cut where the budget ran out."""
+
+
+def read_context(passages: Sequence[tuple[str, Span]], budget: int) -> ReadContext:
+    """Walk passages in reading order until ``budget`` new characters are read.
+
+    A character already read (an overlapping passage of the same document) costs
+    nothing again, so overlapping windows are not charged twice; the passage the
+    budget runs out in is cut at its last new character read. A passage wholly
+    read before is reached whole (free) while budget is left.
+    """
+    read: dict[str, list[Span]] = {}
+    reached: list[tuple[str, Span]] = []
+    left = budget
+    for doc, span in passages:
+        if left <= 0:
+            break
+        end = span[1]
+        for a, b in _subtract(span, read.setdefault(doc, [])):
+            take = min(b - a, left)
+            if take <= 0:
+                end = a
+                break
+            read[doc].append((a, a + take))
+            left -= take
+            if take < b - a:
+                end = a + take
+                break
+        if end > span[0]:
+            reached.append((doc, (span[0], end)))
+    return ReadContext(read=read, passages=reached)
+
+
+def _covered(spans: Sequence[Span], got: list[Span]) -> int:
+    """Characters of an item's best-covered occurrence that lie inside ``got``."""
+    if not got:
+        return 0
+    return max(s[1] - s[0] - sum(b - a for a, b in _subtract(s, got)) for s in spans)
+
+
+def _half_read(spans: Sequence[Span], got: list[Span]) -> bool:
+    """At least half of one occurrence's characters (and at least one) were read."""
+    for s in spans:
+        inside = s[1] - s[0] - sum(b - a for a, b in _subtract(s, got))
+        if inside > 0 and 2 * inside >= s[1] - s[0]:
+            return True
+    return False
+
+
+def _coverage(ctx: ReadContext, rel: Relevance) -> float:
+    total = sum(min(s[1] - s[0] for s in spans) for _, spans in rel.evidence_spans)
+    if total <= 0:
+        return 0.0
+    covered = sum(_covered(spans, ctx.read.get(doc, [])) for doc, spans in rel.evidence_spans)
+    return covered / total
+
+
 def coverage_at_budget(ranked_spans: Sequence[tuple[str, Span]], rel: Relevance,
                        budget: int = 2000) -> float:
     """cov@budget: share of the evidence characters inside the first ``budget`` new characters.
@@ -188,26 +349,32 @@ def coverage_at_budget(ranked_spans: Sequence[tuple[str, Span]], rel: Relevance,
     the same document) costs nothing again; the last chunk is cut at the budget. An
     evidence item found verbatim more than once counts by its best-covered occurrence.
     """
-    total = sum(min(s[1] - s[0] for s in spans) for _, spans in rel.evidence_spans)
-    if total <= 0:
-        return 0.0
-    read: dict[str, list[Span]] = {}
-    left = budget
-    for doc, span in ranked_spans:
-        if left <= 0:
-            break
-        for a, b in _subtract(span, read.setdefault(doc, [])):
-            take = min(b - a, left)
-            if take <= 0:
-                break
-            read[doc].append((a, a + take))
-            left -= take
-    covered = 0
-    for doc, spans in rel.evidence_spans:
-        got = read.get(doc, [])
-        covered += max(s[1] - s[0] - sum(b - a for a, b in _subtract(s, got)) for s in spans) \
-            if got else 0
-    return covered / total
+    return _coverage(read_context(ranked_spans, budget), rel)
+
+
+def context_figures(passages: Sequence[tuple[str, Span]], rel: Relevance,
+                    budget: int) -> dict[str, float]:
+    """R@B, all@B, any@B, cov@B of the context the answer step reads (keys named by ``budget``).
+
+    Retrieval figures say what was ranked; these say what the answer step gets to
+    read within B characters, with each evidence item counted once however many
+    passages repeat it. An item is *found* when some passage, as read (cut at the
+    budget), is relevant to one of its occurrences by the relevant-chunk rule;
+    *any* asks only that half of one item's characters were read (a passage may
+    be far longer than the evidence). The denominator of R@B is the question's
+    in-scope evidence items (``rel.evidence_spans``): evidence outside the scope
+    could never be read.
+    """
+    r_key, all_key, any_key, cov_key = budget_keys(budget)
+    items = rel.evidence_spans
+    if not items:
+        return {r_key: 0.0, all_key: 0.0, any_key: 0.0, cov_key: 0.0}
+    ctx = read_context(passages, budget)
+    found = sum(1 for doc, spans in items
+                if any(d == doc and is_relevant(p, s) for d, p in ctx.passages for s in spans))
+    half_read = any(_half_read(spans, ctx.read.get(doc, [])) for doc, spans in items)
+    return {r_key: found / len(items), all_key: float(found == len(items)),
+            any_key: float(half_read), cov_key: _coverage(ctx, rel)}
 
 
 def leaf_scores(located: Sequence[str], gold: frozenset[str] | set[str]) -> tuple[float | None, float | None]:
@@ -304,3 +471,80 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], resamples: int = 10
             rel_low, rel_high = (float(v) for v in np.percentile(finite, [tail, 100 - tail]))
     return BootstrapCI(n=n, resamples=resamples, mean_a=mean_a, mean_b=mean_b, diff=mean_a - mean_b,
                        low=float(low), high=float(high), rel=rel, rel_low=rel_low, rel_high=rel_high)
+
+
+def resampled_means(values: np.ndarray, resamples: int = 10_000, seed: int = 0,
+                    block: int = 1000) -> np.ndarray:
+    """(n questions, k columns) -> (resamples, k): the column means over question resamples.
+
+    One draw of question indices serves every column, so every arm and figure of
+    a slice is compared on the same resamples (paired across arms, not only
+    within a pair) and a run of many arms x figures costs one draw. The draws
+    are those ``paired_bootstrap`` makes with the same seed and block; a resample
+    becomes per-question counts, so the means are one matrix product rather
+    than an (resamples x n x k) gather.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError("resampled_means needs an (n, k) matrix")
+    n, k = x.shape
+    if n == 0:
+        raise ValueError("bootstrap of zero questions")
+    if resamples < 1:
+        raise ValueError("resamples must be at least 1")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("bootstrap values must be finite (leave undefined figures out)")
+    rng = np.random.default_rng(seed)
+    out = np.empty((resamples, k), dtype=np.float64)
+    for start in range(0, resamples, block):
+        m = min(block, resamples - start)
+        idx = rng.integers(0, n, size=(m, n))
+        flat = (idx + n * np.arange(m, dtype=idx.dtype)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=m * n).reshape(m, n).astype(np.float64)
+        out[start:start + m] = counts @ x / n
+    return out
+
+
+def bootstrap_cis(resampled_a: np.ndarray, resampled_b: np.ndarray, mean_a: Sequence[float],
+                  mean_b: Sequence[float], n: int, confidence: float = 0.95) -> list[BootstrapCI]:
+    """One ``BootstrapCI`` per column from resampled means of a and b (``resampled_means``).
+
+    Separate from the resampling so a caller can pair any column with any other
+    (each figure has its own best flat arm) without drawing again.
+    """
+    ma, mb = np.asarray(resampled_a, dtype=np.float64), np.asarray(resampled_b, dtype=np.float64)
+    if ma.shape != mb.shape or ma.ndim != 2:
+        raise ValueError("bootstrap_cis needs two (resamples, k) matrices of the same shape")
+    tail = (1 - confidence) / 2 * 100
+    lows, highs = np.percentile(ma - mb, [tail, 100 - tail], axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rels = np.where(mb > 0, ma / np.where(mb > 0, mb, 1.0) - 1.0, np.nan)
+    out: list[BootstrapCI] = []
+    for j in range(ma.shape[1]):
+        a_j, b_j = float(mean_a[j]), float(mean_b[j])
+        rel = rel_low = rel_high = None
+        if b_j > 0:
+            rel = a_j / b_j - 1
+            finite = rels[:, j][np.isfinite(rels[:, j])]
+            if len(finite):
+                rel_low, rel_high = (float(v) for v in np.percentile(finite, [tail, 100 - tail]))
+        out.append(BootstrapCI(n=n, resamples=ma.shape[0], mean_a=a_j, mean_b=b_j, diff=a_j - b_j,
+                               low=float(lows[j]), high=float(highs[j]), rel=rel, rel_low=rel_low,
+                               rel_high=rel_high))
+    return out
+
+
+def paired_bootstrap_columns(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int = 0,
+                             confidence: float = 0.95, block: int = 1000) -> list[BootstrapCI]:
+    """``paired_bootstrap`` of each column of a against the same column of b, on shared resamples.
+
+    Column j gives the interval ``paired_bootstrap(a[:, j], b[:, j])`` gives with the
+    same seed (up to floating-point summation order).
+    """
+    xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if xa.shape != xb.shape or xa.ndim != 2:
+        raise ValueError("paired_bootstrap_columns needs two (n, k) matrices of the same shape")
+    k = xa.shape[1]
+    means = resampled_means(np.hstack([xa, xb]), resamples, seed, block)
+    return bootstrap_cis(means[:, :k], means[:, k:], [float(xa[:, j].mean()) for j in range(k)],
+                         [float(xb[:, j].mean()) for j in range(k)], xa.shape[0], confidence)

@@ -9,13 +9,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluation.metrics import BootstrapCI
-from evaluation.runner import ArmSummary, EvalRun
+from evaluation.metrics import BUDGETS, LONG_LEAF_CHARS, SLICES, BootstrapCI
+from evaluation.runner import ArmSummary, EvalRun, SliceSummary, read_passages
 from utils.atomic import atomic_write_text
 
 COLUMNS = (("Hit@1", "hit@1"), ("Hit@5", "hit@5"), ("R@5", "recall@5"), ("R@10", "recall@10"),
            ("MRR@10", "mrr@10"), ("nDCG@10", "ndcg@10"), ("cov@2k", "cov@2k"), ("leafR", "leaf_recall"),
            ("leafP", "leaf_precision"))
+
+SLICE_COLUMNS = (("dnDCG@10", "dndcg@10"), ("R@2k", "R@2k"), ("any@2k", "any@2k"), ("all@2k", "all@2k"),
+                 ("cov@2k", "cov@2k"), ("R@8k", "R@8k"), ("any@8k", "any@8k"), ("all@8k", "all@8k"),
+                 ("cov@8k", "cov@8k"))
+"""The per-slice table (the 4k figures are in the JSON only, to keep it terminal-wide)."""
 
 
 def _f(v: float | None, fmt: str = "{:.3f}") -> str:
@@ -79,7 +84,68 @@ def format_table(run: EvalRun) -> str:
         notes.append("questions with a recorded fallback: " + ", ".join(fb))
     notes.append(f"{run.computed} run(s) computed, {run.cached} from cache; {run.seconds:.1f} s; "
                  f"index {run.index_info['source']} ({run.index_info['path']})")
-    return "\n".join(out + [""] + notes)
+    return "\n".join(out + [""] + notes + format_slices(run))
+
+
+def _ratio(ci: BootstrapCI | None) -> tuple[str, str]:
+    """(mean_a / mean_b, its 95% interval): two cells, so a slice table stays terminal-wide.
+
+    * marks a ratio whose interval excludes 1.
+    """
+    if ci is None or ci.rel is None:
+        return "-", ""
+    if ci.rel_low is None or ci.rel_high is None:
+        return f"{1 + ci.rel:.2f}", ""
+    mark = "*" if ci.rel_low > 0 or ci.rel_high < 0 else ""
+    return f"{1 + ci.rel:.2f}{mark}", f"[{1 + ci.rel_low:.2f},{1 + ci.rel_high:.2f}]"
+
+
+def _short(arm: str) -> str:
+    return arm[len("flat-"):] if arm.startswith("flat-") else arm
+
+
+def _slice_table(run: EvalRun, sl: SliceSummary) -> list[str]:
+    """Means of every arm, then each tree arm's ratio to the slice's best flat arm per figure."""
+    header = ["arm"] + [c for c, _ in SLICE_COLUMNS]
+    rows = [[a.name] + [_f(sl.means.get(a.name, {}).get(k)) for _, k in SLICE_COLUMNS] for a in run.arms]
+    ratios: list[list[str]] = []
+    for a in run.arms:
+        if a.is_tree and a.name in sl.vs_baseline:
+            cells = [_ratio(sl.vs_baseline[a.name].get(k)) for _, k in SLICE_COLUMNS]
+            ratios += [[a.name] + [c[0] for c in cells], [""] + [c[1] for c in cells]]
+    if ratios:
+        ratios.append(["best flat"] + [_short(sl.baseline.get(k, "-")) for _, k in SLICE_COLUMNS])
+    every = [header] + rows + ratios
+    widths = [max(len(r[i]) for r in every) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
+                         for i, c in enumerate(cells)).rstrip()
+
+    out = [f"slice {sl.name}: {sl.n} question(s)", line(header), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    if ratios:
+        out += ["tree arm / the slice's best flat arm for that figure [95% CI]:"] + [line(r) for r in ratios]
+    return out
+
+
+def format_slices(run: EvalRun) -> list[str]:
+    """One compact table per non-empty slice (metrics.SLICES order), and what the cells mean."""
+    tables: list[str] = []
+    for name in SLICES:
+        sl = run.slices.get(name)
+        if sl is None or sl.n == 0:
+            continue
+        tables += [""] + _slice_table(run, sl)
+    if not tables:
+        return []
+    legend = (f"slices by where the evidence lies: one-leaf (all in one leaf), multi-leaf (two or more "
+              f"leaves), multi-doc (two or more documents), long-leaf (a gold leaf over {LONG_LEAF_CHARS:,} "
+              "characters). R/any/all/cov@B: what the answer step reads within B characters; "
+              "dnDCG@10 counts each evidence item once. ratio = arm mean / the slice's best flat arm's mean "
+              "for that figure [95% paired bootstrap CI], * the interval excludes 1 (best flat: its name without "
+              "flat-); 4k figures in --json.")
+    return tables + ["", legend]
 
 
 def chunk_context(run: EvalRun) -> str:
@@ -112,6 +178,19 @@ def _located(run: EvalRun, located: list[dict[str, Any]], gold: frozenset[str]) 
     return out
 
 
+def _slices_dict(run: EvalRun) -> dict[str, Any]:
+    return {name: {"n": sl.n, "means": sl.means, "baseline": sl.baseline,
+                   "vs_baseline": {arm: {k: ci.to_dict() for k, ci in cis.items()}
+                                   for arm, cis in sl.vs_baseline.items()}}
+            for name, sl in run.slices.items()}
+
+
+def _context(run: EvalRun, out: Any) -> list[dict[str, Any]]:
+    """The passages the answer step reads at the largest budget, cut as the walk reads them."""
+    return [{"doc_path": doc, "start_char": s, "end_char": e}
+            for doc, (s, e) in read_passages(out, BUDGETS[-1], run.index)]
+
+
 def run_to_dict(run: EvalRun) -> dict[str, Any]:
     o = run.options
     table = []
@@ -132,12 +211,14 @@ def run_to_dict(run: EvalRun) -> dict[str, Any]:
                           "fallbacks": out.fallbacks, "usage": out.usage,
                           "located": _located(run, out.located, r.relevance.gold_leaves),
                           "retrieved": _retrieved(run, out.rows, out.details, out.sources,
-                                                  r.relevance.relevant)}
+                                                  r.relevance.relevant),
+                          "context": _context(run, out)}
         questions.append({
             "id": q.id, "query": q.query, "lang": q.lang, "scope": list(q.scope) if q.scope else None,
             "evidence": [{"doc": e.doc, "spans": [list(s) for s in e.spans]} for e in q.evidence],
             "relevant_chunks_in_index": len(r.relevance.relevant),
-            "gold_leaves": sorted(r.relevance.gold_leaves), "arms": arms})
+            "gold_leaves": sorted(r.relevance.gold_leaves),
+            "slices": [name for name in SLICES if name in r.slices], "arms": arms})
     return {
         "set": str(o.data),
         "n_scored": run.n_scored, "n_sampled": run.sampled, "n_questions_in_set": len(run.eval_set.questions),
@@ -152,6 +233,8 @@ def run_to_dict(run: EvalRun) -> dict[str, Any]:
         "index": {**run.index_info, "embedder": run.index.embedder_identity,
                   "counts": run.index.metadata.get("counts")},
         "table": table,
+        "context_budgets": list(BUDGETS),
+        "slices": _slices_dict(run),
         "seconds": round(run.seconds, 2),
         "questions": questions,
     }

@@ -25,9 +25,10 @@ from config import Config
 from evaluation.arms import (ARM_CODE_FILES, BASELINE, LLM_ARMS, Arm, ArmContext, ArmOutput,
                              all_arm_names, make_arm, run_arm)
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
-from evaluation.metrics import (METRIC_KEYS, BootstrapCI, Relevance, SpanTable, coverage_at_budget,
-                                latency_percentiles,
-                                leaf_scores, mean_metrics, paired_bootstrap, question_relevance,
+from evaluation.metrics import (BUDGETS, SCORE_KEYS, SLICE_KEYS, SLICES, BootstrapCI, Relevance,
+                                SpanTable, Span, bootstrap_cis, context_figures, distinct_ndcg,
+                                latency_percentiles, leaf_scores, mean_metrics, paired_bootstrap,
+                                question_relevance, question_slices, read_context, resampled_means,
                                 score_ranking)
 from indexing.index_store import Index
 from utils.progress import tqdm_progress
@@ -41,8 +42,8 @@ BUILD_FIELDS = ("max_depth", "summary_mode", "summary_max_chars", "short_section
 """Config fields that change what ``build_index`` writes; only these key the cached index."""
 
 RESULTS_FORMAT = 1
-COV_BUDGET = 2000
-"""cov@2k: the context budget (characters) the answer step reads."""
+COV_BUDGET = BUDGETS[0]
+"""cov@2k: the smallest context budget (characters) the answer step reads."""
 
 
 def _stderr(msg: str) -> None:
@@ -91,6 +92,8 @@ class QuestionResult:
     relevance: Relevance
     outputs: dict[str, ArmOutput]
     scores: dict[str, dict[str, float | None]]
+    slices: frozenset[str] = frozenset({"all"})
+    """The slices (metrics.SLICES) the question belongs to."""
 
 
 @dataclass
@@ -110,6 +113,26 @@ class ArmSummary:
 
 
 @dataclass
+class SliceSummary:
+    """Every arm's figures over one slice of the questions, each held to that slice's best flat arm.
+
+    The best flat arm is chosen per figure and per slice: a tree arm is compared
+    with the strongest flat competitor on exactly what is being measured, not
+    with the arm that happened to win nDCG@10 over all questions.
+    """
+
+    name: str
+    n: int
+    """Questions in the slice (every figure of SLICE_KEYS is defined on each)."""
+    means: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    """arm -> figure (SCORE_KEYS) -> mean over the slice's questions."""
+    baseline: dict[str, str] = field(default_factory=dict)
+    """figure (SLICE_KEYS) -> the flat arm with the highest mean in this slice."""
+    vs_baseline: dict[str, dict[str, BootstrapCI]] = field(default_factory=dict)
+    """arm -> figure -> paired bootstrap against ``baseline[figure]`` (absent for that arm itself)."""
+
+
+@dataclass
 class EvalRun:
     options: EvalOptions
     eval_set: EvalSet
@@ -124,6 +147,8 @@ class EvalRun:
     computed: int
     cached: int
     seconds: float
+    slices: dict[str, SliceSummary] = field(default_factory=dict)
+    """Slice name (metrics.SLICES order) -> its summary; slices with no question have n == 0."""
 
     @property
     def n_scored(self) -> int:
@@ -283,10 +308,29 @@ def _warm_up(ctx: ArmContext, arms: list[Arm], question: Question) -> None:
             run_arm(arm, ctx, question.query, doc_paths)
 
 
+def context_passages(out: ArmOutput, budget: int, index: Index) -> list[tuple[str, Span]]:
+    """The passages the answer step reads at ``budget``, in reading order (not yet cut).
+
+    An arm that recorded no context at this budget (no context step, or a result
+    cached before contexts existed) is read as its ranked chunks in rank order.
+    """
+    contexts = getattr(out, "contexts", None) or {}
+    given = contexts.get(str(budget))
+    if given is None:
+        return [(c.doc_path, (c.start_char, c.end_char)) for c in (index.chunks[r] for r in out.rows)]
+    return [(str(doc), (int(start), int(end))) for doc, start, end in given]
+
+
+def read_passages(out: ArmOutput, budget: int, index: Index) -> list[tuple[str, Span]]:
+    """The passages as actually read within ``budget`` (the last one cut where it ran out)."""
+    return read_context(context_passages(out, budget, index), budget).passages
+
+
 def _score(arm: Arm, out: ArmOutput, rel: Relevance, index: Index) -> dict[str, float | None]:
     s: dict[str, float | None] = dict(score_ranking(out.rows, rel))
-    spans = [(c.doc_path, (c.start_char, c.end_char)) for c in (index.chunks[r] for r in out.rows)]
-    s["cov@2k"] = coverage_at_budget(spans, rel, COV_BUDGET)
+    s["dndcg@10"] = distinct_ndcg(out.rows, rel)
+    for budget in BUDGETS:
+        s.update(context_figures(context_passages(out, budget, index), rel, budget))
     if arm.is_tree:
         s["leaf_recall"], s["leaf_precision"] = leaf_scores(out.located_ids, rel.gold_leaves)
     else:
@@ -311,7 +355,7 @@ def summarize(arms: list[Arm], results: list[QuestionResult], resamples: int,
         per_q = [r.scores[arm.name] for r in results]
         p50, p95 = latency_percentiles([r.outputs[arm.name].latency_ms for r in results])
         fb = sum(1 for r in results if r.outputs[arm.name].fallbacks)
-        summary = ArmSummary(arm.name, len(per_q), mean_metrics(per_q, METRIC_KEYS), p50, p95, fb,
+        summary = ArmSummary(arm.name, len(per_q), mean_metrics(per_q, SCORE_KEYS), p50, p95, fb,
                              baseline=baseline)
         if baseline is not None and arm.name != baseline:
             for key, attr in (("ndcg@10", "vs_baseline"), ("cov@2k", "vs_baseline_cov")):
@@ -320,6 +364,51 @@ def summarize(arms: list[Arm], results: list[QuestionResult], resamples: int,
                     resamples=resamples, seed=seed))
         out.append(summary)
     return out
+
+
+def _best_flat(flat: list[int], names: list[str], means: np.ndarray) -> int:
+    """Index of the flat arm with the highest mean (ties: the named baseline, then arm order)."""
+    return max(flat, key=lambda a: (float(means[a]), names[a] == BASELINE, -a))
+
+
+def summarize_slice(name: str, arms: list[Arm], results: list[QuestionResult], resamples: int,
+                    seed: int, confidence: float = 0.95) -> SliceSummary:
+    """Means of every arm over the slice's questions and, per figure, intervals against its best flat arm.
+
+    The question indices are drawn once for the slice and shared by every arm
+    and figure (metrics.resampled_means), so 11 arms x 14 figures cost one draw.
+    """
+    members = [r for r in results if name in r.slices]
+    summary = SliceSummary(name=name, n=len(members))
+    if not members:
+        return summary
+    names = [a.name for a in arms]
+    summary.means = {n: mean_metrics([r.scores[n] for r in members], SCORE_KEYS) for n in names}
+    flat = [i for i, a in enumerate(arms) if not a.is_tree]
+    if not flat:
+        return summary
+    n_q, n_a, n_f = len(members), len(arms), len(SLICE_KEYS)
+    values = np.array([[[r.scores[n][k] for k in SLICE_KEYS] for n in names] for r in members],
+                      dtype=np.float64)  # (questions, arms, figures)
+    means = values.mean(axis=0)
+    best = [_best_flat(flat, names, means[:, f]) for f in range(n_f)]
+    summary.baseline = {k: names[best[f]] for f, k in enumerate(SLICE_KEYS)}
+    pairs = [(a, f) for a in range(n_a) for f in range(n_f) if a != best[f]]
+    if not pairs:
+        return summary
+    arm_i, fig_i = (np.array(col) for col in zip(*pairs))
+    base_i = np.asarray(best)[fig_i]  # each figure's own baseline
+    boot = resampled_means(values.reshape(n_q, n_a * n_f), resamples, seed).reshape(-1, n_a, n_f)
+    cis = bootstrap_cis(boot[:, arm_i, fig_i], boot[:, base_i, fig_i], means[arm_i, fig_i],
+                        means[base_i, fig_i], n_q, confidence)
+    for (a, f), ci in zip(pairs, cis):
+        summary.vs_baseline.setdefault(names[a], {})[SLICE_KEYS[f]] = ci
+    return summary
+
+
+def summarize_slices(arms: list[Arm], results: list[QuestionResult], resamples: int,
+                     seed: int) -> dict[str, SliceSummary]:
+    return {name: summarize_slice(name, arms, results, resamples, seed) for name in SLICES}
 
 
 def run_eval(opts: EvalOptions) -> EvalRun:
@@ -346,10 +435,12 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     table = SpanTable.from_index(index)
     scored: list[tuple[Question, Relevance]] = []
     unscorable: list[str] = []
+    slices: dict[str, frozenset[str]] = {}
     for q in questions:
         rel = question_relevance(table, [(e.doc, e.spans) for e in q.evidence], q.scope)
         if rel.scorable:
             scored.append((q, rel))
+            slices[q.id] = frozenset(question_slices(rel, table))
         else:
             unscorable.append(q.id)
     if unscorable:
@@ -385,7 +476,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
                 bar.update(1)
             qr = by_q.get(q.id)
             if qr is None:
-                qr = by_q[q.id] = QuestionResult(q, rel, {}, {})
+                qr = by_q[q.id] = QuestionResult(q, rel, {}, {}, slices[q.id])
                 results.append(qr)
             qr.outputs[arm.name] = out
             qr.scores[arm.name] = _score(arm, out, rel, index)
@@ -393,7 +484,8 @@ def run_eval(opts: EvalOptions) -> EvalRun:
         bar.close()
         cache.close()
     summaries = summarize(arms, results, opts.resamples, opts.seed)
+    by_slice = summarize_slices(arms, results, opts.resamples, opts.seed)
     return EvalRun(options=opts, eval_set=eval_set, arms=arms, index=index, index_info=info,
                    sampled=len(questions), results=results, unscorable=unscorable,
                    summaries=summaries, computed=computed, cached=len(jobs) - computed,
-                   seconds=time.perf_counter() - t0)
+                   seconds=time.perf_counter() - t0, slices=by_slice)

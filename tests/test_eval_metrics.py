@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 
 from evaluation.dataset import load_eval_set, locate_evidence, sample_questions
-from evaluation.metrics import (SpanTable, dcg, is_relevant, latency_percentiles, leaf_scores,
-                                mean_metrics, paired_bootstrap, question_relevance, score_ranking)
+from evaluation.metrics import (BUDGETS, CONTEXT_KEYS, Relevance, SpanTable, budget_name, context_figures,
+                                coverage_at_budget, dcg, distinct_ndcg, is_relevant, latency_percentiles,
+                                leaf_scores, mean_metrics, paired_bootstrap, paired_bootstrap_columns,
+                                question_relevance, question_slices, read_context, resampled_means,
+                                score_ranking)
 from utils.errors import InputError
 
 L2 = math.log2
@@ -141,7 +144,171 @@ def test_latency_percentiles() -> None:
     assert latency_percentiles([]) == (None, None)
 
 
+# --------------------------------------------------------------------------- each evidence item once
+
+def test_distinct_ndcg_gives_a_second_chunk_of_one_item_no_gain() -> None:
+    t = _table()
+    # item 0 -> rows {1, 2, 3} (crosses leaves), item 1 -> row {4}
+    rel = question_relevance(t, [("a.md", [(150, 350)]), ("b.md", [(0, 30)])])
+    ideal = 1 + 1 / L2(3)  # two findable items
+    # rows 1 and 2 find the same item: ranks 1 and 3 gain, rank 2 does not
+    assert distinct_ndcg([1, 2, 4], rel) == pytest.approx((1 + 1 / L2(4)) / ideal)
+    assert score_ranking([1, 2, 4], rel)["ndcg@10"] == pytest.approx(
+        (1 + 1 / L2(3) + 1 / L2(4)) / (1 + 1 / L2(3) + 1 / L2(4) + 1 / L2(5)))
+    # three chunks of one paragraph: full nDCG credit for three, distinct credit for one
+    assert distinct_ndcg([1, 2, 3], rel) == pytest.approx(1 / ideal)
+    assert distinct_ndcg([4, 1, 2, 3], rel) == pytest.approx(1.0)
+    assert distinct_ndcg([4, 4, 1], rel) == pytest.approx(1.0)  # a repeated row is one chunk
+    assert distinct_ndcg([0, 5], rel) == 0.0
+    long = question_relevance(SpanTable.build([("d.md", i * 10, i * 10 + 10) for i in range(12)], []),
+                              [("d.md", [(0, 10)]), ("d.md", [(110, 120)])])  # rows 0 and 11
+    assert distinct_ndcg([5, 6, 7, 8, 9, 10, 1, 2, 3, 0, 11], long) == pytest.approx(
+        (1 / L2(11)) / ideal)  # row 0 at rank 10 gains; row 11 at rank 11 is past the cutoff
+
+
+def test_distinct_ndcg_ideal_counts_findable_in_scope_items() -> None:
+    t = _table()
+    ev = [("a.md", [(120, 180)]), ("a.md", [(200, 210)]), ("b.md", [(0, 30)])]  # the middle one: a heading gap
+    rel = question_relevance(t, ev)
+    assert distinct_ndcg([1, 4], rel) == pytest.approx(1.0)  # two findable items, both found
+    scoped = question_relevance(t, ev, scope=["a.md"])  # b.md out of scope: one findable item
+    assert distinct_ndcg([1], scoped) == pytest.approx(1.0)
+    # one chunk relevant to two items gains once; the ideal still holds two gains
+    two = question_relevance(SpanTable.build([("d.md", 0, 100), ("d.md", 100, 200)], []),
+                             [("d.md", [(0, 40)]), ("d.md", [(50, 90)])])
+    assert two.per_evidence == (frozenset({0}), frozenset({0}))
+    assert distinct_ndcg([0], two) == pytest.approx(1 / (1 + 1 / L2(3)))
+
+
+def _items(*items: tuple[str, tuple[tuple[int, int], ...]]) -> Relevance:
+    return Relevance(per_evidence=(), relevant=frozenset(), gold_leaves=frozenset(), evidence_spans=items)
+
+
+def test_budget_names_and_keys() -> None:
+    assert [budget_name(b) for b in BUDGETS] == ["2k", "4k", "8k"]
+    assert budget_name(2500) == "2500"
+    assert CONTEXT_KEYS == ("R@2k", "all@2k", "any@2k", "cov@2k", "R@4k", "all@4k", "any@4k", "cov@4k",
+                            "R@8k", "all@8k", "any@8k", "cov@8k")
+
+
+def test_context_figures_hand_case_and_the_budget_cut() -> None:
+    rel = _items(("a.md", ((100, 300),)), ("a.md", ((1000, 1100),)), ("b.md", ((0, 50),)))
+    ctx = [("a.md", (0, 200)), ("a.md", (150, 400)), ("a.md", (950, 1300)), ("b.md", (0, 50))]
+    # 200 + 200 new (200..400) + 350 + 50 = 800 characters: everything is read
+    assert context_figures(ctx, rel, 2000) == {"R@2k": 1.0, "all@2k": 1.0, "any@2k": 1.0, "cov@2k": 1.0}
+    # 250: the first passage (200), then 50 new characters of the second, cut at 250
+    got = context_figures(ctx, rel, 250)
+    assert read_context(ctx, 250).passages == [("a.md", (0, 200)), ("a.md", (150, 250))]
+    assert got == {"R@250": pytest.approx(1 / 3), "all@250": 0.0, "any@250": 1.0,
+                   "cov@250": pytest.approx(150 / 350)}  # item 1: 100..250 read, 150 of 200
+    # 150: the first passage cut to (0, 150) overlaps item 1 by 50 of a shorter 150: not found;
+    # 50 of its 200 characters read: not half
+    assert context_figures(ctx, rel, 150) == {"R@150": 0.0, "all@150": 0.0, "any@150": 0.0,
+                                              "cov@150": pytest.approx(50 / 350)}
+
+
+def test_context_overlap_is_read_once() -> None:
+    rel = _items(("a.md", ((100, 300),)))
+    # the repeat of (100, 200) costs nothing, so the third passage still fits in 200 characters
+    ctx = [("a.md", (100, 200)), ("a.md", (100, 200)), ("a.md", (200, 300))]
+    assert context_figures(ctx, rel, 200) == {"R@200": 1.0, "all@200": 1.0, "any@200": 1.0, "cov@200": 1.0}
+    assert read_context(ctx, 200).passages == ctx
+    assert read_context(ctx, 200).read == {"a.md": [(100, 200), (200, 300)]}
+    # once the budget is spent nothing more is reached, not even a free repeat
+    assert read_context(ctx + [("a.md", (100, 150))], 200).passages == ctx
+    # a passage whose new part is cut keeps its already-read head
+    assert read_context([("a.md", (0, 100)), ("a.md", (50, 300))], 150).passages == [
+        ("a.md", (0, 100)), ("a.md", (50, 150))]
+
+
+def test_any_without_a_relevant_passage_and_best_occurrence() -> None:
+    # two long passages each hold 45 characters of a 100-character item: neither is relevant
+    # (45 < half of 100), yet 90 of its characters are read
+    rel = _items(("a.md", ((100, 200),)))
+    ctx = [("a.md", (0, 145)), ("a.md", (155, 400))]
+    assert context_figures(ctx, rel, 8000) == {"R@8k": 0.0, "all@8k": 0.0, "any@8k": 1.0, "cov@8k": 0.9}
+    # an item found verbatim twice counts by its best occurrence, once
+    twice = _items(("a.md", ((0, 100), (500, 600))), ("b.md", ((0, 100),)))
+    got = context_figures([("a.md", (500, 600)), ("a.md", (0, 100))], twice, 4000)
+    assert got == {"R@4k": 0.5, "all@4k": 0.0, "any@4k": 1.0, "cov@4k": 0.5}
+    assert context_figures([], twice, 2000) == {"R@2k": 0.0, "all@2k": 0.0, "any@2k": 0.0, "cov@2k": 0.0}
+
+
+def test_context_recall_counts_in_scope_items_only() -> None:
+    t = _table()
+    rel = question_relevance(t, [("a.md", [(120, 180)]), ("b.md", [(0, 30)])], scope=["a.md"])
+    assert rel.evidence_spans == (("a.md", ((120, 180),)),)
+    assert context_figures([("a.md", (100, 200))], rel, 2000)["R@2k"] == 1.0
+
+
+@pytest.mark.parametrize("budget", [50, 120, 250, 2000])
+def test_cov_of_the_context_walk_equals_coverage_at_budget(budget: int) -> None:
+    rel = _items(("a.md", ((100, 300),)), ("b.md", ((40, 90), (300, 350))))
+    ranked = [("a.md", (0, 200)), ("b.md", (280, 330)), ("a.md", (150, 400)), ("b.md", (0, 100))]
+    key = f"cov@{budget_name(budget)}"
+    assert context_figures(ranked, rel, budget)[key] == pytest.approx(coverage_at_budget(ranked, rel, budget))
+
+
+# --------------------------------------------------------------------------- slices
+
+def _slice_table() -> SpanTable:
+    chunks = [("a.md", 0, 200), ("a.md", 210, 400), ("b.md", 0, 200), ("c.md", 0, 3001), ("c.md", 3010, 6010)]
+    leaves = [("A1", "a.md", 0, 200), ("A2", "a.md", 210, 400), ("B1", "b.md", 0, 200),
+              ("C1", "c.md", 0, 3001), ("C2", "c.md", 3010, 6010)]  # C1: 3,001 characters; C2: 3,000
+    return SpanTable.build(chunks, leaves)
+
+
+@pytest.mark.parametrize("evidence,expected", [
+    ([("a.md", [(10, 50)])], {"all", "one-leaf"}),
+    ([("a.md", [(10, 50)]), ("a.md", [(60, 90)])], {"all", "one-leaf"}),          # two items, one leaf
+    ([("a.md", [(150, 300)])], {"all", "multi-leaf"}),                            # one item across two leaves
+    ([("a.md", [(10, 50)]), ("a.md", [(220, 260)])], {"all", "multi-leaf"}),
+    ([("a.md", [(10, 50)]), ("b.md", [(10, 50)])], {"all", "multi-leaf", "multi-doc"}),
+    ([("a.md", [(10, 50), (220, 260)])], {"all", "multi-leaf"}),                  # one text, two occurrences
+    ([("c.md", [(10, 50)])], {"all", "one-leaf", "long-leaf"}),                   # 3,001 > 3,000
+    ([("c.md", [(3020, 3050)])], {"all", "one-leaf"}),                            # exactly 3,000: not long
+    ([("a.md", [(200, 210)])], {"all"}),                                          # a heading: in no leaf
+])
+def test_question_slices(evidence, expected) -> None:
+    t = _slice_table()
+    assert question_slices(question_relevance(t, evidence), t) == expected
+
+
+def test_relevance_keeps_gold_leaves_per_item() -> None:
+    t = _slice_table()
+    rel = question_relevance(t, [("a.md", [(150, 300)]), ("b.md", [(10, 50)])], scope=["a.md"])
+    assert rel.item_leaves == (("a.md", frozenset({"A1", "A2"})), ("b.md", frozenset({"B1"})))
+    old = Relevance(per_evidence=(), relevant=frozenset(), gold_leaves=frozenset())  # defaults still work
+    assert old.item_leaves == () and question_slices(old, t) == {"all"}
+
+
 # --------------------------------------------------------------------------- bootstrap
+
+def test_column_bootstrap_equals_paired_bootstrap_on_the_same_seed() -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.random(60), rng.random(60)
+    one = paired_bootstrap(a, b, resamples=2500, seed=9)
+    (col,) = paired_bootstrap_columns(a[:, None], b[:, None], resamples=2500, seed=9)
+    for f in ("n", "resamples", "mean_a", "mean_b", "diff", "low", "high", "rel", "rel_low", "rel_high"):
+        assert getattr(col, f) == pytest.approx(getattr(one, f), abs=1e-12), f
+    c = rng.random(60)
+    cols = paired_bootstrap_columns(np.stack([a, c], 1), np.stack([b, b], 1), resamples=2500, seed=9)
+    assert cols[0] == col  # adding a column changes nothing for the others: the draws are shared
+    assert cols[1].low == pytest.approx(paired_bootstrap(c, b, resamples=2500, seed=9).low, abs=1e-12)
+    assert paired_bootstrap_columns(np.stack([a, c], 1), np.stack([b, b], 1), resamples=2500, seed=9) == cols
+
+
+def test_resampled_means_match_a_naive_loop_and_ignore_the_block_size() -> None:
+    x = np.array([[1.0, 0.0], [0.0, 0.5], [0.5, 0.5], [0.2, 1.0]])
+    rng = np.random.default_rng(3)
+    naive = np.array([x[rng.integers(0, 4, size=4)].mean(axis=0) for _ in range(50)])
+    np.testing.assert_allclose(resampled_means(x, 50, seed=3, block=1), naive)
+    np.testing.assert_allclose(resampled_means(x, 50, seed=3, block=7), naive)
+    with pytest.raises(ValueError):
+        resampled_means(np.array([[np.nan]]), 10)
+    with pytest.raises(ValueError):
+        resampled_means(np.zeros((0, 2)), 10)
+
 
 def test_bootstrap_constant_shift_has_a_degenerate_interval() -> None:
     b = np.linspace(0.1, 0.9, 40)

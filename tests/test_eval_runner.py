@@ -11,8 +11,11 @@ import pytest
 from config import Config
 from evaluation.arms import all_arm_names, make_arm, parse_arms
 from evaluation.cli import add_eval_parser, parse_overrides
+from evaluation.metrics import (SCORE_KEYS, SLICE_KEYS, SLICES, context_figures, coverage_at_budget,
+                                paired_bootstrap, read_context)
 from evaluation.report import format_table, run_to_dict
-from evaluation.runner import EvalOptions, run_eval
+from evaluation.runner import (EvalOptions, QuestionResult, _score, context_passages, read_passages, run_eval,
+                               summarize_slice)
 from utils.errors import InputError, TreeRAGError
 from utils.llm_client import MockLLM
 
@@ -397,3 +400,118 @@ def test_eval_reads_the_llm_timeout_like_the_query_command(monkeypatch: pytest.M
         _make_llm("openai:x", tmp_path)
     monkeypatch.setenv("TREERAG_LLM_TIMEOUT", "900")
     assert _make_llm("openai:x", tmp_path).inner.timeout == 900.0
+
+
+# --------------------------------------------------------------------------- each item once, slices
+
+def _fake_results(values: dict[str, dict[str, list[float]]], slices: list[set[str]]) -> list[QuestionResult]:
+    """Per question scores: ``values[arm][figure]`` per question, 0.5 for any figure not given."""
+    out = []
+    for i, sl in enumerate(slices):
+        scores = {}
+        for arm, figs in values.items():
+            tree = arm.startswith("tree-")
+            scores[arm] = {k: (figs[k][i] if k in figs else 0.5) for k in SCORE_KEYS}
+            if not tree:
+                scores[arm]["leaf_recall"] = scores[arm]["leaf_precision"] = None
+        out.append(QuestionResult(question=None, relevance=None, outputs={}, scores=scores,  # type: ignore[arg-type]
+                                  slices=frozenset(sl)))
+    return out
+
+
+def test_each_figure_of_a_slice_is_held_to_its_own_best_flat_arm() -> None:
+    arms = [make_arm(n, Config(), 10) for n in ("flat-bm25", "flat-dense", "tree-hybrid")]
+    values = {"flat-bm25": {"ndcg@10": [1.0, 0.8, 0.6, 0.4], "R@2k": [0.2, 0.2, 0.2, 0.2]},
+              "flat-dense": {"ndcg@10": [0.5, 0.5, 0.5, 0.5], "R@2k": [0.6, 0.4, 0.8, 1.0]},
+              "tree-hybrid": {"ndcg@10": [0.9, 0.9, 0.3, 0.3], "R@2k": [0.5, 0.5, 1.0, 1.0]}}
+    results = _fake_results(values, [{"all", "one-leaf"}, {"all", "one-leaf"},
+                                     {"all", "multi-leaf"}, {"all", "multi-leaf"}])
+    every = summarize_slice("all", arms, results, resamples=400, seed=2)
+    assert every.n == 4
+    assert every.baseline["ndcg@10"] == "flat-bm25" and every.baseline["R@2k"] == "flat-dense"
+    assert every.baseline["cov@8k"] == "flat-bm25"  # a tie: the first flat arm
+    assert set(every.baseline) == set(SLICE_KEYS)
+    assert "ndcg@10" not in every.vs_baseline["flat-bm25"] and "R@2k" in every.vs_baseline["flat-bm25"]
+    assert "R@2k" not in every.vs_baseline["flat-dense"]
+    assert set(every.vs_baseline["tree-hybrid"]) == set(SLICE_KEYS)
+    ci = every.vs_baseline["tree-hybrid"]["R@2k"]
+    one = paired_bootstrap(values["tree-hybrid"]["R@2k"], values["flat-dense"]["R@2k"], resamples=400, seed=2)
+    assert (ci.n, ci.mean_a, ci.mean_b) == (4, pytest.approx(0.75), pytest.approx(0.7))
+    assert ci.rel == pytest.approx(0.75 / 0.7 - 1)
+    assert (ci.low, ci.high, ci.rel_low, ci.rel_high) == pytest.approx((one.low, one.high, one.rel_low, one.rel_high))
+    assert every.means["tree-hybrid"]["leaf_recall"] == 0.5 and every.means["flat-bm25"]["leaf_recall"] is None
+
+    one_leaf = summarize_slice("one-leaf", arms, results, resamples=400, seed=2)
+    assert one_leaf.n == 2 and one_leaf.means["tree-hybrid"]["ndcg@10"] == pytest.approx(0.9)
+    assert one_leaf.vs_baseline["tree-hybrid"]["ndcg@10"].mean_b == pytest.approx(0.9)  # flat-bm25 here
+    multi = summarize_slice("multi-leaf", arms, results, resamples=400, seed=2)
+    assert multi.baseline["ndcg@10"] == "flat-bm25"  # 0.5 = 0.5: the first flat arm
+    assert multi.baseline["R@2k"] == "flat-dense" and multi.means["flat-dense"]["R@2k"] == pytest.approx(0.9)
+    empty = summarize_slice("multi-doc", arms, results, resamples=400, seed=2)
+    assert (empty.n, empty.means, empty.baseline, empty.vs_baseline) == (0, {}, {}, {})
+    assert summarize_slice("all", arms, results, resamples=400, seed=2) == every  # seeded
+
+
+def test_context_figures_read_the_recorded_context_else_the_ranked_chunks(eval_set: Path, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    run = run_eval(_opts(eval_set, tmp_path, arms=["flat-bm25", "tree-hybrid"]))
+    arms = {a.name: a for a in run.arms}
+    for r in run.results:
+        for name, out in r.outputs.items():
+            s = r.scores[name]
+            assert set(s) == set(SCORE_KEYS), name
+            assert 0.0 <= s["dndcg@10"] <= 1.0
+            assert set(out.contexts) == {"2000", "4000", "8000"}
+            given = [(d, (a, b)) for d, a, b in out.contexts["8000"]]
+            assert context_passages(out, 8000, run.index) == given
+            assert s["R@8k"] == context_figures(given, r.relevance, 8000)["R@8k"]
+            # without a recorded context the answer step reads the ranked chunks: cov@2k as before
+            bare = replace(out, contexts={})
+            ranked = [(run.index.chunks[row].doc_path, (run.index.chunks[row].start_char,
+                                                        run.index.chunks[row].end_char)) for row in out.rows]
+            assert context_passages(bare, 2000, run.index) == ranked
+            assert _score(arms[name], bare, r.relevance, run.index)["cov@2k"] == pytest.approx(
+                coverage_at_budget(ranked, r.relevance, 2000))
+    assert list(run.slices) == list(SLICES)
+    assert run.slices["all"].n == run.n_scored
+    for name, sl in run.slices.items():
+        assert sl.n == sum(1 for r in run.results if name in r.slices), name
+    assert run.slices["one-leaf"].n == 5 and run.slices["multi-doc"].n == 0  # one paragraph each
+
+
+def test_report_prints_slice_tables_and_the_json_holds_context_and_slices(eval_set: Path, tmp_path: Path) -> None:
+    run = run_eval(_opts(eval_set, tmp_path, arms=["flat-bm25", "flat-dense", "tree-hybrid"]))
+    table = format_table(run)
+    assert "slice all: 5 question(s)" in table and "slice one-leaf: 5 question(s)" in table
+    assert "slice multi-doc" not in table  # no question: no table
+    block = table[table.index("slice all:"):table.index("slice one-leaf:")]
+    assert re.search(r"^arm\s+dnDCG@10\s+R@2k\s+any@2k\s+all@2k\s+cov@2k\s+R@8k\s+any@8k\s+all@8k\s+cov@8k$",
+                     block, re.M)
+    assert "R@4k" not in block
+    assert re.search(r"^tree-hybrid\s+\d\.\d{3}", block, re.M)  # means row
+    assert re.search(r"^tree-hybrid(\s+(\d\.\d\d\*?|-)){9}$", block, re.M)  # ratio row
+    assert re.search(r"^\s+\[\d\.\d\d,\d\.\d\d\]", block, re.M)  # its intervals
+    assert re.search(r"^best flat(\s+(bm25|dense)){9}$", block, re.M)
+    assert max(len(l) for l in block.splitlines()) <= 140
+
+    d = json.loads(json.dumps(run_to_dict(run)))
+    assert d["context_budgets"] == [2000, 4000, 8000]
+    assert all(k in d["table"][2] for k in SCORE_KEYS)
+    sl = d["slices"]
+    assert list(sl) == list(SLICES) and sl["all"]["n"] == 5 and sl["multi-doc"]["n"] == 0
+    assert set(sl["all"]["means"]) == {"flat-bm25", "flat-dense", "tree-hybrid"}
+    assert set(sl["all"]["baseline"]) == set(SLICE_KEYS)
+    assert set(sl["all"]["vs_baseline"]["tree-hybrid"]) == set(SLICE_KEYS)
+    assert sl["all"]["vs_baseline"]["tree-hybrid"]["R@4k"]["n"] == 5
+    by_id = {r.question.id: r for r in run.results}
+    for q in d["questions"]:
+        assert q["slices"][0] == "all" and set(q["slices"]) == set(by_id[q["id"]].slices)
+        for name, arm in q["arms"].items():
+            out = by_id[q["id"]].outputs[name]
+            ctx = [(c["doc_path"], (c["start_char"], c["end_char"])) for c in arm["context"]]
+            assert ctx == read_passages(out, 8000, run.index)
+            read = read_context(ctx, 8000).read
+            assert sum(b - a for spans in read.values() for a, b in spans) <= 8000
+            text = (eval_set / "docs" / ctx[0][0]).read_text(encoding="utf-8")
+            assert 0 <= ctx[0][1][0] < ctx[0][1][1] <= len(text)

@@ -145,6 +145,12 @@ def _jieba() -> ModuleType:
     return _JIEBA
 
 
+def jieba_words(text: str) -> list[str]:
+    """jieba's plain segmentation (every word, stop-words and punctuation kept, in order): what a
+    parser of the question's structure needs, where ``tokenize`` keeps only content terms."""
+    return list(_jieba().cut(text))
+
+
 # --------------------------------------------------------------------------- #
 # Tokenisation
 # --------------------------------------------------------------------------- #

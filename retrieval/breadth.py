@@ -1,0 +1,51 @@
+"""Breadth for questions with several parts: each part gets its own sections and its own hits.
+
+The ranked list for a whole question favours the section that matches most of its words; a
+question with two parts ("which datasets and which metrics") then reads one section deeply
+and never the other. Here each part of a multi-part question (``retrieval.query_plan``) is
+located and retrieved as a sub-query of its own, exactly as the whole question is (the same
+locator, the same in-section ranking), and the context pool takes turns: the whole question's
+best hit, each part's best hit not yet taken, the whole question's second, and so on. Step 2's
+top-k list stays the whole question's; only what the answer step reads is widened.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from retrieval.query_plan import QueryPlan
+from retrieval.types import LocatedNode, RetrievedChunk
+
+
+def interleave(lists: Sequence[Sequence[RetrievedChunk]], limit: int) -> list[RetrievedChunk]:
+    """Round-robin over ranked lists, each chunk once (first list first in every round)."""
+    out: list[RetrievedChunk] = []
+    seen: set[int] = set()
+    cursors = [0] * len(lists)
+    while len(out) < limit and any(c < len(lst) for c, lst in zip(cursors, lists)):
+        for i, lst in enumerate(lists):
+            while cursors[i] < len(lst) and lst[cursors[i]].row in seen:
+                cursors[i] += 1
+            if cursors[i] < len(lst) and len(out) < limit:
+                hit = lst[cursors[i]]
+                seen.add(hit.row)
+                out.append(hit)
+                cursors[i] += 1
+    return out
+
+
+def aspect_pool(whole: list[RetrievedChunk], aspects: Sequence[str],
+                retrieve_for: Callable[[str], list[RetrievedChunk]], limit: int) -> list[RetrievedChunk]:
+    """The whole question's ranked hits, with each part's own ranked hits taking turns."""
+    if len(aspects) < 2:
+        return whole[:limit]
+    return interleave([whole] + [retrieve_for(a) for a in aspects], limit)
+
+
+def sub_questions(plan: QueryPlan, located: Sequence[LocatedNode], query: str) -> list[str]:
+    """The parts to retrieve for on their own: the analyser's parts of a multi-part question, else
+    the distinct sub-queries an LLM locator wrote for its leaves (its own decomposition), if two or more."""
+    if plan.route == "multi-part":
+        return list(plan.aspects)
+    subs = list(dict.fromkeys(n.sub_query.strip() for n in located if n.sub_query and n.sub_query.strip()))
+    subs = [s for s in subs if s != query.strip()]
+    return subs if len(subs) >= 2 else []

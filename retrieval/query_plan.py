@@ -1,0 +1,108 @@
+"""What kind of question this is, and how the answer step should spend its reading budget.
+
+A person reads differently for different questions: "what is this paper about" wants the
+section summaries and a little of everything; "how many epochs" wants one paragraph read
+closely; "which datasets and which metrics" wants each part found in its own section. The
+analyser is rules only (no model, microseconds), so its decision is cheap, deterministic and
+shown in step 1 and the run record:
+
+- **overview**: asks for the gist of a document (``what is this paper about``, ``summarise``,
+  ``main contributions``, ``主要内容``, ``概述``) -> breadth: section summaries lead the context
+  and no leaf may take more than a small share of it;
+- **multi-part**: two or more parts joined by a conjunction, list or comparison (``X and Y``,
+  ``X, Y and Z``, ``X compared with Y``, ``X和Y``, ``X以及Y``, ``X、Y``), each with words of its
+  own -> spread: each part gets its own sub-query, and the budget is shared over the parts;
+- **detail**: everything else -> depth: the best section may take most of the budget.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from utils.tokenizer import jieba_words, tokenize
+
+Route = Literal["overview", "detail", "multi-part"]
+
+_OVERVIEW_EN = re.compile(
+    r"\b(?:what\s+(?:is|are)\s+(?:this|the)\s+(?:paper|article|document|report|study|book|chapter|work)s?\s+about"
+    r"|summar(?:ise|ize)\b(?!\s+(?:graph|generation|model|length)s?)|(?:summary|overview)\s+of\s+(?:this|the)\s+(?:paper|article|document|report|study)"
+    r"|gist|in\s+a\s+nutshell|tl;?dr"
+    r"|main\s+(?:idea|contribution|finding|point|topic|result|takeaway)s?"
+    r"|key\s+(?:idea|contribution|finding|point|takeaway)s?)\b", re.IGNORECASE)
+_OVERVIEW_ZH = re.compile(r"主要内容|主要讲|讲了什么|讲的是什么|概述|概括|总结|大意|要点|核心思想|主要贡献|主要观点|主旨")
+_SPLIT_EN = re.compile(
+    r"\s*(?:,\s*(?:and|or)\s+|\s+and\s+|\s+or\s+|\s+as\s+well\s+as\s+|\s+versus\s+|\s+vs\.?\s+"
+    r"|\s+compared\s+(?:to|with)\s+|\s+in\s+contrast\s+to\s+)\s*", re.IGNORECASE)
+_LIST_COMMA_EN = re.compile(r",\s*(?=(?:[^\s,]+\s+){0,3}?[^\s,]+\s*(?:,|\s(?:and|or)\s))", re.IGNORECASE)
+"""A comma before a short list item followed by another comma or "and"/"or" ("X, Y and Z");
+other commas join clauses."""
+_SPLIT_ZH = frozenset({"和", "与", "及", "以及", "跟", "或", "或者", "还是", "、"})
+"""Conjunctions and the enumeration comma, as jieba's own words (so 合同 or 和解 never split)."""
+
+DETAIL_LEAF_SHARE = 0.7
+OVERVIEW_LEAF_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    route: Route
+    aspects: tuple[str, ...]
+    """The parts of a multi-part question (each a sub-query); the question alone otherwise."""
+    reason: str
+    """One line: why this route (shown in step 1 and kept in the run record)."""
+
+    def leaf_share(self, default: float) -> float:
+        """The most of the context budget one leaf may take before other leaves' hits are read."""
+        if self.route == "overview":
+            return min(default, OVERVIEW_LEAF_SHARE)
+        if self.route == "multi-part":
+            return min(default, max(1.0 / (len(self.aspects) + 1), OVERVIEW_LEAF_SHARE))
+        return max(default, DETAIL_LEAF_SHARE)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"route": self.route, "aspects": list(self.aspects), "reason": self.reason}
+
+
+def _parts(query: str) -> list[str]:
+    text = query.strip().rstrip("?？。.!！")
+    if re.search(r"[\u4e00-\u9fff]", text):
+        parts, cur = [], []
+        for word in jieba_words(text):
+            if word in _SPLIT_ZH:
+                parts.append("".join(cur))
+                cur = []
+            else:
+                cur.append(word)
+        parts.append("".join(cur))
+    else:
+        parts = [q for chunk in _LIST_COMMA_EN.split(text) for q in _SPLIT_EN.split(chunk)]
+    return [p.strip(" ，,") for p in parts if p and p.strip(" ，,")]
+
+
+def aspects_of(query: str) -> list[str]:
+    """The question's parts that carry words of their own (a part of stop-words only is glue).
+
+    Each part must add a content word no earlier part has, so "precision and recall" splits
+    but "the model and the model's size" does not double-count its head.
+    """
+    seen: set[str] = set()
+    out: list[str] = []
+    for part in _parts(query):
+        words = set(tokenize(part))
+        if words - seen:
+            out.append(part)
+            seen |= words
+    return out
+
+
+def plan_query(query: str, routing: bool = True) -> QueryPlan:
+    """The route of ``query``; with ``routing`` off, every question is a detail question."""
+    if not routing:
+        return QueryPlan("detail", (query,), "query routing is off")
+    if _OVERVIEW_EN.search(query) or _OVERVIEW_ZH.search(query):
+        return QueryPlan("overview", (query,), "asks for the gist of the document")
+    parts = aspects_of(query)
+    if len(parts) >= 2:
+        return QueryPlan("multi-part", tuple(parts), f"{len(parts)} parts joined by a conjunction or list")
+    return QueryPlan("detail", (query,), "one question about one thing")

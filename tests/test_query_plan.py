@@ -1,0 +1,81 @@
+"""Query routing (overview / detail / multi-part) and the breadth of multi-part questions."""
+from __future__ import annotations
+
+from indexing.chunker import Chunk
+from retrieval.breadth import aspect_pool, interleave, sub_questions
+from retrieval.query_plan import QueryPlan, aspects_of, plan_query
+from retrieval.types import LocatedNode, RetrievedChunk
+
+
+def _hit(row: int) -> RetrievedChunk:
+    c = Chunk(chunk_id=f"c{row}", text=f"text {row}", source_node_id="0001", heading_path="H")
+    return RetrievedChunk(chunk=c, score=1.0, retrieval_detail={}, row=row)
+
+
+def test_overview_questions_in_both_languages() -> None:
+    for q in ("What is this paper about?", "Summarize the main contributions", "这篇文章的主要内容是什么？",
+              "请概述本法"):
+        assert plan_query(q).route == "overview", q
+
+
+def test_a_summary_as_a_topic_is_not_an_overview() -> None:
+    assert plan_query("How are sentences selected from the summary graph?").route == "detail"
+
+
+def test_multi_part_questions_split_into_parts_with_words_of_their_own() -> None:
+    p = plan_query("Which datasets and which metrics do they use?")
+    assert p.route == "multi-part"
+    assert p.aspects == ("Which datasets", "which metrics do they use")
+    assert plan_query("How does AdaRouter compare to the Static Router?").route == "detail"
+    assert aspects_of("Is the model fast, accurate, or cheap?") == ["Is the model fast", "accurate", "cheap"]
+
+
+def test_a_clause_comma_is_not_a_list() -> None:
+    assert plan_query("In the proposed metric, how is content relevance measured?").route == "detail"
+
+
+def test_chinese_conjunctions_split_but_words_containing_them_do_not() -> None:
+    assert plan_query("土地承包经营权与土地经营权有什么区别？").aspects == ("土地承包经营权", "土地经营权有什么区别")
+    # 合同 contains 同, 和解 contains 和: neither is a conjunction
+    assert plan_query("违反民主议定程序的承包合同是否有效？").route == "detail"
+    assert plan_query("当事人达成和解协议后能否反悔？").route == "detail"
+
+
+def test_routing_off_makes_every_question_a_detail_question() -> None:
+    assert plan_query("What is this paper about?", routing=False).route == "detail"
+
+
+def test_leaf_share_by_route() -> None:
+    assert QueryPlan("detail", ("q",), "").leaf_share(0.5) == 0.7
+    assert QueryPlan("overview", ("q",), "").leaf_share(0.5) == 0.25
+    assert QueryPlan("multi-part", ("a", "b"), "").leaf_share(0.5) == 1 / 3
+
+
+def test_interleave_takes_turns_and_keeps_each_chunk_once() -> None:
+    whole = [_hit(1), _hit(2), _hit(3)]
+    part = [_hit(2), _hit(9)]
+    assert [h.row for h in interleave([whole, part], 10)] == [1, 2, 3, 9]
+    assert [h.row for h in interleave([whole, [_hit(9), _hit(8)]], 3)] == [1, 9, 2]
+
+
+def test_aspect_pool_retrieves_each_part_and_leaves_single_questions_alone() -> None:
+    asked: list[str] = []
+
+    def retrieve_for(text: str) -> list[RetrievedChunk]:
+        asked.append(text)
+        return [_hit(100 + len(asked))]
+
+    whole = [_hit(1), _hit(2)]
+    assert [h.row for h in aspect_pool(whole, ["a", "b"], retrieve_for, 10)] == [1, 101, 102, 2]
+    assert asked == ["a", "b"]
+    assert aspect_pool(whole, ["only"], retrieve_for, 10) == whole and asked == ["a", "b"]
+
+
+def test_sub_questions_come_from_the_plan_or_from_an_llm_locators_sub_queries() -> None:
+    detail = QueryPlan("detail", ("q",), "")
+    same = [LocatedNode("1", "q"), LocatedNode("2", "q")]
+    assert sub_questions(detail, same, "q") == []
+    llm = [LocatedNode("1", "router design"), LocatedNode("2", "EUR/USD accuracy"), LocatedNode("3", "router design")]
+    assert sub_questions(detail, llm, "q") == ["router design", "EUR/USD accuracy"]
+    multi = QueryPlan("multi-part", ("a", "b"), "")
+    assert sub_questions(multi, llm, "q") == ["a", "b"]
