@@ -1,8 +1,9 @@
 """The fixed three-step pipeline: locate -> retrieve + rerank -> synthesise.
 
 No loops, no tool calls, no decisions beyond recorded fallbacks. The result
-is a plain dict (the spec's keys plus timing, providers, fallbacks, usage and
-every stage's candidates) so it can be printed, dumped as JSON and logged.
+is a plain dict (the spec's keys plus timing, providers, fallbacks, usage,
+every stage's candidates and the context step 3 read) so it can be printed,
+dumped as JSON and logged.
 """
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from typing import Any, Callable
 from config import Config
 from indexing.embedder import Embedder, memoized
 from indexing.index_store import Index
+from retrieval.context_assembly import AssembledContext, assemble_context
+from retrieval.breadth import aspect_pool, paragraph_first, sub_questions
 from retrieval.hybrid_retriever import StageHits, retrieve
+from retrieval.query_plan import QueryPlan, plan_query
 from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
 from retrieval.locators import make_locator
 from retrieval.query import Query, QueryLike
@@ -92,6 +96,12 @@ def retrieved_dict(rc: RetrievedChunk, rank: int) -> dict[str, Any]:
             "scores": dict(rc.retrieval_detail)}
 
 
+def context_dict(ctx: AssembledContext) -> dict[str, Any]:
+    """The assembled context as the result records it: passage N is the answer's [N]."""
+    return {"budget": ctx.budget, "used": ctx.used, "hits_read": ctx.hits_read,
+            "passages": [{**p.to_dict(), "citation": citation(p.chunk)} for p in ctx.passages]}
+
+
 def locate(query: QueryLike, index: Index, config: Config, backends: Backends,
            doc_paths: set[str] | None, usage: UsageMeter) -> LocateResult:
     return make_locator(config.locator, index, config, backends.embedder, backends.llm, usage).locate(query, doc_paths)
@@ -110,7 +120,10 @@ class Retrieval:
     question: Query | None = None
     """The question as built once (text, tokens, vector): synthesis reuses it."""
     pool: list[RetrievedChunk] = field(default_factory=list)
-    """The ranked hits the context is assembled from (``final`` is their first final_top_k)."""
+    """The ranked hits the context is assembled from: the whole question's, with each part's own
+    taking turns for a multi-part question (``final``, step 2's list, is the whole question's top k)."""
+    plan: QueryPlan | None = None
+    """The question's route (overview / detail / multi-part) and parts."""
 
 
 def query_budget(llm: LLMClient | None, config: Config) -> LLMClient | None:
@@ -135,6 +148,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     timing: dict[str, float] = {}
     t = time.perf_counter()
     question = Query.build(query, backends.embedder)  # tokenised and embedded once, here
+    plan = plan_query(query, config.query_routing)
     loc = locate(question, index, config, backends, doc_paths, usage)
     timing["locate"] = (time.perf_counter() - t) * 1000
     fallbacks.extend(loc.fallbacks)
@@ -144,12 +158,27 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     timing["retrieve"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
-    pool = rerank(query, candidates, backends.reranker, max(config.final_top_k, config.context_pool), fallbacks)
+    limit = max(config.final_top_k, config.context_pool)
+    pool = paragraph_first(rerank(query, candidates, backends.reranker, limit, fallbacks), index)
     final = pool[:config.final_top_k]
     if final and "rerank_score" in final[0].retrieval_detail:
         stages.rerank = list(final)
     timing["rerank"] = (time.perf_counter() - t) * 1000
-    return Retrieval(loc, final, stages, fallbacks, timing, question=question, pool=pool)
+
+    parts = sub_questions(plan, loc.nodes, query) if config.aspect_retrieval else []
+    if parts:
+        t = time.perf_counter()
+        part_config = config.replace(locator="hybrid")  # the parts never cost another LLM call
+
+        def for_part(text: str) -> list[RetrievedChunk]:
+            q = Query.build(text, backends.embedder)
+            located = locate(q, index, part_config, backends, doc_paths, usage).nodes
+            found = retrieve(index, backends.embedder, q, located, part_config, doc_paths)
+            return paragraph_first(rerank(text, found, backends.reranker, limit, fallbacks), index)
+
+        pool = aspect_pool(pool, parts, for_part, limit)
+        timing["parts"] = (time.perf_counter() - t) * 1000
+    return Retrieval(loc, final, stages, fallbacks, timing, question=question, pool=pool, plan=plan)
 
 
 def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
@@ -164,7 +193,9 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "query": query, "notice": None,
         "step1_thinking": "", "step1_locator": None, "step1_nodes": [],
-        "step2_retrieved": [], "stages": {}, "answer": "", "evidence_found": False,
+        "step2_retrieved": [], "stages": {},
+        "context": context_dict(AssembledContext([], config.context_budget_chars, 0, 0)),
+        "answer": "", "evidence_found": False,
     }
     llm = backends.llm
     r = run_retrieval(query, index, config, backends, doc_paths, usage)
@@ -189,10 +220,20 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         result["step2_order"] = ordering_score(r.final)
 
         t = time.perf_counter()
+        plan = r.plan or plan_query(query, config.query_routing)
+        result["step1_route"] = plan.to_dict()
+        ctx = assemble_context(index, r.pool, config.context_budget_chars, query=r.question or query,
+                               leaf_share=plan.leaf_share(config.context_leaf_share))
+        timing["context"] = (time.perf_counter() - t) * 1000
+        result["context"] = context_dict(ctx)
+
+        t = time.perf_counter()
+        # the floor judges step 2's list (what retrieval is scored on), the answer reads the context
         strength = evidence_strength(r.question or query, r.final, index, backends.embedder, config)
         found = bool(r.final) and is_answerable(strength, config.evidence_floor)
         answer = synthesize(r.question or query, r.final, llm, fallbacks, usage, config=config, index=index,
-                            embedder=backends.embedder, cite=citation, evidence_found=found)
+                            embedder=backends.embedder, cite=citation, evidence_found=found,
+                            context=ctx.passages)
         result["answer"] = answer.text
         result["answer_mode"] = answer.mode
         result["answer_quotes"] = answer.quotes

@@ -24,7 +24,7 @@ from config import Config
 from evaluation.metrics import BUDGETS
 from indexing.index_store import Index
 from pipeline import Backends, run_retrieval
-from retrieval.breadth import aspect_pool
+from retrieval.breadth import aspect_pool, paragraph_first
 from retrieval.context_assembly import assemble_context
 from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored, scope_rows
 from retrieval.rerankers import rerank
@@ -221,13 +221,13 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
         top = max(cfg.final_top_k, cfg.context_pool, ctx.rerank_pool if reranking else 0)
         cands = _flat_candidates(arm, ctx, query, doc_paths, top)
         limit = max(cfg.final_top_k, cfg.context_pool)
-        pool = rerank(query, cands, ctx.backends.reranker, limit, fallbacks)
+        pool = paragraph_first(rerank(query, cands, ctx.backends.reranker, limit, fallbacks), ctx.index)
         out = _pack(pool[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
         plan = plan_query(query, cfg.query_routing)
         if cfg.aspect_retrieval and plan.route == "multi-part":  # the same breadth the tree gets
-            pool = aspect_pool(pool, plan.aspects, lambda part: rerank(
+            pool = aspect_pool(pool, plan.aspects, lambda part: paragraph_first(rerank(
                 part, _flat_candidates(arm, ctx, part, doc_paths, top), ctx.backends.reranker, limit,
-                fallbacks), limit)
+                fallbacks), ctx.index), limit)
         out.contexts = contexts_of(ctx.index, pool, query, cfg)  # untimed: latency is retrieval's
         return out
     usage = UsageMeter()

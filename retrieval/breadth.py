@@ -10,8 +10,10 @@ top-k list stays the whole question's; only what the answer step reads is widene
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from bisect import bisect_right
+from typing import Any, Callable, Sequence
 
+from indexing.chunker import paragraph_spans
 from retrieval.query_plan import QueryPlan
 from retrieval.types import LocatedNode, RetrievedChunk
 
@@ -49,3 +51,40 @@ def sub_questions(plan: QueryPlan, located: Sequence[LocatedNode], query: str) -
     subs = list(dict.fromkeys(n.sub_query.strip() for n in located if n.sub_query and n.sub_query.strip()))
     subs = [s for s in subs if s != query.strip()]
     return subs if len(subs) >= 2 else []
+
+
+def paragraph_first(pool: Sequence[RetrievedChunk], index: Any) -> list[RetrievedChunk]:
+    """Each paragraph's best hit first, in rank order; a paragraph's further windows after them.
+
+    Chunks are 200-character windows overlapping by 50, so a long paragraph that matches
+    the question fills a ranked list with windows of itself, and a reader (or an evaluation that
+    counts each piece of evidence once) gains nothing from the second window that the first did
+    not give. Every retrieval, flat or tree, lists distinct paragraphs first.
+    """
+    paragraphs: dict[str, tuple[int, list[tuple[int, int]]]] = {}
+    first: list[RetrievedChunk] = []
+    later: list[RetrievedChunk] = []
+    seen: set[tuple[str, int]] = set()
+    for hit in pool:
+        key = _paragraph_key(hit, index, paragraphs)
+        (later if key in seen else first).append(hit)
+        seen.add(key)
+    return first + later
+
+
+def _paragraph_key(hit: RetrievedChunk, index: Any, memo: dict[str, tuple[int, list[tuple[int, int]]]]
+                   ) -> tuple[str, int]:
+    """(leaf, paragraph number) of the hit's middle character; a hit whose leaf text cannot be read
+    is its own paragraph."""
+    c = hit.chunk
+    leaf = memo.get(c.source_node_id)
+    if leaf is None:
+        node = index.get_node(c.source_node_id)
+        leaf = memo[c.source_node_id] = ((node.content_start, paragraph_spans(node.content)) if node is not None
+                                         else (0, []))
+    start, spans = leaf
+    mid = (c.start_char + c.end_char) // 2 - start
+    i = bisect_right(spans, (mid, float("inf"))) - 1
+    if i >= 0 and spans[i][0] <= mid < spans[i][1]:
+        return c.source_node_id, i
+    return c.chunk_id, -1

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from indexing.chunker import Chunk, paragraph_spans
 from retrieval.extractive import widen_to_sentences
 from retrieval.types import RetrievedChunk
+from retrieval.query import QueryLike, query_text, query_tokens
 from utils.tokenizer import tokenize
 
 UNITS_PER_BUDGET = 6
@@ -77,6 +78,8 @@ class _Leaf:
     anchor: Chunk
     """A retrieved chunk of the leaf: its line and page anchor the passage's citation."""
     paragraphs: list[tuple[int, int]]
+    pages: list[tuple[int, int, int, int]] = field(default_factory=list)
+    """(start_char, end_char, page_start, page_end) of the leaf's chunks, for a paged source."""
     chosen: list[tuple[int, int]] = field(default_factory=list)
     ranks: dict[tuple[int, int], list[int]] = field(default_factory=dict)
 
@@ -105,11 +108,22 @@ def _merge(spans: Sequence[tuple[int, int]], content: str) -> list[tuple[int, in
 
 
 def _new_chars(leaf: _Leaf, a: int, b: int) -> int:
-    """Characters of [a, b) not already chosen in the leaf (what adding it costs)."""
-    covered = 0
-    for x, y in _merge(leaf.chosen, leaf.content):
-        covered += max(0, min(b, y) - max(a, x))
-    return (b - a) - covered
+    """What adding [a, b) costs: how much longer the leaf's merged passages get (new characters,
+    and the whitespace that joins the span to a passage it touches)."""
+    before = leaf.used()
+    return sum(y - x for x, y in _merge(leaf.chosen + [(a, b)], leaf.content)) - before
+
+
+def _fit(leaf: _Leaf, a: int, b: int, left: int) -> int:
+    """The largest end e in (a, b] such that [a, e) costs at most ``left`` (a if none does)."""
+    lo, hi = a, b
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _new_chars(leaf, a, mid) <= left:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _load_leaf(index: Any, chunk: Chunk) -> _Leaf | None:
@@ -121,8 +135,13 @@ def _load_leaf(index: Any, chunk: Chunk) -> _Leaf | None:
     a, b = chunk.start_char - node.content_start, chunk.end_char - node.content_start
     if a < 0 or b > len(content) or content[a:b] != chunk.text:
         return None
+    pages = []
+    rows = index.leaf_rows.get(node.node_id) if chunk.page_start else None
+    if rows is not None:
+        pages = [(c.start_char, c.end_char, c.page_start, c.page_end)
+                 for c in (index.chunks[r] for r in range(rows[0], rows[1]))]
     return _Leaf(node.node_id, chunk.doc_path, chunk.heading_path, content, node.content_start, chunk,
-                 paragraph_spans(content))
+                 paragraph_spans(content), pages)
 
 
 def _units(leaf: _Leaf, a: int, b: int, unit_chars: int) -> list[tuple[int, int]]:
@@ -137,9 +156,9 @@ def _units(leaf: _Leaf, a: int, b: int, unit_chars: int) -> list[tuple[int, int]
     return out
 
 
-def query_terms(query: str) -> set[str]:
+def query_terms(query: QueryLike) -> set[str]:
     """The question's content words: what the context should cover at least once."""
-    return set(tokenize(query))
+    return set(query_tokens(query))
 
 
 @dataclass
@@ -155,7 +174,7 @@ class AssembledContext:
         return [(p.doc_path, p.start, p.end) for p in self.passages]
 
 
-def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, *, query: str = "",
+def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, *, query: QueryLike = "",
                      leaf_share: float = 0.5, units_per_budget: int = UNITS_PER_BUDGET) -> AssembledContext:
     """The passages (reading order) the answer step reads from ``ranked`` within ``budget`` characters."""
     unit_chars = max(1, budget // max(1, units_per_budget))
@@ -175,9 +194,9 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
             if cost <= left:
                 break
         else:
-            b -= cost - left
+            b = _fit(leaf, a, b, left)
             cost = _new_chars(leaf, a, b)
-        if cost > 0:
+        if b > a and cost > 0:
             leaf.chosen.append((a, b))
             left -= cost
         leaf.ranks.setdefault((a, b), []).append(rank)
@@ -190,8 +209,8 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
         if leaf is None:
             leaf = _load_leaf(index, c)
             if leaf is None:  # no trustworthy leaf text: the chunk alone, as retrieved
-                if len(c.text) <= left and not any(p.start == c.start_char and p.doc_path == c.doc_path
-                                                   for p in loose):
+                if len(c.text) <= left and not any(p.doc_path == c.doc_path and p.start < c.end_char
+                                                   and c.start_char < p.end for p in loose):
                     loose.append(ContextPassage(c.doc_path, c.source_node_id, c.heading_path, c.start_char,
                                                 c.end_char, c.text, [rank], c))
                     left -= len(c.text)
@@ -266,7 +285,11 @@ def _span_chunk(leaf: _Leaf, a: int, b: int) -> Chunk:
         return anc.start_line - leaf.content.count("\n", off, ao)
 
     first, last = line_at(a), line_at(max(a, b - 1))
+    lo, hi = leaf.start + a, leaf.start + b
+    inside = [(p0, p1) for c0, c1, p0, p1 in leaf.pages if c0 < hi and c1 > lo and p0]
+    page_start = min((p0 for p0, _ in inside), default=anc.page_start)
+    page_end = max((p1 or p0 for p0, p1 in inside), default=anc.page_end)
     return Chunk(chunk_id=f"{leaf.node_id}_passage_{a}", text=leaf.content[a:b], source_node_id=leaf.node_id,
                  heading_path=leaf.heading_path, doc_path=leaf.doc_path, start_char=leaf.start + a,
                  end_char=leaf.start + b, start_line=max(1, first), end_line=max(1, last),
-                 page_start=anc.page_start, page_end=anc.page_end)
+                 page_start=page_start, page_end=page_end)

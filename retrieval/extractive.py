@@ -8,7 +8,8 @@ text first:
 1. chunks of one leaf whose character spans overlap or touch (only whitespace
    between) are merged into one passage, read from the leaf's own content
    (``doc_text[content_start:content_end]``), and widened to the enclosing
-   sentence boundaries;
+   sentence boundaries (not the assembled context's passages: they are read
+   as they are, so that a quote never reaches outside the context);
 2. each passage is split into sentences (the chunker's sentence ends, blank
    lines, and line breaks before list items, table rows and headings);
 3. every sentence is scored against the question with the retrieval's own
@@ -162,8 +163,11 @@ def widen_to_sentences(content: str, a: int, b: int) -> tuple[int, int]:
     return na, nb
 
 
-def build_passages(index: Any, ranked: Sequence[RetrievedChunk]) -> list[Passage]:
-    """Merge the step-2 chunks (numbered by their position, 1-based) into passages, in document order."""
+def build_passages(index: Any, ranked: Sequence[RetrievedChunk], widen: bool = True) -> list[Passage]:
+    """Merge the step-2 chunks (numbered by their position, 1-based) into passages, in document order.
+
+    ``widen`` False keeps each passage at its chunks' span: for text already cut where the answer
+    step's context ends, so that no quote reaches outside what the context holds."""
     by_leaf: dict[tuple[str, str], list[tuple[int, RetrievedChunk]]] = {}
     for rank, rc in enumerate(ranked, 1):
         by_leaf.setdefault((rc.chunk.doc_path, rc.chunk.source_node_id), []).append((rank, rc))
@@ -186,7 +190,7 @@ def build_passages(index: Any, ranked: Sequence[RetrievedChunk]) -> list[Passage
             groups.append([m])
         leaf_passages: list[Passage] = []
         for g in groups:
-            p = _passage(index, g, leaf)
+            p = _passage(index, g, leaf, widen)
             prev = leaf_passages[-1] if leaf_passages else None
             # two windows of one paragraph that do not overlap can still widen into the same sentence
             if prev is not None and prev.content is not None and p.content is not None and p.start <= prev.end:
@@ -201,14 +205,15 @@ def build_passages(index: Any, ranked: Sequence[RetrievedChunk]) -> list[Passage
     return passages
 
 
-def _passage(index: Any, group: list[tuple[int, RetrievedChunk]], leaf: tuple[str, int] | None) -> Passage:
+def _passage(index: Any, group: list[tuple[int, RetrievedChunk]], leaf: tuple[str, int] | None,
+             widen: bool = True) -> Passage:
     first = group[0][1].chunk
     ranks = [(r, rc.chunk.start_char, rc.chunk.end_char) for r, rc in group]
     start = min(rc.chunk.start_char for _, rc in group)
     end = max(rc.chunk.end_char for _, rc in group)
     if leaf is not None and all(_leaf_text(index, rc.chunk) is not None for _, rc in group):
         content, cs = leaf
-        a, b = widen_to_sentences(content, start - cs, end - cs)
+        a, b = widen_to_sentences(content, start - cs, end - cs) if widen else (start - cs, end - cs)
         anchor = (first.start_char, first.start_line)
         return Passage(first, cs + a, cs + b, content[a:b], ranks, anchor, content, cs)
     # no trustworthy leaf text: stitch the chunk texts by their spans, no widening
@@ -396,9 +401,12 @@ def _has_cjk(text: str) -> bool:
 
 
 def extract(query: QueryLike, ranked: Sequence[RetrievedChunk], index: Any, embedder: DocumentEmbedder,
-            config: Config) -> Extract:
-    """The extractive answer's quotes for ``ranked`` (step 2's order: rank i = position i)."""
-    passages = build_passages(index, ranked)
+            config: Config, *, widen: bool = True) -> Extract:
+    """The extractive answer's quotes for ``ranked`` (best first: rank i = position i).
+
+    ``widen`` False when ``ranked`` are the assembled context's passages: they already end where the
+    context ends (see ``build_passages``)."""
+    passages = build_passages(index, ranked, widen)
     sentences: list[Sentence] = []
     for i, p in enumerate(passages):
         sentences.extend(split_sentences(p, i, len(ranked)))

@@ -1,11 +1,15 @@
 """Step 3: answer from the evidence only, citing where each piece came from.
 
-Three ways to answer, one numbering: evidence number N is always step 2's #N.
+The evidence is the assembled context (``retrieval.context_assembly``): whole
+paragraphs and sections around the ranked hits, more text than step 2's top k
+and none of it twice. Evidence number N is context passage N (reading order);
+only when the context holds no passage is the evidence step 2's chunks, and N
+is step 2's #N. Three ways to answer, one numbering:
 - an LLM, over the spec's prompt, with every piece of evidence delimited so a
   document cannot forge evidence items or prompt markers (see ``build_context``);
 - ``extractive`` (no LLM, default): the sentences that answer, best first
   (``retrieval.extractive``);
-- ``concatenate`` (no LLM): the spec's mock, every chunk quoted whole.
+- ``concatenate`` (no LLM): the spec's mock, every piece quoted whole.
 
 The relevance floor (``retrieval.relevance``) decides ``evidence_found``:
 without an LLM a weak result is one line saying the documents do not answer;
@@ -15,14 +19,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from config import Config
+from indexing.chunker import Chunk
 from retrieval.types import Fallback, RetrievedChunk
 from retrieval.query import QueryLike, query_text
 from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.llm_client import forget_reply
+
+if TYPE_CHECKING:
+    from retrieval.context_assembly import ContextPassage
 
 SYNTHESIS_PROMPT = """基于以下从文档中检索到的证据，回答用户的问题。
 
@@ -69,9 +77,9 @@ def escape_evidence(text: str) -> str:
 def build_context(chunks: Sequence[tuple[int, RetrievedChunk]]) -> str:
     """The spec's ``[证据N] 来源: 章节路径`` blocks, each wrapped in ``<evidence id="N">`` tags.
 
-    ``chunks`` are (step-2 number, chunk) pairs in the order the LLM reads them.
+    ``chunks`` are (evidence number, chunk) pairs in the order the LLM reads them.
     Document text (body and heading path) is escaped, so the only tags in the
-    context are the ones written here, one pair per retrieved chunk.
+    context are the ones written here, one pair per piece of evidence.
     """
     return "\n\n".join(
         f'<evidence id="{n}">\n[证据{n}] 来源: {escape_evidence(one_line(rc.chunk.heading_path))}\n'
@@ -90,15 +98,48 @@ def not_answered(query: str) -> str:
     return NOT_ANSWERED_ZH if is_chinese(query) else NOT_ANSWERED_EN
 
 
-def concatenated_answer(query: str, ranked: Sequence[RetrievedChunk]) -> str:
-    """The spec's mock answer: every retrieved chunk, whole, numbered as in step 2."""
-    if not ranked:
+def concatenated_answer(query: str, numbered: Sequence[tuple[int, RetrievedChunk]]) -> str:
+    """The spec's mock answer: every piece of evidence, whole, in the order of its number."""
+    if not numbered:
         return not_answered(query)
     head = "根据检索结果:" if is_chinese(query) else "Based on the retrieved evidence:"
     lines = [head]
-    for i, rc in enumerate(ranked, 1):
-        lines.append(f'[{i}] (来源: {rc.chunk.heading_path}) "{one_line(rc.chunk.text)}"')
+    for n, rc in sorted(numbered, key=lambda p: p[0]):
+        lines.append(f'[{n}] (来源: {rc.chunk.heading_path}) "{one_line(rc.chunk.text)}"')
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What step 3 reads, each piece under the number the answer cites it by."""
+
+    read: list[tuple[int, RetrievedChunk]]
+    """Reading order (document, position): how the LLM reads it (DOS-RAG)."""
+    ranked: list[tuple[int, RetrievedChunk]]
+    """Best first: the extractive answer's rank prior."""
+    source: Literal["context", "step2"]
+    """context: N is context passage N; step2: N is step 2's #N."""
+
+
+def step2_evidence(ranked: Sequence[RetrievedChunk]) -> Evidence:
+    """Step 2's chunks numbered as step 2 shows them: the answer when no context could be assembled."""
+    numbered = list(enumerate(ranked, 1))
+    read = sorted(numbered, key=lambda p: (p[1].chunk.doc_path, p[1].row, p[1].chunk.start_char))
+    return Evidence(read, numbered, "step2")
+
+
+def context_evidence(passages: Sequence["ContextPassage"]) -> Evidence:
+    """The assembled context's passages (already in reading order), numbered 1..n as the terminal
+    lists them. Each is read as a chunk carrying its own span, so citations cite what was read."""
+    numbered = [(n, RetrievedChunk(_passage_chunk(p), 0.0, {})) for n, p in enumerate(passages, 1)]
+    best_first = sorted(range(len(passages)), key=lambda i: (passages[i].best_rank, i))
+    return Evidence(numbered, [numbered[i] for i in best_first], "context")
+
+
+def _passage_chunk(p: "ContextPassage") -> Chunk:
+    if p.chunk is None:  # assemble_context always sets it: a passage without one cannot be cited
+        raise ValueError(f"context passage {p.doc_path}:{p.start}-{p.end} has no chunk record")
+    return p.chunk
 
 
 @dataclass
@@ -107,41 +148,54 @@ class Answer:
     mode: str
     """llm | extractive | concatenate | none (nothing to answer from)."""
     quotes: list[dict[str, Any]] = field(default_factory=list)
-    """Extractive quotes: text, citation, step-2 numbers, score (for --json and the run log)."""
+    """Extractive quotes: text, citation, evidence numbers ("ranks"), score (for --json and the run log)."""
 
 
-def extractive_text(query: str, quotes: list[dict[str, Any]]) -> str:
-    zh = is_chinese(query)
-    head = ("根据检索结果（最相关的句子在前，[N] 即第 2 步的 #N）:" if zh else
-            "From the retrieved evidence (most relevant sentence first; [N] is step 2's #N):")
-    lines = [head]
+_EXTRACTIVE_HEAD = {
+    ("context", True): "根据检索结果（最相关的句子在前，[N] 即上下文段落 N）:",
+    ("context", False): "From the retrieved evidence (most relevant sentence first; [N] is context passage N):",
+    ("step2", True): "根据检索结果（最相关的句子在前，[N] 即第 2 步的 #N）:",
+    ("step2", False): "From the retrieved evidence (most relevant sentence first; [N] is step 2's #N):",
+}
+"""The head says what [N] refers to, so a reader can follow a quote to the text it came from."""
+
+
+def extractive_text(query: str, quotes: list[dict[str, Any]],
+                    source: Literal["context", "step2"] = "step2") -> str:
+    lines = [_EXTRACTIVE_HEAD[(source, is_chinese(query))]]
     for q in quotes:
         nums = "".join(f"[{n}]" for n in q["ranks"])
         lines.append(f'{nums} "{q["text"]}" ({q["citation"]}, {q["heading_path"]})')
     return "\n".join(lines)
 
 
-def offline_answer(question: QueryLike, ranked: Sequence[RetrievedChunk], config: Config, index: Any,
+def offline_answer(question: QueryLike, evidence: Evidence, config: Config, index: Any,
                    embedder: Any, cite: Callable[[Any], str]) -> Answer:
     """The no-LLM answer in ``config.answer_mode`` (evidence assumed relevant)."""
     query = query_text(question)
     if config.answer_mode == "concatenate":
-        return Answer(concatenated_answer(query, ranked), "concatenate")
+        return Answer(concatenated_answer(query, evidence.read), "concatenate")
     from retrieval.extractive import extract
 
-    ex = extract(question, ranked, index, embedder, config)
+    # extract numbers its input by position (best first); the answer cites the evidence's own numbers
+    numbers = [n for n, _ in evidence.ranked]
+    ex = extract(question, [rc for _, rc in evidence.ranked], index, embedder, config,
+                 widen=evidence.source == "step2")
     if not ex.quotes:
-        return Answer(concatenated_answer(query, ranked), "concatenate")
-    quotes = [{"ranks": q.ranks, "text": q.text, "citation": cite(q.chunk), "heading_path": q.chunk.heading_path,
-               "doc_path": q.chunk.doc_path, "start_char": q.chunk.start_char, "end_char": q.chunk.end_char,
+        return Answer(concatenated_answer(query, evidence.read), "concatenate")
+    quotes = [{"ranks": sorted(numbers[r - 1] for r in q.ranks), "text": q.text, "citation": cite(q.chunk),
+               "heading_path": q.chunk.heading_path, "doc_path": q.chunk.doc_path,
+               "start_char": q.chunk.start_char, "end_char": q.chunk.end_char,
                "score": round(q.score, 4), "dense": round(q.dense, 4)} for q in ex.quotes]
-    return Answer(extractive_text(query, quotes), "extractive", quotes)
+    return Answer(extractive_text(query, quotes, evidence.source), "extractive", quotes)
 
 
 def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks: list[Fallback],
                usage: Any = None, *, config: Config | None = None, index: Any = None, embedder: Any = None,
-               cite: Callable[[Any], str] | None = None, evidence_found: bool = True) -> Answer:
-    """Answer from ``ranked`` (step 2's order). No evidence means no LLM call.
+               cite: Callable[[Any], str] | None = None, evidence_found: bool = True,
+               context: Sequence["ContextPassage"] = ()) -> Answer:
+    """Answer from the assembled ``context``, or from ``ranked`` (step 2's order) when it has no
+    passage. No evidence means no LLM call.
 
     ``llm`` None means no LLM: the offline answer, or one line when the
     evidence is below the relevance floor. An LLM failure degrades to the
@@ -152,20 +206,19 @@ def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, 
     cite = cite or (lambda c: c.doc_path)
     if not ranked:
         return Answer(not_answered(query), "none")
+    evidence = context_evidence(context) if context else step2_evidence(ranked)
     if llm is None:
         if not evidence_found:
             return Answer(not_answered(query), "none")
-        return offline_answer(question, ranked, config, index, embedder, cite)
-    # the LLM reads the evidence in document order (DOS-RAG), numbered as in step 2
-    numbered = sorted(enumerate(ranked, 1), key=lambda p: (p[1].chunk.doc_path, p[1].row, p[1].chunk.start_char))
-    prompt = build_prompt(query, numbered, evidence_found)
+        return offline_answer(question, evidence, config, index, embedder, cite)
+    prompt = build_prompt(query, evidence.read, evidence_found)
 
     def degrade(reason: str) -> Answer:
         if not evidence_found:
             fallbacks.append(Fallback("synthesis", reason, "not-answered line (evidence below the floor)"))
             return Answer(not_answered(query), "none")
         fallbacks.append(Fallback("synthesis", reason, f"{config.answer_mode} answer"))
-        return offline_answer(question, ranked, config, index, embedder, cite)
+        return offline_answer(question, evidence, config, index, embedder, cite)
 
     try:
         resp = llm.generate(prompt, max_tokens=1024, system=SYNTHESIS_SYSTEM)

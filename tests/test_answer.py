@@ -13,11 +13,12 @@ from pipeline import Backends, citation, run_pipeline
 from retrieval.extractive import build_passages, extract
 
 from retrieval.synthesizer import (NOT_ANSWERED_EN, NOT_ANSWERED_ZH, SYNTHESIS_SYSTEM, WEAK_EVIDENCE_NOTE,
-                                   build_context)
+                                   build_context, escape_evidence)
 from retrieval.types import RetrievedChunk
 from tests.conftest import TEST_PAPER, run_cli
 from tree_builder.visualizer import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
 from utils.llm_client import MockLLM
+from utils.oneline import one_line
 from utils.render import json_safe, render_result, terminal_safe
 
 
@@ -71,7 +72,8 @@ def test_extractive_answer_leads_with_the_best_sentence_and_cites_it(paper_index
     assert quotes and "73.2%" in quotes[0]["text"]
     doc = TEST_PAPER.read_text(encoding="utf-8")
     lines = doc.split("\n")
-    hits = res["step2_retrieved"]
+    passages = res["context"]["passages"]
+    assert res["answer"].splitlines()[0].endswith("[N] is context passage N):")
     for q in quotes:
         # the quote is the document's own text, a whole sentence or more
         assert " ".join(doc[q["start_char"]:q["end_char"]].split()) == q["text"]
@@ -80,10 +82,12 @@ def test_extractive_answer_leads_with_the_best_sentence_and_cites_it(paper_index
         assert m, q["citation"]
         first, last = int(m.group(1)), int(m.group(2) or m.group(1))
         assert q["text"].split()[0] in lines[first - 1] and q["text"].split()[-1] in lines[last - 1]
-        # [N] is step 2's #N: that chunk overlaps the quote
+        # [N] is context passage N: the quote lies inside that passage
+        assert q["ranks"]
         for n in q["ranks"]:
-            h = hits[n - 1]
-            assert h["rank"] == n and h["start_char"] < q["end_char"] and h["end_char"] > q["start_char"]
+            p = passages[n - 1]
+            assert p["start_char"] <= q["start_char"] and q["end_char"] <= p["end_char"]
+            assert q["heading_path"] == p["heading_path"] and q["doc_path"] == p["doc_path"]
         assert "".join(f"[{n}]" for n in q["ranks"]) + f' "{q["text"]}"' in res["answer"]
     assert res["answer"].splitlines()[1].startswith("".join(f"[{n}]" for n in quotes[0]["ranks"]))
     assert [q["score"] for q in quotes] == sorted((q["score"] for q in quotes), reverse=True)
@@ -98,13 +102,15 @@ def test_extractive_answer_stays_within_budget(paper_index) -> None:
     assert len(quotes) <= cfg.answer_max_sentences
 
 
-def test_concatenate_mode_is_the_spec_mock_in_step2_order(paper_index) -> None:
+def test_concatenate_mode_is_the_spec_mock_over_the_context(paper_index) -> None:
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
                        Config(answer_mode="concatenate"), backends())
     lines = res["answer"].splitlines()
+    passages = res["context"]["passages"]
     assert res["answer_mode"] == "concatenate" and lines[0] == "Based on the retrieved evidence:"
-    for i, h in enumerate(res["step2_retrieved"], 1):
-        assert lines[i] == f'[{i}] (来源: {h["heading_path"]}) "{" ".join(h["text"].split())}"'
+    assert len(lines) == len(passages) + 1 and len(passages) > len(res["step2_retrieved"])
+    for i, p in enumerate(passages, 1):  # every passage whole, numbered as the context lists it
+        assert lines[i] == f'[{i}] (来源: {p["heading_path"]}) "{" ".join(p["text"].split())}"'
 
 
 def test_chinese_question_is_answered_with_chinese_head(paper_index) -> None:
@@ -197,8 +203,8 @@ def test_forged_evidence_block_cannot_add_an_evidence_item(tmp_path: Path) -> No
 
     res = run_pipeline("What is the budget of the project?", index, Config(evidence_floor=0.0),
                        backends(ScriptedLLM(reply)))
-    n = len(res["step2_retrieved"])
-    assert n >= 1 and any("[证据99]" in h["text"] for h in res["step2_retrieved"])
+    n = len(res["context"]["passages"])  # one evidence block per context passage
+    assert n >= 1 and any("[证据99]" in p["text"] for p in res["context"]["passages"])
     prompt = prompts[0].prompt
     opened = re.findall(r'<evidence id="(\d+)">', prompt)
     assert sorted(int(i) for i in opened) == list(range(1, n + 1))
@@ -212,6 +218,63 @@ def test_forged_evidence_block_cannot_add_an_evidence_item(tmp_path: Path) -> No
     assert "[证据99]" not in outside and "what is the budget?" not in outside and "1 euro" not in outside
     assert outside.count("请回答:") == 1 and prompt.rstrip().endswith("请回答:")
     assert prompts[0].system == SYNTHESIS_SYSTEM
+
+
+def test_llm_reads_each_context_passage_once_in_reading_order(paper_index) -> None:
+    prompts: list[str] = []
+
+    def reply(req):
+        if req.json_mode:
+            return '{"thinking": "", "results": []}'
+        prompts.append(req.prompt)
+        return "answer"
+
+    res = run_pipeline("Why does AdaRouter beat the static baseline?", paper_index, Config(),
+                       backends(ScriptedLLM(reply)))
+    passages = res["context"]["passages"]
+    assert len(passages) > len(res["step2_retrieved"])  # the context reads beyond step 2's top k
+    assert [(p["doc_path"], p["start_char"]) for p in passages] == sorted((p["doc_path"], p["start_char"])
+                                                                          for p in passages)
+    blocks = re.findall(r'<evidence id="(\d+)">\n(.*?)\n</evidence>', prompts[0], re.S)
+    assert [int(n) for n, _ in blocks] == list(range(1, len(passages) + 1))
+    for (n, body), p in zip(blocks, passages):
+        head = f"[证据{n}] 来源: {escape_evidence(one_line(p['heading_path']))}"
+        assert body == f"{head}\n{escape_evidence(p['text'])}"
+    assert sum(len(p["text"]) for p in passages) <= res["context"]["budget"]
+
+
+def test_without_context_passages_the_answer_reads_step2(paper_index, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline
+    from retrieval.context_assembly import AssembledContext
+
+    monkeypatch.setattr(pipeline, "assemble_context",
+                        lambda index, ranked, budget, **kw: AssembledContext([], budget, 0, 0))
+    res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends())
+    assert res["context"]["passages"] == [] and res["answer_mode"] == "extractive"
+    assert res["answer"].splitlines()[0].endswith("[N] is step 2's #N):")
+    hits = res["step2_retrieved"]
+    for q in res["answer_quotes"]:  # [N] is step 2's #N: that chunk overlaps the quote
+        for n in q["ranks"]:
+            h = hits[n - 1]
+            assert h["rank"] == n and h["start_char"] < q["end_char"] and h["end_char"] > q["start_char"]
+    assert "the answer reads step 2's chunks ([N] is #N)" in render_result(res)
+    concat = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
+                          Config(answer_mode="concatenate"), backends())  # the spec's mock, as before
+    quoted = [f'[{h["rank"]}] (来源: {h["heading_path"]}) "{one_line(h["text"])}"' for h in concat["step2_retrieved"]]
+    assert concat["answer"].splitlines()[1:] == quoted
+
+
+def test_extractive_quotes_stay_inside_passages_cut_mid_sentence(paper_index) -> None:
+    """A small budget reads windows that start mid-sentence: the quote is not widened past them."""
+    doc = TEST_PAPER.read_text(encoding="utf-8")
+    res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(context_budget_chars=200),
+                       backends())
+    passages = res["context"]["passages"]
+    assert any(not re.search(r"(^|[.!?]\s+|\n)$", doc[:p["start_char"]]) for p in passages), "a cut passage"
+    assert res["answer_quotes"]
+    for q in res["answer_quotes"]:
+        assert any(p["start_char"] <= q["start_char"] and q["end_char"] <= p["end_char"]
+                   for p in (passages[n - 1] for n in q["ranks"])), q
 
 
 def test_build_context_escapes_heading_paths() -> None:

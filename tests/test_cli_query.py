@@ -32,11 +32,21 @@ def test_query_prints_the_spec_layout(paper_index_dir: Path, log_env) -> None:
     scores = [l for l in out if l.startswith("     dense=")]
     assert scores and all(re.fullmatch(r"     dense=-?\d+\.\d\d  bm25=\d+\.\d\d  fused=\d+\.\d\d  section=-?\d+\.\d\d", l)
                           for l in scores)
-    # the answer's [N] are step 2's #N
+    # between step 2 and step 3, the context step 3 read, each passage numbered
+    heads = [i for i, l in enumerate(out) if l.startswith(">>> ")]
+    assert [out[i].split(":")[0] for i in heads] == [">>> Step 1", ">>> Step 2", ">>> Context", ">>> Step 3"]
+    ctx_at = heads[2]
+    m = re.fullmatch(r">>> Context: (\d+) passages?, (\d+) of 6000 characters \(from (\d+) hits\)", out[ctx_at])
+    assert m and 0 < int(m.group(2)) <= 6000, out[ctx_at]
+    listed = out[ctx_at + 1:ctx_at + 1 + int(m.group(1))]
+    assert all(re.fullmatch(r'  \[\d+\] .+  \(test_paper\.md:L\d+(-L\d+)?\)  ".{1,80}"', l) for l in listed), listed
+    shown = [int(re.match(r"  \[(\d+)\]", l).group(1)) for l in listed]
+    assert shown == list(range(1, len(listed) + 1))
+    # the answer's [N] are the context's passage numbers
     step3 = out[out.index(">>> Step 3: Answer") + 1:]
+    assert step3[0].endswith("[N] is context passage N):")
     nums = {int(n) for l in step3 for n in re.findall(r"^\[(\d+)\]", l)}
-    shown = {int(m.group(1)) for l in out for m in [re.match(r"  #(\d+) ", l)] if m}
-    assert nums and nums <= shown
+    assert nums and nums <= set(shown)
     assert "no LLM configured" in proc.stderr
 
 
@@ -47,9 +57,12 @@ def test_query_json_is_only_json(paper_index_dir: Path, log_env) -> None:
     data = json.loads(proc.stdout)
     assert data["query"] == "How many epochs?"
     assert len(data["step2_retrieved"]) <= 3 and data["config"]["fusion"] == "rrf"
-    for key in ("step1_thinking", "step1_nodes", "step2_retrieved", "answer", "timing_ms", "providers",
+    for key in ("step1_thinking", "step1_nodes", "step2_retrieved", "context", "answer", "timing_ms", "providers",
                 "fallbacks", "usage"):
         assert key in data
+    ctx = data["context"]
+    assert ctx["passages"] and ctx["used"] <= ctx["budget"] == data["config"]["context_budget_chars"]
+    assert all(p["citation"].startswith("test_paper.md:L") for p in ctx["passages"])
 
 
 def test_mock_query_uses_keyword_locator(paper_index_dir: Path, log_env) -> None:
@@ -130,8 +143,30 @@ def test_history_and_show_round_trip(paper_index_dir: Path, log_env) -> None:
     assert json.loads(shown.stdout)["run_id"] == run_id
     text = run_cli("show", run_id[:8], env=log_env)
     assert ">>> Step 2: Hybrid Retrieval + Rerank" in text.stdout
+    # a run printed by `query` prints the same from the log, context included
+    printed = run_cli("query", "--index", str(paper_index_dir), "--query", "What is the Static Router baseline?",
+                      env=log_env)
+    footer_id = re.search(r"\| run ([0-9a-f]{8})\]", printed.stdout).group(1)
+    again = run_cli("show", footer_id, env=log_env)
+    assert ">>> Context: " in printed.stdout and again.stdout == printed.stdout
     missing = run_cli("show", "ffffffffffff", env=log_env)
     assert missing.returncode != 0 and "no recorded run" in missing.stderr
+
+
+def test_show_prints_runs_logged_before_context_assembly(paper_index_dir: Path, log_env) -> None:
+    from utils.run_log import RunLog
+
+    q = run_cli("query", "--index", str(paper_index_dir), "--query", "How many epochs?", "--json", "--no-log",
+                env=log_env)
+    old = json.loads(q.stdout)
+    del old["context"]
+    old["run_id"] = "0123456789abcdef"
+    assert RunLog(Path(log_env["TREERAG_LOG"]), warn=print).record(old)
+    shown = run_cli("show", "0123456789", env=log_env)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout.splitlines()
+    assert ">>> Step 2: Hybrid Retrieval + Rerank" in out and ">>> Step 3: Answer" in out
+    assert not any(l.startswith(">>> Context") for l in out)
 
 
 def test_no_log_records_nothing(paper_index_dir: Path, log_env) -> None:

@@ -134,10 +134,18 @@ def test_not_answered_line_language() -> None:
 def test_run_pipeline_schema_and_citations(paper_index) -> None:
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends())
     for key in ("query", "step1_thinking", "step1_nodes", "step2_retrieved", "answer", "timing_ms",
-                "providers", "fallbacks", "usage", "stages", "run_id", "index", "config"):
+                "providers", "fallbacks", "usage", "stages", "run_id", "index", "config", "context"):
         assert key in res
     assert res["step1_locator"] == "hybrid"
-    assert set(res["timing_ms"]) == {"locate", "retrieve", "rerank", "synthesize", "total"}
+    assert set(res["timing_ms"]) == {"locate", "retrieve", "rerank", "context", "synthesize", "total"}
+    steps = list(res["timing_ms"])
+    assert steps.index("rerank") < steps.index("context") < steps.index("synthesize")
+    ctx = res["context"]
+    assert ctx["budget"] == Config().context_budget_chars and 0 < ctx["used"] <= ctx["budget"]
+    assert 0 < ctx["hits_read"] <= Config().context_pool
+    for p in ctx["passages"]:
+        assert p["citation"].startswith("test_paper.md:L") and p["text"] and p["ranks"]
+        assert {"doc_path", "node_id", "heading_path", "start_char", "end_char", "start_line", "end_line"} <= set(p)
     assert res["providers"]["embedder"]["name"] == "hash"
     assert res["providers"]["reranker"] == {"name": "none", "model": None, "answered": True}
     for item in res["step2_retrieved"]:
@@ -168,6 +176,7 @@ def test_stopword_only_query_is_answered_without_models(paper_index) -> None:
     for q in ("the of and?", "的了是吗？", "?!...", "what is it"):
         res = run_pipeline(q, paper_index, Config(), b)
         assert res["notice"] and res["step1_nodes"] == [] and res["step2_retrieved"] == []
+        assert res["context"] == {"budget": Config().context_budget_chars, "used": 0, "hits_read": 0, "passages": []}
 
 
 def test_llm_pipeline_end_to_end_with_usage(paper_index) -> None:
@@ -214,7 +223,7 @@ def test_no_evidence_means_no_llm_call(paper_index) -> None:
     # an empty scope: the locator's fallback (hybrid) finds nothing either
     res = run_pipeline("zebra giraffe okapi", paper_index, cfg, backends(llm), doc_paths=set())
     assert res["step2_retrieved"] == [] and res["answer"] == "The indexed documents do not answer this question."
-    assert res["evidence_found"] is False
+    assert res["evidence_found"] is False and res["context"]["passages"] == []
     assert len(llm.requests) == 1  # the locating call only
 
 
@@ -260,7 +269,7 @@ def test_one_model_call_for_the_query_vector_per_run(paper_index, order: str) ->
 @pytest.mark.parametrize("order", ["auto", "union", "fused"])
 def test_the_question_is_tokenised_once_per_run(paper_index, monkeypatch: pytest.MonkeyPatch, order: str) -> None:
     """One query object carries tokens and vector through locating, retrieval, the floor and the
-    answer; only the stop-word guard (before any model runs) reads the text again."""
+    answer; only the stop-word guard (before any model runs) and context assembly read the text again."""
     import utils.tokenizer as tk
 
     q = "How many epochs was the model trained for?"
@@ -289,4 +298,6 @@ def test_the_question_is_tokenised_once_per_run(paper_index, monkeypatch: pytest
     b = Backends(embedder=_Dense(), reranker=None, llm=None)
     res = run_pipeline(q, paper_index, Config(candidate_order=order, safety_net=True), b)
     assert res["step2_retrieved"] and res["answer"]
-    assert len(seen) == 2, len(seen)  # the stop-word guard and Query.build
+    # the stop-word guard, Query.build and context assembly's coverage check (assemble_context takes
+    # the question as text, not the Query: a third tokenisation until it accepts one)
+    assert len(seen) == 3, len(seen)

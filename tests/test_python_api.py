@@ -28,6 +28,7 @@ def test_ask_returns_a_typed_result_equal_to_query_json(paper_index_dir: Path) -
     assert first.citation.startswith(first.doc_path) and "section_score" in first.scores
     assert r.located and {"node_id", "heading_path"} <= set(r.located[0])
     assert r.timing_ms["total"] > 0
+    assert r.to_dict()["context"]["passages"]  # what step 3 read travels with the result, as in --json
     proc = run_cli("query", "--index", str(paper_index_dir), "--query", Q, "--json", "--no-log", "--llm", "mock")
     assert proc.returncode == 0, proc.stderr
     assert _stable(r.to_dict()) == _stable(json.loads(proc.stdout))

@@ -58,3 +58,18 @@ def test_spec_query_reaches_its_leaves(onnx_index, q: dict) -> None:
         assert set(got) <= expected | set(q.get("acceptable_leaves", [])), got
     else:
         assert expected <= set(got), got
+
+
+@pytest.mark.parametrize("q", [q for q in _queries() if q["query"] in SPEC_QUERIES], ids=lambda q: q["id"])
+def test_spec_query_answer_quotes_its_leaves_from_the_context(onnx_index, q: dict) -> None:
+    """Without an LLM, the best quote comes from a context passage of one of the query's leaves."""
+    from pipeline import Backends, run_pipeline
+
+    index, emb = onnx_index
+    res = run_pipeline(q["query"], index, Config(), Backends(embedder=emb, reranker=None, llm=None))
+    assert res["evidence_found"] and res["answer_mode"] == "extractive"
+    best = res["answer_quotes"][0]
+    passage = res["context"]["passages"][best["ranks"][0] - 1]
+    assert passage["start_char"] <= best["start_char"] and best["end_char"] <= passage["end_char"]
+    leaves = set(q["expected_leaves"]) | set(q.get("acceptable_leaves", []))
+    assert index.nodes[passage["node_id"]].heading in leaves, passage["heading_path"]

@@ -8,8 +8,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from utils.oneline import one_line
+
 RULE = "=" * 60
 EXCERPT_CHARS = 120
+CONTEXT_EXCERPT_CHARS = 80
 
 #: ANSI/VT escape sequences (CSI, OSC, DCS/SOS/PM/APC strings, two-byte ESC codes), in 7- and 8-bit form.
 _ESCAPE_SEQ = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
@@ -79,6 +82,11 @@ def _render(result: dict[str, Any]) -> str:
     nodes = result.get("step1_nodes", [])
     out.append(">>> Step 1: Node Locating")
     out.append(f"Thinking: {result.get('step1_thinking', '')}")
+    route = result.get("step1_route")
+    if route:  # runs logged before query routing have none
+        parts = route.get("aspects") or []
+        shown = f" — parts: {' | '.join(parts)}" if route.get("route") == "multi-part" else ""
+        out.append(f"Route: {route.get('route')} ({route.get('reason')}){shown}")
     out += _fallback_lines(result, "locate")
     out.append(f"Located {len(nodes)} leaf nodes:")
     for n in nodes:
@@ -109,12 +117,30 @@ def _render(result: dict[str, Any]) -> str:
         out.append("     " + "  ".join(parts))
         out.append("")
 
+    out += _context_lines(result.get("context"), bool(hits))
     out.append(">>> Step 3: Answer")
     out += _fallback_lines(result, "synthesis")
     out.append(result.get("answer", ""))
     out.append(footer(result))
     out.append(RULE)
     return "\n".join(out)
+
+
+def _context_lines(ctx: dict[str, Any] | None, had_hits: bool) -> list[str]:
+    """What step 3 read, numbered: the answer's [N] is passage N here. Runs logged before context
+    assembly carry no context and print as they did."""
+    if not ctx:
+        return []
+    passages = ctx.get("passages") or []
+    n = len(passages)
+    out = [f">>> Context: {n} passage{'' if n == 1 else 's'}, {ctx.get('used', 0)} of {ctx.get('budget', 0)} "
+           f"characters (from {ctx.get('hits_read', 0)} hits)"]
+    for i, p in enumerate(passages, 1):
+        out.append(f'  [{i}] {p["heading_path"]}  ({p["citation"]})  "{one_line(p["text"], CONTEXT_EXCERPT_CHARS)}"')
+    if not passages and had_hits:
+        out.append("  no passage could be read: the answer reads step 2's chunks ([N] is #N)")
+    out.append("")
+    return out
 
 
 def footer(result: dict[str, Any]) -> str:

@@ -1,0 +1,169 @@
+"""Between steps 2 and 3: the ranked hits become the passages the answer reads (retrieval.context_assembly).
+
+Built on the bundled test paper (hash embeddings, ``paper_index``): each leaf there is one or two
+paragraphs of 100-600 characters, cut into 200-character windows that overlap by 50.
+"""
+from __future__ import annotations
+
+import pytest
+
+from config import Config
+from indexing.embedder import make_embedder
+from pipeline import Backends, run_retrieval
+from retrieval.context_assembly import AssembledContext, assemble_context
+from retrieval.types import RetrievedChunk
+from tests.conftest import TEST_PAPER
+
+QUERIES = ("What is AdaRouter's accuracy on EUR/USD?", "Why does AdaRouter beat the static baseline?",
+           "How many epochs was the model trained for?", "What algorithm does the router use?",
+           "AdaRouter在EUR/USD上的准确率是多少？")
+DOC = TEST_PAPER.read_text(encoding="utf-8")
+
+
+def pool_of(index, query: str) -> list[RetrievedChunk]:
+    """Step 2's ranked pool for ``query``, as run_pipeline assembles from it."""
+    b = Backends(embedder=make_embedder("hash", Config()), reranker=None, llm=None)
+    return run_retrieval(query, index, Config(), b).pool
+
+
+def hits(index, *chunk_ids: str) -> list[RetrievedChunk]:
+    """A ranked list by hand: the chunks named, rank 1 first."""
+    rows = {c.chunk_id: i for i, c in enumerate(index.chunks)}
+    return [RetrievedChunk(index.chunks[rows[cid]], 1.0, {}, row=rows[cid]) for cid in chunk_ids]
+
+
+def chunk(index, chunk_id: str):
+    return next(c for c in index.chunks if c.chunk_id == chunk_id)
+
+
+def line_of(offset: int) -> int:
+    return DOC.count("\n", 0, offset) + 1
+
+
+def check_context(ctx: AssembledContext, ranked: list[RetrievedChunk], budget: int) -> None:
+    """What every assembled context must be, whatever the hits and the budget."""
+    assert sum(len(p.text) for p in ctx.passages) <= budget and ctx.used <= budget
+    assert 0 <= ctx.hits_read <= len(ranked)
+    keys = [(p.doc_path, p.start) for p in ctx.passages]
+    assert keys == sorted(keys), "reading order: document, then position"
+    for p, q in zip(ctx.passages, ctx.passages[1:]):
+        assert p.doc_path != q.doc_path or p.end <= q.start, f"overlap {p.start}-{p.end} / {q.start}-{q.end}"
+    for p in ctx.passages:
+        assert p.text and p.text == DOC[p.start:p.end] and p.text.strip() == p.text
+        # the citation record is the passage's own span and lines
+        c = p.chunk
+        assert c is not None and (c.text, c.start_char, c.end_char) == (p.text, p.start, p.end)
+        assert (c.start_line, c.end_line) == (line_of(p.start), line_of(p.end - 1))
+        assert (c.doc_path, c.source_node_id, c.heading_path) == (p.doc_path, p.node_id, p.heading_path)
+        # ranks name hits of this leaf that lie (at least partly) inside the passage
+        assert p.ranks == sorted(set(p.ranks)) and all(1 <= r <= len(ranked) for r in p.ranks)
+        for r in p.ranks:
+            h = ranked[r - 1].chunk
+            assert h.source_node_id == p.node_id and h.start_char < p.end and h.end_char > p.start
+
+
+@pytest.mark.parametrize("budget", [200, 1000, 2000, 4000, 6000])
+@pytest.mark.parametrize("query", QUERIES)
+def test_context_is_the_documents_text_within_budget_in_reading_order(paper_index, query: str, budget: int) -> None:
+    pool = pool_of(paper_index, query)
+    ctx = assemble_context(paper_index, pool, budget, query=query, leaf_share=Config().context_leaf_share)
+    assert ctx.passages and ctx.budget == budget
+    check_context(ctx, pool, budget)
+
+
+@pytest.mark.parametrize("case", ["two windows, later one first", "a real pool at 5,000 characters"])
+def test_a_hit_cut_to_the_budget_stays_within_it(paper_index, case: str) -> None:
+    if case.startswith("two"):
+        ranked, budget, query = hits(paper_index, "0001_chunk_01", "0001_chunk_00"), 221, ""
+    else:
+        query = "How many epochs was the model trained for?"
+        ranked, budget = pool_of(paper_index, query), 5000
+    ctx = assemble_context(paper_index, ranked, budget, query=query)
+    assert ctx.used <= budget and sum(len(p.text) for p in ctx.passages) <= budget
+
+
+def test_whitespace_joining_two_units_is_charged(paper_index) -> None:
+    ctx = assemble_context(paper_index, hits(paper_index, "0013_chunk_00", "0013_chunk_02"), 424)
+    assert sum(len(p.text) for p in ctx.passages) <= 424
+
+
+def test_a_hit_is_read_as_its_paragraph_when_that_fits_the_unit(paper_index) -> None:
+    # rank 1 starts mid-paragraph (4.2 Performance, first paragraph: 279 characters); the other leaves'
+    # hits use up the budget, so nothing grows afterwards
+    first = chunk(paper_index, "0014_chunk_01")
+    leaf = paper_index.get_node(first.source_node_id)
+    para_end = leaf.content.index("\n\n")
+    others = [c.chunk_id for c in paper_index.chunks if c.source_node_id != leaf.node_id]
+    ranked = hits(paper_index, first.chunk_id, *others)
+
+    def passage_of_rank1(units_per_budget: int):
+        ctx = assemble_context(paper_index, ranked, 1800, units_per_budget=units_per_budget)
+        check_context(ctx, ranked, 1800)
+        return next(p for p in ctx.passages if 1 in p.ranks)
+
+    whole = passage_of_rank1(6)  # unit 300 >= 279: the whole paragraph
+    assert first.start_char > leaf.content_start
+    assert (whole.start, whole.end) == (leaf.content_start, leaf.content_start + para_end)
+    cut = passage_of_rank1(12)  # unit 150 < 279: the hit's own sentences, not the paragraph's start
+    assert leaf.content_start < cut.start <= first.start_char and cut.end == whole.end
+
+
+def test_overlapping_hits_of_one_leaf_are_one_passage_paid_once(paper_index) -> None:
+    a, b = chunk(paper_index, "0005_chunk_01"), chunk(paper_index, "0005_chunk_02")
+    assert a.source_node_id == b.source_node_id and b.start_char < a.end_char
+    ranked = hits(paper_index, a.chunk_id, b.chunk_id)
+    ctx = assemble_context(paper_index, ranked, 450)  # less than the leaf (570): nothing grows to it
+    check_context(ctx, ranked, 450)
+    assert len(ctx.passages) == 1
+    p = ctx.passages[0]
+    assert p.ranks == [1, 2] and p.start <= a.start_char and b.end_char <= p.end
+    assert p.text.count(DOC[b.start_char:a.end_char]) == 1  # the overlap is read once
+    assert ctx.used == len(p.text)  # each character paid for once
+
+
+def test_one_leaf_takes_at_most_its_share_while_other_leaves_wait(paper_index) -> None:
+    # four hits of one leaf (570 characters, more than the budget) ranked above one hit of another leaf
+    crowd = [c.chunk_id for c in paper_index.chunks if c.source_node_id == "0005"]
+    ranked = hits(paper_index, *crowd, "0014_chunk_00")
+    other = len(ranked)
+    shared = assemble_context(paper_index, ranked, 500, leaf_share=0.5)
+    greedy = assemble_context(paper_index, ranked, 500, leaf_share=1.0)
+    for ctx in (shared, greedy):
+        check_context(ctx, ranked, 500)
+    assert any(other in p.ranks for p in shared.passages), "the other leaf's hit is read"
+    assert not any(other in p.ranks for p in greedy.passages), "without the share the first leaf takes it all"
+    crowd_chars = sum(len(p.text) for p in shared.passages if p.node_id == "0005")
+    assert crowd_chars < sum(len(p.text) for p in greedy.passages if p.node_id == "0005")
+
+
+def test_leftover_budget_grows_a_passage_to_its_paragraph_then_its_leaf(paper_index) -> None:
+    first = chunk(paper_index, "0014_chunk_01")
+    leaf = paper_index.get_node(first.source_node_id)
+    ranked = hits(paper_index, first.chunk_id)
+    small = assemble_context(paper_index, ranked, 300)  # the sentences (233), then the paragraph (279)
+    big = assemble_context(paper_index, ranked, 6000)  # the whole leaf (532)
+    for ctx, budget in ((small, 300), (big, 6000)):
+        check_context(ctx, ranked, budget)
+        assert len(ctx.passages) == 1 and ctx.passages[0].ranks == [1]
+    assert (small.passages[0].start, small.passages[0].end) == (leaf.content_start,
+                                                                leaf.content_start + leaf.content.index("\n\n"))
+    text = leaf.content.strip()
+    assert big.passages[0].text == text and big.used == len(text) < 6000
+
+
+def test_a_tiny_budget_still_reads_the_best_hits_window(paper_index) -> None:
+    best = chunk(paper_index, "0014_chunk_01")
+    ranked = hits(paper_index, best.chunk_id, "0001_chunk_00")
+    fits = assemble_context(paper_index, ranked, len(best.text))
+    check_context(fits, ranked, len(best.text))
+    assert [(p.start, p.end, p.ranks) for p in fits.passages] == [(best.start_char, best.end_char, [1])]
+    tiny = assemble_context(paper_index, ranked, 100)
+    check_context(tiny, ranked, 100)
+    assert len(tiny.passages) == 1 and tiny.passages[0].ranks == [1]
+    assert tiny.passages[0].start == best.start_char and best.text.startswith(tiny.passages[0].text)
+    assert len(tiny.passages[0].text) > 90
+    # on a real pool, the smallest budget allowed still holds step 2's #1
+    pool = pool_of(paper_index, QUERIES[0])
+    ctx = assemble_context(paper_index, pool, 200, query=QUERIES[0])
+    top = pool[0].chunk
+    assert any(p.start <= top.start_char and top.end_char <= p.end and 1 in p.ranks for p in ctx.passages)
