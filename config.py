@@ -180,7 +180,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
     "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "leaf_prior_weight": (0, 1),
     "safety_net_top_k": (1, math.inf), "toc_budget_tokens": (1, math.inf),
-    "context_budget_chars": (200, 10_000_000), "context_pool": (1, 10_000), "context_leaf_share": (0.05, 1),
+    "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "context_leaf_share": (0.05, 1),
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
     "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),

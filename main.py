@@ -152,6 +152,8 @@ def _query_config(args: argparse.Namespace) -> Config:
         changes["safety_net"] = args.safety_net
     if getattr(args, "answer", None):
         changes["answer_mode"] = args.answer
+    if getattr(args, "context_budget", None) is not None:
+        changes["context_budget_chars"] = args.context_budget
     if getattr(args, "mock", False):
         changes.setdefault("locator", "keyword")
         changes["reranker"] = "none"
@@ -391,6 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--locator", choices=LOCATORS, default=None,
                         help="node locator (default auto: llm when configured, else hybrid)")
         sp.add_argument("--top-k", type=int, default=None, help="chunks kept after rerank (default 5)")
+        sp.add_argument("--context-budget", type=int, default=None, metavar="CHARS",
+                        help="characters of document text the answer step reads (default 6000)")
         sp.add_argument("--fusion", choices=("weighted", "rrf"), default=None)
         sp.add_argument("--rerank", default=None,
                         help="none | cross-encoder | a cross-encoder model path or name in the local cache")

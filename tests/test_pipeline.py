@@ -298,6 +298,4 @@ def test_the_question_is_tokenised_once_per_run(paper_index, monkeypatch: pytest
     b = Backends(embedder=_Dense(), reranker=None, llm=None)
     res = run_pipeline(q, paper_index, Config(candidate_order=order, safety_net=True), b)
     assert res["step2_retrieved"] and res["answer"]
-    # the stop-word guard, Query.build and context assembly's coverage check (assemble_context takes
-    # the question as text, not the Query: a third tokenisation until it accepts one)
-    assert len(seen) == 3, len(seen)
+    assert len(seen) == 2, len(seen)  # the stop-word guard and Query.build (context assembly reuses it)

@@ -145,7 +145,7 @@ def test_the_spec_questions_find_the_same_sections(both) -> None:
         loc_f = {n["node_id"] for n in rf["step1_nodes"][:3]}
         loc_e = {n["node_id"] for n in re_["step1_nodes"][:3]}
         assert len(loc_f & loc_e) >= 2, q["id"]
-        found = [[a for a in q["answer_contains"] if a in " ".join(c["text"] for c in r["step2_retrieved"][:5])]
+        found = [[a for a in q["answer_contains"] if a in " ".join(p["text"] for p in r["context"]["passages"])]
                  for r in (rf, re_)]
         assert found[1] == found[0] and found[0], q["id"]
 
@@ -321,7 +321,7 @@ def test_server_index_update_and_query(tmp_path: Path, seekdb_server: str) -> No
     r = run_cli("query", "--index", str(out), "--mock", "--no-log", "--json", "--query",
                 "How many epochs was the model trained?", env=env)
     assert r.returncode == 0, r.stderr
-    assert "50 epochs" in " ".join(c["text"] for c in json.loads(r.stdout)["step2_retrieved"])
+    assert "50 epochs" in " ".join(p["text"] for p in json.loads(r.stdout)["context"]["passages"])
     r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock", env=env)
     assert r.returncode == 0 and "re-embedded 0 chunks" in r.stdout
     assert _tables(seekdb_server) == {f"{json.loads((out / 'metadata.json').read_text())['store']['prefix']}_{t}"
