@@ -1,4 +1,4 @@
-"""Issue 13's measurements: the relevance floor and the extractive answer's first sentence.
+"""Measurements of the relevance floor and the extractive answer's first sentence.
 
 Relevance floor. Every sampled question is asked twice without an LLM (hybrid
 locator, no rerank, the default path): of the documents it was written for,

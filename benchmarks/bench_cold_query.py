@@ -1,4 +1,4 @@
-"""Cold `python main.py query` wall time, each run a fresh process (issue 4: median <= 1.5 s).
+"""Cold `python main.py query` wall time, each run a fresh process (goal: median <= 1.5 s).
 
     python benchmarks/bench_cold_query.py [--quick] [--runs N] [--torch-runs N] [--json OUT]
 
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     env = bench_env()
     info = machine_info()
-    banner("Cold `python main.py query` in fresh processes (issue 4)")
+    banner("Cold `python main.py query` in fresh processes")
     print(machine_line(info))
     report = Report("cold_query", sys.argv[1:] if argv is None else list(argv), info,
                     params={"runs": runs, "torch_runs": torch_runs})

@@ -1,4 +1,4 @@
-"""Updating an index in place against a full build, in the same run (issue 9).
+"""Updating an index in place against a full build, in the same run.
 
     python benchmarks/bench_incremental.py [--quick] [--embedder onnx] [--limit N] [--json OUT]
 

@@ -1,4 +1,4 @@
-"""Index throughput against the raw encoder on the same chunks, in the same run (issue 2).
+"""Index throughput against the raw encoder on the same chunks, in the same run.
 
     python benchmarks/bench_index_throughput.py [--quick] [--limit N] [--embedders local,onnx]
                                                 [--repeats R] [--no-cli] [--json OUT]
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = pick(args.repeats, args.quick, 1, 2)
     work = workdir_of(args) / "throughput"
     info = machine_info()
-    banner("Index throughput vs the raw encoder (issue 2)")
+    banner("Index throughput vs the raw encoder")
     print(machine_line(info))
     files = qasper_files()[:limit]
     docs_dir = copy_docs(files, work / f"qasper-{limit}")

@@ -1,4 +1,4 @@
-"""Warm query latency per pipeline step over QASPER (issues 3 and 5: p95 <= 50 ms without rerank).
+"""Warm query latency per pipeline step over QASPER (goal: p95 <= 50 ms without rerank).
 
     python benchmarks/bench_query_latency.py [--quick] [--docs N] [--queries N] [--embedder onnx]
                                              [--index-vectors proxy|real] [--index DIR]
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     work = workdir_of(args) / "latency"
     work.mkdir(parents=True, exist_ok=True)
     info = machine_info()
-    banner("Warm query latency per step (issues 3 and 5)")
+    banner("Warm query latency per step")
     print(machine_line(info))
     report = Report("query_latency", sys.argv[1:] if argv is None else list(argv), info,
                     params={"docs": n_docs, "queries": n_q, "rerank_queries": n_rr, "embedder": args.embedder,

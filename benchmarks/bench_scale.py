@@ -1,4 +1,4 @@
-"""Scale: generated folders of structured Markdown, 100 -> 1,000 documents (issue 5).
+"""Scale: generated folders of structured Markdown, 100 -> 1,000 documents.
 
     python benchmarks/bench_scale.py [--quick] [--sizes 100,300,1000] [--queries N] [--seed S] [--json OUT]
 
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     env = bench_env()
     info = machine_info()
-    banner(f"Scale: {sizes[0]:,} -> {sizes[-1]:,} generated documents, hash embeddings (issues 5, 9)")
+    banner(f"Scale: {sizes[0]:,} -> {sizes[-1]:,} generated documents, hash embeddings")
     print(machine_line(info))
     report = Report("scale", sys.argv[1:] if argv is None else list(argv), info,
                     params={"sizes": sizes, "queries": n_q, "toc_queries": n_toc, "seed": args.seed,

@@ -1,4 +1,4 @@
-"""The seekdb store beside the file store: ingest rate and query latency, in the same run (issue 10).
+"""The seekdb store beside the file store: ingest rate and query latency, in the same run.
 
     python benchmarks/bench_seekdb.py [--quick] [--docs N] [--queries N] [--no-server] [--no-embedded] [--json OUT]
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     env = bench_env()
     info = machine_info()
-    banner(f"seekdb store vs file store: {n_docs:,} generated documents, hash embeddings (issue 10)")
+    banner(f"seekdb store vs file store: {n_docs:,} generated documents, hash embeddings")
     print(machine_line(info), flush=True)
     report = Report("bench_seekdb", sys.argv, info, params={"docs": n_docs, "queries": n_q, "seed": args.seed})
     docs = generate_corpus(work / f"docs-{n_docs}-s{args.seed}-g{GEN_VERSION}", n_docs, args.seed)

@@ -30,7 +30,7 @@ class QueryEmbedder(Protocol):
 
 @dataclass
 class StageHits:
-    """Every candidate at every stage, for the audit record (seed 004)."""
+    """Every candidate at every stage, for the audit record."""
 
     keyword: list[RetrievedChunk] = field(default_factory=list)
     vector: list[RetrievedChunk] = field(default_factory=list)

@@ -5,7 +5,7 @@ Three locators share one result type:
   survives the messy JSON small models return, and a recorded fallback;
 - ``keyword``: the spec's mock (query tokens vs heading + summary);
 - ``hybrid``: no LLM, scores every leaf by dense similarity and BM25 of its
-  chunks and of its heading path + summary (seed 002/003 tree search).
+  chunks and of its heading path + summary (tree search in the style of PageIndex).
 """
 from __future__ import annotations
 

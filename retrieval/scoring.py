@@ -46,7 +46,7 @@ def concat_scores(parts: list[RangeScores]) -> RangeScores:
 
 
 def fuse(dense: np.ndarray, bm25: np.ndarray, config: Config) -> np.ndarray:
-    """Weighted min-max fusion (spec) or reciprocal-rank fusion (seed 004)."""
+    """Weighted min-max fusion (spec) or reciprocal-rank fusion."""
     if len(dense) == 0:
         return np.zeros(0, dtype=np.float32)
     if config.fusion == "rrf":

@@ -52,7 +52,7 @@ class RetrievedChunk:
 
     Frozen, with a read-only ``retrieval_detail``: a later stage (union ordering, rerank) makes a
     new object with ``with_scores`` instead of changing this one, so what the audit record keeps
-    for an earlier stage is what that stage computed (seed 004: each stage's own values).
+    for an earlier stage is what that stage computed (an auditable pipeline keeps each stage's own values).
     """
 
     chunk: Chunk

@@ -82,7 +82,7 @@ def test_server_down_falls_back_and_query_still_answers(tmp_path: Path, paper_in
     assert res["step1_locator"] == "hybrid"
 
 
-# --------------------------------------------------------------------------- broken providers (issue 14)
+# --------------------------------------------------------------------------- broken providers
 import time  # noqa: E402
 
 import pytest  # noqa: E402

@@ -714,7 +714,7 @@ def test_keys_never_appear_in_repr() -> None:
 
 
 # =============================================================================
-# Deadlines, budgets, breaker, hostile responses (issue 14)
+# Deadlines, budgets, breaker, hostile responses
 # =============================================================================
 from utils.llm_budget import BudgetedLLM, LLMBudget, with_budget  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Bottom-up node summaries: a leaf from its content, a parent from its children.
 
-The summaries are what the node locator reads instead of the text (seed 000:
+The summaries are what the node locator reads instead of the text (the spec:
 "不放 content 原文，只放 summary"), so each must be one line and short. The
 default is extractive and needs no model; an LLM summariser plugs in through
 the ``Summarizer`` protocol (its answers are kept by the LLM response cache,

@@ -1,6 +1,6 @@
 """Heading lines in plain text (no ``#``): numbering first, layout second.
 
-Seed 001 names "better structure detection" as the next step; a statute
+The design notes name "better structure detection" as the next step; a statute
 pasted as plain lines (``第一章 总则`` / ``第一条 …``) or a ``.txt`` report
 otherwise becomes one leaf. A line is a heading only when it is short, does
 not end like a sentence, and either carries a heading number (the same

@@ -93,7 +93,7 @@ class Document:
 
 # =========================================================================== building
 #
-# Levels come from numbering first and ``#`` marks second (seed 001), decided
+# Levels come from numbering first and ``#`` marks second, decided
 # *relative to the open section* with a stack: a heading opens a child of the
 # section on top of the stack when it is deeper than it, else that section is
 # closed. "Deeper" compares numbering when both headings use the same numbering

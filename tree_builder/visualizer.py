@@ -1,4 +1,4 @@
-"""The tree as the text the node locator reads (seed 000, "树结构序列化").
+"""The tree as the text the node locator reads (the spec's "树结构序列化").
 
 One serialiser for both ``python main.py tree`` and the locator prompt, so what
 a user inspects is exactly what the LLM sees.

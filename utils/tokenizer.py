@@ -2,7 +2,7 @@
 
     tokenize(text) -> list[str]          BM25 terms; deterministic, so a query
                                          and a chunk tokenised years apart match
-    is_stopword_only(text) -> bool       "nothing to search for" (seed 004 §11.1)
+    is_stopword_only(text) -> bool       "nothing to search for"
     estimate_tokens(text) -> int         LLM token budget estimate (final)
     EN_STOPWORDS, ZH_STOPWORDS           the stop-word sets
     TOKENIZER_VERSION                    stored in the BM25 index; bump on any
