@@ -18,7 +18,7 @@ from indexing.embedder import Embedder, memoized
 from indexing.index_store import Index
 from retrieval.context_assembly import AssembledContext, assemble_context
 from retrieval.breadth import aspect_pool, paragraph_first, sub_questions
-from retrieval.hybrid_retriever import StageHits, retrieve
+from retrieval.hybrid_retriever import StageHits, retrieve, with_flat_tail
 from retrieval.query_plan import QueryPlan, plan_query
 from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
 from retrieval.locators import make_locator
@@ -161,6 +161,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     limit = max(config.final_top_k, config.context_pool)
     pool = paragraph_first(rerank(query, candidates, backends.reranker, limit, fallbacks), index)
     final = pool[:config.final_top_k]
+    pool = with_flat_tail(pool, index, backends.embedder, question, config, doc_paths, limit)
     if final and "rerank_score" in final[0].retrieval_detail:
         stages.rerank = list(final)
     timing["rerank"] = (time.perf_counter() - t) * 1000
@@ -222,7 +223,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         t = time.perf_counter()
         plan = r.plan or plan_query(query, config.query_routing)
         result["step1_route"] = plan.to_dict()
-        ctx = assemble_context(index, r.pool, config.context_budget_chars, query=r.question or query,
+        ctx = assemble_context(index, r.pool, config.context_budget_chars,
                                leaf_share=plan.leaf_share(config.context_leaf_share))
         timing["context"] = (time.perf_counter() - t) * 1000
         result["context"] = context_dict(ctx)

@@ -6,7 +6,7 @@ with the same answer step over the same assembled context budget:
 
 - ``tree``: the default pipeline (hybrid locator, section ranking, context assembly);
 - a flat arm (default ``flat-learned``; ``--flat`` picks another): the flat ranking, then the
-  same paragraph-first order, context assembly and extractive answer.
+  same paragraph-first order, relevance floor, context assembly and extractive answer.
 
 Figures (each question once; paired-bootstrap interval of the difference):
 
@@ -69,14 +69,17 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     from retrieval.context_assembly import assemble_context
     from retrieval.query import Query
     from retrieval.query_plan import plan_query
+    from retrieval.relevance import evidence_strength, is_answerable
     from retrieval.synthesizer import synthesize
 
     pool = paragraph_first(_flat_candidates(arm, ctx, question, doc_paths, config.context_pool), ctx.index)
     q = Query.build(question, ctx.backends.embedder)
     share = plan_query(question, config.query_routing).leaf_share(config.context_leaf_share)
-    assembled = assemble_context(ctx.index, pool, config.context_budget_chars, query=q, leaf_share=share)
-    ans = synthesize(q, pool[:config.final_top_k], None, [], config=config, index=ctx.index,
-                     embedder=ctx.backends.embedder, cite=citation, evidence_found=True,
+    assembled = assemble_context(ctx.index, pool, config.context_budget_chars, leaf_share=share)
+    final = pool[:config.final_top_k]
+    strength = evidence_strength(q, final, ctx.index, ctx.backends.embedder, config)  # the same floor
+    ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,
+                     cite=citation, evidence_found=bool(final) and is_answerable(strength, config.evidence_floor),
                      context=assembled.passages)
     return {"answer": ans.text, "quotes": ans.quotes}
 
@@ -120,17 +123,19 @@ def main(argv: list[str] | None = None) -> int:
             said = normalise(" ".join(x["text"] for x in out["quotes"]))
             rec[f"{name}_contains"] = float(any(r in said for r in refs))
             rec[f"{name}_quotes_evidence"] = float(quotes_evidence(out["quotes"], q.evidence))
+            rec[f"{name}_answered"] = float(bool(out["quotes"]))
         rows.append(rec)
     print(f"{args.data.name}: {len(rows)} questions, context {config.context_budget_chars} characters, "
           f"{time.perf_counter() - t0:.0f} s; tree = default pipeline, flat = {args.flat}, same answer step")
-    for key, subset in (("contains", [r for r in rows if r["refs"]]), ("quotes_evidence", rows)):
+    for key, subset in (("contains", [r for r in rows if r["refs"]]), ("quotes_evidence", rows), ("answered", rows)):
         if not subset:
             continue
         a = [r[f"tree_{key}"] for r in subset]
         b = [r[f"flat_{key}"] for r in subset]
         ci = paired_bootstrap(a, b, resamples=10_000, seed=args.seed)
-        label = ("answer contains a reference extractive answer" if key == "contains"
-                 else "answer quotes a labelled evidence item")
+        label = {"contains": "answer contains a reference extractive answer",
+                 "quotes_evidence": "answer quotes a labelled evidence item",
+                 "answered": "answered at all (evidence above the relevance floor)"}[key]
         rel = "" if ci.rel is None else f" ({ci.rel * 100:+.1f}%)"
         print(f"  {label} (n={len(subset)}): tree {ci.mean_a:.3f}, flat {ci.mean_b:.3f}, "
               f"diff {ci.diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]{rel}")

@@ -66,7 +66,7 @@ def check_context(ctx: AssembledContext, ranked: list[RetrievedChunk], budget: i
 @pytest.mark.parametrize("query", QUERIES)
 def test_context_is_the_documents_text_within_budget_in_reading_order(paper_index, query: str, budget: int) -> None:
     pool = pool_of(paper_index, query)
-    ctx = assemble_context(paper_index, pool, budget, query=query, leaf_share=Config().context_leaf_share)
+    ctx = assemble_context(paper_index, pool, budget, leaf_share=Config().context_leaf_share)
     assert ctx.passages and ctx.budget == budget
     check_context(ctx, pool, budget)
 
@@ -78,7 +78,7 @@ def test_a_hit_cut_to_the_budget_stays_within_it(paper_index, case: str) -> None
     else:
         query = "How many epochs was the model trained for?"
         ranked, budget = pool_of(paper_index, query), 5000
-    ctx = assemble_context(paper_index, ranked, budget, query=query)
+    ctx = assemble_context(paper_index, ranked, budget)
     assert ctx.used <= budget and sum(len(p.text) for p in ctx.passages) <= budget
 
 
@@ -164,6 +164,6 @@ def test_a_tiny_budget_still_reads_the_best_hits_window(paper_index) -> None:
     assert len(tiny.passages[0].text) > 90
     # on a real pool, the smallest budget allowed still holds step 2's #1
     pool = pool_of(paper_index, QUERIES[0])
-    ctx = assemble_context(paper_index, pool, 200, query=QUERIES[0])
+    ctx = assemble_context(paper_index, pool, 200)
     top = pool[0].chunk
     assert any(p.start <= top.start_char and top.end_char <= p.end and 1 in p.ranks for p in ctx.passages)
