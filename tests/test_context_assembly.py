@@ -167,3 +167,32 @@ def test_a_tiny_budget_still_reads_the_best_hits_window(paper_index) -> None:
     ctx = assemble_context(paper_index, pool, 200)
     top = pool[0].chunk
     assert any(p.start <= top.start_char and top.end_char <= p.end and 1 in p.ranks for p in ctx.passages)
+
+
+# --------------------------------------------------------------------------- ranked pool order
+
+def test_each_paragraph_s_best_window_comes_first(paper_index) -> None:
+    from retrieval.breadth import paragraph_first
+
+    # three windows of one long paragraph (0011, 3.3 Training Procedure), then one of another leaf
+    same = [c.chunk_id for c in paper_index.chunks if c.source_node_id == "0011"][:3]
+    other = next(c.chunk_id for c in paper_index.chunks if c.source_node_id == "0014")
+    ranked = hits(paper_index, *same, other)
+    assert "\n\n" not in paper_index.get_node("0011").content.strip()  # the leaf is one paragraph
+    out = paragraph_first(ranked, paper_index)
+    assert [h.chunk.chunk_id for h in out] == [same[0], other, same[1], same[2]]
+    assert paragraph_first([], paper_index) == []
+
+
+def test_a_short_pool_is_continued_by_the_flat_ranking(paper_index) -> None:
+    from retrieval.hybrid_retriever import with_flat_tail
+
+    b = Backends(embedder=make_embedder("hash", Config()), reranker=None, llm=None)
+    query = QUERIES[0]
+    head = hits(paper_index, "0014_chunk_00", "0001_chunk_00")
+    out = with_flat_tail(head, paper_index, b.embedder, query, Config(), None, 10)
+    assert out[:2] == head and len(out) == 10
+    assert len({h.row for h in out}) == 10, "no chunk twice"
+    assert all(h.source == "net" for h in out[2:])
+    full = hits(paper_index, *[c.chunk_id for c in paper_index.chunks[:10]])
+    assert with_flat_tail(full, paper_index, b.embedder, query, Config(), None, 10) == full
