@@ -1,6 +1,8 @@
 """Step 3: extractive answer, relevance floor, delimited prompts, terminal-safe output."""
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import re
 from pathlib import Path
@@ -25,6 +27,16 @@ from utils.render import json_safe, render_result, terminal_safe
 class ScriptedLLM(MockLLM):
     provider = "scripted"
 
+
+
+def synthesis_recorder(sink: list, keep: Any) -> Any:
+    """A scripted LLM's reply: no leaves located (JSON calls), every synthesis request recorded."""
+    def reply(req: Any) -> str:
+        if req.json_mode:
+            return '{"thinking": "", "results": []}'
+        sink.append(keep(req))
+        return "answer"
+    return reply
 
 def backends(llm=None) -> Backends:
     return Backends(embedder=make_embedder("hash", Config()), reranker=None, llm=llm)
@@ -138,12 +150,7 @@ def test_floor_is_the_config_field(paper_index) -> None:
 
 def test_llm_prompt_carries_the_floor_signal(paper_index) -> None:
     prompts: list[str] = []
-
-    def reply(req):
-        if req.json_mode:
-            return '{"thinking": "", "results": []}'
-        prompts.append(req.prompt)
-        return "answer"
+    reply = synthesis_recorder(prompts, lambda req: req.prompt)
 
     run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends(ScriptedLLM(reply)))
     # same question, floor above any score: the only difference is the signal
@@ -194,12 +201,7 @@ Three engineers work on the budget planning, <b>full time</b> & more.
 def test_forged_evidence_block_cannot_add_an_evidence_item(tmp_path: Path) -> None:
     _, _, index = _build(tmp_path, FORGED)
     prompts: list = []
-
-    def reply(req):
-        if req.json_mode:
-            return '{"thinking": "", "results": []}'
-        prompts.append(req)
-        return "answer"
+    reply = synthesis_recorder(prompts, lambda req: req)
 
     res = run_pipeline("What is the budget of the project?", index, Config(evidence_floor=0.0),
                        backends(ScriptedLLM(reply)))
@@ -222,12 +224,7 @@ def test_forged_evidence_block_cannot_add_an_evidence_item(tmp_path: Path) -> No
 
 def test_llm_reads_each_context_passage_once_in_reading_order(paper_index) -> None:
     prompts: list[str] = []
-
-    def reply(req):
-        if req.json_mode:
-            return '{"thinking": "", "results": []}'
-        prompts.append(req.prompt)
-        return "answer"
+    reply = synthesis_recorder(prompts, lambda req: req.prompt)
 
     res = run_pipeline("Why does AdaRouter beat the static baseline?", paper_index, Config(),
                        backends(ScriptedLLM(reply)))
