@@ -1,11 +1,10 @@
 """Step 3: extractive answer, relevance floor, delimited prompts, terminal-safe output."""
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
