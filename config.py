@@ -132,14 +132,14 @@ class Config:
 
     # --- answer (step 3) -----------------------------------------------------
     answer_mode: Literal["extractive", "concatenate"] = "extractive"
-    """Answer without an LLM: extractive = the best sentences, best first (default);
-    concatenate = the spec's mock, every retrieved chunk quoted whole in step-2 order."""
+    """Answer without an LLM: extractive = the best sentences of the context, best first (default);
+    concatenate = the spec's mock, every context passage quoted whole, numbered as listed."""
     answer_max_chars: int = 600
     """Length budget of the extractive answer's quotes (characters)."""
     answer_max_sentences: int = 4
     answer_rank_weight: float = 0.5
-    """Share of a sentence's answer score that comes from its chunk's step-2 rank (the rest: the
-    sentence's own dense + BM25 match with the question); retrieval saw the leaf and the context."""
+    """Share of a sentence's answer score that comes from the step-2 rank of the best hit in its passage
+    (the rest: the sentence's own dense + BM25 match with the question); retrieval saw the leaf."""
     answer_dense_candidates: int = 0
     """Sentences embedded for the dense part of their score (0 = all); the others are ranked out by
     BM25 + rank first. Each costs one embedding (~10 ms on this machine's CPU)."""
