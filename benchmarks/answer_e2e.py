@@ -62,21 +62,20 @@ def quotes_evidence(quotes: list[dict[str, Any]], evidence: Any) -> bool:
 
 
 def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, config: Any) -> dict[str, Any]:
-    """The flat arm through the same context assembly and answer step the pipeline uses."""
-    from evaluation.arms import _flat_candidates
+    """The flat arm through the same relevance floor, context assembly and answer step the pipeline uses."""
+    from evaluation.arms import flat_pools
     from pipeline import citation
-    from retrieval.breadth import paragraph_first
     from retrieval.context_assembly import assemble_context
     from retrieval.query import Query
     from retrieval.query_plan import plan_query
     from retrieval.relevance import evidence_strength, is_answerable
     from retrieval.synthesizer import synthesize
 
-    pool = paragraph_first(_flat_candidates(arm, ctx, question, doc_paths, config.context_pool), ctx.index)
+    ranked, pool = flat_pools(arm, ctx, question, doc_paths, [])
     q = Query.build(question, ctx.backends.embedder)
     share = plan_query(question, config.query_routing).leaf_share(config.context_leaf_share)
     assembled = assemble_context(ctx.index, pool, config.context_budget_chars, leaf_share=share)
-    final = pool[:config.final_top_k]
+    final = ranked[:config.final_top_k]
     strength = evidence_strength(q, final, ctx.index, ctx.backends.embedder, config)  # the same floor
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,
                      cite=citation, evidence_found=bool(final) and is_answerable(strength, config.evidence_floor),
@@ -98,12 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--flat", default="flat-learned")
-    ap.add_argument("--budget", type=int, default=None, help="context budget (default: config's)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config.py setting for both arms, e.g. --set context_budget_chars=8000")
     args = ap.parse_args(argv)
+    from evaluation.cli import parse_overrides
 
-    config = Config(locator="hybrid")
-    if args.budget:
-        config = config.replace(context_budget_chars=args.budget)
+    config = Config(locator="hybrid").replace(**parse_overrides(args.set))
     es = load_eval_set(args.data)
     index, _ = obtain_index(es, EvalOptions(data=args.data, embedder=args.embedder, config=config, progress=False))
     config = config.replace(embedder=index.embedder_identity["name"])

@@ -211,23 +211,34 @@ def _pack(hits: list[RetrievedChunk], t0: float, **extra: Any) -> ArmOutput:
                      latency_ms=round((time.perf_counter() - t0) * 1000, 3), **extra)
 
 
+def flat_pools(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None,
+               fallbacks: list[Fallback]) -> tuple[list[RetrievedChunk], list[RetrievedChunk]]:
+    """A flat arm's (ranked hits, context pool), built as run_retrieval builds the tree's: each
+    paragraph's best window first, and for a multi-part question each part's own hits taking turns
+    in the pool. Step 2's list is the first k ranked hits; the context reads the pool."""
+    cfg = arm.config
+    top = max(cfg.final_top_k, cfg.context_pool, ctx.rerank_pool if ctx.backends.reranker is not None else 0)
+    limit = max(cfg.final_top_k, cfg.context_pool)
+
+    def ranked_for(text: str) -> list[RetrievedChunk]:
+        cands = _flat_candidates(arm, ctx, text, doc_paths, top)
+        return paragraph_first(rerank(text, cands, ctx.backends.reranker, limit, fallbacks), ctx.index)
+
+    ranked = ranked_for(query)
+    plan = plan_query(query, cfg.query_routing)
+    if not (cfg.aspect_retrieval and plan.route == "multi-part"):
+        return ranked, ranked
+    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, limit)
+
+
 def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -> ArmOutput:
     """One question through one arm, timed end to end (query embedding included)."""
     t0 = time.perf_counter()
     cfg = arm.config
     fallbacks: list[Fallback] = []
     if not arm.is_tree:
-        reranking = ctx.backends.reranker is not None
-        top = max(cfg.final_top_k, cfg.context_pool, ctx.rerank_pool if reranking else 0)
-        cands = _flat_candidates(arm, ctx, query, doc_paths, top)
-        limit = max(cfg.final_top_k, cfg.context_pool)
-        pool = paragraph_first(rerank(query, cands, ctx.backends.reranker, limit, fallbacks), ctx.index)
-        out = _pack(pool[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
-        plan = plan_query(query, cfg.query_routing)
-        if cfg.aspect_retrieval and plan.route == "multi-part":  # the same breadth the tree gets
-            pool = aspect_pool(pool, plan.aspects, lambda part: paragraph_first(rerank(
-                part, _flat_candidates(arm, ctx, part, doc_paths, top), ctx.backends.reranker, limit,
-                fallbacks), ctx.index), limit)
+        ranked, pool = flat_pools(arm, ctx, query, doc_paths, fallbacks)
+        out = _pack(ranked[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
         out.contexts = contexts_of(ctx.index, pool, query, cfg)  # untimed: latency is retrieval's
         return out
     usage = UsageMeter()
