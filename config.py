@@ -94,6 +94,9 @@ class Config:
     prior; section = every chunk in scope scored by a linear model over its own and its leaf's,
     section's and document's evidence, the located leaves a prior instead of a cut; auto = section
     within one document, union across several (chosen by evaluation, see README)."""
+    section_evidence: Literal["once", "every"] = "once"
+    """candidate_order=section: a section's evidence lifts only its best chunk (the section's entry;
+    every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is)."""
     ranker_weights: str | None = None
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
     leaf_prior_weight: float = 0.4

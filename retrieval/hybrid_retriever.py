@@ -10,7 +10,7 @@ Edge cases are defined, not accidental:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from indexing.index_store import Index
 from retrieval.learned_ranker import load_ranker, model_name
 from retrieval.query import QueryLike, query_parts, query_text, query_tokens
 from retrieval.scoring import RangeScores, score_params, concat_scores, fuse, score_range
-from retrieval.section_features import chunk_features
+from retrieval.section_features import chunk_features, layout
 from retrieval.types import LocatedNode, RetrievedChunk
 
 
@@ -179,14 +179,12 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: QueryLike, located: 
     if len(scores.rows) == 0:
         return []
     query = query_text(query)
-    name = model_name(kind, scope_documents(index, doc_paths))
-    rankers = index.derived.setdefault("rankers", {})  # read the weights file once per index
-    ranker = rankers.get((name, config.ranker_weights))
-    if ranker is None:
-        ranker = rankers[(name, config.ranker_weights)] = load_ranker(name, config.ranker_weights)
+    ranker = _ranker(index, model_name(kind, scope_documents(index, doc_paths)), config)
     loc_ids = {n.node_id for n in located}
     X = chunk_features(index, qvec, scores, config, loc_ids, ranker.names)
     s = ranker.score(X)
+    if kind == "tree" and config.section_evidence == "once":
+        s = _section_evidence_once(index, scores.rows, X, ranker, s, config, scope_documents(index, doc_paths))
     order = np.lexsort((scores.rows, -s))[:max(config.final_top_k, config.context_pool)]  # rerank + context pool
     fused = fuse(scores.dense, scores.bm25, config)
     subs = {n.node_id: n.sub_query for n in located}
@@ -207,6 +205,43 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: QueryLike, located: 
         _record_single_signals(index, scores, fused, config.final_top_k, query, "flat", stages)
         stages.fusion.extend(out)
     return out
+
+
+def _section_evidence_once(index: Index, rows: np.ndarray, X: np.ndarray, ranker: Any, tree_score: np.ndarray,
+                           config: Config, n_docs: int) -> np.ndarray:
+    """Each leaf's best chunk ordered by the tree model, every other chunk by the flat model.
+
+    The tree model adds a section's evidence (its best chunks, heading, neighbours) to every chunk
+    of the section, so all of a matching section's chunks rise together and fill the list: evidence
+    that lies in a second section is pushed out (on papers, R@8k 0.87 of the best flat arm for
+    questions whose evidence spans sections). Counted once, the section's evidence decides which
+    sections are entered and where; past that entry, a chunk competes on its own evidence. Both
+    scores are standardised over the scope so they share one scale.
+    """
+    flat = _ranker(index, model_name("flat", n_docs), config)
+    cols = [ranker.names.index(n) for n in flat.names]
+    chunk_score = flat.score(X[:, cols])
+
+    def z(v: np.ndarray) -> np.ndarray:
+        sd = float(v.std())
+        return (v - v.mean()) / (sd if sd > 0 else 1.0)
+
+    zt, key = z(tree_score), z(chunk_score)
+    leaf_of = layout(index).row_leaf[rows]
+    by_tree = np.lexsort((rows, -zt))
+    _, first = np.unique(leaf_of[by_tree], return_index=True)
+    entry = by_tree[first]
+    key[entry] = zt[entry]
+    return key
+
+
+def _ranker(index: Index, name: str, config: Config) -> Any:
+    """The named linear model, read from the weights file once per index."""
+    rankers = index.derived.setdefault("rankers", {})
+    ranker = rankers.get((name, config.ranker_weights))
+    if ranker is None:
+        ranker = rankers[(name, config.ranker_weights)] = load_ranker(name, config.ranker_weights)
+    return ranker
 
 
 def scope_documents(index: Index, doc_paths: set[str] | None) -> int:

@@ -263,7 +263,8 @@ def test_without_context_passages_the_answer_reads_step2(paper_index, monkeypatc
 def test_extractive_quotes_stay_inside_passages_cut_mid_sentence(paper_index) -> None:
     """A small budget reads windows that start mid-sentence: the quote is not widened past them."""
     doc = TEST_PAPER.read_text(encoding="utf-8")
-    res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(context_budget_chars=200),
+    res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
+                       Config(context_budget_chars=200, section_evidence="every"),  # rank 1 starts mid-sentence
                        backends())
     passages = res["context"]["passages"]
     assert any(not re.search(r"(^|[.!?]\s+|\n)$", doc[:p["start_char"]]) for p in passages), "a cut passage"

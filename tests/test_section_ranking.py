@@ -131,7 +131,7 @@ def test_section_ranking_scores_the_whole_scope_with_located_leaves_as_a_prior(p
     from retrieval.hybrid_retriever import rank_in_sections
     from retrieval.types import LocatedNode
 
-    cfg = Config()
+    cfg = Config(section_evidence="every")  # the fitted model as is: every chunk carries its section's evidence
     emb = make_embedder("hash", cfg)
     query = "How many epochs was the model trained for?"
     qvec = emb.embed_query(query)
@@ -225,3 +225,24 @@ def test_pairwise_learner_finds_the_informative_feature_and_cv_is_out_of_fold(tm
     back = load_features(tmp_path / "f")
     assert back is not None and [q.qid for q in back] == [q.qid for q in qs]
     assert np.array_equal(back[3].X, qs[3].X) and back[3].rel.relevant == qs[3].rel.relevant
+
+
+def test_section_evidence_counted_once_lets_other_sections_in(paper_index) -> None:
+    """Once: each leaf's entry chunk ranks by the tree model, the rest by the flat model."""
+    from indexing.embedder import make_embedder
+    from retrieval.hybrid_retriever import rank_in_sections
+
+    emb = make_embedder("hash", Config())
+    queries = ("How many epochs was the model trained for?", "Why does AdaRouter beat the static baseline?",
+               "What algorithm does the router use?", "Which currency pairs and years are in the dataset?")
+    wider = 0
+    for query in queries:
+        qvec = emb.embed_query(query)
+        once = rank_in_sections(paper_index, qvec, query, [], Config(final_top_k=10))
+        every = rank_in_sections(paper_index, qvec, query, [], Config(final_top_k=10, section_evidence="every"))
+        assert [c.score for c in once] == sorted((c.score for c in once), reverse=True)
+        assert len({c.row for c in once}) == len(once)
+        leaves = [len({c.chunk.source_node_id for c in ranked[:5]}) for ranked in (once, every)]
+        assert leaves[0] >= leaves[1], query
+        wider += leaves[0] > leaves[1]
+    assert wider >= 1
