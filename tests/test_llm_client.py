@@ -252,9 +252,11 @@ def test_retry_after_longer_than_the_cap_is_not_waited_for(provider: Provider) -
 
 
 def test_timeout_is_retried_then_fails(provider: Provider) -> None:
-    with StubServer(default=StubResponse(200, provider.ok("late"), delay=2.0)) as srv:
-        llm = make_client(provider, srv, max_retries=1, timeout=0.2)
-        with pytest.raises(BackendError, match=rf"^{provider.name}: request timed out after 0.2 s \(2 attempts\)$"):
+    # 0.5 s, not less: the SDK's own read timeout must fire (and be retried) before the call's hard cut
+    # at twice the limit, and on a loaded 2-core machine a 0.2 s timeout can run past 0.4 s
+    with StubServer(default=StubResponse(200, provider.ok("late"), delay=4.0)) as srv:
+        llm = make_client(provider, srv, max_retries=1, timeout=0.5)
+        with pytest.raises(BackendError, match=rf"^{provider.name}: request timed out after 0.5 s \(2 attempts\)$"):
             llm.generate("hi")
         assert retry_counts(srv) == ["0", "1"]
 
