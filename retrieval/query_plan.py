@@ -7,8 +7,8 @@ analyser is rules only (no model, microseconds), so its decision is cheap, deter
 shown in step 1 and the run record:
 
 - **overview**: asks for the gist of a document (``what is this paper about``, ``summarise``,
-  ``main contributions``, ``主要内容``, ``概述``) -> breadth: section summaries lead the context
-  and no leaf may take more than a small share of it;
+  ``main contributions``, ``主要内容``, ``概述``) -> breadth: no leaf may take more than a quarter
+  of the context;
 - **multi-part**: two or more parts joined by a conjunction, list or comparison (``X and Y``,
   ``X, Y and Z``, ``X compared with Y``, ``X和Y``, ``X以及Y``, ``X、Y``), each with words of its
   own -> spread: each part gets its own sub-query, and the budget is shared over the parts;
