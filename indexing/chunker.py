@@ -41,6 +41,7 @@ Guarantees (tested as properties in tests/test_chunker.py):
 """
 from __future__ import annotations
 
+import math
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -187,6 +188,12 @@ def paragraph_spans(text: str) -> list[Span]:
         if e > s:
             out.append((s, e))
     return out
+
+
+def paragraph_at(spans: Sequence[Span], offset: int) -> int:
+    """Index of the span of ``paragraph_spans`` holding ``offset``, or -1 (a blank between paragraphs)."""
+    i = bisect_right(spans, (offset, math.inf)) - 1
+    return i if i >= 0 and spans[i][0] <= offset < spans[i][1] else -1
 
 
 def chunk_spans(text: str, chunk_size: int = 200, overlap: int = 50, min_chars: int = 20) -> list[Span]:

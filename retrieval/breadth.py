@@ -7,13 +7,15 @@ located and retrieved as a sub-query of its own, exactly as the whole question i
 locator, the same in-section ranking), and the context pool takes turns: the whole question's
 best hit, each part's best hit not yet taken, the whole question's second, and so on. Step 2's
 top-k list stays the whole question's; only what the answer step reads is widened.
+
+Every ranked list, flat or tree, also lists each paragraph's best window before any paragraph's
+second (``paragraph_first``).
 """
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import Any, Callable, Sequence
 
-from indexing.chunker import paragraph_spans
+from indexing.chunker import paragraph_at, paragraph_spans
 from retrieval.query_plan import QueryPlan
 from retrieval.types import LocatedNode, RetrievedChunk
 
@@ -83,8 +85,5 @@ def _paragraph_key(hit: RetrievedChunk, index: Any, memo: dict[str, tuple[int, l
         leaf = memo[c.source_node_id] = ((node.content_start, paragraph_spans(node.content)) if node is not None
                                          else (0, []))
     start, spans = leaf
-    mid = (c.start_char + c.end_char) // 2 - start
-    i = bisect_right(spans, (mid, float("inf"))) - 1
-    if i >= 0 and spans[i][0] <= mid < spans[i][1]:
-        return c.source_node_id, i
-    return c.chunk_id, -1
+    i = paragraph_at(spans, (c.start_char + c.end_char) // 2 - start)
+    return (c.source_node_id, i) if i >= 0 else (c.chunk_id, -1)

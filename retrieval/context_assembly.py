@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from indexing.chunker import Chunk, paragraph_spans
+from indexing.chunker import Chunk, paragraph_at, paragraph_spans
 from retrieval.extractive import widen_to_sentences
 from retrieval.types import RetrievedChunk
 
@@ -86,11 +86,9 @@ class _Leaf:
         return sum(b - a for a, b in _merge(self.chosen, self.content))
 
     def paragraph_of(self, a: int, b: int) -> tuple[int, int]:
-        mid = (a + b) // 2
-        for pa, pb in self.paragraphs:
-            if pa <= mid < pb or (pa <= a and b <= pb):
-                return pa, pb
-        return a, b
+        """The paragraph holding the middle of [a, b) (the span itself between paragraphs)."""
+        i = paragraph_at(self.paragraphs, (a + b) // 2)
+        return self.paragraphs[i] if i >= 0 else (a, b)
 
 
 def _merge(spans: Sequence[tuple[int, int]], content: str) -> list[tuple[int, int]]:
