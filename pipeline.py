@@ -221,7 +221,8 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         result["step2_order"] = ordering_score(r.final)
 
         t = time.perf_counter()
-        plan = r.plan or plan_query(query, config.query_routing)
+        plan = r.plan
+        assert plan is not None
         result["step1_route"] = plan.to_dict()
         ctx = assemble_context(index, r.pool, config.context_budget_chars,
                                leaf_share=plan.leaf_share(config.context_leaf_share))

@@ -71,10 +71,11 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     from retrieval.relevance import evidence_strength, is_answerable
     from retrieval.synthesizer import synthesize
 
-    ranked, pool = flat_pools(arm, ctx, question, doc_paths, [])
+    plan = plan_query(question, config.query_routing)
+    ranked, pool = flat_pools(arm, ctx, question, plan, doc_paths, [])
     q = Query.build(question, ctx.backends.embedder)
-    share = plan_query(question, config.query_routing).leaf_share(config.context_leaf_share)
-    assembled = assemble_context(ctx.index, pool, config.context_budget_chars, leaf_share=share)
+    assembled = assemble_context(ctx.index, pool, config.context_budget_chars,
+                                 leaf_share=plan.leaf_share(config.context_leaf_share))
     final = ranked[:config.final_top_k]
     strength = evidence_strength(q, final, ctx.index, ctx.backends.embedder, config)  # the same floor
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,

@@ -29,7 +29,7 @@ from retrieval.context_assembly import assemble_context
 from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored, scope_rows
 from retrieval.rerankers import rerank
 from retrieval.scoring import concat_scores, score_range
-from retrieval.query_plan import plan_query
+from retrieval.query_plan import QueryPlan, plan_query
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
 from utils.llm_client import UsageMeter
@@ -197,9 +197,9 @@ def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] 
     return rank_scored(index, scores, top, cfg, query, "flat")
 
 
-def contexts_of(index: Index, pool: list[RetrievedChunk], query: str, cfg: Config) -> dict[str, list[list[Any]]]:
+def contexts_of(index: Index, pool: list[RetrievedChunk], plan: QueryPlan, cfg: Config) -> dict[str, list[list[Any]]]:
     """The same assembly for every arm (flat or tree), at each evaluation budget."""
-    share = plan_query(query, cfg.query_routing).leaf_share(cfg.context_leaf_share)
+    share = plan.leaf_share(cfg.context_leaf_share)
     return {str(b): [list(s) for s in assemble_context(index, pool, b, leaf_share=share).spans()]
             for b in BUDGETS}  # what the answer step would read at each evaluation budget
 
@@ -211,7 +211,7 @@ def _pack(hits: list[RetrievedChunk], t0: float, **extra: Any) -> ArmOutput:
                      latency_ms=round((time.perf_counter() - t0) * 1000, 3), **extra)
 
 
-def flat_pools(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None,
+def flat_pools(arm: Arm, ctx: ArmContext, query: str, plan: QueryPlan, doc_paths: set[str] | None,
                fallbacks: list[Fallback]) -> tuple[list[RetrievedChunk], list[RetrievedChunk]]:
     """A flat arm's (ranked hits, context pool), built as run_retrieval builds the tree's: each
     paragraph's best window first, and for a multi-part question each part's own hits taking turns
@@ -225,7 +225,6 @@ def flat_pools(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None
         return paragraph_first(rerank(text, cands, ctx.backends.reranker, limit, fallbacks), ctx.index)
 
     ranked = ranked_for(query)
-    plan = plan_query(query, cfg.query_routing)
     if not (cfg.aspect_retrieval and plan.route == "multi-part"):
         return ranked, ranked
     return ranked, aspect_pool(ranked, plan.aspects, ranked_for, limit)
@@ -237,9 +236,10 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
     cfg = arm.config
     fallbacks: list[Fallback] = []
     if not arm.is_tree:
-        ranked, pool = flat_pools(arm, ctx, query, doc_paths, fallbacks)
+        plan = plan_query(query, cfg.query_routing)
+        ranked, pool = flat_pools(arm, ctx, query, plan, doc_paths, fallbacks)
         out = _pack(ranked[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
-        out.contexts = contexts_of(ctx.index, pool, query, cfg)  # untimed: latency is retrieval's
+        out.contexts = contexts_of(ctx.index, pool, plan, cfg)  # untimed: latency is retrieval's
         return out
     usage = UsageMeter()
     r = run_retrieval(query, ctx.index, cfg, ctx.backends, doc_paths, usage)
@@ -250,5 +250,6 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
     located = [{"node_id": n.node_id, "score": n.score, "sub_query": n.sub_query} for n in loc.nodes]
     out = _pack(final, t0, located=located, locator=loc.locator,
                 fallbacks=[f.to_dict() for f in fallbacks], usage=usage.total().to_dict())
-    out.contexts = contexts_of(ctx.index, r.pool, query, cfg)
+    assert r.plan is not None  # set whenever the question is not stop-words only
+    out.contexts = contexts_of(ctx.index, r.pool, r.plan, cfg)
     return out
