@@ -44,6 +44,11 @@ class Config:
     chunk_size: int = 200
     chunk_overlap: int = 50
     min_chunk_chars: int = 20
+    chunk_units: Literal["paragraph", "packed"] = "packed"
+    """paragraph: every paragraph its own chunk (the spec's rule; scraps below min_chunk_chars join a
+    neighbour). packed: consecutive paragraphs share a chunk while it stays within chunk_size, so a
+    statute's clauses or a list's items are embedded and BM25-indexed together. Long paragraphs are
+    windowed alike."""
     chunk_context: Literal["none", "headings"] = "headings"
     """What a chunk is embedded and BM25-indexed as: its text alone (none), or its document title and
     heading path on a line before the text (headings). The stored text and citations never change."""

@@ -90,7 +90,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                        limit=args.limit, seed=args.seed, k=args.k, embedder=args.embedder,
                        config=config, llm=llm, cache_root=cache_root, use_cache=not args.no_cache,
                        rebuild=args.rebuild, resamples=args.resamples, rerank_pool=args.rerank_pool,
-                       progress=not args.quiet, notice=_stderr)
+                       progress=not args.quiet, notice=_stderr,
+                       peers=[Path(p).expanduser() for p in args.peer or []])
     try:
         run = run_eval(opts)
     except KeyboardInterrupt:
@@ -136,6 +137,9 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
                     help="where indexes and results are cached (default: $TREERAG_CACHE_DIR or user cache)")
     pe.add_argument("--no-cache", action="store_true", help="recompute every result (nothing read or written)")
     pe.add_argument("--rebuild", action="store_true", help="rebuild the cached index even if it matches")
+    pe.add_argument("--peer", action="append", default=None, metavar="FILE",
+                    help="score another system's rankings beside the arms (a file written by "
+                         "benchmarks/peer_llamaindex.py; repeatable)")
     pe.add_argument("--quiet", action="store_true", help="no progress bars")
     pe.set_defaults(func=cmd_eval)
     return pe

@@ -82,6 +82,10 @@ def format_table(run: EvalRun) -> str:
     fb = [f"{s.name} {s.fallbacks}" for s in run.summaries if s.fallbacks]
     if fb:
         notes.append("questions with a recorded fallback: " + ", ".join(fb))
+    for p in run.peers.values():
+        vers = ", ".join(f"{k} {v}" for k, v in p.versions.items())
+        conf = ", ".join(f"{k} {v}" for k, v in p.config.items() if v is not None)
+        notes.append(f"peer arm {p.name}: {p.system} ({vers}); {conf}; {len(p.chunks)} chunks of its own")
     notes.append(f"{run.computed} run(s) computed, {run.cached} from cache; {run.seconds:.1f} s; "
                  f"index {run.index_info['source']} ({run.index_info['path']})")
     return "\n".join(out + [""] + notes + format_slices(run))
@@ -115,7 +119,13 @@ def _slice_table(run: EvalRun, sl: SliceSummary) -> list[str]:
             ratios += [[a.name] + [c[0] for c in cells], [""] + [c[1] for c in cells]]
     if ratios:
         ratios.append(["best flat"] + [_short(sl.baseline.get(k, "-")) for _, k in SLICE_COLUMNS])
-    every = [header] + rows + ratios
+    peer_ratios: list[list[str]] = []
+    for label, cis in sl.vs_peer.items():
+        cells = [_ratio(cis.get(k)) for _, k in SLICE_COLUMNS]
+        peer_ratios += [[label] + [c[0] for c in cells], [""] + [c[1] for c in cells]]
+    if peer_ratios:
+        peer_ratios.append(["best peer"] + [sl.peer_baseline.get(k, "-") for _, k in SLICE_COLUMNS])
+    every = [header] + rows + ratios + peer_ratios
     widths = [max(len(r[i]) for r in every) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
@@ -126,6 +136,9 @@ def _slice_table(run: EvalRun, sl: SliceSummary) -> list[str]:
     out += [line(r) for r in rows]
     if ratios:
         out += ["tree arm / the slice's best flat arm for that figure [95% CI]:"] + [line(r) for r in ratios]
+    if peer_ratios:
+        out += ["tree arm, best flat arm / the slice's best peer arm for that figure [95% CI]:"]
+        out += [line(r) for r in peer_ratios]
     return out
 
 
@@ -165,6 +178,13 @@ def _retrieved(run: EvalRun, rows: list[int], details: list[dict], sources: list
     return out
 
 
+def _peer_retrieved(run: EvalRun, peer: Any, rows: list[int], relevant: frozenset[int]) -> list[dict[str, Any]]:
+    texts = {d.path: d.text for d in run.eval_set.documents}
+    return [{"rank": rank, "row": row, "doc_path": doc, "start_char": s, "end_char": e,
+             "text": texts[doc][s:e], "source": "peer", "relevant": row in relevant}
+            for rank, (row, (doc, s, e)) in enumerate(((r, peer.chunks[r]) for r in rows), 1)]
+
+
 def _located(run: EvalRun, located: list[dict[str, Any]], gold: frozenset[str]) -> list[dict[str, Any]]:
     out = []
     for item in located:
@@ -181,7 +201,9 @@ def _located(run: EvalRun, located: list[dict[str, Any]], gold: frozenset[str]) 
 def _slices_dict(run: EvalRun) -> dict[str, Any]:
     return {name: {"n": sl.n, "means": sl.means, "baseline": sl.baseline,
                    "vs_baseline": {arm: {k: ci.to_dict() for k, ci in cis.items()}
-                                   for arm, cis in sl.vs_baseline.items()}}
+                                   for arm, cis in sl.vs_baseline.items()},
+                   "peer_baseline": sl.peer_baseline,
+                   "vs_peer": {arm: {k: ci.to_dict() for k, ci in cis.items()} for arm, cis in sl.vs_peer.items()}}
             for name, sl in run.slices.items()}
 
 
@@ -207,11 +229,13 @@ def run_to_dict(run: EvalRun) -> dict[str, Any]:
         q = r.question
         arms = {}
         for name, out in r.outputs.items():
+            peer = run.peers.get(name)
+            retrieved = (_peer_retrieved(run, peer, out.rows, r.peer_relevance[name].relevant) if peer else
+                         _retrieved(run, out.rows, out.details, out.sources, r.relevance.relevant))
             arms[name] = {"scores": r.scores[name], "latency_ms": out.latency_ms, "locator": out.locator,
                           "fallbacks": out.fallbacks, "usage": out.usage,
                           "located": _located(run, out.located, r.relevance.gold_leaves),
-                          "retrieved": _retrieved(run, out.rows, out.details, out.sources,
-                                                  r.relevance.relevant),
+                          "retrieved": retrieved,
                           "context": _context(run, out)}
         questions.append({
             "id": q.id, "query": q.query, "lang": q.lang, "scope": list(q.scope) if q.scope else None,
@@ -235,6 +259,8 @@ def run_to_dict(run: EvalRun) -> dict[str, Any]:
         "table": table,
         "context_budgets": list(BUDGETS),
         "slices": _slices_dict(run),
+        "peers": {p.name: {"system": p.system, "versions": p.versions, "config": p.config,
+                           "chunks": len(p.chunks)} for p in run.peers.values()},
         "seconds": round(run.seconds, 2),
         "questions": questions,
     }

@@ -25,6 +25,7 @@ from config import Config
 from evaluation.arms import (ARM_CODE_FILES, BASELINE, LLM_ARMS, Arm, ArmContext, ArmOutput,
                              all_arm_names, make_arm, run_arm)
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
+from evaluation.peer import PeerArm, load_peer_arms
 from evaluation.metrics import (BUDGETS, SCORE_KEYS, SLICE_KEYS, SLICES, BootstrapCI, Relevance,
                                 SpanTable, Span, bootstrap_cis, context_figures, distinct_ndcg,
                                 latency_percentiles, leaf_scores, mean_metrics, paired_bootstrap,
@@ -37,11 +38,13 @@ from utils.errors import IndexFormatError, InputError, TreeRAGError
 ROOT = Path(__file__).resolve().parent.parent
 
 BUILD_FIELDS = ("max_depth", "summary_mode", "summary_max_chars", "short_section_tokens",
-                "chunk_size", "chunk_overlap", "min_chunk_chars", "chunk_context", "embedder", "embedder_model",
+                "chunk_size", "chunk_overlap", "min_chunk_chars", "chunk_units", "chunk_context", "embedder", "embedder_model",
                 "hash_dim")
 """Config fields that change what ``build_index`` writes; only these key the cached index."""
 
 RESULTS_FORMAT = 1
+BEST_FLAT = "best flat arm"
+"""In a slice's comparison with peer arms: the slice's best flat arm for each figure."""
 COV_BUDGET = BUDGETS[0]
 """cov@2k: the smallest context budget (characters) the answer step reads."""
 
@@ -84,6 +87,8 @@ class EvalOptions:
     rerank_pool: int = 20
     progress: bool = True
     notice: Callable[[str], None] = _stderr
+    peers: list[Path] = field(default_factory=list)
+    """Peer files (evaluation.peer): another system's rankings, scored beside the arms."""
 
 
 @dataclass
@@ -94,6 +99,8 @@ class QuestionResult:
     scores: dict[str, dict[str, float | None]]
     slices: frozenset[str] = frozenset({"all"})
     """The slices (metrics.SLICES) the question belongs to."""
+    peer_relevance: dict[str, Relevance] = field(default_factory=dict)
+    """Peer arm -> the question's relevance against that peer's own chunks."""
 
 
 @dataclass
@@ -130,6 +137,10 @@ class SliceSummary:
     """figure (SLICE_KEYS) -> the flat arm with the highest mean in this slice."""
     vs_baseline: dict[str, dict[str, BootstrapCI]] = field(default_factory=dict)
     """arm -> figure -> paired bootstrap against ``baseline[figure]`` (absent for that arm itself)."""
+    peer_baseline: dict[str, str] = field(default_factory=dict)
+    """figure -> the peer arm with the highest mean in this slice (when the run has peers)."""
+    vs_peer: dict[str, dict[str, BootstrapCI]] = field(default_factory=dict)
+    """Tree arms and ``BEST_FLAT`` -> figure -> paired bootstrap against ``peer_baseline[figure]``."""
 
 
 @dataclass
@@ -149,6 +160,8 @@ class EvalRun:
     seconds: float
     slices: dict[str, SliceSummary] = field(default_factory=dict)
     """Slice name (metrics.SLICES order) -> its summary; slices with no question have n == 0."""
+    peers: dict[str, PeerArm] = field(default_factory=dict)
+    """Peer arms of the run by name (their rows index their own chunks, not the index's)."""
 
     @property
     def n_scored(self) -> int:
@@ -340,7 +353,7 @@ def _score(arm: Arm, out: ArmOutput, rel: Relevance, index: Index) -> dict[str, 
 
 def best_flat_arm(arms: list[Arm], results: list[QuestionResult]) -> str | None:
     """The flat arm with the highest mean nDCG@10 in this run: the baseline every arm is held to."""
-    flat = [a.name for a in arms if not a.is_tree]
+    flat = [a.name for a in arms if a.kind == "flat"]
     if not flat or not results:
         return None
     return max(flat, key=lambda n: (float(np.mean([r.scores[n]["ndcg@10"] for r in results])),
@@ -366,15 +379,44 @@ def summarize(arms: list[Arm], results: list[QuestionResult], resamples: int,
     return out
 
 
-def _best_flat(flat: list[int], names: list[str], means: np.ndarray) -> int:
-    """Index of the flat arm with the highest mean (ties: the named baseline, then arm order)."""
-    return max(flat, key=lambda a: (float(means[a]), names[a] == BASELINE, -a))
+def _best_of(group: list[int], names: list[str], means: np.ndarray) -> int:
+    """Index of the group's arm with the highest mean (ties: the named baseline, then arm order)."""
+    return max(group, key=lambda a: (float(means[a]), names[a] == BASELINE, -a))
+
+
+def _against_best(group: list[int], others: list[int], names: list[str], values: np.ndarray,
+                  boot: np.ndarray, n_q: int, confidence: float,
+                  extra: Callable[[int], int] | None = None) -> tuple[list[int], dict[str, dict[str, BootstrapCI]]]:
+    """Per figure, the best arm of ``group``, and intervals of each arm in ``others`` against it.
+
+    ``extra(f)``, when given, adds one more compared arm per figure (reported as ``BEST_FLAT``).
+    """
+    means = values.mean(axis=0)
+    n_f = values.shape[2]
+    best = [_best_of(group, names, means[:, f]) for f in range(n_f)]
+    pairs = [(a, f) for a in others for f in range(n_f) if a != best[f]]
+    labels = [names[a] for a, _ in pairs]
+    if extra is not None:
+        more = [(extra(f), f) for f in range(n_f)]
+        pairs += more
+        labels += [BEST_FLAT] * len(more)
+    out: dict[str, dict[str, BootstrapCI]] = {}
+    if not pairs:
+        return best, out
+    arm_i, fig_i = (np.array(col) for col in zip(*pairs))
+    base_i = np.asarray(best)[fig_i]  # each figure's own baseline
+    cis = bootstrap_cis(boot[:, arm_i, fig_i], boot[:, base_i, fig_i], means[arm_i, fig_i],
+                        means[base_i, fig_i], n_q, confidence)
+    for label, (_, f), ci in zip(labels, pairs, cis):
+        out.setdefault(label, {})[SLICE_KEYS[f]] = ci
+    return best, out
 
 
 def summarize_slice(name: str, arms: list[Arm], results: list[QuestionResult], resamples: int,
                     seed: int, confidence: float = 0.95) -> SliceSummary:
     """Means of every arm over the slice's questions and, per figure, intervals against its best flat arm.
 
+    With peer arms, tree arms and the best flat arm are also held to the best peer arm per figure.
     The question indices are drawn once for the slice and shared by every arm
     and figure (metrics.resampled_means), so 11 arms x 14 figures cost one draw.
     """
@@ -384,31 +426,40 @@ def summarize_slice(name: str, arms: list[Arm], results: list[QuestionResult], r
         return summary
     names = [a.name for a in arms]
     summary.means = {n: mean_metrics([r.scores[n] for r in members], SCORE_KEYS) for n in names}
-    flat = [i for i, a in enumerate(arms) if not a.is_tree]
+    flat = [i for i, a in enumerate(arms) if a.kind == "flat"]
+    peer = [i for i, a in enumerate(arms) if a.kind == "peer"]
     if not flat:
         return summary
     n_q, n_a, n_f = len(members), len(arms), len(SLICE_KEYS)
     values = np.array([[[r.scores[n][k] for k in SLICE_KEYS] for n in names] for r in members],
                       dtype=np.float64)  # (questions, arms, figures)
-    means = values.mean(axis=0)
-    best = [_best_flat(flat, names, means[:, f]) for f in range(n_f)]
-    summary.baseline = {k: names[best[f]] for f, k in enumerate(SLICE_KEYS)}
-    pairs = [(a, f) for a in range(n_a) for f in range(n_f) if a != best[f]]
-    if not pairs:
-        return summary
-    arm_i, fig_i = (np.array(col) for col in zip(*pairs))
-    base_i = np.asarray(best)[fig_i]  # each figure's own baseline
     boot = resampled_means(values.reshape(n_q, n_a * n_f), resamples, seed).reshape(-1, n_a, n_f)
-    cis = bootstrap_cis(boot[:, arm_i, fig_i], boot[:, base_i, fig_i], means[arm_i, fig_i],
-                        means[base_i, fig_i], n_q, confidence)
-    for (a, f), ci in zip(pairs, cis):
-        summary.vs_baseline.setdefault(names[a], {})[SLICE_KEYS[f]] = ci
+    best_flat, summary.vs_baseline = _against_best(flat, list(range(n_a)), names, values, boot, n_q, confidence)
+    summary.baseline = {k: names[best_flat[f]] for f, k in enumerate(SLICE_KEYS)}
+    if peer:
+        tree = [i for i, a in enumerate(arms) if a.is_tree]
+        best_peer, summary.vs_peer = _against_best(peer, tree, names, values, boot, n_q, confidence,
+                                                   extra=lambda f: best_flat[f])
+        summary.peer_baseline = {k: names[best_peer[f]] for f, k in enumerate(SLICE_KEYS)}
     return summary
 
 
 def summarize_slices(arms: list[Arm], results: list[QuestionResult], resamples: int,
                      seed: int) -> dict[str, SliceSummary]:
     return {name: summarize_slice(name, arms, results, resamples, seed) for name in SLICES}
+
+
+def add_peer_scores(qr: QuestionResult, peers: list[PeerArm], index: Index) -> None:
+    """Score each peer's ranking for the question against the peer's own chunks."""
+    q = qr.question
+    for p in peers:
+        rows, ms = p.results[q.id]
+        rel = question_relevance(p.table, [(e.doc, e.spans) for e in q.evidence], q.scope)
+        out = ArmOutput(rows=rows, details=[{} for _ in rows], sources=["peer"] * len(rows), latency_ms=ms,
+                        contexts=p.contexts(rows))
+        qr.outputs[p.name] = out
+        qr.peer_relevance[p.name] = rel
+        qr.scores[p.name] = _score(Arm(p.name, "peer", p.system, Config()), out, rel, index)
 
 
 def run_eval(opts: EvalOptions) -> EvalRun:
@@ -449,6 +500,9 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     if not scored:
         raise InputError("no question can be scored: no chunk of the index overlaps any evidence")
 
+    peers = [p for path in opts.peers
+             for p in load_peer_arms(path, eval_set, [q.id for q, _ in scored], {a.name for a in arms})]
+
     cache_root = opts.cache_root or default_cache_root()
     cache = ResultCache(cache_root / "eval" / "results" / f"{info['identity']}.jsonl"
                         if opts.use_cache else None)
@@ -483,9 +537,13 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     finally:
         bar.close()
         cache.close()
+    if peers:
+        arms = arms + [Arm(p.name, "peer", p.system, base) for p in peers]
+        for qr in results:
+            add_peer_scores(qr, peers, index)
     summaries = summarize(arms, results, opts.resamples, opts.seed)
     by_slice = summarize_slices(arms, results, opts.resamples, opts.seed)
     return EvalRun(options=opts, eval_set=eval_set, arms=arms, index=index, index_info=info,
                    sampled=len(questions), results=results, unscorable=unscorable,
                    summaries=summaries, computed=computed, cached=len(jobs) - computed,
-                   seconds=time.perf_counter() - t0, slices=by_slice)
+                   seconds=time.perf_counter() - t0, slices=by_slice, peers={p.name: p for p in peers})

@@ -47,11 +47,12 @@ def _check_invariants(text: str, spans: list[tuple[int, int]], cs: int, ov: int,
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=_TEXT, cs=st.integers(1, 120), ov_frac=st.floats(0, 0.99), mn=st.integers(0, 30))
-def test_property_no_text_lost_and_spans_well_formed(text: str, cs: int, ov_frac: float, mn: int) -> None:
+@given(text=_TEXT, cs=st.integers(1, 120), ov_frac=st.floats(0, 0.99), mn=st.integers(0, 30), pack=st.booleans())
+def test_property_no_text_lost_and_spans_well_formed(text: str, cs: int, ov_frac: float, mn: int,
+                                                     pack: bool) -> None:
     ov = min(int(cs * ov_frac), cs - 1)
     mn = min(mn, cs)
-    spans = chunk_spans(text, cs, ov, mn)
+    spans = chunk_spans(text, cs, ov, mn, pack=pack)
     _check_invariants(text, spans, cs, ov, mn)
     if text.strip():
         assert spans
@@ -193,3 +194,35 @@ def test_property_span_lines_match_counting(text: str) -> None:
     starts = line_starts(text)
     for s, e in chunk_spans(text, 50, 10, 5):
         assert span_lines(starts, s, e) == (text[:s].count("\n") + 1, text[:e].count("\n") + 1)
+
+
+def test_packing_joins_short_paragraphs_up_to_chunk_size() -> None:
+    """Packed: a statute's short clauses share a chunk until the next would pass chunk_size."""
+    clauses = ["第六条 凡在中华人民共和国领域内犯罪的，除法律有特别规定的以外，都适用本法。",
+               "凡在中华人民共和国船舶或者航空器内犯罪的，也适用本法。",
+               "犯罪的行为或者结果有一项发生在中华人民共和国领域内的，就认为是在中华人民共和国领域内犯罪。"]
+    text = "\n\n".join(clauses * 3)
+    paragraph = chunk_spans(text, 120, 30, 20)
+    packed = chunk_spans(text, 120, 30, 20, pack=True)
+    assert len(paragraph) == 9 and len(packed) < len(paragraph)
+    for (s, e), (s2, e2) in zip(packed, packed[1:]):
+        assert e - s <= 120
+        assert e2 - s > 120, "the next paragraph would have fitted: packing stopped early"
+    assert "".join(text[s:e] for s, e in packed).replace("\n", "") == text.replace("\n", "")
+
+
+def test_packing_leaves_long_paragraphs_to_windows_and_joins_a_scrap() -> None:
+    long_par = "词" * 250
+    text = "表一：\n\n" + long_par + "\n\n短句一。\n\n短句二。"
+    spans = chunk_spans(text, 200, 50, 20, pack=True)
+    assert spans[0][0] == 0, "a scrap before a long paragraph joins its first window"
+    assert all(e - s <= 200 + 20 for s, e in spans)
+    assert text[spans[-1][0]:spans[-1][1]].endswith("短句二。")
+
+
+def test_config_default_packs_and_paragraph_mode_keeps_the_spec_rule() -> None:
+    text = "Accuracy is 93.1% on the test set.\n\nRecall is 88.0% on the test set."
+    node = TreeNode(node_id="0001", heading="H", level=1, content=text, heading_path="H", doc_path="d.md",
+                    content_start=0, content_end=len(text))
+    assert len(chunk_leaf(node, text, Config())) == 1
+    assert len(chunk_leaf(node, text, Config(chunk_units="paragraph"))) == 2
