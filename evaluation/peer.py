@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,16 +50,20 @@ class PeerArm:
 
 
 def _read(path: Path) -> Any:
+    """The file's JSON: a regular file only (a FIFO would block, a directory is a mistake), size-bounded."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise InputError(f"--peer {path}: cannot open ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        import stat
-
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise InputError(f"--peer {path}: not a regular file")
-        data = fh.read(PEER_MAX_BYTES + 1)
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
+            data = fh.read(PEER_MAX_BYTES + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) > PEER_MAX_BYTES:
         raise InputError(f"--peer {path}: larger than {PEER_MAX_BYTES // 2**20} MB")
     try:

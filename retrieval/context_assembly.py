@@ -85,10 +85,11 @@ class _Leaf:
     def used(self) -> int:
         return sum(b - a for a, b in _merge(self.chosen, self.content))
 
-    def paragraph_of(self, a: int, b: int) -> tuple[int, int]:
-        """The paragraph holding the middle of [a, b) (the span itself between paragraphs)."""
-        i = paragraph_at(self.paragraphs, (a + b) // 2)
-        return self.paragraphs[i] if i >= 0 else (a, b)
+    def paragraphs_of(self, a: int, b: int) -> tuple[int, int]:
+        """The whole paragraphs [a, b) touches: a window's paragraph, or the paragraphs a packed chunk
+        holds (an edge between paragraphs stays where it is)."""
+        i, j = paragraph_at(self.paragraphs, a), paragraph_at(self.paragraphs, b - 1)
+        return (self.paragraphs[i][0] if i >= 0 else a, self.paragraphs[j][1] if j >= 0 else b)
 
 
 def _merge(spans: Sequence[tuple[int, int]], content: str) -> list[tuple[int, int]]:
@@ -142,10 +143,10 @@ def _load_leaf(index: Any, chunk: Chunk) -> _Leaf | None:
 
 
 def _units(leaf: _Leaf, a: int, b: int, unit_chars: int) -> list[tuple[int, int]]:
-    """What a hit at [a, b) may be read as, most preferred first: its paragraph when short enough
+    """What a hit at [a, b) may be read as, most preferred first: its paragraph(s) when short enough
     for the budget, its sentences, the window as retrieved."""
     out = []
-    pa, pb = leaf.paragraph_of(a, b)
+    pa, pb = leaf.paragraphs_of(a, b)
     if pb - pa <= unit_chars:
         out.append((pa, pb))
     out.append(widen_to_sentences(leaf.content, a, b))
@@ -236,7 +237,7 @@ def _grow(leaves: dict[str, _Leaf], left: int) -> int:
                 return left
             if not leaf.chosen:
                 continue
-            targets = ([leaf.paragraph_of(a, b) for a, b in _merge(leaf.chosen, leaf.content)]
+            targets = ([leaf.paragraphs_of(a, b) for a, b in _merge(leaf.chosen, leaf.content)]
                        if stage == "paragraph" else [(0, len(leaf.content.rstrip()))])
             for a, b in targets:
                 cost = _new_chars(leaf, a, b)

@@ -196,3 +196,24 @@ def test_a_short_pool_is_continued_by_the_flat_ranking(paper_index) -> None:
     assert all(h.source == "net" for h in out[2:])
     full = hits(paper_index, *[c.chunk_id for c in paper_index.chunks[:10]])
     assert with_flat_tail(full, paper_index, b.embedder, query, Config(), None, 10) == full
+
+
+def test_a_packed_chunk_is_read_whole_not_as_its_middle_paragraph(tmp_path) -> None:
+    # the default build packs short consecutive paragraphs into one chunk: the reader must get all of
+    # them (the evidence may be any one), not only the paragraph under the chunk's middle
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+
+    clauses = "\n\n".join(f"第{n}条 第{n}款的规定内容，适用于本章所列的各种情形。" for n in range(1, 13))
+    doc = tmp_path / "law.md"
+    doc.write_text(f"# 某法\n\n## 第一章 总则\n\n{clauses}\n\n## 第二章 附则\n\n本法自公布之日起施行。\n",
+                   encoding="utf-8")
+    build_index(doc, tmp_path / "idx", Config(), make_embedder("hash", Config()))
+    index = load_index(tmp_path / "idx")
+    packed = next(c for c in index.chunks if c.text.count("\n\n") >= 2)
+    others = [c.chunk_id for c in index.chunks if c.chunk_id != packed.chunk_id]
+    ranked = hits(index, packed.chunk_id, *others)
+    budget = len(packed.text) + 10  # no room to grow: what the hit is read as is all there is
+    ctx = assemble_context(index, ranked, budget, units_per_budget=1)
+    first = next(p for p in ctx.passages if 1 in p.ranks)
+    assert first.start <= packed.start_char and first.end >= packed.end_char

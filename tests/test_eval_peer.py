@@ -1,0 +1,142 @@
+"""`eval --peer`: another system's rankings, on its own chunks, scored by the same rules as our arms."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluation.dataset import load_eval_set
+from evaluation.metrics import SLICE_KEYS, distinct_ndcg
+from evaluation.peer import PEER_FORMAT, load_peer_arms
+from evaluation.report import format_table, run_to_dict
+from evaluation.runner import BEST_FLAT, EvalOptions, run_eval
+from tests.test_eval_runner import DOCS, QUESTIONS, _cli
+from utils.errors import InputError, TreeRAGError
+
+ARMS = ["flat-bm25", "flat-dense", "tree-hybrid"]
+
+
+@pytest.fixture(scope="module")
+def eval_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("set")
+    (root / "docs").mkdir()
+    for name, text in DOCS.items():
+        (root / "docs" / name).write_text(text, encoding="utf-8")
+    (root / "qa.jsonl").write_text("\n".join(json.dumps(q) for q in QUESTIONS) + "\n", encoding="utf-8")
+    return root
+
+
+def _peer_file(root: Path, path: Path, **arm_overrides: object) -> Path:
+    """Two peer arms over whole-paragraph chunks: an oracle (evidence first) and one that ranks backwards."""
+    es = load_eval_set(root)
+    chunks: list[list[object]] = []
+    for d in es.documents:
+        pos = 0
+        for para in d.text.split("\n\n"):
+            s = d.text.index(para, pos)
+            pos = s + len(para)
+            if para.strip():
+                chunks.append([d.path, s, s + len(para.rstrip())])
+    oracle, backwards = {}, {}
+    for q in es.questions:
+        ev = [i for i, (doc, s, e) in enumerate(chunks)
+              if any(doc == item.doc and s <= a and b <= e for item in q.evidence for a, b in item.spans)]
+        rest = [i for i in range(len(chunks)) if i not in ev]
+        oracle[q.id] = {"rows": ev + rest, "latency_ms": 1.0}
+        backwards[q.id] = {"rows": list(reversed(rest)) + ev, "latency_ms": 2.0}
+    arms = [{"name": "peer-oracle", "config": {"chunk_size": 256}, "chunks": chunks, "results": oracle},
+            {"name": "peer-backwards", "config": {}, "chunks": chunks, "results": backwards}]
+    arms[0].update(arm_overrides)
+    path.write_text(json.dumps({"format": PEER_FORMAT, "peer": "testpeer", "versions": {"testpeer": "1.0"},
+                                "arms": arms}), encoding="utf-8")
+    return path
+
+
+def _opts(data: Path, cache: Path, **kw: object) -> EvalOptions:
+    return EvalOptions(data=data, cache_root=cache, progress=False, notice=lambda m: None, resamples=300,
+                       arms=ARMS, **kw)  # type: ignore[arg-type]
+
+
+def test_peer_arms_are_scored_on_their_own_chunks_beside_ours(eval_set: Path, tmp_path: Path) -> None:
+    peer = _peer_file(eval_set, tmp_path / "peer.json")
+    run = run_eval(_opts(eval_set, tmp_path / "c", peers=[peer]))
+    by = {s.name: s for s in run.summaries}
+    assert list(by) == ARMS + ["peer-oracle", "peer-backwards"]
+    oracle = by["peer-oracle"].means
+    # evidence paragraphs ranked first: every in-scope item found at once, read within 2,000 characters
+    assert oracle["dndcg@10"] == pytest.approx(1.0) and oracle["R@2k"] == pytest.approx(1.0)
+    assert oracle["cov@2k"] == pytest.approx(1.0) and oracle["hit@1"] == pytest.approx(1.0)
+    assert by["peer-backwards"].means["dndcg@10"] < oracle["dndcg@10"]
+    assert by["peer-oracle"].means["leaf_recall"] is None
+    # a peer is never the flat baseline, even when it is the best arm of the run
+    assert {s.baseline for s in run.summaries} <= {"flat-bm25", "flat-dense"}
+    sl = run.slices["all"]
+    assert set(sl.baseline.values()) <= {"flat-bm25", "flat-dense"}
+    assert set(sl.peer_baseline.values()) == {"peer-oracle"}
+    assert set(sl.vs_peer) == {"tree-hybrid", BEST_FLAT} and set(sl.vs_peer["tree-hybrid"]) == set(SLICE_KEYS)
+    ci = sl.vs_peer["tree-hybrid"]["dndcg@10"]
+    assert ci.mean_b == pytest.approx(1.0) and ci.mean_a == pytest.approx(sl.means["tree-hybrid"]["dndcg@10"])
+    # relevance is the peer's own: the per-question figure matches a direct computation
+    r = run.results[0]
+    assert r.scores["peer-oracle"]["dndcg@10"] == pytest.approx(
+        distinct_ndcg(r.outputs["peer-oracle"].rows, r.peer_relevance["peer-oracle"]))
+    table = format_table(run)
+    assert "peer arm peer-oracle: testpeer (testpeer 1.0); chunk_size 256" in table
+    assert "best peer arm for that figure" in table
+    d = run_to_dict(run)
+    assert set(d["peers"]) == {"peer-oracle", "peer-backwards"}
+    q = next(q for q in d["questions"] if q["id"] == "q1")
+    hit = q["arms"]["peer-oracle"]["retrieved"][0]
+    doc = (eval_set / "docs" / hit["doc_path"]).read_text(encoding="utf-8")
+    assert hit["relevant"] and doc[hit["start_char"]:hit["end_char"]] == hit["text"]
+    assert "vs_peer" in d["slices"]["all"]
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"chunks": [["nope.md", 0, 5]]}, "not in this set's docs/"),
+    ({"chunks": [["alpha.md", 5, 100000]]}, "outside 'alpha.md'"),
+    ({"chunks": [["alpha.md", "0", 5]]}, "not [doc, start, end]"),
+    ({"results": {}}, "has no result for question"),
+    ({"name": "flat-bm25"}, "already used in this run"),
+    ({"name": ""}, "an arm without a name"),
+])
+def test_a_bad_peer_file_is_a_one_line_error(eval_set: Path, tmp_path: Path, change: dict, needle: str) -> None:
+    peer = _peer_file(eval_set, tmp_path / "peer.json", **change)
+    es = load_eval_set(eval_set)
+    with pytest.raises(InputError) as exc:
+        load_peer_arms(peer, es, [q.id for q in es.questions], {"flat-bm25"})
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_peer_rows_must_index_its_chunks_and_the_file_must_be_one(eval_set: Path, tmp_path: Path) -> None:
+    es = load_eval_set(eval_set)
+    ids = [q.id for q in es.questions]
+    peer = _peer_file(eval_set, tmp_path / "peer.json")
+    obj = json.loads(peer.read_text())
+    obj["arms"][0]["results"][ids[0]]["rows"] = [10 ** 6]
+    peer.write_text(json.dumps(obj))
+    with pytest.raises(InputError, match="a row is not a chunk index"):
+        load_peer_arms(peer, es, ids, set())
+    (tmp_path / "x.json").write_text("[1, 2")
+    with pytest.raises(InputError, match="not a JSON file"):
+        load_peer_arms(tmp_path / "x.json", es, ids, set())
+    (tmp_path / "y.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(InputError, match="not a peer file"):
+        load_peer_arms(tmp_path / "y.json", es, ids, set())
+    with pytest.raises(InputError, match="not a regular file"):
+        load_peer_arms(tmp_path, es, ids, set())
+    with pytest.raises(InputError, match="cannot open"):
+        load_peer_arms(tmp_path / "missing.json", es, ids, set())
+
+
+def test_cli_peer_flag(eval_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    peer = _peer_file(eval_set, tmp_path / "peer.json")
+    args = _cli(["--data", str(eval_set), "--arms", "flat-bm25,tree-hybrid", "--cache-dir", str(tmp_path / "c"),
+                 "--quiet", "--resamples", "200", "--peer", str(peer)])
+    assert args.func(args) == 0
+    assert "peer-oracle" in capsys.readouterr().out
+    args = _cli(["--data", str(eval_set), "--cache-dir", str(tmp_path / "c"), "--quiet",
+                 "--peer", str(tmp_path / "nope.json")])
+    with pytest.raises(TreeRAGError, match="cannot open"):
+        args.func(args)
