@@ -169,7 +169,9 @@ def _jieba_bm25(nodes: list[Any], top_k: int) -> Any:
                 return []
             k = min(self.similarity_top_k, len(self.corpus))
             idx, scores = self.bm25.retrieve([q], k=k, show_progress=False)
-            return [NodeWithScore(node=metadata_dict_to_node(self.corpus[int(i)]), score=float(s))
+            # bm25s hands back the corpus entries themselves when it holds a corpus
+            return [NodeWithScore(node=metadata_dict_to_node(i if isinstance(i, dict) else self.corpus[int(i)]),
+                                  score=float(s))
                     for i, s in zip(idx[0], scores[0]) if s > 0]
 
     return JiebaBM25Retriever(existing_bm25=bm25, similarity_top_k=top_k)
