@@ -40,6 +40,18 @@ class Config:
     short_section_tokens: int = 200
     """Sections shorter than this use their own text as summary (PageIndex rule)."""
 
+    # --- reading input documents (tree_builder/readers/limits.py says why) -----
+    max_input_bytes: int = 128 * 1024 * 1024
+    """Largest input file read (bytes on disk); a larger one is skipped with a warning."""
+    max_unpacked_bytes: int = 64 * 1024 * 1024
+    """Largest total unpacked size of one .docx's parts (a zip bomb is refused before unpacking)."""
+    max_html_elements: int = 300_000
+    """Most tags one HTML file may hold (counted before it is parsed)."""
+    max_html_depth: int = 512
+    """Deepest nesting of HTML elements read."""
+    max_headings: int = 20_000
+    """Most headings one HTML, Word or PDF document may have."""
+
     # --- chunking ---------------------------------------------------------
     chunk_size: int = 200
     chunk_overlap: int = 50
@@ -181,7 +193,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 """str fields whose values are names (the Literal-typed fields carry their choices in their type)."""
 
 _RANGES: dict[str, tuple[float, float]] = {
-    "max_depth": (0, 6), "summary_max_chars": (1, math.inf), "short_section_tokens": (0, math.inf),
+    "max_depth": (0, 6), "max_input_bytes": (1, 1 << 40), "max_unpacked_bytes": (1, 1 << 40),
+    "max_html_elements": (1, 1 << 31), "max_html_depth": (1, 100_000), "max_headings": (1, 1 << 31), "summary_max_chars": (1, math.inf), "short_section_tokens": (0, math.inf),
     "chunk_size": (1, math.inf), "chunk_overlap": (0, math.inf), "min_chunk_chars": (0, math.inf),
     "embed_batch_size": (1, math.inf), "hash_dim": (1, math.inf),
     "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),

@@ -127,7 +127,9 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.max_depth is not None:  # 0 and -1 are errors (Config validates), not the default
         config = config.replace(max_depth=args.max_depth)
     path = Path(args.input)
-    docs, warnings = load_documents(path, follow_links=args.follow_links)
+    from tree_builder.readers.limits import ReadLimits
+
+    docs, warnings = load_documents(path, follow_links=args.follow_links, limits=ReadLimits.from_config(config))
     for w in warnings:
         _stderr(f"warning: {w}")
     root = build_tree(docs, config, folder_mode=path.is_dir())

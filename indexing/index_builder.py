@@ -231,7 +231,9 @@ def build_index(
         from indexing import seekdb_store  # noqa: PLC0415
 
         seekdb_store.check_reachable(store)
-    loaded = load_input(input_path, follow_links=follow_links)
+    from tree_builder.readers.limits import ReadLimits
+
+    loaded = load_input(input_path, follow_links=follow_links, limits=ReadLimits.from_config(config))
     docs, warnings = loaded.documents, loaded.warnings
     folder_mode = input_path.is_dir()
     if embedder is None:  # "auto": chosen by the documents' script
