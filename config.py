@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from utils.errors import InputError
+from utils.oneline import one_line
+
+CONFIG_MAX_BYTES = 1024 * 1024
+"""A config file is a few hundred bytes; the bound only stops a hostile one."""
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -209,6 +213,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),
 }
 """Inclusive bounds (except _POSITIVE); every number must also be finite."""
+INT_SETTING_MAX = 1 << 53
+"""Every int setting stays within this: exact as a float and in an int64 array (numpy, SQLite)."""
 _POSITIVE = frozenset({"llm_query_budget_s", "llm_build_budget_s"})
 """Seconds: zero would mean never calling the model, which is what no --llm is for."""
 
@@ -246,6 +252,16 @@ def _describe(hint: Any) -> str:
     return "none" if hint is type(None) else ("an int" if hint is int else f"a {hint.__name__}")
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """A value as an error message quotes it: one line, cut short (a 5,000-digit int cannot even be
+    printed by default, and a setting may come from a file anyone wrote)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "a number too large to print"
+    return one_line(text, limit)
+
+
 def validate(config: Config) -> None:
     """Every field's type, allowed values and range, and the relations between fields.
 
@@ -255,15 +271,21 @@ def validate(config: Config) -> None:
     for name, hint in _hints().items():
         value = getattr(config, name)
         if not _type_ok(value, hint):
-            raise InputError(f"setting {name} must be {_describe(hint)}, got {value!r}")
+            raise InputError(f"setting {name} must be {_describe(hint)}, got {shown(value)}")
         if name in _CHOICES and value not in _CHOICES[name]:
-            raise InputError(f"setting {name} must be one of {', '.join(_CHOICES[name])}, got {value!r}")
+            raise InputError(f"setting {name} must be one of {', '.join(_CHOICES[name])}, got {shown(value)}")
         if name in _RANGES and not isinstance(value, bool):
             low, high = _RANGES[name]
+            if isinstance(value, int) and abs(value) > INT_SETTING_MAX:
+                raise InputError(f"setting {name} must be at most {INT_SETTING_MAX:,}, got {shown(value, 40)}")
             positive = name in _POSITIVE
-            if not (math.isfinite(value) and low <= value <= high and not (positive and value <= 0)):
+            try:
+                ok = math.isfinite(value) and low <= value <= high and not (positive and value <= 0)
+            except OverflowError:  # an int too large for a float (a TOML file may hold one)
+                ok = False
+            if not ok:
                 span = ("> 0" if positive else f">= {low:g}") if high == math.inf else f"in [{low:g}, {high:g}]"
-                raise InputError(f"setting {name} must be {span}, got {value!r}")
+                raise InputError(f"setting {name} must be {span}, got {shown(value)}")
     if config.chunk_overlap >= config.chunk_size:
         raise InputError(f"setting chunk_overlap must be less than chunk_size "
                          f"(got {config.chunk_overlap} >= {config.chunk_size})")
@@ -273,12 +295,16 @@ def validate(config: Config) -> None:
 
 def parse_seconds(raw: Any, what: str) -> float:
     """A positive, finite number of seconds (nan, inf, 0 and negatives are refused)."""
+    if isinstance(raw, bool):
+        raise InputError(f"{what} must be a number of seconds, got {shown(raw)}")
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise InputError(f"{what} must be a number of seconds, got {raw!r}") from None
+        raise InputError(f"{what} must be a number of seconds, got {shown(raw)}") from None
+    except OverflowError:
+        value = math.inf
     if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what} must be a positive, finite number of seconds, got {raw!r}")
+        raise InputError(f"{what} must be a positive, finite number of seconds, got {shown(raw)}")
     return value
 
 
@@ -309,8 +335,11 @@ def coerce_setting(name: str, value: Any) -> Any:
     if isinstance(value, str) and (optional or not _type_ok(value, hint)):
         value = _from_text(name, value, hint)
     if not _type_ok(value, hint):
-        raise InputError(f"setting {name} must be {_describe(hint)}, got {value!r}")
-    return float(value) if hint is float else value
+        raise InputError(f"setting {name} must be {_describe(hint)}, got {shown(value)}")
+    try:
+        return float(value) if hint is float else value
+    except OverflowError:
+        raise InputError(f"setting {name} must be a finite number, got {shown(value)}") from None
 
 
 def _from_text(name: str, raw: str, hint: Any) -> Any:
@@ -336,7 +365,7 @@ def _from_text(name: str, raw: str, hint: Any) -> Any:
         if hint is float:
             return float(text)
     except ValueError:
-        raise InputError(f"setting {name} must be {_describe(hint)}, got {raw!r}") from None
+        raise InputError(f"setting {name} must be {_describe(hint)}, got {shown(raw)}") from None
     return text
 
 
@@ -349,16 +378,25 @@ def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
     import tomllib
     from pathlib import Path as _Path
 
+    from utils.bounded_read import read_text_bounded
+
     explicit = path is not None or bool(env.get("TREERAG_CONFIG"))
     p = _Path(path) if path is not None else _Path(env.get("TREERAG_CONFIG") or "treerag.toml")
-    if not p.is_file():
+    if not p.exists():
         if explicit:
             raise InputError(f"config file {p} not found")
         return Config()
+    # bounded, and checked on the open descriptor: ./treerag.toml is read without being asked for,
+    # so a FIFO or /dev/zero planted there must be an error, not a hang or an OOM
+    text = read_text_bounded(p, limit=CONFIG_MAX_BYTES, what=f"config file {p}", setting="a config file is small")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"config file {p} is not valid TOML: {exc}") from None
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:  # ValueError: an int past Python's digit limit
+        raise InputError(f"config file {p} is not valid TOML: {one_line(exc, 200)}") from None
+    except RecursionError:
+        raise InputError(f"config file {p} is nested too deeply to be a config file") from None
+    if not isinstance(data.get("treerag", data), dict):
+        raise InputError(f"config file {p}: [treerag] must be a table")
     data = data.get("treerag", data)
     try:
         return Config(**{key: coerce_setting(key, value) for key, value in data.items()})

@@ -293,12 +293,15 @@ def cmd_interactive(args: argparse.Namespace) -> int:
     return 0
 
 
+HISTORY_MAX_LIMIT = 1_000_000
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     from utils.render import render_history
     from utils.run_log import RunLog, default_log_path
 
-    if args.limit < 1:
-        raise InputError(f"--limit must be at least 1 (got {args.limit})")
+    if not 1 <= args.limit <= HISTORY_MAX_LIMIT:  # SQLite takes a 64-bit LIMIT; a larger int overflows
+        raise InputError(f"--limit must be between 1 and {HISTORY_MAX_LIMIT:,} (got {str(args.limit)[:30]})")
     log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
     print(render_history(log.recent(args.limit)))
     return 0

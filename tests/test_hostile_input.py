@@ -166,3 +166,77 @@ def test_html_with_too_many_elements_is_refused_before_parsing(tmp_path: Path) -
     page.write_text("<html><body>" + "<p>x</p>" * 500 + "</body></html>", encoding="utf-8")
     with pytest.raises(InputError, match="max_html_elements"):
         load_input(page, limits=ReadLimits.from_config(Config(max_html_elements=100)))
+
+
+# --------------------------------------------------------------------------- settings files
+
+def test_ranker_weights_pointing_at_dev_zero_is_a_one_line_error(tmp_path: Path) -> None:
+    from retrieval.learned_ranker import load_ranker
+
+    with pytest.raises(InputError, match="ranker weights /dev/zero: is a device"):
+        load_ranker("tree", "/dev/zero")
+
+
+def test_ranker_weights_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    from retrieval.learned_ranker import load_ranker
+
+    fifo = tmp_path / "w.json"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="is a FIFO"):
+        load_ranker("tree", fifo)
+
+
+def test_oversized_ranker_weights_are_refused(tmp_path: Path) -> None:
+    from retrieval.learned_ranker import load_ranker
+
+    big = tmp_path / "w.json"
+    big.write_text('{"tree": {"x": 1}, "pad": "' + "a" * (2 * 1024 * 1024) + '"}', encoding="utf-8")
+    with pytest.raises(InputError, match="limit"):
+        load_ranker("tree", big)
+
+
+def test_config_file_that_is_a_fifo_or_device_is_an_error(tmp_path: Path) -> None:
+    from config import load_config_file
+
+    fifo = tmp_path / "treerag.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="is a FIFO"):
+        load_config_file(fifo, {})
+    with pytest.raises(InputError, match="is a device"):
+        load_config_file(Path("/dev/zero"), {})
+
+
+def test_deeply_nested_toml_is_a_one_line_error(tmp_path: Path) -> None:
+    from config import load_config_file
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="config file"):
+        load_config_file(deep, {})
+
+
+@pytest.mark.parametrize("text", ["chunk_size = 99999999999999999999999999999999999999999",
+                                  "llm_query_budget_s = 1" + "0" * 400,
+                                  "chunk_size = " + "9" * 5000])
+def test_huge_numbers_in_a_config_file_are_one_line_errors(tmp_path: Path, text: str) -> None:
+    from config import load_config_file
+
+    f = tmp_path / "c.toml"
+    f.write_text(text + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        load_config_file(f, {})
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
+
+
+def test_huge_history_limit_is_a_one_line_error(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    r = run_cli("history", "--limit", "99999999999999999999", "--log", str(tmp_path / "log.db"))
+    assert r.returncode != 0 and "Traceback" not in r.stderr and r.stderr.startswith("error: --limit")
+
+
+def test_huge_llm_timeout_is_a_one_line_error() -> None:
+    from config import parse_seconds
+
+    with pytest.raises(InputError):
+        parse_seconds(10 ** 400, "LLM timeout")
