@@ -44,6 +44,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     from indexing.embedder import make_embedder
     from indexing.index_builder import build_index
 
+    from utils.paths import index_dir_path
+
+    if not args.input.strip():
+        raise InputError("--input is empty: name a document or a folder")
+    output = index_dir_path(args.output, "--output")
     base = _base_config(args)
     embedder_name = "hash" if args.mock else (args.embedder or base.embedder)
     config = base.replace(embedder=embedder_name,
@@ -72,10 +77,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         usage = UsageMeter()
         summarizer = LLMSummarizer(llm, config, usage)
         workers = args.summary_workers
-    report = build_index(Path(args.input), Path(args.output), config, embedder,
+    report = build_index(Path(args.input), output, config, embedder,
                          progress=tqdm_progress(not args.quiet), summarizer=summarizer,
                          summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
-                         store=_store(args.store, Path(args.output)))
+                         store=_store(args.store, output))
     if report.rebuild_reason:
         _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
     for n in report.notes:
@@ -173,7 +178,9 @@ class Session:
         config = _query_config(args)
         config = config.replace(llm_query_budget_s=_llm_budget(args, config.llm_query_budget_s))
         log = None if args.no_log else (Path(args.log) if args.log else default_log_path(os.environ))
-        self.rag = TreeRAG.open(Path(args.index), llm="mock" if args.mock else args.llm, embedder=args.embedder,
+        from utils.paths import index_dir_path
+
+        self.rag = TreeRAG.open(index_dir_path(args.index, "--index"), llm="mock" if args.mock else args.llm, embedder=args.embedder,
                                 log=log, env=os.environ, llm_timeout=_llm_timeout(args),
                                 use_cache=not args.no_cache, notice=_stderr, config=config)
         self.index = self.rag.index
@@ -321,8 +328,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """What a load skips to stay fast at scale: full sha256 of every file, every record, every vector."""
     from indexing.index_store import verify_index
+    from utils.paths import index_dir_path
 
-    print(verify_index(Path(args.index)).line(Path(args.index)))
+    path = index_dir_path(args.index, "--index")
+    print(verify_index(path).line(path))
     return 0
 
 

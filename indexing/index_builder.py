@@ -27,7 +27,7 @@ from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
 from indexing.index_store import FILES as STORE_FILES
-from indexing.index_store import LEGACY_FILES, METADATA, text_key
+from indexing.index_store import LEGACY_FILES, METADATA, looks_like_index, text_key
 from indexing.index_writer import IndexWriter
 from indexing.reuse import PreviousIndex, build_settings, compare_documents, open_previous
 from tree_builder.folder_walk import printable_name
@@ -36,6 +36,7 @@ from tree_builder.summary import summarize_tree
 from tree_builder.tree import Document, TreeNode, build_tree
 from utils.atomic import recover_directory, replace_directory
 from utils.errors import IndexFormatError, InputError
+from utils.paths import index_dir_path
 from utils.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -224,9 +225,9 @@ def build_index(
     dropped only after the new manifest is in place.
     """
     t0 = time.perf_counter()
-    input_path, output = Path(input_path), Path(output)
+    input_path, output = Path(input_path), index_dir_path(output, "--output")
     _prepare_output(output)
-    recover_directory(output)
+    recover_directory(output, looks_like_index)
     if store is not None:  # an unreachable engine or a refused login is said before any work is done
         from indexing import seekdb_store  # noqa: PLC0415
 
@@ -332,9 +333,12 @@ def build_index(
 
 def _metadata_of(output: Path) -> dict[str, Any] | None:
     """The metadata.json of the index now at ``output``, if it reads as a JSON object."""
+    from indexing.index_files import METADATA_MAX_BYTES, IndexDir  # noqa: PLC0415
+
     try:
-        meta = json.loads((Path(output) / METADATA).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        with IndexDir(index_dir_path(output, "--output")) as files:  # bounded, regular file only
+            meta = json.loads(files.read_bytes(METADATA, METADATA_MAX_BYTES))
+    except (OSError, ValueError, RecursionError, IndexFormatError):
         return None
     return meta if isinstance(meta, dict) else None
 

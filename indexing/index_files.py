@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import mmap
 import os
 import stat
@@ -285,7 +286,9 @@ class IndexDir:
             if dtype.hasobject or dtype.kind not in "biuf":
                 raise IndexFormatError(f"{name} holds {dtype} values, not plain numbers (pickled data is refused)")
             offset = fh.tell()
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                raise IndexFormatError(f"{name} declares an invalid shape {_short(shape, 80)}")
+            count = math.prod(shape)  # Python ints: a crafted shape cannot overflow the size check
             if offset + count * dtype.itemsize != size:
                 raise IndexFormatError(f"{name} is truncated or padded: {size} bytes for shape {shape} {dtype}")
             self._check_file(name, entry, fh, size)

@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
@@ -86,9 +87,15 @@ def replace_directory(new_dir: Path, target: Path) -> None:
     shutil.rmtree(backup, ignore_errors=True)
 
 
-def recover_directory(target: Path) -> None:
-    """Undo a two-step swap interrupted between its renames."""
+def recover_directory(target: Path, is_valid: "Callable[[Path], bool] | None" = None) -> None:
+    """Undo a two-step swap interrupted between its renames.
+
+    ``is_valid`` must accept the backup first: anyone who can write beside the target can leave a
+    ``.<name>.previous`` there, and a reader must not move an arbitrary directory into place.
+    """
     target = Path(target)
     backup = backup_path(target)
-    if not target.exists() and backup.is_dir():
+    if not os.path.lexists(target) and backup.is_dir() and not backup.is_symlink():
+        if is_valid is not None and not is_valid(backup):
+            return
         os.rename(backup, target)
