@@ -34,8 +34,9 @@ from utils.progress import tqdm_progress
 
 def _stderr(msg: str) -> None:
     from utils.render import terminal_safe  # messages can quote file names and document text
+    from utils.secrets import redact_secrets  # and a --store URI, whose password never shows
 
-    print(terminal_safe(msg), file=sys.stderr, flush=True)
+    print(terminal_safe(redact_secrets(msg)), file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- commands

@@ -92,10 +92,24 @@ def is_store_uri(text: str) -> bool:
     return text.startswith(f"{SCHEME}:")
 
 
+def redact_uri(text: str) -> str:
+    """A store URI as an error message may quote it: whatever could be a password replaced by ``***``.
+
+    The URI is often malformed when it is quoted (that is why there is an error), so this does not
+    parse it: everything between the first ``:`` after the user and the *last* ``@`` is the password
+    (a password may hold ``@``, ``/`` or ``:`` unencoded); with no ``@``, a non-numeric "port" may
+    be a password typed without a host and is hidden too.
+    """
+    from utils.secrets import redact_uri as _redact
+
+    return _redact(text)
+
+
 def parse_store_uri(text: str, env: Mapping[str, str] | None = None) -> StoreURI:
-    """``seekdb:///abs/path`` or ``seekdb://USER[:PASS]@HOST:PORT/DATABASE[?tenant=T]``; one-line errors."""
+    """``seekdb:///abs/path`` or ``seekdb://USER[:PASS]@HOST:PORT/DATABASE[?tenant=T]``; one-line errors
+    that never show the password."""
     env = os.environ if env is None else env
-    bad = (f"--store {text!r}: expected seekdb:///absolute/path (embedded) or "
+    bad = (f"--store {redact_uri(text)!r}: expected seekdb:///absolute/path (embedded) or "
            "seekdb://USER[:PASS]@HOST:PORT/DATABASE (server)")
     if not is_store_uri(text):
         raise InputError(bad)
