@@ -255,7 +255,9 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     result["fallbacks"] = [f.to_dict() for f in fallbacks]
     result["usage"] = usage.to_dict()
     meta = index.metadata
-    result["index"] = {"path": str(index.path), "created_at": meta.get("created_at"),
+    from tree_builder.folder_walk import printable_name
+
+    result["index"] = {"path": printable_name(str(index.path)), "created_at": meta.get("created_at"),
                        "embedder": dict(index.embedder_identity),
                        "documents": meta["counts"]["documents"], "chunks": meta["counts"]["chunks"]}
     result["config"] = config.to_dict()
