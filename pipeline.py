@@ -239,6 +239,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
                             context=ctx.passages)
         result["answer"] = answer.text
         result["answer_mode"] = answer.mode
+        result["answer_truncated"] = answer.truncated
         result["answer_quotes"] = answer.quotes
         result["evidence_found"] = found
         result["evidence_strength"] = {**strength.to_dict(), "floor": config.evidence_floor}

@@ -31,6 +31,8 @@ def _byte_text(m: "re.Match[str]") -> str:
 
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
+TRUNCATED_NOTE = "[answer cut short: the LLM stopped at its token limit]"
+
 ORDER_LEGEND = {
     "rerank": "rerank (cross-encoder)",
     "section": "section (the chunk's and its section's evidence, learned weights)",
@@ -131,6 +133,8 @@ def _render(result: dict[str, Any]) -> str:
     out.append(">>> Step 3: Answer")
     out += _fallback_lines(result, "synthesis")
     out.append(result.get("answer", ""))
+    if result.get("answer_truncated"):
+        out.append(TRUNCATED_NOTE)
     out.append(footer(result))
     out.append(RULE)
     return "\n".join(out)

@@ -169,9 +169,10 @@ class _RemoteLLM:
             input_tokens = estimate_tokens((request.system or "") + request.prompt) if input_tokens is None else input_tokens
             output_tokens = estimate_tokens(raw.text) if output_tokens is None else output_tokens
             notes.append("token counts estimated (server sent no usage)")
-        if raw.truncated:
-            notes.append(f"output truncated at max_tokens={request.max_tokens}")
         text, cacheable = raw.text, True
+        if raw.truncated:  # an incomplete answer must not be served again from the cache
+            notes.append(f"output truncated at max_tokens={request.max_tokens}: not cached")
+            cacheable = False
         cap = answer_char_cap(request.max_tokens)
         if len(text) > cap:
             notes.append(f"answer of {len(text):,} characters ignored max_tokens={request.max_tokens}: "
@@ -185,7 +186,7 @@ class _RemoteLLM:
             calls=1,
         )
         return LLMResponse(text=text, usage=usage, provider=self.provider, model=self.model,
-                           cached=False, notes=tuple(notes), cacheable=cacheable)
+                           cached=False, notes=tuple(notes), cacheable=cacheable, truncated=raw.truncated)
 
     def _permanent_error(self, failure: _CallFailure, attempts: int) -> LLMCallError:
         p, status = self.provider, failure.status
