@@ -108,12 +108,14 @@ class LLMCallError(BackendError):
     """A failed LLM call, with enough detail for the run record."""
 
     def __init__(self, message: str, *, provider: str, status: int | None = None, attempts: int = 1,
-                 retryable: bool = False) -> None:
+                 retryable: bool = False, timed_out: bool = False) -> None:
         super().__init__(message)
         self.provider = provider
         self.status = status
         self.attempts = attempts
         self.retryable = retryable
+        self.timed_out = timed_out
+        """No response came within the request's time limit (the server is silent or too slow)."""
 
 
 class UsageMeter:
