@@ -129,6 +129,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from tree_builder.tree import build_tree
     from tree_builder.visualizer import serialize_tree
 
+    if not args.input.strip():
+        raise InputError("--input is empty: name a document or a folder")
     config = _base_config(args)
     if args.max_depth is not None:  # 0 and -1 are errors (Config validates), not the default
         config = config.replace(max_depth=args.max_depth)

@@ -42,6 +42,7 @@ from typing import Any, BinaryIO, Callable
 import numpy as np
 from numpy.lib import format as npy_format
 
+from utils.bounded_read import kind_name
 from utils.errors import IndexFormatError
 
 METADATA_MAX_BYTES = 256 * 1024 * 1024
@@ -215,10 +216,7 @@ class IndexDir:
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
-                        else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                        else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-                raise IndexFormatError(f"{name} is {kind}; index files must be regular files")
+                raise IndexFormatError(f"{name} is {kind_name(st.st_mode)}; index files must be regular files")
             if entry is not None and st.st_size != entry.size:
                 raise IndexChanged(f"{name} has {st.st_size} bytes but metadata.json declares {entry.size} "
                                    f"(modified after the build, or from another build); rebuild the index")

@@ -27,6 +27,8 @@ def _one_line_error(proc) -> None:
     ("verify", "--index", "/"),
     ("index", "--input", str(TEST_PAPER), "--output", "", "--mock", "--quiet"),
     ("index", "--input", str(TEST_PAPER), "--output", "/", "--mock", "--quiet"),
+    ("index", "--input", "", "--output", "somewhere", "--mock", "--quiet"),
+    ("tree", "--input", ""),
 ])
 def test_index_paths_without_a_name_are_one_line_errors(args: tuple[str, ...]) -> None:
     _one_line_error(run_cli(*args))
