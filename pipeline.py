@@ -343,6 +343,8 @@ class QueryResult:
     fallbacks: tuple[dict[str, str], ...]
     run_id: str
     _raw: dict[str, Any]
+    truncated: bool = False
+    """The LLM stopped at its token limit: ``answer`` is incomplete."""
 
     def to_dict(self) -> dict[str, Any]:
         import json
@@ -362,7 +364,7 @@ class QueryResult:
         return cls(query=result["query"], answer=result["answer"], evidence_found=bool(result["evidence_found"]),
                    chunks=hits, located=tuple(dict(n) for n in result.get("step1_nodes", [])),
                    timing_ms=dict(result.get("timing_ms", {})), fallbacks=tuple(result.get("fallbacks", [])),
-                   run_id=result["run_id"], _raw=result)
+                   run_id=result["run_id"], _raw=result, truncated=bool(result.get("answer_truncated")))
 
 
 def _require_type(value: Any, types: tuple[type, ...], name: str, wanted: str) -> None:

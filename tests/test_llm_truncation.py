@@ -59,3 +59,11 @@ def test_truncated_answer_is_said_in_terminal_and_json_and_not_served_later(tmp_
         healthy = run_cli(*q, "--json", env=env)
     res = json.loads(healthy.stdout)
     assert res["answer"] == "AdaRouter reaches 73.2% on EUR/USD." and res["answer_truncated"] is False
+
+
+def test_api_result_says_the_answer_was_cut() -> None:
+    from pipeline import QueryResult
+
+    raw = {"query": "q", "answer": "half", "evidence_found": True, "run_id": "r", "answer_truncated": True}
+    assert QueryResult.from_result(raw).truncated
+    assert not QueryResult.from_result({**raw, "answer_truncated": False}).truncated

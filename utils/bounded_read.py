@@ -118,7 +118,7 @@ def read_bounded(path: os.PathLike[str] | str, *, limit: int, what: str | None =
     """
     name = what if what is not None else os.fspath(path)
     try:
-        fd, _size = open_regular(path, limit=limit, what=name, follow=follow, inside=inside)
+        fd, size = open_regular(path, limit=limit, what=name, follow=follow, inside=inside)
     except TooLarge as exc:
         raise TooLarge(f"{exc} ({setting})") from None
     try:
@@ -126,7 +126,9 @@ def read_bounded(path: os.PathLike[str] | str, *, limit: int, what: str | None =
         got = 0
         while got <= limit:
             try:
-                part = os.read(fd, min(_CHUNK, limit + 1 - got))
+                # the size fstat promised in one read (one buffer, no join copy), then small reads
+                # until EOF: a file that grows is still cut one byte past the limit
+                part = os.read(fd, min(limit + 1 - got, max(_CHUNK, size + 1 - got)))
             except BlockingIOError:  # cannot happen for a regular file; never spin on it
                 break
             except OSError as exc:
