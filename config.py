@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from utils.errors import InputError
+from utils.oneline import one_line
+
+CONFIG_MAX_BYTES = 1024 * 1024
+"""A config file is a few hundred bytes; the bound only stops a hostile one."""
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -39,6 +43,18 @@ class Config:
     """Cap on an extractive summary (characters; CJK and Latin alike)."""
     short_section_tokens: int = 200
     """Sections shorter than this use their own text as summary (PageIndex rule)."""
+
+    # --- reading input documents (tree_builder/readers/limits.py says why) -----
+    max_input_bytes: int = 128 * 1024 * 1024
+    """Largest input file read (bytes on disk); a larger one is skipped with a warning."""
+    max_unpacked_bytes: int = 64 * 1024 * 1024
+    """Largest total unpacked size of one .docx's parts (a zip bomb is refused before unpacking)."""
+    max_html_elements: int = 300_000
+    """Most tags one HTML file may hold (counted before it is parsed)."""
+    max_html_depth: int = 512
+    """Deepest nesting of HTML elements read."""
+    max_headings: int = 20_000
+    """Most headings one HTML, Word or PDF document may have."""
 
     # --- chunking ---------------------------------------------------------
     chunk_size: int = 200
@@ -181,7 +197,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 """str fields whose values are names (the Literal-typed fields carry their choices in their type)."""
 
 _RANGES: dict[str, tuple[float, float]] = {
-    "max_depth": (0, 6), "summary_max_chars": (1, math.inf), "short_section_tokens": (0, math.inf),
+    "max_depth": (0, 6), "max_input_bytes": (1, 1 << 40), "max_unpacked_bytes": (1, 1 << 40),
+    "max_html_elements": (1, 1 << 31), "max_html_depth": (1, 100_000), "max_headings": (1, 1 << 31), "summary_max_chars": (1, math.inf), "short_section_tokens": (0, math.inf),
     "chunk_size": (1, math.inf), "chunk_overlap": (0, math.inf), "min_chunk_chars": (0, math.inf),
     "embed_batch_size": (1, math.inf), "hash_dim": (1, math.inf),
     "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
@@ -196,6 +213,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),
 }
 """Inclusive bounds (except _POSITIVE); every number must also be finite."""
+INT_SETTING_MAX = 1 << 53
+"""Every int setting stays within this: exact as a float and in an int64 array (numpy, SQLite)."""
 _POSITIVE = frozenset({"llm_query_budget_s", "llm_build_budget_s"})
 """Seconds: zero would mean never calling the model, which is what no --llm is for."""
 
@@ -233,6 +252,16 @@ def _describe(hint: Any) -> str:
     return "none" if hint is type(None) else ("an int" if hint is int else f"a {hint.__name__}")
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """A value as an error message quotes it: one line, cut short (a 5,000-digit int cannot even be
+    printed by default, and a setting may come from a file anyone wrote)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "a number too large to print"
+    return one_line(text, limit)
+
+
 def validate(config: Config) -> None:
     """Every field's type, allowed values and range, and the relations between fields.
 
@@ -242,15 +271,21 @@ def validate(config: Config) -> None:
     for name, hint in _hints().items():
         value = getattr(config, name)
         if not _type_ok(value, hint):
-            raise InputError(f"setting {name} must be {_describe(hint)}, got {value!r}")
+            raise InputError(f"setting {name} must be {_describe(hint)}, got {shown(value)}")
         if name in _CHOICES and value not in _CHOICES[name]:
-            raise InputError(f"setting {name} must be one of {', '.join(_CHOICES[name])}, got {value!r}")
+            raise InputError(f"setting {name} must be one of {', '.join(_CHOICES[name])}, got {shown(value)}")
         if name in _RANGES and not isinstance(value, bool):
             low, high = _RANGES[name]
+            if isinstance(value, int) and abs(value) > INT_SETTING_MAX:
+                raise InputError(f"setting {name} must be at most {INT_SETTING_MAX:,}, got {shown(value, 40)}")
             positive = name in _POSITIVE
-            if not (math.isfinite(value) and low <= value <= high and not (positive and value <= 0)):
+            try:
+                ok = math.isfinite(value) and low <= value <= high and not (positive and value <= 0)
+            except OverflowError:  # an int too large for a float (a TOML file may hold one)
+                ok = False
+            if not ok:
                 span = ("> 0" if positive else f">= {low:g}") if high == math.inf else f"in [{low:g}, {high:g}]"
-                raise InputError(f"setting {name} must be {span}, got {value!r}")
+                raise InputError(f"setting {name} must be {span}, got {shown(value)}")
     if config.chunk_overlap >= config.chunk_size:
         raise InputError(f"setting chunk_overlap must be less than chunk_size "
                          f"(got {config.chunk_overlap} >= {config.chunk_size})")
@@ -260,12 +295,16 @@ def validate(config: Config) -> None:
 
 def parse_seconds(raw: Any, what: str) -> float:
     """A positive, finite number of seconds (nan, inf, 0 and negatives are refused)."""
+    if isinstance(raw, bool):
+        raise InputError(f"{what} must be a number of seconds, got {shown(raw)}")
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise InputError(f"{what} must be a number of seconds, got {raw!r}") from None
+        raise InputError(f"{what} must be a number of seconds, got {shown(raw)}") from None
+    except OverflowError:
+        value = math.inf
     if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what} must be a positive, finite number of seconds, got {raw!r}")
+        raise InputError(f"{what} must be a positive, finite number of seconds, got {shown(raw)}")
     return value
 
 
@@ -296,8 +335,11 @@ def coerce_setting(name: str, value: Any) -> Any:
     if isinstance(value, str) and (optional or not _type_ok(value, hint)):
         value = _from_text(name, value, hint)
     if not _type_ok(value, hint):
-        raise InputError(f"setting {name} must be {_describe(hint)}, got {value!r}")
-    return float(value) if hint is float else value
+        raise InputError(f"setting {name} must be {_describe(hint)}, got {shown(value)}")
+    try:
+        return float(value) if hint is float else value
+    except OverflowError:
+        raise InputError(f"setting {name} must be a finite number, got {shown(value)}") from None
 
 
 def _from_text(name: str, raw: str, hint: Any) -> Any:
@@ -323,7 +365,7 @@ def _from_text(name: str, raw: str, hint: Any) -> Any:
         if hint is float:
             return float(text)
     except ValueError:
-        raise InputError(f"setting {name} must be {_describe(hint)}, got {raw!r}") from None
+        raise InputError(f"setting {name} must be {_describe(hint)}, got {shown(raw)}") from None
     return text
 
 
@@ -336,16 +378,25 @@ def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
     import tomllib
     from pathlib import Path as _Path
 
+    from utils.bounded_read import read_text_bounded
+
     explicit = path is not None or bool(env.get("TREERAG_CONFIG"))
     p = _Path(path) if path is not None else _Path(env.get("TREERAG_CONFIG") or "treerag.toml")
-    if not p.is_file():
+    if not p.exists():
         if explicit:
             raise InputError(f"config file {p} not found")
         return Config()
+    # bounded, and checked on the open descriptor: ./treerag.toml is read without being asked for,
+    # so a FIFO or /dev/zero planted there must be an error, not a hang or an OOM
+    text = read_text_bounded(p, limit=CONFIG_MAX_BYTES, what=f"config file {p}", setting="a config file is small")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"config file {p} is not valid TOML: {exc}") from None
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:  # ValueError: an int past Python's digit limit
+        raise InputError(f"config file {p} is not valid TOML: {one_line(exc, 200)}") from None
+    except RecursionError:
+        raise InputError(f"config file {p} is nested too deeply to be a config file") from None
+    if not isinstance(data.get("treerag", data), dict):
+        raise InputError(f"config file {p}: [treerag] must be a table")
     data = data.get("treerag", data)
     try:
         return Config(**{key: coerce_setting(key, value) for key, value in data.items()})

@@ -34,8 +34,9 @@ from utils.progress import tqdm_progress
 
 def _stderr(msg: str) -> None:
     from utils.render import terminal_safe  # messages can quote file names and document text
+    from utils.secrets import redact_secrets  # and a --store URI, whose password never shows
 
-    print(terminal_safe(msg), file=sys.stderr, flush=True)
+    print(terminal_safe(redact_secrets(msg)), file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- commands
@@ -44,6 +45,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     from indexing.embedder import make_embedder
     from indexing.index_builder import build_index
 
+    from utils.paths import index_dir_path
+
+    if not args.input.strip():
+        raise InputError("--input is empty: name a document or a folder")
+    output = index_dir_path(args.output, "--output")
     base = _base_config(args)
     embedder_name = "hash" if args.mock else (args.embedder or base.embedder)
     config = base.replace(embedder=embedder_name,
@@ -72,10 +78,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         usage = UsageMeter()
         summarizer = LLMSummarizer(llm, config, usage)
         workers = args.summary_workers
-    report = build_index(Path(args.input), Path(args.output), config, embedder,
+    report = build_index(Path(args.input), output, config, embedder,
                          progress=tqdm_progress(not args.quiet), summarizer=summarizer,
                          summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
-                         store=_store(args.store, Path(args.output)))
+                         store=_store(args.store, output))
     if report.rebuild_reason:
         _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
     for n in report.notes:
@@ -123,11 +129,15 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from tree_builder.tree import build_tree
     from tree_builder.visualizer import serialize_tree
 
+    if not args.input.strip():
+        raise InputError("--input is empty: name a document or a folder")
     config = _base_config(args)
     if args.max_depth is not None:  # 0 and -1 are errors (Config validates), not the default
         config = config.replace(max_depth=args.max_depth)
     path = Path(args.input)
-    docs, warnings = load_documents(path, follow_links=args.follow_links)
+    from tree_builder.readers.limits import ReadLimits
+
+    docs, warnings = load_documents(path, follow_links=args.follow_links, limits=ReadLimits.from_config(config))
     for w in warnings:
         _stderr(f"warning: {w}")
     root = build_tree(docs, config, folder_mode=path.is_dir())
@@ -171,7 +181,9 @@ class Session:
         config = _query_config(args)
         config = config.replace(llm_query_budget_s=_llm_budget(args, config.llm_query_budget_s))
         log = None if args.no_log else (Path(args.log) if args.log else default_log_path(os.environ))
-        self.rag = TreeRAG.open(Path(args.index), llm="mock" if args.mock else args.llm, embedder=args.embedder,
+        from utils.paths import index_dir_path
+
+        self.rag = TreeRAG.open(index_dir_path(args.index, "--index"), llm="mock" if args.mock else args.llm, embedder=args.embedder,
                                 log=log, env=os.environ, llm_timeout=_llm_timeout(args),
                                 use_cache=not args.no_cache, notice=_stderr, config=config)
         self.index = self.rag.index
@@ -291,12 +303,15 @@ def cmd_interactive(args: argparse.Namespace) -> int:
     return 0
 
 
+HISTORY_MAX_LIMIT = 1_000_000
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     from utils.render import render_history
     from utils.run_log import RunLog, default_log_path
 
-    if args.limit < 1:
-        raise InputError(f"--limit must be at least 1 (got {args.limit})")
+    if not 1 <= args.limit <= HISTORY_MAX_LIMIT:  # SQLite takes a 64-bit LIMIT; a larger int overflows
+        raise InputError(f"--limit must be between 1 and {HISTORY_MAX_LIMIT:,} (got {str(args.limit)[:30]})")
     log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
     print(render_history(log.recent(args.limit)))
     return 0
@@ -316,8 +331,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """What a load skips to stay fast at scale: full sha256 of every file, every record, every vector."""
     from indexing.index_store import verify_index
+    from utils.paths import index_dir_path
 
-    print(verify_index(Path(args.index)).line(Path(args.index)))
+    path = index_dir_path(args.index, "--index")
+    print(verify_index(path).line(path))
     return 0
 
 

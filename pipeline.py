@@ -28,6 +28,7 @@ from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
 from utils.llm_budget import BudgetedLLM, with_budget
 from utils.llm_client import LLMClient, UsageMeter
+from utils.errors import InputError
 from utils.tokenizer import is_stopword_only
 
 
@@ -238,6 +239,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
                             context=ctx.passages)
         result["answer"] = answer.text
         result["answer_mode"] = answer.mode
+        result["answer_truncated"] = answer.truncated
         result["answer_quotes"] = answer.quotes
         result["evidence_found"] = found
         result["evidence_strength"] = {**strength.to_dict(), "floor": config.evidence_floor}
@@ -254,7 +256,9 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     result["fallbacks"] = [f.to_dict() for f in fallbacks]
     result["usage"] = usage.to_dict()
     meta = index.metadata
-    result["index"] = {"path": str(index.path), "created_at": meta.get("created_at"),
+    from tree_builder.folder_walk import printable_name
+
+    result["index"] = {"path": printable_name(str(index.path)), "created_at": meta.get("created_at"),
                        "embedder": dict(index.embedder_identity),
                        "documents": meta["counts"]["documents"], "chunks": meta["counts"]["chunks"]}
     result["config"] = config.to_dict()
@@ -339,6 +343,8 @@ class QueryResult:
     fallbacks: tuple[dict[str, str], ...]
     run_id: str
     _raw: dict[str, Any]
+    truncated: bool = False
+    """The LLM stopped at its token limit: ``answer`` is incomplete."""
 
     def to_dict(self) -> dict[str, Any]:
         import json
@@ -358,7 +364,12 @@ class QueryResult:
         return cls(query=result["query"], answer=result["answer"], evidence_found=bool(result["evidence_found"]),
                    chunks=hits, located=tuple(dict(n) for n in result.get("step1_nodes", [])),
                    timing_ms=dict(result.get("timing_ms", {})), fallbacks=tuple(result.get("fallbacks", [])),
-                   run_id=result["run_id"], _raw=result)
+                   run_id=result["run_id"], _raw=result, truncated=bool(result.get("answer_truncated")))
+
+
+def _require_type(value: Any, types: tuple[type, ...], name: str, wanted: str) -> None:
+    if not isinstance(value, types):
+        raise InputError(f"{name} must be {wanted}, got {type(value).__name__}")
 
 
 class TreeRAG:
@@ -395,10 +406,24 @@ class TreeRAG:
         from indexing.index_store import load_index
         from utils.llm_client import default_cache_dir, make_llm, resolve_llm_spec
 
+        from config import parse_seconds
+        from utils.paths import index_dir_path
+
+        # the CLI's parser checks its flags; a Python caller's arguments are checked here, each a
+        # one-line InputError naming the argument (not an AttributeError, or every later call
+        # failing as "cannot connect" because the timeout was nan)
+        index_path = index_dir_path(index_dir, "index_dir")
+        _require_type(llm, (str, type(None)), "llm", "a provider spec such as 'openai:MODEL', or None")
+        _require_type(embedder, (str, type(None)), "embedder", "an embedder name, or None")
+        _require_type(use_cache, (bool, type(None)), "use_cache", "True, False or None")
+        _require_type(config, (Config, type(None)), "config", "a config.Config, or None")
+        if notice is not None and not callable(notice):
+            raise InputError("notice must be a function of one string, or None")
+        llm_timeout = parse_seconds(llm_timeout, "llm_timeout")
         env = os.environ if env is None else env
         changes = {name: coerce_setting(name, value) for name, value in settings.items()}
         config = Config(**changes) if config is None else config.replace(**changes)
-        index = load_index(Path(index_dir))
+        index = load_index(index_path)
         spec = resolve_llm_spec(llm, env, None if config.llm == "auto" else config.llm)
         client = make_llm(spec, env, cache_dir=default_cache_dir(env),
                           use_cache=config.llm_cache if use_cache is None else use_cache,
@@ -414,12 +439,19 @@ class TreeRAG:
     def run(self, question: str, documents: list[str] | None = None) -> dict[str, Any]:
         """One question through the pipeline: the run record (what ``query --json`` prints), logged
         when a run log is open. ``documents`` (index-relative paths) limits it to those documents."""
-        from utils.errors import InputError
-
-        if not isinstance(question, str) or not question.strip():
+        if not isinstance(question, str):
+            raise InputError(f"the question must be a string, got {type(question).__name__}")
+        if not question.strip():
             raise InputError("empty question")
         doc_paths = None
         if documents is not None:
+            kind = type(documents).__name__
+            try:
+                documents = None if isinstance(documents, (str, bytes)) else list(documents)
+            except TypeError:
+                documents = None
+            if documents is None or not all(isinstance(d, str) for d in documents):
+                raise InputError(f"documents must be a list of index-relative paths (strings), got {kind}")
             unknown = sorted(set(documents) - set(self.index.doc_rows))
             if unknown:
                 raise InputError(f"not in the index: {', '.join(unknown[:3])}")

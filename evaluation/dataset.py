@@ -21,6 +21,8 @@ from tree_builder.tree import Document
 from utils.errors import InputError
 
 QA_FILE = "qa.jsonl"
+QA_MAX_BYTES = 512 * 1024 * 1024
+"""A question file is read whole: bounded (and checked to be a regular file) like every input."""
 DOCS_DIR = "docs"
 
 Span = tuple[int, int]
@@ -163,8 +165,11 @@ def load_eval_set(data_dir: Path) -> EvalSet:
         raise InputError(f"{data_dir} has no {QA_FILE}")
     documents, warnings = load_documents(docs_dir)
     by_path = {d.path: d for d in documents}
+    from utils.bounded_read import read_bounded
+
+    data = read_bounded(qa_path, limit=QA_MAX_BYTES, what=f"{data_dir}/{QA_FILE}", setting="a question file")
     try:
-        raw_lines = qa_path.read_text(encoding="utf-8-sig").splitlines()
+        raw_lines = data.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError:
         raise InputError(f"{QA_FILE} is not UTF-8 text") from None
 

@@ -27,15 +27,16 @@ from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
 from indexing.index_store import FILES as STORE_FILES
-from indexing.index_store import LEGACY_FILES, METADATA, text_key
+from indexing.index_store import LEGACY_FILES, METADATA, looks_like_index, text_key
 from indexing.index_writer import IndexWriter
 from indexing.reuse import PreviousIndex, build_settings, compare_documents, open_previous
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
 from tree_builder.summary import summarize_tree
 from tree_builder.tree import Document, TreeNode, build_tree
-from utils.atomic import recover_directory, replace_directory
+from utils.atomic import keep_mode, recover_directory, replace_directory
 from utils.errors import IndexFormatError, InputError
+from utils.paths import index_dir_path
 from utils.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -223,15 +224,28 @@ def build_index(
     keeps its manifest (indexing/seekdb_store.py); the previous tables are
     dropped only after the new manifest is in place.
     """
-    t0 = time.perf_counter()
-    input_path, output = Path(input_path), Path(output)
+    from utils.dir_lock import exclusive
+
+    output = index_dir_path(output, "--output")
     _prepare_output(output)
-    recover_directory(output)
+    with exclusive(output):  # a second updater now would compute against a version about to be replaced
+        return _build_locked(Path(input_path), output, config, embedder, progress, summarizer, summary_workers,
+                             follow_links, update, store)
+
+
+def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embedder | None,
+                  progress: ProgressFactory | None, summarizer: Any, summary_workers: int, follow_links: bool,
+                  update: bool, store: "StoreURI | None") -> BuildReport:
+    """``build_index`` while this process holds the index's lock."""
+    t0 = time.perf_counter()
+    recover_directory(output, looks_like_index)
     if store is not None:  # an unreachable engine or a refused login is said before any work is done
         from indexing import seekdb_store  # noqa: PLC0415
 
         seekdb_store.check_reachable(store)
-    loaded = load_input(input_path, follow_links=follow_links)
+    from tree_builder.readers.limits import ReadLimits
+
+    loaded = load_input(input_path, follow_links=follow_links, limits=ReadLimits.from_config(config))
     docs, warnings = loaded.documents, loaded.warnings
     folder_mode = input_path.is_dir()
     if embedder is None:  # "auto": chosen by the documents' script
@@ -294,12 +308,17 @@ def build_index(
                     notes.append(fields.pop("note"))
                 try:
                     seekdb_store.keep_manifest(tmp, fields)
-                    replace_directory(tmp, output)
+                    keep_mode(tmp, output)
+                    left = replace_directory(tmp, output)
                 except BaseException:
                     seekdb_store.drop_retired([(store, new_prefix)])
                     raise
             else:
-                replace_directory(tmp, output)
+                keep_mode(tmp, output)
+                left = replace_directory(tmp, output)
+            if left:
+                notes.append(f"the replaced index could not be removed and stays beside it ({left}); "
+                             "remove it by hand")
             break
         except _OldIndexDamaged as exc:  # it lends nothing, and must not block the rebuild
             shutil.rmtree(tmp, ignore_errors=True)
@@ -330,9 +349,12 @@ def build_index(
 
 def _metadata_of(output: Path) -> dict[str, Any] | None:
     """The metadata.json of the index now at ``output``, if it reads as a JSON object."""
+    from indexing.index_files import METADATA_MAX_BYTES, IndexDir  # noqa: PLC0415
+
     try:
-        meta = json.loads((Path(output) / METADATA).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        with IndexDir(index_dir_path(output, "--output")) as files:  # bounded, regular file only
+            meta = json.loads(files.read_bytes(METADATA, METADATA_MAX_BYTES))
+    except (OSError, ValueError, RecursionError, IndexFormatError):
         return None
     return meta if isinstance(meta, dict) else None
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import mmap
 import os
 import stat
@@ -41,6 +42,7 @@ from typing import Any, BinaryIO, Callable
 import numpy as np
 from numpy.lib import format as npy_format
 
+from utils.bounded_read import kind_name
 from utils.errors import IndexFormatError
 
 METADATA_MAX_BYTES = 256 * 1024 * 1024
@@ -214,10 +216,7 @@ class IndexDir:
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
-                        else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                        else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-                raise IndexFormatError(f"{name} is {kind}; index files must be regular files")
+                raise IndexFormatError(f"{name} is {kind_name(st.st_mode)}; index files must be regular files")
             if entry is not None and st.st_size != entry.size:
                 raise IndexChanged(f"{name} has {st.st_size} bytes but metadata.json declares {entry.size} "
                                    f"(modified after the build, or from another build); rebuild the index")
@@ -285,7 +284,9 @@ class IndexDir:
             if dtype.hasobject or dtype.kind not in "biuf":
                 raise IndexFormatError(f"{name} holds {dtype} values, not plain numbers (pickled data is refused)")
             offset = fh.tell()
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                raise IndexFormatError(f"{name} declares an invalid shape {_short(shape, 80)}")
+            count = math.prod(shape)  # Python ints: a crafted shape cannot overflow the size check
             if offset + count * dtype.itemsize != size:
                 raise IndexFormatError(f"{name} is truncated or padded: {size} bytes for shape {shape} {dtype}")
             self._check_file(name, entry, fh, size)

@@ -46,6 +46,7 @@ from indexing.search import FileSearch, Search
 from tree_builder.tree import TreeNode
 from utils.atomic import recover_directory
 from utils.errors import IndexFormatError
+from utils.paths import index_dir_path
 
 FORMAT_NAME = "treerag-index"
 FORMAT_VERSION = 3
@@ -253,8 +254,19 @@ def _check_metadata(meta: Any, path: Path) -> dict[str, Any]:
     return meta
 
 
+def looks_like_index(directory: Path) -> bool:
+    """A directory whose metadata.json (a regular file, bounded read) says it is a TreeRAG index:
+    what a leftover ``.<name>.previous`` must be before anything renames it into place."""
+    try:
+        with IndexDir(directory) as files:
+            meta = files.read_json(METADATA, METADATA_MAX_BYTES)
+    except (IndexFormatError, OSError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == FORMAT_NAME
+
+
 def _open_index_dir(path: Path, verify: bool = False) -> IndexDir:
-    recover_directory(path)
+    recover_directory(path, looks_like_index)
     try:
         return IndexDir(path, verify)
     except IndexFileMissing:
@@ -263,7 +275,7 @@ def _open_index_dir(path: Path, verify: bool = False) -> IndexDir:
 
 
 def read_metadata(path: Path) -> dict[str, Any]:
-    path = Path(path)
+    path = index_dir_path(path)
     with _open_index_dir(path) as files:
         return _check_metadata(files.read_json(METADATA, METADATA_MAX_BYTES), path)
 
@@ -275,7 +287,7 @@ def load_index(path: Path, mmap: bool = True, verify: bool = False) -> Index:
     mismatch the manifest; then the load starts over on the new directory.
     ``verify``: full sha256 of every file (see ``verify_index`` for the rest).
     """
-    path = Path(path)
+    path = index_dir_path(path)
     for attempt in range(LOAD_ATTEMPTS):
         files = _open_index_dir(path, verify)
         try:

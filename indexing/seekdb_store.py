@@ -92,10 +92,24 @@ def is_store_uri(text: str) -> bool:
     return text.startswith(f"{SCHEME}:")
 
 
+def redact_uri(text: str) -> str:
+    """A store URI as an error message may quote it: whatever could be a password replaced by ``***``.
+
+    The URI is often malformed when it is quoted (that is why there is an error), so this does not
+    parse it: everything between the first ``:`` after the user and the *last* ``@`` is the password
+    (a password may hold ``@``, ``/`` or ``:`` unencoded); with no ``@``, a non-numeric "port" may
+    be a password typed without a host and is hidden too.
+    """
+    from utils.secrets import redact_uri as _redact
+
+    return _redact(text)
+
+
 def parse_store_uri(text: str, env: Mapping[str, str] | None = None) -> StoreURI:
-    """``seekdb:///abs/path`` or ``seekdb://USER[:PASS]@HOST:PORT/DATABASE[?tenant=T]``; one-line errors."""
+    """``seekdb:///abs/path`` or ``seekdb://USER[:PASS]@HOST:PORT/DATABASE[?tenant=T]``; one-line errors
+    that never show the password."""
     env = os.environ if env is None else env
-    bad = (f"--store {text!r}: expected seekdb:///absolute/path (embedded) or "
+    bad = (f"--store {redact_uri(text)!r}: expected seekdb:///absolute/path (embedded) or "
            "seekdb://USER[:PASS]@HOST:PORT/DATABASE (server)")
     if not is_store_uri(text):
         raise InputError(bad)
@@ -136,6 +150,27 @@ _EMBEDDED_OPEN: list[str] = []
 silently ignores a second): the directory this process opened, so a different one is refused."""
 
 
+ENGINE_DIRS = ("etc", "store")
+"""What an embedded seekdb database directory holds once the engine has created it."""
+
+
+def check_embedded_dir(path: str) -> None:
+    """Refuse to create an embedded database in an existing directory that already holds something
+    else (a folder of documents, a file index): the engine would add etc/ log/ run/ store/ to it."""
+    p = Path(path)
+    if p.is_symlink() or (p.exists() and not p.is_dir()):
+        raise InputError(f"--store seekdb://{path}: exists and is not a directory")
+    if not p.is_dir():
+        return
+    try:
+        entries = {e.name for e in p.iterdir()}
+    except OSError as exc:
+        raise InputError(f"--store seekdb://{path}: cannot list the directory ({exc.strerror or exc})") from None
+    if entries and not all((p / d).is_dir() for d in ENGINE_DIRS):
+        raise InputError(f"--store seekdb://{path}: a non-empty directory that is not a seekdb database; "
+                         "name a new or empty directory")
+
+
 def _open_embedded(path: str, create: bool) -> None:
     import pylibseekdb  # noqa: PLC0415 - the engine loads only for an engine-backed index
 
@@ -149,6 +184,7 @@ def _open_embedded(path: str, create: bool) -> None:
             raise BackendError(f"seekdb: this process already opened the embedded database at {_EMBEDDED_OPEN[0]}; "
                                f"one embedded database per process (use a server for {path})")
         if not _EMBEDDED_OPEN:
+            check_embedded_dir(path)
             Path(path).mkdir(parents=True, exist_ok=True)
             # the engine's child process reports host facts home unless told not to (no network at run
             # time); it inherits this environment. A value the user set is kept.
@@ -280,6 +316,8 @@ class Engine:
 
 
 def check_reachable(uri: StoreURI) -> None:
+    if uri.embedded and uri.path is not None:
+        check_embedded_dir(uri.path)  # before the engine is loaded: nothing is created on refusal
     engine = Engine(uri, create=True)
     try:
         engine.rows("SELECT 1")

@@ -15,6 +15,9 @@ import numpy as np
 from utils.errors import InputError
 
 DEFAULT_WEIGHTS = Path(__file__).with_name("ranker_weights.json")
+WEIGHTS_MAX_BYTES = 1024 * 1024
+"""A weights file is a few hundred bytes; the setting may come from a ./treerag.toml a cloned
+repository ships, so ``/dev/zero`` or a FIFO there must be a one-line error, not an OOM or a hang."""
 MULTI_SUFFIX = "_multi"
 """Models for a scope of several documents are stored as ``<kind>_multi``: within one document the
 sections partition its evidence; across a collection a question's evidence spans documents, and
@@ -38,12 +41,16 @@ class LinearRanker:
 
 def load_ranker(kind: str, path: str | Path | None = None) -> LinearRanker:
     """The ``kind`` model of a weights file; one-line errors for a missing or malformed file."""
+    from utils.bounded_read import read_text_bounded
+
     p = Path(path) if path else DEFAULT_WEIGHTS
+    if not p.exists() and not p.is_symlink():
+        raise InputError(f"ranker weights {p} not found")
+    text = read_text_bounded(p, limit=WEIGHTS_MAX_BYTES, what=f"ranker weights {p}",
+                             setting="a weights file is small")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"ranker weights {p} not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"ranker weights {p} are not readable JSON: {exc}") from None
     model = data.get(kind) if isinstance(data, dict) else None
     if model is None and kind.endswith(MULTI_SUFFIX) and isinstance(data, dict):

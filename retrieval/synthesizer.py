@@ -149,6 +149,8 @@ class Answer:
     """llm | extractive | concatenate | none (nothing to answer from)."""
     quotes: list[dict[str, Any]] = field(default_factory=list)
     """Extractive quotes: text, citation, evidence numbers ("ranks"), score (for --json and the run log)."""
+    truncated: bool = False
+    """The LLM stopped at its token limit: the answer is incomplete (said in the terminal and JSON)."""
 
 
 _EXTRACTIVE_HEAD = {
@@ -230,4 +232,4 @@ def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, 
     if not text:
         forget_reply(llm, resp)  # never serve the unusable reply to the next run
         return degrade("the LLM returned an empty answer")
-    return Answer(text, "llm")
+    return Answer(text, "llm", truncated=bool(getattr(resp, "truncated", False)))

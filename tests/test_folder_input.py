@@ -121,14 +121,14 @@ def test_unreadable_file_is_skipped_with_a_warning(tmp_path: Path, monkeypatch: 
     src.mkdir()
     (src / "a.md").write_text("# A\n\nText.\n", encoding="utf-8")
     (src / "locked.md").write_text("# L\n\nLocked.\n", encoding="utf-8")
-    real_read = pathlib.Path.read_bytes
+    real_open = os.open
 
-    def read_bytes(self: pathlib.Path) -> bytes:  # as chmod 000 would for a non-root user
-        if self.name == "locked.md":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_read(self)
+    def fake_open(path, flags, *args, **kwargs):  # as chmod 000 would for a non-root user
+        if os.fspath(path).endswith("locked.md"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(os, "open", fake_open)
     docs, warnings = load_documents(src)
     assert [d.path for d in docs] == ["a.md"]
     assert warnings == ["skipped locked.md: cannot read file (Permission denied)"]

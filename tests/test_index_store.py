@@ -108,8 +108,8 @@ def test_rebuild_replaces_atomically_and_cleans_up(tmp_path: Path) -> None:
     first = json.loads((out / "metadata.json").read_text())["created_at"]
     build_index(TEST_PAPER, out, config, make_embedder("hash", config))
     assert load_index(out).metadata["counts"]["chunks"] > 0
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "index"]
-    assert leftovers == []
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name not in ("index", ".index.lock")]
+    assert leftovers == []  # the lock file stays: removing it would let two updaters lock different files
     assert first
 
 
@@ -158,7 +158,7 @@ def test_interrupted_build_leaves_old_index_intact(tmp_path: Path, sig: int) -> 
         assert load_index(out).metadata["counts"]["documents"] == 1
     # temporary build directories of killed builds are cleaned by the next build
     build_index(TEST_PAPER, out, config, make_embedder("hash", config))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "index"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".index.lock", "corpus", "index"]
 
 
 # --------------------------------------------------------------------------- consistent reads

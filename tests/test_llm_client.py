@@ -770,7 +770,8 @@ def test_budget_bounds_all_attempts_of_a_silent_server(provider: Provider) -> No
             messages.append(str(info.value))
         assert time.monotonic() - t0 < 2.0
         assert "timed out" in messages[0]
-        assert "budget" in messages[-1]  # spent: later calls send no request
+        # a server that never answered is not called again after its first timeout (else: budget spent)
+        assert "not called again" in messages[-1] or "budget" in messages[-1]
         assert srv.request_count <= 4
 
 

@@ -8,11 +8,16 @@ Policy (a demanding user's expectations, and what keeps a build from hanging):
 - FIFOs, sockets and devices are skipped (reading a FIFO would block forever);
 - a folder that cannot be listed is skipped, the rest of the walk goes on;
 - names are kept as text that can always be printed and written to JSON: an
-  invalid UTF-8 byte in a file name becomes ``\\xNN``.
+  invalid UTF-8 byte or a control character (a newline) in a file name becomes
+  ``\\xNN``, so a citation stays on one line;
+- two files whose names print the same (``caf\\xe9.md`` holding the byte 0xE9
+  beside a file literally named so) cannot both be documents, which are known
+  by that name: the second is skipped with a warning saying to rename one.
 """
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,13 +45,17 @@ class FolderWalk:
     skipped: list[Skipped] = field(default_factory=list)
 
 
+_NAME_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def printable_name(name: str) -> str:
-    """A file-system name as valid Unicode: undecodable bytes (surrogate escapes) as ``\\xNN``."""
+    """A file-system name as valid, one-line Unicode: undecodable bytes (surrogate escapes) and
+    control characters as ``\\xNN``."""
     try:
         name.encode("utf-8")
-        return name
     except UnicodeEncodeError:
-        return os.fsencode(name).decode("utf-8", "backslashreplace")
+        name = os.fsencode(name).decode("utf-8", "backslashreplace")
+    return _NAME_CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", name)
 
 
 def _inside(target: str, root: str) -> bool:
@@ -58,6 +67,7 @@ def walk_folder(folder: Path, follow_links: bool = False) -> FolderWalk:
     root_real = os.path.realpath(folder)
     out = FolderWalk()
     seen: dict[tuple[int, int], str] = {}
+    names: set[str] = set()
 
     def visit_dir(path: str, prefix: str) -> None:
         try:
@@ -98,8 +108,12 @@ def walk_folder(folder: Path, follow_links: bool = False) -> FolderWalk:
                     out.skipped.append(Skipped(rel, skip_reason(entry.name)))
                 elif key in seen:
                     out.skipped.append(Skipped(rel, f"same file as {seen[key]}"))
+                elif rel in names:
+                    out.skipped.append(Skipped(rel, "its name prints the same as another file's (an undecodable "
+                                                    "byte or control character shown as \\xNN); rename one"))
                 else:
                     seen[key] = rel
+                    names.add(rel)
                     out.files.append(FoundFile(rel, Path(entry.path), kind))
             else:
                 out.skipped.append(Skipped(rel, "special file (FIFO, socket or device)"))

@@ -14,6 +14,7 @@ from pathlib import Path
 from tree_builder.folder_walk import Skipped, printable_name, walk_folder
 from tree_builder.parser import EmptyDocumentError
 from tree_builder.readers import KIND_ORDER, SUFFIX_KINDS, read_document
+from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits
 from tree_builder.tree import Document
 from utils.errors import InputError
 
@@ -46,23 +47,30 @@ def _reason(exc: InputError, rel: str) -> str:
     return msg[len(rel) + 2:] if msg.startswith(f"{rel}: ") else msg
 
 
-def load_input(input_path: Path, follow_links: bool = False) -> LoadedInput:
+def load_input(input_path: Path, follow_links: bool = False, limits: ReadLimits = DEFAULT_LIMITS) -> LoadedInput:
+    """Read a file or every supported file of a folder.
+
+    Each file is checked again when it is opened (the walk listed it earlier, and a file can be
+    swapped for a FIFO or a symlink meanwhile): a regular file within ``limits``, and, unless
+    ``follow_links``, one that really lies inside the input folder.
+    """
     input_path = Path(input_path)
     shown = printable_name(os.fspath(input_path))
     if not input_path.exists():
         raise InputError(f"input not found: {shown}")
     if input_path.is_file():
-        return LoadedInput([read_document(input_path, printable_name(input_path.name))])
+        return LoadedInput([read_document(input_path, printable_name(input_path.name), limits)])
     if not input_path.is_dir():
         raise InputError(f"input is neither a file nor a folder (a FIFO or device?): {shown}")
     walk = walk_folder(input_path, follow_links)
     loaded = LoadedInput([], skipped=list(walk.skipped))
+    inside = None if follow_links else input_path
     for s in walk.skipped:
         if s.reason not in ("image", "unsupported") and not s.reason.startswith("old Word"):
             loaded.warnings.append(f"skipped {s.rel}: {s.reason}")
     for f in walk.files:
         try:
-            loaded.documents.append(read_document(f.path, f.rel))
+            loaded.documents.append(read_document(f.path, f.rel, limits, inside))
         except EmptyDocumentError:
             loaded.skipped.append(Skipped(f.rel, "empty"))
             loaded.warnings.append(f"skipped empty document: {f.rel}")

@@ -116,13 +116,11 @@ def split_front_matter(text: str) -> tuple[dict, int]:
 
 
 def read_bytes(path: Path, rel_path: str) -> bytes:
-    """The file's bytes, or InputError naming the file (a directory, a permission problem...)."""
-    try:
-        return Path(path).read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{rel_path}: is a directory, not a file") from None
-    except OSError as exc:
-        raise InputError(f"{rel_path}: cannot read file ({exc.strerror or exc})") from None
+    """The file's bytes (a regular file within the default size limit), or InputError naming it."""
+    from tree_builder.readers.limits import DEFAULT_LIMITS
+    from utils.bounded_read import read_bounded
+
+    return read_bounded(path, limit=DEFAULT_LIMITS.max_input_bytes, what=rel_path)
 
 
 def load_document(path: Path, rel_path: str) -> Document:
@@ -190,11 +188,13 @@ def document_from_parts(text: str, rel_path: str, kind: str, headings: list[Head
     return doc
 
 
-def load_documents(input_path: Path, follow_links: bool = False) -> tuple[list[Document], list[str]]:
-    """A file or a folder -> (documents in deterministic order, warnings)."""
+def load_documents(input_path: Path, follow_links: bool = False,
+                   limits: Any = None) -> tuple[list[Document], list[str]]:
+    """A file or a folder -> (documents in deterministic order, warnings); ``limits``: ReadLimits."""
     from tree_builder.loader import load_input
+    from tree_builder.readers.limits import DEFAULT_LIMITS
 
-    loaded = load_input(Path(input_path), follow_links=follow_links)
+    loaded = load_input(Path(input_path), follow_links=follow_links, limits=limits or DEFAULT_LIMITS)
     return loaded.documents, loaded.warnings
 
 

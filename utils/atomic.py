@@ -10,8 +10,10 @@ import ctypes
 import ctypes.util
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
@@ -63,8 +65,11 @@ def backup_path(target: Path) -> Path:
     return target.with_name(f".{target.name}.previous")
 
 
-def replace_directory(new_dir: Path, target: Path) -> None:
+def replace_directory(new_dir: Path, target: Path) -> "str | None":
     """Put ``new_dir`` at ``target``; the old ``target`` (if any) is removed.
+
+    Returns None, or why the replaced directory could not be removed (it stays beside the target
+    under ``new_dir``'s name, and the caller says so instead of leaving it silently).
 
     With renameat2 the swap is a single atomic step. Without it there is a
     window between two renames; the old directory then survives as
@@ -74,21 +79,58 @@ def replace_directory(new_dir: Path, target: Path) -> None:
     new_dir, target = Path(new_dir), Path(target)
     if not target.exists():
         os.rename(new_dir, target)
-        return
+        return None
     if _exchange(new_dir, target):
-        shutil.rmtree(new_dir, ignore_errors=True)  # now holds the old index
-        return
+        return _remove_tree(new_dir)  # now holds the old index
     backup = backup_path(target)
     if backup.exists():
         shutil.rmtree(backup)
     os.rename(target, backup)
     os.rename(new_dir, target)
-    shutil.rmtree(backup, ignore_errors=True)
+    return _remove_tree(backup)
 
 
-def recover_directory(target: Path) -> None:
-    """Undo a two-step swap interrupted between its renames."""
+def _remove_tree(path: Path) -> "str | None":
+    """Remove a directory tree; None, or the first error met (as text) when something stayed."""
+    errors: list[str] = []
+    shutil.rmtree(path, onerror=lambda _f, p, exc: errors.append(f"{p}: {exc[1]}"))
+    return errors[0] if errors and os.path.lexists(path) else None
+
+
+def process_umask() -> int:
+    """The process's umask, read without changing it (``/proc``), else by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def keep_mode(new_dir: Path, target: Path) -> None:
+    """Give ``new_dir`` the permissions of the ``target`` it will replace, or, for a first build, what
+    ``mkdir`` would give under the umask: ``mkdtemp`` makes it 0700, and an update must not make an
+    index other users or services read private."""
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = 0o777 & ~process_umask()
+    os.chmod(new_dir, mode | stat.S_IRWXU)  # the owner keeps full access: it must manage it
+
+
+def recover_directory(target: Path, is_valid: "Callable[[Path], bool] | None" = None) -> None:
+    """Undo a two-step swap interrupted between its renames.
+
+    ``is_valid`` must accept the backup first: anyone who can write beside the target can leave a
+    ``.<name>.previous`` there, and a reader must not move an arbitrary directory into place.
+    """
     target = Path(target)
     backup = backup_path(target)
-    if not target.exists() and backup.is_dir():
+    if not os.path.lexists(target) and backup.is_dir() and not backup.is_symlink():
+        if is_valid is not None and not is_valid(backup):
+            return
         os.rename(backup, target)

@@ -7,7 +7,11 @@ breaker stops calling a provider that cannot answer:
 
 - a permanent error (401/403 bad key, 404 unknown model) opens it at once —
   every further call would fail the same way;
-- ``max_failures`` failed calls in a row (each already retried) open it too.
+- ``max_failures`` failed calls in a row (each already retried) open it too;
+- while the provider has not answered once, a request that times out is not
+  retried and opens the breaker: a silent server (nothing listening behind an
+  open port, a hung local model) costs one request timeout, not workers ×
+  attempts × timeout.
 
 Once open, or once the time is used up, every call fails immediately with an
 ``LLMCallError`` naming the first cause, which the pipeline records as a
@@ -39,6 +43,12 @@ class LLMBudget:
         self._lock = threading.Lock()
         self._failures_in_row = 0
         self._open: str | None = None
+        self._answered = False
+
+    @property
+    def ever_answered(self) -> bool:
+        """Whether any call on this budget got a reply (then a timeout may be a slow moment: retried)."""
+        return self._answered
 
     @property
     def deadline(self) -> float:
@@ -64,6 +74,7 @@ class LLMBudget:
     def record_success(self) -> None:
         with self._lock:
             self._failures_in_row = 0
+            self._answered = True
 
     def record_failure(self, exc: LLMCallError) -> None:
         with self._lock:
@@ -72,6 +83,8 @@ class LLMBudget:
             self._failures_in_row += 1
             if exc.status in PERMANENT_STATUS:
                 self._open = str(exc)
+            elif getattr(exc, "timed_out", False) and not self._answered:
+                self._open = f"no answer from a server that has not answered yet ({exc})"
             elif self._failures_in_row >= self.max_failures:
                 self._open = f"{self._failures_in_row} failed calls in a row (last: {exc})"
 
@@ -80,6 +93,7 @@ class BudgetedLLM:
     """Wraps a client so every call checks and feeds one LLMBudget."""
 
     accepts_deadline = True
+    accepts_retry_timeouts = True
 
     def __init__(self, inner: Any, budget: LLMBudget) -> None:
         self.inner = inner
@@ -93,13 +107,14 @@ class BudgetedLLM:
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
                  temperature: float = 0.0, system: str | None = None,
-                 deadline: float | None = None) -> LLMResponse:
+                 deadline: float | None = None, retry_timeouts: bool = True) -> LLMResponse:
         self.budget.check(self.provider)
         until = self.budget.deadline if deadline is None else min(deadline, self.budget.deadline)
+        retry = retry_timeouts and self.budget.ever_answered
         try:
             response = self.inner.generate(prompt, json_mode=json_mode, max_tokens=max_tokens,
                                            temperature=temperature, system=system,
-                                           **deadline_kwargs(self.inner, until))
+                                           **deadline_kwargs(self.inner, until, retry))
         except LLMCallError as exc:
             self.failed += 1
             self.budget.record_failure(exc)

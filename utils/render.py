@@ -20,7 +20,18 @@ _ESCAPE_SEQ = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
                          r"|\x1b[ -/]*[0-~]?")
 #: Other control characters (C0 but newline and tab, DEL, C1) and bidirectional overrides/isolates.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SURROGATE = re.compile(r"[\udc80-\udcff]")
+"""An undecodable byte of a file name (Python's surrogate escape): printed as the text ``\\xNN``,
+never as the raw byte (not UTF-8) nor as a lone surrogate (not Unicode)."""
+
+
+def _byte_text(m: "re.Match[str]") -> str:
+    return f"\\x{ord(m.group(0)) - 0xDC00:02x}"
+
+
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+TRUNCATED_NOTE = "[answer cut short: the LLM stopped at its token limit]"
 
 ORDER_LEGEND = {
     "rerank": "rerank (cross-encoder)",
@@ -43,7 +54,7 @@ def terminal_safe(text: str) -> str:
     behind); other control characters are dropped, tabs become spaces,
     carriage returns (which would overwrite the line) are dropped. Newlines stay.
     """
-    text = _ESCAPE_SEQ.sub("", text)
+    text = _ESCAPE_SEQ.sub("", _SURROGATE.sub(_byte_text, text))
     return _CONTROL.sub("", text.replace("\t", "    "))
 
 
@@ -51,6 +62,7 @@ def json_safe(dumped: str) -> str:
     """A ``json.dumps(..., ensure_ascii=False)`` string with the characters it leaves raw but a terminal
     would act on (DEL, C1 controls, bidi overrides, line separators) written as ``\\uXXXX`` escapes.
     Such characters only occur inside JSON strings, so the result is the same JSON value."""
+    dumped = _SURROGATE.sub(lambda m: "\\" + _byte_text(m), dumped)  # "\\xff" in JSON is the text \xff
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", dumped)
 
 
@@ -121,6 +133,8 @@ def _render(result: dict[str, Any]) -> str:
     out.append(">>> Step 3: Answer")
     out += _fallback_lines(result, "synthesis")
     out.append(result.get("answer", ""))
+    if result.get("answer_truncated"):
+        out.append(TRUNCATED_NOTE)
     out.append(footer(result))
     out.append(RULE)
     return "\n".join(out)

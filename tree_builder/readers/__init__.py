@@ -7,9 +7,12 @@ by what it is rather than indexed as raw bytes.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from tree_builder.parser import Document, read_bytes, text_document_from_bytes
+from tree_builder.parser import Document, text_document_from_bytes
+from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits
+from utils.bounded_read import read_bounded
 from utils.errors import InputError
 
 SUFFIX_KINDS = {
@@ -47,22 +50,27 @@ def sniff(data: bytes, name: str) -> str:
     return kind_of(name) if kind_of(name) in ("md", "txt") else "md"
 
 
-def read_document(path: Path, rel_path: str) -> Document:
-    """Read one file by its format; InputError (one line naming the file) if unusable."""
-    data = read_bytes(path, rel_path)
+def read_document(path: Path, rel_path: str, limits: ReadLimits = DEFAULT_LIMITS,
+                  inside: "os.PathLike[str] | str | None" = None) -> Document:
+    """Read one file by its format; InputError (one line naming the file) if unusable.
+
+    The file is checked when it is opened, not when it was listed (utils/bounded_read.py): a
+    regular file of at most ``limits.max_input_bytes``, under ``inside`` when that is given.
+    """
+    data = read_bounded(path, limit=limits.max_input_bytes, what=rel_path, inside=inside)
     kind = sniff(data, rel_path)
     if kind == "pdf":
         from tree_builder.readers.pdf_reader import read_pdf
 
-        return read_pdf(path, rel_path, data)
+        return read_pdf(path, rel_path, data, limits)
     if kind == "docx":
         from tree_builder.readers.docx_reader import read_docx
 
-        return read_docx(path, rel_path, data)
+        return read_docx(path, rel_path, data, limits)
     if kind == "html":
         from tree_builder.readers.html_reader import read_html
 
-        return read_html(path, rel_path, data)
+        return read_html(path, rel_path, data, limits)
     if data.startswith(b"PK\x03\x04"):
         raise InputError(f"{rel_path}: a zip archive (not a Word .docx), not a readable document")
     return text_document_from_bytes(data, rel_path, kind)

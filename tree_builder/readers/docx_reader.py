@@ -15,7 +15,12 @@ from typing import Any
 
 from tree_builder.parser import Document, document_from_parts
 from tree_builder.readers.builder import TextBuilder
+from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
+from utils.bounded_read import size_text
 from utils.errors import InputError
+
+MAX_PARTS = 10_000
+"""Entries in one .docx zip: a real document has tens; a million empty entries is a bomb of its own."""
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -83,11 +88,34 @@ def _table_rows(table: Any) -> list[str]:
     return rows
 
 
-def read_docx(path: Path, rel_path: str, data: bytes) -> Document:
+def check_unpacked_size(data: bytes, rel_path: str, limits: ReadLimits) -> None:
+    """Refuse a .docx whose parts unpack to more than ``limits.max_unpacked_bytes`` before any is unpacked.
+
+    python-docx reads every part whole (and parses the XML ones into trees), so a 3 MB file whose
+    document.xml declares 600 MB would cost gigabytes. The declared sizes are binding: Python's zip
+    reader stops a part at its declared size (and a part that holds more fails its CRC check).
+    """
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
+        raise InputError(f"{rel_path}: not a readable Word .docx file (BadZipFile)") from None
+    if len(infos) > MAX_PARTS:
+        raise InputError(f"{rel_path}: a .docx of {len(infos):,} parts (more than {MAX_PARTS:,}); not read")
+    total = sum(max(0, i.file_size) for i in infos)
+    if total > limits.max_unpacked_bytes:
+        raise InputError(f"{rel_path}: unpacks to {size_text(total)}, more than the "
+                         f"{size_text(limits.max_unpacked_bytes)} limit (max_unpacked_bytes); not read")
+
+
+def read_docx(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
     import docx
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
+    check_unpacked_size(data, rel_path, limits)
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as exc:  # a damaged zip or missing part
@@ -110,5 +138,6 @@ def read_docx(path: Path, rel_path: str, data: bytes) -> Document:
             builder.heading(block.text, level + 1 if has_title else max(level, 1))
         else:
             builder.paragraph(block.text)
+    check_headings(len(builder.headings), rel_path, limits)
     title = document.core_properties.title or ""
     return document_from_parts(builder.text(), rel_path, "docx", builder.headings, None, title)

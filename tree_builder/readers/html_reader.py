@@ -7,11 +7,17 @@ Every block element is its own paragraph; table rows become `` | `` rows.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from tree_builder.parser import Document, _decode, document_from_parts
 from tree_builder.readers.builder import TextBuilder
+from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
+from utils.errors import InputError
+
+_TAG = re.compile(rb"<[A-Za-z]")
+_HEADING_TAG = re.compile(rb"<[hH][1-6][\s>/]")
 
 _DROP = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form",
          "svg", "iframe", "button", "select", "head")
@@ -32,9 +38,20 @@ def _content_root(soup: Any) -> Any:
     return soup.body or soup
 
 
-def read_html(path: Path, rel_path: str, data: bytes) -> Document:
+def check_markup(data: bytes, rel_path: str, limits: ReadLimits) -> None:
+    """Count tags and headings in the raw bytes before parsing: a parsed tag costs hundreds of bytes
+    and the section tree of a million headings minutes, so an oversized page is refused up front."""
+    tags = sum(1 for _ in _TAG.finditer(data))
+    if tags > limits.max_html_elements:
+        raise InputError(f"{rel_path}: more than {limits.max_html_elements:,} HTML elements "
+                         f"(max_html_elements); not read")
+    check_headings(sum(1 for _ in _HEADING_TAG.finditer(data)), rel_path, limits)
+
+
+def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
     from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
 
+    check_markup(data, rel_path, limits)
     soup = BeautifulSoup(_decode(data, rel_path), "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup.find_all(_DROP):
@@ -53,12 +70,23 @@ def read_html(path: Path, rel_path: str, data: bytes) -> Document:
         builder.paragraph(" ".join("".join(inline).split()))
         inline.clear()
 
-    def walk(node: Any) -> None:
-        for child in node.children:
+    _FLUSH = object()  # a marker on the stack: a block element ends here
+
+    def walk(root: Any) -> None:
+        """Document order with an explicit stack (no recursion: nesting depth costs no Python frames)."""
+        stack: list[tuple[Any, int]] = [(c, 1) for c in reversed(list(root.children))]
+        while stack:
+            child, depth = stack.pop()
+            if child is _FLUSH:
+                flush()
+                continue
             if isinstance(child, NavigableString):
                 if not isinstance(child, skip_types):
                     inline.append(str(child))
                 continue
+            if depth > limits.max_html_depth:
+                raise InputError(f"{rel_path}: HTML nested more than {limits.max_html_depth} elements deep "
+                                 f"(max_html_depth); not read")
             name = child.name
             if name in _HEADINGS:
                 flush()
@@ -72,12 +100,12 @@ def read_html(path: Path, rel_path: str, data: bytes) -> Document:
             elif name == "pre":
                 flush()
                 builder.paragraph(child.get_text())
-            elif name in _BLOCKS:
-                flush()
-                walk(child)
-                flush()
             else:
-                walk(child)
+                kids = [(c, depth + 1) for c in reversed(list(child.children))]
+                if name in _BLOCKS:
+                    flush()
+                    stack.append((_FLUSH, depth))
+                stack.extend(kids)
 
     walk(_content_root(soup))
     flush()

@@ -24,6 +24,7 @@ from typing import Any
 
 from tree_builder.parser import Document, document_from_parts
 from tree_builder.readers.builder import TextBuilder
+from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from utils.errors import InputError
 
 _PAGE_NUMBER = re.compile(r"^[\s\-–—]*(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?[\s\-–—]*$",
@@ -326,7 +327,7 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
     return builder
 
 
-def read_pdf(path: Path, rel_path: str, data: bytes) -> Document:
+def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
     import io
 
     import pypdf
@@ -361,4 +362,5 @@ def read_pdf(path: Path, rel_path: str, data: bytes) -> Document:
     else:
         mark_layout_headings(pages)
     built = assemble(pages)
+    check_headings(len(built.headings), rel_path, limits)
     return document_from_parts(built.text(), rel_path, "pdf", built.headings, built.page_starts, title)

@@ -18,8 +18,11 @@ from utils.llm.retry import _CallFailure
 class CallLog:
     """One ``generate()`` call's requests, across its parameter fix-ups; written from the call's thread."""
 
-    def __init__(self, *, timeout: float, deadline: float | None, max_retry_after: float) -> None:
+    def __init__(self, *, timeout: float, deadline: float | None, max_retry_after: float,
+                 retry_timeouts: bool = True) -> None:
         self.timeout = timeout
+        self.retry_timeouts = retry_timeouts
+        """False: a timed-out request is not retried (the call ends with its timeout)."""
         self.deadline = deadline
         self.max_retry_after = max_retry_after
         self.sent = 0
@@ -45,7 +48,7 @@ class CallLog:
     def begin(self) -> bool:
         """A request is about to go out (False: the call was abandoned, send nothing)."""
         with self._lock:
-            if self._abandoned:
+            if self._abandoned or self._gave_up():
                 return False
             now = time.monotonic()
             left = self.left(now)
@@ -53,6 +56,16 @@ class CallLog:
             self.limit = self.timeout if left is None else max(0.0, min(self.timeout, left))
             self._started, self._in_flight, self._outcome = now, True, None
             return True
+
+    def _gave_up(self) -> bool:
+        """The last request timed out and timeouts are not retried (call with the lock held)."""
+        return (not self.retry_timeouts and not self._in_flight and self._outcome is not None
+                and self._outcome.kind == "timeout")
+
+    def gave_up(self) -> bool:
+        """Whether the call ended at a timed-out request that is not to be retried."""
+        with self._lock:
+            return self._gave_up()
 
     @property
     def ends_at(self) -> float:
@@ -88,7 +101,9 @@ class CallLog:
         twice its limit (its body is checked as it arrives, which can run one read timeout late; a
         server dripping its headers is caught only here)."""
         with self._lock:
-            hard_end = self._started + 2 * self.limit if self._in_flight else None
+            if self._gave_up():
+                return time.monotonic()
+            hard_end = self._started + (2 if self.retry_timeouts else 1) * self.limit if self._in_flight else None
         ends = [t for t in (self.deadline, hard_end) if t is not None]
         return min(ends) if ends else None
 

@@ -29,10 +29,11 @@ class CachedLLM:
         self.base_url: str | None = getattr(inner, "base_url", None)
 
     accepts_deadline = True
+    accepts_retry_timeouts = True
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
                  temperature: float = 0.0, system: str | None = None,
-                 deadline: float | None = None) -> LLMResponse:
+                 deadline: float | None = None, retry_timeouts: bool = True) -> LLMResponse:
         key = cache_key(provider=self.provider, model=self.model, base_url=self.base_url, system=system,
                         prompt=prompt, json_mode=json_mode, max_tokens=max_tokens, temperature=temperature)
         hit = self.cache.get(key) if self.read else None
@@ -41,7 +42,7 @@ class CachedLLM:
                                provider=self.provider, model=self.model, cached=True, cache_key=key)
         response = self.inner.generate(prompt, json_mode=json_mode, max_tokens=max_tokens,
                                        temperature=temperature, system=system,
-                                       **deadline_kwargs(self.inner, deadline))
+                                       **deadline_kwargs(self.inner, deadline, retry_timeouts))
         if not response.cacheable:
             return response
         self.cache.put(key, CacheEntry(response.text, response.usage.input_tokens, response.usage.output_tokens),

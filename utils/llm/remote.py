@@ -86,11 +86,16 @@ class _RemoteLLM:
         return sdk.DefaultHttpxClient(event_hooks=event_hooks(lambda: getattr(self._calls, "log", None), stop))
 
     accepts_deadline = True
+    accepts_retry_timeouts = True
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
                  temperature: float = 0.0, system: str | None = None,
-                 deadline: float | None = None) -> LLMResponse:
+                 deadline: float | None = None, retry_timeouts: bool = True) -> LLMResponse:
         """One answer, or LLMCallError.
+
+        ``retry_timeouts`` False: a request that times out ends the call (no SDK retry of it);
+        the budget asks for that while the provider has not answered once, so a silent server
+        costs one request timeout, not attempts × timeout.
 
         The SDK retries (``self.retry.max_retries``); each request ends by ``self.timeout``
         seconds of wall-clock time, and everything, the SDK's waits included, by
@@ -100,7 +105,8 @@ class _RemoteLLM:
         """
         request = LLMRequest(prompt=prompt, system=system, json_mode=json_mode,
                              max_tokens=max_tokens, temperature=temperature)
-        log = CallLog(timeout=self.timeout, deadline=deadline, max_retry_after=self.retry.max_retry_after)
+        log = CallLog(timeout=self.timeout, deadline=deadline, max_retry_after=self.retry.max_retry_after,
+                      retry_timeouts=retry_timeouts)
         adaptations = 0
         while True:
             left = log.left()
@@ -150,6 +156,8 @@ class _RemoteLLM:
                 raise log.abandon()
         if "exc" in box:
             exc = box["exc"]
+            if log.gave_up():  # the SDK was refused its retry of a timed-out request
+                raise log.abandon()
             if isinstance(exc, (_CallFailure, BackendError)):
                 raise exc
             if isinstance(exc, (ValueError, RecursionError)):  # the SDK's json.loads of a bad body
@@ -169,9 +177,10 @@ class _RemoteLLM:
             input_tokens = estimate_tokens((request.system or "") + request.prompt) if input_tokens is None else input_tokens
             output_tokens = estimate_tokens(raw.text) if output_tokens is None else output_tokens
             notes.append("token counts estimated (server sent no usage)")
-        if raw.truncated:
-            notes.append(f"output truncated at max_tokens={request.max_tokens}")
         text, cacheable = raw.text, True
+        if raw.truncated:  # an incomplete answer must not be served again from the cache
+            notes.append(f"output truncated at max_tokens={request.max_tokens}: not cached")
+            cacheable = False
         cap = answer_char_cap(request.max_tokens)
         if len(text) > cap:
             notes.append(f"answer of {len(text):,} characters ignored max_tokens={request.max_tokens}: "
@@ -185,7 +194,7 @@ class _RemoteLLM:
             calls=1,
         )
         return LLMResponse(text=text, usage=usage, provider=self.provider, model=self.model,
-                           cached=False, notes=tuple(notes), cacheable=cacheable)
+                           cached=False, notes=tuple(notes), cacheable=cacheable, truncated=raw.truncated)
 
     def _permanent_error(self, failure: _CallFailure, attempts: int) -> LLMCallError:
         p, status = self.provider, failure.status
@@ -211,7 +220,8 @@ class _RemoteLLM:
             msg = f"{p}: server error {status} after {attempts} attempts"
         else:
             msg = f"{p}: request failed ({status}) after {attempts} attempts: {failure.detail}"
-        return LLMCallError(msg, provider=p, status=status, attempts=attempts, retryable=True)
+        return LLMCallError(msg, provider=p, status=status, attempts=attempts, retryable=True,
+                            timed_out=failure.kind == "timeout")
 
 
 def _import_sdk(name: str) -> Any:

@@ -108,9 +108,15 @@ def _bad_body(exc: BaseException) -> _CallFailure:
     return _CallFailure("response", f"response body is not valid JSON ({_one_line(exc, 80)})")
 
 
-def deadline_kwargs(inner: Any, deadline: float | None) -> dict[str, Any]:
-    """``{"deadline": d}`` for our clients, nothing for a plain LLMClient that does not take one."""
-    return {"deadline": deadline} if deadline is not None and getattr(inner, "accepts_deadline", False) else {}
+def deadline_kwargs(inner: Any, deadline: float | None, retry_timeouts: bool = True) -> dict[str, Any]:
+    """``{"deadline": d}`` (and ``retry_timeouts`` when False) for our clients, nothing for a plain
+    LLMClient that does not take them."""
+    if not getattr(inner, "accepts_deadline", False):
+        return {}
+    out: dict[str, Any] = {} if deadline is None else {"deadline": deadline}
+    if not retry_timeouts and getattr(inner, "accepts_retry_timeouts", False):
+        out["retry_timeouts"] = False
+    return out
 
 
 CHARS_PER_TOKEN_CAP = 16

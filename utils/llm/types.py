@@ -68,7 +68,11 @@ class LLMResponse:
     """How the answer was obtained when it deviates from the request, e.g.
     'response_format unsupported by the server; JSON requested by instruction only'."""
     cacheable: bool = True
-    """False when we had to cut an answer the server sent past max_tokens: never stored."""
+    """False when we had to cut an answer the server sent past max_tokens, or the server cut it
+    (``truncated``): never stored, so a healthy server is asked again next time."""
+    truncated: bool = False
+    """The server stopped at max_tokens (finish_reason "length", stop_reason "max_tokens"): the text
+    is incomplete, and the run record and terminal say so."""
     cache_key: str | None = None
     """Set by CachedLLM: the entry ``forget_reply`` drops when the caller could not use the reply."""
 
@@ -104,12 +108,14 @@ class LLMCallError(BackendError):
     """A failed LLM call, with enough detail for the run record."""
 
     def __init__(self, message: str, *, provider: str, status: int | None = None, attempts: int = 1,
-                 retryable: bool = False) -> None:
+                 retryable: bool = False, timed_out: bool = False) -> None:
         super().__init__(message)
         self.provider = provider
         self.status = status
         self.attempts = attempts
         self.retryable = retryable
+        self.timed_out = timed_out
+        """No response came within the request's time limit (the server is silent or too slow)."""
 
 
 class UsageMeter:
