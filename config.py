@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from utils.errors import InputError
 from utils.oneline import one_line
 
+VERSION = "0.9.0"
+"""The release; the installed package's metadata takes it from here (pyproject.toml)."""
+
 CONFIG_MAX_BYTES = 1024 * 1024
 """A config file is a few hundred bytes; the bound only stops a hostile one."""
 

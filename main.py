@@ -5,20 +5,30 @@ Imports of heavy modules happen inside the command functions so that
 """
 from __future__ import annotations
 
-if __name__ == "__main__":
+_OWN_PROCESS = False
+"""True when this module runs the process (``python main.py``, ``treerag``), not when a test or a
+program imports it: only then are signal handlers its to set."""
+
+
+def _process_setup() -> None:
+    """What a TreeRAG process sets before the heavy imports (``python main.py`` and ``treerag``)."""
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
+    import os
+    import signal
+    import sys
+
     # Ctrl-C while the interpreter is still importing: exit quietly, not with a traceback.
     # main() restores the normal KeyboardInterrupt once its handlers are in place.
-    import signal as _signal
-    import sys as _sys
-
-    _signal.signal(_signal.SIGINT, lambda _s, _f: _sys.exit(130))
-
+    signal.signal(signal.SIGINT, lambda _s, _f: sys.exit(130))
     # One BLAS thread: on 2 cores a threaded mat-vec spins both and starves the
     # ONNX encoder that runs next (measured: whole-index query p95 209 -> 119 ms).
-    import os as _os
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
 
-    for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        _os.environ.setdefault(_var, "1")
+
+if __name__ == "__main__":
+    _process_setup()
 
 import argparse
 import os
@@ -26,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
-from config import EMBEDDERS, LOCATORS, Config, llm_timeout_seconds, parse_seconds, rerank_setting
+from config import EMBEDDERS, LOCATORS, VERSION, Config, llm_timeout_seconds, parse_seconds, rerank_setting
 from utils.errors import InputError, TreeRAGError
 from utils.progress import tqdm_progress
 
@@ -348,10 +358,24 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def version() -> str:
+    """The installed package's version; a checkout that was never installed reports config.VERSION
+    (the same number: pyproject.toml reads it from there)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("treerag")
+    except PackageNotFoundError:
+        return VERSION
+
+
+def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     p = OneLineParser(
-        prog="main.py",
-        description="TreeRAG: structure-aware retrieval-augmented QA over Markdown documents.")
+        prog=prog,
+        description="TreeRAG: structure-aware retrieval-augmented QA over long documents "
+                    "(Markdown, text, PDF, Word, HTML; English and Chinese), with a citation for every claim.")
+    p.add_argument("--version", action="version", version=f"treerag {version()}")
     p.add_argument("--config", default=None,
                    help="TOML file of config.py settings (default: $TREERAG_CONFIG or ./treerag.toml)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -461,10 +485,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = "main.py") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
-    if __name__ == "__main__":
+    if _OWN_PROCESS:
         import signal
 
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -485,6 +509,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         _stderr(f"error: {exc.strerror or exc}{where}")
         return 1
+
+
+def console() -> int:
+    """The ``treerag`` console script (pyproject.toml): ``treerag index ...`` is ``python main.py index ...``."""
+    _process_setup()
+    return main(prog="treerag")
 
 
 if __name__ == "__main__":

