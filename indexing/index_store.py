@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence, overload
@@ -268,10 +269,43 @@ def looks_like_index(directory: Path) -> bool:
 def _open_index_dir(path: Path, verify: bool = False) -> IndexDir:
     recover_directory(path, looks_like_index)
     try:
-        return IndexDir(path, verify)
+        files = IndexDir(path, verify)
     except IndexFileMissing:
         raise IndexFormatError(
             f"no index at {path} (build one with: python main.py index --input DOCS --output {path})") from None
+    try:
+        os.stat(METADATA, dir_fd=files.fd, follow_symlinks=False)
+    except FileNotFoundError:
+        files.close()
+        raise IndexFormatError(not_an_index_message(path)) from None
+    except OSError:
+        pass  # reading it says what is wrong
+    return files
+
+
+DOCUMENT_SCAN_ENTRIES = 1000
+"""Directory entries looked at to tell a folder of documents from an empty or foreign folder."""
+
+
+def not_an_index_message(path: Path) -> str:
+    """A directory without metadata.json: most often the documents themselves were named as the
+    index, and the fix is to index them first, so the message says which command to run."""
+    from tree_builder.readers import SUFFIX_KINDS
+
+    has_docs = False
+    try:
+        with os.scandir(path) as entries:
+            for n, entry in enumerate(entries):
+                if n >= DOCUMENT_SCAN_ENTRIES or has_docs:
+                    break
+                has_docs = Path(entry.name).suffix.lower() in SUFFIX_KINDS
+    except OSError:
+        pass
+    if has_docs:
+        return (f"{path} is a folder of documents, not an index (it has no {METADATA}): index it first with "
+                f"python main.py index --input {path} --output INDEX_DIR, then query --index INDEX_DIR")
+    return (f"{path} is not a TreeRAG index (it has no {METADATA}); build one with: "
+            f"python main.py index --input DOCS --output {path}")
 
 
 def read_metadata(path: Path) -> dict[str, Any]:
