@@ -199,8 +199,8 @@ class Session:
                                 use_cache=not args.no_cache, notice=_stderr, config=config)
         self.index = self.rag.index
 
-    def ask(self, query: str) -> dict:
-        return self.rag.run(query)
+    def ask(self, query: str, documents: list[str] | None = None) -> dict:
+        return self.rag.run(query, documents)
 
 
 def _llm_timeout(args: argparse.Namespace) -> float:
@@ -236,8 +236,54 @@ def cmd_query(args: argparse.Namespace) -> int:
     if not args.query or not args.query.strip():
         raise InputError("empty query: pass --query \"your question\"")
     session = Session(args)
-    _print_result(session.ask(args.query), args.json)
+    documents = _scoped_documents(args.doc, session.index) if args.doc else None
+    result = session.ask(args.query, documents)
+    _print_result(result, args.json)
+    _top_k_notice(args.top_k, result, session.index.metadata["counts"]["chunks"])
     return 0
+
+
+def _top_k_notice(top_k: int | None, result: dict, index_chunks: int) -> None:
+    """--top-k beyond what retrieval could return is said, not silently cut (a caller asking for
+    100,000 chunks should know it got 24, and why)."""
+    if top_k is None or result.get("notice"):
+        return
+    got = len(result.get("step2_retrieved", []))
+    if got >= top_k:
+        return
+    if top_k > index_chunks:
+        _stderr(f"note: --top-k {top_k:,} is more than the {index_chunks:,} chunks the index holds: "
+                f"{got} returned")
+    else:
+        _stderr(f"note: --top-k {top_k:,}: retrieval found {got} chunk(s) for this question")
+
+
+def _scoped_documents(given: list[str], index: Any) -> list[str]:
+    """``--doc`` values as the index's document paths. A document is named as the index lists it
+    (folder-relative, e.g. ``papers/a.pdf``), or by a path to the file that ends with that name
+    (``~/docs/papers/a.pdf``), or by its bare file name when only one document has it."""
+    known = list(index.doc_rows)
+    out: list[str] = []
+    for raw in given:
+        text = raw.strip()
+        if not text:
+            raise InputError("--doc is empty: name a document of the index (see: main.py info --index DIR)")
+        if text in index.doc_rows:
+            out.append(text)
+            continue
+        norm = text.replace("\\", "/")
+        matches = [k for k in known if norm.endswith("/" + k) or k == norm.removeprefix("./")]
+        if len(matches) > 1:  # docs/x/a.md ends in both a.md and x/a.md: the longer is the one meant
+            longest = max(len(k) for k in matches)
+            matches = [k for k in matches if len(k) == longest]
+        if not matches:
+            matches = [k for k in known if k.rsplit("/", 1)[-1] == norm.rsplit("/", 1)[-1]]
+        if len(matches) != 1:
+            shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+            why = "names several documents" if matches else "is not a document of the index"
+            raise InputError(f"--doc {text} {why} (the index holds: {shown})")
+        out.append(matches[0])
+    return list(dict.fromkeys(out))
 
 
 INTERACTIVE_HELP = """Type a question and press Enter.
@@ -533,6 +579,9 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pq = sub.add_parser("query", help="answer one question from an index")
     query_options(pq)
     pq.add_argument("--query", "-q", required=True, help="the question")
+    pq.add_argument("--doc", action="append", default=None, metavar="PATH",
+                    help="answer only from this document of the index (repeatable; as `info` lists it, "
+                         "or a path ending in it)")
     pq.set_defaults(func=cmd_query)
 
     pa = sub.add_parser("interactive", help="ask questions in a loop (models loaded once)")

@@ -472,8 +472,11 @@ class TreeRAG:
                 raise InputError(f"not in the index: {', '.join(unknown[:3])}")
             doc_paths = set(documents)
         result = run_pipeline(question.strip(), self.index, self.config, self.backends, doc_paths)
+        # "logged" tells the printed footer whether `show` can find this run: the log keeps the
+        # copy that says True; a run not recorded (no log, or the log failed) says False
+        result["logged"] = self.run_log is not None
         if self.run_log is not None:
-            self.run_log.record(result)
+            result["logged"] = self.run_log.record(result)
         return result
 
     def ask(self, question: str, documents: list[str] | None = None) -> QueryResult:

@@ -174,7 +174,9 @@ def footer(result: dict[str, Any]) -> str:
     tokens = u.get("input_tokens", 0) + u.get("output_tokens", 0)
     cost = u.get("cost_usd")
     cost_s = f" ${cost:.4f}" if isinstance(cost, (int, float)) and cost else ""
-    return f"[{steps} | llm={llm_name} tokens={tokens}{cost_s} | run {result.get('run_id', '')[:8]}]"
+    # a run that was not recorded has no id `show` could find: say so instead of printing one
+    run = f"run {result.get('run_id', '')[:8]}" if result.get("logged", True) else "not logged"
+    return f"[{steps} | llm={llm_name} tokens={tokens}{cost_s} | {run}]"
 
 
 def render_history(rows: list[dict[str, Any]]) -> str:

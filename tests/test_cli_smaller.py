@@ -1,0 +1,72 @@
+"""The smaller sharp edges a new user hit: scoping a query to a document, --top-k beyond what the
+index holds, --no-log run ids, a text file named .pdf, HTML comments in passages, `tree --json`."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TEST_PAPER, run_cli
+
+Q = "What is AdaRouter's accuracy on EUR/USD?"
+
+
+@pytest.fixture(scope="module")
+def two_doc_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("two")
+    docs = root / "docs"
+    (docs / "sub").mkdir(parents=True)
+    shutil.copy(TEST_PAPER, docs / "paper.md")
+    (docs / "sub" / "notes.md").write_text(
+        "# Travel notes\n\n## Budget\n\nThe travel budget is 300 euros per person and covers accuracy checks.\n",
+        encoding="utf-8")
+    out = root / "index"
+    proc = run_cli("index", "--input", str(docs), "--output", str(out), "--mock", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _docs_of(stdout: str) -> set[str]:
+    return {h["doc_path"] for h in json.loads(stdout)["step2_retrieved"]}
+
+
+def test_query_doc_scopes_to_named_documents(two_doc_index: Path, tmp_path: Path) -> None:
+    base = ["query", "--index", str(two_doc_index), "--query", Q, "--json", "--no-log", "--mock"]
+    assert "paper.md" in _docs_of(run_cli(*base).stdout)
+    proc = run_cli(*base, "--doc", "sub/notes.md")
+    assert proc.returncode == 0, proc.stderr
+    assert _docs_of(proc.stdout) == {"sub/notes.md"}
+    # a path to the file that ends in the index's name, and repeated --doc
+    proc = run_cli(*base, "--doc", str(tmp_path / "docs" / "sub" / "notes.md"), "--doc", "paper.md")
+    assert proc.returncode == 0 and _docs_of(proc.stdout) <= {"sub/notes.md", "paper.md"}
+    bad = run_cli(*base, "--doc", "nope.md")
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1
+    assert "--doc nope.md is not a document of the index" in bad.stderr and "paper.md" in bad.stderr
+
+
+def test_top_k_beyond_the_index_is_said(paper_index_dir: Path) -> None:
+    proc = run_cli("query", "--index", str(paper_index_dir), "--query", Q, "--top-k", "100000", "--no-log", "--mock",
+                   "--json")
+    assert proc.returncode == 0, proc.stderr
+    got = len(json.loads(proc.stdout)["step2_retrieved"])
+    assert f"--top-k 100,000 is more than the" in proc.stderr and f"{got} returned" in proc.stderr
+    quiet = run_cli("query", "--index", str(paper_index_dir), "--query", Q, "--top-k", "2", "--no-log", "--mock")
+    assert "note:" not in quiet.stderr
+
+
+def test_no_log_prints_no_run_id(paper_index_dir: Path, tmp_path: Path) -> None:
+    env = {"TREERAG_LOG": str(tmp_path / "runs.sqlite3"), "TREERAG_CACHE_DIR": str(tmp_path / "c")}
+    proc = run_cli("query", "--index", str(paper_index_dir), "--query", Q, "--no-log", "--mock", env=env)
+    assert proc.returncode == 0 and "| not logged]" in proc.stdout and "| run " not in proc.stdout
+    assert json.loads(run_cli("query", "--index", str(paper_index_dir), "--query", Q, "--no-log", "--mock",
+                              "--json", env=env).stdout)["logged"] is False
+    logged = run_cli("query", "--index", str(paper_index_dir), "--query", Q, "--mock", env=env)
+    assert "| run " in logged.stdout
+    # a log that cannot be written: the run was not recorded, so no id is printed either
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    broken = run_cli("query", "--index", str(paper_index_dir), "--query", Q, "--mock",
+                     env={**env, "TREERAG_LOG": str(blocker / "runs.sqlite3")})
+    assert broken.returncode == 0 and "| not logged]" in broken.stdout
