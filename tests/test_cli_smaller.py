@@ -70,3 +70,17 @@ def test_no_log_prints_no_run_id(paper_index_dir: Path, tmp_path: Path) -> None:
     broken = run_cli("query", "--index", str(paper_index_dir), "--query", Q, "--mock",
                      env={**env, "TREERAG_LOG": str(blocker / "runs.sqlite3")})
     assert broken.returncode == 0 and "| not logged]" in broken.stdout
+
+
+def test_text_file_named_pdf_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(TEST_PAPER, docs / "paper.md")
+    (docs / "fake.pdf").write_text("# Not a PDF\n\nJust text someone renamed.\n", encoding="utf-8")
+    proc = run_cli("index", "--input", str(docs), "--output", str(tmp_path / "idx"), "--mock", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: skipped fake.pdf: named .pdf but not a PDF" in proc.stderr
+    assert proc.stdout.startswith("indexed 1 document(s)")
+    alone = run_cli("index", "--input", str(docs / "fake.pdf"), "--output", str(tmp_path / "idx2"), "--mock")
+    assert alone.returncode != 0 and alone.stderr.startswith("error: ") and "not a PDF" in alone.stderr
+    assert "Traceback" not in alone.stderr

@@ -59,6 +59,12 @@ def read_document(path: Path, rel_path: str, limits: ReadLimits = DEFAULT_LIMITS
     """
     data = read_bounded(path, limit=limits.max_input_bytes, what=rel_path, inside=inside)
     kind = sniff(data, rel_path)
+    named = kind_of(rel_path)
+    if named in ("pdf", "docx") and kind != named and data.strip():
+        # a text file named .pdf would otherwise be indexed as Markdown without a word: what the
+        # person believes is a PDF is not, and its "pages" would never be cited
+        what = "a PDF (no %PDF- header)" if named == "pdf" else "a Word document (not a .docx zip)"
+        raise InputError(f"{rel_path}: named .{named} but not {what}; rename it to .md or .txt to index it as text")
     if kind == "pdf":
         from tree_builder.readers.pdf_reader import read_pdf
 
