@@ -97,6 +97,9 @@ class Quote:
     """Raw dense cosine of the quote's best sentence with the question."""
     best_span: tuple[int, int] = (0, 0)
     """Document span of the quote's best sentence (what the measurements score)."""
+    article: str | None = None
+    """The statute article (``第十条``) the quote lies in when the quote does not begin with it: a
+    quote from an article's second paragraph is cited by its article, as a lawyer cites it."""
 
 
 @dataclass
@@ -119,10 +122,44 @@ def _leaf_text(index: Any, chunk: Chunk) -> tuple[str, int] | None:
     return node.content, node.content_start
 
 
+HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+"""An HTML comment in a Markdown source: an author's note to themselves, never part of an answer."""
+
+QUOTE_SENTENCE_END = re.compile(SENTENCE_END.pattern.replace("；", ""))
+"""A sentence end for quotes: as the chunker's, but "；" does not end a quote. In a statute "；" joins
+an article's clauses, which are read and cited together up to the "。"."""
+
+ARTICLE_START = re.compile(r"(?m)^[ \t\u3000]*(第[零一二三四五六七八九十百千万〇两0-9０-９]+条(?:之[一二三四五六七八九十]+)?)")
+"""The number a statute article starts with, at a line start (``第十条``, ``第一百零二条之一``)."""
+
+
+def blank_comments(text: str) -> str:
+    """``text`` with HTML comments blanked out character for character (newlines kept): sentence
+    bounds and scores ignore them while every offset stays that of the document."""
+    return HTML_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def without_comments(text: str) -> str:
+    """``text`` with HTML comments removed: what a quote shows (its offsets cite the document)."""
+    return HTML_COMMENT.sub("", text)
+
+
+def article_of(p: "Passage", offset: int) -> str | None:
+    """The statute article (``第十条``) whose text holds document offset ``offset`` of passage ``p``:
+    the last article start before it in the leaf (or the passage when the leaf is not known)."""
+    text, rel = (p.content, offset - p.content_start) if p.content is not None else (p.text, offset - p.start)
+    found = None
+    for m in ARTICLE_START.finditer(text, 0, max(rel, 0) + 40):  # an article starting at offset counts
+        if m.start() > rel:
+            break
+        found = m
+    return found.group(1) if found else None
+
+
 def _sentence_starts(text: str) -> list[int]:
     """Offsets in ``text`` where a sentence may start (after an end or a break), 0 included."""
     starts = {0}
-    for m in SENTENCE_END.finditer(text):
+    for m in QUOTE_SENTENCE_END.finditer(text):
         starts.add(m.end())
     for m in _LINE_BREAK.finditer(text):
         starts.add(m.end() if m.group(0).count("\n") > 1 else m.start() + 1)
@@ -234,9 +271,10 @@ def _passage(index: Any, group: list[tuple[int, RetrievedChunk]], leaf: tuple[st
 def split_sentences(p: Passage, idx: int, k: int = 1) -> list[Sentence]:
     """Sentences of a passage; ``k`` = how many chunks step 2 returned (for the rank prior)."""
     out: list[Sentence] = []
-    bounds = _sentence_starts(p.text) + [len(p.text)]
+    text = blank_comments(p.text)  # a comment-only "sentence" has no letters left and is skipped
+    bounds = _sentence_starts(text) + [len(text)]
     for a, b in zip(bounds, bounds[1:]):
-        seg = p.text[a:b]
+        seg = text[a:b]
         s = len(seg) - len(seg.lstrip())
         e = len(seg.rstrip())
         if e - s < 2 or not any(ch.isalnum() for ch in seg):
@@ -377,7 +415,7 @@ def select_quotes(sentences: list[Sentence], passages: list[Passage], config: Co
     for run in runs:
         p = passages[sentences[run[0]].passage]
         a, b = sentences[run[0]].start, sentences[run[-1]].end
-        text = p.text[a - p.start:b - p.start]
+        text = without_comments(p.text[a - p.start:b - p.start])
         best = max(run, key=lambda i: sentences[i].score)
         text = " ".join(text.split()) if not _has_cjk(text) else re.sub(r"\s*\n\s*", " ", text)
         text = _cut(text, max(budget, 80))
@@ -388,7 +426,10 @@ def select_quotes(sentences: list[Sentence], passages: list[Passage], config: Co
         chunk = dataclasses.replace(p.chunk, text=text, start_char=a, end_char=b,
                                     start_line=lines[0], end_line=lines[1])
         sb = sentences[best]
-        quotes.append(Quote(text, chunk, ranks, sb.score, sb.dense, (sb.start, sb.end)))
+        article = article_of(p, a)
+        if article and text.lstrip().startswith(article):
+            article = None  # the quote names it itself
+        quotes.append(Quote(text, chunk, ranks, sb.score, sb.dense, (sb.start, sb.end), article))
     quotes.sort(key=lambda q: -q.score)
     return quotes
 

@@ -167,7 +167,8 @@ def extractive_text(query: str, quotes: list[dict[str, Any]],
     lines = [_EXTRACTIVE_HEAD[(source, is_chinese(query))]]
     for q in quotes:
         nums = "".join(f"[{n}]" for n in q["ranks"])
-        lines.append(f'{nums} "{q["text"]}" ({q["citation"]}, {q["heading_path"]})')
+        where = q["heading_path"] + (f" > {q['article']}" if q.get("article") else "")
+        lines.append(f'{nums} "{q["text"]}" ({q["citation"]}, {where})')
     return "\n".join(lines)
 
 
@@ -188,7 +189,8 @@ def offline_answer(question: QueryLike, evidence: Evidence, config: Config, inde
     quotes = [{"ranks": sorted(numbers[r - 1] for r in q.ranks), "text": q.text, "citation": cite(q.chunk),
                "heading_path": q.chunk.heading_path, "doc_path": q.chunk.doc_path,
                "start_char": q.chunk.start_char, "end_char": q.chunk.end_char,
-               "score": round(q.score, 4), "dense": round(q.dense, 4)} for q in ex.quotes]
+               "score": round(q.score, 4), "dense": round(q.dense, 4),
+               **({"article": q.article} if q.article else {})} for q in ex.quotes]
     return Answer(extractive_text(query, quotes, evidence.source), "extractive", quotes)
 
 

@@ -66,8 +66,17 @@ def json_safe(dumped: str) -> str:
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", dumped)
 
 
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
+def shown_text(text: str) -> str:
+    """Document text as a person reads it: HTML comments (an author's notes in Markdown) left out.
+    Only the display drops them; the result's text and offsets stay the document's."""
+    return _HTML_COMMENT.sub("", text)
+
+
 def _excerpt(text: str) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(shown_text(text).split())
     return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS].rstrip() + "..."
 
 
@@ -150,7 +159,7 @@ def _context_lines(ctx: dict[str, Any] | None, had_hits: bool) -> list[str]:
     out = [f">>> Context: {n} passage{'' if n == 1 else 's'}, {ctx.get('used', 0)} of {ctx.get('budget', 0)} "
            f"characters (from {ctx.get('hits_read', 0)} hits)"]
     for i, p in enumerate(passages, 1):
-        out.append(f'  [{i}] {p["heading_path"]}  ({p["citation"]})  "{one_line(p["text"], CONTEXT_EXCERPT_CHARS)}"')
+        out.append(f'  [{i}] {p["heading_path"]}  ({p["citation"]})  "{one_line(shown_text(p["text"]), CONTEXT_EXCERPT_CHARS)}"')
     if not passages and had_hits:
         out.append("  no passage could be read: the answer reads step 2's chunks ([N] is #N)")
     out.append("")
