@@ -153,9 +153,24 @@ def cmd_tree(args: argparse.Namespace) -> int:
         _stderr(f"warning: {w}")
     root = build_tree(docs, config, folder_mode=path.is_dir())
     summarize_tree(root, config)
+    if args.json:
+        from tree_builder.visualizer import tree_dict
+
+        _print_result({"documents": [{"path": d.path, "title": d.title, "kind": d.kind} for d in docs],
+                       "nodes": tree_dict(root)}, True)
+        return 0
     from utils.render import terminal_safe
 
-    print(terminal_safe(serialize_tree(root)))
+    if args.locator_view:
+        print(terminal_safe(serialize_tree(root)))
+        return 0
+    from config import CJK_SHARE_FOR_MULTILINGUAL
+    from tree_builder.visualizer import readable_tree
+    from utils.tokenizer import cjk_share
+
+    chars = sum(len(d.text) for d in docs)
+    share = sum(cjk_share(d.text) * len(d.text) for d in docs) / chars if chars else 0.0
+    print(terminal_safe(readable_tree(root, "zh" if share >= CJK_SHARE_FOR_MULTILINGUAL else "en")))
     return 0
 
 
@@ -537,11 +552,15 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pi.add_argument("--quiet", action="store_true", help="no progress bar")
     pi.set_defaults(func=cmd_index)
 
-    pt = sub.add_parser("tree", help="print the serialised section tree (what the node locator sees)")
+    pt = sub.add_parser("tree", help="print the section tree of a document or a folder (what the locator sees)")
     pt.add_argument("--input", required=True, help="a document or a folder of them")
     pt.add_argument("--follow-links", action="store_true",
                     help="follow symlinks that lead out of the input folder")
-    pt.add_argument("--max-depth", type=int, default=None)
+    pt.add_argument("--max-depth", type=int, default=None,
+                    help=f"deepest heading level that becomes a node, 0-6 (default {d.max_depth})")
+    pt.add_argument("--json", action="store_true", help="print the tree as JSON (nested nodes, file names, lines)")
+    pt.add_argument("--locator-view", action="store_true",
+                    help="print exactly the text the LLM locator reads (the spec's format and labels)")
     pt.set_defaults(func=cmd_tree)
 
     def query_options(sp: argparse.ArgumentParser) -> None:

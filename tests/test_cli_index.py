@@ -30,7 +30,7 @@ def test_index_test_paper(tmp_path: Path) -> None:
 
 
 def test_tree_prints_spec_format() -> None:
-    proc = run_cli("tree", "--input", str(TEST_PAPER))
+    proc = run_cli("tree", "--input", str(TEST_PAPER), "--locator-view")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "文档结构:"

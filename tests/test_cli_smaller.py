@@ -84,3 +84,35 @@ def test_text_file_named_pdf_is_skipped_with_a_warning(tmp_path: Path) -> None:
     alone = run_cli("index", "--input", str(docs / "fake.pdf"), "--output", str(tmp_path / "idx2"), "--mock")
     assert alone.returncode != 0 and alone.stderr.startswith("error: ") and "not a PDF" in alone.stderr
     assert "Traceback" not in alone.stderr
+
+
+def test_tree_speaks_the_documents_language_and_names_files(tmp_path: Path) -> None:
+    proc = run_cli("tree", "--input", str(TEST_PAPER))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "Document structure:" and "File: test_paper.md" in lines
+    assert "[0001] Abstract (leaf)" in lines and "摘要" not in proc.stdout and "叶子节点" not in proc.stdout
+    zh = tmp_path / "law.md"
+    zh.write_text("# 合同法\n\n## 第一章 一般规定\n\n第一条 为了保护合同当事人的合法权益，制定本法。\n", encoding="utf-8")
+    proc = run_cli("tree", "--input", str(zh))
+    assert proc.stdout.startswith("文档结构:") and "文件: law.md" in proc.stdout and "(叶子节点)" in proc.stdout
+
+
+def test_tree_json(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(TEST_PAPER, docs / "paper.md")
+    (docs / "notes.md").write_text("# Notes\n\n## Budget\n\nThe travel budget is 300 euros.\n", encoding="utf-8")
+    proc = run_cli("tree", "--input", str(docs), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert {d["path"] for d in data["documents"]} == {"paper.md", "notes.md"}
+
+    def walk(nodes: list) -> list:
+        return [n for node in nodes for n in [node, *walk(node["children"])]]
+
+    every = walk(data["nodes"])
+    assert {n["doc_path"] for n in every} == {"paper.md", "notes.md"}
+    leaf = next(n for n in every if n["heading"] == "Budget")
+    assert leaf["leaf"] and leaf["children"] == [] and leaf["heading_path"].endswith("Budget")
+    assert leaf["lines"][0] >= 1

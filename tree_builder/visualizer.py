@@ -1,7 +1,8 @@
 """The tree as the text the node locator reads (the spec's "树结构序列化").
 
-One serialiser for both ``python main.py tree`` and the locator prompt, so what
-a user inspects is exactly what the LLM sees.
+One serialiser for both ``python main.py tree`` and the locator prompt: ``tree`` shows the same
+nodes, headings and summaries with labels in the documents' language and the file names, and
+``tree --locator-view`` prints exactly what the LLM sees.
 """
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ from tree_builder.tree import TreeNode
 HEADER = "文档结构:"
 LEAF_MARK = " (叶子节点)"
 SUMMARY_LABEL = "摘要:"
+
+LABELS = {
+    "zh": (HEADER, LEAF_MARK, SUMMARY_LABEL, "文件:"),
+    "en": ("Document structure:", " (leaf)", "Summary:", "File:"),
+}
+"""(header, leaf mark, summary label, file label) of ``tree`` by the documents' language. The locator
+prompt always uses the spec's Chinese labels; ``tree`` is read by a person, in the documents' language."""
 
 
 def _depth(node: TreeNode) -> int:
@@ -35,12 +43,45 @@ def node_blocks(root: TreeNode, include: set[str] | None = None) -> list[tuple[s
     return blocks
 
 
-def node_block(node: TreeNode, depth: int) -> str:
+def node_block(node: TreeNode, depth: int, language: str = "zh") -> str:
     """One node's lines of the serialisation (``depth`` 0 = a top-level node)."""
+    _, leaf_mark, summary_label, _ = LABELS[language]
     indent = "  " * depth
-    mark = LEAF_MARK if node.is_leaf else ""
+    mark = leaf_mark if node.is_leaf else ""
     summary = " ".join(node.summary.split())
-    return f"{indent}[{node.node_id}] {node.heading}{mark}\n{indent}  {SUMMARY_LABEL} {summary}".rstrip()
+    return f"{indent}[{node.node_id}] {node.heading}{mark}\n{indent}  {summary_label} {summary}".rstrip()
+
+
+def readable_tree(root: TreeNode, language: str) -> str:
+    """``tree`` for a person: the locator's serialisation with labels in the documents' language and
+    a ``File:`` line where each document's sections begin (the locator's prompt names no files)."""
+    header, _, _, file_label = LABELS[language]
+    blocks: list[str] = []
+    shown_doc = None
+    stack: list[tuple[TreeNode, int]] = [(root, -1)] if root.kind == "root" else [(root, _depth(root))]
+    while stack:
+        node, depth = stack.pop()
+        stack.extend((c, depth + 1) for c in reversed(node.children))
+        if depth < 0:
+            continue
+        block = node_block(node, depth, language)
+        if node.doc_path and node.doc_path != shown_doc:
+            shown_doc = node.doc_path
+            block = f"{'  ' * depth}{file_label} {node.doc_path}\n{block}"
+        blocks.append(block)
+    return header + "\n\n" + "\n\n".join(blocks)
+
+
+def tree_dict(root: TreeNode) -> list[dict]:
+    """The tree as nested JSON values (``tree --json``): what each node is and where it lies."""
+    def one(node: TreeNode) -> dict:
+        return {"node_id": node.node_id, "heading": node.heading, "heading_path": node.heading_path,
+                "kind": node.kind, "leaf": node.is_leaf, "doc_path": node.doc_path,
+                "lines": [node.start_line, node.end_line],
+                "pages": [node.page_start, node.page_end] if node.page_start else None,
+                "summary": node.summary, "children": [one(c) for c in node.children]}
+
+    return [one(c) for c in root.children] if root.kind == "root" else [one(root)]
 
 
 def join_blocks(blocks: list[str]) -> str:
