@@ -605,7 +605,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-eval", action="store_true", help="skip the optional main.py eval step")
     p.add_argument("--eval-limit", type=int, default=10,
                    help="eval questions (default 10; each tree-llm question costs minutes on a CPU)")
-    p.add_argument("--eval-data", type=Path, default=Path("/work/shared/bench/qasper-dev"))
+    p.add_argument("--eval-data", type=Path, default=REPO.parent / "shared" / "bench" / "qasper-dev")
     p.add_argument("--eval-arms", default="tree-llm,tree-hybrid,flat-hybrid")
     p.add_argument("--eval-timeout", type=float, default=3600)
     p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "treerag_local_llm_e2e.json",

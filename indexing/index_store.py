@@ -276,6 +276,8 @@ def _open_index_dir(path: Path, verify: bool = False) -> IndexDir:
     try:
         os.stat(METADATA, dir_fd=files.fd, follow_symlinks=False)
     except FileNotFoundError:
+        if files.replaced():  # a rebuild swapped the directory (the old one is being removed): retry
+            return files
         files.close()
         raise IndexFormatError(not_an_index_message(path)) from None
     except OSError:

@@ -207,7 +207,7 @@ def test_retry_after_is_honoured_by_the_sdk(provider: Provider) -> None:
         elapsed = time.monotonic() - t0
     assert resp.text == "ok" and resp.usage.calls == 1
     assert retry_counts(srv) == ["0", "1", "0", "1"]
-    assert 0.3 <= elapsed < 1.5
+    assert elapsed >= 0.3  # waited as long as asked (no upper bound: a loaded machine is slow)
 
 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 503])
@@ -238,26 +238,27 @@ def test_a_server_saying_x_should_retry_false_is_not_retried(provider: Provider)
 
 
 def test_retry_after_longer_than_the_cap_is_not_waited_for(provider: Provider) -> None:
-    """Without the cap the SDK would wait the 1.5 s asked for and get the 200."""
-    with StubServer([StubResponse(503, provider.error("overloaded"), headers={"retry-after-ms": "1500"}),
+    """Without the cap the SDK would wait the 20 s asked for and get the 200."""
+    with StubServer([StubResponse(503, provider.error("overloaded"), headers={"retry-after-ms": "20000"}),
                      StubResponse(200, provider.ok("ok"))]) as srv:
         llm = make_client(provider, srv, max_retry_after=0.2)
         t0 = time.monotonic()
         with pytest.raises(LLMCallError) as info:
             llm.generate("hi")
-        assert time.monotonic() - t0 < 1.2
+        assert time.monotonic() - t0 < 15  # did not wait the 20 s asked for
         assert srv.request_count == 1
     assert str(info.value) == f"{provider.name}: server error 503 after 1 attempts"
     assert RetryPolicy().max_retry_after == 60.0
 
 
 def test_timeout_is_retried_then_fails(provider: Provider) -> None:
-    # 0.5 s, not less: the SDK's own read timeout must fire (and be retried) before the call's hard cut
-    # at twice the limit, and on a loaded 2-core machine a 0.2 s timeout can run past 0.4 s
-    with StubServer(default=StubResponse(200, provider.ok("late"), delay=4.0)) as srv:
-        llm = make_client(provider, srv, max_retries=1, timeout=0.5)
-        with pytest.raises(BackendError, match=rf"^{provider.name}: request timed out after 0.5 s \(2 attempts\)$"):
+    # 1.5 s, not less: the SDK's own read timeout must fire (and be retried) before the call's hard cut
+    # at twice the limit; on a loaded 2-core machine 0.5 s of slack was not always enough
+    with StubServer(default=StubResponse(200, provider.ok("late"), delay=10.0)) as srv:
+        llm = make_client(provider, srv, max_retries=1, timeout=1.5)
+        with pytest.raises(BackendError, match=rf"^{provider.name}: request timed out after 1.5 s \(2 attempts\)$"):
             llm.generate("hi")
+        assert srv.request_count == 2
         assert retry_counts(srv) == ["0", "1"]
 
 
@@ -738,7 +739,7 @@ def test_a_dripping_response_ends_at_the_wall_clock_deadline(provider: Provider)
         message, elapsed = timed(make_client(provider, srv, max_retries=0, timeout=0.6))
         assert srv.request_count == 1
     assert message == f"{provider.name}: request timed out after 0.6 s (1 attempts)"
-    assert 0.6 <= elapsed < 1.0
+    assert 0.6 <= elapsed < 6  # the message names the 0.6 s limit; the whole body would take 12 s
 
 
 def test_the_sdk_retries_a_request_cut_at_its_wall_clock_limit(provider: Provider) -> None:
@@ -756,7 +757,7 @@ def test_a_server_dripping_its_headers_is_cut_at_twice_the_timeout(provider: Pro
         time.sleep(0.5)
         assert srv.request_count == 1
     assert message == f"{provider.name}: request timed out after 0.3 s (1 attempts)"
-    assert 0.6 <= elapsed < 2.0  # the headers alone would take 15 s
+    assert 0.6 <= elapsed < 10  # the headers alone would take 15 s
 
 
 def test_budget_bounds_all_attempts_of_a_silent_server(provider: Provider) -> None:
@@ -768,7 +769,7 @@ def test_budget_bounds_all_attempts_of_a_silent_server(provider: Provider) -> No
             with pytest.raises(LLMCallError) as info:
                 llm.generate("hi")
             messages.append(str(info.value))
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < 9  # four calls of a server that answers after 10 s each
         assert "timed out" in messages[0]
         # a server that never answered is not called again after its first timeout (else: budget spent)
         assert "not called again" in messages[-1] or "budget" in messages[-1]
@@ -778,14 +779,16 @@ def test_budget_bounds_all_attempts_of_a_silent_server(provider: Provider) -> No
 def test_budget_ending_while_the_sdk_waits_to_retry(provider: Provider) -> None:
     """The SDK's own backoff (no Retry-After: 0.375-0.5 s) outlasts a 0.25 s budget: the call ends at
     the deadline with the failure it was waiting to retry, and the SDK never sends the retry."""
-    with StubServer(default=StubResponse(500, provider.error("boom"))) as srv:
+    with StubServer([StubResponse(200, provider.ok("ok"))], default=StubResponse(500, provider.error("boom"))) as srv:
         llm = make_client(provider, srv, max_retries=4)
-        __import__(provider.name)  # before the deadline is set: the import is not part of the budget
+        # a warm client (SDK imported, connection pool made) before the deadline is set: on a loaded
+        # machine building them took the whole 0.25 s and the request was never sent
+        assert llm.generate("warm-up").text == "ok"
         message, elapsed = timed(llm, deadline=time.monotonic() + 0.25)
         time.sleep(0.6)
-        assert srv.request_count == 1
+        assert srv.request_count == 2  # the warm-up and the one failed request: no retry was sent
     assert message == f"{provider.name}: server error 500 after 1 attempts"
-    assert 0.2 <= elapsed < 1.0
+    assert elapsed >= 0.2  # ended at the deadline: the request count above shows no retry was sent
 
 
 def test_budget_ending_while_the_sdk_waits_to_reconnect(provider: Provider) -> None:
@@ -796,7 +799,7 @@ def test_budget_ending_while_the_sdk_waits_to_reconnect(provider: Provider) -> N
     __import__(provider.name)  # before the deadline is set
     message, elapsed = timed(llm, deadline=time.monotonic() + 0.25)
     assert re.fullmatch(rf"{provider.name}: cannot connect to \S+ after 1 attempts \(.*refused\)", message), message
-    assert 0.2 <= elapsed < 1.0
+    assert 0.2 <= elapsed < 5  # the SDK's four reconnects would back off for about 7 s
 
 
 def test_retry_after_longer_than_the_budget_is_not_waited_for(provider: Provider) -> None:
@@ -805,7 +808,7 @@ def test_retry_after_longer_than_the_budget_is_not_waited_for(provider: Provider
         message, elapsed = timed(BudgetedLLM(make_client(provider, srv), LLMBudget(5.0)))
         assert srv.request_count == 1
     assert message == f"{provider.name}: server error 503 after 1 attempts"
-    assert elapsed < 1.0
+    assert elapsed < 4.5  # failed before the 5 s budget could run out
 
 
 @pytest.mark.parametrize("status", [401, 403, 404])

