@@ -141,6 +141,10 @@ class Config:
     context_leaf_share: float = 0.5
     """Share of the context budget one leaf may take before hits of other leaves are read (a detail
     question allows more, an overview or multi-part question less: retrieval/query_plan.py)."""
+    context_first_unit_share: float = 0.0
+    """The best hit may be read as a unit of up to this share of the budget (its whole paragraph, when
+    that fits), the others as the usual sixth: one evidence item read whole, the rest read wide.
+    0 reads every hit alike."""
     query_routing: bool = True
     """Tell overview, detail and multi-part questions apart and spend the context budget accordingly;
     off: every question is a detail question."""
@@ -214,6 +218,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "leaf_prior_weight": (0, 1),
     "safety_net_top_k": (1, math.inf), "toc_budget_tokens": (1, math.inf),
     "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "context_leaf_share": (0.05, 1),
+    "context_first_unit_share": (0, 1),
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
     "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),

@@ -226,7 +226,8 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         assert plan is not None
         result["step1_route"] = plan.to_dict()
         ctx = assemble_context(index, r.pool, config.context_budget_chars,
-                               leaf_share=plan.leaf_share(config.context_leaf_share))
+                               leaf_share=plan.leaf_share(config.context_leaf_share),
+                               first_unit_share=config.context_first_unit_share)
         timing["context"] = (time.perf_counter() - t) * 1000
         result["context"] = context_dict(ctx)
 

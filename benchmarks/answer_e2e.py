@@ -75,7 +75,8 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     ranked, pool = flat_pools(arm, ctx, question, plan, doc_paths, [])
     q = Query.build(question, ctx.backends.embedder)
     assembled = assemble_context(ctx.index, pool, config.context_budget_chars,
-                                 leaf_share=plan.leaf_share(config.context_leaf_share))
+                                 leaf_share=plan.leaf_share(config.context_leaf_share),
+                                 first_unit_share=config.context_first_unit_share)
     final = ranked[:config.final_top_k]
     strength = evidence_strength(q, final, ctx.index, ctx.backends.embedder, config)  # the same floor
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,

@@ -200,7 +200,8 @@ def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] 
 def contexts_of(index: Index, pool: list[RetrievedChunk], plan: QueryPlan, cfg: Config) -> dict[str, list[list[Any]]]:
     """The same assembly for every arm (flat or tree), at each evaluation budget."""
     share = plan.leaf_share(cfg.context_leaf_share)
-    return {str(b): [list(s) for s in assemble_context(index, pool, b, leaf_share=share).spans()]
+    return {str(b): [list(s) for s in assemble_context(index, pool, b, leaf_share=share,
+                                                          first_unit_share=cfg.context_first_unit_share).spans()]
             for b in BUDGETS}  # what the answer step would read at each evaluation budget
 
 

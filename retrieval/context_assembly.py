@@ -168,9 +168,15 @@ class AssembledContext:
 
 
 def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, *,
-                     leaf_share: float = 0.5, units_per_budget: int = UNITS_PER_BUDGET) -> AssembledContext:
-    """The passages (reading order) the answer step reads from ``ranked`` within ``budget`` characters."""
+                     leaf_share: float = 0.5, units_per_budget: int = UNITS_PER_BUDGET,
+                     first_unit_share: float = 0.0) -> AssembledContext:
+    """The passages (reading order) the answer step reads from ``ranked`` within ``budget`` characters.
+
+    ``first_unit_share``: the best hit's reading unit may be that share of the budget (its paragraph
+    read whole), the others keep ``budget / units_per_budget``.
+    """
     unit_chars = max(1, budget // max(1, units_per_budget))
+    first_unit = max(unit_chars, int(budget * first_unit_share))
     leaves: dict[str, _Leaf] = {}
     loose: list[ContextPassage] = []
     left = budget
@@ -209,7 +215,7 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
                 continue
             leaves[c.source_node_id] = leaf
         hit = (c.start_char - leaf.start, c.end_char - leaf.start)
-        units = _units(leaf, *hit, unit_chars)
+        units = _units(leaf, *hit, first_unit if rank == 1 else unit_chars)
         crowded = bool(leaf.chosen) and leaf.used() + _new_chars(leaf, *units[0]) > leaf_share * budget
         if crowded:
             waiting.append((rank, leaf, units))

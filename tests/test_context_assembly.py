@@ -217,3 +217,19 @@ def test_a_packed_chunk_is_read_whole_not_as_its_middle_paragraph(tmp_path) -> N
     ctx = assemble_context(index, ranked, budget, units_per_budget=1)
     first = next(p for p in ctx.passages if 1 in p.ranks)
     assert first.start <= packed.start_char and first.end >= packed.end_char
+
+
+def test_the_best_hit_may_be_read_whole_when_its_unit_is_larger(paper_index) -> None:
+    # the same hit as above (a 279-character paragraph); with units of a twelfth (150) it is read as its
+    # sentences, unless the best hit's unit is a larger share of the budget
+    first = chunk(paper_index, "0014_chunk_01")
+    leaf = paper_index.get_node(first.source_node_id)
+    para = (leaf.content_start, leaf.content_start + leaf.content.index("\n\n"))
+    others = [c.chunk_id for c in paper_index.chunks if c.source_node_id != leaf.node_id]
+    ranked = hits(paper_index, first.chunk_id, *others)
+    narrow = assemble_context(paper_index, ranked, 1800, units_per_budget=12)
+    wide = assemble_context(paper_index, ranked, 1800, units_per_budget=12, first_unit_share=0.5)
+    check_context(wide, ranked, 1800)
+    of_rank1 = [next(p for p in ctx.passages if 1 in p.ranks) for ctx in (narrow, wide)]
+    assert (of_rank1[0].start, of_rank1[0].end) != para
+    assert (of_rank1[1].start, of_rank1[1].end) == para
