@@ -12,14 +12,13 @@ and question id is checked before anything is scored.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evaluation.dataset import EvalSet
 from evaluation.metrics import BUDGETS, SpanTable
+from utils.bounded_read import read_bounded
 from utils.errors import InputError
 
 PEER_FORMAT = "treerag-peer-arms/1"
@@ -50,22 +49,8 @@ class PeerArm:
 
 
 def _read(path: Path) -> Any:
-    """The file's JSON: a regular file only (a FIFO would block, a directory is a mistake), size-bounded."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise InputError(f"--peer {path}: cannot open ({exc.strerror})") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError(f"--peer {path}: not a regular file")
-        with os.fdopen(fd, "rb") as fh:
-            fd = -1
-            data = fh.read(PEER_MAX_BYTES + 1)
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    if len(data) > PEER_MAX_BYTES:
-        raise InputError(f"--peer {path}: larger than {PEER_MAX_BYTES // 2**20} MB")
+    """The file's JSON, read through the bounded reader (a regular file, size-bounded)."""
+    data = read_bounded(path, limit=PEER_MAX_BYTES, what=f"--peer {path}", setting="peer file size")
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

@@ -32,15 +32,15 @@ from evaluation.metrics import (BUDGETS, SCORE_KEYS, SLICE_KEYS, SLICES, Bootstr
                                 question_relevance, question_slices, read_context, resampled_means,
                                 score_ranking)
 from indexing.index_store import Index
+from indexing.reuse import BUILD_FIELDS as INDEX_BUILD_FIELDS
 from utils.progress import tqdm_progress
 from utils.errors import IndexFormatError, InputError, TreeRAGError
 
 ROOT = Path(__file__).resolve().parent.parent
 
-BUILD_FIELDS = ("max_depth", "summary_mode", "summary_max_chars", "short_section_tokens",
-                "chunk_size", "chunk_overlap", "min_chunk_chars", "chunk_units", "chunk_context", "embedder", "embedder_model",
-                "hash_dim")
-"""Config fields that change what ``build_index`` writes; only these key the cached index."""
+BUILD_FIELDS = INDEX_BUILD_FIELDS + ("embedder", "embedder_model", "hash_dim")
+"""Config fields that change what ``build_index`` writes (the index's own build settings, and the
+embedder the evaluation chooses); only these key the cached index."""
 
 RESULTS_FORMAT = 1
 BEST_FLAT = "best flat arm"
