@@ -1,5 +1,9 @@
 """Leaf content -> chunks (paragraph first, then a 200/50 sliding window).
 
+By default (``chunk_units = "packed"``) consecutive paragraphs that fit share a chunk of at most
+``chunk_size``: a statute written one clause a paragraph would otherwise become 50-character scraps
+(``pack`` in ``chunk_spans``). What follows is the spec's per-paragraph rule, which packing extends.
+
 Every chunk's ``text`` is exactly ``doc_text[start_char:end_char]`` of its
 document, so a citation can point at the characters and lines it came from.
 The chunker therefore works on *spans* of the original text and never edits it.
