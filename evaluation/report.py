@@ -178,8 +178,9 @@ def _retrieved(run: EvalRun, rows: list[int], details: list[dict], sources: list
     return out
 
 
-def _peer_retrieved(run: EvalRun, peer: Any, rows: list[int], relevant: frozenset[int]) -> list[dict[str, Any]]:
-    texts = {d.path: d.text for d in run.eval_set.documents}
+def _peer_retrieved(texts: dict[str, str], peer: Any, rows: list[int], relevant: frozenset[int]
+                    ) -> list[dict[str, Any]]:
+    """A peer's ranked chunks, as ``_retrieved`` lists ours (``texts``: document path -> text)."""
     return [{"rank": rank, "row": row, "doc_path": doc, "start_char": s, "end_char": e,
              "text": texts[doc][s:e], "source": "peer", "relevant": row in relevant}
             for rank, (row, (doc, s, e)) in enumerate(((r, peer.chunks[r]) for r in rows), 1)]
@@ -225,12 +226,13 @@ def run_to_dict(run: EvalRun) -> dict[str, Any]:
         row["cov@2k_vs_baseline"] = s.vs_baseline_cov.to_dict() if s.vs_baseline_cov else None
         table.append(row)
     questions = []
+    doc_texts = {d.path: d.text for d in run.eval_set.documents} if run.peers else {}
     for r in run.results:
         q = r.question
         arms = {}
         for name, out in r.outputs.items():
             peer = run.peers.get(name)
-            retrieved = (_peer_retrieved(run, peer, out.rows, r.peer_relevance[name].relevant) if peer else
+            retrieved = (_peer_retrieved(doc_texts, peer, out.rows, r.peer_relevance[name].relevant) if peer else
                          _retrieved(run, out.rows, out.details, out.sources, r.relevance.relevant))
             arms[name] = {"scores": r.scores[name], "latency_ms": out.latency_ms, "locator": out.locator,
                           "fallbacks": out.fallbacks, "usage": out.usage,

@@ -386,10 +386,10 @@ def _best_of(group: list[int], names: list[str], means: np.ndarray) -> int:
 
 def _against_best(group: list[int], others: list[int], names: list[str], values: np.ndarray,
                   boot: np.ndarray, n_q: int, confidence: float,
-                  extra: Callable[[int], int] | None = None) -> tuple[list[int], dict[str, dict[str, BootstrapCI]]]:
+                  extra: list[int] | None = None) -> tuple[list[int], dict[str, dict[str, BootstrapCI]]]:
     """Per figure, the best arm of ``group``, and intervals of each arm in ``others`` against it.
 
-    ``extra(f)``, when given, adds one more compared arm per figure (reported as ``BEST_FLAT``).
+    ``extra``, when given, is one more compared arm per figure (reported as ``BEST_FLAT``).
     """
     means = values.mean(axis=0)
     n_f = values.shape[2]
@@ -397,7 +397,7 @@ def _against_best(group: list[int], others: list[int], names: list[str], values:
     pairs = [(a, f) for a in others for f in range(n_f) if a != best[f]]
     labels = [names[a] for a, _ in pairs]
     if extra is not None:
-        more = [(extra(f), f) for f in range(n_f)]
+        more = [(a, f) for f, a in enumerate(extra)]
         pairs += more
         labels += [BEST_FLAT] * len(more)
     out: dict[str, dict[str, BootstrapCI]] = {}
@@ -439,7 +439,7 @@ def summarize_slice(name: str, arms: list[Arm], results: list[QuestionResult], r
     if peer:
         tree = [i for i, a in enumerate(arms) if a.is_tree]
         best_peer, summary.vs_peer = _against_best(peer, tree, names, values, boot, n_q, confidence,
-                                                   extra=lambda f: best_flat[f])
+                                                   extra=best_flat)
         summary.peer_baseline = {k: names[best_peer[f]] for f, k in enumerate(SLICE_KEYS)}
     return summary
 
@@ -449,17 +449,17 @@ def summarize_slices(arms: list[Arm], results: list[QuestionResult], resamples: 
     return {name: summarize_slice(name, arms, results, resamples, seed) for name in SLICES}
 
 
-def add_peer_scores(qr: QuestionResult, peers: list[PeerArm], index: Index) -> None:
+def add_peer_scores(qr: QuestionResult, peers: list[tuple[Arm, PeerArm]], index: Index) -> None:
     """Score each peer's ranking for the question against the peer's own chunks."""
     q = qr.question
-    for p in peers:
+    for arm, p in peers:
         rows, ms = p.results[q.id]
         rel = question_relevance(p.table, [(e.doc, e.spans) for e in q.evidence], q.scope)
         out = ArmOutput(rows=rows, details=[{} for _ in rows], sources=["peer"] * len(rows), latency_ms=ms,
                         contexts=p.contexts(rows))
         qr.outputs[p.name] = out
         qr.peer_relevance[p.name] = rel
-        qr.scores[p.name] = _score(Arm(p.name, "peer", p.system, Config()), out, rel, index)
+        qr.scores[p.name] = _score(arm, out, rel, index)
 
 
 def run_eval(opts: EvalOptions) -> EvalRun:
@@ -538,9 +538,10 @@ def run_eval(opts: EvalOptions) -> EvalRun:
         bar.close()
         cache.close()
     if peers:
-        arms = arms + [Arm(p.name, "peer", p.system, base) for p in peers]
+        peer_arms = [(Arm(p.name, "peer", p.system, base), p) for p in peers]
+        arms = arms + [a for a, _ in peer_arms]
         for qr in results:
-            add_peer_scores(qr, peers, index)
+            add_peer_scores(qr, peer_arms, index)
     summaries = summarize(arms, results, opts.resamples, opts.seed)
     by_slice = summarize_slices(arms, results, opts.resamples, opts.seed)
     return EvalRun(options=opts, eval_set=eval_set, arms=arms, index=index, index_info=info,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from config import Config
+from config import CJK_SHARE_FOR_MULTILINGUAL, Config
 from indexing.bm25_builder import file_names as bm25_file_names
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.leaf_terms import build_leaf_terms
@@ -129,9 +129,6 @@ def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> lis
         doc = by_path[leaf.doc_path]
         chunks.extend(chunk_leaf(leaf, doc.text, config, starts[doc.path], doc.page_starts))
     return chunks
-
-
-from config import CJK_SHARE_FOR_MULTILINGUAL  # noqa: E402  (help texts read it too)
 
 
 def auto_embedder_name(docs: list[Document]) -> str:
@@ -380,8 +377,8 @@ def _metadata_of(output: Path) -> dict[str, Any] | None:
 
     try:
         with IndexDir(index_dir_path(output, "--output")) as files:  # bounded, regular file only
-            meta = json.loads(files.read_bytes(METADATA, METADATA_MAX_BYTES))
-    except (OSError, ValueError, RecursionError, IndexFormatError):
+            meta = files.read_json(METADATA, METADATA_MAX_BYTES)
+    except (OSError, IndexFormatError):
         return None
     return meta if isinstance(meta, dict) else None
 

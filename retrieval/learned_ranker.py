@@ -44,8 +44,6 @@ def load_ranker(kind: str, path: str | Path | None = None) -> LinearRanker:
     from utils.bounded_read import read_text_bounded
 
     p = Path(path) if path else DEFAULT_WEIGHTS
-    if not p.exists() and not p.is_symlink():
-        raise InputError(f"ranker weights {p} not found")
     text = read_text_bounded(p, limit=WEIGHTS_MAX_BYTES, what=f"ranker weights {p}",
                              setting="a weights file is small")
     try:
