@@ -48,13 +48,22 @@ class PeerArm:
         return {str(b): ranked for b in BUDGETS}
 
 
-def _read(path: Path) -> Any:
-    """The file's JSON, read through the bounded reader (a regular file, size-bounded)."""
+def read_peer_file(path: Path) -> dict[str, Any]:
+    """The file's JSON, read through the bounded reader, if it is a peer file with arms.
+
+    Called before the evaluation index is built, so a wrong file fails in a second, not after a
+    build of many minutes.
+    """
     data = read_bounded(path, limit=PEER_MAX_BYTES, what=f"--peer {path}", setting="peer file size")
     try:
-        return json.loads(data.decode("utf-8"))
+        obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"--peer {path}: not a JSON file ({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(obj, dict) or obj.get("format") != PEER_FORMAT:
+        raise InputError(f"--peer {path}: not a peer file (want format {PEER_FORMAT!r})")
+    if not isinstance(obj.get("arms"), list) or not obj["arms"]:
+        raise InputError(f"--peer {path}: no arms")
+    return obj
 
 
 def _int(v: Any) -> bool:
@@ -62,19 +71,16 @@ def _int(v: Any) -> bool:
 
 
 def load_peer_arms(path: Path, eval_set: EvalSet, question_ids: list[str],
-                   taken: set[str]) -> list[PeerArm]:
+                   taken: set[str], obj: dict[str, Any] | None = None) -> list[PeerArm]:
     """The peer file's arms, checked against the set's documents and the questions being scored.
 
-    ``taken``: arm names already in the run (a peer arm may not shadow one).
+    ``taken``: arm names already in the run (a peer arm may not shadow one). ``obj``: the file as
+    ``read_peer_file`` returned it (read here when not given).
     """
-    obj = _read(path)
+    obj = read_peer_file(path) if obj is None else obj
     where = f"--peer {path}"
-    if not isinstance(obj, dict) or obj.get("format") != PEER_FORMAT:
-        raise InputError(f"{where}: not a peer file (want format {PEER_FORMAT!r})")
     texts = {d.path: len(d.text) for d in eval_set.documents}
-    arms_raw = obj.get("arms")
-    if not isinstance(arms_raw, list) or not arms_raw:
-        raise InputError(f"{where}: no arms")
+    arms_raw = obj["arms"]
     system = str(obj.get("peer") or "peer")
     versions = {str(k): str(v) for k, v in (obj.get("versions") or {}).items()} \
         if isinstance(obj.get("versions"), dict) else {}

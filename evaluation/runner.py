@@ -25,7 +25,7 @@ from config import Config
 from evaluation.arms import (ARM_CODE_FILES, BASELINE, LLM_ARMS, Arm, ArmContext, ArmOutput,
                              all_arm_names, make_arm, run_arm)
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
-from evaluation.peer import PeerArm, load_peer_arms
+from evaluation.peer import PeerArm, load_peer_arms, read_peer_file
 from evaluation.metrics import (BUDGETS, SCORE_KEYS, SLICE_KEYS, SLICES, BootstrapCI, Relevance,
                                 SpanTable, Span, bootstrap_cis, context_figures, distinct_ndcg,
                                 latency_percentiles, leaf_scores, mean_metrics, paired_bootstrap,
@@ -475,6 +475,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
         opts.notice(f"  evidence skipped: {ex}")
     questions = sample_questions(eval_set.questions, opts.limit, opts.seed)
 
+    peer_files = [(path, read_peer_file(path)) for path in opts.peers]  # before a long index build
     index, info = obtain_index(eval_set, opts)
     names = opts.arms or all_arm_names(opts.llm is not None)
     base = opts.config.replace(embedder=index.embedder_identity.get("name", opts.config.embedder))
@@ -500,8 +501,9 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     if not scored:
         raise InputError("no question can be scored: no chunk of the index overlaps any evidence")
 
-    peers = [p for path in opts.peers
-             for p in load_peer_arms(path, eval_set, [q.id for q, _ in scored], {a.name for a in arms})]
+    taken = {a.name for a in arms}
+    peers = [p for path, obj in peer_files
+             for p in load_peer_arms(path, eval_set, [q.id for q, _ in scored], taken, obj)]
 
     cache_root = opts.cache_root or default_cache_root()
     cache = ResultCache(cache_root / "eval" / "results" / f"{info['identity']}.jsonl"

@@ -140,3 +140,11 @@ def test_cli_peer_flag(eval_set: Path, tmp_path: Path, capsys: pytest.CaptureFix
                  "--peer", str(tmp_path / "nope.json")])
     with pytest.raises(TreeRAGError, match="not found"):
         args.func(args)
+
+
+def test_a_bad_peer_file_fails_before_the_index_is_built(eval_set: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(InputError, match="not a peer file"):
+        run_eval(_opts(eval_set, tmp_path / "c", peers=[bad]))
+    assert not (tmp_path / "c" / "eval" / "indexes").exists()
