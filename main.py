@@ -135,7 +135,7 @@ def _base_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
-    from tree_builder.parser import load_documents
+    from tree_builder.loader import load_documents
     from tree_builder.summary import summarize_tree
     from tree_builder.tree import build_tree
     from tree_builder.visualizer import serialize_tree

@@ -71,7 +71,7 @@ def render(src: Any, fmt: str, path: Path, md_text: str) -> None:
 
 def compare(truth_doc: Any, doc: Any) -> dict[str, float]:
     from config import Config
-    from tree_builder.parser import parse_headings
+    from tree_builder.markdown_headings import parse_headings
     from tree_builder.tree import build_tree
 
     t = Counter(_norm(h.text) for h in parse_headings(truth_doc))
@@ -101,7 +101,8 @@ def main() -> int:
     from indexing.embedder import make_embedder
     from indexing.index_builder import chunk_documents
     from tests.doc_factory import source_from_markdown
-    from tree_builder.parser import document_from_text, load_document
+    from tree_builder.documents import document_from_text
+    from tree_builder.loader import load_document
     from tree_builder.tree import build_tree
 
     info = machine_info()

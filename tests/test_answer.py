@@ -17,7 +17,7 @@ from retrieval.synthesizer import (NOT_ANSWERED_EN, NOT_ANSWERED_ZH, SYNTHESIS_S
                                    build_context, escape_evidence)
 from retrieval.types import RetrievedChunk
 from tests.conftest import TEST_PAPER, run_cli
-from tree_builder.visualizer import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
+from retrieval.locate_prompts import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
 from utils.llm_client import MockLLM
 from utils.oneline import one_line
 from utils.render import json_safe, render_result, terminal_safe

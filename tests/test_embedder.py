@@ -350,7 +350,7 @@ def test_openai_rejected_key_is_one_line(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def _doc(text: str):
-    from tree_builder.tree import Document
+    from tree_builder.document import Document
 
     return Document(path="d.md", text=text, title="d", content_hash="0")
 

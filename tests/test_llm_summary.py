@@ -7,7 +7,7 @@ from pathlib import Path
 
 from config import Config
 from tree_builder.llm_summary import LLMSummarizer, summarize_tree_parallel
-from tree_builder.parser import load_documents
+from tree_builder.loader import load_documents
 from tree_builder.summary import ExtractiveSummarizer
 from tree_builder.tree import build_tree
 from utils.errors import BackendError

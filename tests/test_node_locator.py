@@ -7,7 +7,8 @@ import pytest
 
 from config import Config
 from indexing.embedder import make_embedder
-from retrieval.node_locator import (NODE_LOCATE_PROMPT, extract_json_object, hybrid_locate,
+from retrieval.locate_prompts import NODE_LOCATE_PROMPT
+from retrieval.node_locator import (extract_json_object, hybrid_locate,
                                     keyword_locate, llm_locate, parse_locator_response,
                                     toc_for_prompt)
 from tree_builder.visualizer import serialize_tree

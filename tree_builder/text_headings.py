@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from tree_builder.parser import Heading
-from tree_builder.tree import heading_numbering
+from tree_builder.document import Heading
+from tree_builder.numbering import heading_numbering
 
 MAX_HEADING_CHARS = 80
 MAX_CJK_HEADING_CHARS = 40

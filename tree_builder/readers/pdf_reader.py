@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tree_builder.parser import Document, document_from_parts
+from tree_builder.document import Document
+from tree_builder.documents import document_from_parts
+from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from utils.errors import InputError
@@ -231,8 +233,6 @@ def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str,
     The printed heading may carry a number the outline leaves out ("2.1 ASN.1 syntax" for the
     entry "ASN.1 syntax"): the printed line, number included, is then the heading.
     """
-    from tree_builder.tree import heading_numbering
-
     def unnumbered(text: str) -> str:
         parts = text.split(" ", 1)
         return parts[1] if len(parts) == 2 and heading_numbering(text) is not None else text
