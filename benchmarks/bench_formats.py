@@ -98,7 +98,7 @@ def main() -> int:
     ap.add_argument("--ndcg-embedder", default="hash", help="embedder for the nDCG comparison")
     args = ap.parse_args()
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import chunk_documents
     from tests.doc_factory import source_from_markdown
     from tree_builder.documents import document_from_text
@@ -197,7 +197,7 @@ def retrieval_ndcg(work: Path, n_docs: int, embedder_name: str) -> None:
 
     from config import Config
     from evaluation.metrics import SpanTable, question_relevance, score_ranking
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
     from pipeline import Backends, run_retrieval

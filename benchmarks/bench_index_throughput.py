@@ -97,7 +97,7 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
 
 def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: bool) -> dict[str, Any]:
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
     limit_blas_threads(1)  # as main.py does for every CLI run

@@ -61,7 +61,7 @@ def _make_llm(spec: str | None, cache_root: Path) -> Any:
     if spec is None:
         return None
     from pipeline import has_real_llm
-    from utils.llm_client import make_llm
+    from utils.llm.factory import make_llm
 
     # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (README_local_llm.md)
     llm = make_llm(spec, os.environ, cache_dir=cache_root, use_cache=True, notice=_stderr,

@@ -60,7 +60,7 @@ def _sha(obj: Any) -> str:
 
 def default_cache_root() -> Path:
     """The CLI's one cache directory ($TREERAG_CACHE_DIR, else $XDG_CACHE_HOME/treerag or ~/.cache/treerag)."""
-    from utils.llm_client import default_cache_dir
+    from utils.llm.factory import default_cache_dir
 
     return default_cache_dir(os.environ)
 
@@ -196,7 +196,7 @@ def index_identity(index: Index) -> str:
 
 def obtain_index(eval_set: EvalSet, opts: EvalOptions) -> tuple[Index, dict[str, Any]]:
     """``--index`` (checked against the set's documents), else a cached build, else a new build."""
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
 
@@ -463,7 +463,7 @@ def add_peer_scores(qr: QuestionResult, peers: list[tuple[Arm, PeerArm]], index:
 
 
 def run_eval(opts: EvalOptions) -> EvalRun:
-    from indexing.embedder import MemoQueryEmbedder
+    from indexing.embedders.memo import MemoQueryEmbedder
     from pipeline import make_backends
 
     t0 = time.perf_counter()

@@ -25,7 +25,8 @@ from indexing.leaf_terms import build_leaf_terms
 from indexing.bm25_builder import BM25Builder
 from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.markdown_headings import line_starts
-from indexing.embedder import Embedder, embedder_identity
+from indexing.embedders.base import Embedder
+from indexing.embedders.factory import embedder_identity
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA, looks_like_index, text_key
 from indexing.index_writer import IndexWriter
@@ -269,7 +270,7 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
     docs, warnings = loaded.documents, loaded.warnings
     folder_mode = input_path.is_dir()
     if embedder is None:  # "auto": chosen by the documents' script
-        from indexing.embedder import make_embedder
+        from indexing.embedders.factory import make_embedder
 
         auto_name, embedder_reason = auto_embedder_choice(docs)
         embedder = make_embedder(auto_name, config)

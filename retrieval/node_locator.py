@@ -25,7 +25,7 @@ from tree_builder.tree import TreeNode
 from retrieval.locate_prompts import LOCATE_SYSTEM, NODE_LOCATE_PROMPT, tree_for_prompt
 from tree_builder.visualizer import HEADER, join_blocks, node_block
 from utils.errors import BackendError
-from utils.llm_client import forget_reply
+from utils.llm.cached import forget_reply
 from utils.similarity import best_first, min_max_normalize, top_order
 from retrieval.query import QueryLike, query_parts, query_text, query_tokens
 from utils.tokenizer import estimate_tokens

@@ -27,7 +27,7 @@ from retrieval.types import Fallback, RetrievedChunk
 from retrieval.query import QueryLike, query_text
 from utils.errors import BackendError
 from utils.oneline import one_line
-from utils.llm_client import forget_reply
+from utils.llm.cached import forget_reply
 
 if TYPE_CHECKING:
     from retrieval.context_assembly import ContextPassage

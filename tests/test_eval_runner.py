@@ -17,7 +17,7 @@ from evaluation.report import format_table, run_to_dict
 from evaluation.runner import (EvalOptions, QuestionResult, _score, context_passages, read_passages, run_eval,
                                summarize_slice)
 from utils.errors import InputError, TreeRAGError
-from utils.llm_client import MockLLM
+from utils.llm.mock import MockLLM
 
 DOCS = {
     "alpha.md": """# Alpha Router
@@ -282,7 +282,7 @@ def test_unloadable_reranker_is_an_error_not_a_silent_fallback(eval_set: Path, t
 
 
 def test_given_index_must_match_the_documents(eval_set: Path, tmp_path: Path) -> None:
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
     other = tmp_path / "other_docs"

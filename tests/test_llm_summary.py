@@ -11,7 +11,8 @@ from tree_builder.loader import load_documents
 from tree_builder.summary import ExtractiveSummarizer
 from tree_builder.tree import build_tree
 from utils.errors import BackendError
-from utils.llm_client import MockLLM, UsageMeter
+from utils.llm.mock import MockLLM
+from utils.llm.types import UsageMeter
 
 LONG = " ".join(f"Sentence {i} explains the router's venue choice in regime {i}." for i in range(40))
 

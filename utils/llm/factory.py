@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Mapping
 
 from utils.errors import BackendError
-from utils.llm_cache import CACHE_FILENAME, LLMCache
+from utils.llm.response_cache import CACHE_FILENAME, LLMCache
 from utils.llm.settings import (
     ANTHROPIC_BASE_URL_ENV,
     ANTHROPIC_KEY_ENV,

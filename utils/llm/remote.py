@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from utils.errors import BackendError
-from utils.llm_pricing import estimate_cost
+from utils.llm.pricing import estimate_cost
 from utils.tokenizer import estimate_tokens
 from utils.llm.settings import Notice, _no_notice
 from utils.llm.types import LLMCallError, LLMRequest, LLMResponse, LLMUsage

@@ -23,7 +23,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from utils.llm_client import LLMCallError, LLMResponse, deadline_kwargs
+from utils.llm.retry import deadline_kwargs
+from utils.llm.types import LLMCallError, LLMResponse
 
 PERMANENT_STATUS = frozenset({401, 403, 404})
 DEFAULT_MAX_FAILURES = 3
