@@ -27,6 +27,7 @@ from tree_builder.documents import document_from_parts
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
+from utils.cjk import is_wide
 from utils.errors import InputError
 
 _PAGE_NUMBER = re.compile(r"^[\s\-–—]*(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?[\s\-–—]*$",
@@ -51,14 +52,9 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _is_cjk(ch: str) -> bool:
-    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\uff00" <= ch <= "\uffef" \
-        or "\u3000" <= ch <= "\u303f"
-
-
 def join_wrapped(a: str, b: str) -> str:
     """Two lines of one wrapped heading: CJK text wraps without a space, other text at one."""
-    if a and b and _is_cjk(a[-1]) and _is_cjk(b[0]):
+    if a and b and is_wide(a[-1]) and is_wide(b[0]):
         return a + b
     return f"{a} {b}" if a and b else a or b
 
