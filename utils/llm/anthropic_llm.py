@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.llm.settings import (
     ANTHROPIC_KEY_ENV,
@@ -14,7 +13,7 @@ from utils.llm.settings import (
 )
 from utils.llm.types import LLMRequest
 from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk
-from utils.llm.remote import RawResult, RemoteLLM, import_sdk
+from utils.llm.remote import RawResult, RemoteLLM
 
 
 class AnthropicLLM(RemoteLLM):
@@ -27,6 +26,8 @@ class AnthropicLLM(RemoteLLM):
     """
 
     provider = "anthropic"
+    client_class = "Anthropic"
+    sdk_error = "AnthropicError"
     key_env = ANTHROPIC_KEY_ENV
 
     def __init__(self, *, model: str = DEFAULT_ANTHROPIC_MODEL, api_key: str,
@@ -37,16 +38,6 @@ class AnthropicLLM(RemoteLLM):
                          timeout=timeout, retry=retry, notice=notice)
         self._use_prefill = True
         self._send_temperature = True
-
-    def _create_client(self) -> tuple[Any, Any]:
-        sdk = import_sdk("anthropic")
-        try:
-            client = sdk.Anthropic(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
-                                   max_retries=self.retry.max_retries,
-                                   http_client=self._http_client(sdk, sdk.AnthropicError))
-        except sdk.AnthropicError as exc:
-            raise BackendError(f"anthropic: cannot create client: {one_line(exc, 200)}") from None
-        return client, sdk
 
     def _call_once(self, request: LLMRequest, timeout: float) -> RawResult:
         client, sdk = self._get_client()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.llm.settings import (
     DEFAULT_OPENAI_BASE_URL,
@@ -14,13 +13,15 @@ from utils.llm.settings import (
 )
 from utils.llm.types import LLMRequest
 from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk
-from utils.llm.remote import RawResult, RemoteLLM, import_sdk
+from utils.llm.remote import RawResult, RemoteLLM
 
 
 class OpenAILLM(RemoteLLM):
     """chat.completions via the official SDK; any OpenAI-compatible base_url."""
 
     provider = "openai"
+    client_class = "OpenAI"
+    sdk_error = "OpenAIError"
     key_env = OPENAI_KEY_ENV
 
     def __init__(self, *, model: str = DEFAULT_OPENAI_MODEL, api_key: str,
@@ -31,16 +32,6 @@ class OpenAILLM(RemoteLLM):
         self._use_response_format = True
         self._token_param = "max_tokens"  # universal among compatible servers
         self._send_temperature = True
-
-    def _create_client(self) -> tuple[Any, Any]:
-        sdk = import_sdk("openai")
-        try:
-            client = sdk.OpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
-                                max_retries=self.retry.max_retries,
-                                http_client=self._http_client(sdk, sdk.OpenAIError))
-        except sdk.OpenAIError as exc:
-            raise BackendError(f"openai: cannot create client: {one_line(exc, 200)}") from None
-        return client, sdk
 
     def _call_once(self, request: LLMRequest, timeout: float) -> RawResult:
         client, sdk = self._get_client()

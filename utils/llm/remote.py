@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from utils.errors import BackendError
+from utils.oneline import one_line
 from utils.llm.pricing import estimate_cost
 from utils.tokenizer import estimate_tokens
 from utils.llm.settings import Notice, no_notice
@@ -34,7 +35,11 @@ class RemoteLLM:
     """Shared call loop, error wording and usage accounting."""
 
     provider: str = ""
+    """Also the SDK's module name (``openai``, ``anthropic``)."""
     key_env: str = ""
+    client_class: str = ""
+    """The SDK's client class (``OpenAI``, ``Anthropic``) and its base error class (``OpenAIError``, ...)."""
+    sdk_error: str = ""
 
     def __init__(self, *, model: str, api_key: str, base_url: str, timeout: float,
                  retry: RetryPolicy | None, notice: Notice | None) -> None:
@@ -55,7 +60,16 @@ class RemoteLLM:
 
     # --- subclass hooks -------------------------------------------------------
     def _create_client(self) -> tuple[Any, Any]:
-        raise NotImplementedError
+        """The SDK's client with our timeout, retry count and HTTP hooks (both SDKs take the same arguments)."""
+        sdk = import_sdk(self.provider)
+        error = getattr(sdk, self.sdk_error)
+        try:
+            client = getattr(sdk, self.client_class)(
+                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+                max_retries=self.retry.max_retries, http_client=self._http_client(sdk, error))
+        except error as exc:
+            raise BackendError(f"{self.provider}: cannot create client: {one_line(exc, 200)}") from None
+        return client, sdk
 
     def _call_once(self, request: LLMRequest, timeout: float) -> RawResult:
         """One SDK call (the SDK retries inside it); ``timeout`` bounds each socket read."""
