@@ -190,7 +190,8 @@ class Api:
 
     async def tree(self, request: Request) -> Response:
         docs = request.query_params.getlist("document") or None
-        return JSONResponse(await self.in_thread(lambda: service.tree(self.holder.current(), docs)))
+        nodes = request.query_params.getlist("node") or None
+        return JSONResponse(await self.in_thread(lambda: service.tree(self.holder.current(), docs, nodes)))
 
     async def section(self, request: Request) -> Response:
         node_id = request.path_params.get("node_id")

@@ -136,8 +136,17 @@ def documents(snapshot: Snapshot) -> dict[str, Any]:
             "counts": dict(meta["counts"]), "embedder": snapshot.index.embedder_identity, "documents": docs}
 
 
-def tree(snapshot: Snapshot, docs: list[str] | None = None) -> dict[str, Any]:
-    """The section tree (``tree --json``'s nodes), of the named documents or of all."""
+MAX_TREE_DOCUMENTS = 20
+"""Documents one tree request may name through its sections (the page asks for the answer's)."""
+
+
+def tree(snapshot: Snapshot, docs: list[str] | None = None, of_nodes: list[str] | None = None) -> dict[str, Any]:
+    """The section tree (``tree --json``'s nodes), of the named documents, of the documents holding
+    the named sections (``of_nodes``: step 1's node ids carry no document), or of all."""
+    if of_nodes:
+        found = [snapshot.index.get_node(n) for n in of_nodes[:MAX_TREE_DOCUMENTS * 10]]
+        docs = list(dict.fromkeys([*(docs or []), *(n.doc_path for n in found if n is not None and n.doc_path)]))
+        docs = docs[:MAX_TREE_DOCUMENTS]
     wanted = _check_documents(docs, snapshot)
     nodes = tree_dict(snapshot.index.root)
     if wanted is not None:
