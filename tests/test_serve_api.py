@@ -288,3 +288,12 @@ def test_token_cors_and_a_disconnect_cancels_the_query(paper_index_dir: Path, tm
                 assert c.get("/api/runs").json()["runs"] == []  # never finished, never logged
                 assert c.get("/api/health").json()["queries"]["done"] == 0
                 assert llm.request_count == 4
+
+
+def test_the_page_ships_in_the_package() -> None:
+    import tomllib
+
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert "server" in tool["packages"]
+    on_disk = {f"static/{p.name}" for p in (ROOT / "server" / "static").iterdir() if p.is_file()}
+    assert set(tool["package-data"]["server"]) == on_disk

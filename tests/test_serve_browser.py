@@ -61,8 +61,10 @@ def test_ask_read_the_answer_and_open_its_citation(paper_index_dir: Path, tmp_pa
             cite = page.locator("#answer .cite").first
             n = cite.get_attribute("data-n")
             cite.click()
-            mark = page.wait_for_selector("#viewer mark")
+            mark = page.wait_for_selector("#viewer mark.quote")
             assert "50 epochs" in mark.inner_text()
+            section = page.inner_text("#viewer")
+            assert len(section) >= len(mark.inner_text())  # the quote sits inside its section's text
             assert f"[{n}]" in page.inner_text("#viewer-title")
             assert page.inner_text("#viewer-cite").startswith("test_paper.md:L")
             assert page.locator("#tree .node.current").count() == 1

@@ -234,8 +234,9 @@ function renderAnswer(r) {
       if (i >= 0) n = i + 1;
     }
     if (n !== null && passages[n - 1]) {
+      const quote = quoteAfter(r.answer_quotes, n, text.slice(m.index + m[0].length, m.index + m[0].length + 400));
       box.append(el("button", { class: "cite", type: "button", "data-n": n, title: passages[n - 1].citation,
-                                onclick: () => openContextPassage(n) }, m[1] ? `[${n}]` : m[0]));
+                                onclick: () => openContextPassage(n, quote) }, m[1] ? `[${n}]` : m[0]));
     } else box.append(m[0]);
     last = m.index + m[0].length;
   }
@@ -243,9 +244,16 @@ function renderAnswer(r) {
   const u = r.usage || {};
   const llm = (r.providers && r.providers.llm) || {};
   const tokens = (u.input_tokens || 0) + (u.output_tokens || 0);
-  $("#answer-footer").textContent = `${Math.round((r.timing_ms || {}).total || 0)} ms · llm ${llm.provider || "none"}` +
+  $("#answer-footer").textContent = `${Math.round((r.timing_ms || {}).total || 0)} ms · ${!llm.provider || llm.provider === "mock" ? "no LLM" : "llm " + llm.provider}` +
     (llm.model ? `:${llm.model}` : "") + (tokens ? ` · ${tokens} tokens` : "") + ` · run ${String(r.run_id).slice(0, 8)}` +
     (r.answer_truncated ? " · answer cut at the token limit" : "");
+}
+
+/** The extractive answer's quote that follows a [N] mark (its exact span), when there is one. */
+function quoteAfter(quotes, n, following) {
+  if (!quotes) return null;
+  const after = following.replace(/^\s*["“「]?/, "");
+  return quotes.find((q) => (q.ranks || []).includes(n) && q.text && after.startsWith(q.text.slice(0, 40))) || null;
 }
 
 function renderEvidence(passages, quotes) {
@@ -341,23 +349,33 @@ function refreshTreeMarks() {
 
 // ------------------------------------------------------------------ the passage viewer
 
-function showInViewer(title, cite, text, start, end, nodeId) {
+/** A section's text in the viewer, with marked spans: [{start, end, cls}] (the passage, the quote). */
+function showInViewer(title, cite, text, spans, nodeId) {
   $("#viewer-title").textContent = title;
   $("#viewer-title").setAttribute("lang", langOf(title) || "en");
   $("#viewer-cite").textContent = cite;
   const box = $("#viewer");
   box.setAttribute("lang", langOf(text) || "en");
   box.replaceChildren();
-  if (start != null && end != null && start >= 0 && end <= text.length && start < end) {
-    const mark = el("mark", { id: "highlight" }, text.slice(start, end));
-    box.append(text.slice(0, start), mark, text.slice(end));
-    mark.scrollIntoView({ block: "center" });
-  } else box.append(text);
+  const ok = (spans || []).filter((s) => s && s.start >= 0 && s.end <= text.length && s.start < s.end);
+  // cut points of every span, so nested spans (a quote inside its passage) render as nested marks
+  const cuts = [...new Set([0, text.length, ...ok.flatMap((s) => [s.start, s.end])])].sort((a, b) => a - b);
+  let focus = null;
+  for (let i = 0; i + 1 < cuts.length; i++) {
+    const [a, b] = [cuts[i], cuts[i + 1]];
+    const inside = ok.filter((s) => s.start <= a && b <= s.end);
+    if (!inside.length) { box.append(text.slice(a, b)); continue; }
+    const strongest = inside[inside.length - 1];
+    const mark = el("mark", { class: strongest.cls }, text.slice(a, b));
+    box.append(mark);
+    if (!focus || (strongest.cls === "quote" && focus.className !== "quote")) focus = mark;
+  }
+  if (focus) focus.scrollIntoView({ block: "center" });
   state.currentNode = nodeId;
   refreshTreeMarks();
 }
 
-async function openContextPassage(n) {
+async function openContextPassage(n, quote) {
   const r = state.result;
   const p = r && r.context && r.context.passages[n - 1];
   if (!p) return;
@@ -365,24 +383,24 @@ async function openContextPassage(n) {
   for (const b of document.querySelectorAll(`.cite[data-n="${n}"], .evidence li[data-n="${n}"]`)) b.classList.add("active");
   try {
     const s = await api(`/api/sections/${encodeURIComponent(p.node_id)}`);
-    let start = s.text_start_char != null ? p.start_char - s.text_start_char : s.text.indexOf(p.text);
-    let end = start + (p.end_char - p.start_char);
-    if (s.text.slice(start, end) !== p.text) { start = s.text.indexOf(p.text); end = start + p.text.length; }
-    showInViewer(`[${n}] ${p.heading_path}`, p.citation, s.text, start, end, p.node_id);
+    const base = s.text_start_char != null ? s.text_start_char : p.start_char - s.text.indexOf(p.text);
+    const spans = [{ start: p.start_char - base, end: p.end_char - base, cls: quote ? "passage" : "quote" }];
+    if (quote && quote.start_char != null) spans.push({ start: quote.start_char - base, end: quote.end_char - base, cls: "quote" });
+    showInViewer(`[${n}] ${p.heading_path}`, quote && quote.citation ? quote.citation : p.citation, s.text, spans, p.node_id);
   } catch (err) { showError(err.message); }
 }
 
 async function openChunk(chunkId) {
   try {
     const p = await api(`/api/passages/${encodeURIComponent(chunkId)}`);
-    showInViewer(p.heading_path, p.citation, p.section.text, p.highlight[0], p.highlight[1], p.node_id);
+    showInViewer(p.heading_path, p.citation, p.section.text, [{ start: p.highlight[0], end: p.highlight[1], cls: "quote" }], p.node_id);
   } catch (err) { showError(err.message); }
 }
 
 async function openSection(nodeId) {
   try {
     const s = await api(`/api/sections/${encodeURIComponent(nodeId)}`);
-    showInViewer(s.heading_path || s.heading, s.citation + (s.truncated ? " (cut)" : ""), s.text, null, null, nodeId);
+    showInViewer(s.heading_path || s.heading, s.citation + (s.truncated ? " (cut)" : ""), s.text, [], nodeId);
   } catch (err) { showError(err.message); }
 }
 
