@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import QASPER_QA, ROOT, machine_info, machine_line, ratio, stats
-
 import sys
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import QASPER_QA, ROOT, machine_info, machine_line, ratio, stats  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from tests.serve_process import running_server  # noqa: E402  (the tests' launcher: free port, always stopped)
@@ -39,7 +40,7 @@ def questions(path: Path, n: int) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
-            out.append({"question": row["query"], "documents": list(row.get("scope") or [])} )
+            out.append({"question": row["query"], "documents": list(row.get("scope") or [])})
             if len(out) == n:
                 break
     return out
