@@ -99,7 +99,7 @@ class Api:
         cancel = threading.Event()
         snapshot = self.holder.current()
         self.counters.add(running=1)
-        finished = {"ok": False}
+        outcome: dict[str, str] = {}
 
         def work(on_step: Callable[[str, dict[str, Any]], None]) -> dict[str, Any]:
             try:
@@ -107,9 +107,10 @@ class Api:
             except ClientGone:
                 raise
             except Exception as exc:
+                outcome["end"] = "failed"
                 self._failed(exc)
                 raise
-            finished["ok"] = True
+            outcome["end"] = "done"
             return result
 
         async def events() -> Any:
@@ -117,10 +118,9 @@ class Api:
                 async for chunk in query_events(work, {"build_id": snapshot.build_id, "query": ask.question},
                                                 cancel, self.limiter, error_of):
                     yield chunk
-            finally:
-                self.counters.add(running=-1, **({"done": 1} if finished["ok"] else {}))
-                if not finished["ok"] and cancel.is_set():
-                    self.counters.add(cancelled=1)
+            finally:  # neither done nor failed: the client left first (the worker stops at its next step)
+                self.counters.add(running=-1, **({"done": 1} if outcome.get("end") == "done" else
+                                                 {} if outcome.get("end") == "failed" else {"cancelled": 1}))
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})
