@@ -87,7 +87,7 @@ def build_mcp(holder: IndexHolder, limits: service.Limits, limiter: anyio.Capaci
                 "passages": [{"rank": h["rank"], "citation": h["citation"], "heading_path": h["heading_path"],
                               "doc_path": h["doc_path"], "chunk_id": h["chunk_id"], "node_id": h["node_id"],
                               "text": h["text"], "score": _score(h)} for h in r.get("step2_retrieved", [])],
-                "build_id": holder.current().build_id}
+                "build_id": r["index"]["build_id"]}
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_documents() -> dict[str, Any]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from pipeline import Backends, citation, query_budget, retrieved_dict, run_retrieval, step1_dict, StepHook
+from pipeline import (Backends, StepHook, citation, ordering_score, query_budget, retrieved_dict, run_retrieval,
+                      step1_dict)
 from server.errors import ApiError, ClientGone
 from server.state import Snapshot
 from tree_builder.visualizer import tree_dict
@@ -106,7 +107,7 @@ def run_search(snapshot: Snapshot, ask: Ask, cancel: threading.Event) -> dict[st
     """Steps 1 and 2 only (no context, no answer): what a client that writes its own answer needs."""
     doc_paths = _check_documents(ask.documents, snapshot)
     rag = snapshot.with_options(top_k=ask.top_k, llm=ask.llm)
-    out: dict[str, Any] = {"query": ask.question, "notice": None}
+    out: dict[str, Any] = {"query": ask.question, "notice": None, "index": {"build_id": snapshot.build_id}}
     if is_stopword_only(ask.question):
         out["notice"] = ("The question has only stop-words or punctuation: nothing to search for.")
         out["step2_retrieved"] = []
@@ -118,13 +119,10 @@ def run_search(snapshot: Snapshot, ask: Ask, cancel: threading.Event) -> dict[st
     assert r.located is not None
     out.update(step1_dict(r.located, r.plan))
     out["step2_retrieved"] = [retrieved_dict(rc, i) for i, rc in enumerate(r.final, 1)]
-    from pipeline import ordering_score
-
     out["step2_order"] = ordering_score(r.final)
     out["fallbacks"] = [f.to_dict() for f in r.fallbacks]
     out["timing_ms"] = {**{k: round(v, 2) for k, v in r.timing_ms.items()},
                         "total": round((time.perf_counter() - t) * 1000, 2)}
-    out["index"] = {"build_id": snapshot.build_id}
     return out
 
 
@@ -236,5 +234,3 @@ def citations(result: dict[str, Any]) -> list[dict[str, Any]]:
                     "node_id": p.get("node_id"), "heading_path": p.get("heading_path"),
                     "start_char": p.get("start_char"), "end_char": p.get("end_char"), "text": p.get("text")})
     return out
-
-

@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Callable
 import anyio
 import anyio.from_thread
 
-from server.errors import ApiError, ClientGone
+from server.errors import ClientGone
 from utils.json_out import dumps
 
 KEEPALIVE_S = 15.0
@@ -64,6 +64,3 @@ async def query_events(work: Callable[[Callable[[str, dict[str, Any]], None]], d
                     yield event(name, data)
     finally:
         cancel.set()
-
-
-__all__ = ["ApiError", "event", "query_events"]
