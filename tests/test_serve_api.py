@@ -217,6 +217,13 @@ def test_a_rebuilt_index_is_picked_up_and_no_request_mixes_builds(tmp_path: Path
             has_zebra = any(h["doc_path"] == "zebra.md" for h in r["step2_retrieved"])
             assert has_zebra == (r["index"]["build_id"] != first)
 
+        # a rebuild that cannot be loaded (here: a metadata file cut short) leaves the last good build answering
+        (index / "metadata.json").write_text("{", encoding="utf-8")
+        r = c.post("/api/query", json={"question": question, "llm": False})
+        assert r.status_code == 200 and r.json()["index"]["build_id"] == health["build_id"]
+        assert c.get("/api/health").json()["reloads"] == 1
+        assert "could not be loaded" in srv.output() and "still answering from build" in srv.output()
+
 
 # --------------------------------------------------------------------------- safety
 
