@@ -97,7 +97,7 @@ class Api:
     async def query_stream(self, request: Request) -> Response:
         ask = service.parse_ask(await self.read_json(request), self.limits)
         cancel = threading.Event()
-        snapshot = self.holder.current()
+        snapshot = await self.in_thread(self.holder.current)  # a reload loads in a worker, not on the event loop
         self.counters.add(running=1)
         outcome: dict[str, str] = {}
 
@@ -210,13 +210,13 @@ class Api:
             raise ApiError(400, "limit must be an integer") from None
         if not 1 <= limit <= 500:
             raise ApiError(400, "limit must be from 1 to 500")
-        log = self.holder.current().rag.run_log
+        log = self.holder.run_log
         rows = [] if log is None else await self.in_thread(lambda: log.recent(limit))
         return JSONResponse({"logging": log is not None, "runs": rows})
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        log = self.holder.current().rag.run_log
+        log = self.holder.run_log
         if log is None:
             raise ApiError(404, "this server does not log runs (started with --no-log)")
         try:

@@ -75,6 +75,11 @@ class IndexHolder:
         self._failed_at: float | None = None
         self.reloads = 0
 
+    @property
+    def run_log(self) -> Any:
+        """The run log every build shares (None: runs are not recorded); never triggers a reload."""
+        return self._current.rag.run_log
+
     def current(self) -> Snapshot:
         """The snapshot to answer one request from (reloading first if the index was rebuilt)."""
         stamp = _stamp(self.path)
