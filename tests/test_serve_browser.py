@@ -79,13 +79,19 @@ def test_ask_read_the_answer_and_open_its_citation(paper_index_dir: Path, tmp_pa
             browser.close()
 
 
-def test_a_question_the_documents_cannot_answer_says_so(paper_index_dir: Path) -> None:
+def test_with_a_token_and_a_question_the_documents_cannot_answer(paper_index_dir: Path) -> None:
     sync_playwright, chromium = _browser_or_skip()
-    with running_server("--index", str(paper_index_dir), "--no-log") as srv, sync_playwright() as p:
+    token = "page-token-" + "y" * 16
+    with running_server("--index", str(paper_index_dir), "--no-log", env={"TREERAG_SERVE_TOKEN": token}) as srv, \
+            sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
         try:
             page = browser.new_page()
             page.goto(srv.url + "/")
+            page.wait_for_selector("#token-form:not([hidden])")  # the API said 401: the page asks for the token
+            page.fill("#token", token)
+            page.click("#token-form button")
+            page.wait_for_function("document.querySelector('#index-info').textContent.includes('1 document')")
             page.fill("#question", "What is the boiling point of tungsten hexafluoride in Antarctica?")
             page.keyboard.press("Enter")
             page.wait_for_selector("#answer-card:not([hidden])", timeout=60_000)
