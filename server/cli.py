@@ -36,8 +36,26 @@ def serve(rag: TreeRAG, path: Path, settings: ServeSettings, version: str, embed
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=10, lifespan="on", server_header=False)
     server = Server(config)
-    server.run()
+    server.run(sockets=[_listening_socket(settings.host, settings.port)])
     return 0 if server.started else 1
+
+
+def _listening_socket(host: str, port: int) -> Any:
+    """The socket bound here, not by uvicorn, so a taken port or a foreign address is one ``error:``
+    line like every other refusal of the CLI."""
+    import socket
+
+    from utils.errors import InputError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
 
 def serve_mcp_stdio(rag: TreeRAG, path: Path, settings: ServeSettings, version: str, embedder_name: str | None,

@@ -236,6 +236,18 @@ def test_listening_beyond_loopback_needs_a_token(paper_index_dir: Path) -> None:
     assert short.returncode == 2 and "too short" in short.stderr
 
 
+def test_a_taken_port_is_one_error_line(paper_index_dir: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = run_cli("serve", "--index", str(paper_index_dir), "--port", str(port), "--no-log")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+
+
 def _slow_llm(req) -> Any:
     from tests.stub_servers import StubResponse, openai_chat_body
 
