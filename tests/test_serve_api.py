@@ -228,7 +228,8 @@ def test_a_rebuilt_index_is_picked_up_and_no_request_mixes_builds(tmp_path: Path
 # --------------------------------------------------------------------------- safety
 
 def test_listening_beyond_loopback_needs_a_token(paper_index_dir: Path) -> None:
-    proc = run_cli("serve", "--index", str(paper_index_dir), "--host", "0.0.0.0", "--port", "0")
+    proc = run_cli("serve", "--index", str(paper_index_dir), "--host", "0.0.0.0", "--port", "0",
+                   env={"TREERAG_SERVE_TOKEN": ""})
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --host 0.0.0.0 listens beyond this machine: set TREERAG_SERVE_TOKEN")
     assert "Traceback" not in proc.stderr
@@ -243,7 +244,8 @@ def test_a_taken_port_is_one_error_line(paper_index_dir: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        proc = run_cli("serve", "--index", str(paper_index_dir), "--port", str(port), "--no-log")
+        proc = run_cli("serve", "--index", str(paper_index_dir), "--port", str(port), "--no-log",
+                       env={"TREERAG_SERVE_TOKEN": ""})
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
 
