@@ -241,6 +241,10 @@ function renderAnswer(r) {
     last = m.index + m[0].length;
   }
   box.append(text.slice(last));
+  // what did not go as configured (an LLM that did not answer, a reranker that did not load), said as such
+  const fb = $("#fallbacks");
+  fb.replaceChildren(...(r.fallbacks || []).map((f) => textEl("li", `${f.step}: ${f.reason} → used ${f.used}`)));
+  fb.hidden = !(r.fallbacks || []).length;
   const u = r.usage || {};
   const llm = (r.providers && r.providers.llm) || {};
   const tokens = (u.input_tokens || 0) + (u.output_tokens || 0);
