@@ -108,7 +108,7 @@ class Config:
     ann_candidates: int = 1000
     """Rows the ANN proposes per whole-collection query (each re-scored on its float vector), and
     the BM25 best rows added beside them."""
-    ann_probe: float = 0.25
+    ann_probe: float = 0.3
     """Share of the IVF lists a query scans. Hash embeddings cluster weakly: recall@100 of the exact
     top 100 at 0.1 is below 0.95 on the generated corpus (benchmarks/bench_scale.py)."""
 

@@ -47,7 +47,7 @@ class ScoreParams:
     ann: str = "auto"
     """The file store's whole-collection dense search: auto/on = from its ANN index, off = exact (config.ann)."""
     ann_candidates: int = 1000
-    ann_probe: float = 0.25
+    ann_probe: float = 0.3
 
 
 def empty_scores() -> RangeScores:
@@ -149,7 +149,7 @@ class FileSearch:
             top = np.argpartition(-bm25[hits], params.ann_candidates - 1)[:params.ann_candidates]
             hits = hits[top]
         near = ann.search(qvec, params.ann_candidates, params.ann_probe)
-        far = ann.search(-qvec, FAR_CANDIDATES, params.ann_probe)
+        far = ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4)  # the far end need only be near
         far_dense = self.dense_rows(qvec, np.sort(far))
         rows = np.union1d(np.union1d(near, hits), np.sort(far)[np.argmin(far_dense)] if len(far) else near[:0])
         self._last_candidates = (qvec.tobytes(), rows)
