@@ -20,6 +20,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from indexing.bm25_builder import BM25Index
+from indexing.index_files import release_pages
 from utils.errors import IndexFormatError
 from utils.similarity import matvec
 from utils.tokenizer import vocabulary_scripts
@@ -153,7 +154,9 @@ class FileSearch:
         far_dense = self.dense_rows(qvec, np.sort(far))
         rows = np.union1d(np.union1d(near, hits), np.sort(far)[np.argmin(far_dense)] if len(far) else near[:0])
         self._last_candidates = (qvec.tobytes(), rows)
-        return RangeScores(rows, self.dense_rows(qvec, rows), bm25[rows])
+        dense = self.dense_rows(qvec, rows)
+        release_pages(self.embeddings, self.bm25.rows, self.bm25.tf)  # read once per question: not kept mapped
+        return RangeScores(rows, dense, bm25[rows])
 
     def score_range(self, qvec: np.ndarray | None, tokens: Sequence[str], start: int, end: int,
                     idf: tuple[int, int], params: ScoreParams) -> RangeScores:
@@ -202,6 +205,7 @@ class FileSearch:
         leaves = leaves[(leaves >= 0) & (leaves < len(self.leaf_embeddings))]
         out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
         out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
+        release_pages(self.leaf_embeddings)
         return out
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
