@@ -97,6 +97,21 @@ class Config:
     store_candidates: int = 1000
     """Chunks each of kNN and full-text search contributes for a larger scope."""
 
+    # --- approximate nearest neighbours (file store; indexing/ann_index.py, docs/scale.md) ---
+    ann: Literal["auto", "on", "off"] = "auto"
+    """Whole-collection dense search from compressed vectors (IVF-PQ) instead of every float vector.
+    auto: an index build adds the ANN to a vector set of at least ann_min_rows rows, and a query uses
+    it when the index has one. on: every build adds it; a query without one builds it in memory.
+    off: neither (exact scans). Leaf and document scopes are always scored exactly."""
+    ann_min_rows: int = 250_000
+    """Chunk (or leaf) vectors from which ann=auto builds the ANN: below it an exact scan is cheap."""
+    ann_candidates: int = 1000
+    """Rows the ANN proposes per whole-collection query (each re-scored on its float vector), and
+    the BM25 best rows added beside them."""
+    ann_probe: float = 0.3
+    """Share of the IVF lists a query scans. Hash embeddings cluster weakly: recall@100 of the exact
+    top 100 at 0.1 is below 0.95 on the generated corpus (benchmarks/bench_scale.py)."""
+
     # --- query pipeline ---------------------------------------------------
     locator: str = "auto"
     """auto | llm | llm-rerank | keyword | hybrid.  auto = llm when one is configured, else hybrid.
@@ -213,6 +228,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "embed_batch_size": (1, math.inf), "hash_dim": (1, math.inf),
     "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
     "store_exact_rows": (1, math.inf), "store_candidates": (1, math.inf),
+    "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_probe": (0.0001, 1),
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
     "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "leaf_prior_weight": (0, 1),

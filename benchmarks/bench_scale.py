@@ -1,6 +1,7 @@
-"""Scale: generated folders of structured Markdown, 100 -> 1,000 documents.
+"""Scale: generated folders of structured Markdown, 100 -> 10,000 documents and beyond.
 
     python benchmarks/bench_scale.py [--quick] [--sizes 100,300,1000] [--queries N] [--seed S] [--json OUT]
+                                     [--drop-caches]
 
 For each size a seeded generator writes N documents (front-matter title,
 10 numbered sections x 3 subsections x 2-3 paragraphs, Zipf-distributed
@@ -15,6 +16,11 @@ vocabulary of invented words plus per-document topic words, numbers), about
   TOC budget, default 6,000 tokens) p50/p95, and the whole LLM-locator path
   with an instant scripted LLM (what remains when the model costs nothing),
   plus the peak RSS of the query process and a profile of the slowest path.
+
+Each index is also queried by a second worker with ``ann=off`` (every vector scanned exactly): the
+ANN path's baseline in the same run (p95, peak RSS), and where the recall@100 of the exact dense top
+100 among the ANN candidates and the overlap of the flat top 10 are measured. ``--drop-caches``
+(root) adds a cold query after dropping the page cache.
 
 Baseline in the same run: the smallest size; every figure is also shown as
 its growth factor against it, and extrapolated to 10,000 documents (a least-squares line over the sizes, with
@@ -46,6 +52,7 @@ GOAL_INDEX_RAM_MB = 2048.0
 GOAL_QUERY_MS = 200.0
 COLD_BUDGET_S = 1.5
 TARGET_DOCS = 10_000
+ANN_QUALITY_QUERIES = 40
 
 # --------------------------------------------------------------------------- corpus generator
 
@@ -210,7 +217,37 @@ def rss_split() -> dict[str, float]:
     return out
 
 
-def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budget_s: float) -> None:
+def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder: Any) -> dict[str, Any]:
+    """Recall@100 of the exact dense top 100 among the ANN's candidates, and how much of the exact
+    whole-collection flat top 10 (dense + BM25 fused) the ANN path returns. Scans every vector:
+    run in the exact worker, whose memory is measured before."""
+    import numpy as np
+
+    from retrieval.hybrid_retriever import flat_scores, rank_scored
+    from retrieval.query import query_parts
+
+    ann = index.search.ann.get("chunks")
+    if ann is None:
+        return {}
+    rec, top10 = [], []
+    off, on = config.replace(ann="off"), config.replace(ann="auto")
+    for q in queries[:ANN_QUALITY_QUERIES]:
+        _, tokens, qvec = query_parts(q["query"], embedder)
+        exact = np.argsort(-(np.asarray(index.embeddings) @ qvec), kind="stable")[:100]
+        cand = ann.search(qvec, on.ann_candidates, on.ann_probe)
+        rec.append(len(set(exact.tolist()) & set(cand.tolist())) / 100)
+        index.derived.pop("flat_scores_last", None)
+        a = {h.row for h in rank_scored(index, flat_scores(index, qvec, tokens, off), 10, off, "", "flat")}
+        index.derived.pop("flat_scores_last", None)
+        b = {h.row for h in rank_scored(index, flat_scores(index, qvec, tokens, on), 10, on, "", "flat")}
+        index.derived.pop("flat_scores_last", None)
+        top10.append(len(a & b) / max(1, len(a)))
+    return {"recall_at_100": float(np.mean(rec)), "recall_at_100_min": float(np.min(rec)),
+            "flat_top10_overlap": float(np.mean(top10)), "queries": len(rec),
+            "probe": on.ann_probe, "candidates": on.ann_candidates}
+
+
+def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budget_s: float, ann: str) -> None:
     import resource
 
     from config import Config
@@ -225,7 +262,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     index = load_index(index_dir)
     load_s = time.perf_counter() - t
     rss_after_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    config = Config()
+    config = Config(ann=ann)  # type: ignore[arg-type]
     backends = make_backends(index, config, None)
     for q in queries[:3]:
         run_pipeline(q["query"], index, config, backends)
@@ -282,6 +319,9 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     res["profile_toc_for_prompt"] = _profile_text(prof, 10)
     res["rss_peak_in_worker_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     res["rss_split_mb"] = rss_split()
+    res["ann_files"] = sorted(index.search.ann) if hasattr(index.search, "ann") else []
+    if ann == "off":
+        res["ann_quality"] = ann_quality(index, config, queries, backends.embedder)
     out_file.write_text(json.dumps(res))
 
 
@@ -326,12 +366,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, default=None,
                     help="time budget per measurement loop per size; slow paths get fewer samples (quick 10, full 40)")
-    ap.add_argument("--worker", nargs=5, metavar=("INDEX", "QUERIES", "OUT", "NTOC", "BUDGET"),
+    ap.add_argument("--drop-caches", action="store_true",
+                    help="also time a cold query after dropping the page cache (root; every process on the "
+                         "machine then reads its files from disk again)")
+    ap.add_argument("--worker", nargs=6, metavar=("INDEX", "QUERIES", "OUT", "NTOC", "BUDGET", "ANN"),
                     help=argparse_hidden())
     args = ap.parse_args(argv)
     if args.worker:
         worker(Path(args.worker[0]), Path(args.worker[1]), Path(args.worker[2]), int(args.worker[3]),
-               float(args.worker[4]))
+               float(args.worker[4]), args.worker[5])
         return 0
     budget = pick(args.budget_s, args.quick, 10.0, 40.0)
     sizes = [int(x) for x in pick(args.sizes, args.quick, "100,300", "100,1000,10000").split(",")]
@@ -358,9 +401,18 @@ def main(argv: list[str] | None = None) -> int:
         qfile = work / f"queries-{n}.json"
         qfile.write_text(json.dumps(make_queries(docs, n_q, args.seed)))
         out = work / f"worker-{n}.json"
-        wr = run_proc(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out, n_toc, budget),
+        wr = run_proc(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out, n_toc, budget, "auto"),
                       env=env).check()
         w = json.loads(out.read_text())
+        # the same index scored exactly (ann=off): the baseline of the ANN path, in a process of its own
+        out_x = work / f"worker-{n}-exact.json"
+        xr = run_proc(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out_x, n_toc, budget, "off"),
+                      env=env).check()
+        wx = json.loads(out_x.read_text())
+        w["exact"] = {"query_rss_mb": xr.maxrss_mb, "hybrid_whole": wx["hybrid_whole"],
+                      "hybrid_scoped": wx["hybrid_scoped"], "llm_locator_whole": wx["llm_locator_whole"],
+                      "rss_split_mb": wx["rss_split_mb"]}
+        w["ann_quality"] = wx.get("ann_quality", {})
         question = json.loads(qfile.read_text())[0]["query"]
         for key, flags in (("cold_query", ["--mock"]), ("cold_hybrid", [])):
             # --mock: the spec's mock (keyword locator); none: the default CLI path without an LLM key
@@ -369,6 +421,14 @@ def main(argv: list[str] | None = None) -> int:
                               env=env).check() for _ in range(3)]
             cold = sorted(colds, key=lambda r: r.wall_s)[1]
             w[f"{key}_s"], w[f"{key}_rss_mb"] = cold.wall_s, cold.maxrss_mb
+        if args.drop_caches:
+            dropped = drop_page_cache()
+            if dropped:
+                r = run_proc(python("main.py", "query", "--index", index_dir, "--no-log", "-q", question),
+                             env=env).check()
+                w["cold_dropped_s"], w["cold_dropped_rss_mb"] = r.wall_s, r.maxrss_mb
+            else:
+                print("    (page cache not dropped: needs root)", flush=True)
         per[n] = {"docs_mb": size_mb, "index_wall_s": pr.wall_s, "index_cpu_s": pr.cpu_s,
                   "index_rss_mb": pr.maxrss_mb, "disk": dir_sizes(index_dir), "query_rss_mb": wr.maxrss_mb,
                   "summary": pr.stdout.strip(), **w}
@@ -380,6 +440,18 @@ def main(argv: list[str] | None = None) -> int:
               f"{w['cold_hybrid_s']:.2f} s, {w['cold_hybrid_rss_mb']:.0f} MB; warm process at its end: "
               f"{w['rss_split_mb'].get('RssAnon', float('nan')):.0f} MB own, "
               f"{w['rss_split_mb'].get('RssFile', float('nan')):.0f} MB mapped index files", flush=True)
+        x = w["exact"]
+        q = w["ann_quality"]
+        print(f"    ANN ({', '.join(w['ann_files']) or 'none in this index'}) vs exact (ann=off), same index: "
+              f"p95 whole {w['hybrid_whole']['total']['p95']:.1f} / {x['hybrid_whole']['total']['p95']:.1f} ms "
+              f"(x{w['hybrid_whole']['total']['p95'] / x['hybrid_whole']['total']['p95']:.2f}); LLM path "
+              f"{w['llm_locator_whole']['total']['p95']:.1f} / {x['llm_locator_whole']['total']['p95']:.1f} ms; "
+              f"query process peak RSS {wr.maxrss_mb:.0f} / {x['query_rss_mb']:.0f} MB "
+              f"(x{wr.maxrss_mb / x['query_rss_mb']:.2f})"
+              + (f"; recall@100 of the exact dense top 100 {q['recall_at_100']:.3f} (min {q['recall_at_100_min']:.2f}),"
+                 f" flat top-10 overlap {q['flat_top10_overlap']:.3f} over {q['queries']} queries" if q else "")
+              + (f"; cold after dropping the page cache {w['cold_dropped_s']:.2f} s, "
+                 f"{w['cold_dropped_rss_mb']:.0f} MB" if "cold_dropped_s" in w else ""), flush=True)
     report.results["per_size"] = {str(k): v for k, v in per.items()}
 
     # growth table
@@ -400,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         ("cold main.py query (hybrid locator)", lambda r: r["cold_hybrid_s"], "s", None),
         ("cold query (hybrid) peak RSS", lambda r: r["cold_hybrid_rss_mb"], "MB", None),
         ("query p95, hybrid, whole index", lambda r: r["hybrid_whole"]["total"]["p95"], "ms", GOAL_QUERY_MS),
+        ("  same, exact (ann=off)", lambda r: r["exact"]["hybrid_whole"]["total"]["p95"], "ms", None),
+        ("query process peak RSS, exact (ann=off)", lambda r: r["exact"]["query_rss_mb"], "MB", None),
         ("query p95, hybrid, scoped", lambda r: r["hybrid_scoped"]["total"]["p95"], "ms", GOAL_QUERY_MS),
         ("toc_for_prompt p95", lambda r: r["toc_for_prompt_ms"]["p95"], "ms", None),
         ("query p95, LLM locator (instant LLM)", lambda r: r["llm_locator_whole"]["total"]["p95"], "ms",
@@ -484,6 +558,16 @@ def main(argv: list[str] | None = None) -> int:
         Headline(f"cold `main.py query` (hybrid locator, every vector read) at {n} docs, peak RSS "
                  f"{big['cold_hybrid_rss_mb']:.0f} MB", big["cold_hybrid_s"], "s",
                  ratio=big["cold_hybrid_s"] / per[base_n]["cold_hybrid_s"], ratio_of=f"{base_n} docs"),
+        Headline(f"query p95 at {n} docs, hybrid, whole index: ANN path vs exact scan (ann=off) of the same index",
+                 big["hybrid_whole"]["total"]["p95"], "ms",
+                 ratio=big["hybrid_whole"]["total"]["p95"] / big["exact"]["hybrid_whole"]["total"]["p95"],
+                 ratio_of="exact"),
+        Headline(f"query process peak RSS at {n} docs incl. mapped index pages: ANN path vs exact",
+                 big["query_rss_mb"], "MB", ratio=big["query_rss_mb"] / big["exact"]["query_rss_mb"],
+                 ratio_of="exact"),
+        *([Headline(f"recall@100 of the exact dense top 100 among the ANN candidates at {n} docs",
+                    big["ann_quality"]["recall_at_100"], "", goal=">= 0.95",
+                    ok=big["ann_quality"]["recall_at_100"] >= 0.95)] if big.get("ann_quality") else []),
         Headline(f"index build wall at {n} docs", big["index_wall_s"], "s",
                  ratio=big["index_wall_s"] / per[base_n]["index_wall_s"], ratio_of=f"{base_n} docs"),
         Headline(f"load_index at {n} docs", big["load_s"], "s", ratio=big["load_s"] / per[base_n]["load_s"],
@@ -491,6 +575,18 @@ def main(argv: list[str] | None = None) -> int:
     ]
     report.finish(args.json)
     return 0
+
+
+def drop_page_cache() -> bool:
+    """Write back and drop the page cache (root only): the next query reads its index from disk."""
+    import os
+
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
 
 
 def argparse_hidden() -> str:

@@ -206,6 +206,9 @@ class BM25Index:
                 raise IndexFormatError(f"{rows_file}: postings are not sorted by row within a term")
         if row_indptr[0] != 0 or row_indptr[-1] != nnz or (n_rows and np.any(np.diff(row_indptr) < 0)):
             raise IndexFormatError(f"{row_indptr_file} is not a valid row pointer")
+        from indexing.index_files import release_pages
+
+        release_pages(rows, tf, row_terms, row_indptr)  # checked whole; a query reads a few terms' postings
         return cls(terms, indptr, rows, tf, doc_len, row_indptr, row_terms, vocab["tokenizer"])
 
     # --------------------------------------------------------------- scoring

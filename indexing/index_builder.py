@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from config import CJK_SHARE_FOR_MULTILINGUAL, Config
+from indexing.ann_index import FILES as ANN_FILES
 from indexing.bm25_builder import file_names as bm25_file_names
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.leaf_terms import build_leaf_terms
@@ -180,7 +181,8 @@ def _clean_stale_builds(target: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-OWN_FILES = frozenset({*STORE_FILES, *LEGACY_FILES, *bm25_file_names(), *bm25_file_names(LEAF_TERMS_PREFIX)})
+OWN_FILES = frozenset({*STORE_FILES, *LEGACY_FILES, *bm25_file_names(), *bm25_file_names(LEAF_TERMS_PREFIX),
+                       *ANN_FILES})
 """Every file an index build writes (all format versions)."""
 
 
@@ -435,6 +437,8 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
     block: list[Chunk] = []
     texts: list[str] = []
     block_leaves = 0
+    old_rows: dict[str, list[np.ndarray]] = {"chunk": [], "leaf": []}
+    """Per new row, the previous index's row its vector came from (-1: embedded anew), for the ANN."""
 
     def vectors(batch: list[str], kind: str) -> np.ndarray:
         t = time.perf_counter()
@@ -442,7 +446,8 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
             found = np.zeros(len(batch), dtype=bool)
             vecs = np.zeros((len(batch), dim), dtype=np.float32)
         else:
-            vecs, found = _reuse(source, batch, kind)
+            vecs, found, rows = _reuse(source, batch, kind)
+            old_rows[kind].append(np.where(found, rows, -1))
         todo = np.flatnonzero(~found)
         if todo.size:
             vecs[todo] = embedder.embed_documents([batch[i] for i in todo])
@@ -485,14 +490,34 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
             index = bm25.finish()
             metadata["counts"].update(chunks=out.chunks, vocabulary=index.vocab_size)
             metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
-            writer.finish(metadata, root, index, build_leaf_terms(leaves))
+            writer.finish(metadata, root, index, build_leaf_terms(leaves),
+                          derived=lambda d: _ann_fields(d, metadata, config, source, old_rows))
     finally:
         writer.close()
     return out
 
 
-def _reuse(source: PreviousIndex, texts: list[str], kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """(vectors with the rows the old index has filled in, mask of those found)."""
+def _ann_fields(directory: Path, metadata: dict[str, Any], config: Config, source: PreviousIndex | None,
+               old_rows: dict[str, list[np.ndarray]]) -> dict[str, Any]:
+    """The ANN files of a finished vector set (indexing/ann_index.py): an update re-encodes only new rows."""
+    from indexing import ann_index  # noqa: PLC0415 - faiss loads only when an ANN is built
+
+    counts = {"chunks": metadata["counts"]["chunks"], "leaves": metadata["counts"]["leaves"]}
+    previous = getattr(source.index.search, "ann", None) if source is not None else None
+    rows = None if source is None else {k: np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64)
+                                        for k, v in (("chunks", old_rows["chunk"]), ("leaves", old_rows["leaf"]))}
+    try:
+        ann = ann_index.write_all(directory, counts, int(metadata["embedder"]["dim"]), config.ann,
+                                  config.ann_min_rows, previous, rows)
+    except IndexFormatError as exc:
+        if source is None:
+            raise
+        raise _OldIndexDamaged(str(exc)) from None
+    return {"ann": ann} if ann else {}
+
+
+def _reuse(source: PreviousIndex, texts: list[str], kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(vectors with the rows the old index has filled in, mask of those found, their old rows)."""
     keys = [text_key(t) for t in texts]
     try:
         if kind == "chunk":
@@ -510,4 +535,4 @@ def _reuse(source: PreviousIndex, texts: list[str], kind: str) -> tuple[np.ndarr
         out[hit[order]] = old[rows[hit][order]]
         if not np.isfinite(out[hit]).all():
             raise _OldIndexDamaged("its vectors hold NaN or infinite values")
-    return out, found
+    return out, found, np.asarray(rows, dtype=np.int64)

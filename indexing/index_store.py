@@ -16,6 +16,7 @@ Layout (format 3; written by index_writer.py):
     chunks.jsonl + chunk_offsets.npy                                chunk records, one per line
     leaf_chunks.npy               int64 (leaves+1): leaf i owns chunk rows [p[i], p[i+1])
     embeddings.npy, leaf_embeddings.npy                              float32 vectors (memory-mapped)
+    ann_chunks.faiss, ann_leaves.faiss   optional IVF-PQ indexes for whole-collection search (ann_index.py)
     bm25_*, leafterms_*           postings of the chunks, and of each leaf's heading + summary words
 
 Why loading reads so little: at 10,000 documents the chunk records, section
@@ -354,13 +355,24 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     leaf_terms = BM25Index.load(path, mmap=mmap, files=files, prefix=LEAF_TERMS_PREFIX)
     if leaf_terms.n_rows != n_leaves:
         raise IndexFormatError(f"{LEAF_TERMS_PREFIX}* covers {leaf_terms.n_rows} leaves but {NODE_TABLE} has {n_leaves}")
-    index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, FileSearch(emb, leaf_emb, bm25, leaf_terms))
+    search = FileSearch(emb, leaf_emb, bm25, leaf_terms, leaf_ptr, _load_ann(files, meta, n_chunks, n_leaves, dim))
+    index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)
     for name, rows in ((CHUNK_KEYS, n_chunks), (LEAF_KEYS, n_leaves)):
         keys = files.read_array(name, mmap)
         if keys.dtype != np.uint8 or keys.shape != (rows, KEY_BYTES):
             raise IndexFormatError(f"{name} has shape {keys.shape} {keys.dtype}, expected ({rows}, {KEY_BYTES}) uint8")
         index.text_keys[name] = keys
     return index
+
+
+def _load_ann(files: IndexDir, meta: dict[str, Any], n_chunks: int, n_leaves: int, dim: int) -> dict[str, Any]:
+    """The index's ANN files (indexing/ann_index.py), memory-mapped; none when it was built without."""
+    if "ann" not in meta:
+        return {}
+    from indexing import ann_index  # noqa: PLC0415 - faiss loads only for an index that has an ANN
+
+    entries = ann_index.parse_meta(meta["ann"], {"chunks": n_chunks, "leaves": n_leaves})
+    return {kind: ann_index.AnnIndex.open(files, e["file"], e["rows"], dim, e) for kind, e in entries.items()}
 
 
 def _tree_structure(files: IndexDir, meta: dict[str, Any], nodes: Any, contents: Any) -> tuple[NodeTable, np.ndarray]:
@@ -434,10 +446,12 @@ class Verified:
     files: int
     chunks: int
     nodes: int
+    ann_rows: int = 0
 
     def line(self, path: Path) -> str:
+        ann = f", the ANN files hold the codes of their {self.ann_rows} vectors" if self.ann_rows else ""
         return (f"index at {path} is intact: {self.files} files match their sha256, {self.chunks} chunk records "
-                f"and {self.nodes} node contents are valid, every vector is finite")
+                f"and {self.nodes} node contents are valid, every vector is finite{ann}")
 
 
 def verify_index(path: Path) -> Verified:
@@ -450,4 +464,11 @@ def verify_index(path: Path) -> Verified:
         index.tree.content(row)
     _require_finite(index.embeddings, EMBEDDINGS)
     _require_finite(index.leaf_embeddings, LEAF_EMBEDDINGS)
-    return Verified(files=len(index.metadata["files"]), chunks=len(index.chunks), nodes=len(index.nodes))
+    ann = getattr(index.search, "ann", {})
+    if ann:
+        from indexing import ann_index  # noqa: PLC0415
+
+        for kind, a in ann.items():
+            ann_index.verify(a, index.embeddings if kind == "chunks" else index.leaf_embeddings)
+    return Verified(files=len(index.metadata["files"]), chunks=len(index.chunks), nodes=len(index.nodes),
+                    ann_rows=sum(a.rows for a in ann.values()))

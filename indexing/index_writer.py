@@ -12,7 +12,7 @@ import os
 import uuid
 from array import array
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -133,7 +133,10 @@ class IndexWriter:
         for f in self.vectors.values():
             f.close()
 
-    def finish(self, metadata: dict[str, Any], root: TreeNode, bm25: BM25Index, leaf_terms: BM25Index) -> None:
+    def finish(self, metadata: dict[str, Any], root: TreeNode, bm25: BM25Index, leaf_terms: BM25Index,
+               derived: Callable[[Path], dict[str, Any]] | None = None) -> None:
+        """``derived``: writes files computed from the finished vectors (the ANN index) and returns
+        the metadata fields that describe them; called before the manifest, so they are listed."""
         directory = self.directory
         self._chunks.close()
         n_leaves = len(self._leaf_counts)
@@ -158,6 +161,8 @@ class IndexWriter:
         bm25.save(directory)
         leaf_terms.save(directory, LEAF_TERMS_PREFIX)
         meta = dict(metadata)
+        if derived is not None:
+            meta.update(derived(directory))
         meta["format"] = FORMAT_NAME
         meta["format_version"] = FORMAT_VERSION
         meta["build_id"] = uuid.uuid4().hex

@@ -25,7 +25,8 @@ def idf_range(index: Index, start: int, end: int, scope: str) -> tuple[int, int]
 
 def score_params(config: Config) -> ScoreParams:
     return ScoreParams(k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon,
-                       exact_rows=config.store_exact_rows, candidates=config.store_candidates)
+                       exact_rows=config.store_exact_rows, candidates=config.store_candidates, ann=config.ann,
+                       ann_candidates=config.ann_candidates, ann_probe=config.ann_probe)
 
 
 def score_range(index: Index, qvec: np.ndarray | None, tokens: list[str], start: int, end: int,

@@ -1,0 +1,423 @@
+"""Approximate nearest neighbours for whole-collection dense search: IVF-PQ (faiss).
+
+Why: an exact whole-collection scan reads every float vector. At 10,000 generated
+documents that is 1.05M chunk rows of 384 float32 (1.6 GB) per query process, and
+at 100,000 documents 16 GB, more than fits beside anything else. An IVF-PQ index
+keeps each vector as 48 bytes (product quantisation of its residual to one of
+~4*sqrt(n) k-means centroids); a query scans ``ann_probe`` of the lists, takes its
+``ann_candidates`` best rows and the caller re-scores only those on their float
+vectors. Leaf and document scopes never come here: they are scored exactly.
+
+Why faiss IVF-PQ (measured on this project's generated corpus, hash embeddings,
+98k rows, one thread; docs/scale.md): HNSW (faiss or usearch, int8) reached a
+higher recall per query, but its build took ~28 s per 100k rows and holds the
+whole graph in memory (~5.5 GB at 10.5M rows, past the build budget), while
+IVF-PQ trains once on a sample, encodes ~35k rows/s and stays ~56 bytes a row.
+
+On disk: ``ann_chunks.faiss`` / ``ann_leaves.faiss`` in faiss's own binary format
+(plain numbers and arrays, read by C++ code that parses them: nothing in the file
+is executed, unlike a pickle). The file is listed in the manifest like every
+other file (size + sampled digest at load, full sha256 in ``verify``), read with
+``IO_FLAG_MMAP`` so a query pages in only the lists it scans, and its shape is
+checked against metadata.json before use. ``verify`` re-encodes every vector and
+compares it with the stored entry.
+
+Updates: an index update re-uses the previous ANN's centroids and codebooks; the
+rows whose vectors were re-used keep their stored list and code, only newly
+embedded rows are encoded. The result is what encoding every vector with that
+quantizer gives (``verify`` checks exactly this). The quantizer is retrained when
+the collection has grown or shrunk past what it was trained for.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+import numpy as np
+
+from utils.errors import BackendError, IndexFormatError
+
+if TYPE_CHECKING:
+    from indexing.index_files import IndexDir
+
+KINDS: dict[str, tuple[str, str]] = {"chunks": ("embeddings.npy", "ann_chunks.faiss"),
+                                     "leaves": ("leaf_embeddings.npy", "ann_leaves.faiss")}
+"""kind -> (the float vectors it indexes, its file)."""
+FILES = tuple(f for _, f in KINDS.values())
+BLOCK_ROWS = 32768
+"""Rows read, encoded and compared together (memory per block, not per index)."""
+LISTS_PER_SQRT = 4
+"""IVF lists = 4 * sqrt(rows): the usual rule; 4,096 lists at a million rows."""
+MIN_PER_CENTROID = 39
+"""k-means needs this many training rows per centroid (fewer: faiss warns and clusters poorly)."""
+TRAIN_PER_LIST = 40
+"""Training sample per list (at least MIN_PER_CENTROID; and 256 rows per PQ centroid)."""
+TRAIN_ITERATIONS = 10
+PQ_TRAIN_PER_CENTROID = 64
+RETRAIN_FACTOR = 2.0
+"""An update keeps the old quantizer while its list count is within this factor of the ideal one."""
+TIE_SLACK = 1e-4
+"""``verify``: a stored list or code whose score is within this of the best is a float tie, not damage."""
+
+
+@dataclass(frozen=True)
+class AnnShape:
+    """The build parameters of one IVF-PQ index (metadata.json "ann")."""
+
+    nlist: int
+    m: int
+    nbits: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"nlist": self.nlist, "m": self.m, "nbits": self.nbits}
+
+
+def plan(rows: int, dim: int) -> AnnShape:
+    """Lists, sub-quantizers (one byte per 8 dimensions) and bits per code for ``rows`` vectors.
+
+    A small vector set (tests, ``ann=on`` on a small index) gets fewer lists and bits so that
+    k-means always has enough rows per centroid.
+    """
+    nlist = max(1, min(int(round(LISTS_PER_SQRT * math.sqrt(rows))), rows // MIN_PER_CENTROID))
+    m = max(d for d in range(1, max(1, dim // 8) + 1) if dim % d == 0)
+    per = rows // MIN_PER_CENTROID
+    nbits = 8 if per >= 256 else max(1, min(8, int(math.log2(max(2, per)))))
+    return AnnShape(nlist, m, nbits)
+
+
+def wanted(mode: str, min_rows: int, rows: int) -> bool:
+    """Whether a build adds the ANN to a vector set of ``rows`` rows (config ``ann``, ``ann_min_rows``)."""
+    return rows > 0 and (mode == "on" or (mode == "auto" and rows >= min_rows))
+
+
+def _faiss() -> Any:
+    try:
+        import faiss  # noqa: PLC0415 - loaded only by an index that has (or wants) an ANN
+    except ImportError:  # pragma: no cover - faiss-cpu is in requirements.txt
+        raise BackendError("the ANN index needs faiss-cpu (pip install -r requirements.txt), or set ann=off") \
+            from None
+    return faiss
+
+
+# --------------------------------------------------------------------------- vectors in blocks
+
+class RowReader:
+    """Rows of a float32 .npy file read with ``pread``: a build streams the vectors it just wrote
+    without mapping them (mapped pages would count in the build's peak memory)."""
+
+    def __init__(self, path: Path, rows: int, dim: int) -> None:
+        self.path, self.rows, self.dim = Path(path), rows, dim
+        with open(self.path, "rb") as fh:
+            fmt = np.lib.format
+            read = fmt.read_array_header_1_0 if fmt.read_magic(fh) == (1, 0) else fmt.read_array_header_2_0
+            shape, _, dtype = read(fh)
+            self.offset = fh.tell()
+        if tuple(shape) != (rows, dim) or dtype != np.float32:
+            raise ValueError(f"{self.path.name} has shape {shape} {dtype}, expected ({rows}, {dim}) float32")
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, _ = rows.indices(self.rows)
+        n = max(0, stop - start)
+        row_bytes = 4 * self.dim
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, n * row_bytes, self.offset + start * row_bytes)
+        finally:
+            os.close(fd)
+        return np.frombuffer(data, dtype=np.float32).reshape(n, self.dim)
+
+
+def _blocks(vectors: Any, rows: int) -> Iterator[tuple[int, np.ndarray]]:
+    for start in range(0, rows, BLOCK_ROWS):
+        yield start, np.ascontiguousarray(vectors[start:start + BLOCK_ROWS], dtype=np.float32)
+
+
+def _take(vectors: Any, rows: np.ndarray) -> np.ndarray:
+    """The given rows (ascending), block by block."""
+    out = np.empty((len(rows), vectors.shape[1] if hasattr(vectors, "shape") else vectors.dim), dtype=np.float32)
+    n = vectors.shape[0] if hasattr(vectors, "shape") else vectors.rows
+    for start in range(0, n, BLOCK_ROWS):
+        lo, hi = np.searchsorted(rows, [start, start + BLOCK_ROWS])
+        if hi > lo:
+            block = np.asarray(vectors[start:start + BLOCK_ROWS], dtype=np.float32)
+            out[lo:hi] = block[rows[lo:hi] - start]
+    return out
+
+
+# --------------------------------------------------------------------------- train, encode, assemble
+
+def train(vectors: Any, rows: int, dim: int, shape: AnnShape, seed: int = 0) -> Any:
+    """An empty IVF-PQ index trained on a fixed sample of the rows (the same rows give the same index)."""
+    faiss = _faiss()
+    want = min(rows, TRAIN_PER_LIST * max(shape.nlist, 1 << shape.nbits))
+    sample = np.sort(np.random.default_rng(seed).choice(rows, size=want, replace=False))
+    x = _take(vectors, sample)
+    index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, shape.nlist, shape.m, shape.nbits,
+                             faiss.METRIC_INNER_PRODUCT)
+    index.cp.niter = TRAIN_ITERATIONS
+    index.cp.seed = seed
+    index.cp.max_points_per_centroid = TRAIN_PER_LIST * 8
+    index.pq.cp.seed = seed
+    index.pq.cp.niter = TRAIN_ITERATIONS
+    index.pq.cp.max_points_per_centroid = PQ_TRAIN_PER_CENTROID  # 16k rows: codebooks settle long before 65k
+    index.train(x)
+    return index
+
+
+def encode(index: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(list of each row, its PQ code): what faiss's ``add`` would store, as arrays."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if not len(x):
+        return np.zeros(0, dtype=np.int64), np.zeros((0, index.code_size), dtype=np.uint8)
+    _, lists = index.quantizer.search(x, 1)
+    lists = lists[:, 0].astype(np.int64)
+    centroids = index.quantizer.reconstruct_n(0, index.nlist)
+    codes = index.pq.compute_codes(np.ascontiguousarray(x - centroids[lists]))
+    return lists, codes
+
+
+def empty_copy(index: Any) -> Any:
+    """A new index with ``index``'s centroids and codebooks and no entries."""
+    faiss = _faiss()
+    d = index.d
+    quantizer = faiss.IndexFlatIP(d)
+    quantizer.add(index.quantizer.reconstruct_n(0, index.nlist))
+    new = faiss.IndexIVFPQ(quantizer, d, index.nlist, index.pq.M, index.pq.nbits, faiss.METRIC_INNER_PRODUCT)
+    faiss.copy_array_to_vector(faiss.vector_to_array(index.pq.centroids), new.pq.centroids)
+    new.is_trained = True
+    return new
+
+
+def assemble(trained: Any, lists: np.ndarray, codes: np.ndarray) -> Any:
+    """An index holding row ``i`` under ``lists[i]`` with ``codes[i]``; each list in row order."""
+    faiss = _faiss()
+    index = empty_copy(trained)
+    order = np.argsort(lists, kind="stable")
+    ids = np.ascontiguousarray(order.astype(np.int64))
+    sorted_codes = np.ascontiguousarray(codes[order])
+    bounds = np.searchsorted(lists[order], np.arange(index.nlist + 1))
+    il = index.invlists
+    for lst in range(index.nlist):
+        a, b = int(bounds[lst]), int(bounds[lst + 1])
+        if b > a:
+            il.add_entries(lst, b - a, faiss.swig_ptr(ids[a:b]), faiss.swig_ptr(sorted_codes[a:b]))
+    index.ntotal = len(lists)
+    return index
+
+
+def entries(index: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(list, row id, code) of every stored entry, list by list."""
+    faiss = _faiss()
+    il = index.invlists
+    cs = il.code_size
+    sizes = np.array([il.list_size(lst) for lst in range(index.nlist)], dtype=np.int64)
+    total = int(sizes.sum())
+    ids = np.empty(total, dtype=np.int64)
+    codes = np.empty((total, cs), dtype=np.uint8)
+    pos = 0
+    for lst in range(index.nlist):
+        size = int(sizes[lst])
+        if size:
+            ids[pos:pos + size] = faiss.rev_swig_ptr(il.get_ids(lst), size)
+            codes[pos:pos + size] = faiss.rev_swig_ptr(il.get_codes(lst), size * cs).reshape(size, cs)
+            pos += size
+    return np.repeat(np.arange(index.nlist, dtype=np.int64), sizes), ids, codes
+
+
+def by_row(index: Any, rows: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(list, code) of rows 0..rows-1; refuses an index whose ids are not each row once."""
+    lists, ids, codes = entries(index)
+    if len(ids) != rows or (rows and (int(ids.min()) < 0 or int(ids.max()) >= rows)):
+        raise IndexFormatError(f"{name} does not hold each of the {rows} rows once; rebuild the index")
+    seen = np.zeros(rows, dtype=bool)
+    seen[ids] = True
+    if not seen.all():
+        raise IndexFormatError(f"{name} does not hold each of the {rows} rows once; rebuild the index")
+    out_lists = np.empty(rows, dtype=np.int64)
+    out_codes = np.empty_like(codes)
+    out_lists[ids] = lists
+    out_codes[ids] = codes
+    return out_lists, out_codes
+
+
+# --------------------------------------------------------------------------- the query side
+
+class AnnIndex:
+    """One loaded IVF-PQ index over a vector set (chunks or leaves)."""
+
+    def __init__(self, index: Any, rows: int, name: str) -> None:
+        self.index = index
+        self.rows = rows
+        self.name = name
+
+    @property
+    def shape(self) -> AnnShape:
+        return AnnShape(int(self.index.nlist), int(self.index.pq.M), int(self.index.pq.nbits))
+
+    @classmethod
+    def build(cls, vectors: Any, rows: int, dim: int, name: str) -> "AnnIndex":
+        """Trained and filled from ``vectors`` (an array or a RowReader)."""
+        trained = train(vectors, rows, dim, plan(rows, dim))
+        lists = np.empty(rows, dtype=np.int64)
+        codes = np.empty((rows, trained.code_size), dtype=np.uint8)
+        for start, x in _blocks(vectors, rows):
+            lists[start:start + len(x)], codes[start:start + len(x)] = encode(trained, x)
+        return cls(assemble(trained, lists, codes), rows, name)
+
+    @classmethod
+    def open(cls, files: "IndexDir", name: str, rows: int, dim: int, shape: Mapping[str, Any]) -> "AnnIndex":
+        """Read ``name`` memory-mapped from the index directory, after the manifest's checks."""
+        faiss = _faiss()
+        fh, size, entry = files.open(name)
+        with fh:
+            files._check_file(name, entry, fh, size)  # noqa: SLF001 - the manifest check every file gets
+            path = f"/proc/self/fd/{fh.fileno()}"
+            if not os.path.exists(path):  # pragma: no cover - Linux has /proc
+                path = str(files.path / name)
+            try:
+                index = faiss.read_index(path, faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            except RuntimeError as exc:
+                first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+                raise IndexFormatError(f"{name} is not a readable ANN index ({first[:160]}); rebuild the index") \
+                    from None
+        ann = cls(index, rows, name)
+        ann.check(dim, shape)
+        return ann
+
+    def check(self, dim: int, shape: Mapping[str, Any]) -> None:
+        """The index is what metadata.json says: IVF-PQ, inner product, the same shape and row count."""
+        faiss = _faiss()
+        index = self.index
+        want = (dim, self.rows, shape.get("nlist"), shape.get("m"), shape.get("nbits"))
+        if not isinstance(index, faiss.IndexIVFPQ) or index.metric_type != faiss.METRIC_INNER_PRODUCT:
+            raise IndexFormatError(f"{self.name} is not an inner-product IVF-PQ index; rebuild the index")
+        got = (index.d, index.ntotal, index.nlist, index.pq.M, index.pq.nbits)
+        if got != want or index.quantizer.ntotal != index.nlist:
+            raise IndexFormatError(f"{self.name} has (dim, rows, lists, m, bits) {got}, metadata.json says {want}; "
+                                   "rebuild the index")
+        if sum(index.invlists.list_size(i) for i in range(index.nlist)) != index.ntotal:
+            raise IndexFormatError(f"{self.name}: its lists do not hold its {index.ntotal} rows; rebuild the index")
+
+    def search(self, qvec: np.ndarray, k: int, probe: float) -> np.ndarray:
+        """Row numbers of (up to) the ``k`` best rows by approximate inner product, best first."""
+        faiss = _faiss()
+        k = max(1, min(int(k), self.rows))
+        params = faiss.SearchParametersIVF(nprobe=max(1, math.ceil(probe * self.index.nlist)))
+        _, ids = self.index.search(np.ascontiguousarray(qvec, dtype=np.float32).reshape(1, -1), k, params=params)
+        ids = ids[0]
+        return ids[(ids >= 0) & (ids < self.rows)].astype(np.int64)
+
+
+# --------------------------------------------------------------------------- build, update, verify
+
+def write(directory: Path, kind: str, rows: int, dim: int, previous: AnnIndex | None,
+          old_rows: np.ndarray | None) -> dict[str, Any]:
+    """Write ``kind``'s ANN file into a fresh index directory; its metadata.json entry.
+
+    ``previous`` and ``old_rows`` (for each new row, the previous index's row its vector was
+    copied from, or -1): the update path, which encodes only the rows that were embedded anew.
+    """
+    vec_name, file_name = KINDS[kind]
+    reader = RowReader(Path(directory) / vec_name, rows, dim)
+    shape = plan(rows, dim)
+    reused = 0
+    if previous is not None and old_rows is not None and _keeps(previous.shape, shape) and len(old_rows) == rows:
+        old_lists, old_codes = by_row(previous.index, previous.rows, previous.name)
+        trained = empty_copy(previous.index)
+        src = np.asarray(old_rows, dtype=np.int64)
+        take = (src >= 0) & (src < previous.rows)
+        lists = np.empty(rows, dtype=np.int64)
+        codes = np.empty((rows, trained.code_size), dtype=np.uint8)
+        lists[take], codes[take] = old_lists[src[take]], old_codes[src[take]]
+        del old_lists, old_codes
+        todo = np.flatnonzero(~take)
+        for i in range(0, len(todo), BLOCK_ROWS):
+            part = todo[i:i + BLOCK_ROWS]
+            lists[part], codes[part] = encode(trained, _take(reader, part))
+        reused = int(take.sum())
+        index = assemble(trained, lists, codes)
+        shape = previous.shape
+    else:
+        index = AnnIndex.build(reader, rows, dim, file_name).index
+    _faiss().write_index(index, str(Path(directory) / file_name))
+    return {"file": file_name, "rows": rows, **shape.to_dict(), "reused_rows": reused}
+
+
+def _keeps(old: AnnShape, new: AnnShape) -> bool:
+    """Whether an update keeps the old quantizer (else the ANN is retrained on the new vectors)."""
+    return (old.m == new.m and old.nbits == new.nbits
+            and new.nlist / RETRAIN_FACTOR <= old.nlist <= new.nlist * RETRAIN_FACTOR)
+
+
+def write_all(directory: Path, counts: Mapping[str, int], dim: int, mode: str, min_rows: int,
+              previous: Mapping[str, AnnIndex] | None, old_rows: Mapping[str, np.ndarray] | None) -> dict[str, Any]:
+    """The ANN files a build wants (config ``ann``/``ann_min_rows``); metadata.json's "ann" (may be empty)."""
+    out: dict[str, Any] = {}
+    for kind in KINDS:
+        if wanted(mode, min_rows, int(counts[kind])):
+            out[kind] = write(directory, kind, int(counts[kind]), dim, (previous or {}).get(kind),
+                              (old_rows or {}).get(kind))
+    return out
+
+
+def parse_meta(meta: Any, counts: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+    """metadata.json's "ann", checked: kind -> {file, rows, nlist, m, nbits}."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise IndexFormatError("metadata.json: ann must be an object")
+    out = {}
+    for kind, entry in meta.items():
+        if kind not in KINDS or not isinstance(entry, dict) or entry.get("file") != KINDS[kind][1]:
+            raise IndexFormatError(f"metadata.json: ann entry {str(kind)[:40]!r} is not one TreeRAG writes")
+        for key in ("rows", "nlist", "m", "nbits"):
+            v = entry.get(key)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise IndexFormatError(f"metadata.json: ann {kind} {key} must be a positive integer")
+        if entry["rows"] != counts[kind]:
+            raise IndexFormatError(f"metadata.json: ann {kind} covers {entry['rows']} rows, the index has "
+                                   f"{counts[kind]}; rebuild the index")
+        out[kind] = entry
+    return out
+
+
+def verify(ann: AnnIndex, vectors: np.ndarray) -> None:
+    """Every row is filed under the list and code its vector encodes to (ties within float slack)."""
+    lists, codes = by_row(ann.index, ann.rows, ann.name)
+    index = ann.index
+    centroids = index.quantizer.reconstruct_n(0, index.nlist)
+    pq_centroids = _faiss().vector_to_array(index.pq.centroids).reshape(index.pq.M, -1, index.pq.dsub)
+    bad = 0
+    first = -1
+    for start, x in _blocks(vectors, ann.rows):
+        want_lists, want_codes = encode(index, x)
+        stop = start + len(x)
+        differ = np.flatnonzero((want_lists != lists[start:stop]) | (want_codes != codes[start:stop]).any(axis=1))
+        for i in differ:
+            if not _tie(x[i], centroids, lists[start + i], want_lists[i], codes[start + i], pq_centroids,
+                        index.pq.nbits):
+                bad += 1
+                first = start + int(i) if first < 0 else first
+    if bad:
+        raise IndexFormatError(f"{ann.name} does not match the vectors: {bad} of {ann.rows} rows are filed "
+                               f"under another list or code (first: row {first}); rebuild the index")
+
+
+def _tie(x: np.ndarray, centroids: np.ndarray, stored: int, best: int, code: np.ndarray, pq: np.ndarray,
+         nbits: int) -> bool:
+    """A stored list and code as good as the fresh ones within float slack (another summation order)."""
+    if float(x @ centroids[best]) - float(x @ centroids[stored]) > TIE_SLACK:
+        return False
+    resid = (x - centroids[stored]).reshape(pq.shape[0], -1)
+    dist = ((resid[:, None, :] - pq) ** 2).sum(axis=2)  # (m, 2**nbits)
+    ids = _unpack(code, pq.shape[0], nbits)
+    return bool(np.all(dist[np.arange(len(ids)), ids] - dist.min(axis=1) <= TIE_SLACK))
+
+
+def _unpack(code: np.ndarray, m: int, nbits: int) -> np.ndarray:
+    """The m sub-quantizer ids packed little-endian, nbits each, into ``code``."""
+    bits = np.unpackbits(np.asarray(code, dtype=np.uint8), bitorder="little")[:m * nbits].reshape(m, nbits)
+    return (bits.astype(np.int64) << np.arange(nbits)).sum(axis=1)

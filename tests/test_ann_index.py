@@ -1,0 +1,260 @@
+"""The ANN index for whole-collection search (indexing/ann_index.py): recall, round trip, refusal of
+damaged files, updates equal to a fresh encoding, ``verify``, and that only whole-collection scopes use it."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from config import Config
+from indexing import ann_index
+from indexing.embedder import make_embedder
+from indexing.index_builder import build_index
+from indexing.index_files import write_manifest_entry
+from indexing.index_store import load_index, verify_index
+from retrieval.hybrid_retriever import flat_scores, rank_scored
+from retrieval.query import query_parts
+from retrieval.scoring import score_params
+from tests.conftest import run_cli
+from utils.errors import IndexFormatError
+
+ON = Config(embedder="hash", ann="on", ann_candidates=60, ann_probe=0.5)
+
+
+def _vocab(rng: random.Random, n: int) -> list[str]:
+    syll = ["ba", "ko", "ri", "tu", "me", "sa", "lo", "vi", "da", "ne", "pu", "gha", "zo", "fe"]
+    out: set[str] = set()
+    while len(out) < n:
+        out.add("".join(rng.choice(syll) for _ in range(rng.randint(2, 4))))
+    return sorted(out)
+
+
+def _corpus(root: Path, n_docs: int, seed: int = 7, changed: int | None = None) -> Path:
+    """Documents of sections and paragraphs over a shared vocabulary plus per-document topic words."""
+    rng = random.Random(seed)
+    vocab = _vocab(rng, 900)
+    root.mkdir(parents=True, exist_ok=True)
+    for d in range(n_docs):
+        topic = rng.sample(vocab, 12)
+        parts = [f"# Document {d}\n"]
+        for s in range(6):
+            parts.append(f"## Part {d}.{s} {rng.choice(topic)}\n")
+            for _ in range(3):
+                words = [rng.choice(topic) if rng.random() < 0.3 else rng.choice(vocab) for _ in range(45)]
+                parts.append(" ".join(words) + ".\n")
+        if d == changed:
+            parts.append("## Added part\n" + " ".join(vocab[k * 7 % len(vocab)] for k in range(60)) + ".\n")
+        (root / f"doc-{d:03d}.md").write_text("\n".join(parts), encoding="utf-8")
+    return root
+
+
+def _queries(index, n: int = 25, seed: int = 3) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = index.chunks[rng.randrange(len(index.chunks))].text.split()
+        out.append(" ".join(rng.sample(words, min(5, len(words)))))
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("ann")
+    docs = _corpus(root / "docs", 40)
+    build_index(docs, root / "index", ON, make_embedder("hash", ON))
+    return docs, root / "index"
+
+
+def test_build_writes_ann_files_listed_in_the_manifest(built: tuple[Path, Path]) -> None:
+    _, index_dir = built
+    meta = json.loads((index_dir / "metadata.json").read_text())
+    assert set(meta["ann"]) == {"chunks", "leaves"}
+    for kind, entry in meta["ann"].items():
+        assert entry["file"] in meta["files"]
+        assert entry["rows"] == meta["counts"][kind]
+    index = load_index(index_dir)
+    assert set(index.search.ann) == {"chunks", "leaves"}
+    assert index.search.ann["chunks"].rows == len(index.chunks)
+
+
+def test_recall_of_the_exact_top_k_among_candidates(built: tuple[Path, Path]) -> None:
+    index = load_index(built[1])
+    embedder = make_embedder("hash", ON)
+    ann = index.search.ann["chunks"]
+    recalls = []
+    for q in _queries(index):
+        qvec = embedder.embed_query(q)
+        exact = np.argsort(-(np.asarray(index.embeddings) @ qvec), kind="stable")[:20]
+        cand = ann.search(qvec, ON.ann_candidates, ON.ann_probe)
+        recalls.append(len(set(exact.tolist()) & set(cand.tolist())) / 20)
+    assert np.mean(recalls) >= 0.9, recalls
+
+
+def test_only_whole_collection_scopes_use_candidates(built: tuple[Path, Path]) -> None:
+    index = load_index(built[1])
+    embedder = make_embedder("hash", ON)
+    _, tokens, qvec = query_parts(_queries(index, 1)[0], embedder)
+    n = len(index.chunks)
+    whole = index.search.score_range(qvec, tokens, 0, n, (0, n), score_params(ON))
+    assert 0 < len(whole.rows) < n
+    np.testing.assert_allclose(whole.dense, np.asarray(index.embeddings)[whole.rows] @ qvec, rtol=1e-5, atol=1e-6)
+    exact = index.search.score_range(qvec, tokens, 0, n, (0, n), score_params(ON.replace(ann="off")))
+    assert len(exact.rows) == n
+    np.testing.assert_allclose(whole.bm25, exact.bm25[whole.rows], rtol=1e-6)
+    start, end = next(iter(index.doc_rows.values()))
+    doc = index.search.score_range(qvec, tokens, start, end, (start, end), score_params(ON))
+    assert doc.rows.tolist() == list(range(start, end))
+    leaves = index.search.leaf_dense(qvec, None, score_params(ON))
+    full = np.asarray(index.leaf_embeddings) @ qvec
+    picked = np.flatnonzero(leaves)
+    assert 0 < len(picked) < len(full)
+    np.testing.assert_allclose(leaves[picked], full[picked], rtol=1e-5, atol=1e-6)
+    assert np.argmax(full) in picked
+
+
+def test_ranking_with_ann_matches_exact_scoring(built: tuple[Path, Path]) -> None:
+    index = load_index(built[1])
+    embedder = make_embedder("hash", ON)
+    overlaps = []
+    for q in _queries(index):
+        _, tokens, qvec = query_parts(q, embedder)
+        tops = []
+        for cfg in (ON, ON.replace(ann="off")):
+            index.derived.pop("flat_scores_last", None)
+            tops.append([h.row for h in rank_scored(index, flat_scores(index, qvec, tokens, cfg), 5, cfg, q, "flat")])
+        overlaps.append(len(set(tops[0]) & set(tops[1])) / 5)
+    assert np.mean(overlaps) >= 0.9, overlaps
+
+
+def test_forced_on_builds_in_memory_for_an_index_without_ann(tmp_path: Path, built: tuple[Path, Path]) -> None:
+    off = Config(embedder="hash", ann="off")
+    build_index(built[0], tmp_path / "plain", off, make_embedder("hash", off))
+    index = load_index(tmp_path / "plain")
+    assert not (tmp_path / "plain" / "ann_chunks.faiss").exists() and index.search.ann == {}
+    qvec = make_embedder("hash", off).embed_query(_queries(index, 1)[0])
+    n = len(index.chunks)
+    assert len(index.search.score_range(qvec, [], 0, n, (0, n), score_params(Config(ann="auto"))).rows) == n
+    got = index.search.score_range(qvec, [], 0, n, (0, n), score_params(ON))
+    assert len(got.rows) < n and "chunks" in index.search.ann
+
+
+def test_auto_builds_only_from_the_row_threshold(tmp_path: Path, built: tuple[Path, Path]) -> None:
+    n_chunks = load_index(built[1]).metadata["counts"]["chunks"]
+    cfg = Config(embedder="hash", ann="auto", ann_min_rows=n_chunks)
+    build_index(built[0], tmp_path / "a", cfg, make_embedder("hash", cfg))
+    assert set(json.loads((tmp_path / "a" / "metadata.json").read_text())["ann"]) == {"chunks"}
+    assert not ann_index.wanted("auto", n_chunks + 1, n_chunks)
+    assert ann_index.wanted("on", 10 ** 9, 1) and not ann_index.wanted("off", 0, 10 ** 6)
+
+
+def test_round_trip_equals_the_index_built_in_memory(built: tuple[Path, Path]) -> None:
+    index = load_index(built[1])
+    loaded = index.search.ann["chunks"]
+    fresh = ann_index.AnnIndex.build(index.embeddings, len(index.chunks), index.embeddings.shape[1], "mem")
+    for a, b in zip(ann_index.entries(loaded.index), ann_index.entries(fresh.index)):
+        np.testing.assert_array_equal(a, b)
+    qvec = make_embedder("hash", ON).embed_query("alpha beta")
+    np.testing.assert_array_equal(loaded.search(qvec, 50, 0.5), fresh.search(qvec, 50, 0.5))
+
+
+def _rewrite_manifest(index_dir: Path, name: str) -> None:
+    meta_path = index_dir / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    meta["files"][name] = write_manifest_entry(index_dir, name)
+    meta_path.write_text(json.dumps(meta))
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_a_changed_ann_file_is_refused_in_one_line(tmp_path: Path, built: tuple[Path, Path]) -> None:
+    index_dir = _copy(built[1], tmp_path / "idx")
+    path = index_dir / "ann_chunks.faiss"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match="ann_chunks.faiss"):
+        load_index(index_dir)
+    r = run_cli("query", "--index", str(index_dir), "--mock", "--no-log", "-q", "anything")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "ann_chunks.faiss" in r.stderr
+
+
+def test_a_garbage_ann_file_with_a_matching_manifest_is_refused(tmp_path: Path, built: tuple[Path, Path]) -> None:
+    index_dir = _copy(built[1], tmp_path / "idx")
+    (index_dir / "ann_leaves.faiss").write_bytes(b"IwPQ" + bytes(range(256)) * 8)
+    _rewrite_manifest(index_dir, "ann_leaves.faiss")
+    with pytest.raises(IndexFormatError, match="ann_leaves.faiss is not a readable ANN index"):
+        load_index(index_dir)
+
+
+def test_an_ann_file_of_other_rows_is_refused(tmp_path: Path, built: tuple[Path, Path]) -> None:
+    index_dir = _copy(built[1], tmp_path / "idx")
+    meta_path = index_dir / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    meta["ann"]["chunks"]["nlist"] += 1
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(IndexFormatError, match="metadata.json says"):
+        load_index(index_dir)
+
+
+def test_verify_catches_codes_that_do_not_match_the_vectors(tmp_path: Path, built: tuple[Path, Path]) -> None:
+    index_dir = _copy(built[1], tmp_path / "idx")
+    assert "ANN" in verify_index(index_dir).line(index_dir)
+    index = load_index(index_dir)
+    ann = index.search.ann["chunks"]
+    lists, codes = ann_index.by_row(ann.index, ann.rows, ann.name)
+    far = int(np.argmin(np.asarray(index.embeddings) @ np.asarray(index.embeddings)[0]))
+    lists[[0, far]], codes[[0, far]] = lists[[far, 0]], codes[[far, 0]]  # two rows' entries swapped
+    bad = ann_index.assemble(ann_index.empty_copy(ann.index), lists, codes)
+    del index, ann
+    import faiss
+
+    faiss.write_index(bad, str(index_dir / "ann_chunks.faiss"))
+    _rewrite_manifest(index_dir, "ann_chunks.faiss")
+    load_index(index_dir)  # the shape is right: only verify re-encodes the vectors
+    with pytest.raises(IndexFormatError, match="does not match the vectors"):
+        verify_index(index_dir)
+
+
+def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path / "docs", 30)
+    emb = make_embedder("hash", ON)
+    build_index(docs, tmp_path / "index", ON, emb)
+    _corpus(tmp_path / "docs", 30, changed=4)
+    report = build_index(docs, tmp_path / "index", ON, emb)
+    assert report.update is not None and report.update.changed == 1
+    meta = json.loads((tmp_path / "index" / "metadata.json").read_text())
+    assert 0 < meta["ann"]["chunks"]["reused_rows"] < meta["counts"]["chunks"]
+    index = load_index(tmp_path / "index")
+    verify_index(tmp_path / "index")
+    ann = index.search.ann["chunks"]
+    lists, codes = ann_index.by_row(ann.index, ann.rows, ann.name)
+    want_lists, want_codes = ann_index.encode(ann.index, np.asarray(index.embeddings))
+    assert (lists != want_lists).sum() + (codes != want_codes).any(axis=1).sum() == 0
+    # results equal a full rebuild (its own quantizer) on the whole-collection flat ranking
+    build_index(docs, tmp_path / "rebuilt", ON, emb, update=False)
+    rebuilt = load_index(tmp_path / "rebuilt")
+    assert json.loads((tmp_path / "rebuilt" / "metadata.json").read_text())["ann"]["chunks"]["reused_rows"] == 0
+    same = []
+    for q in _queries(index):
+        _, tokens, qvec = query_parts(q, emb)
+        tops = [[h.row for h in rank_scored(ix, flat_scores(ix, qvec, tokens, ON), 5, ON, q, "flat")]
+                for ix in (index, rebuilt)]
+        same.append(tops[0] == tops[1])
+    assert np.mean(same) >= 0.9, same
+
+
+def test_plan_keeps_k_means_fed() -> None:
+    small = ann_index.plan(300, 384)
+    assert small.nlist == 300 // ann_index.MIN_PER_CENTROID and small.nbits < 8 and 384 % small.m == 0
+    big = ann_index.plan(1_000_000, 384)
+    assert (big.nlist, big.m, big.nbits) == (4000, 48, 8)
+    assert ann_index.plan(10, 7).m == 1
