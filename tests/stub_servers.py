@@ -62,6 +62,9 @@ class StubResponse:
     stream_delay: float = 0.0
     stream_cut: int | None = None
     """Close the connection after this many events, mid-body (a server that died part-way)."""
+    stream_gate: tuple[int, threading.Event] | None = None
+    """(i, gate): wait for ``gate`` before sending event i, so a test can see the pieces before it
+    arrive while the reply is still unfinished; not set within 30 s, the connection is closed there."""
 
 
 @dataclass
@@ -207,6 +210,10 @@ class StubServer:
                         if resp.stream_cut is not None and i >= resp.stream_cut:
                             self.close_connection = True
                             return
+                        if resp.stream_gate is not None and resp.stream_gate[0] == i:
+                            if not resp.stream_gate[1].wait(30):
+                                self.close_connection = True
+                                return
                         data = ev.encode("utf-8")
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                         self.wfile.flush()

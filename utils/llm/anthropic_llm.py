@@ -119,7 +119,7 @@ class AnthropicLLM(RemoteLLM):
         if held is not None:  # nothing visible came: as the whole reply would read
             out.add("{" + held)
         return RawResult(text=out.text, input_tokens=input_tokens, output_tokens=output_tokens,
-                         truncated=stop_reason == "max_tokens")
+                         truncated=stop_reason == "max_tokens", past_cap=out.full)
 
     def _adapt(self, failure: CallFailure, request: LLMRequest) -> str | None:
         detail = failure.detail.lower()

@@ -103,7 +103,7 @@ class OpenAILLM(RemoteLLM):
         return RawResult(text=out.text,
                          input_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
                          output_tokens=getattr(usage, "completion_tokens", None) if usage else None,
-                         truncated=finish == "length")
+                         truncated=finish == "length", past_cap=out.full)
 
     def _adapt(self, failure: CallFailure, request: LLMRequest) -> str | None:
         detail = failure.detail.lower()

@@ -30,6 +30,8 @@ class RawResult:
     input_tokens: int | None
     output_tokens: int | None
     truncated: bool = False
+    past_cap: bool = False
+    """A streamed reply ran past ``answer_char_cap`` and was no longer read (its text stops at the cap)."""
 
 
 class Stopped(Exception):
@@ -48,14 +50,12 @@ class StreamedText:
         self._cap = answer_char_cap(max_tokens)
         self._parts: list[str] = []
         self.size = 0
-
-    @property
-    def full(self) -> bool:
-        """The reply reached the cap: stop reading it."""
-        return self.size >= self._cap
+        self.full = False
+        """The reply ran past the cap: stop reading it."""
 
     def add(self, piece: str) -> None:
-        piece = piece[:max(0, self._cap - self.size)]
+        if len(piece) > self._cap - self.size:
+            piece, self.full = piece[:self._cap - self.size], True
         if piece:
             self._parts.append(piece)
             self.size += len(piece)
@@ -224,6 +224,7 @@ class RemoteLLM:
         worker = threading.Thread(target=run, name=f"{self.provider}-call", daemon=True)
         worker.start()
         finished = False
+        told = 0
         try:
             while True:
                 cut = log.cut_at()
@@ -236,8 +237,12 @@ class RemoteLLM:
                     break
                 if isinstance(item, str) and on_text is not None:
                     on_text(item)
+                    told += len(item)
                 if cut is not None and time.monotonic() >= cut:
-                    raise log.abandon()
+                    failure = log.abandon()
+                    if told:  # part of the answer was told: say it broke off
+                        failure = CallFailure(failure.kind, failure.detail, status=failure.status, streamed=told)
+                    raise failure
             finished = True
         finally:
             if not finished:
@@ -274,7 +279,12 @@ class RemoteLLM:
             notes.append(f"output truncated at max_tokens={request.max_tokens}: not cached")
             cacheable = False
         cap = answer_char_cap(request.max_tokens)
-        if len(text) > cap:
+        if raw.past_cap:
+            notes.append(f"streamed answer ran past {cap:,} characters, ignoring max_tokens={request.max_tokens}: "
+                         "cut there and not cached")
+            cacheable = False
+            output_tokens = min(output_tokens, request.max_tokens)
+        elif len(text) > cap:
             notes.append(f"answer of {len(text):,} characters ignored max_tokens={request.max_tokens}: "
                          f"cut to {cap:,} and not cached")
             text, cacheable = text[:cap], False
