@@ -251,11 +251,13 @@ def test_a_taken_port_is_one_error_line(paper_index_dir: Path) -> None:
 
 
 def _slow_llm(req) -> Any:
-    from tests.stub_servers import StubResponse, openai_chat_body
+    from tests.stub_servers import StubResponse, openai_chat_body, openai_stream
 
     prompt = req.json()["messages"][-1]["content"]
     if "文档结构:" in prompt:  # locating: a reply the locator cannot use, at once (the hybrid fallback runs)
         return StubResponse(200, openai_chat_body("no idea"))
+    if req.json().get("stream"):  # the streamed answer of /api/query/stream
+        return StubResponse(200, stream=openai_stream(["It was trained ", "for 50 epochs [1]."]), delay=4)
     return StubResponse(200, openai_chat_body("It was trained for 50 epochs [1]."), delay=4)
 
 
