@@ -137,7 +137,8 @@ def query_budget(llm: LLMClient | None, config: Config) -> LLMClient | None:
 
 StepHook = Callable[[str, dict[str, Any]], None]
 """Told each step's part of the run record as soon as it exists (``"step1"``, ``"step2"``,
-``"context"``, ``"answer"``): a server streams them, so a reader sees step 1 while step 3 still runs. An
+``"context"``, ``"answer"``; between the last two, ``"answer_delta"`` with each piece of an LLM's answer
+as it is written): a server streams them, so a reader sees step 1 while step 3 still runs. An
 exception it raises (a client gone) ends the query there."""
 
 
@@ -261,7 +262,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         found = bool(r.final) and is_answerable(strength, config.evidence_floor)
         answer = synthesize(r.question or query, r.final, llm, fallbacks, usage, config=config, index=index,
                             embedder=backends.embedder, cite=citation, evidence_found=found,
-                            context=ctx.passages)
+                            context=ctx.passages, on_text=_answer_deltas(on_step))
         result["answer"] = answer.text
         result["answer_mode"] = answer.mode
         result["answer_truncated"] = answer.truncated
@@ -292,6 +293,13 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
                        "documents": meta["counts"]["documents"], "chunks": meta["counts"]["chunks"]}
     result["config"] = config.to_dict()
     return result
+
+
+def _answer_deltas(on_step: StepHook | None) -> Callable[[str], None] | None:
+    """The LLM's answer as ``answer_delta`` steps (``{"text": piece}``), for a hook that streams."""
+    if on_step is None:
+        return None
+    return lambda piece: on_step("answer_delta", {"text": piece})
 
 
 def _llm_record(llm: Any) -> dict[str, Any]:

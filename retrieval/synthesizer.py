@@ -29,6 +29,7 @@ from utils.cjk import has_han
 from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.llm.cached import forget_reply
+from utils.llm.types import TextSink, text_kwargs
 
 if TYPE_CHECKING:
     from retrieval.context_assembly import ContextPassage
@@ -197,13 +198,16 @@ def offline_answer(question: QueryLike, evidence: Evidence, config: Config, inde
 def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks: list[Fallback],
                usage: Any = None, *, config: Config | None = None, index: Any = None, embedder: Any = None,
                cite: Callable[[Any], str] | None = None, evidence_found: bool = True,
-               context: Sequence["ContextPassage"] = ()) -> Answer:
+               context: Sequence["ContextPassage"] = (), on_text: TextSink | None = None) -> Answer:
     """Answer from the assembled ``context``, or from ``ranked`` (step 2's order) when it has no
     passage. No evidence means no LLM call.
 
     ``llm`` None means no LLM: the offline answer, or one line when the
     evidence is below the relevance floor. An LLM failure degrades to the
     offline answer and is recorded.
+
+    ``on_text`` is told the LLM's answer piece by piece as it is written (a server streams it);
+    the returned Answer is still the whole of it, or the offline answer when the LLM failed part-way.
     """
     query = query_text(question)
     config = config or Config()
@@ -225,7 +229,7 @@ def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, 
         return offline_answer(question, evidence, config, index, embedder, cite)
 
     try:
-        resp = llm.generate(prompt, max_tokens=1024, system=SYNTHESIS_SYSTEM)
+        resp = llm.generate(prompt, max_tokens=1024, system=SYNTHESIS_SYSTEM, **text_kwargs(llm, on_text))
     except BackendError as exc:
         return degrade(str(exc)[:500])
     if usage is not None:

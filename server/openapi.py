@@ -46,7 +46,8 @@ def openapi_schema(version: str, max_question_chars: int, max_top_k: int) -> dic
                                 _json("the run record (query --json)", {"$ref": "#/components/schemas/QueryRecord"})),
             "/api/query/stream": _post(
                 "Ask a question, the steps streamed as server-sent events as they finish: start, step1, "
-                "step2, context, answer, then result (the query --json record) or error",
+                "step2, context, answer_delta (each piece of an LLM's answer as it is written, {\"text\": ...}), "
+                "answer, then result (the query --json record) or error",
                 {"description": "text/event-stream; each event's data is one JSON object",
                  "content": {"text/event-stream": {"schema": {"type": "string"}}}}),
             "/api/search": _post("Steps 1 and 2 only: the located sections and the ranked passages, no answer",

@@ -1,7 +1,8 @@
 """A query as server-sent events: each step is sent the moment the pipeline has it.
 
 Events, in order: ``start`` (the build answering), ``step1`` (located sections), ``step2``
-(ranked passages), ``context`` (what the answer reads), ``answer``, then ``result`` — the whole
+(ranked passages), ``context`` (what the answer reads), ``answer_delta`` (each piece of an LLM's
+answer as it is written, ``{"text": ...}``), ``answer``, then ``result`` — the whole
 record, exactly ``query --json`` — or ``error`` with one message. A client that disconnects
 cancels the query at its next step (``service.guarded``).
 """

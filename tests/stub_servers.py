@@ -36,8 +36,10 @@ __all__ = [
     "StubServer",
     "anthropic_error_body",
     "anthropic_message_body",
+    "anthropic_stream",
     "openai_chat_body",
     "openai_error_body",
+    "openai_stream",
 ]
 
 
@@ -54,6 +56,15 @@ class StubResponse:
     """Seconds between single bytes of the body (a server that never quite stalls)."""
     head_drip: float = 0.0
     """Seconds between single bytes of the status line and headers (no read timeout ever fires)."""
+    stream: list[str] | None = None
+    """A streamed reply (``openai_stream``, ``anthropic_stream``): its events sent as HTTP chunks,
+    ``stream_delay`` seconds apart, as text/event-stream; ``body`` is ignored."""
+    stream_delay: float = 0.0
+    stream_cut: int | None = None
+    """Close the connection after this many events, mid-body (a server that died part-way)."""
+    stream_gate: tuple[int, threading.Event] | None = None
+    """(i, gate): wait for ``gate`` before sending event i, so a test can see the pieces before it
+    arrive while the reply is still unfinished; not set within 30 s, the connection is closed there."""
 
 
 @dataclass
@@ -165,6 +176,9 @@ class StubServer:
                 resp = server._next_response(req)
                 if resp.delay and server._stopping.wait(resp.delay):
                     return
+                if resp.stream is not None:
+                    self._stream(resp)
+                    return
                 payload = _encode(resp.body)
                 headers = {"Content-Type": "application/json", **resp.headers,
                            "Content-Length": str(len(payload))}
@@ -184,6 +198,30 @@ class StubServer:
                         self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test); nothing to do
+
+            def _stream(self, resp: StubResponse) -> None:
+                try:
+                    self.send_response(resp.status)
+                    for name, value in {"Content-Type": "text/event-stream", **resp.headers,
+                                        "Transfer-Encoding": "chunked"}.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    for i, ev in enumerate(resp.stream):
+                        if resp.stream_cut is not None and i >= resp.stream_cut:
+                            self.close_connection = True
+                            return
+                        if resp.stream_gate is not None and resp.stream_gate[0] == i:
+                            if not resp.stream_gate[1].wait(30):
+                                self.close_connection = True
+                                return
+                        data = ev.encode("utf-8")
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                        self.wfile.flush()
+                        if resp.stream_delay and server._stopping.wait(resp.stream_delay):
+                            return
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
 
             do_POST = _handle
             do_GET = _handle
@@ -279,3 +317,60 @@ def anthropic_message_body(
 
 def anthropic_error_body(message: str, *, type_: str = "invalid_request_error") -> dict[str, Any]:
     return {"type": "error", "error": {"type": type_, "message": message}}
+
+
+def _sse(data: Any, event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
+
+
+def openai_stream(
+    pieces: list[str],
+    *,
+    model: str = "gpt-4o-mini",
+    prompt_tokens: int | None = 11,
+    completion_tokens: int = 7,
+    finish_reason: str = "stop",
+) -> list[str]:
+    """chat.completions with ``stream=True`` as api.openai.com sends it: a role chunk, one chunk per
+    piece, the finish_reason chunk, the usage chunk (no choices; ``prompt_tokens`` None: none sent, as
+    servers that ignore ``stream_options``), ``data: [DONE]``."""
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 1_700_000_000,
+                "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events = [_sse(chunk({"role": "assistant", "content": ""}))]
+    events += [_sse(chunk({"content": p})) for p in pieces]
+    events.append(_sse(chunk({}, finish_reason)))
+    if prompt_tokens is not None:
+        events.append(_sse({"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 1_700_000_000,
+                            "model": model, "choices": [],
+                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                      "total_tokens": prompt_tokens + completion_tokens}}))
+    events.append(_sse("[DONE]"))
+    return events
+
+
+def anthropic_stream(
+    pieces: list[str],
+    *,
+    model: str = "claude-sonnet-4-5",
+    input_tokens: int = 13,
+    output_tokens: int = 5,
+    stop_reason: str = "end_turn",
+) -> list[str]:
+    """/v1/messages with ``stream=True`` as api.anthropic.com sends it (named events, a ping)."""
+    start = {"type": "message_start", "message": {
+        "id": "msg_stub", "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}
+    events = [_sse(start, "message_start"),
+              _sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                   "content_block_start"),
+              _sse({"type": "ping"}, "ping")]
+    events += [_sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}},
+                    "content_block_delta") for p in pieces]
+    events += [_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+               _sse({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                     "usage": {"output_tokens": output_tokens}}, "message_delta"),
+               _sse({"type": "message_stop"}, "message_stop")]
+    return events

@@ -251,11 +251,13 @@ def test_a_taken_port_is_one_error_line(paper_index_dir: Path) -> None:
 
 
 def _slow_llm(req) -> Any:
-    from tests.stub_servers import StubResponse, openai_chat_body
+    from tests.stub_servers import StubResponse, openai_chat_body, openai_stream
 
     prompt = req.json()["messages"][-1]["content"]
     if "文档结构:" in prompt:  # locating: a reply the locator cannot use, at once (the hybrid fallback runs)
         return StubResponse(200, openai_chat_body("no idea"))
+    if req.json().get("stream"):  # the streamed answer of /api/query/stream
+        return StubResponse(200, stream=openai_stream(["It was trained ", "for 50 epochs [1]."]), delay=4)
     return StubResponse(200, openai_chat_body("It was trained for 50 epochs [1]."), delay=4)
 
 
@@ -325,3 +327,46 @@ def test_the_page_ships_in_the_package() -> None:
     assert "server" in tool["packages"]
     on_disk = {f"static/{p.name}" for p in (ROOT / "server" / "static").iterdir() if p.is_file()}
     assert set(tool["package-data"]["server"]) == on_disk
+
+
+def test_the_llms_answer_streams_as_answer_delta_events_before_the_result(paper_index_dir: Path,
+                                                                          tmp_path: Path) -> None:
+    from tests.stub_servers import StubResponse, StubServer, openai_chat_body, openai_stream
+
+    pieces = ["It was trained ", "for 50 epochs ", "[1]", ".\n\n训练了 50 个周期。"]
+    events = openai_stream(pieces, prompt_tokens=900, completion_tokens=20)
+    last_piece = next(i for i, ev in enumerate(events) if json.dumps(pieces[-1])[1:-1] in ev)
+    gate = threading.Event()  # the LLM holds its last piece until the client has seen the first
+
+    def llm_reply(req) -> StubResponse:
+        if not req.json().get("stream"):  # locating (not streamed): a reply the locator cannot use
+            return StubResponse(200, openai_chat_body("no idea"))
+        return StubResponse(200, stream=events, stream_delay=0.05, stream_gate=(last_piece, gate))
+
+    with StubServer(llm_reply) as llm:
+        env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": llm.url + "/v1",
+               "TREERAG_CACHE_DIR": str(tmp_path / "cache")}
+        with running_server("--index", str(paper_index_dir), "--llm", "openai:gpt-4o-mini", "--no-log",
+                            env=env) as srv, httpx.Client(base_url=srv.url, timeout=120) as c:
+            seen: list[tuple[str, Any]] = []
+            with c.stream("POST", "/api/query/stream", json={"question": EPOCHS}) as r:
+                assert r.status_code == 200
+                name = None
+                for line in r.iter_lines():
+                    if line.startswith("event: "):
+                        name = line[7:]
+                    elif line.startswith("data: ") and name:
+                        seen.append((name, json.loads(line[6:])))
+                        if name == "answer_delta":
+                            gate.set()  # the first piece came while the LLM was still writing
+            gate.set()
+    names = [n for n, _ in seen]
+    deltas = [d["text"] for n, d in seen if n == "answer_delta"]
+    assert names[:4] == ["start", "step1", "step2", "context"]
+    assert names[4:] == ["answer_delta"] * len(deltas) + ["answer", "result"]
+    assert deltas == pieces
+    record = dict(seen)["result"]
+    assert record["answer_mode"] == "llm" and record["answer"] == "".join(pieces).strip()
+    assert dict(seen)["answer"]["answer"] == record["answer"]
+    assert record["usage"]["output_tokens"] >= 20
+    assert not any(f["step"] == "synthesis" for f in record["fallbacks"])

@@ -100,3 +100,46 @@ def test_with_a_token_and_a_question_the_documents_cannot_answer(paper_index_dir
             assert "Not in these documents" in page.inner_text("#not-found")
         finally:
             browser.close()
+
+
+def test_an_llms_answer_grows_on_the_page_as_it_is_written(paper_index_dir: Path, tmp_path: Path) -> None:
+    import threading
+
+    from tests.stub_servers import StubResponse, StubServer, openai_chat_body, openai_stream
+
+    sync_playwright, chromium = _browser_or_skip()
+    events = openai_stream(["It was trained ", "for 50 epochs ", "[1]."])
+    gate = threading.Event()  # the LLM holds its last piece until the page has shown the first ones
+
+    def llm_reply(req) -> StubResponse:
+        if not req.json().get("stream"):
+            return StubResponse(200, openai_chat_body("no idea"))  # locating: the hybrid fallback runs
+        return StubResponse(200, stream=events, stream_gate=(len(events) - 4, gate))
+
+    with StubServer(llm_reply) as llm:
+        env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": llm.url + "/v1",
+               "TREERAG_CACHE_DIR": str(tmp_path / "cache")}
+        with running_server("--index", str(paper_index_dir), "--llm", "openai:gpt-4o-mini", "--no-log",
+                            env=env) as srv, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(srv.url + "/")
+                page.wait_for_function("document.querySelector('#index-info').textContent.includes('1 document')")
+                page.fill("#question", "How many epochs was the model trained for?")
+                page.click("#ask-button")
+                page.wait_for_function("document.querySelector('#answer.streaming')"
+                                       " && document.querySelector('#answer').textContent.includes('50 epochs')",
+                                       timeout=60_000)
+                assert page.inner_text("#answer").strip() == "It was trained for 50 epochs"  # the LLM is still writing
+                assert page.get_attribute('#steps li[data-step="answer"]', "class") == "running"
+                gate.set()
+                page.wait_for_selector("#answer .cite", timeout=60_000)
+                assert page.inner_text("#answer") == "It was trained for 50 epochs [1]."
+                assert not page.locator("#answer.streaming").count()
+                assert errors == []
+            finally:
+                gate.set()
+                browser.close()

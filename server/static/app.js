@@ -103,6 +103,8 @@ function resetView() {
   for (const li of document.querySelectorAll("#steps li")) { li.className = ""; li.querySelector(".meta").textContent = ""; }
   for (const id of ["#answer-card", "#evidence-card", "#located-card"]) $(id).hidden = true;
   $("#answer").replaceChildren();
+  $("#answer").classList.remove("streaming");
+  $("#answer").removeAttribute("lang");
   $("#evidence").replaceChildren();
   $("#retrieved").replaceChildren();
   showError("");
@@ -179,8 +181,23 @@ function onEvent(name, data) {
     stepState("context", "done", `${c.passages.length} passages · ${c.used.toLocaleString()} chars`);
     stepState("answer", "running");
     renderEvidence(c.passages, null);
+  } else if (name === "answer_delta") {
+    // the LLM's answer as it is written: plain text growing, the cited and linked version comes with "result"
+    const box = $("#answer");
+    if (!box.classList.contains("streaming")) {
+      box.replaceChildren();
+      box.classList.add("streaming");
+      $("#answer-card").hidden = false;
+      $("#not-found").hidden = true;
+      $("#fallbacks").hidden = true;
+      $("#answer-footer").textContent = "writing…";
+    }
+    box.append(data.text);
+    box.setAttribute("lang", langOf(box.textContent) || "en");
   } else if (name === "answer") {
     stepState("answer", "done", data.evidence_found ? "evidence found" : "not in the documents");
+    const box = $("#answer");  // the whole answer: the one written, or what replaced an LLM that broke off
+    if (box.classList.contains("streaming")) box.replaceChildren(data.answer || "");
   } else if (name === "result") {
     renderResult(data);
     loadRuns();
@@ -218,6 +235,7 @@ function renderAnswer(r) {
   $("#not-found").hidden = !!r.evidence_found;
   const box = $("#answer");
   box.replaceChildren();
+  box.classList.remove("streaming");
   box.setAttribute("lang", langOf(r.answer) || "en");
   // [N] is context passage N; [来源: heading path] / [Source: ...] names a passage's section
   const pattern = /\[(\d{1,3})\]|\[(?:来源|來源|Source|source)\s*[:：]\s*([^\]]+)\]/g;

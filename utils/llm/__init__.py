@@ -27,6 +27,12 @@ Claude models), the client drops or renames that parameter, retries once,
 remembers the choice, tells the user once through ``notice`` and lists it in
 ``LLMResponse.notes`` so the run record shows how the answer was obtained.
 
+Why one optional streamed call (``generate(..., on_text=f)``): only the answer a person watches
+being written needs it (the server's event stream); the client reads the SDK's stream on its call
+thread and tells ``f`` each piece on the caller's thread, so retries, deadlines, usage, truncation
+and the cache behave as for a whole reply, and a failure after the first piece is an error, never
+a repeated text. The cache tells a hit in one piece; every wrapper passes ``on_text`` on.
+
 Layout (one module per seam): ``settings`` (names, defaults, environment variables), ``types`` (request,
 response, usage, the ``LLMClient`` protocol), ``mock``, ``retry`` (the retry rule and error wording),
 ``remote`` (the providers' shared call loop), ``attempts`` and ``http_hooks`` (what the SDK's requests

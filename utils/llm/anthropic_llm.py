@@ -11,9 +11,9 @@ from utils.llm.settings import (
     JSON_ONLY_INSTRUCTION,
     Notice,
 )
-from utils.llm.types import LLMRequest
-from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk
-from utils.llm.remote import RawResult, RemoteLLM
+from utils.llm.types import LLMRequest, TextSink
+from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk, stream_failure
+from utils.llm.remote import RawResult, RemoteLLM, StreamedText
 
 
 class AnthropicLLM(RemoteLLM):
@@ -39,7 +39,7 @@ class AnthropicLLM(RemoteLLM):
         self._use_prefill = True
         self._send_temperature = True
 
-    def _call_once(self, request: LLMRequest, timeout: float) -> RawResult:
+    def _call_once(self, request: LLMRequest, timeout: float, emit: TextSink | None = None) -> RawResult:
         client, sdk = self._get_client()
         system_parts = [s for s in (request.system, JSON_ONLY_INSTRUCTION if request.json_mode else None) if s]
         prefill = request.json_mode and self._use_prefill
@@ -52,6 +52,8 @@ class AnthropicLLM(RemoteLLM):
         if self._send_temperature:
             # Not a named argument in current SDKs, still accepted by the API for most models.
             kwargs["extra_body"] = {"temperature": request.temperature}
+        if emit is not None:
+            return self._stream(client, sdk, kwargs, timeout, StreamedText(emit, request.max_tokens), prefill)
         try:
             message = client.messages.create(**kwargs, timeout=timeout)
         except sdk.APIError as exc:
@@ -66,13 +68,58 @@ class AnthropicLLM(RemoteLLM):
             truncated = message.stop_reason == "max_tokens"
         except (AttributeError, TypeError) as exc:
             raise CallFailure("response", f"no content in the message ({one_line(exc, 80)})") from None
-        # After a "{" prefill a valid continuation is '"' (a key) or '}' after optional
-        # whitespace. Anything else (a fresh "{", a code fence, prose) means the model
-        # ignored the prefill: hand back its raw text for the caller's repair.
-        head = text.lstrip()[:1]
-        if prefill and head in ("", '"', "}"):
+        if prefill and _continues_prefill(text):
             text = "{" + text
         return RawResult(text=text, input_tokens=input_tokens, output_tokens=output_tokens, truncated=truncated)
+
+    def _stream(self, client: Any, sdk: Any, kwargs: dict[str, Any], timeout: float, out: StreamedText,
+                prefill: bool) -> RawResult:
+        """Messages with ``stream=True``: message_start (input usage), content_block_delta (text),
+        message_delta (stop_reason, output usage), message_stop. After a prefill the text is held
+        until its first visible character says whether the "{" goes back in front."""
+        try:
+            stream = client.messages.create(**kwargs, stream=True, timeout=timeout)
+        except sdk.APIError as exc:
+            raise failure_from_sdk(exc, sdk) from None
+        except (ValueError, RecursionError) as exc:
+            raise bad_body(exc) from None
+        held: str | None = "" if prefill else None
+        input_tokens = output_tokens = stop_reason = None
+        stopped = False
+        try:
+            with stream:
+                for ev in stream:
+                    kind = getattr(ev, "type", None)
+                    if kind == "message_start":
+                        usage = getattr(ev.message, "usage", None)
+                        input_tokens = getattr(usage, "input_tokens", None)
+                        output_tokens = getattr(usage, "output_tokens", None)
+                    elif kind == "content_block_delta" and getattr(ev.delta, "type", None) == "text_delta":
+                        piece = ev.delta.text or ""
+                        if held is not None:
+                            held += piece
+                            if not held.strip():
+                                continue
+                            piece, held = ("{" if _continues_prefill(held) else "") + held, None
+                        out.add(piece)
+                    elif kind == "message_delta":
+                        stop_reason = getattr(ev.delta, "stop_reason", None) or stop_reason
+                        output_tokens = getattr(getattr(ev, "usage", None), "output_tokens", None) or output_tokens
+                    elif kind == "message_stop":
+                        stopped = True
+                    if out.full:
+                        break
+        except Exception as exc:  # noqa: BLE001 - mapped, or re-raised as is
+            failure = stream_failure(exc, sdk, out.size)
+            if failure is None:
+                raise
+            raise failure from None
+        if not stopped and not out.full:
+            raise CallFailure("response", "the stream ended before the answer was complete", streamed=out.size)
+        if held is not None:  # nothing visible came: as the whole reply would read
+            out.add("{" + held)
+        return RawResult(text=out.text, input_tokens=input_tokens, output_tokens=output_tokens,
+                         truncated=stop_reason == "max_tokens", past_cap=out.full)
 
     def _adapt(self, failure: CallFailure, request: LLMRequest) -> str | None:
         detail = failure.detail.lower()
@@ -91,3 +138,10 @@ class AnthropicLLM(RemoteLLM):
         if not self._send_temperature:
             notes.append("temperature not supported by the model; default used")
         return notes
+
+
+def _continues_prefill(text: str) -> bool:
+    """After a "{" prefill a valid continuation is '"' (a key) or '}' after optional whitespace.
+    Anything else (a fresh "{", a code fence, prose) means the model ignored the prefill: its raw
+    text goes to the caller's repair."""
+    return text.lstrip()[:1] in ("", '"', "}")

@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable
 
 from utils.llm.retry import deadline_kwargs
-from utils.llm.types import LLMCallError, LLMResponse
+from utils.llm.types import LLMCallError, LLMResponse, TextSink, text_kwargs
 
 PERMANENT_STATUS = frozenset({401, 403, 404})
 DEFAULT_MAX_FAILURES = 3
@@ -89,10 +89,12 @@ class LLMBudget:
 
 
 class BudgetedLLM:
-    """Wraps a client so every call checks and feeds one LLMBudget."""
+    """Wraps a client so every call checks and feeds one LLMBudget (a streamed call included: its
+    deadline bounds the whole stream)."""
 
     accepts_deadline = True
     accepts_retry_timeouts = True
+    accepts_on_text = True
 
     def __init__(self, inner: Any, budget: LLMBudget) -> None:
         self.inner = inner
@@ -106,14 +108,16 @@ class BudgetedLLM:
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
                  temperature: float = 0.0, system: str | None = None,
-                 deadline: float | None = None, retry_timeouts: bool = True) -> LLMResponse:
+                 deadline: float | None = None, retry_timeouts: bool = True,
+                 on_text: TextSink | None = None) -> LLMResponse:
         self.budget.check(self.provider)
         until = self.budget.deadline if deadline is None else min(deadline, self.budget.deadline)
         retry = retry_timeouts and self.budget.ever_answered
         try:
             response = self.inner.generate(prompt, json_mode=json_mode, max_tokens=max_tokens,
                                            temperature=temperature, system=system,
-                                           **deadline_kwargs(self.inner, until, retry))
+                                           **deadline_kwargs(self.inner, until, retry),
+                                           **text_kwargs(self.inner, on_text))
         except LLMCallError as exc:
             self.failed += 1
             self.budget.record_failure(exc)

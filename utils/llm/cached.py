@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from utils.llm.response_cache import CacheEntry, LLMCache, cache_key
-from utils.llm.types import LLMClient, LLMResponse, LLMUsage
+from utils.llm.types import LLMClient, LLMResponse, LLMUsage, TextSink, text_kwargs
 from utils.llm.retry import deadline_kwargs
 
 
@@ -15,7 +15,8 @@ class CachedLLM:
 
     Only successful responses are stored, and a caller that could not use one (a locate answer
     with no valid leaf, an empty synthesis) drops it with ``forget_reply``: otherwise every later
-    run would reuse the bad reply. A hit costs nothing and is reported as ``cached=True`` with
+    run would reuse the bad reply. A streamed call (``on_text``) stores only a complete, untruncated
+    reply like any other, and a hit tells ``on_text`` the cached text in one piece. A hit costs nothing and is reported as ``cached=True`` with
     ``cached_calls=1`` and zero tokens and cost. ``read=False`` (``--no-cache``) asks the model
     every time but still stores what it answers, so the cache is refreshed, not bypassed.
     """
@@ -30,19 +31,24 @@ class CachedLLM:
 
     accepts_deadline = True
     accepts_retry_timeouts = True
+    accepts_on_text = True
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
                  temperature: float = 0.0, system: str | None = None,
-                 deadline: float | None = None, retry_timeouts: bool = True) -> LLMResponse:
+                 deadline: float | None = None, retry_timeouts: bool = True,
+                 on_text: TextSink | None = None) -> LLMResponse:
         key = cache_key(provider=self.provider, model=self.model, base_url=self.base_url, system=system,
                         prompt=prompt, json_mode=json_mode, max_tokens=max_tokens, temperature=temperature)
         hit = self.cache.get(key) if self.read else None
         if hit is not None:
+            if on_text is not None and hit.text:
+                on_text(hit.text)
             return LLMResponse(text=hit.text, usage=LLMUsage(cost_usd=0.0, cached_calls=1),
                                provider=self.provider, model=self.model, cached=True, cache_key=key)
         response = self.inner.generate(prompt, json_mode=json_mode, max_tokens=max_tokens,
                                        temperature=temperature, system=system,
-                                       **deadline_kwargs(self.inner, deadline, retry_timeouts))
+                                       **deadline_kwargs(self.inner, deadline, retry_timeouts),
+                                       **text_kwargs(self.inner, on_text))
         if not response.cacheable:
             return response
         self.cache.put(key, CacheEntry(response.text, response.usage.input_tokens, response.usage.output_tokens),

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Callable, Sequence
 
 from utils.tokenizer import estimate_tokens
-from utils.llm.types import LLMRequest, LLMResponse, LLMUsage
+from utils.llm.types import LLMRequest, LLMResponse, LLMUsage, TextSink
 
 
 class MockExhaustedError(RuntimeError):
@@ -30,6 +31,7 @@ class MockLLM:
 
     provider = "mock"
     accepts_deadline = True
+    accepts_on_text = True
 
     def __init__(self, replies: MockScript = None, *, model: str = "mock") -> None:
         self.model = model
@@ -41,7 +43,9 @@ class MockLLM:
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
                  temperature: float = 0.0, system: str | None = None,
-                 deadline: float | None = None) -> LLMResponse:
+                 deadline: float | None = None, on_text: TextSink | None = None) -> LLMResponse:
+        """The scripted reply; ``on_text`` is told it word by word (whitespace kept), as a
+        provider's stream would tell it."""
         request = LLMRequest(prompt=prompt, system=system, json_mode=json_mode,
                              max_tokens=max_tokens, temperature=temperature)
         with self._lock:
@@ -57,6 +61,9 @@ class MockLLM:
         if isinstance(reply, BaseException):
             raise reply
         text = str(reply)
+        if on_text is not None:
+            for piece in re.findall(r"\S+\s*|\s+", text):
+                on_text(piece)
         usage = LLMUsage(
             input_tokens=estimate_tokens((system or "") + prompt),
             output_tokens=estimate_tokens(text),

@@ -11,9 +11,9 @@ from utils.llm.settings import (
     Notice,
     OPENAI_KEY_ENV,
 )
-from utils.llm.types import LLMRequest
-from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk
-from utils.llm.remote import RawResult, RemoteLLM
+from utils.llm.types import LLMRequest, TextSink
+from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk, stream_failure
+from utils.llm.remote import RawResult, RemoteLLM, StreamedText
 
 
 class OpenAILLM(RemoteLLM):
@@ -32,8 +32,10 @@ class OpenAILLM(RemoteLLM):
         self._use_response_format = True
         self._token_param = "max_tokens"  # universal among compatible servers
         self._send_temperature = True
+        self._stream_usage = True
+        """Ask a stream for its usage (``stream_options``); dropped for servers that reject it."""
 
-    def _call_once(self, request: LLMRequest, timeout: float) -> RawResult:
+    def _call_once(self, request: LLMRequest, timeout: float, emit: TextSink | None = None) -> RawResult:
         client, sdk = self._get_client()
         system_parts = [s for s in (request.system, JSON_ONLY_INSTRUCTION if request.json_mode else None) if s]
         messages: list[dict[str, str]] = []
@@ -46,6 +48,8 @@ class OpenAILLM(RemoteLLM):
             kwargs["temperature"] = request.temperature
         if request.json_mode and self._use_response_format:
             kwargs["response_format"] = {"type": "json_object"}
+        if emit is not None:
+            return self._stream(client, sdk, kwargs, timeout, StreamedText(emit, request.max_tokens))
         try:
             completion = client.chat.completions.create(**kwargs, timeout=timeout)
         except sdk.APIError as exc:
@@ -65,8 +69,47 @@ class OpenAILLM(RemoteLLM):
         except (AttributeError, IndexError, TypeError) as exc:
             raise CallFailure("response", f"no choices in the completion ({one_line(exc, 80)})") from None
 
+    def _stream(self, client: Any, sdk: Any, kwargs: dict[str, Any], timeout: float, out: StreamedText) -> RawResult:
+        """chat.completions with ``stream=True``: ``data:`` chunks of deltas, the usage in a last
+        chunk without choices (when asked for), ``data: [DONE]``."""
+        if self._stream_usage:
+            kwargs["stream_options"] = {"include_usage": True}
+        try:
+            stream = client.chat.completions.create(**kwargs, stream=True, timeout=timeout)
+        except sdk.APIError as exc:
+            raise failure_from_sdk(exc, sdk) from None
+        except (ValueError, RecursionError) as exc:
+            raise bad_body(exc) from None
+        finish: str | None = None
+        usage: Any = None
+        try:
+            with stream:
+                for chunk in stream:
+                    usage = getattr(chunk, "usage", None) or usage
+                    for choice in getattr(chunk, "choices", None) or ():
+                        if getattr(choice, "index", 0) != 0:
+                            continue
+                        out.add(getattr(choice.delta, "content", None) or "")
+                        finish = choice.finish_reason or finish
+                    if out.full:
+                        break
+        except Exception as exc:  # noqa: BLE001 - mapped, or re-raised as is
+            failure = stream_failure(exc, sdk, out.size)
+            if failure is None:
+                raise
+            raise failure from None
+        if finish is None and not out.full:
+            raise CallFailure("response", "the stream ended before the answer was complete", streamed=out.size)
+        return RawResult(text=out.text,
+                         input_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
+                         output_tokens=getattr(usage, "completion_tokens", None) if usage else None,
+                         truncated=finish == "length", past_cap=out.full)
+
     def _adapt(self, failure: CallFailure, request: LLMRequest) -> str | None:
         detail = failure.detail.lower()
+        if self._stream_usage and ("stream_options" in detail or "include_usage" in detail):
+            self._stream_usage = False
+            return self._learned("server does not accept stream_options; token counts of streamed answers estimated")
         if request.json_mode and self._use_response_format and ("response_format" in detail or "json_object" in detail):
             self._use_response_format = False
             return self._learned("server does not support response_format; asking for JSON by instruction only")

@@ -5,6 +5,7 @@ this loop see them.
 """
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from utils.oneline import one_line
 from utils.llm.pricing import estimate_cost
 from utils.tokenizer import estimate_tokens
 from utils.llm.settings import Notice, no_notice
-from utils.llm.types import LLMCallError, LLMRequest, LLMResponse, LLMUsage
+from utils.llm.types import LLMCallError, LLMRequest, LLMResponse, LLMUsage, TextSink
 from utils.llm.attempts import CallLog
 from utils.llm.retry import RetryPolicy, CallFailure, bad_body, answer_char_cap
 
@@ -29,6 +30,40 @@ class RawResult:
     input_tokens: int | None
     output_tokens: int | None
     truncated: bool = False
+    past_cap: bool = False
+    """A streamed reply ran past ``answer_char_cap`` and was no longer read (its text stops at the cap)."""
+
+
+class Stopped(Exception):
+    """The caller left a streamed call (its deadline, or its text callback raised): stop reading."""
+
+
+class StreamedText:
+    """A streamed reply's text as it arrives: each piece told, the whole kept, nothing past the cap.
+
+    Why a cap while streaming: a server that ignores max_tokens would otherwise be read (and told)
+    until its request's time limit; ``_response`` cuts the kept text at the same cap.
+    """
+
+    def __init__(self, emit: TextSink, max_tokens: int) -> None:
+        self._emit = emit
+        self._cap = answer_char_cap(max_tokens)
+        self._parts: list[str] = []
+        self.size = 0
+        self.full = False
+        """The reply ran past the cap: stop reading it."""
+
+    def add(self, piece: str) -> None:
+        if len(piece) > self._cap - self.size:
+            piece, self.full = piece[:self._cap - self.size], True
+        if piece:
+            self._parts.append(piece)
+            self.size += len(piece)
+            self._emit(piece)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
 
 
 class RemoteLLM:
@@ -71,8 +106,11 @@ class RemoteLLM:
             raise BackendError(f"{self.provider}: cannot create client: {one_line(exc, 200)}") from None
         return client, sdk
 
-    def _call_once(self, request: LLMRequest, timeout: float) -> RawResult:
-        """One SDK call (the SDK retries inside it); ``timeout`` bounds each socket read."""
+    def _call_once(self, request: LLMRequest, timeout: float, emit: TextSink | None = None) -> RawResult:
+        """One SDK call (the SDK retries inside it); ``timeout`` bounds each socket read.
+
+        ``emit`` given: stream the reply, telling ``emit`` each piece of text as it arrives (a
+        failure after the headers raises ``CallFailure`` with ``streamed`` set)."""
         raise NotImplementedError
 
     def _adapt(self, failure: CallFailure, request: LLMRequest) -> str | None:
@@ -101,11 +139,18 @@ class RemoteLLM:
 
     accepts_deadline = True
     accepts_retry_timeouts = True
+    accepts_on_text = True
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
                  temperature: float = 0.0, system: str | None = None,
-                 deadline: float | None = None, retry_timeouts: bool = True) -> LLMResponse:
+                 deadline: float | None = None, retry_timeouts: bool = True,
+                 on_text: TextSink | None = None) -> LLMResponse:
         """One answer, or LLMCallError.
+
+        ``on_text`` given: the reply is streamed and each piece of its text told to ``on_text``
+        (on this thread) as it arrives. A stream that breaks before any text is tried again like a
+        failed request (up to ``max_retries`` times); once text was told, a failure is an
+        LLMCallError ("the answer broke off"), never a silent second copy.
 
         ``retry_timeouts`` False: a request that times out ends the call (no SDK retry of it);
         the budget asks for that while the provider has not answered once, so a silent server
@@ -121,13 +166,13 @@ class RemoteLLM:
                              max_tokens=max_tokens, temperature=temperature)
         log = CallLog(timeout=self.timeout, deadline=deadline, max_retry_after=self.retry.max_retry_after,
                       retry_timeouts=retry_timeouts)
-        adaptations = 0
+        adaptations = stream_retries = 0
         while True:
             left = log.left()
             if left is not None and left <= 0:
                 raise self._budget_error(log.sent - adaptations)
             try:
-                raw = self._call_with_deadline(request, log)
+                raw = self._call_with_deadline(request, log, on_text)
                 break
             except CallFailure as failure:
                 if (failure.kind == "status" and failure.status in (400, 422) and adaptations < 3
@@ -135,41 +180,79 @@ class RemoteLLM:
                     adaptations += 1
                     continue
                 attempts = max(1, log.sent - adaptations)
+                if failure.streamed:
+                    raise self._broken_stream_error(failure, attempts) from None
+                if (failure.streamed == 0 and failure.retryable and stream_retries < self.retry.max_retries
+                        and (failure.kind != "timeout" or retry_timeouts)):
+                    stream_retries += 1
+                    continue
                 if not failure.retryable:
                     raise self._permanent_error(failure, attempts) from None
                 raise self._exhausted_error(failure, attempts, log.limit) from None
         return self._response(request, raw)
 
-    def _call_with_deadline(self, request: LLMRequest, log: CallLog) -> RawResult:
+    def _call_with_deadline(self, request: LLMRequest, log: CallLog, on_text: TextSink | None = None) -> RawResult:
         """``_call_once`` (one SDK call, all its retries) in a thread abandoned when ``log`` says so.
 
         The SDK bounds each socket read, not a request or its retries, so the call runs in
         a daemon thread watched here: it is abandoned at the deadline, or when a request has
         run twice its limit (see ``CallLog.cut_at``). The abandoned thread ends when its
-        request does; the hooks refuse any request it would send after that.
+        request does; the hooks refuse any request it would send after that. A streamed
+        reply's pieces come back through a queue and are told to ``on_text`` here, on the
+        caller's thread; if ``on_text`` raises, the call is abandoned and the exception goes on.
         """
         box: dict[str, Any] = {}
         timeout = log.read_timeout()
+        pieces: queue.SimpleQueue[object] = queue.SimpleQueue()
+        done = object()
+        stop = threading.Event()
+
+        def emit(piece: str) -> None:
+            if stop.is_set():
+                raise Stopped()
+            pieces.put(piece)
 
         def run() -> None:
             self._calls.log = log
             try:
-                box["raw"] = self._call_once(request, timeout)
+                box["raw"] = self._call_once(request, timeout, emit if on_text is not None else None)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller below
                 box["exc"] = exc
+            finally:
+                pieces.put(done)
 
         worker = threading.Thread(target=run, name=f"{self.provider}-call", daemon=True)
         worker.start()
-        while True:
-            cut = log.cut_at()
-            wait = _WATCH_INTERVAL if cut is None else min(_WATCH_INTERVAL, cut - time.monotonic())
-            worker.join(max(0.0, wait))
-            if not worker.is_alive():
-                break
-            if cut is not None and time.monotonic() >= cut:
-                raise log.abandon()
+        finished = False
+        told = 0
+        try:
+            while True:
+                cut = log.cut_at()
+                wait = _WATCH_INTERVAL if cut is None else min(_WATCH_INTERVAL, cut - time.monotonic())
+                try:
+                    item = pieces.get(timeout=max(0.0, wait))
+                except queue.Empty:
+                    item = None
+                if item is done:
+                    break
+                if isinstance(item, str) and on_text is not None:
+                    on_text(item)
+                    told += len(item)
+                if cut is not None and time.monotonic() >= cut:
+                    failure = log.abandon()
+                    if told:  # part of the answer was told: say it broke off
+                        failure = CallFailure(failure.kind, failure.detail, status=failure.status, streamed=told)
+                    raise failure
+            finished = True
+        finally:
+            if not finished:
+                stop.set()
+                log.abandon()
+        worker.join()
         if "exc" in box:
             exc = box["exc"]
+            if isinstance(exc, CallFailure) and exc.streamed is not None:
+                raise exc  # how the stream broke, and after how much text
             if log.gave_up():  # the SDK was refused its retry of a timed-out request
                 raise log.abandon()
             if isinstance(exc, (CallFailure, BackendError)):
@@ -196,7 +279,12 @@ class RemoteLLM:
             notes.append(f"output truncated at max_tokens={request.max_tokens}: not cached")
             cacheable = False
         cap = answer_char_cap(request.max_tokens)
-        if len(text) > cap:
+        if raw.past_cap:
+            notes.append(f"streamed answer ran past {cap:,} characters, ignoring max_tokens={request.max_tokens}: "
+                         "cut there and not cached")
+            cacheable = False
+            output_tokens = min(output_tokens, request.max_tokens)
+        elif len(text) > cap:
             notes.append(f"answer of {len(text):,} characters ignored max_tokens={request.max_tokens}: "
                          f"cut to {cap:,} and not cached")
             text, cacheable = text[:cap], False
@@ -209,6 +297,12 @@ class RemoteLLM:
         )
         return LLMResponse(text=text, usage=usage, provider=self.provider, model=self.model,
                            cached=False, notes=tuple(notes), cacheable=cacheable, truncated=raw.truncated)
+
+    def _broken_stream_error(self, failure: CallFailure, attempts: int) -> LLMCallError:
+        what = {"timeout": "timed out", "connection": "connection lost"}.get(failure.kind, "bad stream")
+        return LLMCallError(f"{self.provider}: the answer broke off after {failure.streamed:,} characters "
+                            f"({what}: {failure.detail})", provider=self.provider, status=failure.status,
+                            attempts=attempts, retryable=failure.retryable, timed_out=failure.kind == "timeout")
 
     def _permanent_error(self, failure: CallFailure, attempts: int) -> LLMCallError:
         p, status = self.provider, failure.status

@@ -35,11 +35,15 @@ FailureKind = Literal["status", "timeout", "connection", "response"]
 class CallFailure(Exception):
     """Backend-neutral description of one failed attempt."""
 
-    def __init__(self, kind: FailureKind, detail: str, *, status: int | None = None) -> None:
+    def __init__(self, kind: FailureKind, detail: str, *, status: int | None = None,
+                 streamed: int | None = None) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
         self.status = status
+        self.streamed = streamed
+        """Set when a streamed reply failed after its headers: the characters of text already told
+        (0: none, the call may be tried again; more: an error, never a second copy of the text)."""
 
     @property
     def retryable(self) -> bool:
@@ -95,6 +99,30 @@ def failure_from_sdk(exc: Exception, sdk: Any) -> CallFailure:
                 message = err
         return CallFailure("status", one_line(message, 200), status=int(exc.status_code))
     return CallFailure("response", one_line(exc, 200))
+
+
+def stream_failure(exc: BaseException, sdk: Any, streamed: int) -> CallFailure | None:
+    """How a streamed reply broke after its headers (None: not a failure of the call, re-raise it).
+
+    The SDKs leave the HTTP library's errors of a body read as they are (no retry, no wrapping):
+    a read that timed out, or a connection closed before the stream's end.
+    """
+    import httpx2  # the SDKs' HTTP library, already imported with them
+
+    if isinstance(exc, sdk.APIError) and not isinstance(exc, (sdk.APITimeoutError, sdk.APIConnectionError)):
+        failure = failure_from_sdk(exc, sdk)
+        kind = "response" if failure.kind == "status" and failure.status == 200 else failure.kind
+        return CallFailure(kind, failure.detail, status=None if kind == "response" else failure.status,
+                           streamed=streamed)
+    if isinstance(exc, (httpx2.TimeoutException, sdk.APITimeoutError)):
+        return CallFailure("timeout", "request timed out", streamed=streamed)
+    if isinstance(exc, (httpx2.TransportError, sdk.APIConnectionError)):
+        return CallFailure("connection", one_line(exc, 200), streamed=streamed)
+    if isinstance(exc, (ValueError, RecursionError)):
+        failure = bad_body(exc)
+        failure.streamed = streamed
+        return failure
+    return None
 
 
 def bad_body(exc: BaseException) -> CallFailure:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 from utils.errors import BackendError
 
@@ -86,6 +86,22 @@ class LLMRequest:
     json_mode: bool = False
     max_tokens: int = 1024
     temperature: float = 0.0
+
+
+TextSink = Callable[[str], None]
+"""Told each piece of an answer's text as the provider writes it (``generate(..., on_text=...)``).
+
+Called on the thread that called ``generate``; an exception it raises (a client gone) ends the call
+and propagates as is. The pieces joined are the text the provider wrote, before the client's own
+fix-ups: a reply cut at ``answer_char_cap`` stops there, and a reply that fails part-way has been
+partly told (the caller then gets an ``LLMCallError``, never a second copy of the text)."""
+
+
+def text_kwargs(inner: Any, on_text: TextSink | None) -> dict[str, Any]:
+    """``{"on_text": f}`` for clients that stream (``accepts_on_text``), nothing for a plain LLMClient."""
+    if on_text is None or not getattr(inner, "accepts_on_text", False):
+        return {}
+    return {"on_text": on_text}
 
 
 @runtime_checkable
