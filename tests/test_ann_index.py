@@ -11,7 +11,7 @@ import pytest
 
 from config import Config
 from indexing import ann_index
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from indexing.index_files import write_manifest_entry
 from indexing.index_store import load_index, verify_index
