@@ -152,6 +152,9 @@ def test_eval_limit_indexes_only_the_scoped_documents_it_needs(tmp_path: Path) -
     assert sorted(d["path"] for d in run.index.metadata["documents"]) == subset
     assert run.index_info["documents"] == 2 and run.n_scored == 2
     assert any("indexing only the 2 of 6 documents" in n for n in notes)
+    from evaluation.report import format_table
+
+    assert "holding only the 2 of 6 documents the sampled questions are scoped to" in format_table(run)
     again = run_eval(EvalOptions(data=data, cache_root=tmp_path / "cache", notice=lambda m: None, resamples=50,
                                  arms=["flat-bm25", "tree-hybrid"], embedder="hash", limit=2, progress=False))
     assert again.index_info["source"] == "cached" and again.computed == 0
