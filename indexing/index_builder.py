@@ -289,10 +289,10 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         from tree_builder.llm_summary import summarize_tree_parallel
 
         n_todo = sum(1 for n in root.iter_preorder() if n.kind != "root" and n.node_id not in keep)
-        summarize_tree_parallel(root, summarizer, summary_workers,
-                                progress(n_todo, "summaries") if progress else None, keep=keep)
+        with progress_stage(progress, "summaries by the LLM", n_todo, "sections") as st:
+            summarize_tree_parallel(root, summarizer, summary_workers, st.advance if progress else None, keep=keep)
     else:
-        with progress_stage(progress, "summaries") as st:
+        with progress_stage(progress, "summaries"):
             summarize_tree(root, config, summarizer, keep=keep)
     leaves = root.leaves()
     n_nodes = sum(1 for n in root.iter_preorder() if n.kind != "root")

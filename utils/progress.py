@@ -70,6 +70,8 @@ class _Stage:
     done: int = 0
     started: float = field(default_factory=time.perf_counter)
     produced: tuple[int, str] | None = None
+    auto_close: bool = False
+    """End when the total is reached (a factory stage); a ``with`` stage ends when its block does."""
     closed: bool = False
     _bar: Any = None
     _step: int = 0
@@ -82,7 +84,7 @@ class _Stage:
             return
         self.done += n
         self.owner._advanced(self, n)
-        if self.total is not None and self.done >= self.total and self.owner.auto_close:
+        if self.auto_close and self.total is not None and self.done >= self.total:
             self.close()
 
     def count(self, n: int, unit: str) -> None:
@@ -135,14 +137,13 @@ class Progress:
             isatty = getattr(self.stream, "isatty", None)
             live = bool(isatty and isatty())
         self.live = live
-        self.auto_close = True
 
     def stage(self, name: str, total: int | None = None, unit: str = "") -> _Stage:
         """Start a stage; use it as a context manager so its line is written when it ends."""
         return _Stage(self, name, None if total is None else max(0, int(total)), unit)
 
     def __call__(self, total: int, desc: str) -> Advance:
-        return self.stage(desc, total, "items").advance
+        return _Stage(self, desc, max(0, int(total)), "items", auto_close=True).advance
 
     # ---------------------------------------------------------------- output
 
