@@ -22,13 +22,15 @@ instead of a list to compute each response from the recorded request.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from collections import deque
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 __all__ = [
     "RecordedRequest",
@@ -279,3 +281,19 @@ def anthropic_message_body(
 
 def anthropic_error_body(message: str, *, type_: str = "invalid_request_error") -> dict[str, Any]:
     return {"type": "error", "error": {"type": type_, "message": message}}
+
+
+@contextlib.contextmanager
+def refusing_url() -> Iterator[str]:
+    """A 127.0.0.1 URL whose connections are refused for as long as the block runs.
+
+    The port is held by a socket that is bound but never listens, so the kernel refuses every
+    connection to it. A port freed by stopping a server is not enough on a shared machine:
+    another process may bind it meanwhile and accept without answering (seen as a timeout).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()

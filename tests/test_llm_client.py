@@ -27,6 +27,7 @@ from tests.stub_servers import (
     anthropic_message_body,
     openai_chat_body,
     openai_error_body,
+    refusing_url,
 )
 from utils.errors import BackendError
 from utils.llm_cache import CACHE_FILENAME, CacheEntry, LLMCache, cache_key
@@ -293,12 +294,10 @@ def test_plain_400_is_not_retried_and_message_is_one_line(provider: Provider) ->
 
 
 def test_connection_refused_is_retried_then_fails(provider: Provider) -> None:
-    srv = StubServer()
-    url = srv.url
-    srv.stop()  # nothing listens on the port any more (and it was never started)
-    llm = provider.build(url, timeout=1.0, retry=RetryPolicy(max_retries=1))
-    with pytest.raises(BackendError, match=rf"^{provider.name}: cannot connect to .* after 2 attempts \(.*refused"):
-        llm.generate("hi")
+    with refusing_url() as url:
+        llm = provider.build(url, timeout=1.0, retry=RetryPolicy(max_retries=1))
+        with pytest.raises(BackendError, match=rf"^{provider.name}: cannot connect to .* after 2 attempts \(.*refused"):
+            llm.generate("hi")
 
 
 # =============================================================================
@@ -792,12 +791,10 @@ def test_budget_ending_while_the_sdk_waits_to_retry(provider: Provider) -> None:
 
 
 def test_budget_ending_while_the_sdk_waits_to_reconnect(provider: Provider) -> None:
-    srv = StubServer()
-    url = srv.url
-    srv.stop()
-    llm = provider.build(url, timeout=1.0, retry=RetryPolicy(max_retries=8))
-    __import__(provider.name)  # before the deadline is set
-    message, elapsed = timed(llm, deadline=time.monotonic() + 0.25)
+    with refusing_url() as url:
+        llm = provider.build(url, timeout=1.0, retry=RetryPolicy(max_retries=8))
+        __import__(provider.name)  # before the deadline is set
+        message, elapsed = timed(llm, deadline=time.monotonic() + 0.25)
     assert re.fullmatch(rf"{provider.name}: cannot connect to \S+ after 1 attempts \(.*refused\)", message), message
     assert 0.2 <= elapsed < 12  # the SDK's eight reconnects would back off for about 30 s
 
