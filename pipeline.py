@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from config import Config
-from indexing.embedder import Embedder, memoized
+from indexing.embedders.base import Embedder
+from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from retrieval.context_assembly import AssembledContext, assemble_context
 from retrieval.breadth import aspect_pool, paragraph_first, sub_questions
@@ -26,8 +27,8 @@ from retrieval.query import Query, QueryLike
 from retrieval.relevance import evidence_strength, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
-from utils.llm_budget import BudgetedLLM, with_budget
-from utils.llm_client import LLMClient, UsageMeter
+from utils.llm.budget import BudgetedLLM, with_budget
+from utils.llm.types import LLMClient, UsageMeter
 from utils.errors import InputError
 from utils.tokenizer import is_stopword_only
 
@@ -283,9 +284,10 @@ def query_embedder(identity: dict[str, Any], config: Config, name: str | None = 
 
     An index built with all-MiniLM-L6-v2 under torch is queried with the int8
     ONNX runtime of the same model (measured interchangeable, see
-    ``indexing.embedder.compatible``) so a one-shot query never imports torch.
+    ``indexing.embedders.factory.compatible``) so a one-shot query never imports torch.
     """
-    from indexing.embedder import MINILM_ID, compatible, embedder_identity, make_embedder
+    from indexing.embedders.base import MINILM_ID
+    from indexing.embedders.factory import compatible, embedder_identity, make_embedder
     from utils.errors import IncompatibleIndexError
 
     if name is None:
@@ -420,7 +422,7 @@ class TreeRAG:
 
         from config import coerce_setting
         from indexing.index_store import load_index
-        from utils.llm_client import default_cache_dir, make_llm, resolve_llm_spec
+        from utils.llm.factory import default_cache_dir, make_llm, resolve_llm_spec
 
         from config import parse_seconds
         from utils.paths import index_dir_path

@@ -71,7 +71,7 @@ def render(src: Any, fmt: str, path: Path, md_text: str) -> None:
 
 def compare(truth_doc: Any, doc: Any) -> dict[str, float]:
     from config import Config
-    from tree_builder.parser import parse_headings
+    from tree_builder.markdown_headings import parse_headings
     from tree_builder.tree import build_tree
 
     t = Counter(_norm(h.text) for h in parse_headings(truth_doc))
@@ -98,10 +98,11 @@ def main() -> int:
     ap.add_argument("--ndcg-embedder", default="hash", help="embedder for the nDCG comparison")
     args = ap.parse_args()
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import chunk_documents
     from tests.doc_factory import source_from_markdown
-    from tree_builder.parser import document_from_text, load_document
+    from tree_builder.documents import document_from_text
+    from tree_builder.loader import load_document
     from tree_builder.tree import build_tree
 
     info = machine_info()
@@ -196,7 +197,7 @@ def retrieval_ndcg(work: Path, n_docs: int, embedder_name: str) -> None:
 
     from config import Config
     from evaluation.metrics import SpanTable, question_relevance, score_ranking
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
     from pipeline import Backends, run_retrieval

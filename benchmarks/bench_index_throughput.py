@@ -48,7 +48,7 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
     from indexing.bm25_builder import BM25Index
     from indexing.index_builder import chunk_documents, chunk_texts, leaf_text_for_embedding
     from indexing.index_writer import write_index_files
-    from tree_builder.parser import load_documents
+    from tree_builder.loader import load_documents
     from tree_builder.summary import summarize_tree
     from tree_builder.tree import build_tree
     from utils.tokenizer import tokenize
@@ -97,7 +97,7 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
 
 def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: bool) -> dict[str, Any]:
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
     limit_blas_threads(1)  # as main.py does for every CLI run

@@ -99,7 +99,7 @@ class TimedReranker:
 def prepare_index(args: Any, work: Path, embedder_name: str, n_docs: int) -> tuple[Path, str, list[str]]:
     """Build (or reuse) the QASPER index. Returns (index dir, vectors description, document names)."""
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
     if args.index:
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                             "index_vectors": args.index_vectors, "seed": args.seed})
 
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_store import load_index
     from pipeline import Backends, make_backends
 

@@ -168,7 +168,7 @@ class InstantLLM:
 
     def generate(self, prompt: str, *, json_mode: bool = False, max_tokens: int = 1024,
                  temperature: float = 0.0, system: str | None = None) -> Any:
-        from utils.llm_client import LLMResponse, LLMUsage
+        from utils.llm.types import LLMResponse, LLMUsage
 
         if json_mode:
             ids = self._LEAF.findall(prompt)[:3]

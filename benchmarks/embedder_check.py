@@ -91,7 +91,7 @@ def _config():
 def cmd_cosine() -> None:
     import numpy as np
 
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
 
     texts = varied_texts()
     cfg = _config()
@@ -123,7 +123,7 @@ def cmd_cross(n_queries: int = 100) -> None:
 
     import numpy as np
 
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
 
     cfg = _config()
     chunks = qasper_chunks()
@@ -151,7 +151,7 @@ import os, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, {root!r})
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 e = make_embedder({name!r}, Config())
 v = e.embed_query("how does the router choose an expert?")
 t1 = time.perf_counter()
@@ -184,7 +184,7 @@ def cmd_cold(repeats: int = 3) -> None:
 def _throughput(name: str, texts: list[str]) -> str:
     """Wall and CPU-time throughput: the machine is shared, so CPU time (all
     threads) is the steadier figure for comparing backends."""
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
 
     e = make_embedder(name, _config())
     e.embed_documents(texts[:16])  # load + warm up

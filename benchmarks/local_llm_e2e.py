@@ -296,7 +296,7 @@ def _main_env(base_url: str | None) -> dict[str, str]:
 # keeps computing after the client gave up. Until main.py exposes a timeout,
 # this shim runs main.main() with make_llm's timeout/retries overridden.
 _SHIM = """
-import sys, utils.llm_client as lc
+import sys, utils.llm.factory as lc
 _orig = lc.make_llm
 def _make_llm(*a, **k):
     k["timeout"] = {timeout!r}

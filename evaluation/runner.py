@@ -62,7 +62,7 @@ def _sha(obj: Any) -> str:
 
 def default_cache_root() -> Path:
     """The CLI's one cache directory ($TREERAG_CACHE_DIR, else $XDG_CACHE_HOME/treerag or ~/.cache/treerag)."""
-    from utils.llm_client import default_cache_dir
+    from utils.llm.factory import default_cache_dir
 
     return default_cache_dir(os.environ)
 
@@ -232,7 +232,7 @@ def obtain_index(eval_set: EvalSet, opts: EvalOptions,
     With ``--limit`` (``questions`` given) and no cached index of the whole set, only the
     documents the sampled questions are scoped to are indexed (``sample_documents``).
     """
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
 
@@ -524,7 +524,7 @@ def add_peer_scores(qr: QuestionResult, peers: list[tuple[Arm, PeerArm]], index:
 
 
 def run_eval(opts: EvalOptions) -> EvalRun:
-    from indexing.embedder import MemoQueryEmbedder
+    from indexing.embedders.memo import MemoQueryEmbedder
     from pipeline import make_backends
 
     t0 = time.perf_counter()

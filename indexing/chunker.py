@@ -282,7 +282,7 @@ def chunk_leaf(node: "TreeNode", doc_text: str, config: "Config",
     document's ``Document.page_starts`` (PDF): each chunk then records its pages.
     """
     from tree_builder.pages import page_span
-    from tree_builder.parser import line_starts
+    from tree_builder.markdown_headings import line_starts
 
     lo, hi = node.content_start, node.content_end
     if hi - lo != len(node.content) or not doc_text.startswith(node.content, lo):

@@ -24,8 +24,9 @@ from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.leaf_terms import build_leaf_terms
 from indexing.bm25_builder import BM25Builder
 from indexing.chunker import Chunk, chunk_leaf
-from tree_builder.parser import line_starts
-from indexing.embedder import Embedder, embedder_identity
+from tree_builder.markdown_headings import line_starts
+from indexing.embedders.base import Embedder
+from indexing.embedders.factory import embedder_identity
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA, looks_like_index, text_key
 from indexing.index_writer import IndexWriter
@@ -33,7 +34,8 @@ from indexing.reuse import PreviousIndex, build_settings, compare_documents, ope
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
 from tree_builder.summary import summarize_tree
-from tree_builder.tree import Document, TreeNode, build_tree
+from tree_builder.document import Document
+from tree_builder.tree import TreeNode, build_tree
 from utils.atomic import keep_mode, recover_directory, replace_directory
 from utils.errors import IndexFormatError, InputError
 from utils.paths import index_dir_path
@@ -271,7 +273,7 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
     docs, warnings = loaded.documents, loaded.warnings
     folder_mode = input_path.is_dir()
     if embedder is None:  # "auto": chosen by the documents' script
-        from indexing.embedder import make_embedder
+        from indexing.embedders.factory import make_embedder
 
         auto_name, embedder_reason = auto_embedder_choice(docs)
         embedder = make_embedder(auto_name, config)

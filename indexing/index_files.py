@@ -43,6 +43,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from utils.bounded_read import kind_name
+from utils.oneline import one_line
 from utils.errors import IndexFormatError
 
 METADATA_MAX_BYTES = 256 * 1024 * 1024
@@ -118,12 +119,7 @@ def loads_strict(data: bytes | str, name: str) -> Any:
     except UnicodeDecodeError:
         raise IndexFormatError(f"{name} is not UTF-8") from None
     except ValueError as exc:  # JSONDecodeError included
-        raise IndexFormatError(f"{name} is corrupt ({exc.__class__.__name__}: {_short(exc)})") from None
-
-
-def _short(exc: object, limit: int = 160) -> str:
-    flat = " ".join(str(exc).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+        raise IndexFormatError(f"{name} is corrupt ({exc.__class__.__name__}: {one_line(exc, 160)})") from None
 
 
 def sha256_file(fh: BinaryIO) -> str:
@@ -280,12 +276,12 @@ class IndexDir:
                 else:
                     raise ValueError(f"unsupported .npy version {version}")
             except (ValueError, OSError, EOFError, SyntaxError) as exc:
-                raise IndexFormatError(f"{name} is corrupt or not a plain .npy array ({_short(exc)})") from None
+                raise IndexFormatError(f"{name} is corrupt or not a plain .npy array ({one_line(exc, 160)})") from None
             if dtype.hasobject or dtype.kind not in "biuf":
                 raise IndexFormatError(f"{name} holds {dtype} values, not plain numbers (pickled data is refused)")
             offset = fh.tell()
             if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-                raise IndexFormatError(f"{name} declares an invalid shape {_short(shape, 80)}")
+                raise IndexFormatError(f"{name} declares an invalid shape {one_line(shape, 80)}")
             count = math.prod(shape)  # Python ints: a crafted shape cannot overflow the size check
             if offset + count * dtype.itemsize != size:
                 raise IndexFormatError(f"{name} is truncated or padded: {size} bytes for shape {shape} {dtype}")

@@ -41,7 +41,7 @@ from indexing.chunker import Chunk
 from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, parse_manifest)
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
-                                 LeafList, LeafRows, NodeMap, NodeTable, row_of)
+                                 LeafList, LeafRows, NodeMap, NodeTable)
 from indexing.records import Records, check_offsets, check_spans, require, typed_fields
 from indexing.search import FileSearch, Search
 from tree_builder.tree import TreeNode
@@ -173,14 +173,6 @@ class Index:
     def get_node(self, node_id: str) -> TreeNode | None:
         return self.nodes.get(node_id)
 
-    def leaf_index(self, node_id: str) -> int:
-        """Row of a leaf in ``leaf_embeddings`` (leaves are stored in pre-order)."""
-        row = row_of(node_id, len(self.tree))
-        leaf = -1 if row is None else int(self.tree.leaf_of_row[row])
-        if leaf < 0:
-            raise KeyError(node_id)
-        return leaf
-
     def leaf_positions(self, doc_paths: set[str] | None) -> np.ndarray:
         """Leaf numbers (ascending) of the documents in ``doc_paths`` (all leaves for None)."""
         n = len(self.tree.leaf_rows)
@@ -218,13 +210,6 @@ def _doc_rows(tree: NodeTable, leaf_ptr: np.ndarray) -> dict[str, tuple[int, int
 
 
 # --------------------------------------------------------------------------- read
-
-def load_array(path: Path, mmap: bool = True) -> np.ndarray:
-    """One .npy file on its own (regular file, plain numbers), e.g. for tools and tests."""
-    path = Path(path)
-    with IndexDir(path.parent) as files:
-        return files.read_array(path.name, mmap)
-
 
 def _check_metadata(meta: Any, path: Path) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:

@@ -30,7 +30,8 @@ import numpy as np
 from config import Config
 from indexing.index_files import METADATA_MAX_BYTES
 from indexing.index_store import CHUNK_KEYS, FORMAT_VERSION, LEAF_KEYS, Index, load_index, read_metadata
-from tree_builder.tree import Document, TreeNode
+from tree_builder.document import Document
+from tree_builder.tree import TreeNode
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
 

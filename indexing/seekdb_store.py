@@ -46,6 +46,7 @@ from pymysql.converters import escape_string  # once per process: a copy escapes
 
 from indexing.search import ScoreParams, RangeScores, check_finite, empty_scores
 from utils.errors import BackendError, IndexFormatError, InputError
+from utils.oneline import one_line
 
 SCHEME = "seekdb"
 EMBEDDED_DATABASE = "treerag"
@@ -232,7 +233,7 @@ class Engine:
         except (BackendError, IndexFormatError):
             raise
         except Exception as exc:  # noqa: BLE001 - driver errors vary; one line with the store named
-            raise BackendError(f"seekdb: cannot connect to {uri.public()}: {_short(exc)}") from None
+            raise BackendError(f"seekdb: cannot connect to {uri.public()}: {one_line(exc, 200)}") from None
 
     def _connect_server(self) -> Any:
         import pymysql  # noqa: PLC0415
@@ -262,7 +263,7 @@ class Engine:
                     got = None
                 return list(got or [])
             except Exception as exc:  # noqa: BLE001
-                raise BackendError(f"seekdb ({self.uri.public()}): {_short(exc)}{_hint(exc)}") from None
+                raise BackendError(f"seekdb ({self.uri.public()}): {one_line(exc, 200)}{_hint(exc)}") from None
             finally:
                 cur.close()
 
@@ -293,7 +294,7 @@ class Engine:
                 killer.close()
             worker.join(30)
             raise BackendError(f"seekdb ({self.uri.public()}): still waiting after {seconds:.0f} s, cancelled: "
-                               f"{_short(sql, 80)}")
+                               f"{one_line(sql, 80)}")
         if failure:
             raise failure[0]
 
@@ -331,11 +332,6 @@ def _hint(exc: object) -> str:
         return (" - the engine's memory budget is too small for this index: raise it as its administrator "
                 "(ALTER SYSTEM SET memory_budget = '8G'), or use a server with more memory")
     return ""
-
-
-def _short(exc: object, limit: int = 200) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 # --------------------------------------------------------------------------- SQL values

@@ -33,12 +33,14 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from utils.cjk import has_cjk
 from config import Config
 from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
 from retrieval.query import QueryLike, query_tokens, query_vector
+from utils.similarity import min_max_normalize
 from utils.tokenizer import tokenize
 
 #: Paragraph breaks, and single line breaks that start a list item, table row, quote or heading.
@@ -343,7 +345,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     # Embedding a sentence costs a model call (~10 ms each on a busy CPU): only the sentences that
     # BM25 and their chunk's rank put in the running are embedded; the rest get the lowest dense score.
     prior = np.array([s.prior for s in sentences], dtype=np.float32)
-    cheap = (1 - w) * config.bm25_weight * _minmax(bm25) + w * prior
+    cheap = (1 - w) * config.bm25_weight * min_max_normalize(bm25) + w * prior
     k = config.answer_dense_candidates
     pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
     qvec = np.asarray(query_vector(query, embedder), dtype=np.float32)
@@ -355,11 +357,6 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     for s, d, bm, f in zip(sentences, dense, bm25, fused):
         s.dense, s.bm25 = float(d), float(bm)
         s.score = float((1 - w) * f + w * s.prior)
-
-
-def _minmax(x: np.ndarray) -> np.ndarray:
-    lo, hi = float(x.min()), float(x.max())
-    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
 
 
 # --------------------------------------------------------------------------- selection
@@ -417,7 +414,7 @@ def select_quotes(sentences: list[Sentence], passages: list[Passage], config: Co
         a, b = sentences[run[0]].start, sentences[run[-1]].end
         text = without_comments(p.text[a - p.start:b - p.start])
         best = max(run, key=lambda i: sentences[i].score)
-        text = " ".join(text.split()) if not _has_cjk(text) else re.sub(r"\s*\n\s*", " ", text)
+        text = " ".join(text.split()) if not has_cjk(text) else re.sub(r"\s*\n\s*", " ", text)
         text = _cut(text, max(budget, 80))
         ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a)
         if not ranks:
@@ -434,11 +431,6 @@ def select_quotes(sentences: list[Sentence], passages: list[Passage], config: Co
     return quotes
 
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
-
-
-def _has_cjk(text: str) -> bool:
-    return bool(_CJK.search(text))
 
 
 def extract(query: QueryLike, ranked: Sequence[RetrievedChunk], index: Any, embedder: DocumentEmbedder,

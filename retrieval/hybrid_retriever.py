@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from config import Config
-from indexing.embedder import memoized
+from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from retrieval.learned_ranker import load_ranker, model_name
 from retrieval.query import QueryLike, query_parts, query_text, query_tokens

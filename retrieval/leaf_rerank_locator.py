@@ -18,6 +18,7 @@ from typing import Any
 from config import Config
 from indexing.index_store import Index
 from retrieval.hybrid_retriever import QueryEmbedder
+from retrieval.locate_prompts import LEAF_RERANK_PROMPT
 from retrieval.node_locator import ask_for_leaves, hybrid_leaf_scores, hybrid_locate
 from retrieval.query import QueryLike, query_text
 from retrieval.types import LocatedNode, LocateResult
@@ -28,23 +29,6 @@ RERANK_CANDIDATES = 10
 this variant can reach at best)."""
 SUMMARY_CHARS = 300
 """Per-candidate summary shown; ten of them keep the prompt near 1,000 tokens."""
-
-LEAF_RERANK_PROMPT = """你是一个文档检索专家。检索器为用户问题找到了下面 {n} 个候选章节（叶子节点），按检索分数从高到低排列。
-请从中选出最可能包含答案的 1-5 个章节，按相关性从高到低排列，并为每个章节生成一个精化的 sub_query。
-
-用户问题: {query}
-
-候选章节:
-{candidates}
-
-输出严格 JSON 格式（node_id 必须是上面方括号中的候选 ID）:
-{{
-  "thinking": "简要分析问题需要哪些信息",
-  "results": [
-    {{"node_id": "<候选ID>", "sub_query": "<期望从该章节中找到的信息>"}}
-  ]
-}}"""
-
 
 def candidate_block(index: Index, node_id: str) -> str:
     node = index.nodes[node_id]

@@ -1,14 +1,16 @@
-"""Step 1 behind one interface: ``make_locator(name, ...)`` -> a Locator with ``locate(query, scope)``.
+"""Step 1 behind one interface: a Locator object with ``locate(query, scope) -> LocateResult``.
 
-Four locators exist (keyword, hybrid, llm, llm-rerank); the factory is the only place that maps a
-name to one, rejects an unknown name, resolves ``auto`` (llm when an LLM is configured, else hybrid)
-and decides what an LLM locator does without an LLM (``no_llm_locate``, with the reason recorded).
-Another locator is one function with the ``LocateFn`` signature and one entry in ``LOCATORS``.
+Four locators exist (keyword, hybrid, llm, llm-rerank). Each is built once per index and query
+settings with what it needs (an embedder, an LLM and its usage meter), so callers hold one object
+and pass only the question and its documents. ``make_locator`` is the only place that maps a name
+to a class, rejects an unknown name, resolves ``auto`` (llm when an LLM is configured, else
+hybrid) and decides what an LLM locator does without an LLM (the no-LLM locator, with the reason
+recorded). Another locator is one class with a ``locate`` method and one entry in ``LOCATORS``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from config import Config
 from indexing.index_store import Index
@@ -23,58 +25,83 @@ from utils.errors import InputError
 class Locator(Protocol):
     name: str
 
-    def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult: ...
-
-
-LocateFn = Callable[[Index, Config, "QueryEmbedder | None", Any, Any, QueryLike, "set[str] | None"], LocateResult]
-"""(index, config, embedder, llm, usage, query, scope) -> the located leaves."""
-
-
-def _keyword(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
-    return keyword_locate(ix, q, cfg, s)
-
-
-def _hybrid(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
-    return hybrid_locate(ix, emb, q, cfg, s)
-
-
-def _llm(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
-    return llm_locate(ix, llm, q, cfg, emb, s, usage)
-
-
-def _llm_rerank(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
-    return llm_rerank_locate(ix, llm, q, cfg, emb, s, usage)
-
-
-def _without_llm(ix: Index, cfg: Config, emb: Any, llm: Any, usage: Any, q: QueryLike, s: Any) -> LocateResult:
-    res = no_llm_locate(ix, emb, q, cfg, s)
-    res.fallbacks.append(Fallback("locate", "no LLM configured", f"{res.locator} locator"))
-    return res
-
-
-LOCATORS: dict[str, tuple[bool, LocateFn]] = {
-    # name: (needs an LLM, locating function)
-    "keyword": (False, _keyword),
-    "hybrid": (False, _hybrid),
-    "llm": (True, _llm),
-    "llm-rerank": (True, _llm_rerank),
-}
+    def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult:
+        """The leaves that hold the answer; ``scope`` is the question's documents (None: all)."""
+        ...
 
 
 @dataclass(frozen=True)
-class BoundLocator:
-    """A locating function with what it needs; ``scope`` is the question's documents (None: all)."""
+class KeywordLocator:
+    """The spec's mock: query words against headings and summaries."""
 
-    name: str
-    fn: LocateFn
     index: Index
     config: Config
-    embedder: Any
-    llm: Any
-    usage: Any
+    name: str = "keyword"
 
     def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult:
-        return self.fn(self.index, self.config, self.embedder, self.llm, self.usage, query, scope)
+        return keyword_locate(self.index, query, self.config, scope)
+
+
+@dataclass(frozen=True)
+class HybridLocator:
+    """No LLM: dense + BM25 evidence of each leaf's chunks and of its heading path and summary."""
+
+    index: Index
+    config: Config
+    embedder: QueryEmbedder
+    name: str = "hybrid"
+
+    def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult:
+        return hybrid_locate(self.index, self.embedder, query, self.config, scope)
+
+
+@dataclass(frozen=True)
+class LLMLocator:
+    """The spec's prompt over the serialised tree; the no-LLM locator (recorded) on any failure."""
+
+    index: Index
+    config: Config
+    embedder: QueryEmbedder | None
+    llm: Any
+    usage: Any = None
+    name: str = "llm"
+
+    def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult:
+        return llm_locate(self.index, self.llm, query, self.config, self.embedder, scope, self.usage)
+
+
+@dataclass(frozen=True)
+class LLMRerankLocator:
+    """The LLM's choice among the hybrid locator's top leaves (a much smaller prompt)."""
+
+    index: Index
+    config: Config
+    embedder: QueryEmbedder
+    llm: Any
+    usage: Any = None
+    name: str = "llm-rerank"
+
+    def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult:
+        return llm_rerank_locate(self.index, self.llm, query, self.config, self.embedder, scope, self.usage)
+
+
+@dataclass(frozen=True)
+class NoLLMLocator:
+    """What an LLM locator is when no LLM is configured: the no-LLM locator, the reason recorded."""
+
+    index: Index
+    config: Config
+    embedder: QueryEmbedder | None
+    name: str
+
+    def locate(self, query: QueryLike, scope: set[str] | None = None) -> LocateResult:
+        res = no_llm_locate(self.index, self.embedder, query, self.config, scope)
+        res.fallbacks.append(Fallback("locate", "no LLM configured", f"{res.locator} locator"))
+        return res
+
+
+LOCATORS: dict[str, bool] = {"keyword": False, "hybrid": False, "llm": True, "llm-rerank": True}
+"""Locator name -> whether it needs an LLM."""
 
 
 def resolve_name(name: str, llm: Any) -> str:
@@ -89,5 +116,12 @@ def make_locator(name: str, index: Index, config: Config, embedder: QueryEmbedde
                  llm: Any = None, usage: Any = None) -> Locator:
     """``llm`` is None when no LLM is configured (the mock counts as none)."""
     name = resolve_name(name, llm)
-    needs_llm, fn = LOCATORS[name]
-    return BoundLocator(name, _without_llm if needs_llm and llm is None else fn, index, config, embedder, llm, usage)
+    if LOCATORS[name] and llm is None:
+        return NoLLMLocator(index, config, embedder, name)
+    if name == "keyword":
+        return KeywordLocator(index, config)
+    if name == "hybrid":
+        return HybridLocator(index, config, embedder)  # type: ignore[arg-type]
+    if name == "llm":
+        return LLMLocator(index, config, embedder, llm, usage)
+    return LLMRerankLocator(index, config, embedder, llm, usage)  # type: ignore[arg-type]

@@ -22,36 +22,13 @@ from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
 from retrieval.scoring import score_params
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
-from tree_builder.visualizer import HEADER, LOCATE_SYSTEM, join_blocks, node_block, tree_for_prompt
+from retrieval.locate_prompts import LOCATE_SYSTEM, NODE_LOCATE_PROMPT, tree_for_prompt
+from tree_builder.visualizer import HEADER, join_blocks, node_block
 from utils.errors import BackendError
-from utils.llm_client import forget_reply
+from utils.llm.cached import forget_reply
 from utils.similarity import best_first, min_max_normalize, top_order
 from retrieval.query import QueryLike, query_parts, query_text, query_tokens
 from utils.tokenizer import estimate_tokens
-
-NODE_LOCATE_PROMPT = """你是一个文档检索专家。给定用户问题和文档的树状结构，请找出最可能包含答案的叶子节点。
-
-规则:
-1. 只返回叶子节点（标记为"叶子节点"的节点）
-2. 返回 1-5 个最相关的节点，不要过多
-3. 为每个节点生成一个精化的 sub_query，描述你期望从该节点中找到什么信息
-
-用户问题: {query}
-
-{serialized_tree}
-
-输出严格 JSON 格式:
-{{
-  "thinking": "简要分析问题需要哪些信息，以及这些信息可能在哪些章节",
-  "results": [
-    {{"node_id": "<叶子节点ID>", "sub_query": "<期望从该节点中找到的信息>"}},
-    {{"node_id": "<另一个叶子节点ID>", "sub_query": "<期望从该节点中找到的信息>"}}
-  ]
-}}"""
-# The spec's example used real-looking ids ("0007", "0009") and concrete sub-queries; a
-# small local model (Qwen2.5-1.5B) copied them verbatim for every question, and since such
-# ids usually exist the copy passed validation. Placeholders cannot pass: a copied
-# placeholder is an unknown id, dropped, and the recorded fallback takes over.
 
 MAX_RESULTS = 5
 LOCATOR_CANDIDATES = 20

@@ -25,9 +25,10 @@ from config import Config
 from indexing.chunker import Chunk
 from retrieval.types import Fallback, RetrievedChunk
 from retrieval.query import QueryLike, query_text
+from utils.cjk import has_han
 from utils.errors import BackendError
 from utils.oneline import one_line
-from utils.llm_client import forget_reply
+from utils.llm.cached import forget_reply
 
 if TYPE_CHECKING:
     from retrieval.context_assembly import ContextPassage
@@ -60,13 +61,12 @@ WEAK_EVIDENCE_NOTE = ("注意: 这些证据与问题的相关度低于检索的�
 NOT_ANSWERED_EN = "The indexed documents do not answer this question."
 NOT_ANSWERED_ZH = "已索引的文档无法回答这个问题。"
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
 _ESCAPES = {"&": "&amp;", "<": "&lt;"}
 
 
 def is_chinese(text: str) -> bool:
     """A question is answered in Chinese when it contains CJK characters."""
-    return bool(_CJK.search(text))
+    return has_han(text)
 
 
 def escape_evidence(text: str) -> str:

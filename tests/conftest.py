@@ -23,7 +23,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 @pytest.fixture(scope="session")
 def paper_index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
     out = tmp_path_factory.mktemp("paper") / "index"

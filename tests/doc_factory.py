@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tree_builder.parser import document_from_text, parse_headings
+from tree_builder.documents import document_from_text
+from tree_builder.markdown_headings import parse_headings
 
 FONT_DIRS = (Path("/usr/share/fonts/truetype/dejavu"), Path("/usr/share/fonts/truetype/wqy"))
 _CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")

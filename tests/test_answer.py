@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from pipeline import Backends, citation, run_pipeline
 from retrieval.extractive import build_passages, extract
 
@@ -17,8 +17,8 @@ from retrieval.synthesizer import (NOT_ANSWERED_EN, NOT_ANSWERED_ZH, SYNTHESIS_S
                                    build_context, escape_evidence)
 from retrieval.types import RetrievedChunk
 from tests.conftest import TEST_PAPER, run_cli
-from tree_builder.visualizer import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
-from utils.llm_client import MockLLM
+from retrieval.locate_prompts import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
+from utils.llm.mock import MockLLM
 from utils.oneline import one_line
 from utils.render import json_safe, render_result, terminal_safe
 
@@ -441,7 +441,7 @@ class _DeadLLM:
         self.calls = 0
 
     def generate(self, prompt, **kw):
-        from utils.llm_client import LLMCallError
+        from utils.llm.types import LLMCallError
 
         self.calls += 1
         raise LLMCallError("openai: connection refused after 5 attempts", provider="openai", retryable=True)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from config import Config
 from indexing.chunker import Chunk, chunk_leaf, chunk_spans, span_lines
-from tree_builder.parser import line_starts
+from tree_builder.markdown_headings import line_starts
 from tree_builder.tree import TreeNode
 from utils.errors import TreeRAGError
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from pipeline import Backends, run_retrieval
 from retrieval.context_assembly import AssembledContext, assemble_context
 from retrieval.types import RetrievedChunk

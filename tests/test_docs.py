@@ -102,3 +102,11 @@ def test_user_docs_hold_no_measurement_log_residue(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     found = [f"{what}: {m.group(0)!r}" for what, rx in RESIDUE.items() for m in rx.finditer(text)]
     assert not found, f"{path.relative_to(ROOT)}: {found}"
+
+
+@pytest.mark.parametrize("path", _user_docs(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_repository_file_the_docs_name_exists(path: Path) -> None:
+    """A module renamed or removed must take its mentions in the documentation with it."""
+    named = set(re.findall(r"`((?:[a-z_]+/)+[A-Za-z_]+\.(?:py|json|txt|md|toml))`", path.read_text(encoding="utf-8")))
+    missing = sorted(f for f in named if not (ROOT / f).exists())
+    assert not missing, f"{path.relative_to(ROOT)} names files that do not exist: {missing}"

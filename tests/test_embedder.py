@@ -17,17 +17,12 @@ import numpy as np
 import pytest
 
 from config import Config
-from indexing.embedder import (
-    MINILM_ID,
-    HashEmbedder,
-    LocalEmbedder,
-    OnnxEmbedder,
-    OpenAIEmbedder,
-    compatible,
-    embedder_identity,
-    l2_normalise,
-    make_embedder,
-)
+from indexing.embedders.base import MINILM_ID, l2_normalise
+from indexing.embedders.factory import compatible, embedder_identity, make_embedder
+from indexing.embedders.hash_embedder import HashEmbedder
+from indexing.embedders.local_embedder import LocalEmbedder
+from indexing.embedders.onnx_embedder import OnnxEmbedder
+from indexing.embedders.openai_embedder import OpenAIEmbedder
 from utils.errors import BackendError
 from tests.stub_servers import RecordedRequest, StubResponse, StubServer, openai_error_body
 
@@ -74,7 +69,7 @@ def test_hash_is_identical_across_processes_and_hash_seeds() -> None:
     texts = EN[:2] + ZH[:1]
     here = HashEmbedder(384).embed_documents(texts)
     code = (
-        "import json; from indexing.embedder import HashEmbedder; "
+        "import json; from indexing.embedders.hash_embedder import HashEmbedder; "
         f"print(json.dumps(HashEmbedder(384).embed_documents({texts!r}).tolist()))"
     )
     # this process runs with a random hash seed; the child with a fixed, different one
@@ -150,7 +145,7 @@ def test_constructing_embedders_imports_nothing_heavy() -> None:
 import os, sys
 os.environ["OPENAI_API_KEY"] = "sk-test"
 from config import Config
-from indexing.embedder import make_embedder, embedder_identity
+from indexing.embedders.factory import make_embedder, embedder_identity
 es = [make_embedder(n, Config()) for n in ("hash", "local", "onnx", "use", "openai")]
 # identity of local/onnx/use/hash is known without loading a model
 ids = [embedder_identity(e) for e in es[:4]]
@@ -350,7 +345,7 @@ def test_openai_rejected_key_is_one_line(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def _doc(text: str):
-    from tree_builder.tree import Document
+    from tree_builder.document import Document
 
     return Document(path="d.md", text=text, title="d", content_hash="0")
 

@@ -17,7 +17,7 @@ from evaluation.report import format_table, run_to_dict
 from evaluation.runner import (EvalOptions, QuestionResult, _score, context_passages, read_passages, run_eval,
                                summarize_slice)
 from utils.errors import InputError, TreeRAGError
-from utils.llm_client import MockLLM
+from utils.llm.mock import MockLLM
 
 DOCS = {
     "alpha.md": """# Alpha Router
@@ -282,7 +282,7 @@ def test_unloadable_reranker_is_an_error_not_a_silent_fallback(eval_set: Path, t
 
 
 def test_given_index_must_match_the_documents(eval_set: Path, tmp_path: Path) -> None:
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
     other = tmp_path / "other_docs"
@@ -515,3 +515,26 @@ def test_report_prints_slice_tables_and_the_json_holds_context_and_slices(eval_s
             assert sum(b - a for spans in read.values() for a, b in spans) <= 8000
             text = (eval_set / "docs" / ctx[0][0]).read_text(encoding="utf-8")
             assert 0 <= ctx[0][1][0] < ctx[0][1][1] <= len(text)
+
+
+def test_eval_reads_the_config_file_like_every_other_command(eval_set: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from main import build_parser
+
+    toml = tmp_path / "settings.toml"
+    toml.write_text("keyword_top_leaves = 1\nhybrid_top_leaves = 4\n", encoding="utf-8")
+    monkeypatch.delenv("TREERAG_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    out_json = tmp_path / "out.json"
+    common = ["eval", "--data", str(eval_set), "--arms", "tree-keyword", "--json", str(out_json),
+              "--cache-dir", str(tmp_path / "c"), "--quiet", "--resamples", "50"]
+    args = build_parser().parse_args(["--config", str(toml), *common, "--set", "hybrid_top_leaves=2"])
+    assert args.func(args) == 0
+    used = json.loads(out_json.read_text())["arm_configs"]["tree-keyword"]
+    assert used["keyword_top_leaves"] == 1      # from the file
+    assert used["hybrid_top_leaves"] == 2       # --set wins over the file
+    # $TREERAG_CONFIG is read when --config is not given
+    monkeypatch.setenv("TREERAG_CONFIG", str(toml))
+    args = build_parser().parse_args(common)
+    assert args.func(args) == 0
+    assert json.loads(out_json.read_text())["arm_configs"]["tree-keyword"]["keyword_top_leaves"] == 1

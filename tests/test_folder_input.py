@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import TEST_PAPER, run_cli
 from tree_builder.loader import load_input
-from tree_builder.parser import load_documents
+from tree_builder.loader import load_documents
 
 import importlib.util
 

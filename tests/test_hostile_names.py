@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from tests.conftest import ROOT, TEST_PAPER
 from tree_builder.loader import load_input

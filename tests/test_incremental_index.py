@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from indexing.index_store import load_index
 from pipeline import TreeRAG

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from indexing.index_store import load_index
 from tests.conftest import TEST_PAPER, run_cli

@@ -15,7 +15,7 @@ def _flat(text: str) -> str:
 
 def test_auto_choice_carries_its_reason() -> None:
     from indexing.index_builder import auto_embedder_choice
-    from tree_builder.tree import Document
+    from tree_builder.document import Document
 
     en = Document(path="a.md", text="The router picks a venue. " * 40, title="a", content_hash="x")
     zh = Document(path="b.md", text="第一条 为了规范合同行为，制定本法。" * 40, title="b", content_hash="y")

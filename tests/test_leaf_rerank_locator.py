@@ -6,11 +6,11 @@ import json
 import pytest
 
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from retrieval.leaf_rerank_locator import RERANK_CANDIDATES, llm_rerank_locate, top_candidates
 from retrieval.node_locator import hybrid_locate
 from utils.errors import BackendError
-from utils.llm_client import MockLLM
+from utils.llm.mock import MockLLM
 
 Q = "How many epochs was the model trained for?"
 

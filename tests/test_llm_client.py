@@ -30,29 +30,16 @@ from tests.stub_servers import (
     refusing_url,
 )
 from utils.errors import BackendError
-from utils.llm_cache import CACHE_FILENAME, CacheEntry, LLMCache, cache_key
-from utils.llm_client import (
-    DEFAULT_ANTHROPIC_MODEL,
-    DEFAULT_OPENAI_MODEL,
-    JSON_ONLY_INSTRUCTION,
-    NO_LLM_NOTICE,
-    AnthropicLLM,
-    CachedLLM,
-    LLMCallError,
-    LLMClient,
-    LLMUsage,
-    MockExhaustedError,
-    MockLLM,
-    OpenAILLM,
-    RetryPolicy,
-    UsageMeter,
-    default_cache_dir,
-    make_llm,
-    parse_llm_spec,
-    parse_retry_after,
-    resolve_llm_spec,
-)
-from utils.llm_pricing import estimate_cost, price_for
+from utils.llm.response_cache import CACHE_FILENAME, CacheEntry, LLMCache, cache_key
+from utils.llm.anthropic_llm import AnthropicLLM
+from utils.llm.cached import CachedLLM
+from utils.llm.factory import default_cache_dir, make_llm, parse_llm_spec, resolve_llm_spec
+from utils.llm.mock import MockExhaustedError, MockLLM
+from utils.llm.openai_llm import OpenAILLM
+from utils.llm.retry import RetryPolicy, parse_retry_after
+from utils.llm.settings import DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, JSON_ONLY_INSTRUCTION, NO_LLM_NOTICE
+from utils.llm.types import LLMCallError, LLMClient, LLMUsage, UsageMeter
+from utils.llm.pricing import estimate_cost, price_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -474,10 +461,10 @@ def test_default_cache_dir_from_env() -> None:
 
 def test_sdks_are_not_imported_for_mock_runs() -> None:
     code = (
-        "import sys, utils.llm_client as m\n"
+        "import sys\nfrom utils.llm import factory as m\nfrom utils.llm.openai_llm import OpenAILLM\nfrom utils.llm.anthropic_llm import AnthropicLLM\n"
         "c = m.make_llm('auto', {}, cache_dir=None)\n"
         "c.generate('x', json_mode=True)\n"
-        "m.OpenAILLM(api_key='k'); m.AnthropicLLM(api_key='k')\n"  # constructing is lazy too
+        "OpenAILLM(api_key='k'); AnthropicLLM(api_key='k')\n"  # constructing is lazy too
         "bad = [n for n in ('openai', 'anthropic', 'httpx2', 'httpx') if n in sys.modules]\n"
         "assert not bad, bad\n"
     )
@@ -551,7 +538,7 @@ def test_no_cache_skips_reads_but_refreshes_the_cache(tmp_path: Path) -> None:
 def test_an_unusable_locate_reply_is_not_served_again(tmp_path: Path, paper_index) -> None:
     """A reply with no valid leaf falls back and is dropped from the cache; a usable one stays."""
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from retrieval.node_locator import llm_locate
 
     bad = openai_chat_body('{"results": [{"node_id": "9999"}]}')
@@ -607,7 +594,7 @@ def test_cache_concurrent_threads_and_processes(tmp_path: Path) -> None:
     writer = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from utils.llm_cache import LLMCache, CacheEntry\n"
+        "from utils.llm.response_cache import LLMCache, CacheEntry\n"
         "c = LLMCache(Path(sys.argv[1]), notice=lambda m: sys.exit('notice: ' + m))\n"
         "print('ready', flush=True)\n"
         "sys.stdin.readline()\n"  # start line: wait until everyone is ready
@@ -718,7 +705,7 @@ def test_keys_never_appear_in_repr() -> None:
 # =============================================================================
 # Deadlines, budgets, breaker, hostile responses
 # =============================================================================
-from utils.llm_budget import BudgetedLLM, LLMBudget, with_budget  # noqa: E402
+from utils.llm.budget import BudgetedLLM, LLMBudget, with_budget  # noqa: E402
 
 
 def timed(llm: Any, **kw: Any) -> tuple[str, float]:
@@ -851,7 +838,7 @@ def test_200_with_a_body_that_is_not_json_is_a_call_error(provider: Provider, bo
 
 
 def test_answer_longer_than_max_tokens_is_cut_and_not_cached(provider: Provider, tmp_path: Path) -> None:
-    from utils.llm_client import answer_char_cap
+    from utils.llm.retry import answer_char_cap
 
     huge = "A" * 5_000_000
     with StubServer([StubResponse(200, provider.ok(huge)), StubResponse(200, provider.ok("short"))]) as srv:

@@ -7,11 +7,12 @@ from pathlib import Path
 
 from config import Config
 from tree_builder.llm_summary import LLMSummarizer, summarize_tree_parallel
-from tree_builder.parser import load_documents
+from tree_builder.loader import load_documents
 from tree_builder.summary import ExtractiveSummarizer
 from tree_builder.tree import build_tree
 from utils.errors import BackendError
-from utils.llm_client import MockLLM, UsageMeter
+from utils.llm.mock import MockLLM
+from utils.llm.types import UsageMeter
 
 LONG = " ".join(f"Sentence {i} explains the router's venue choice in regime {i}." for i in range(40))
 

@@ -10,7 +10,7 @@ from tests.conftest import run_cli
 from tests.stub_servers import StubResponse, StubServer, anthropic_message_body, openai_chat_body
 from tests.test_llm_client import ANTHROPIC, OPENAI, make_client
 from utils.llm.cached import CachedLLM
-from utils.llm_cache import CACHE_FILENAME, LLMCache
+from utils.llm.response_cache import CACHE_FILENAME, LLMCache
 
 
 @pytest.mark.parametrize("provider, cut, whole", [

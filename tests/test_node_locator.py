@@ -6,13 +6,14 @@ import json
 import pytest
 
 from config import Config
-from indexing.embedder import make_embedder
-from retrieval.node_locator import (NODE_LOCATE_PROMPT, extract_json_object, hybrid_locate,
+from indexing.embedders.factory import make_embedder
+from retrieval.locate_prompts import NODE_LOCATE_PROMPT
+from retrieval.node_locator import (extract_json_object, hybrid_locate,
                                     keyword_locate, llm_locate, parse_locator_response,
                                     toc_for_prompt)
 from tree_builder.visualizer import serialize_tree
 from utils.errors import BackendError, InputError
-from utils.llm_client import MockLLM
+from utils.llm.mock import MockLLM
 from utils.tokenizer import estimate_tokens
 
 

@@ -56,7 +56,7 @@ def test_readme_python_api_example_works_on_a_collection(tmp_path: Path, monkeyp
     """A collection ranks by union score, a single document by section score: the example must not
     name either (it once read ``scores["section_score"]``, a KeyError on a collection)."""
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
     docs = tmp_path / "docs"

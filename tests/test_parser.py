@@ -6,13 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tree_builder.parser import (
-    EmptyDocumentError,
-    document_from_text,
-    load_document,
-    load_documents,
-    parse_headings,
-)
+from tree_builder.document import EmptyDocumentError
+from tree_builder.documents import document_from_text
+from tree_builder.loader import load_document, load_documents
+from tree_builder.markdown_headings import parse_headings
 from utils.errors import InputError
 
 

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from pipeline import Backends, citation, run_pipeline
 from retrieval.hybrid_retriever import dedupe_best, document_order, retrieve, retrieve_in_leaf
 from retrieval.rerankers import rerank
 from retrieval.synthesizer import SYNTHESIS_PROMPT, build_context, concatenated_answer
 from retrieval.types import Fallback, LocatedNode
 from utils.errors import BackendError
-from utils.llm_client import MockLLM
+from utils.llm.mock import MockLLM
 
 
 class ScriptedLLM(MockLLM):
@@ -229,7 +229,7 @@ def test_no_evidence_means_no_llm_call(paper_index) -> None:
 
 def test_a_rejected_key_is_sent_once_per_query(paper_index) -> None:
     """After a 401 on locating, synthesis does not call the provider again: both steps fall back."""
-    from utils.llm_client import LLMCallError
+    from utils.llm.types import LLMCallError
 
     llm = ScriptedLLM([LLMCallError("authentication failed for openai: check OPENAI_API_KEY", provider="openai",
                                     status=401)])

@@ -11,7 +11,9 @@ from indexing.index_builder import chunk_documents
 from pipeline import citation
 from tests.conftest import TEST_PAPER, run_cli
 from tests.doc_factory import Block, Source, render_docx, render_html, render_pdf, source_from_markdown
-from tree_builder.parser import document_from_text, load_document, parse_headings
+from tree_builder.documents import document_from_text
+from tree_builder.loader import load_document
+from tree_builder.markdown_headings import parse_headings
 from tree_builder.tree import build_tree
 from utils.errors import InputError
 

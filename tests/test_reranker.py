@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from pipeline import Backends, run_pipeline
 from retrieval.rerankers import CrossEncoderReranker, make_reranker
 

@@ -32,7 +32,7 @@ def test_chunk_representation_adds_title_and_path_once() -> None:
 
 
 def test_headings_context_is_what_bm25_sees(tmp_path: Path) -> None:
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
     from utils.tokenizer import tokenize
@@ -127,7 +127,7 @@ def test_packaged_weights_load_and_bad_files_are_one_line_errors(tmp_path: Path)
 
 
 def test_section_ranking_scores_the_whole_scope_with_located_leaves_as_a_prior(paper_index) -> None:
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from retrieval.hybrid_retriever import rank_in_sections
     from retrieval.types import LocatedNode
 
@@ -166,7 +166,7 @@ def test_regime_follows_the_number_of_documents_in_scope(tmp_path: Path) -> None
 
 def test_auto_order_is_section_within_one_document_and_union_across_several(tmp_path: Path,
                                                                             paper_index) -> None:
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
     from retrieval.hybrid_retriever import candidate_order, retrieve
@@ -229,7 +229,7 @@ def test_pairwise_learner_finds_the_informative_feature_and_cv_is_out_of_fold(tm
 
 def test_section_evidence_counted_once_lets_other_sections_in(paper_index) -> None:
     """Once: each leaf's entry chunk ranks by the tree model, the rest by the flat model."""
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from retrieval.hybrid_retriever import rank_in_sections
 
     emb = make_embedder("hash", Config())

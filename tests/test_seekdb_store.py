@@ -24,7 +24,7 @@ def seekdb_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _build(docs: Path, out: Path, store: str | None):
     from config import Config
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.seekdb_store import parse_store_uri
 
@@ -108,7 +108,7 @@ def test_in_leaf_and_document_scores_match_the_file_store(both) -> None:
     equal numpy's, and its full text matches exactly the chunks TreeRAG's BM25 matches."""
     from config import Config
     from indexing.search import ScoreParams
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from utils.tokenizer import tokenize
 
     files, eng, _ = both
@@ -344,7 +344,7 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
     the index answers as one indexed row by row does."""
     from config import Config
     from indexing import seekdb_store
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_store import load_index
     from indexing.search import ScoreParams
 

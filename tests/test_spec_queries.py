@@ -23,7 +23,7 @@ def _queries() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def onnx_index(tmp_path_factory: pytest.TempPathFactory):
-    from indexing.embedder import make_embedder
+    from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
 

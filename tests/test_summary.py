@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config import Config
-from tree_builder.parser import document_from_text
+from tree_builder.documents import document_from_text
 from tree_builder.summary import (
     ExtractiveSummarizer,
     Summarizer,

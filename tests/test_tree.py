@@ -6,9 +6,12 @@ from pathlib import Path
 import pytest
 
 from config import Config
-from tree_builder.parser import document_from_text, load_documents
+from tree_builder.documents import document_from_text
+from tree_builder.loader import load_documents
 from tree_builder.summary import summarize_tree
-from tree_builder.tree import Document, TreeNode, build_tree, heading_numbering
+from tree_builder.document import Document
+from tree_builder.numbering import heading_numbering
+from tree_builder.tree import TreeNode, build_tree
 from tree_builder.visualizer import serialize_tree
 
 from tests.conftest import BENCH, SHARED  # the shared sets, found beside the repository

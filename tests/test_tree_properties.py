@@ -10,9 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config import Config
-from tree_builder.parser import EmptyDocumentError, document_from_text, parse_headings, title_block
+from tree_builder.document import EmptyDocumentError
+from tree_builder.documents import document_from_text
+from tree_builder.markdown_headings import parse_headings, title_block
 from tree_builder.summary import summarize_tree
-from tree_builder.tree import Document, TreeNode, build_tree
+from tree_builder.document import Document
+from tree_builder.tree import TreeNode, build_tree
 from tree_builder.visualizer import serialize_tree
 
 HIDDEN = "NOTAHEADING"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from config import Config
-from indexing.embedder import make_embedder
+from indexing.embedders.factory import make_embedder
 from retrieval.hybrid_retriever import _make, leaf_priors, order_union
 from retrieval.types import LocatedNode
 

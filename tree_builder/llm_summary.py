@@ -19,7 +19,7 @@ from tree_builder.summary import ExtractiveSummarizer
 from utils.oneline import one_line
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
-from utils.llm_client import forget_reply
+from utils.llm.cached import forget_reply
 
 
 def escape_evidence(text: str) -> str:

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tree_builder.folder_walk import Skipped, printable_name, walk_folder
-from tree_builder.parser import EmptyDocumentError
 from tree_builder.readers import KIND_ORDER, SUFFIX_KINDS, read_document
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits
-from tree_builder.tree import Document
+from tree_builder.document import Document, EmptyDocumentError
 from utils.errors import InputError
 
 MAX_NAMED_SKIPS = 10
@@ -84,3 +83,15 @@ def load_input(input_path: Path, follow_links: bool = False, limits: ReadLimits 
         extra = f"; {loaded.skipped_text()}" if loaded.skipped else ""
         raise InputError(f"{what} under {shown}{extra}")
     return loaded
+
+
+def load_document(path: Path, rel_path: str) -> Document:
+    """Read one file of any supported format; raises InputError (one line, naming the file) if unusable."""
+    return read_document(Path(path), rel_path)
+
+
+def load_documents(input_path: Path, follow_links: bool = False,
+                   limits: ReadLimits = DEFAULT_LIMITS) -> tuple[list[Document], list[str]]:
+    """A file or a folder -> (documents in deterministic order, warnings)."""
+    loaded = load_input(Path(input_path), follow_links=follow_links, limits=limits)
+    return loaded.documents, loaded.warnings

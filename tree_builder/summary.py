@@ -8,8 +8,6 @@ keyed by prompt, so re-indexing unchanged sections costs nothing).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from typing import Collection, Protocol, runtime_checkable
 
@@ -247,11 +245,6 @@ class ExtractiveSummarizer:
     def summarize_parent(self, node: TreeNode, child_summaries: list[str]) -> str:
         firsts = [split_sentences(s)[0] for s in child_summaries if s.strip()]
         return fair_pack(firsts, self.max_chars)
-
-
-def _sha256(payload: object) -> str:
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
 def summarize_tree(root: TreeNode, config: Config, summarizer: Summarizer | None = None,

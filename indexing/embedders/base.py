@@ -57,7 +57,7 @@ def l2_normalise(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x / norms, dtype=np.float32)
 
 
-def _batches(n: int, size: int) -> Iterator[tuple[int, int]]:
+def batch_ranges(n: int, size: int) -> Iterator[tuple[int, int]]:
     size = max(1, int(size))
     for start in range(0, n, size):
         yield start, min(n, start + size)
@@ -74,14 +74,14 @@ def embed_in_batches(texts: list[str], size: int, encode: Callable[[list[str]], 
     if not texts:
         return np.zeros((0, dim()), dtype=np.float32)
     parts = []
-    for start, end in _batches(len(texts), size):
+    for start, end in batch_ranges(len(texts), size):
         parts.append(encode(list(texts[start:end])))
         if progress is not None:
             progress(end - start)
     return np.concatenate(parts, axis=0)
 
 
-def _threads() -> int:
+def default_threads() -> int:
     return max(1, min(MAX_THREADS, os.cpu_count() or 1))
 
 
@@ -117,5 +117,5 @@ def _packaged_minilm_or_none() -> Path | None:
         return None
 
 
-def _is_default_minilm(model: str | None) -> bool:
+def is_default_minilm(model: str | None) -> bool:
     return model in (None, "", MINILM_ID, "all-MiniLM-L6-v2")

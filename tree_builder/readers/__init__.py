@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tree_builder.parser import Document, text_document_from_bytes
+from tree_builder.document import Document
+from tree_builder.documents import text_document_from_bytes
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits
 from utils.bounded_read import read_bounded
 from utils.errors import InputError

@@ -8,7 +8,7 @@ marks: a section deeper than the depth cap is then quoted as the file shows it.
 """
 from __future__ import annotations
 
-from tree_builder.parser import Heading
+from tree_builder.document import Heading
 
 
 class TextBuilder:

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tree_builder.parser import Document, document_from_parts
+from tree_builder.document import Document
+from tree_builder.documents import document_from_parts
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from utils.bounded_read import size_text

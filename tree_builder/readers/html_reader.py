@@ -11,7 +11,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tree_builder.parser import Document, _decode, document_from_parts
+from tree_builder.decoding import decode_text
+from tree_builder.document import Document
+from tree_builder.documents import document_from_parts
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from utils.errors import InputError
@@ -52,7 +54,7 @@ def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAU
     from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
 
     check_markup(data, rel_path, limits)
-    soup = BeautifulSoup(_decode(data, rel_path), "html.parser")
+    soup = BeautifulSoup(decode_text(data, rel_path), "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup.find_all(_DROP):
         tag.decompose()

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tree_builder.parser import Document, document_from_parts
+from tree_builder.document import Document
+from tree_builder.documents import document_from_parts
+from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
+from utils.cjk import is_wide
 from utils.errors import InputError
 
 _PAGE_NUMBER = re.compile(r"^[\s\-–—]*(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?[\s\-–—]*$",
@@ -49,14 +52,9 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _is_cjk(ch: str) -> bool:
-    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\uff00" <= ch <= "\uffef" \
-        or "\u3000" <= ch <= "\u303f"
-
-
 def join_wrapped(a: str, b: str) -> str:
     """Two lines of one wrapped heading: CJK text wraps without a space, other text at one."""
-    if a and b and _is_cjk(a[-1]) and _is_cjk(b[0]):
+    if a and b and is_wide(a[-1]) and is_wide(b[0]):
         return a + b
     return f"{a} {b}" if a and b else a or b
 
@@ -231,8 +229,6 @@ def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str,
     The printed heading may carry a number the outline leaves out ("2.1 ASN.1 syntax" for the
     entry "ASN.1 syntax"): the printed line, number included, is then the heading.
     """
-    from tree_builder.tree import heading_numbering
-
     def unnumbered(text: str) -> str:
         parts = text.split(" ", 1)
         return parts[1] if len(parts) == 2 and heading_numbering(text) is not None else text

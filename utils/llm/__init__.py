@@ -31,5 +31,5 @@ Layout (one module per seam): ``settings`` (names, defaults, environment variabl
 response, usage, the ``LLMClient`` protocol), ``mock``, ``retry`` (the retry rule and error wording),
 ``remote`` (the providers' shared call loop), ``attempts`` and ``http_hooks`` (what the SDK's requests
 did), ``openai_llm``, ``anthropic_llm``, ``cached`` (the response cache), ``factory`` (``make_llm`` and
-spec parsing). ``utils.llm_client`` re-exports the public names for the modules that import them from there.
+spec parsing).
 """

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from utils.errors import BackendError
+from utils.oneline import one_line
 from utils.llm.settings import (
     ANTHROPIC_KEY_ENV,
     DEFAULT_ANTHROPIC_BASE_URL,
@@ -12,11 +12,11 @@ from utils.llm.settings import (
     Notice,
 )
 from utils.llm.types import LLMRequest
-from utils.llm.retry import RetryPolicy, _CallFailure, _bad_body, _failure_from_sdk, _one_line
-from utils.llm.remote import _RawResult, _RemoteLLM, _import_sdk
+from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk
+from utils.llm.remote import RawResult, RemoteLLM
 
 
-class AnthropicLLM(_RemoteLLM):
+class AnthropicLLM(RemoteLLM):
     """Messages API via the official SDK.
 
     JSON mode: Anthropic has no response_format, so a JSON-only system
@@ -26,6 +26,8 @@ class AnthropicLLM(_RemoteLLM):
     """
 
     provider = "anthropic"
+    client_class = "Anthropic"
+    sdk_error = "AnthropicError"
     key_env = ANTHROPIC_KEY_ENV
 
     def __init__(self, *, model: str = DEFAULT_ANTHROPIC_MODEL, api_key: str,
@@ -37,17 +39,7 @@ class AnthropicLLM(_RemoteLLM):
         self._use_prefill = True
         self._send_temperature = True
 
-    def _create_client(self) -> tuple[Any, Any]:
-        sdk = _import_sdk("anthropic")
-        try:
-            client = sdk.Anthropic(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
-                                   max_retries=self.retry.max_retries,
-                                   http_client=self._http_client(sdk, sdk.AnthropicError))
-        except sdk.AnthropicError as exc:
-            raise BackendError(f"anthropic: cannot create client: {_one_line(exc)}") from None
-        return client, sdk
-
-    def _call_once(self, request: LLMRequest, timeout: float) -> _RawResult:
+    def _call_once(self, request: LLMRequest, timeout: float) -> RawResult:
         client, sdk = self._get_client()
         system_parts = [s for s in (request.system, JSON_ONLY_INSTRUCTION if request.json_mode else None) if s]
         prefill = request.json_mode and self._use_prefill
@@ -63,9 +55,9 @@ class AnthropicLLM(_RemoteLLM):
         try:
             message = client.messages.create(**kwargs, timeout=timeout)
         except sdk.APIError as exc:
-            raise _failure_from_sdk(exc, sdk) from None
+            raise failure_from_sdk(exc, sdk) from None
         except (ValueError, RecursionError) as exc:
-            raise _bad_body(exc) from None
+            raise bad_body(exc) from None
         try:
             text = "".join(block.text for block in message.content if getattr(block, "type", None) == "text")
             usage = message.usage
@@ -73,16 +65,16 @@ class AnthropicLLM(_RemoteLLM):
             output_tokens = getattr(usage, "output_tokens", None) if usage else None
             truncated = message.stop_reason == "max_tokens"
         except (AttributeError, TypeError) as exc:
-            raise _CallFailure("response", f"no content in the message ({_one_line(exc, 80)})") from None
+            raise CallFailure("response", f"no content in the message ({one_line(exc, 80)})") from None
         # After a "{" prefill a valid continuation is '"' (a key) or '}' after optional
         # whitespace. Anything else (a fresh "{", a code fence, prose) means the model
         # ignored the prefill: hand back its raw text for the caller's repair.
         head = text.lstrip()[:1]
         if prefill and head in ("", '"', "}"):
             text = "{" + text
-        return _RawResult(text=text, input_tokens=input_tokens, output_tokens=output_tokens, truncated=truncated)
+        return RawResult(text=text, input_tokens=input_tokens, output_tokens=output_tokens, truncated=truncated)
 
-    def _adapt(self, failure: _CallFailure, request: LLMRequest) -> str | None:
+    def _adapt(self, failure: CallFailure, request: LLMRequest) -> str | None:
         detail = failure.detail.lower()
         if request.json_mode and self._use_prefill and ("prefill" in detail or "assistant" in detail):
             self._use_prefill = False

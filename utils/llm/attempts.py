@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-from utils.llm.retry import _CallFailure
+from utils.llm.retry import CallFailure
 
 
 class CallLog:
@@ -30,7 +30,7 @@ class CallLog:
         """Wall-clock seconds of the latest request: ``timeout``, or less when the budget has less left."""
         self._started = 0.0
         self._in_flight = False
-        self._outcome: _CallFailure | None = None
+        self._outcome: CallFailure | None = None
         self._abandoned = False
         self._lock = threading.Lock()
 
@@ -75,9 +75,9 @@ class CallLog:
     def status(self, code: int, reason: str) -> None:
         """Response headers with an error status arrived (the body is still to come)."""
         with self._lock:
-            self._outcome = _CallFailure("status", f"{code} {reason}".strip(), status=code)
+            self._outcome = CallFailure("status", f"{code} {reason}".strip(), status=code)
 
-    def ended(self, failure: _CallFailure | None = None) -> None:
+    def ended(self, failure: CallFailure | None = None) -> None:
         """The request in flight is over: its body was read, or it failed with ``failure``."""
         with self._lock:
             if not self._in_flight:
@@ -107,11 +107,11 @@ class CallLog:
         ends = [t for t in (self.deadline, hard_end) if t is not None]
         return min(ends) if ends else None
 
-    def abandon(self) -> _CallFailure:
+    def abandon(self) -> CallFailure:
         """Stop the SDK from sending more, and say how the call stands: the request in flight timed
         out, or the last one's failure (the SDK was waiting to retry it)."""
         with self._lock:
             self._abandoned = True
             if self._in_flight or self._outcome is None:
-                return _CallFailure("timeout", f"no complete response within {self.limit:g} s")
+                return CallFailure("timeout", f"no complete response within {self.limit:g} s")
             return self._outcome

@@ -5,7 +5,7 @@ import dataclasses
 
 from typing import Any
 
-from utils.llm_cache import CacheEntry, LLMCache, cache_key
+from utils.llm.response_cache import CacheEntry, LLMCache, cache_key
 from utils.llm.types import LLMClient, LLMResponse, LLMUsage
 from utils.llm.retry import deadline_kwargs
 

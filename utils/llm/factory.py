@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Mapping
 
 from utils.errors import BackendError
-from utils.llm_cache import CACHE_FILENAME, LLMCache
+from utils.llm.response_cache import CACHE_FILENAME, LLMCache
 from utils.llm.settings import (
     ANTHROPIC_BASE_URL_ENV,
     ANTHROPIC_KEY_ENV,
@@ -18,7 +18,7 @@ from utils.llm.settings import (
     OPENAI_BASE_URL_ENV,
     OPENAI_KEY_ENV,
     PROVIDERS,
-    _no_notice,
+    no_notice,
 )
 from utils.llm.types import LLMClient
 from utils.llm.mock import MockLLM
@@ -100,7 +100,7 @@ def make_llm(
     ``cache_dir/llm_cache.sqlite3``), unless ``use_cache`` is False or
     ``cache_dir`` is None.
     """
-    notice = notice or _no_notice
+    notice = notice or no_notice
     raw = (spec or "auto").strip()
     provider, model = parse_llm_spec(raw, env)
     if provider == "mock":

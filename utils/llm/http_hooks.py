@@ -24,7 +24,8 @@ import httpcore2
 import httpx2
 
 from utils.llm.attempts import CallLog
-from utils.llm.retry import _CallFailure, _one_line, parse_retry_after
+from utils.oneline import one_line
+from utils.llm.retry import CallFailure, parse_retry_after
 
 EventHooks = dict[str, list[Callable[..., None]]]
 
@@ -62,9 +63,9 @@ def _tracer(log: CallLog) -> Callable[[str, dict[str, Any]], None]:
         exc = info.get("exception")
         if event.endswith(".failed") and isinstance(exc, Exception):
             if isinstance(exc, httpcore2.TimeoutException):
-                log.ended(_CallFailure("timeout", "request timed out"))
+                log.ended(CallFailure("timeout", "request timed out"))
             else:
-                log.ended(_CallFailure("connection", _one_line(exc)))
+                log.ended(CallFailure("connection", one_line(exc, 200)))
 
     return trace
 
@@ -83,7 +84,7 @@ class _WallClockBody(httpx2.SyncByteStream):
         for chunk in self._inner:
             if time.monotonic() > self._ends_at:
                 detail = f"no complete response within {self._log.limit:g} s"
-                self._log.ended(_CallFailure("timeout", detail))
+                self._log.ended(CallFailure("timeout", detail))
                 raise httpx2.ReadTimeout(detail, request=self._request)
             yield chunk
         self._log.ended()

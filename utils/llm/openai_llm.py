@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from utils.errors import BackendError
+from utils.oneline import one_line
 from utils.llm.settings import (
     DEFAULT_OPENAI_BASE_URL,
     DEFAULT_OPENAI_MODEL,
@@ -12,14 +12,16 @@ from utils.llm.settings import (
     OPENAI_KEY_ENV,
 )
 from utils.llm.types import LLMRequest
-from utils.llm.retry import RetryPolicy, _CallFailure, _bad_body, _failure_from_sdk, _one_line
-from utils.llm.remote import _RawResult, _RemoteLLM, _import_sdk
+from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk
+from utils.llm.remote import RawResult, RemoteLLM
 
 
-class OpenAILLM(_RemoteLLM):
+class OpenAILLM(RemoteLLM):
     """chat.completions via the official SDK; any OpenAI-compatible base_url."""
 
     provider = "openai"
+    client_class = "OpenAI"
+    sdk_error = "OpenAIError"
     key_env = OPENAI_KEY_ENV
 
     def __init__(self, *, model: str = DEFAULT_OPENAI_MODEL, api_key: str,
@@ -31,17 +33,7 @@ class OpenAILLM(_RemoteLLM):
         self._token_param = "max_tokens"  # universal among compatible servers
         self._send_temperature = True
 
-    def _create_client(self) -> tuple[Any, Any]:
-        sdk = _import_sdk("openai")
-        try:
-            client = sdk.OpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
-                                max_retries=self.retry.max_retries,
-                                http_client=self._http_client(sdk, sdk.OpenAIError))
-        except sdk.OpenAIError as exc:
-            raise BackendError(f"openai: cannot create client: {_one_line(exc)}") from None
-        return client, sdk
-
-    def _call_once(self, request: LLMRequest, timeout: float) -> _RawResult:
+    def _call_once(self, request: LLMRequest, timeout: float) -> RawResult:
         client, sdk = self._get_client()
         system_parts = [s for s in (request.system, JSON_ONLY_INSTRUCTION if request.json_mode else None) if s]
         messages: list[dict[str, str]] = []
@@ -57,23 +49,23 @@ class OpenAILLM(_RemoteLLM):
         try:
             completion = client.chat.completions.create(**kwargs, timeout=timeout)
         except sdk.APIError as exc:
-            raise _failure_from_sdk(exc, sdk) from None
+            raise failure_from_sdk(exc, sdk) from None
         except (ValueError, RecursionError) as exc:
-            raise _bad_body(exc) from None
+            raise bad_body(exc) from None
         try:
             choice = completion.choices[0]
             text = choice.message.content or ""
             usage = completion.usage
-            return _RawResult(
+            return RawResult(
                 text=text,
                 input_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
                 output_tokens=getattr(usage, "completion_tokens", None) if usage else None,
                 truncated=choice.finish_reason == "length",
             )
         except (AttributeError, IndexError, TypeError) as exc:
-            raise _CallFailure("response", f"no choices in the completion ({_one_line(exc, 80)})") from None
+            raise CallFailure("response", f"no choices in the completion ({one_line(exc, 80)})") from None
 
-    def _adapt(self, failure: _CallFailure, request: LLMRequest) -> str | None:
+    def _adapt(self, failure: CallFailure, request: LLMRequest) -> str | None:
         detail = failure.detail.lower()
         if request.json_mode and self._use_response_format and ("response_format" in detail or "json_object" in detail):
             self._use_response_format = False

@@ -11,30 +11,35 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from utils.errors import BackendError
-from utils.llm_pricing import estimate_cost
+from utils.oneline import one_line
+from utils.llm.pricing import estimate_cost
 from utils.tokenizer import estimate_tokens
-from utils.llm.settings import Notice, _no_notice
+from utils.llm.settings import Notice, no_notice
 from utils.llm.types import LLMCallError, LLMRequest, LLMResponse, LLMUsage
 from utils.llm.attempts import CallLog
-from utils.llm.retry import RetryPolicy, _CallFailure, _bad_body, answer_char_cap
+from utils.llm.retry import RetryPolicy, CallFailure, bad_body, answer_char_cap
 
 _WATCH_INTERVAL = 0.25
 """Seconds between looks at a running call's log (a request may have started or ended since)."""
 
 
 @dataclass
-class _RawResult:
+class RawResult:
     text: str
     input_tokens: int | None
     output_tokens: int | None
     truncated: bool = False
 
 
-class _RemoteLLM:
+class RemoteLLM:
     """Shared call loop, error wording and usage accounting."""
 
     provider: str = ""
+    """Also the SDK's module name (``openai``, ``anthropic``)."""
     key_env: str = ""
+    client_class: str = ""
+    """The SDK's client class (``OpenAI``, ``Anthropic``) and its base error class (``OpenAIError``, ...)."""
+    sdk_error: str = ""
 
     def __init__(self, *, model: str, api_key: str, base_url: str, timeout: float,
                  retry: RetryPolicy | None, notice: Notice | None) -> None:
@@ -43,7 +48,7 @@ class _RemoteLLM:
         self.timeout = float(timeout)
         self.retry = retry or RetryPolicy()
         self._api_key = api_key
-        self._notice = notice or _no_notice
+        self._notice = notice or no_notice
         self._client: Any = None
         self._sdk: Any = None
         self._lock = threading.Lock()
@@ -55,13 +60,22 @@ class _RemoteLLM:
 
     # --- subclass hooks -------------------------------------------------------
     def _create_client(self) -> tuple[Any, Any]:
-        raise NotImplementedError
+        """The SDK's client with our timeout, retry count and HTTP hooks (both SDKs take the same arguments)."""
+        sdk = import_sdk(self.provider)
+        error = getattr(sdk, self.sdk_error)
+        try:
+            client = getattr(sdk, self.client_class)(
+                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+                max_retries=self.retry.max_retries, http_client=self._http_client(sdk, error))
+        except error as exc:
+            raise BackendError(f"{self.provider}: cannot create client: {one_line(exc, 200)}") from None
+        return client, sdk
 
-    def _call_once(self, request: LLMRequest, timeout: float) -> _RawResult:
+    def _call_once(self, request: LLMRequest, timeout: float) -> RawResult:
         """One SDK call (the SDK retries inside it); ``timeout`` bounds each socket read."""
         raise NotImplementedError
 
-    def _adapt(self, failure: _CallFailure, request: LLMRequest) -> str | None:
+    def _adapt(self, failure: CallFailure, request: LLMRequest) -> str | None:
         """Drop/rename a rejected parameter; return a note if something changed."""
         return None
 
@@ -115,7 +129,7 @@ class _RemoteLLM:
             try:
                 raw = self._call_with_deadline(request, log)
                 break
-            except _CallFailure as failure:
+            except CallFailure as failure:
                 if (failure.kind == "status" and failure.status in (400, 422) and adaptations < 3
                         and self._adapt(failure, request) is not None):
                     adaptations += 1
@@ -126,7 +140,7 @@ class _RemoteLLM:
                 raise self._exhausted_error(failure, attempts, log.limit) from None
         return self._response(request, raw)
 
-    def _call_with_deadline(self, request: LLMRequest, log: CallLog) -> _RawResult:
+    def _call_with_deadline(self, request: LLMRequest, log: CallLog) -> RawResult:
         """``_call_once`` (one SDK call, all its retries) in a thread abandoned when ``log`` says so.
 
         The SDK bounds each socket read, not a request or its retries, so the call runs in
@@ -158,10 +172,10 @@ class _RemoteLLM:
             exc = box["exc"]
             if log.gave_up():  # the SDK was refused its retry of a timed-out request
                 raise log.abandon()
-            if isinstance(exc, (_CallFailure, BackendError)):
+            if isinstance(exc, (CallFailure, BackendError)):
                 raise exc
             if isinstance(exc, (ValueError, RecursionError)):  # the SDK's json.loads of a bad body
-                raise _bad_body(exc) from None
+                raise bad_body(exc) from None
             raise exc
         return box["raw"]
 
@@ -169,7 +183,7 @@ class _RemoteLLM:
         return LLMCallError(f"{self.provider}: LLM time budget used up after {attempts} attempt(s)",
                             provider=self.provider, attempts=attempts, retryable=False)
 
-    def _response(self, request: LLMRequest, raw: _RawResult) -> LLMResponse:
+    def _response(self, request: LLMRequest, raw: RawResult) -> LLMResponse:
         notes = self._standing_notes(request)
         input_tokens, output_tokens = raw.input_tokens, raw.output_tokens
         if input_tokens is None or output_tokens is None:
@@ -196,7 +210,7 @@ class _RemoteLLM:
         return LLMResponse(text=text, usage=usage, provider=self.provider, model=self.model,
                            cached=False, notes=tuple(notes), cacheable=cacheable, truncated=raw.truncated)
 
-    def _permanent_error(self, failure: _CallFailure, attempts: int) -> LLMCallError:
+    def _permanent_error(self, failure: CallFailure, attempts: int) -> LLMCallError:
         p, status = self.provider, failure.status
         if failure.kind == "response":
             msg = f"{p}: unexpected response from {self.base_url}: {failure.detail}"
@@ -208,7 +222,7 @@ class _RemoteLLM:
             msg = f"{p}: request rejected ({status}): {failure.detail}"
         return LLMCallError(msg, provider=p, status=status, attempts=attempts, retryable=False)
 
-    def _exhausted_error(self, failure: _CallFailure, attempts: int, limit: float | None = None) -> LLMCallError:
+    def _exhausted_error(self, failure: CallFailure, attempts: int, limit: float | None = None) -> LLMCallError:
         p, status = self.provider, failure.status
         if failure.kind == "timeout":
             msg = f"{p}: request timed out after {limit if limit is not None else self.timeout:.3g} s ({attempts} attempts)"
@@ -224,7 +238,7 @@ class _RemoteLLM:
                             timed_out=failure.kind == "timeout")
 
 
-def _import_sdk(name: str) -> Any:
+def import_sdk(name: str) -> Any:
     try:
         return __import__(name)
     except ImportError:

@@ -32,7 +32,7 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 FailureKind = Literal["status", "timeout", "connection", "response"]
 
 
-class _CallFailure(Exception):
+class CallFailure(Exception):
     """Backend-neutral description of one failed attempt."""
 
     def __init__(self, kind: FailureKind, detail: str, *, status: int | None = None) -> None:
@@ -77,17 +77,13 @@ def parse_retry_after(headers: Mapping[str, str] | Any, *, now: float | None = N
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def _one_line(text: object, limit: int = 200) -> str:
-    return one_line(text, limit)
-
-
-def _failure_from_sdk(exc: Exception, sdk: Any) -> _CallFailure:
-    """Map an openai/anthropic SDK exception (same shape in both) to a _CallFailure."""
+def failure_from_sdk(exc: Exception, sdk: Any) -> CallFailure:
+    """Map an openai/anthropic SDK exception (same shape in both) to a CallFailure."""
     if isinstance(exc, sdk.APITimeoutError):
-        return _CallFailure("timeout", "request timed out")
+        return CallFailure("timeout", "request timed out")
     if isinstance(exc, sdk.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
-        return _CallFailure("connection", _one_line(cause or exc))
+        return CallFailure("connection", one_line(cause or exc, 200))
     if isinstance(exc, sdk.APIStatusError):
         body = getattr(exc, "body", None)
         message: object = exc.message
@@ -97,15 +93,15 @@ def _failure_from_sdk(exc: Exception, sdk: Any) -> _CallFailure:
                 message = err["message"]
             elif isinstance(err, str):
                 message = err
-        return _CallFailure("status", _one_line(message), status=int(exc.status_code))
-    return _CallFailure("response", _one_line(exc))
+        return CallFailure("status", one_line(message, 200), status=int(exc.status_code))
+    return CallFailure("response", one_line(exc, 200))
 
 
-def _bad_body(exc: BaseException) -> _CallFailure:
+def bad_body(exc: BaseException) -> CallFailure:
     """A 200 whose body is not the JSON it claims to be (a proxy's HTML error page, a cut-off body)."""
     if isinstance(exc, RecursionError):
-        return _CallFailure("response", "response body is JSON nested too deeply")
-    return _CallFailure("response", f"response body is not valid JSON ({_one_line(exc, 80)})")
+        return CallFailure("response", "response body is JSON nested too deeply")
+    return CallFailure("response", f"response body is not valid JSON ({one_line(exc, 80)})")
 
 
 def deadline_kwargs(inner: Any, deadline: float | None, retry_timeouts: bool = True) -> dict[str, Any]:

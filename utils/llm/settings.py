@@ -26,5 +26,5 @@ NO_LLM_NOTICE = (
 Notice = Callable[[str], None]
 
 
-def _no_notice(_msg: str) -> None:
+def no_notice(_msg: str) -> None:
     pass

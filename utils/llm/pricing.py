@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PRICES_AS_OF = "2026-01"
-
-
 @dataclass(frozen=True)
 class Price:
     input_per_mtok: float

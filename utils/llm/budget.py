@@ -23,11 +23,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from utils.llm_client import LLMCallError, LLMResponse, deadline_kwargs
+from utils.llm.retry import deadline_kwargs
+from utils.llm.types import LLMCallError, LLMResponse
 
 PERMANENT_STATUS = frozenset({401, 403, 404})
-DEFAULT_QUERY_BUDGET_S = 60.0
-DEFAULT_BUILD_BUDGET_S = 1800.0
 DEFAULT_MAX_FAILURES = 3
 
 

@@ -1,0 +1,134 @@
+"""Markdown headings and document titles, read from a CommonMark parser's block structure.
+
+Headings come from markdown-it-py rather than a regex, because "a line starting
+with #" is wrong inside fenced/indented code, HTML blocks, comments, block
+quotes and list items. Only the parser's token line maps are read and the
+original normalised text sliced: nothing is re-rendered, so every character of
+a tree node can be traced back to the file.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from tree_builder.document import Document, Heading
+
+_WS = re.compile(r"\s+")
+
+
+@functools.lru_cache(maxsize=1)
+def _block_parser() -> Any:
+    """Block structure only: inline parsing is most of markdown-it's cost and we need none."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").disable("inline")
+
+
+@functools.lru_cache(maxsize=1)
+def _inline_parser() -> Any:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
+
+
+def _inline_plain_text(source: str, env: dict) -> str:
+    """Heading inline Markdown -> plain text (emphasis, links, code spans unwrapped)."""
+    if not any(ch in source for ch in "*_`[]<>!\\&~"):
+        return _WS.sub(" ", source).strip()
+    tokens = _inline_parser().parseInline(source, env)
+    parts: list[str] = []
+
+    def walk(children: list[Any]) -> None:
+        for tok in children:
+            if tok.type in ("text", "code_inline"):
+                parts.append(tok.content)
+            elif tok.type in ("softbreak", "hardbreak"):
+                parts.append(" ")
+            elif tok.type == "image":
+                walk(tok.children or [])
+            elif tok.children:
+                walk(tok.children)
+
+    for tok in tokens:
+        walk(tok.children or [])
+    return _WS.sub(" ", "".join(parts)).strip()
+
+
+def line_starts(text: str) -> list[int]:
+    """Offsets where each line begins; computed once per document, reused for every node and chunk."""
+    starts = [0]
+    find = text.find
+    pos = find("\n")
+    while pos != -1:
+        starts.append(pos + 1)
+        pos = find("\n", pos + 1)
+    return starts
+
+
+@functools.lru_cache(maxsize=2048)
+def markdown_headings(text: str, body_start: int) -> tuple[Heading, ...]:
+    """Memoised because titles need headings at load time and the tree needs them again."""
+    starts = line_starts(text)
+    line_offset = text.count("\n", 0, body_start)
+    env: dict = {}
+    tokens = _block_parser().parse(text[body_start:], env)
+    out: list[Heading] = []
+    for i, tok in enumerate(tokens):
+        # level 0 = not nested in a block quote or list item: a quoted "# x" is content.
+        if tok.type != "heading_open" or tok.level != 0 or tok.map is None:
+            continue
+        first, last = tok.map[0] + line_offset, tok.map[1] + line_offset  # 0-based, [first, last)
+        inline = tokens[i + 1].content if i + 1 < len(tokens) else ""
+        marker = len(tok.markup) if tok.markup.startswith("#") else (1 if tok.markup == "=" else 2)
+        start_char = starts[first]
+        end_char = starts[last] if last < len(starts) else len(text)
+        out.append(Heading(text=_inline_plain_text(inline, env), marker_level=marker,
+                           line=first + 1, start_char=start_char, end_char=end_char,
+                           end_line=last))
+    return tuple(out)
+
+
+def parse_headings(doc: Document) -> list[Heading]:
+    """All section headings of the body (ATX and setext, or a reader's own), in document order."""
+    if doc.headings is not None:
+        return list(doc.headings)
+    return list(markdown_headings(doc.text, doc.body_start))
+
+
+def title_block(doc: Document, headings: list[Heading] | None = None) -> list[Heading]:
+    """The heading(s) that name the document rather than open a section.
+
+    Either the single H1 when it is the first thing in the body, or a run of
+    H1s at the very top with nothing between them and no H1 later (statute
+    files start ``# 中华人民共和国民法典`` / ``# 总则``). Everything else in
+    the document is then below them, so they can become the document node
+    without any section losing its parent. Empty list when there is none.
+    """
+    hs = parse_headings(doc) if headings is None else headings
+    if not hs or hs[0].marker_level != 1:
+        return []
+    text = doc.text
+    if text[doc.body_start:hs[0].start_char].strip():
+        return []
+    block = [hs[0]]
+    for prev, h in zip(hs, hs[1:]):
+        if h.marker_level != 1 or text[prev.end_char:h.start_char].strip():
+            break
+        block.append(h)
+    if any(h.marker_level == 1 for h in hs[len(block):]):
+        return []
+    return block
+
+
+def document_title(doc: Document, fallback: str) -> str:
+    """Front matter ``title``, else the single H1, else a top title block, else ``fallback``."""
+    fm_title = doc.front_matter.get("title") if doc.front_matter else None
+    if fm_title is not None and str(fm_title).strip():
+        return _WS.sub(" ", str(fm_title)).strip()
+    headings = parse_headings(doc)
+    h1s = [h for h in headings if h.marker_level == 1]
+    if len(h1s) == 1 and h1s[0].text:
+        return h1s[0].text
+    title = " ".join(h.text for h in title_block(doc, headings) if h.text).strip()
+    return title or fallback
