@@ -123,7 +123,7 @@ def _store(given: str | None, output: Path) -> Any:
         return current[0] if current else None
     if given == "files":
         return None
-    from indexing.seekdb_store import parse_store_uri
+    from indexing.seekdb.uri import parse_store_uri
 
     return parse_store_uri(given)
 

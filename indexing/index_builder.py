@@ -44,7 +44,7 @@ from utils.progress import stage as progress_stage
 from utils.tokenizer import tokenize
 
 if TYPE_CHECKING:
-    from indexing.seekdb_store import StoreURI
+    from indexing.seekdb.uri import StoreURI
 
 _TMP_RE = re.compile(r"^\.(?P<name>.+)\.building-(?P<pid>\d+)-")
 
@@ -241,7 +241,7 @@ def build_index(
     same settings lends the vectors and summaries of what did not change
     (indexing/reuse.py); the result equals a full rebuild. With ``store`` (a
     seekdb URI) the built index is copied into new engine tables and ``output``
-    keeps its manifest (indexing/seekdb_store.py); the previous tables are
+    keeps its manifest (indexing/seekdb/); the previous tables are
     dropped only after the new manifest is in place. ``progress`` (utils/progress.py)
     is told of every stage: reading, tree, model load, embedding chunk by chunk,
     writing, publishing.
@@ -262,9 +262,9 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
     t0 = time.perf_counter()
     recover_directory(output, looks_like_index)
     if store is not None:  # an unreachable engine or a refused login is said before any work is done
-        from indexing import seekdb_store  # noqa: PLC0415
+        from indexing.seekdb.engine import check_reachable  # noqa: PLC0415
 
-        seekdb_store.check_reachable(store)
+        check_reachable(store)
     from tree_builder.readers.limits import ReadLimits
 
     with progress_stage(progress, "reading documents") as st:
@@ -331,19 +331,19 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
             if written.chunks == 0:
                 raise InputError(f"{input_path}: no text to index")
             if store is not None:
-                from indexing import seekdb_store  # noqa: PLC0415 - the engine loads only when asked for
+                from indexing.seekdb.publish import drop_retired, keep_manifest, publish  # noqa: PLC0415
 
                 with progress_stage(progress, "copying into seekdb", written.chunks, "chunks") as st:
-                    fields = seekdb_store.publish(tmp, store, st.advance)
+                    fields = publish(tmp, store, st.advance)
                 new_prefix = fields["prefix"]
                 if "note" in fields:
                     notes.append(fields.pop("note"))
                 try:
-                    seekdb_store.keep_manifest(tmp, fields)
+                    keep_manifest(tmp, fields)
                     keep_mode(tmp, output)
                     left = replace_directory(tmp, output)
                 except BaseException:
-                    seekdb_store.drop_retired([(store, new_prefix)])
+                    drop_retired([(store, new_prefix)])
                     raise
             else:
                 with progress_stage(progress, "publishing"):
@@ -360,13 +360,13 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     if old_tables is not None and old_tables[1] != new_prefix:
-        from indexing import seekdb_store  # noqa: PLC0415
+        from indexing.seekdb.publish import drop_retired  # noqa: PLC0415
 
-        retired += seekdb_store.drop_retired([old_tables])
+        retired += drop_retired([old_tables])
     if retired:
-        from indexing import seekdb_store  # noqa: PLC0415
+        from indexing.seekdb.publish import mark_retired  # noqa: PLC0415
 
-        seekdb_store.mark_retired(output, retired)
+        mark_retired(output, retired)
         notes.append(f"the engine did not let go of {len(retired)} replaced table set(s) "
                      f"({', '.join(p for _, p in retired)}_*); the next build drops them")
     seconds = time.perf_counter() - t0
@@ -397,17 +397,17 @@ def _drop_retired(meta: dict[str, Any] | None) -> "list[tuple[StoreURI, str]]":
     """Drop the engine tables an earlier build could not (a fresh process usually can); those left."""
     if not meta or not meta.get("retired_tables"):
         return []
-    from indexing import seekdb_store  # noqa: PLC0415
+    from indexing.seekdb.publish import drop_retired, retired_tables  # noqa: PLC0415
 
-    return seekdb_store.drop_retired(seekdb_store.retired_tables(meta))
+    return drop_retired(retired_tables(meta))
 
 
 def _engine_tables(meta: dict[str, Any] | None) -> "tuple[StoreURI, str] | None":
     if not meta or "store" not in meta:
         return None
-    from indexing import seekdb_store  # noqa: PLC0415
+    from indexing.seekdb.publish import previous_tables  # noqa: PLC0415
 
-    return seekdb_store.previous_tables(meta)
+    return previous_tables(meta)
 
 
 def engine_tables_of(output: Path) -> "tuple[StoreURI, str] | None":

@@ -389,30 +389,34 @@ def _tree_structure(files: IndexDir, meta: dict[str, Any], nodes: Any, contents:
 
 
 def _load_engine(files: IndexDir, path: Path, meta: dict[str, Any]) -> Index:
-    """An index whose records, vectors and full text live in seekdb/OceanBase (indexing/seekdb_store.py)."""
-    from indexing import seekdb_store as sdb  # noqa: PLC0415 - the engine loads only when used
+    """An index whose records, vectors and full text live in seekdb/OceanBase (indexing/seekdb/)."""
+    from indexing.seekdb.engine import Engine  # noqa: PLC0415 - the engine loads only when used
+    from indexing.seekdb.rows import EngineRecords, EngineRows
+    from indexing.seekdb.schema import table_names
+    from indexing.seekdb.search import SeekdbSearch
+    from indexing.seekdb.uri import store_uri_of
 
-    uri = sdb.store_uri_of(meta)
+    uri = store_uri_of(meta)
     prefix = meta["store"]["prefix"]
     scripts = meta["store"].get("scripts", [])
-    engine = sdb.Engine(uri)
-    names = sdb.table_names(prefix)
+    engine = Engine(uri)
+    names = table_names(prefix)
     counts, dim = meta["counts"], meta["embedder"]["dim"]
     tree, leaf_ptr = _tree_structure(
-        files, meta, lambda n: sdb.EngineRecords(engine, names["nodes"], "record", n),
-        lambda n: sdb.EngineRecords(engine, names["nodes"], "content", n))
+        files, meta, lambda n: EngineRecords(engine, names["nodes"], "record", n),
+        lambda n: EngineRecords(engine, names["nodes"], "content", n))
     n_chunks, n_leaves = counts["chunks"], len(tree.leaf_rows)
-    emb = sdb.EngineRows(engine, names["chunks"], "row_id", "emb", n_chunks, dim, "vector")
-    leaf_emb = sdb.EngineRows(engine, names["leaves"], "leaf", "emb", n_leaves, dim, "vector")
-    records = sdb.EngineRecords(engine, names["chunks"], "record", n_chunks)
+    emb = EngineRows(engine, names["chunks"], "row_id", "emb", n_chunks, dim, "vector")
+    leaf_emb = EngineRows(engine, names["leaves"], "leaf", "emb", n_leaves, dim, "vector")
+    records = EngineRecords(engine, names["chunks"], "record", n_chunks)
     doc_numbers = {d["path"]: i for i, d in enumerate(meta["documents"])}
     doc_rows = _doc_rows(tree, leaf_ptr)
-    search = sdb.SeekdbSearch(engine, prefix, dim, n_chunks, n_leaves, leaf_ptr, doc_rows, doc_numbers,
+    search = SeekdbSearch(engine, prefix, dim, n_chunks, n_leaves, leaf_ptr, doc_rows, doc_numbers,
                               frozenset(s for s in scripts if isinstance(s, str)))
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)  # type: ignore[arg-type]
-    index.text_keys[CHUNK_KEYS] = sdb.EngineRows(engine, names["chunks"], "row_id", "tkey", n_chunks, dim,
+    index.text_keys[CHUNK_KEYS] = EngineRows(engine, names["chunks"], "row_id", "tkey", n_chunks, dim,
                                                  "key")  # type: ignore[assignment]
-    index.text_keys[LEAF_KEYS] = sdb.EngineRows(engine, names["leaves"], "leaf", "tkey", n_leaves, dim,
+    index.text_keys[LEAF_KEYS] = EngineRows(engine, names["leaves"], "leaf", "tkey", n_leaves, dim,
                                                 "key")  # type: ignore[assignment]
     return index
 

@@ -2,7 +2,7 @@
 
 Why an interface: the same three-step pipeline runs on two stores. The files of
 an index directory (``FileSearch``: memory-mapped vectors and BM25 postings,
-every row scored exactly) and a database engine (``indexing/seekdb_store.py``:
+every row scored exactly) and a database engine (``indexing/seekdb/``:
 kNN and full-text search inside seekdb/OceanBase, with metadata filters for a
 leaf or a document). Retrieval scores chunks only through these calls, so it
 never knows which store answers.

@@ -26,7 +26,7 @@ def _build(docs: Path, out: Path, store: str | None):
     from config import Config
     from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
-    from indexing.seekdb_store import parse_store_uri
+    from indexing.seekdb.uri import parse_store_uri
 
     config = Config()
     return build_index(docs, out, config, make_embedder("hash", config),
@@ -34,7 +34,8 @@ def _build(docs: Path, out: Path, store: str | None):
 
 
 def _tables(uri: str) -> set[str]:
-    from indexing.seekdb_store import Engine, parse_store_uri
+    from indexing.seekdb.engine import Engine
+    from indexing.seekdb.uri import parse_store_uri
 
     engine = Engine(parse_store_uri(uri))
     try:
@@ -58,7 +59,7 @@ def both(tmp_path_factory: pytest.TempPathFactory, seekdb_uri: str):
 
 
 def test_store_uri_forms_and_the_password_never_shown() -> None:
-    from indexing.seekdb_store import PASSWORD_ENV, parse_store_uri
+    from indexing.seekdb.uri import PASSWORD_ENV, parse_store_uri
     from utils.errors import InputError
 
     emb = parse_store_uri("seekdb:///var/lib/treerag/db")
@@ -184,8 +185,9 @@ def test_update_reuses_the_engines_vectors_and_drops_the_old_tables(tmp_path: Pa
 
 def test_a_failed_copy_leaves_the_previous_index_usable(tmp_path: Path, seekdb_uri: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from indexing import seekdb_store
     from indexing.index_store import load_index
+    from indexing.seekdb import publish as seekdb_publish
+    from utils.errors import BackendError
 
     out = tmp_path / "idx"
     _build(TEST_PAPER, out, seekdb_uri)
@@ -193,16 +195,16 @@ def test_a_failed_copy_leaves_the_previous_index_usable(tmp_path: Path, seekdb_u
     prefix = json.loads(before)["store"]["prefix"]
     tables_before = _tables(seekdb_uri)
     calls = {"n": 0}
-    real = seekdb_store.insert_rows
+    real = seekdb_publish.insert_rows
 
     def failing(engine, table, columns, values):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         if calls["n"] == 2:
-            raise seekdb_store.BackendError("seekdb: connection lost (simulated)")
+            raise BackendError("seekdb: connection lost (simulated)")
         return real(engine, table, columns, values)
 
-    monkeypatch.setattr(seekdb_store, "insert_rows", failing)
-    with pytest.raises(seekdb_store.BackendError, match="simulated"):
+    monkeypatch.setattr(seekdb_publish, "insert_rows", failing)
+    with pytest.raises(BackendError, match="simulated"):
         _build(TEST_PAPER, out, seekdb_uri)
     monkeypatch.undo()
     assert (out / "metadata.json").read_bytes() == before
@@ -227,7 +229,9 @@ def test_cli_index_and_query_on_the_engine(tmp_path: Path, seekdb_uri: str) -> N
 
 
 def test_bad_store_and_missing_tables_are_one_line_errors(tmp_path: Path, seekdb_uri: str) -> None:
-    from indexing.seekdb_store import Engine, drop_tables, parse_store_uri
+    from indexing.seekdb.engine import Engine
+    from indexing.seekdb.schema import drop_tables
+    from indexing.seekdb.uri import parse_store_uri
 
     r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(tmp_path / "x"), "--mock",
                 "--store", "seekdb://nowhere")
@@ -343,12 +347,12 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
     """Past DEFER_INDEX_ROWS the full-text and vector indexes are built once the rows are in;
     the index answers as one indexed row by row does."""
     from config import Config
-    from indexing import seekdb_store
+    from indexing.seekdb import schema as seekdb_schema
     from indexing.embedders.factory import make_embedder
     from indexing.index_store import load_index
     from indexing.search import ScoreParams
 
-    monkeypatch.setattr(seekdb_store, "DEFER_INDEX_ROWS", 10)
+    monkeypatch.setattr(seekdb_schema, "DEFER_INDEX_ROWS", 10)
     out = tmp_path / "idx"
     _build(TEST_PAPER, out, seekdb_uri)
     index = load_index(out)
@@ -366,7 +370,7 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
 
 
 def test_insert_statements_stay_under_the_packet_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    from indexing import seekdb_store
+    from indexing.seekdb.schema import INSERT_BYTES, INSERT_ROWS, insert_rows
 
     sent: list[str] = []
 
@@ -376,10 +380,10 @@ def test_insert_statements_stay_under_the_packet_limit(monkeypatch: pytest.Monke
 
     big = "'" + "x" * (3 << 20) + "'"  # a long section text
     values = [f"({i},{big if i % 3 == 0 else repr('short')})" for i in range(10)] + [f"({i},'s')" for i in range(10, 1300)]
-    seekdb_store.insert_rows(Recorder(), "t", "a,b", values)  # type: ignore[arg-type]
-    assert all(len(s) <= seekdb_store.INSERT_BYTES + len(big) + 200 for s in sent)
+    insert_rows(Recorder(), "t", "a,b", values)  # type: ignore[arg-type]
+    assert all(len(s) <= INSERT_BYTES + len(big) + 200 for s in sent)
     assert sum(s.count("),(") + 1 for s in sent) == len(values)
-    assert max(s.count("),(") + 1 for s in sent) <= seekdb_store.INSERT_ROWS
+    assert max(s.count("),(") + 1 for s in sent) <= INSERT_ROWS
 
 
 def test_an_index_naming_a_missing_database_creates_nothing(both, tmp_path: Path) -> None:
@@ -418,28 +422,32 @@ def test_an_embedded_build_raises_the_engines_memory_budget_and_says_so(tmp_path
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """pylibseekdb creates a database with a 1 GB budget; an index whose vector indexes need more
     raises it (once, persisted) instead of failing mid-copy with code 4013; it is never lowered."""
-    from indexing import seekdb_store
+    from indexing.seekdb import publish as seekdb_publish
+    from indexing.seekdb.engine import Engine
+    from indexing.seekdb.schema import GIB, parse_capacity
+    from indexing.seekdb.uri import parse_store_uri
 
     def budget() -> int:
-        engine = seekdb_store.Engine(seekdb_store.parse_store_uri(seekdb_uri))
+        engine = Engine(parse_store_uri(seekdb_uri))
         try:
-            return seekdb_store.parse_capacity(str(engine.rows("SHOW PARAMETERS LIKE 'memory_budget'")[0][3]))
+            return parse_capacity(str(engine.rows("SHOW PARAMETERS LIKE 'memory_budget'")[0][3]))
         finally:
             engine.close()
 
     before = budget()
-    monkeypatch.setattr(seekdb_store, "memory_budget_needed", lambda rows, dim: before + 1)
+    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim: before + 1)
     report = _build(TEST_PAPER, tmp_path / "big", seekdb_uri)
-    assert budget() == before + seekdb_store.GIB
+    assert budget() == before + GIB
     assert len(report.notes) == 1 and "memory budget" in report.notes[0]
     assert "note" not in json.loads((tmp_path / "big" / "metadata.json").read_text())["store"]
-    monkeypatch.setattr(seekdb_store, "memory_budget_needed", lambda rows, dim: seekdb_store.GIB)
+    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim: GIB)
     report = _build(TEST_PAPER, tmp_path / "small", seekdb_uri)
-    assert budget() == before + seekdb_store.GIB and report.notes == []
+    assert budget() == before + GIB and report.notes == []
 
 
 def test_capacities_and_the_out_of_memory_hint() -> None:
-    from indexing.seekdb_store import GIB, _hint, parse_capacity
+    from indexing.seekdb.engine import _hint
+    from indexing.seekdb.schema import GIB, parse_capacity
 
     assert parse_capacity("1G") == GIB and parse_capacity("512M") == GIB // 2 and parse_capacity("0M") == 0
     assert parse_capacity("lots") == 0
@@ -448,7 +456,7 @@ def test_capacities_and_the_out_of_memory_hint() -> None:
 
 
 def test_copy_batches_are_formatted_ahead_in_order_and_errors_surface() -> None:
-    from indexing.seekdb_store import prepared
+    from indexing.seekdb.publish import prepared
 
     def make(a: int, b: int) -> list[str]:
         return [str(i) for i in range(a, b)]
@@ -490,8 +498,8 @@ def test_a_replaced_index_whose_tables_stay_locked_is_dropped_by_the_next_build(
     that updated a row of the old index's terms table."""
     import pylibseekdb
 
-    from indexing import seekdb_store
-    from indexing.seekdb_store import EMBEDDED_DATABASE
+    from indexing.seekdb import publish as seekdb_publish
+    from indexing.seekdb.uri import EMBEDDED_DATABASE
 
     out = tmp_path / "idx"
     _build(TEST_PAPER, out, seekdb_uri)
@@ -500,7 +508,7 @@ def test_a_replaced_index_whose_tables_stay_locked_is_dropped_by_the_next_build(
     cur = holder.cursor()
     cur.execute("BEGIN")
     cur.execute(f"UPDATE `{old}_terms` SET df = df + 1 LIMIT 1")
-    monkeypatch.setattr(seekdb_store, "DROP_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(seekdb_publish, "DROP_TIMEOUT_S", 2.0)
     try:
         report = _build(TEST_PAPER, out, seekdb_uri)
     finally:
