@@ -1,4 +1,4 @@
-"""TreeRAG command line: index | tree | query | interactive | history | show | eval.
+"""TreeRAG command line: index | tree | query | interactive | serve | mcp | history | show | eval.
 
 Imports of heavy modules happen inside the command functions so that
 ``--help`` and mock runs start fast.
@@ -485,6 +485,42 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_settings(args: argparse.Namespace) -> Any:
+    """The listening and safety settings of ``serve``/``mcp``, checked before the index is loaded."""
+    from server.app import ServeSettings
+    from server.service import Limits
+
+    token = os.environ.get("TREERAG_SERVE_TOKEN") or None
+    limits = Limits(max_body_bytes=args.max_body_kb * 1024, max_question_chars=args.max_question_chars)
+    for name, value in (("--max-body-kb", args.max_body_kb), ("--max-question-chars", args.max_question_chars)):
+        if value < 1:
+            raise InputError(f"{name} must be at least 1")
+    settings = ServeSettings(host=getattr(args, "host", "127.0.0.1"), port=getattr(args, "port", 0), token=token,
+                             cors_origins=tuple(getattr(args, "cors_origin", None) or ()), workers=args.workers,
+                             limits=limits, mcp=not getattr(args, "no_mcp", False))
+    settings.check()
+    return settings
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from server.cli import serve
+    from utils.paths import index_dir_path
+
+    settings = _serve_settings(args)
+    session = Session(args)
+    return serve(session.rag, index_dir_path(args.index, "--index"), settings, version(), args.embedder, _stderr)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from server.cli import serve_mcp_stdio
+    from utils.paths import index_dir_path
+
+    settings = _serve_settings(args)
+    session = Session(args)
+    return serve_mcp_stdio(session.rag, index_dir_path(args.index, "--index"), settings, version(), args.embedder,
+                           _stderr)
+
+
 # --------------------------------------------------------------------------- parser
 
 class OneLineParser(argparse.ArgumentParser):
@@ -608,6 +644,29 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pa = sub.add_parser("interactive", help="ask questions in a loop (models loaded once)")
     query_options(pa)
     pa.set_defaults(func=cmd_interactive)
+
+    def service_options(sp: argparse.ArgumentParser) -> None:
+        query_options(sp)
+        sp.add_argument("--workers", type=int, default=4,
+                        help="questions answered at once; more wait their turn (default 4)")
+        sp.add_argument("--max-question-chars", type=int, default=2000,
+                        help="longest question accepted (default 2000)")
+        sp.add_argument("--max-body-kb", type=int, default=64, help="largest request body in kB (default 64)")
+
+    pserve = sub.add_parser("serve", help="serve an index over HTTP: JSON API, streamed steps, a web page, MCP at /mcp")
+    service_options(pserve)
+    pserve.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; any other needs $TREERAG_SERVE_TOKEN)")
+    pserve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    pserve.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
+                        help="let a web page from ORIGIN call the API (repeatable; default: no CORS)")
+    pserve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
+    pserve.set_defaults(func=cmd_serve)
+
+    pmcp = sub.add_parser("mcp", help="serve an index to an MCP client over stdio (tools ask, search, "
+                                      "list_documents, get_tree, get_section)")
+    service_options(pmcp)
+    pmcp.set_defaults(func=cmd_mcp)
 
     ph = sub.add_parser("history", help="list recent recorded runs")
     ph.add_argument("--limit", type=int, default=20)

@@ -135,8 +135,27 @@ def query_budget(llm: LLMClient | None, config: Config) -> LLMClient | None:
     return with_budget(llm, config.llm_query_budget_s, max_failures=1)
 
 
+StepHook = Callable[[str, dict[str, Any]], None]
+"""Told each step's part of the run record as soon as it exists (``"step1"``, ``"step2"``,
+``"context"``, ``"answer"``): a server streams them, so a reader sees step 1 while step 3 still runs. An
+exception it raises (a client gone) ends the query there."""
+
+
+def step1_dict(loc: LocateResult, plan: QueryPlan | None) -> dict[str, Any]:
+    """Step 1's keys of the run record."""
+    out: dict[str, Any] = {
+        "step1_thinking": loc.thinking, "step1_locator": loc.locator,
+        "step1_nodes": [{"node_id": n.node_id, "sub_query": n.sub_query,
+                         "heading_path": n.heading_path, "score": n.score} for n in loc.nodes],
+        "step1_toc_nodes": loc.toc_nodes}
+    if plan is not None:
+        out["step1_route"] = plan.to_dict()
+    return out
+
+
 def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
-                  doc_paths: set[str] | None = None, usage: UsageMeter | None = None) -> Retrieval:
+                  doc_paths: set[str] | None = None, usage: UsageMeter | None = None,
+                  on_step: StepHook | None = None) -> Retrieval:
     """Locate, retrieve in the located leaves, rerank: the exact path `query` and `eval` share."""
     usage = usage if usage is not None else UsageMeter()
     stages = StageHits()
@@ -154,6 +173,8 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     loc = locate(question, index, config, backends, doc_paths, usage)
     timing["locate"] = (time.perf_counter() - t) * 1000
     fallbacks.extend(loc.fallbacks)
+    if on_step is not None:
+        on_step("step1", {**step1_dict(loc, plan), "fallbacks": [f.to_dict() for f in fallbacks]})
 
     t = time.perf_counter()
     candidates = retrieve(index, backends.embedder, question, loc.nodes, config, doc_paths, stages)
@@ -185,7 +206,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
 
 
 def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
-                 doc_paths: set[str] | None = None) -> dict[str, Any]:
+                 doc_paths: set[str] | None = None, on_step: StepHook | None = None) -> dict[str, Any]:
     t_start = time.perf_counter()
     usage = UsageMeter()
     # one wall-clock budget and circuit breaker for every LLM call of this query, and one query
@@ -201,7 +222,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         "answer": "", "evidence_found": False,
     }
     llm = backends.llm
-    r = run_retrieval(query, index, config, backends, doc_paths, usage)
+    r = run_retrieval(query, index, config, backends, doc_paths, usage, on_step)
     fallbacks = r.fallbacks
     timing = r.timing_ms
     if r.stopword_only:
@@ -212,25 +233,27 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     else:
         loc = r.located
         assert loc is not None
-        result["step1_thinking"] = loc.thinking
-        result["step1_locator"] = loc.locator
-        result["step1_nodes"] = [{"node_id": n.node_id, "sub_query": n.sub_query,
-                                  "heading_path": n.heading_path, "score": n.score} for n in loc.nodes]
-        result["step1_toc_nodes"] = loc.toc_nodes
+        plan = r.plan
+        assert plan is not None
+        step1 = step1_dict(loc, plan)
+        route = step1.pop("step1_route")
+        result.update(step1)
         result["step2_retrieved"] = [retrieved_dict(rc, i) for i, rc in enumerate(r.final, 1)]
         result["stages"] = _stage_dicts(r.stages)
 
         result["step2_order"] = ordering_score(r.final)
+        if on_step is not None:
+            on_step("step2", {k: result[k] for k in ("step2_retrieved", "step2_order", "stages")})
 
         t = time.perf_counter()
-        plan = r.plan
-        assert plan is not None
-        result["step1_route"] = plan.to_dict()
+        result["step1_route"] = route
         ctx = assemble_context(index, r.pool, config.context_budget_chars,
                                leaf_share=plan.leaf_share(config.context_leaf_share),
                                first_unit_share=config.context_first_unit_share)
         timing["context"] = (time.perf_counter() - t) * 1000
         result["context"] = context_dict(ctx)
+        if on_step is not None:
+            on_step("context", {"context": result["context"]})
 
         t = time.perf_counter()
         # the floor judges step 2's list (what retrieval is scored on), the answer reads the context
@@ -246,6 +269,9 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         result["evidence_found"] = found
         result["evidence_strength"] = {**strength.to_dict(), "floor": config.evidence_floor}
         timing["synthesize"] = (time.perf_counter() - t) * 1000
+        if on_step is not None:
+            on_step("answer", {k: result[k] for k in ("answer", "answer_mode", "answer_truncated", "answer_quotes",
+                                                      "evidence_found", "evidence_strength")})
     timing["total"] = (time.perf_counter() - t_start) * 1000
     result["timing_ms"] = {k: round(v, 2) for k, v in timing.items()}
     result["providers"] = {
@@ -454,9 +480,11 @@ class TreeRAG:
             run_log = RunLog(Path(log), warn=notice or (lambda msg: print(msg, file=sys.stderr)))
         return cls(index, config, backends, run_log)
 
-    def run(self, question: str, documents: list[str] | None = None) -> dict[str, Any]:
+    def run(self, question: str, documents: list[str] | None = None,
+            on_step: StepHook | None = None) -> dict[str, Any]:
         """One question through the pipeline: the run record (what ``query --json`` prints), logged
-        when a run log is open. ``documents`` (index-relative paths) limits it to those documents."""
+        when a run log is open. ``documents`` (index-relative paths) limits it to those documents;
+        ``on_step`` is told each step's keys as they are ready (see ``StepHook``)."""
         if not isinstance(question, str):
             raise InputError(f"the question must be a string, got {type(question).__name__}")
         if not question.strip():
@@ -474,7 +502,7 @@ class TreeRAG:
             if unknown:
                 raise InputError(f"not in the index: {', '.join(unknown[:3])}")
             doc_paths = set(documents)
-        result = run_pipeline(question.strip(), self.index, self.config, self.backends, doc_paths)
+        result = run_pipeline(question.strip(), self.index, self.config, self.backends, doc_paths, on_step)
         # "logged" tells the printed footer whether `show` can find this run: the log keeps the
         # copy that says True; a run not recorded (no log, or the log failed) says False
         result["logged"] = self.run_log is not None
