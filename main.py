@@ -39,7 +39,7 @@ from typing import Any, NoReturn, Sequence
 from config import (EMBEDDERS, LOCATORS, VERSION, Config, auto_embedder_help, llm_timeout_seconds, parse_seconds,
                     rerank_setting)
 from utils.errors import InputError, TreeRAGError
-from utils.progress import tqdm_progress
+from utils.progress import make_progress
 
 
 
@@ -91,7 +91,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         summarizer = LLMSummarizer(llm, config, usage)
         workers = args.summary_workers
     report = build_index(Path(args.input), output, config, embedder,
-                         progress=tqdm_progress(not args.quiet), summarizer=summarizer,
+                         progress=make_progress(not args.quiet), summarizer=summarizer,
                          summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
                          store=_store(args.store, output))
     if report.rebuild_reason:
@@ -586,7 +586,8 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                     help="wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
     pi.add_argument("--llm-budget", default=None,
                     help=f"wall-clock seconds for all LLM summary calls of the build (default {d.llm_build_budget_s:g})")
-    pi.add_argument("--quiet", action="store_true", help="no progress bar")
+    pi.add_argument("--quiet", action="store_true",
+                    help="no progress (default: a live bar per stage on a terminal, one line per stage otherwise)")
     pi.set_defaults(func=cmd_index)
 
     pt = sub.add_parser("tree", help="print the section tree of a document or a folder (what the locator sees)")

@@ -1,11 +1,12 @@
 """Shared helpers for the benchmark scripts (not a test module, not part of the package).
 
-Why a benchmark and not a timed test: this machine (2 cores) is shared, so an
-absolute threshold in a test would fail at random. Every script therefore
-measures a *baseline in the same run* (the raw encoder, the query embedding
-alone, a bare ``python`` start-up, the smallest corpus) and prints ratios to
-it next to the absolute figures; a goal is judged on the figure the issue
-names, and the load average is printed so a reader can tell a busy machine.
+Why a benchmark and not a timed test: a development or CI machine is often
+shared, so an absolute threshold in a test would fail at random. Every script
+therefore measures a *baseline in the same run* (the raw encoder, the query
+embedding alone, a bare ``python`` start-up, the smallest corpus) and prints
+ratios to it next to the absolute figures; a goal is judged on the figure its
+goal names, and the machine's load at the start is printed so a reader can tell
+a busy machine.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Each benchmark runs in its own process (so one's imported models and memory do
 not bias the next) with its output streamed as it goes; each prints its
 figures with ratios against a baseline measured in the same run. At the end,
 one table of the headline figures, goal by goal. ``--quick`` uses small sizes
-(the whole suite in a few minutes); without it the sizes the issues name.
+(the whole suite in a few minutes); without it the full sizes the goals are stated for.
 Results are written as JSON (default benchmarks/out/, git-ignored).
 Exit status: non-zero only if a benchmark crashed, never because a goal was missed.
 """

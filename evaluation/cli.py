@@ -122,7 +122,12 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     pe.add_argument("--arms", default=None,
                     help="comma list of arms (default: all available): flat-bm25, flat-dense, flat-hybrid, "
                          "flat-hybrid-rrf, flat-learned, tree-keyword, tree-hybrid, tree-llm, tree-llm-rerank, each tree arm +net")
-    pe.add_argument("--limit", type=int, default=None, help="score a random sample of N questions")
+    pe.add_argument("--limit", type=int, default=None,
+                    help="score a random sample of N questions. Unless an index of the whole set is "
+                         "cached (or --index is given), only the documents the sampled questions are "
+                         "scoped to are indexed (cached separately; collection-wide statistics such as "
+                         "IDF then cover those documents only); a sample with a question over the whole "
+                         "collection indexes every document")
     pe.add_argument("--seed", type=int, default=0, help="sample and bootstrap seed (default 0)")
     pe.add_argument("--k", type=int, default=10, help="chunks every arm returns (default 10)")
     pe.add_argument("--json", default=None, metavar="OUT",
@@ -146,6 +151,7 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     pe.add_argument("--peer", action="append", default=None, metavar="FILE",
                     help="score another system's rankings beside the arms (a file written by "
                          "benchmarks/peer_llamaindex.py; repeatable)")
-    pe.add_argument("--quiet", action="store_true", help="no progress bars")
+    pe.add_argument("--quiet", action="store_true",
+                    help="no progress (index build stages and questions answered)")
     pe.set_defaults(func=cmd_eval)
     return pe

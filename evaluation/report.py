@@ -86,8 +86,11 @@ def format_table(run: EvalRun) -> str:
         vers = ", ".join(f"{k} {v}" for k, v in p.versions.items())
         conf = ", ".join(f"{k} {v}" for k, v in p.config.items() if v is not None)
         notes.append(f"peer arm {p.name}: {p.system} ({vers}); {conf}; {len(p.chunks)} chunks of its own")
+    subset = run.index_info.get("documents")
     notes.append(f"{run.computed} run(s) computed, {run.cached} from cache; {run.seconds:.1f} s; "
-                 f"index {run.index_info['source']} ({run.index_info['path']})")
+                 f"index {run.index_info['source']} ({run.index_info['path']})"
+                 + (f", holding only the {subset} of {len(run.eval_set.documents)} documents the sampled "
+                    "questions are scoped to" if subset is not None else ""))
     return "\n".join(out + [""] + notes + format_slices(run))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ from evaluation.metrics import (BUDGETS, SCORE_KEYS, SLICE_KEYS, SLICES, Bootstr
                                 score_ranking)
 from indexing.index_store import Index
 from indexing.reuse import BUILD_FIELDS as INDEX_BUILD_FIELDS
-from utils.progress import tqdm_progress
+from utils.progress import make_progress
+from utils.progress import stage as progress_stage
 from utils.errors import IndexFormatError, InputError, TreeRAGError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,19 +172,21 @@ class EvalRun:
 
 # --------------------------------------------------------------------------- index
 
-def build_key(eval_set: EvalSet, config: Config) -> str:
+def build_key(eval_set: EvalSet, config: Config, documents: list[str] | None = None) -> str:
+    """The cached index's name: the documents it holds (all, or ``documents``) and the build settings."""
     from indexing.index_store import FORMAT_VERSION
     from utils.tokenizer import TOKENIZER_VERSION
 
     settings = {f: getattr(config, f) for f in BUILD_FIELDS}
-    docs = sorted((d.path, d.content_hash) for d in eval_set.documents)
+    wanted = None if documents is None else set(documents)
+    docs = sorted((d.path, d.content_hash) for d in eval_set.documents if wanted is None or d.path in wanted)
     return _sha({"docs": docs, "settings": settings, "format": FORMAT_VERSION,
                  "tokenizer": TOKENIZER_VERSION})[:20]
 
 
-def _docs_differ(index: Index, eval_set: EvalSet) -> list[str]:
+def _docs_differ(index: Index, eval_set: EvalSet, documents: list[str] | None = None) -> list[str]:
     built = {d.get("path"): d.get("content_hash") for d in index.metadata.get("documents", [])}
-    wanted = {d.path: d.content_hash for d in eval_set.documents}
+    wanted = {d.path: d.content_hash for d in eval_set.documents if documents is None or d.path in documents}
     return sorted(p for p in set(built) | set(wanted) if built.get(p) != wanted.get(p))
 
 
@@ -194,8 +198,40 @@ def index_identity(index: Index) -> str:
                  "counts": meta.get("counts")})[:20]
 
 
-def obtain_index(eval_set: EvalSet, opts: EvalOptions) -> tuple[Index, dict[str, Any]]:
-    """``--index`` (checked against the set's documents), else a cached build, else a new build."""
+def sample_documents(eval_set: EvalSet, questions: list[Question]) -> list[str] | None:
+    """The documents a sample of questions is asked of, when every one is scoped and they are fewer
+    than the set's; else None (a question over the whole collection needs every document).
+
+    Scoped questions retrieve only inside their scope, so an index of those documents gives
+    them the same candidates; only collection-wide statistics (BM25's IDF, the locator's term
+    weights) are computed over fewer documents.
+    """
+    if not questions or any(not q.scope for q in questions):
+        return None
+    docs = sorted({d for q in questions for d in q.scope} | {e.doc for q in questions for e in q.evidence})
+    known = {d.path for d in eval_set.documents}
+    if len(docs) >= len(known) or not set(docs) <= known:
+        return None
+    return docs
+
+
+def _stage_documents(eval_set: EvalSet, documents: list[str], staging: Path) -> Path:
+    """Copy ``documents`` (paths relative to the set's docs/) into ``staging``; the folder to index."""
+    shutil.rmtree(staging, ignore_errors=True)
+    for rel in documents:
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(eval_set.docs_dir / rel, target)
+    return staging
+
+
+def obtain_index(eval_set: EvalSet, opts: EvalOptions,
+                 questions: list[Question] | None = None) -> tuple[Index, dict[str, Any]]:
+    """``--index`` (checked against the set's documents), else a cached build, else a new build.
+
+    With ``--limit`` (``questions`` given) and no cached index of the whole set, only the
+    documents the sampled questions are scoped to are indexed (``sample_documents``).
+    """
     from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
@@ -214,25 +250,50 @@ def obtain_index(eval_set: EvalSet, opts: EvalOptions) -> tuple[Index, dict[str,
         return index, {"path": str(index.path), "source": "given", "identity": index_identity(index)}
 
     config = opts.config.replace(embedder=opts.embedder or opts.config.embedder)
-    key = build_key(eval_set, config)
     root = opts.cache_root or default_cache_root()
-    target = root / "eval" / "indexes" / key
-    if not opts.rebuild and (target / "metadata.json").is_file():
+
+    def cached(target: Path, documents: list[str] | None) -> Index | None:
+        if opts.rebuild or not (target / "metadata.json").is_file():
+            return None
         try:
             index = load_index(target)
         except IndexFormatError as exc:
             opts.notice(f"cached index unusable ({exc}); rebuilding")
-        else:
-            if not _docs_differ(index, eval_set):
-                return index, {"path": str(target), "source": "cached", "identity": index_identity(index)}
+            return None
+        return None if _docs_differ(index, eval_set, documents) else index
+
+    full = root / "eval" / "indexes" / build_key(eval_set, config)
+    index = cached(full, None)
+    if index is not None:
+        return index, {"path": str(full), "source": "cached", "identity": index_identity(index)}
+    subset = sample_documents(eval_set, questions) if questions is not None and opts.limit is not None else None
+    target = full if subset is None else root / "eval" / "indexes" / build_key(eval_set, config, subset)
+    if subset is not None:
+        index = cached(target, subset)
+        if index is not None:
+            return index, {"path": str(target), "source": "cached", "identity": index_identity(index),
+                           "documents": len(subset)}
+        opts.notice(f"--limit: indexing only the {len(subset)} of {len(eval_set.documents)} documents "
+                    "the sampled questions are scoped to")
     opts.notice(f"building the evaluation index ({config.embedder} embedder) at {target}")
     embedder = None if config.embedder == "auto" else make_embedder(config.embedder, config)
-    report = build_index(eval_set.docs_dir, target, config, embedder,
-                         progress=tqdm_progress(opts.progress))
+    source = eval_set.docs_dir
+    staging = target.with_name(f".{target.name}.docs-{os.getpid()}")
+    try:
+        if subset is not None:
+            source = _stage_documents(eval_set, subset, staging)
+        report = build_index(source, target, config, embedder,
+                             progress=make_progress(opts.progress, prefix="evaluation index: "))
+    finally:
+        if subset is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     opts.notice(report.summary_line())
     index = load_index(target)
-    return index, {"path": str(target), "source": "built", "identity": index_identity(index),
-                   "build_seconds": round(report.seconds, 2)}
+    info = {"path": str(target), "source": "built", "identity": index_identity(index),
+            "build_seconds": round(report.seconds, 2)}
+    if subset is not None:
+        info["documents"] = len(subset)
+    return index, info
 
 
 # --------------------------------------------------------------------------- result cache
@@ -476,7 +537,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     questions = sample_questions(eval_set.questions, opts.limit, opts.seed)
 
     peer_files = [(path, read_peer_file(path)) for path in opts.peers]  # before a long index build
-    index, info = obtain_index(eval_set, opts)
+    index, info = obtain_index(eval_set, opts, questions)
     names = opts.arms or all_arm_names(opts.llm is not None)
     base = opts.config.replace(embedder=index.embedder_identity.get("name", opts.config.embedder))
     arms = [make_arm(n, base, opts.k) for n in names]
@@ -513,10 +574,8 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     todo = sum(1 for q, _, arm, key in jobs if cache.get(q.id, arm.name, key) is None)
     computed = 0
     results: list[QuestionResult] = []
-    from tqdm import tqdm
-
-    bar = tqdm(total=len(jobs), initial=len(jobs) - todo, desc="eval", unit="run", file=sys.stderr,
-               disable=None if opts.progress else True, dynamic_ncols=True, leave=False)
+    bar = progress_stage(make_progress(opts.progress), f"questions ({len(arms)} arm(s) each, "
+                         f"{len(jobs) - todo} of {len(jobs)} runs cached)", len(scored), "questions")
     try:
         if todo:
             _warm_up(ctx, arms, scored[0][0])
@@ -529,13 +588,14 @@ def run_eval(opts: EvalOptions) -> EvalRun:
                 out = run_arm(arm, ctx, q.query, doc_paths)
                 cache.put(q.id, arm.name, key, out)
                 computed += 1
-                bar.update(1)
             qr = by_q.get(q.id)
             if qr is None:
                 qr = by_q[q.id] = QuestionResult(q, rel, {}, {}, slices[q.id])
                 results.append(qr)
             qr.outputs[arm.name] = out
             qr.scores[arm.name] = _score(arm, out, rel, index)
+            if len(qr.outputs) == len(arms):
+                bar.advance(1)
     finally:
         bar.close()
         cache.close()

@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,13 +40,12 @@ from tree_builder.tree import TreeNode, build_tree
 from utils.atomic import keep_mode, recover_directory, replace_directory
 from utils.errors import IndexFormatError, InputError
 from utils.paths import index_dir_path
+from utils.progress import Progress, Stage
+from utils.progress import stage as progress_stage
 from utils.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from indexing.seekdb.uri import StoreURI
-
-ProgressFactory = Callable[[int, str], Callable[[int], None]]
-"""(total, description) -> advance(n). The CLI passes a tqdm-backed one."""
 
 _TMP_RE = re.compile(r"^\.(?P<name>.+)\.building-(?P<pid>\d+)-")
 
@@ -231,7 +230,7 @@ def build_index(
     output: Path,
     config: Config,
     embedder: Embedder | None,
-    progress: ProgressFactory | None = None,
+    progress: Progress | None = None,
     summarizer: Any = None,
     summary_workers: int = 1,
     follow_links: bool = False,
@@ -245,7 +244,9 @@ def build_index(
     (indexing/reuse.py); the result equals a full rebuild. With ``store`` (a
     seekdb URI) the built index is copied into new engine tables and ``output``
     keeps its manifest (indexing/seekdb/); the previous tables are
-    dropped only after the new manifest is in place.
+    dropped only after the new manifest is in place. ``progress`` (utils/progress.py)
+    is told of every stage: reading, tree, model load, embedding chunk by chunk,
+    writing, publishing.
     """
     from utils.dir_lock import exclusive
 
@@ -257,7 +258,7 @@ def build_index(
 
 
 def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embedder | None,
-                  progress: ProgressFactory | None, summarizer: Any, summary_workers: int, follow_links: bool,
+                  progress: Progress | None, summarizer: Any, summary_workers: int, follow_links: bool,
                   update: bool, store: "StoreURI | None") -> BuildReport:
     """``build_index`` while this process holds the index's lock."""
     t0 = time.perf_counter()
@@ -268,7 +269,9 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         check_reachable(store)
     from tree_builder.readers.limits import ReadLimits
 
-    loaded = load_input(input_path, follow_links=follow_links, limits=ReadLimits.from_config(config))
+    with progress_stage(progress, "reading documents") as st:
+        loaded = load_input(input_path, follow_links=follow_links, limits=ReadLimits.from_config(config))
+        st.count(len(loaded.documents), "documents")
     docs, warnings = loaded.documents, loaded.warnings
     folder_mode = input_path.is_dir()
     if embedder is None:  # "auto": chosen by the documents' script
@@ -278,7 +281,9 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         embedder = make_embedder(auto_name, config)
     else:
         embedder_reason = "asked for (--embedder, --mock or the config)"
-    root = build_tree(docs, config, folder_mode=folder_mode)
+    with progress_stage(progress, "building the section tree") as st:
+        root = build_tree(docs, config, folder_mode=folder_mode)
+        st.count(sum(1 for n in root.iter_preorder() if n.kind != "root"), "sections")
     identity = embedder_identity(embedder)
     settings = build_settings(config, identity, getattr(summarizer, "summarizer_id", "extractive"), folder_mode)
     previous, rebuild_reason = open_previous(output, settings, docs) if update else (None, None)
@@ -288,10 +293,11 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         from tree_builder.llm_summary import summarize_tree_parallel
 
         n_todo = sum(1 for n in root.iter_preorder() if n.kind != "root" and n.node_id not in keep)
-        summarize_tree_parallel(root, summarizer, summary_workers,
-                                progress(n_todo, "summaries") if progress else None, keep=keep)
+        with progress_stage(progress, "summaries by the LLM", n_todo, "sections") as st:
+            summarize_tree_parallel(root, summarizer, summary_workers, st.advance if progress else None, keep=keep)
     else:
-        summarize_tree(root, config, summarizer, keep=keep)
+        with progress_stage(progress, "summaries"):
+            summarize_tree(root, config, summarizer, keep=keep)
     leaves = root.leaves()
     n_nodes = sum(1 for n in root.iter_preorder() if n.kind != "root")
     metadata: dict[str, Any] = {
@@ -321,15 +327,16 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-{os.getpid()}-",
                                     dir=output.resolve().parent))
         try:
-            written = _write_streaming(tmp, root, docs, config, embedder, source, metadata, t0,
-                                       progress(2 * len(leaves), "chunks, vectors") if progress else None)
+            if source is None or changes is None or changes.changed or changes.new:
+                _load_model(embedder, progress)  # its own stage, not a bar stuck at 0
+            written = _write_streaming(tmp, root, docs, config, embedder, source, metadata, t0, progress)
             if written.chunks == 0:
                 raise InputError(f"{input_path}: no text to index")
             if store is not None:
                 from indexing.seekdb.publish import drop_retired, keep_manifest, publish  # noqa: PLC0415
 
-                fields = publish(tmp, store, progress(written.chunks, "copy to seekdb")
-                                              if progress else None)
+                with progress_stage(progress, "copying into seekdb", written.chunks, "chunks") as st:
+                    fields = publish(tmp, store, st.advance)
                 new_prefix = fields["prefix"]
                 if "note" in fields:
                     notes.append(fields.pop("note"))
@@ -341,8 +348,9 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
                     drop_retired([(store, new_prefix)])
                     raise
             else:
-                keep_mode(tmp, output)
-                left = replace_directory(tmp, output)
+                with progress_stage(progress, "publishing"):
+                    keep_mode(tmp, output)
+                    left = replace_directory(tmp, output)
             if left:
                 notes.append(f"the replaced index could not be removed and stays beside it ({left}); "
                              "remove it by hand")
@@ -413,6 +421,25 @@ BLOCK_CHUNKS = 2048
 """Chunks chunked, tokenised, embedded and written together: memory per block, not per index."""
 
 
+def _load_model(embedder: Embedder, progress: Progress | None) -> None:
+    """Load the embedding model now, as a stage of its own (models otherwise load on first use)."""
+    load = getattr(embedder, "load", None)
+    if callable(load):
+        with progress_stage(progress, f"loading the embedding model ({embedder.name})"):
+            load()
+
+
+def _count_chunks(leaves: list[TreeNode], by_path: dict[str, Document], config: Config) -> int:
+    """How many chunks the leaves make: the embedding stage's total, known before its first block."""
+    total, doc_path, starts = 0, None, None
+    for leaf in leaves:
+        doc = by_path[leaf.doc_path]
+        if doc.path != doc_path:
+            doc_path, starts = doc.path, line_starts(doc.text)
+        total += len(chunk_leaf(leaf, doc.text, config, starts, doc.page_starts))
+    return total
+
+
 class _OldIndexDamaged(Exception):
     """The previous index could not lend what it promised (a bad record or vector)."""
 
@@ -426,7 +453,7 @@ class _Written:
 
 def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Config, embedder: Embedder,
                      source: PreviousIndex | None, metadata: dict[str, Any], t0: float,
-                     advance: Callable[[int], None] | None) -> _Written:
+                     progress: Progress | None = None) -> _Written:
     """Chunk, tokenise, embed and write the index block by block (a full build or an update)."""
     leaves = root.leaves()
     dim = int(metadata["embedder"]["dim"])
@@ -436,9 +463,10 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
     out = _Written()
     block: list[Chunk] = []
     texts: list[str] = []
-    block_leaves = 0
     old_rows: dict[str, list[np.ndarray]] = {"chunk": [], "leaf": []}
     """Per new row, the previous index's row its vector came from (-1: embedded anew), for the ANN."""
+    n_chunks = _count_chunks(leaves, by_path, config) if progress is not None else None
+    bar: Stage = progress_stage(progress, "embedding chunks", n_chunks, "chunks")
 
     def vectors(batch: list[str], kind: str) -> np.ndarray:
         t = time.perf_counter()
@@ -449,49 +477,57 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
             vecs, found, rows = _reuse(source, batch, kind)
             old_rows[kind].append(np.where(found, rows, -1))
         todo = np.flatnonzero(~found)
+        bar.advance(len(batch) - int(todo.size))  # reused from the previous index
         if todo.size:
-            vecs[todo] = embedder.embed_documents([batch[i] for i in todo])
+            told = [0]
+
+            def advance(n: int) -> None:  # per batch of the encoder: the bar moves from the first second
+                told[0] += n
+                bar.advance(n)
+
+            vecs[todo] = embedder.embed_documents([batch[i] for i in todo], progress=advance)
+            bar.advance(int(todo.size) - told[0])  # an embedder that reports no batches
         if kind == "chunk":
             out.embedded += int(todo.size)
         out.embed_seconds += time.perf_counter() - t
         return vecs
 
     def flush() -> None:
-        nonlocal block, texts, block_leaves
+        nonlocal block, texts
         if block:
             writer.add_chunks(block, vectors(texts, "chunk"), texts)
-        if advance and block_leaves:
-            advance(block_leaves)
-        block, texts, block_leaves = [], [], 0
+        block, texts = [], []
 
     try:
-        doc_path, starts = None, None
-        for leaf in leaves:
-            doc = by_path[leaf.doc_path]
-            if doc.path != doc_path:
-                doc_path, starts = doc.path, line_starts(doc.text)
-            for c in chunk_leaf(leaf, doc.text, config, starts, doc.page_starts):
-                text = chunk_representation(c, doc.title, config.chunk_context)
-                bm25.add(tokenize(text))
-                block.append(c)
-                texts.append(text)
-            block_leaves += 1
-            if len(block) >= BLOCK_CHUNKS:
-                flush()
-        flush()
+        with bar:
+            doc_path, starts = None, None
+            for leaf in leaves:
+                doc = by_path[leaf.doc_path]
+                if doc.path != doc_path:
+                    doc_path, starts = doc.path, line_starts(doc.text)
+                for c in chunk_leaf(leaf, doc.text, config, starts, doc.page_starts):
+                    text = chunk_representation(c, doc.title, config.chunk_context)
+                    bm25.add(tokenize(text))
+                    block.append(c)
+                    texts.append(text)
+                if len(block) >= BLOCK_CHUNKS:
+                    flush()
+            flush()
         out.chunks = writer.n_chunks
         if out.chunks:
-            for i in range(0, len(leaves), BLOCK_CHUNKS):
-                part = leaves[i:i + BLOCK_CHUNKS]
-                leaf_texts = [leaf_text_for_embedding(n) for n in part]
-                writer.add_leaf_vectors(vectors(leaf_texts, "leaf"), leaf_texts)
-                if advance:
-                    advance(len(part))
-            index = bm25.finish()
-            metadata["counts"].update(chunks=out.chunks, vocabulary=index.vocab_size)
-            metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
-            writer.finish(metadata, root, index, build_leaf_terms(leaves),
-                          derived=lambda d: _ann_fields(d, metadata, config, source, old_rows))
+            bar = progress_stage(progress, "embedding sections", len(leaves), "sections")
+            with bar:
+                for i in range(0, len(leaves), BLOCK_CHUNKS):
+                    part = leaves[i:i + BLOCK_CHUNKS]
+                    leaf_texts = [leaf_text_for_embedding(n) for n in part]
+                    writer.add_leaf_vectors(vectors(leaf_texts, "leaf"), leaf_texts)
+            with progress_stage(progress, "writing the index") as st:
+                index = bm25.finish()
+                metadata["counts"].update(chunks=out.chunks, vocabulary=index.vocab_size)
+                metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
+                writer.finish(metadata, root, index, build_leaf_terms(leaves),
+                              derived=lambda d: _ann_fields(d, metadata, config, source, old_rows))
+                st.count(out.chunks, "chunks")
     finally:
         writer.close()
     return out

@@ -22,13 +22,15 @@ instead of a list to compute each response from the recorded request.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from collections import deque
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 __all__ = [
     "RecordedRequest",
@@ -374,3 +376,19 @@ def anthropic_stream(
                      "usage": {"output_tokens": output_tokens}}, "message_delta"),
                _sse({"type": "message_stop"}, "message_stop")]
     return events
+
+
+@contextlib.contextmanager
+def refusing_url() -> Iterator[str]:
+    """A 127.0.0.1 URL whose connections are refused for as long as the block runs.
+
+    The port is held by a socket that is bound but never listens, so the kernel refuses every
+    connection to it. A port freed by stopping a server is not enough on a shared machine:
+    another process may bind it meanwhile and accept without answering (seen as a timeout).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()

@@ -98,17 +98,17 @@ def _env(tmp_path: Path, srv: StubServer, provider: str) -> dict[str, str]:
 
 
 def test_silent_server_query_returns_within_its_budget(tmp_path: Path, paper_index_dir: Path) -> None:
-    with StubServer(default=StubResponse(200, openai_chat_body("late"), delay=30)) as srv:
+    with StubServer(default=StubResponse(200, openai_chat_body("late"), delay=60)) as srv:
         t0 = time.monotonic()
         q = run_cli("query", "--index", str(paper_index_dir), "--query", "How many epochs?", "--llm", "openai",
                     "--json", "--no-cache", "--llm-timeout", "1", "--llm-budget", "2.5",
-                    env=_env(tmp_path, srv, "openai"), timeout=60)
+                    env=_env(tmp_path, srv, "openai"), timeout=120)
         elapsed = time.monotonic() - t0
     assert q.returncode == 0, q.stderr
     res = json.loads(q.stdout)
     assert [f["step"] for f in res["fallbacks"]] == ["locate", "synthesis"]
     assert res["step1_locator"] == "hybrid"
-    assert elapsed < 30  # returned before the silent server would have answered (the fallbacks say why)
+    assert elapsed < 50  # returned before the silent server would have answered (the fallbacks say why)
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -118,13 +118,13 @@ def test_html_body_with_json_content_type_is_a_recorded_fallback(tmp_path: Path,
     with StubServer(default=page) as srv:
         env = _env(tmp_path, srv, provider)
         q = run_cli("query", "--index", str(paper_index_dir), "--query", "How many epochs?", "--llm", provider,
-                    "--json", "--no-cache", env=env, timeout=60)
+                    "--json", "--no-cache", env=env, timeout=300)
         assert q.returncode == 0 and "Traceback" not in q.stderr, q.stderr
         res = json.loads(q.stdout)
         assert [f["step"] for f in res["fallbacks"]] == ["locate", "synthesis"]
         assert "not valid JSON" in res["fallbacks"][0]["reason"]
         idx = run_cli("index", "--input", str(TEST_PAPER), "--output", str(tmp_path / "idx"), "--mock",
-                      "--summaries", "llm", "--llm", provider, "--quiet", "--no-cache", env=env, timeout=60)
+                      "--summaries", "llm", "--llm", provider, "--quiet", "--no-cache", env=env, timeout=300)
     assert idx.returncode == 0 and "Traceback" not in idx.stderr, idx.stderr
     assert "stopped calling the LLM" in idx.stderr
 
@@ -165,6 +165,6 @@ def test_index_with_llm_summaries_stops_calling_a_failing_server(tmp_path: Path,
 def test_non_finite_or_negative_seconds_are_one_line_errors(paper_index_dir: Path, tmp_path: Path, flag: str,
                                                             value: str) -> None:
     q = run_cli("query", "--index", str(paper_index_dir), "--query", "epochs", "--no-log", f"{flag}={value}",
-                timeout=60)
+                timeout=300)
     assert q.returncode == 2 and "Traceback" not in q.stderr
     assert q.stderr.startswith("error: LLM ") and "positive, finite" in q.stderr and q.stderr.count("\n") == 1

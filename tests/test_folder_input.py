@@ -108,11 +108,11 @@ def test_fifo_in_a_folder_is_skipped_not_read(tmp_path: Path) -> None:
     (src / "a.md").write_text("# A\n\nText.\n", encoding="utf-8")
     os.mkfifo(src / "pipe.md")
     proc = run_cli("index", "--input", str(src), "--output", str(tmp_path / "idx"), "--mock", "--quiet",
-                   timeout=60)
+                   timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "pipe.md" in proc.stderr and "special file" in proc.stderr
     single = run_cli("index", "--input", str(src / "pipe.md"), "--output", str(tmp_path / "idx2"), "--mock",
-                     timeout=60)
+                     timeout=300)
     assert single.returncode != 0 and "Traceback" not in single.stderr and "neither a file" in single.stderr
 
 

@@ -51,7 +51,7 @@ print("WARN", loaded.warnings)
 
 def _run_swap(src: Path, swap: str) -> subprocess.CompletedProcess:
     code = _SWAP_SCRIPT.format(root=str(ROOT), src=str(src), swap=swap)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
 
 
 def test_file_swapped_for_a_fifo_after_the_walk_is_skipped_not_waited_on(tmp_path: Path) -> None:

@@ -196,11 +196,11 @@ def test_cli_update_and_settings_note(tmp_path: Path) -> None:
     assert proc.stdout.startswith("updated 2 document(s): 1 changed, 0 new, 0 removed (re-embedded ")
     cfg = tmp_path / "c.toml"
     cfg.write_text("chunk_size = 150\n")
-    proc = run_cli("--config", str(cfg), "index", "--input", str(src), "--output", out, "--mock")
+    proc = run_cli("--config", str(cfg), "index", "--input", str(src), "--output", out, "--mock", "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == "note: rebuilding every document: chunk_size changed (200 -> 150)"
     assert proc.stdout.startswith("indexed 2 document(s)")
-    proc = run_cli("--config", str(cfg), "index", "--input", str(src), "--output", out, "--mock", "--rebuild")
+    proc = run_cli("--config", str(cfg), "index", "--input", str(src), "--output", out, "--mock", "--rebuild", "--quiet")
     assert proc.returncode == 0 and proc.stdout.startswith("indexed 2 document(s)") and proc.stderr == ""
 
 

@@ -36,7 +36,7 @@ def test_summaries_against_a_silent_server_cost_one_request_per_worker(tmp_path:
                "TREERAG_CACHE_DIR": str(tmp_path / "cache")}
         proc = run_cli("index", "--input", str(TEST_PAPER), "--output", str(tmp_path / "idx"), "--mock",
                        "--summaries", "llm", "--llm", "openai:gpt-4o-mini", "--llm-timeout", "1",
-                       "--summary-workers", "4", "--quiet", "--no-cache", env=env, timeout=60)
+                       "--summary-workers", "4", "--quiet", "--no-cache", env=env, timeout=300)
         sent = srv.request_count
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "stopped calling the LLM" in proc.stderr

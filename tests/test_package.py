@@ -67,7 +67,7 @@ def test_readme_python_api_example_works_on_a_collection(tmp_path: Path, monkeyp
     index = tmp_path / "index"
     build_index(docs, index, Config(), make_embedder("hash", Config()))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Python API"):]
+    section = readme[re.search(r"^#+ Python API", readme, re.M).start():]
     code = section[section.index("```python") + len("```python"):section.index("```", section.index("```python") + 9)]
     for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "TREERAG_LLM"):
         monkeypatch.delenv(k, raising=False)
