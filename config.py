@@ -169,6 +169,9 @@ class Config:
     """Chunks one leaf's graph channel adds after the leaf's best candidate."""
     kg_subgraph_nodes: int = 8
     """Nodes of the subgraph kept by personalised PageRank (seeds included)."""
+    kg_require_bridge: bool = True
+    """The graph channel adds only chunks that share a node the question does not name with the
+    leaf's best retrieved chunk (one hop from what retrieval found); off: any high-scoring chunk."""
     kg_ppr_restart: float = 0.5
     """Restart probability of the personalised PageRank walk (high: stay near the seeds)."""
     kg_llm_window_chars: int = 6000

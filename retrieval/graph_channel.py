@@ -144,9 +144,19 @@ def chunk_scores(graph: LeafGraph, ppr: np.ndarray, seeds: dict[int, float]) -> 
     return out
 
 
+def bridge_chunks(graph: LeafGraph, seeds: dict[int, float], ppr: np.ndarray, anchor_k: int) -> set[int]:
+    """Chunks one hop from the anchor: those naming a node the anchor chunk names that the question
+    does not (the bridge of "X was trained on Z ... Z holds 4.2 million sentences")."""
+    bridges = [i for i, n in enumerate(graph.nodes) if anchor_k in n.chunks and i not in seeds and ppr[i] > 0]
+    return {k for i in bridges for k in graph.nodes[i].chunks if k != anchor_k}
+
+
 def leaf_graph_channel(index: "Index", leaf: LocatedNode, graph: LeafGraph, texts: Sequence[str],
-                       config: Config) -> tuple[GraphUse, list[tuple[int, float, int]]]:
-    """The leaf's subgraph and its chunks as (row, graph score, subgraph edges stated), best first."""
+                       config: Config, anchor_row: int | None = None) -> tuple[GraphUse, list[tuple[int, float, int]]]:
+    """The leaf's subgraph and its chunks as (row, graph score, subgraph edges stated), best first.
+
+    With ``kg_require_bridge`` and the leaf's best retrieved chunk (``anchor_row``), only chunks
+    that share a non-question node with that chunk are returned (``bridge_chunks``)."""
     use = GraphUse(leaf.node_id, leaf.heading_path)
     seeds = match_seeds(graph, texts)
     use.seeds = [graph.nodes[i].name for i in sorted(seeds, key=lambda i: -seeds[i])]
@@ -156,6 +166,10 @@ def leaf_graph_channel(index: "Index", leaf: LocatedNode, graph: LeafGraph, text
     order = [int(i) for i in np.argsort(-ppr, kind="stable") if ppr[i] > 0][:config.kg_subgraph_nodes]
     use.nodes = [(graph.nodes[i].name, float(ppr[i])) for i in order]
     scores = chunk_scores(graph, ppr, seeds)
+    first_row = index.leaf_rows[leaf.node_id][0]
+    if config.kg_require_bridge and anchor_row is not None:
+        allowed = bridge_chunks(graph, seeds, ppr, anchor_row - first_row)
+        scores = {k: v for k, v in scores.items() if k in allowed}
     ranked = sorted(scores, key=lambda k: (-scores[k], k))
     top = scores[ranked[0]] if ranked else 0.0
     # the paths: edges of the subgraph, and edges the best chunks state from a subgraph node
@@ -177,7 +191,6 @@ def leaf_graph_channel(index: "Index", leaf: LocatedNode, graph: LeafGraph, text
                            graph.nodes[graph.edges[j].tail].name, score,
                            tuple(f"{leaf_id}_chunk_{k:02d}" for k in graph.edges[j].chunks[:3]))
                  for score, j in scored_edges[:config.kg_subgraph_nodes]]
-    first_row = index.leaf_rows[leaf.node_id][0]
     return use, [(first_row + k, scores[k] / top if top > 0 else 0.0, n_edges.get(k, 0)) for k in ranked]
 
 
@@ -198,7 +211,8 @@ def apply_graph_channel(index: "Index", question: QueryLike, located: Sequence[L
         if graph is None:
             continue
         texts = [text] if leaf.sub_query in ("", text) else [text, leaf.sub_query]
-        use, ranked = leaf_graph_channel(index, leaf, graph, texts, config)
+        anchor = next((c.row for c in out if c.chunk.source_node_id == leaf.node_id), None)
+        use, ranked = leaf_graph_channel(index, leaf, graph, texts, config, anchor)
         uses.append(use)
         out = _fuse(index, out, leaf, ranked, config, use, question)
     return out, uses
