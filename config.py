@@ -167,6 +167,31 @@ class Config:
     """Multi-part questions: each part is located and retrieved as a sub-query of its own, and the
     parts take turns in the context pool (retrieval/breadth.py)."""
 
+    # --- long-leaf graphs (docs/graph.md) ------------------------------------
+    kg_mode: Literal["off", "rules", "llm"] = "off"
+    """Build a local graph for every leaf longer than kg_min_leaf_chars: rules (no LLM,
+    deterministic) or llm (one extraction prompt per window of the leaf); off builds none."""
+    kg_min_leaf_chars: int = 3000
+    """Leaves with more content characters than this get a graph."""
+    kg_max_nodes: int = 400
+    """Most nodes one leaf's graph keeps (the most mentioned)."""
+    kg_channel: bool = True
+    """At query time, when a located leaf has a graph: the graph channel adds the chunks stating
+    the question's subgraph to the leaf's candidates (retrieval/graph_channel.py)."""
+    kg_max_leaves: int = 3
+    """Located leaves (best first) the graph channel searches."""
+    kg_top_chunks: int = 2
+    """Chunks one leaf's graph channel adds after the leaf's best candidate."""
+    kg_subgraph_nodes: int = 8
+    """Nodes of the subgraph kept by personalised PageRank (seeds included)."""
+    kg_require_bridge: bool = True
+    """The graph channel adds only chunks that share a node the question does not name with the
+    leaf's best retrieved chunk (one hop from what retrieval found); off: any high-scoring chunk."""
+    kg_ppr_restart: float = 0.5
+    """Restart probability of the personalised PageRank walk (high: stay near the seeds)."""
+    kg_llm_window_chars: int = 6000
+    """kg_mode=llm: characters of a leaf one extraction prompt reads."""
+
     # --- LLM ----------------------------------------------------------------
     llm: str = "auto"
     """auto | mock | anthropic:MODEL | openai:MODEL"""
@@ -235,6 +260,9 @@ _RANGES: dict[str, tuple[float, float]] = {
     "safety_net_top_k": (1, math.inf), "toc_budget_tokens": (1, math.inf),
     "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "context_leaf_share": (0.05, 1),
     "context_first_unit_share": (0, 1),
+    "kg_min_leaf_chars": (0, math.inf), "kg_max_nodes": (1, 100_000), "kg_max_leaves": (1, math.inf),
+    "kg_top_chunks": (0, math.inf), "kg_subgraph_nodes": (1, 10_000), "kg_ppr_restart": (0.01, 1),
+    "kg_llm_window_chars": (500, math.inf),
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
     "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),

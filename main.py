@@ -31,6 +31,7 @@ if __name__ == "__main__":
     _process_setup()
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -66,13 +67,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     config = base.replace(embedder=embedder_name,
                           embedder_model=args.embedder_model or base.embedder_model,
                           max_depth=base.max_depth if args.max_depth is None else args.max_depth,
-                          summary_mode=args.summaries or base.summary_mode)
+                          summary_mode=args.summaries or base.summary_mode,
+                          kg_mode=args.kg or base.kg_mode,
+                          kg_min_leaf_chars=base.kg_min_leaf_chars if args.kg_min_leaf_chars is None
+                          else args.kg_min_leaf_chars)
     embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
     config = config.replace(llm_build_budget_s=_llm_budget(args, config.llm_build_budget_s))
     _llm_timeout(args)  # a bad value is an error even without --summaries llm
     summarizer, usage, workers, llm = None, None, 1, None
-    if config.summary_mode == "llm":
-        from tree_builder.llm_summary import LLMSummarizer
+    if config.summary_mode == "llm" or config.kg_mode == "llm":
         from utils.llm.factory import make_llm, resolve_llm_spec
         from utils.llm.types import UsageMeter
 
@@ -80,7 +83,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
                        notice=_stderr, timeout=_llm_timeout(args))
         if getattr(llm, "provider", "mock") == "mock":
-            raise InputError("--summaries llm needs an LLM: set ANTHROPIC_API_KEY or OPENAI_API_KEY/"
+            what = "--summaries llm" if config.summary_mode == "llm" else "--kg llm"
+            raise InputError(f"{what} needs an LLM: set ANTHROPIC_API_KEY or OPENAI_API_KEY/"
                              "OPENAI_BASE_URL, or pass --llm")
         from utils.llm.budget import with_budget
 
@@ -88,12 +92,16 @@ def cmd_index(args: argparse.Namespace) -> int:
         # server costs a few requests, not one per node
         llm = with_budget(llm, config.llm_build_budget_s, max_failures=config.llm_max_failures)
         usage = UsageMeter()
+    if config.summary_mode == "llm":
+        from tree_builder.llm_summary import LLMSummarizer
+
         summarizer = LLMSummarizer(llm, config, usage)
         workers = args.summary_workers
     report = build_index(Path(args.input), output, config, embedder,
                          progress=make_progress(not args.quiet), summarizer=summarizer,
                          summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
-                         store=_store(args.store, output))
+                         store=_store(args.store, output),
+                         kg_llm=llm if config.kg_mode == "llm" else None)
     if report.rebuild_reason:
         _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
     for n in report.notes:
@@ -101,12 +109,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     for w in report.warnings:
         _stderr(f"warning: {w}")
     print(report.summary_line())
+    if report.kg is not None:
+        print(report.kg.line())
     if summarizer is not None:
         st = summarizer.stats
         print(f"summaries: {st.llm_calls} by LLM, {st.kept_own_text} short sections kept their own text, "
               f"{st.failed} failed (extractive used); {usage.total().describe()}")
         for f in st.failures:
             _stderr(f"warning: summary failed {f}")
+    if llm is not None:
         budget = getattr(llm, "budget", None)
         if budget is not None and budget.open_reason:
             _stderr(f"warning: stopped calling the LLM during the build after: {budget.open_reason}")
@@ -401,6 +412,37 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_graph(args: argparse.Namespace) -> int:
+    """A long leaf's graph for a person to read: nodes with their chunks, edges as lines."""
+    from indexing.index_store import load_index
+    from retrieval.graph_channel import graph_listing, leaf_graph_dict, leaf_graph_text
+    from utils.paths import index_dir_path
+
+    index = load_index(index_dir_path(args.index, "--index"))
+    if index.kg is None:
+        raise InputError(f"index {args.index} has no graphs: build it with `index --kg rules` (docs/graph.md)")
+    if args.leaf is None:
+        rows = graph_listing(index)
+        if args.json:
+            print(json.dumps(rows, ensure_ascii=False, indent=2))
+        else:
+            print(index.kg.stats.line())
+            for r in rows:
+                print(f"{r['leaf']:<14} {r['nodes']:>5} nodes {r['edges']:>6} edges  max degree {r['max_degree']:>4}  "
+                      f"{r['heading_path']}")
+        return 0
+    graph = index.kg.for_leaf(args.leaf)
+    if graph is None:
+        known = args.leaf in index.leaf_rows
+        raise InputError(f"leaf {args.leaf!r} " + ("has no graph (it is not longer than kg_min_leaf_chars)"
+                                                   if known else "is not a leaf of the index"))
+    if args.json:
+        print(json.dumps(leaf_graph_dict(index, graph), ensure_ascii=False, indent=2))
+    else:
+        print(leaf_graph_text(index, graph))
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """What a load skips to stay fast at scale: full sha256 of every file, every record, every vector."""
     from indexing.index_store import verify_index
@@ -444,6 +486,7 @@ def index_info(path: Path) -> dict[str, Any]:
         "store": ({"kind": "seekdb", "uri": redact_secrets(str(store.get("uri"))), "prefix": store.get("prefix")}
                   if isinstance(store, dict) else {"kind": "files"}),
         "disk": {"files": files, "bytes": size},
+        "kg": meta.get("kg") if isinstance(meta.get("kg"), dict) else {"mode": "off"},
     }
 
 
@@ -469,6 +512,11 @@ def render_info(info: dict[str, Any]) -> str:
         f"on disk:    {_megabytes(info['disk']['bytes'])} in {info['disk']['files']} files"
         + ("" if store["kind"] == "files" else " (the engine's tables not counted)"),
     ]
+    kg = info.get("kg")
+    if isinstance(kg, dict) and kg.get("mode", "off") != "off":
+        from indexing.kg_graph import GraphStats
+
+        lines.append(f"graphs:     {GraphStats.from_dict(kg).line()}")
     return "\n".join(lines)
 
 
@@ -586,6 +634,11 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                     help="wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
     pi.add_argument("--llm-budget", default=None,
                     help=f"wall-clock seconds for all LLM summary calls of the build (default {d.llm_build_budget_s:g})")
+    pi.add_argument("--kg", choices=("off", "rules", "llm"), default=None,
+                    help=f"a local graph for every long leaf: rules (no LLM), llm, or off (default {d.kg_mode}; "
+                         "docs/graph.md)")
+    pi.add_argument("--kg-min-leaf-chars", type=int, default=None,
+                    help=f"leaves longer than this get a graph (default {d.kg_min_leaf_chars})")
     pi.add_argument("--quiet", action="store_true",
                     help="no progress (default: a live bar per stage on a terminal, one line per stage otherwise)")
     pi.set_defaults(func=cmd_index)
@@ -687,6 +740,12 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pv = sub.add_parser("verify", help="check every byte of an index (a load checks structure and samples)")
     pv.add_argument("--index", required=True, help="index directory built by `index`")
     pv.set_defaults(func=cmd_verify)
+
+    pg = sub.add_parser("graph", help="print the graph of a long leaf (or list the leaves that have one)")
+    pg.add_argument("--index", required=True, help="index directory built with `index --kg rules|llm`")
+    pg.add_argument("--leaf", default=None, help="node id of a leaf (default: list the leaves with graphs)")
+    pg.add_argument("--json", action="store_true", help="print it as JSON")
+    pg.set_defaults(func=cmd_graph)
 
     from evaluation.cli import add_eval_parser
 

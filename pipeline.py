@@ -126,6 +126,8 @@ class Retrieval:
     taking turns for a multi-part question (``final``, step 2's list, is the whole question's top k)."""
     plan: QueryPlan | None = None
     """The question's route (overview / detail / multi-part) and parts."""
+    graph: list[Any] = field(default_factory=list)
+    """What the graph channel did in each located long leaf (retrieval/graph_channel.GraphUse)."""
 
 
 def query_budget(llm: LLMClient | None, config: Config) -> LLMClient | None:
@@ -179,6 +181,11 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
 
     t = time.perf_counter()
     candidates = retrieve(index, backends.embedder, question, loc.nodes, config, doc_paths, stages)
+    graph_uses: list[Any] = []
+    if getattr(index, "kg", None) is not None and config.kg_channel:
+        from retrieval.graph_channel import apply_graph_channel
+
+        candidates, graph_uses = apply_graph_channel(index, question, loc.nodes, candidates, config)
     timing["retrieve"] = (time.perf_counter() - t) * 1000
 
     t = time.perf_counter()
@@ -199,11 +206,16 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
             q = Query.build(text, backends.embedder)
             located = locate(q, index, part_config, backends, doc_paths, usage).nodes
             found = retrieve(index, backends.embedder, q, located, part_config, doc_paths)
+            if getattr(index, "kg", None) is not None and config.kg_channel:
+                from retrieval.graph_channel import apply_graph_channel
+
+                found, _ = apply_graph_channel(index, q, located, found, part_config)  # each part its own seeds
             return paragraph_first(rerank(text, found, backends.reranker, limit, fallbacks), index)
 
         pool = aspect_pool(pool, parts, for_part, limit)
         timing["parts"] = (time.perf_counter() - t) * 1000
-    return Retrieval(loc, final, stages, fallbacks, timing, question=question, pool=pool, plan=plan)
+    return Retrieval(loc, final, stages, fallbacks, timing, question=question, pool=pool, plan=plan,
+                     graph=graph_uses)
 
 
 def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
@@ -241,6 +253,8 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         result.update(step1)
         result["step2_retrieved"] = [retrieved_dict(rc, i) for i, rc in enumerate(r.final, 1)]
         result["stages"] = _stage_dicts(r.stages)
+        if r.graph:
+            result["graph"] = [u.to_dict() for u in r.graph]
 
         result["step2_order"] = ordering_score(r.final)
         if on_step is not None:
@@ -262,7 +276,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         found = bool(r.final) and is_answerable(strength, config.evidence_floor)
         answer = synthesize(r.question or query, r.final, llm, fallbacks, usage, config=config, index=index,
                             embedder=backends.embedder, cite=citation, evidence_found=found,
-                            context=ctx.passages, on_text=_answer_deltas(on_step))
+                            context=ctx.passages, graph=r.graph, on_text=_answer_deltas(on_step))
         result["answer"] = answer.text
         result["answer_mode"] = answer.mode
         result["answer_truncated"] = answer.truncated

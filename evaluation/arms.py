@@ -38,6 +38,11 @@ from utils.tokenizer import tokenize
 FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf", "flat-learned")
 TREE_ARMS = ("tree-keyword", "tree-hybrid", "tree-llm", "tree-llm-rerank")
 NET = "+net"
+KG = "+kg"
+"""A tree arm with the graph channel on (retrieval/graph_channel.py); without the suffix an arm takes
+``kg_channel`` from the base config (``--set kg_channel=off``), except that in a run of both
+``tree-hybrid`` and ``tree-hybrid+kg`` the plain arm runs without the channel: on an index with graphs
+the pair measures the channel against its absence question by question."""
 BASELINE = "flat-hybrid"
 LLM_STEMS = ("tree-llm", "tree-llm-rerank")
 LLM_ARMS = tuple(n for s in LLM_STEMS for n in (s, s + NET))
@@ -54,6 +59,7 @@ ARM_CODE_FILES = (
     "indexing/embedders/openai_embedder.py", "indexing/embedders/memo.py",
     "utils/tokenizer.py", "utils/similarity.py", "retrieval/context_assembly.py", "retrieval/extractive.py",
     "indexing/chunker.py", "retrieval/breadth.py", "retrieval/query_plan.py",
+    "retrieval/graph_channel.py", "indexing/kg_extract.py", "indexing/kg_graph.py", "indexing/kg_store.py",
 )
 """Source files whose behaviour decides an arm's output: cached results are
 keyed by their content, so editing retrieval code never serves stale numbers."""
@@ -71,6 +77,8 @@ def parse_arms(spec: str | None, with_llm: bool) -> list[str]:
         return available
     wanted = [s.strip() for s in spec.split(",") if s.strip()]
     known = all_arm_names(True)
+    known = known + [n + KG for n in known if not n.startswith("flat-")]
+    available = available + [n + KG for n in available if not n.startswith("flat-")]
     for name in wanted:
         if name not in known:
             raise InputError(f"unknown arm {name!r} (choose from: {', '.join(known)})")
@@ -93,8 +101,11 @@ class Arm:
         return self.kind == "tree"
 
 
-def make_arm(name: str, base: Config, k: int) -> Arm:
-    """The arm's effective config: the base config with what the arm fixes."""
+def make_arm(name: str, base: Config, k: int, paired_with_graph: bool = False) -> Arm:
+    """The arm's effective config: the base config with what the arm fixes.
+
+    ``paired_with_graph``: the run also has this arm with ``+kg``, so this one runs without the
+    graph channel (the pair then measures the channel alone)."""
     if name in FLAT_ARMS:
         method = {"flat-bm25": "bm25", "flat-dense": "dense", "flat-learned": "learned"}.get(name, "hybrid")
         changes: dict[str, Any] = {"final_top_k": k}
@@ -103,12 +114,15 @@ def make_arm(name: str, base: Config, k: int) -> Arm:
         elif name == "flat-hybrid-rrf":
             changes["fusion"] = "rrf"
         return Arm(name, "flat", method, base.replace(**changes))
-    stem = name[:-len(NET)] if name.endswith(NET) else name
+    graph = name.endswith(KG)
+    plain = name[:-len(KG)] if graph else name
+    stem = plain[:-len(NET)] if plain.endswith(NET) else plain
     if stem not in TREE_ARMS:
         raise InputError(f"unknown arm {name!r}")
     method = stem.split("-", 1)[1]
+    changes = {"kg_channel": True} if graph else {"kg_channel": False} if paired_with_graph else {}
     return Arm(name, "tree", method,
-               base.replace(locator=method, final_top_k=k, safety_net=name.endswith(NET)))
+               base.replace(locator=method, final_top_k=k, safety_net=plain.endswith(NET), **changes))
 
 
 @dataclass

@@ -63,7 +63,8 @@ SCORE_KEYS = tuple(dict.fromkeys(METRIC_KEYS + SLICE_KEYS))
 """Every per-question figure (cov@2k once: the context's, which is the ranked chunks' when
 an arm has no context step)."""
 
-SLICES = ("all", "one-leaf", "multi-leaf", "multi-doc", "long-leaf")
+SLICES = ("all", "one-leaf", "multi-leaf", "multi-doc", "long-leaf", "long-leaf-multi")
+"""long-leaf-multi: two or more evidence items inside the same long leaf (what the graph channel is for)."""
 LONG_LEAF_CHARS = 3000
 """A gold leaf with more content characters than this puts its question in "long-leaf"."""
 
@@ -200,6 +201,13 @@ def question_slices(rel: Relevance, table: SpanTable) -> set[str]:
     lengths = {doc: table.leaf_lengths(doc) for doc, _ in leaves}
     if any(lengths[doc].get(nid, 0) > LONG_LEAF_CHARS for doc, nid in leaves):
         out.add("long-leaf")
+    items_in: dict[tuple[str, str], int] = {}
+    for doc, ids in rel.item_leaves:
+        for nid in ids:
+            if lengths[doc].get(nid, 0) > LONG_LEAF_CHARS:
+                items_in[(doc, nid)] = items_in.get((doc, nid), 0) + 1
+    if any(n >= 2 for n in items_in.values()):
+        out.add("long-leaf-multi")
     return out
 
 

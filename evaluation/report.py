@@ -91,6 +91,9 @@ def format_table(run: EvalRun) -> str:
                  f"index {run.index_info['source']} ({run.index_info['path']})"
                  + (f", holding only the {subset} of {len(run.eval_set.documents)} documents the sampled "
                     "questions are scoped to" if subset is not None else ""))
+    graph = graph_note(run)
+    if graph:
+        notes.append(graph)
     return "\n".join(out + [""] + notes + format_slices(run))
 
 
@@ -128,7 +131,11 @@ def _slice_table(run: EvalRun, sl: SliceSummary) -> list[str]:
         peer_ratios += [[label] + [c[0] for c in cells], [""] + [c[1] for c in cells]]
     if peer_ratios:
         peer_ratios.append(["best peer"] + [sl.peer_baseline.get(k, "-") for _, k in SLICE_COLUMNS])
-    every = [header] + rows + ratios + peer_ratios
+    graph_ratios: list[list[str]] = []
+    for label, cis in sl.vs_graph.items():
+        cells = [_ratio(cis.get(k)) for _, k in SLICE_COLUMNS]
+        graph_ratios += [[label] + [c[0] for c in cells], [""] + [c[1] for c in cells]]
+    every = [header] + rows + ratios + peer_ratios + graph_ratios
     widths = [max(len(r[i]) for r in every) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
@@ -142,6 +149,8 @@ def _slice_table(run: EvalRun, sl: SliceSummary) -> list[str]:
     if peer_ratios:
         out += ["tree arm, best flat arm / the slice's best peer arm for that figure [95% CI]:"]
         out += [line(r) for r in peer_ratios]
+    if graph_ratios:
+        out += ["arm with the graph channel / the same arm without it [95% CI]:"] + [line(r) for r in graph_ratios]
     return out
 
 
@@ -157,11 +166,24 @@ def format_slices(run: EvalRun) -> list[str]:
         return []
     legend = (f"slices by where the evidence lies: one-leaf (all in one leaf), multi-leaf (two or more "
               f"leaves), multi-doc (two or more documents), long-leaf (a gold leaf over {LONG_LEAF_CHARS:,} "
-              "characters). R/any/all/cov@B: what the answer step reads within B characters; "
+              "characters), long-leaf-multi (two or more evidence items in the same long leaf). "
+              "R/any/all/cov@B: what the answer step reads within B characters; "
               "dnDCG@10 counts each evidence item once. ratio = arm mean / the slice's best flat arm's mean "
               "for that figure [95% paired bootstrap CI], * the interval excludes 1 (best flat: its name without "
               "flat-); 4k figures in --json.")
     return tables + ["", legend]
+
+
+def graph_note(run: EvalRun) -> str:
+    """The index's long-leaf graphs and what extracting them cost, next to the index build's time."""
+    kg = run.index.metadata.get("kg")
+    if not isinstance(kg, dict) or kg.get("mode", "off") == "off":
+        return ""
+    from indexing.kg_graph import GraphStats  # noqa: PLC0415
+
+    stats = GraphStats.from_dict(kg)
+    build = run.index.metadata.get("build_seconds")
+    return f"index {stats.line()}" + (f"; this build of the index took {build:.1f} s in all" if build else "")
 
 
 def chunk_context(run: EvalRun) -> str:
@@ -207,7 +229,9 @@ def _slices_dict(run: EvalRun) -> dict[str, Any]:
                    "vs_baseline": {arm: {k: ci.to_dict() for k, ci in cis.items()}
                                    for arm, cis in sl.vs_baseline.items()},
                    "peer_baseline": sl.peer_baseline,
-                   "vs_peer": {arm: {k: ci.to_dict() for k, ci in cis.items()} for arm, cis in sl.vs_peer.items()}}
+                   "vs_peer": {arm: {k: ci.to_dict() for k, ci in cis.items()} for arm, cis in sl.vs_peer.items()},
+                   "vs_graph": {arm: {k: ci.to_dict() for k, ci in cis.items()}
+                                for arm, cis in sl.vs_graph.items()}}
             for name, sl in run.slices.items()}
 
 
@@ -260,7 +284,8 @@ def run_to_dict(run: EvalRun) -> dict[str, Any]:
         "config": o.config.to_dict(),
         "arm_configs": {a.name: a.config.to_dict() for a in run.arms},
         "index": {**run.index_info, "embedder": run.index.embedder_identity,
-                  "counts": run.index.metadata.get("counts")},
+                  "counts": run.index.metadata.get("counts"), "kg": run.index.metadata.get("kg"),
+                  "build_seconds": run.index.metadata.get("build_seconds")},
         "table": table,
         "context_budgets": list(BUDGETS),
         "slices": _slices_dict(run),

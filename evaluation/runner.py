@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from config import Config
-from evaluation.arms import (ARM_CODE_FILES, BASELINE, LLM_ARMS, Arm, ArmContext, ArmOutput,
+from evaluation.arms import (ARM_CODE_FILES, BASELINE, KG, LLM_ARMS, Arm, ArmContext, ArmOutput,
                              all_arm_names, make_arm, run_arm)
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
 from evaluation.peer import PeerArm, load_peer_arms, read_peer_file
@@ -143,6 +143,8 @@ class SliceSummary:
     """figure -> the peer arm with the highest mean in this slice (when the run has peers)."""
     vs_peer: dict[str, dict[str, BootstrapCI]] = field(default_factory=dict)
     """Tree arms and ``BEST_FLAT`` -> figure -> paired bootstrap against ``peer_baseline[figure]``."""
+    vs_graph: dict[str, dict[str, BootstrapCI]] = field(default_factory=dict)
+    """``A+kg`` -> figure -> paired bootstrap of the arm with the graph channel against ``A`` (when both ran)."""
 
 
 @dataclass
@@ -489,12 +491,18 @@ def summarize_slice(name: str, arms: list[Arm], results: list[QuestionResult], r
     summary.means = {n: mean_metrics([r.scores[n] for r in members], SCORE_KEYS) for n in names}
     flat = [i for i, a in enumerate(arms) if a.kind == "flat"]
     peer = [i for i, a in enumerate(arms) if a.kind == "peer"]
-    if not flat:
-        return summary
     n_q, n_a, n_f = len(members), len(arms), len(SLICE_KEYS)
     values = np.array([[[r.scores[n][k] for k in SLICE_KEYS] for n in names] for r in members],
                       dtype=np.float64)  # (questions, arms, figures)
     boot = resampled_means(values.reshape(n_q, n_a * n_f), resamples, seed).reshape(-1, n_a, n_f)
+    means = values.mean(axis=0)
+    for i, name in enumerate(names):  # the graph channel against the same arm without it
+        j = names.index(name[:-len(KG)]) if name.endswith(KG) and name[:-len(KG)] in names else None
+        if j is not None:
+            cis = bootstrap_cis(boot[:, i, :], boot[:, j, :], means[i], means[j], n_q, confidence)
+            summary.vs_graph[name] = dict(zip(SLICE_KEYS, cis))
+    if not flat:
+        return summary
     best_flat, summary.vs_baseline = _against_best(flat, list(range(n_a)), names, values, boot, n_q, confidence)
     summary.baseline = {k: names[best_flat[f]] for f, k in enumerate(SLICE_KEYS)}
     if peer:
@@ -540,7 +548,13 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     index, info = obtain_index(eval_set, opts, questions)
     names = opts.arms or all_arm_names(opts.llm is not None)
     base = opts.config.replace(embedder=index.embedder_identity.get("name", opts.config.embedder))
-    arms = [make_arm(n, base, opts.k) for n in names]
+    arms = [make_arm(n, base, opts.k, paired_with_graph=n + KG in names) for n in names]
+    if opts.config.kg_mode != "off" and getattr(index, "kg", None) is None:
+        opts.notice("kg_mode is a build setting and the evaluation index has no graphs; add them to a copy "
+                    "with `index --kg rules` and pass it as --index (docs/graph.md)")
+    if any(a.name.endswith(KG) for a in arms) and getattr(index, "kg", None) is None:
+        opts.notice(f"the index has no long-leaf graphs: the {KG} arms equal their plain arms (add graphs with "
+                    "`index --input DOCS --output COPY_OF_INDEX --kg rules`, then --index COPY_OF_INDEX)")
     backends = make_backends(index, base, opts.llm)
     backends.embedder = MemoQueryEmbedder(backends.embedder)  # every arm reuses a question's vector
     ctx = ArmContext(index=index, backends=backends, rerank_pool=opts.rerank_pool)

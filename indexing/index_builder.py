@@ -31,6 +31,8 @@ from indexing.embedders.factory import embedder_identity
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA, looks_like_index, text_key
 from indexing.index_writer import IndexWriter
+from indexing.kg_graph import GraphStats
+from indexing.kg_store import KG_FILES, GraphWriter, make_extractor
 from indexing.reuse import PreviousIndex, build_settings, compare_documents, open_previous
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
@@ -72,6 +74,8 @@ class BuildReport:
     both the build's speed and what the index can be queried with."""
     embedder_reason: str = ""
     """Why this embedder: what ``auto`` saw in the documents, or that it was asked for."""
+    kg: GraphStats | None = None
+    """The long-leaf graphs built (None when kg_mode is off)."""
 
     @property
     def chunks_per_second(self) -> float:
@@ -180,8 +184,8 @@ def _clean_stale_builds(target: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-OWN_FILES = frozenset({*STORE_FILES, *LEGACY_FILES, *bm25_file_names(), *bm25_file_names(LEAF_TERMS_PREFIX),
-                       *ANN_FILES})
+OWN_FILES = frozenset({*STORE_FILES, *LEGACY_FILES, *KG_FILES, *bm25_file_names(),
+                       *bm25_file_names(LEAF_TERMS_PREFIX), *ANN_FILES})
 """Every file an index build writes (all format versions)."""
 
 
@@ -236,6 +240,7 @@ def build_index(
     follow_links: bool = False,
     update: bool = True,
     store: "StoreURI | None" = None,
+    kg_llm: Any = None,
 ) -> BuildReport:
     """Build the index of ``input_path`` into ``output``.
 
@@ -246,7 +251,8 @@ def build_index(
     keeps its manifest (indexing/seekdb/); the previous tables are
     dropped only after the new manifest is in place. ``progress`` (utils/progress.py)
     is told of every stage: reading, tree, model load, embedding chunk by chunk,
-    writing, publishing.
+    writing, publishing. ``kg_llm``: the (budgeted) LLM client ``kg_mode = "llm"``
+    extracts graphs with (indexing/kg_llm.py).
     """
     from utils.dir_lock import exclusive
 
@@ -254,12 +260,12 @@ def build_index(
     _prepare_output(output)
     with exclusive(output):  # a second updater now would compute against a version about to be replaced
         return _build_locked(Path(input_path), output, config, embedder, progress, summarizer, summary_workers,
-                             follow_links, update, store)
+                             follow_links, update, store, kg_llm)
 
 
 def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embedder | None,
                   progress: Progress | None, summarizer: Any, summary_workers: int, follow_links: bool,
-                  update: bool, store: "StoreURI | None") -> BuildReport:
+                  update: bool, store: "StoreURI | None", kg_llm: Any = None) -> BuildReport:
     """``build_index`` while this process holds the index's lock."""
     t0 = time.perf_counter()
     recover_directory(output, looks_like_index)
@@ -323,13 +329,15 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
     retired = _drop_retired(previous_meta)
     new_prefix: str | None = None
     notes: list[str] = []
+    kg_stats: GraphStats | None = None
     for source in ([previous, None] if previous is not None else [None]):
         tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-{os.getpid()}-",
                                     dir=output.resolve().parent))
         try:
             if source is None or changes is None or changes.changed or changes.new:
                 _load_model(embedder, progress)  # its own stage, not a bar stuck at 0
-            written = _write_streaming(tmp, root, docs, config, embedder, source, metadata, t0, progress)
+            written = _write_streaming(tmp, root, docs, config, embedder, source, metadata, t0, progress, kg_llm)
+            kg_stats = written.kg
             if written.chunks == 0:
                 raise InputError(f"{input_path}: no text to index")
             if store is not None:
@@ -380,7 +388,7 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
     return BuildReport(documents=len(docs), nodes=n_nodes, leaves=len(leaves), chunks=written.chunks,
                        seconds=seconds, embed_seconds=written.embed_seconds, warnings=warnings, loaded=loaded,
                        update=update_report, rebuild_reason=rebuild_reason, notes=notes,
-                       embedder=dict(identity), embedder_reason=embedder_reason)
+                       embedder=dict(identity), embedder_reason=embedder_reason, kg=kg_stats)
 
 
 def _metadata_of(output: Path) -> dict[str, Any] | None:
@@ -449,11 +457,12 @@ class _Written:
     chunks: int = 0
     embedded: int = 0
     embed_seconds: float = 0.0
+    kg: GraphStats | None = None
 
 
 def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Config, embedder: Embedder,
                      source: PreviousIndex | None, metadata: dict[str, Any], t0: float,
-                     progress: Progress | None = None) -> _Written:
+                     progress: Progress | None = None, kg_llm: Any = None) -> _Written:
     """Chunk, tokenise, embed and write the index block by block (a full build or an update)."""
     leaves = root.leaves()
     dim = int(metadata["embedder"]["dim"])
@@ -461,6 +470,7 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
     writer = IndexWriter(tmp, leaves, dim)
     bm25 = BM25Builder()
     out = _Written()
+    graphs = _graph_writer(config, source, kg_llm)
     block: list[Chunk] = []
     texts: list[str] = []
     old_rows: dict[str, list[np.ndarray]] = {"chunk": [], "leaf": []}
@@ -505,11 +515,14 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
                 doc = by_path[leaf.doc_path]
                 if doc.path != doc_path:
                     doc_path, starts = doc.path, line_starts(doc.text)
-                for c in chunk_leaf(leaf, doc.text, config, starts, doc.page_starts):
+                leaf_chunks = chunk_leaf(leaf, doc.text, config, starts, doc.page_starts)
+                for c in leaf_chunks:
                     text = chunk_representation(c, doc.title, config.chunk_context)
                     bm25.add(tokenize(text))
                     block.append(c)
                     texts.append(text)
+                if graphs is not None:
+                    graphs.add_leaf(leaf.node_id, len(leaf.content), [c.text for c in leaf_chunks], leaf.heading_path)
                 if len(block) >= BLOCK_CHUNKS:
                     flush()
             flush()
@@ -524,6 +537,11 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
             with progress_stage(progress, "writing the index") as st:
                 index = bm25.finish()
                 metadata["counts"].update(chunks=out.chunks, vocabulary=index.vocab_size)
+                if graphs is not None:
+                    metadata["kg"] = graphs.write(tmp)
+                    out.kg = graphs.stats
+                else:
+                    metadata.pop("kg", None)
                 metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
                 writer.finish(metadata, root, index, build_leaf_terms(leaves),
                               derived=lambda d: _ann_fields(d, metadata, config, source, old_rows))
@@ -550,6 +568,16 @@ def _ann_fields(directory: Path, metadata: dict[str, Any], config: Config, sourc
             raise
         raise _OldIndexDamaged(str(exc)) from None
     return {"ann": ann} if ann else {}
+
+
+def _graph_writer(config: Config, source: PreviousIndex | None, kg_llm: Any) -> GraphWriter | None:
+    """The long-leaf graph writer of this build (None when kg_mode is off); an update's previous
+    index lends the graphs of leaves whose chunks did not change."""
+    if config.kg_mode == "off":
+        return None
+    extractor, extractor_id = make_extractor(config, kg_llm)
+    previous = getattr(source.index, "kg", None) if source is not None else None
+    return GraphWriter(config, extractor, previous, extractor_id)
 
 
 def _reuse(source: PreviousIndex, texts: list[str], kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

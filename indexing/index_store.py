@@ -162,6 +162,8 @@ class Index:
         """CHUNK_KEYS / LEAF_KEYS -> (rows, KEY_BYTES) digests of the texts the vectors embed (for updates)."""
         self.derived: dict[str, Any] = {}
         """Per-index memo of values derived from it; lives as long as the index."""
+        self.kg: Any = None
+        """The long-leaf graphs (indexing/kg_store.GraphTable), when the build made them."""
 
     @property
     def root(self) -> TreeNode:
@@ -362,6 +364,9 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
         if keys.dtype != np.uint8 or keys.shape != (rows, KEY_BYTES):
             raise IndexFormatError(f"{name} has shape {keys.shape} {keys.dtype}, expected ({rows}, {KEY_BYTES}) uint8")
         index.text_keys[name] = keys
+    from indexing.kg_store import attach as attach_graphs  # noqa: PLC0415
+
+    attach_graphs(index, files)
     return index
 
 
@@ -430,6 +435,14 @@ def _load_engine(files: IndexDir, path: Path, meta: dict[str, Any]) -> Index:
                                                  "key")  # type: ignore[assignment]
     index.text_keys[LEAF_KEYS] = EngineRows(engine, names["leaves"], "leaf", "tkey", n_leaves, dim,
                                                 "key")  # type: ignore[assignment]
+    from indexing.kg_store import attach_records  # noqa: PLC0415
+
+    kg = meta.get("kg")
+    if isinstance(kg, dict) and kg.get("mode", "off") != "off":
+        n_graphs = kg.get("graphs")
+        if not isinstance(n_graphs, int) or n_graphs < 0:
+            raise IndexFormatError(f"{METADATA}: kg.graphs must be a count")
+        attach_records(index, files, EngineRecords(engine, names["kg"], "record", n_graphs))
     return index
 
 
@@ -447,11 +460,18 @@ class Verified:
     chunks: int
     nodes: int
     ann_rows: int = 0
+    graphs: Any = None
+    """kg_graph.GraphStats recomputed from every stored graph, when the index has graphs."""
 
     def line(self, path: Path) -> str:
         ann = f", the ANN files hold the codes of their {self.ann_rows} vectors" if self.ann_rows else ""
+        kg = ""
+        if self.graphs is not None:
+            g = self.graphs
+            kg = (f"; {g.graphs} long-leaf graphs are valid ({g.nodes} nodes, {g.edges} edges, "
+                  f"max degree {g.max_degree}" + (f" in {g.max_degree_leaf}" if g.max_degree_leaf else "") + ")")
         return (f"index at {path} is intact: {self.files} files match their sha256, {self.chunks} chunk records "
-                f"and {self.nodes} node contents are valid, every vector is finite{ann}")
+                f"and {self.nodes} node contents are valid, every vector is finite{ann}" + kg)
 
 
 def verify_index(path: Path) -> Verified:
@@ -470,5 +490,7 @@ def verify_index(path: Path) -> Verified:
 
         for kind, a in ann.items():
             ann_index.verify(a, index.embeddings if kind == "chunks" else index.leaf_embeddings)
+    from indexing.kg_store import verify_graphs  # noqa: PLC0415
+
     return Verified(files=len(index.metadata["files"]), chunks=len(index.chunks), nodes=len(index.nodes),
-                    ann_rows=sum(a.rows for a in ann.values()))
+                    ann_rows=sum(a.rows for a in ann.values()), graphs=verify_graphs(index))

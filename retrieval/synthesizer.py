@@ -88,8 +88,11 @@ def build_context(chunks: Sequence[tuple[int, RetrievedChunk]]) -> str:
         for n, rc in chunks)
 
 
-def build_prompt(query: str, chunks: Sequence[tuple[int, RetrievedChunk]], evidence_found: bool) -> str:
+def build_prompt(query: str, chunks: Sequence[tuple[int, RetrievedChunk]], evidence_found: bool,
+                 graph_block: str = "") -> str:
     context = build_context(chunks)
+    if graph_block:  # "graph path + original text": the paths cite the evidence blocks above them
+        context += "\n\n" + graph_block
     if not evidence_found:
         context += "\n\n" + WEAK_EVIDENCE_NOTE
     return SYNTHESIS_PROMPT.format(query=escape_evidence(one_line(query)), context=context)
@@ -198,7 +201,8 @@ def offline_answer(question: QueryLike, evidence: Evidence, config: Config, inde
 def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks: list[Fallback],
                usage: Any = None, *, config: Config | None = None, index: Any = None, embedder: Any = None,
                cite: Callable[[Any], str] | None = None, evidence_found: bool = True,
-               context: Sequence["ContextPassage"] = (), on_text: TextSink | None = None) -> Answer:
+               context: Sequence["ContextPassage"] = (), graph: Sequence[Any] = (),
+               on_text: TextSink | None = None) -> Answer:
     """Answer from the assembled ``context``, or from ``ranked`` (step 2's order) when it has no
     passage. No evidence means no LLM call.
 
@@ -219,7 +223,12 @@ def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, 
         if not evidence_found:
             return Answer(not_answered(query), "none")
         return offline_answer(question, evidence, config, index, embedder, cite)
-    prompt = build_prompt(query, evidence.read, evidence_found)
+    graph_block = ""
+    if graph:
+        from retrieval.graph_channel import prompt_block  # noqa: PLC0415
+
+        graph_block = prompt_block(graph, evidence.read, is_chinese(query), index)
+    prompt = build_prompt(query, evidence.read, evidence_found, graph_block)
 
     def degrade(reason: str) -> Answer:
         if not evidence_found:

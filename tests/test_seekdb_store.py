@@ -329,7 +329,7 @@ def test_server_index_update_and_query(tmp_path: Path, seekdb_server: str) -> No
     r = run_cli("index", "--input", str(TEST_PAPER), "--output", str(out), "--mock", env=env)
     assert r.returncode == 0 and "re-embedded 0 chunks" in r.stdout
     assert _tables(seekdb_server) == {f"{json.loads((out / 'metadata.json').read_text())['store']['prefix']}_{t}"
-                                      for t in ("chunks", "leaves", "nodes", "terms")}
+                                      for t in ("chunks", "leaves", "nodes", "terms", "kg")}
 
 
 def test_server_password_is_never_written(tmp_path: Path, seekdb_server: str) -> None:
@@ -524,3 +524,30 @@ def test_a_replaced_index_whose_tables_stay_locked_is_dropped_by_the_next_build(
     report = _build(TEST_PAPER, out, seekdb_uri)
     assert not any(t.startswith(old) for t in _tables(seekdb_uri))
     assert "retired_tables" not in json.loads((out / "metadata.json").read_text()) and report.notes == []
+
+
+def test_long_leaf_graphs_live_in_the_engine_too(tmp_path: Path, seekdb_uri: str) -> None:
+    """The kg table holds the graph records; the manifest directory keeps kg_leaves.npy."""
+    from tests.test_kg import FACT_B, _ask, multi_hop_paper
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index, verify_index
+    from indexing.seekdb.uri import parse_store_uri
+
+    doc = tmp_path / "paper.md"
+    doc.write_text(multi_hop_paper(), encoding="utf-8")
+    config = Config(kg_mode="rules")
+    store = parse_store_uri(seekdb_uri)
+    out = tmp_path / "engine"
+    report = build_index(doc, out, config, make_embedder("hash", config), store=store)
+    assert report.kg.graphs == 1
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("kg_")) == ["kg_leaves.npy"]
+    build_index(doc, tmp_path / "files", config, make_embedder("hash", config))
+    engine, files = load_index(out), load_index(tmp_path / "files")
+    assert engine.kg.for_leaf("0002").to_record() == files.kg.for_leaf("0002").to_record()
+    assert verify_index(out).graphs.graphs == 1
+    _, res = _ask(out)
+    assert any(FACT_B[:40] in h["text"] for h in res["step2_retrieved"])
+    again = build_index(doc, out, config, make_embedder("hash", config), store=store)
+    assert (again.kg.extracted, again.kg.reused) == (0, 1)

@@ -135,9 +135,12 @@ def _render(result: dict[str, Any]) -> str:
                 parts.append(f"{name}={_fmt(s[f'{name}_score'])}")
         if "rerank_score" in s:
             parts.append(f"rerank={_fmt(s['rerank_score'])}")
+        if "graph_score" in s:
+            parts.append(f"graph={_fmt(s['graph_score'])}" + (" (lifted by the graph)" if s.get("graph_lifted") else ""))
         out.append("     " + "  ".join(parts))
         out.append("")
 
+    out += _graph_lines(result.get("graph"))
     out += _context_lines(result.get("context"), bool(hits))
     out.append(">>> Step 3: Answer")
     out += _fallback_lines(result, "synthesis")
@@ -147,6 +150,24 @@ def _render(result: dict[str, Any]) -> str:
     out.append(footer(result))
     out.append(RULE)
     return "\n".join(out)
+
+
+def _graph_lines(graph: list[dict[str, Any]] | None) -> list[str]:
+    """The subgraph the graph channel used in each located long leaf, its paths citing chunks."""
+    if not graph:
+        return []
+    out = [">>> Graph channel (long-leaf graphs)"]
+    for g in graph:
+        seeds = ", ".join(g.get("seeds") or []) or "none: no node of the leaf matched the question"
+        out.append(f"  [{g.get('leaf')}] {g.get('heading_path', '')}")
+        out.append(f"    seeds: {one_line(shown_text(seeds), 200)}")
+        for p in g.get("paths") or []:
+            line = f"{p.get('head')} -[{p.get('relation')}]-> {p.get('tail')}"
+            out.append(f"    {one_line(shown_text(line), 160)}  ({', '.join(p.get('chunks') or [])})")
+        if g.get("added"):
+            out.append(f"    added to the leaf's candidates: {', '.join(g['added'])}")
+    out.append("")
+    return out
 
 
 def _context_lines(ctx: dict[str, Any] | None, had_hits: bool) -> list[str]:

@@ -112,6 +112,12 @@ def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None =
         # counts it as unseen, the most informative, as it counts any word the index lacks
         terms = [f"({sql_str(t)},{int(df[i])})" for i, t in enumerate(bm.terms) if len(t) <= 512]
         insert_rows(engine, names["terms"], "term,df", terms)
+        graphs = getattr(index, "kg", None)
+        if graphs is not None:  # kg_leaves.npy stays in the manifest directory; the records go here
+            owner = {int(row): int(pos) for pos, row in enumerate(graphs.leaf_rows) if row >= 0}
+            insert_rows(engine, names["kg"], "row_id,leaf,record",
+                        [f"({r},{owner[r]},{sql_str(json.dumps(graphs.records.raw(r), ensure_ascii=False))})"
+                         for r in range(len(graphs))])
         index_tables(engine, names, sizes)
         fields: dict[str, Any] = {"uri": uri.public(), "prefix": prefix,
                                   "scripts": sorted(vocabulary_scripts(bm.terms))}
@@ -130,6 +136,8 @@ def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None =
 
 MANIFEST_FILES = ("node_table.npy", "node_toc_tokens.npy", "leaf_chunks.npy")
 """What an engine-backed index directory keeps besides metadata.json (the tree's structure)."""
+KG_LEAVES_FILE = "kg_leaves.npy"
+"""Kept too when the index has long-leaf graphs: which leaf owns which row of the kg table."""
 
 
 def keep_manifest(directory: Path, store_fields: dict[str, Any]) -> None:
@@ -137,11 +145,12 @@ def keep_manifest(directory: Path, store_fields: dict[str, Any]) -> None:
     stay, and metadata.json names the store and lists what is left (written last, fsynced)."""
     directory = Path(directory)
     meta = json.loads((directory / METADATA).read_text(encoding="utf-8"))
+    keep = set(MANIFEST_FILES) | ({KG_LEAVES_FILE} if (directory / KG_LEAVES_FILE).is_file() else set())
     for name in os.listdir(directory):
-        if name != METADATA and name not in MANIFEST_FILES:
+        if name != METADATA and name not in keep:
             os.unlink(directory / name)
     meta["store"] = dict(store_fields)
-    meta["files"] = {name: write_manifest_entry(directory, name) for name in sorted(MANIFEST_FILES)}
+    meta["files"] = {name: write_manifest_entry(directory, name) for name in sorted(keep)}
     _write_metadata(directory, meta)
 
 

@@ -10,7 +10,8 @@ import numpy as np
 from indexing.seekdb.engine import Engine
 
 
-TABLES = ("chunks", "leaves", "nodes", "terms")
+TABLES = ("chunks", "leaves", "nodes", "terms", "kg")
+"""kg: the long-leaf graphs (one JSON record a row, as kg_graphs.jsonl holds them; empty without graphs)."""
 
 
 def table_names(prefix: str) -> dict[str, str]:
@@ -41,6 +42,7 @@ def create_tables(engine: Engine, prefix: str, dim: int, rows: Mapping[str, int]
     engine.run(f"CREATE TABLE `{names['nodes']}` (row_id BIGINT PRIMARY KEY, record LONGTEXT NOT NULL, "
                f"content LONGTEXT NOT NULL)")
     engine.run(f"CREATE TABLE `{names['terms']}` (term VARCHAR(512) COLLATE utf8mb4_bin PRIMARY KEY, df INT NOT NULL)")
+    engine.run(f"CREATE TABLE `{names['kg']}` (row_id BIGINT PRIMARY KEY, leaf BIGINT NOT NULL, record LONGTEXT NOT NULL)")
     return names
 
 
