@@ -26,6 +26,8 @@ from indexing.bm25_builder import BM25Builder
 from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.parser import line_starts
 from indexing.embedder import Embedder, embedder_identity
+from indexing.embedders.floors import default_floor
+from indexing.embedders.pool import closer, pooled
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA, looks_like_index, text_key
 from indexing.index_writer import IndexWriter
@@ -274,6 +276,19 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         embedder = make_embedder(auto_name, config)
     else:
         embedder_reason = "asked for (--embedder, --mock or the config)"
+    pool = pooled(embedder, config)
+    try:
+        return _build_with(input_path, output, config, pool, embedder_reason, docs, loaded, warnings,
+                           folder_mode, progress, summarizer, summary_workers, update, store, t0)
+    finally:
+        closer(pool)()
+
+
+def _build_with(input_path: Path, output: Path, config: Config, embedder: Embedder, embedder_reason: str,
+                docs: list[Document], loaded: Any, warnings: list[str], folder_mode: bool,
+                progress: ProgressFactory | None, summarizer: Any, summary_workers: int, update: bool,
+                store: "StoreURI | None", t0: float) -> BuildReport:
+    """The build once documents are read and the embedder chosen (and its workers, if any, ready)."""
     root = build_tree(docs, config, folder_mode=folder_mode)
     identity = embedder_identity(embedder)
     settings = build_settings(config, identity, getattr(summarizer, "summarizer_id", "extractive"), folder_mode)
@@ -298,6 +313,7 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         "chunk_context": config.chunk_context,
         "embedder": identity,
         "embedder_reason": embedder_reason,
+        "relevance_floor": default_floor(identity.get("model_id")).to_dict(),
         "build_settings": settings,
         "counts": {"documents": len(docs), "nodes": n_nodes, "leaves": len(leaves)},
         "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash,
