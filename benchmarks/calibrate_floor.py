@@ -216,6 +216,25 @@ def analyse(records: list[dict[str, Any]], seed: int, fixed: dict[str, dict[str,
     return rows
 
 
+def recommend(records: list[dict[str, Any]], seed: int, candidates: tuple[str, ...] = ("score", "lift_score")
+              ) -> dict[str, tuple[str, float, float]]:
+    """Per embedder, the statistic (of those the runtime computes) and floor of least balanced error
+    on the calibration half alone: {embedder: (statistic, floor, calibration balanced error)}."""
+    out = {}
+    for emb in sorted({r["embedder"] for r in records}):
+        calib = [r for r in records if r["embedder"] == emb and is_calibration(seed, r["id"])]
+        sets = sorted({r["set"] for r in calib})
+        best: tuple[str, float, float] | None = None
+        for key in candidates:
+            thr = choose(calib, key)
+            err = sum(sum(rates([r for r in calib if r["set"] == s], key, thr)[:2]) / 2 for s in sets) / len(sets)
+            if best is None or err < best[2] - 1e-9:
+                best = (key, thr, round(err, 4))
+        assert best is not None
+        out[emb] = best
+    return out
+
+
 def print_rows(rows: list[dict[str, Any]], title: str) -> None:
     print(title)
     print(f"{'embedder':<8} {'statistic':<11} {'set':<7} {'floor':>7} {'false answers':>14} "
@@ -286,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
                 records += collect(s, index_dir, emb, asked[s], unans, log)
                 save(args.json, records)  # after each index: a long run interrupted keeps what it measured
     print_rows(analyse(records, args.seed), "floors chosen on the calibration half, rates on the held-out half")
+    print()
+    for emb, (key, thr, err) in recommend(records, args.seed).items():
+        print(f"recommended for {emb}: {key} >= {thr} (balanced error {err:.1%} on the calibration half)")
     try:
         shipped = shipped_floors(embedders)
     except Exception as exc:  # noqa: BLE001 - an embedder that cannot load here has no shipped row
