@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         diff_cold = float(np.max(np.abs(vecs["1 process (embed_workers=1)"] - cold_vecs)))
         print(f"{name}: load average during the arms {min(loads):.1f}-{max(loads):.1f}; "
               f"max |vector difference| 1 vs 2 processes {max(diff, diff_cold):.2e}", flush=True)
-    print(table(["embedder", "arm", "chunks", "best s", "chunks/s", "ratio vs raw"], rows))
+        print(table(["embedder", "arm", "chunks", "best s", "chunks/s", "ratio vs raw"],
+                    [r for r in rows if r[0] == name]), flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return 0
 
