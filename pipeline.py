@@ -24,7 +24,7 @@ from retrieval.query_plan import QueryPlan, plan_query
 from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
 from retrieval.locators import make_locator
 from retrieval.query import Query, QueryLike
-from retrieval.relevance import evidence_strength, is_answerable
+from retrieval.relevance import evidence_strength, index_floor, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
 from utils.llm.budget import BudgetedLLM, with_budget
@@ -273,7 +273,8 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         t = time.perf_counter()
         # the floor judges step 2's list (what retrieval is scored on), the answer reads the context
         strength = evidence_strength(r.question or query, r.final, index, backends.embedder, config)
-        found = bool(r.final) and is_answerable(strength, config.evidence_floor)
+        floor = index_floor(index, config)
+        found = bool(r.final) and is_answerable(strength, floor)
         answer = synthesize(r.question or query, r.final, llm, fallbacks, usage, config=config, index=index,
                             embedder=backends.embedder, cite=citation, evidence_found=found,
                             context=ctx.passages, graph=r.graph, on_text=_answer_deltas(on_step))
@@ -282,7 +283,8 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         result["answer_truncated"] = answer.truncated
         result["answer_quotes"] = answer.quotes
         result["evidence_found"] = found
-        result["evidence_strength"] = {**strength.to_dict(), "floor": config.evidence_floor}
+        result["evidence_strength"] = {**strength.to_dict(), "statistic": floor.statistic, "floor": floor.value,
+                                       "floor_source": floor.source}
         timing["synthesize"] = (time.perf_counter() - t) * 1000
         if on_step is not None:
             on_step("answer", {k: result[k] for k in ("answer", "answer_mode", "answer_truncated", "answer_quotes",

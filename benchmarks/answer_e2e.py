@@ -68,7 +68,7 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     from retrieval.context_assembly import assemble_context
     from retrieval.query import Query
     from retrieval.query_plan import plan_query
-    from retrieval.relevance import evidence_strength, is_answerable
+    from retrieval.relevance import evidence_strength, index_floor, is_answerable
     from retrieval.synthesizer import synthesize
 
     plan = plan_query(question, config.query_routing)
@@ -80,7 +80,7 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     final = ranked[:config.final_top_k]
     strength = evidence_strength(q, final, ctx.index, ctx.backends.embedder, config)  # the same floor
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,
-                     cite=citation, evidence_found=bool(final) and is_answerable(strength, config.evidence_floor),
+                     cite=citation, evidence_found=bool(final) and is_answerable(strength, index_floor(ctx.index, config)),
                      context=assembled.passages)
     return {"answer": ans.text, "quotes": ans.quotes}
 

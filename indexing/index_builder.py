@@ -25,9 +25,11 @@ from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.leaf_terms import build_leaf_terms
 from indexing.bm25_builder import BM25Builder
 from indexing.chunker import Chunk, chunk_leaf
-from tree_builder.markdown_headings import line_starts
 from indexing.embedders.base import Embedder
 from indexing.embedders.factory import embedder_identity
+from indexing.embedders.floors import default_floor
+from indexing.embedders.pool import closer, pooled
+from tree_builder.markdown_headings import line_starts
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA, looks_like_index, text_key
 from indexing.index_writer import IndexWriter
@@ -287,6 +289,19 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         embedder = make_embedder(auto_name, config)
     else:
         embedder_reason = "asked for (--embedder, --mock or the config)"
+    pool = pooled(embedder, config)
+    try:
+        return _build_with(input_path, output, config, pool, embedder_reason, docs, loaded, warnings,
+                           folder_mode, progress, summarizer, summary_workers, update, store, t0, kg_llm)
+    finally:
+        closer(pool)()
+
+
+def _build_with(input_path: Path, output: Path, config: Config, embedder: Embedder, embedder_reason: str,
+                docs: list[Document], loaded: Any, warnings: list[str], folder_mode: bool,
+                progress: Progress | None, summarizer: Any, summary_workers: int, update: bool,
+                store: "StoreURI | None", t0: float, kg_llm: Any = None) -> BuildReport:
+    """The build once documents are read and the embedder chosen (and its workers, if any, ready)."""
     with progress_stage(progress, "building the section tree") as st:
         root = build_tree(docs, config, folder_mode=folder_mode)
         st.count(sum(1 for n in root.iter_preorder() if n.kind != "root"), "sections")
@@ -314,6 +329,7 @@ def _build_locked(input_path: Path, output: Path, config: Config, embedder: Embe
         "chunk_context": config.chunk_context,
         "embedder": identity,
         "embedder_reason": embedder_reason,
+        "relevance_floor": default_floor(identity.get("model_id")).to_dict(),
         "build_settings": settings,
         "counts": {"documents": len(docs), "nodes": n_nodes, "leaves": len(leaves)},
         "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash,

@@ -14,9 +14,14 @@ the best chunk of any list scores 1.0, related or not):
   documents never mention scores near 0 ("capital of France" over statutes).
 
 Both lie in [0, 1]; they are combined with retrieval's own fusion weights
-(``dense_weight``, ``bm25_weight``). The floor (``Config.evidence_floor``) is
-a threshold on that score, chosen on the shared sets by
-``benchmarks/answer_quality.py``.
+(``dense_weight``, ``bm25_weight``) into ``score``.
+
+The raw cosine means different things per embedder (unrelated texts: ~0.1 with
+MiniLM, ~0.8 with multilingual-e5), so ``lift_score`` replaces it by its lift
+above the question's background similarity: its mean cosine with a fixed,
+evenly spread sample of the index's own chunks. The floor is a threshold on
+one of the two, per embedding model (indexing/embedders/floors.py, recorded in
+the index); ``Config.evidence_floor`` overrides its value.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from config import Config
+from indexing.embedders.floors import RelevanceFloor, default_floor
 from retrieval.types import RetrievedChunk
 from retrieval.query import QueryLike, query_tokens, query_vector
 from utils.tokenizer import script_of, tokenize
@@ -40,13 +46,45 @@ class EvidenceStrength:
     """Raw cosine of the best retrieved chunk with the question (clipped to [0, 1])."""
     coverage: float
     """Share of the question's IDF weight found in the retrieved chunks' words."""
+    background: float = 0.0
+    """Mean cosine of the question with a fixed sample of the index's chunks: what this embedder
+    gives any text of this collection, related or not."""
+    background_std: float = 0.0
+
+    lift_score: float = 0.0
+    """dense_weight * lift(best_dense, background) + bm25_weight * coverage."""
+
+    def value(self, statistic: str) -> float:
+        return self.lift_score if statistic == "lift_score" else self.score
 
     def to_dict(self) -> dict[str, float]:
-        return {"score": round(self.score, 4), "best_dense": round(self.best_dense, 4),
-                "coverage": round(self.coverage, 4)}
+        return {"score": round(self.score, 4), "lift_score": round(self.lift_score, 4),
+                "best_dense": round(self.best_dense, 4), "coverage": round(self.coverage, 4),
+                "background": round(self.background, 4)}
 
 
 NO_EVIDENCE = EvidenceStrength(score=0.0, best_dense=0.0, coverage=0.0)
+
+#: Chunks the background similarity is measured on: spread evenly over the index, so the same
+#: rows every query (no randomness) and one small matrix-vector product.
+BACKGROUND_SAMPLE = 256
+
+
+def background_rows(n_chunks: int, k: int = BACKGROUND_SAMPLE) -> np.ndarray:
+    if n_chunks <= 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(np.linspace(0, n_chunks - 1, num=min(k, n_chunks)).round().astype(np.int64))
+
+
+def lift(best: float, background: float) -> float:
+    """How far the best cosine rises from the background toward 1, in [0, 1].
+
+    An embedder whose unrelated texts already score 0.8 (e5) and one whose score 0.1 (MiniLM) land
+    on one scale: 0 = no closer than an average chunk of the collection, 1 = identical.
+    """
+    if background >= 1.0:
+        return 0.0
+    return float(np.clip((best - background) / (1.0 - background), 0.0, 1.0))
 
 
 def index_scripts(index: Any) -> frozenset[str]:
@@ -94,11 +132,35 @@ def evidence_strength(query: QueryLike, chunks: Sequence[RetrievedChunk], index:
         return NO_EVIDENCE
     qvec = np.asarray(query_vector(query, embedder), dtype=np.float32)
     best = float(np.clip(np.max(index.search.dense_rows(qvec, np.asarray(rows, dtype=np.int64))), 0.0, 1.0))
+    bg = index.search.dense_rows(qvec, background_rows(len(index.chunks)))
+    bg_mean = float(np.mean(bg)) if bg.size else 0.0
+    bg_std = float(np.std(bg)) if bg.size else 0.0
     cov = idf_coverage(query, chunks, index)
     wd, wb = max(config.dense_weight, 0.0), max(config.bm25_weight, 0.0)
     total = wd + wb or 1.0
-    return EvidenceStrength(score=(wd * best + wb * cov) / total, best_dense=best, coverage=cov)
+    return EvidenceStrength(score=(wd * best + wb * cov) / total, best_dense=best, coverage=cov,
+                            background=bg_mean, background_std=bg_std,
+                            lift_score=(wd * lift(best, bg_mean) + wb * cov) / total)
 
 
-def is_answerable(strength: EvidenceStrength, floor: float) -> bool:
+def index_floor(index: Any, config: Config | None = None) -> RelevanceFloor:
+    """The floor this index is judged by: its recorded one, else its model's default; a set
+    ``Config.evidence_floor`` replaces the value (on the same statistic)."""
+    return metadata_floor(getattr(index, "metadata", None) or {}, config)
+
+
+def metadata_floor(meta: dict[str, Any], config: Config | None = None) -> RelevanceFloor:
+    """``index_floor`` from an index's metadata.json alone (``info`` reads no arrays)."""
+    floor = RelevanceFloor.from_dict(meta.get("relevance_floor"))
+    if floor is None:
+        floor = default_floor((meta.get("embedder") or {}).get("model_id"))
+    if config is not None and config.evidence_floor is not None:
+        floor = RelevanceFloor(floor.statistic, float(config.evidence_floor), "config")
+    return floor
+
+
+def is_answerable(strength: EvidenceStrength, floor: RelevanceFloor | float) -> bool:
+    """A bare number is a threshold on ``score`` (the statistic every floor used before per-model ones)."""
+    if isinstance(floor, RelevanceFloor):
+        return strength.value(floor.statistic) >= floor.value
     return strength.score >= floor

