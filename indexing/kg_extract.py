@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from indexing.kg_graph import KGEdge, KGNode, LeafGraph
-from utils.tokenizer import EN_STOPWORDS, _s_stem
+from utils.cjk import has_han
+from utils.tokenizer import EN_STOPWORDS, s_stem
 
 EXTRACTOR_VERSION = "rules-3"
 """Part of every graph key: a change to the rules makes an update extract the graphs again."""
@@ -35,7 +36,6 @@ MAX_RELATION_CHARS = 40
 MAX_DEGREE = 24
 """Edges one node keeps at most (its strongest); see ``_cap_degree``."""
 
-_HAN = re.compile(r"[\u3400-\u9fff]")
 _SENT = re.compile(r"(?<=[.!?;。！？；])\s+|(?<=[。！？；])|\n+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-']*|\d+(?:[.,]\d+)*")
 _ACRONYM = re.compile(r"\b[A-Z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*s?\b")
@@ -135,7 +135,7 @@ def norm_key(name: str) -> str:
     s = re.sub(r"^(the|a|an)\s+", "", s)
     words = s.split(" ")
     if words and words[-1].isalpha():
-        words[-1] = _s_stem(words[-1])
+        words[-1] = s_stem(words[-1])
     return " ".join(words)
 
 
@@ -149,19 +149,23 @@ def _sentences(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _is_han(text: str) -> bool:
-    return bool(_HAN.search(text))
+class _Mentions:
+    """Mentions of one sentence, none overlapping another: the first pattern to claim a span keeps it."""
+
+    def __init__(self) -> None:
+        self._found: list[_Mention] = []
+
+    def add(self, m: _Mention) -> None:
+        if not any(m.start < f.end and f.start < m.end for f in self._found):
+            self._found.append(m)
+
+    def in_order(self) -> list[_Mention]:
+        return sorted(self._found, key=lambda m: m.start)
 
 
 def _en_mentions(s: str) -> list[_Mention]:
-    out: list[_Mention] = []
-    taken: list[tuple[int, int]] = []
-
-    def add(m: _Mention) -> None:
-        if any(m.start < e and s_ < m.end for s_, e in taken):
-            return
-        taken.append((m.start, m.end))
-        out.append(m)
+    found = _Mentions()
+    add = found.add
 
     for m in _EXPANSION.finditer(s):
         acr = m.group(2)
@@ -225,23 +229,17 @@ def _en_mentions(s: str) -> list[_Mention]:
             continue
         run.append(w)
     close()
-    return sorted(out, key=lambda m: m.start)
+    return found.in_order()
 
 
 def _zh_mentions(s: str, article: str | None, previous_article: str | None) -> list[_Mention]:
-    from utils.tokenizer import _jieba  # noqa: PLC0415 - jieba loads only for Chinese text
+    from utils.tokenizer import load_jieba  # noqa: PLC0415 - jieba loads only for Chinese text
 
     import jieba.posseg as pseg  # noqa: PLC0415
 
-    _jieba()
-    out: list[_Mention] = []
-    taken: list[tuple[int, int]] = []
-
-    def add(m: _Mention) -> None:
-        if any(m.start < e and s_ < m.end for s_, e in taken):
-            return
-        taken.append((m.start, m.end))
-        out.append(m)
+    load_jieba()
+    found = _Mentions()
+    add = found.add
 
     for m in _ZH_ARTICLE.finditer(s):
         add(_Mention(m.group(0), m.group(0), "ref", m.start(), m.end()))
@@ -283,7 +281,7 @@ def _zh_mentions(s: str, article: str | None, previous_article: str | None) -> l
         else:
             close()
     close()
-    return sorted(out, key=lambda m: m.start)
+    return found.in_order()
 
 
 def _relation(sentence: str, a: _Mention, b: _Mention) -> str:
@@ -302,7 +300,7 @@ def extract_rules(leaf_id: str, chunk_texts: Sequence[str], max_nodes: int = 400
     for k, text in enumerate(chunk_texts):
         sentences: list[tuple[int, list[_Mention]]] = []
         for _, sent in _sentences(text):
-            if _is_han(sent):
+            if has_han(sent):
                 start = _ARTICLE_START.match(sent)
                 if start:
                     previous_article, article = article, f"第{start.group(1)}条"
@@ -316,7 +314,7 @@ def extract_rules(leaf_id: str, chunk_texts: Sequence[str], max_nodes: int = 400
                     b.alias(norm_key(m.alias), i)
                 ids.append(i)
             sentences.append((k, [m for m in mentions]))
-            _sentence_edges(b, sent, mentions, ids, k, article if _is_han(sent) else None)
+            _sentence_edges(b, sent, mentions, ids, k, article if has_han(sent) else None)
         per_chunk.append(sentences)
     _drop_rare_concepts(b, len(chunk_texts))
     _chunk_edges(b, per_chunk)
@@ -358,7 +356,7 @@ def _chunk_edges(b: _Builder, per_chunk: list[list[tuple[int, list[_Mention]]]])
 
 def _drop_rare_concepts(b: _Builder, n_chunks: int) -> None:
     """A bare lowercase one-word concept is a node only when it recurs: otherwise every noun is one."""
-    keep = [not (n.type == "concept" and " " not in n.name and not _is_han(n.name) and len(n.chunks) < 2)
+    keep = [not (n.type == "concept" and " " not in n.name and not has_han(n.name) and len(n.chunks) < 2)
             for n in b.nodes]
     _reindex(b, keep)
 
@@ -415,7 +413,7 @@ def _cap_degree(edges: list[KGEdge], n_nodes: int, cap: int) -> list[KGEdge]:
 
 def question_mentions(text: str) -> list[tuple[str, str]]:
     """(merge key, surface) of what a question names: how the graph channel finds its seeds."""
-    if _is_han(text):
+    if has_han(text):
         ms = _zh_mentions(text, None, None)
     else:
         ms = _en_mentions(text)

@@ -132,7 +132,7 @@ _JIEBA: ModuleType | None = None
 _JIEBA_LOCK = threading.Lock()
 
 
-def _jieba() -> ModuleType:
+def load_jieba() -> ModuleType:
     """jieba with its dictionary loaded and its logger quiet; loaded once per process."""
     global _JIEBA
     if _JIEBA is None:
@@ -149,7 +149,7 @@ def _jieba() -> ModuleType:
 def jieba_words(text: str) -> list[str]:
     """jieba's plain segmentation (every word, stop-words and punctuation kept, in order): what a
     parser of the question's structure needs, where ``tokenize`` keeps only content terms."""
-    return list(_jieba().cut(text))
+    return list(load_jieba().cut(text))
 
 
 # --------------------------------------------------------------------------- #
@@ -157,7 +157,7 @@ def jieba_words(text: str) -> list[str]:
 # --------------------------------------------------------------------------- #
 
 
-def _s_stem(word: str) -> str:
+def s_stem(word: str) -> str:
     """Harman's S-stemmer (1991): plural folding only, and only for words of 4+ letters."""
     if len(word) < 4 or word[-1] != "s" or not word.isalpha():
         return word
@@ -177,12 +177,12 @@ def _latin_terms(text: str, out: list[str], keep_stopwords: bool = False) -> Non
             tok = tok.replace(",", "")
         if tok in EN_STOPWORDS and not keep_stopwords:
             continue
-        out.append(_s_stem(tok))
+        out.append(s_stem(tok))
 
 
 def _han_terms(run: str, out: list[str]) -> None:
     compact = _SPACE.sub("", run)
-    for tok in _jieba().cut_for_search(compact):
+    for tok in load_jieba().cut_for_search(compact):
         if tok in ZH_STOPWORDS or not (tok.isalnum() or any(ch.isalnum() for ch in tok)):
             continue
         # jieba passes through ASCII letters/digits glued to Han text (rare once
