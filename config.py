@@ -202,6 +202,14 @@ class Config:
     llm: str = "auto"
     """auto | mock | anthropic:MODEL | openai:MODEL"""
     llm_cache: bool = True
+    llm_timeout_s: float = 60.0
+    """Wall-clock seconds per LLM request (a CPU-served local model can need minutes for one locating
+    prompt); $TREERAG_LLM_TIMEOUT and --llm-timeout override it."""
+    summary_workers: int = 4
+    """Concurrent LLM summary calls of an index build (--summaries llm)."""
+    store: str | None = None
+    """Where ``index`` puts the index: "files", or a seekdb URI (seekdb:///abs/dir, seekdb://USER@HOST:PORT/DB;
+    the password from $TREERAG_SEEKDB_PASSWORD); None: where the index at --output already lives, else files."""
     llm_query_budget_s: float = 60.0
     """Wall-clock seconds all LLM calls of one query may take together (retries and waits included)."""
     llm_build_budget_s: float = 1800.0
@@ -269,13 +277,14 @@ _RANGES: dict[str, tuple[float, float]] = {
     "kg_top_chunks": (0, math.inf), "kg_subgraph_nodes": (1, 10_000), "kg_ppr_restart": (0.01, 1),
     "kg_llm_window_chars": (500, math.inf),
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
+    "llm_timeout_s": (0, math.inf), "summary_workers": (1, 64),
     "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),
 }
 """Inclusive bounds (except _POSITIVE); every number must also be finite."""
 INT_SETTING_MAX = 1 << 53
 """Every int setting stays within this: exact as a float and in an int64 array (numpy, SQLite)."""
-_POSITIVE = frozenset({"llm_query_budget_s", "llm_build_budget_s"})
+_POSITIVE = frozenset({"llm_query_budget_s", "llm_build_budget_s", "llm_timeout_s"})
 """Seconds: zero would mean never calling the model, which is what no --llm is for."""
 
 
@@ -368,10 +377,10 @@ def parse_seconds(raw: Any, what: str) -> float:
     return value
 
 
-def llm_timeout_seconds(flag: str | None, env: "Mapping[str, str]") -> float:
-    """Wall-clock seconds per LLM request: the flag, else $TREERAG_LLM_TIMEOUT, else 60 (a CPU-only
-    local model can need several minutes for one locating prompt)."""
-    return parse_seconds(flag or env.get("TREERAG_LLM_TIMEOUT") or "60", "LLM timeout")
+def llm_timeout_seconds(flag: str | None, env: "Mapping[str, str]", default: float = 60.0) -> float:
+    """Wall-clock seconds per LLM request: the flag, else $TREERAG_LLM_TIMEOUT, else ``default`` (the
+    config's ``llm_timeout_s``)."""
+    return parse_seconds(flag or env.get("TREERAG_LLM_TIMEOUT") or f"{default:g}", "LLM timeout")
 
 
 def rerank_setting(value: str) -> dict[str, str]:

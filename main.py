@@ -73,7 +73,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                           else args.kg_min_leaf_chars)
     embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
     config = config.replace(llm_build_budget_s=_llm_budget(args, config.llm_build_budget_s))
-    _llm_timeout(args)  # a bad value is an error even without --summaries llm
+    _llm_timeout(args, config)  # a bad value is an error even without --summaries llm
     summarizer, usage, workers, llm = None, None, 1, None
     if config.summary_mode == "llm" or config.kg_mode == "llm":
         from utils.llm.factory import make_llm, resolve_llm_spec
@@ -81,7 +81,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
         spec = resolve_llm_spec(args.llm, os.environ, None if base.llm == "auto" else base.llm)
         llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
-                       notice=_stderr, timeout=_llm_timeout(args))
+                       notice=_stderr, timeout=_llm_timeout(args, config))
         if getattr(llm, "provider", "mock") == "mock":
             what = "--summaries llm" if config.summary_mode == "llm" else "--kg llm"
             raise InputError(f"{what} needs an LLM: set ANTHROPIC_API_KEY or OPENAI_API_KEY/"
@@ -96,11 +96,11 @@ def cmd_index(args: argparse.Namespace) -> int:
         from tree_builder.llm_summary import LLMSummarizer
 
         summarizer = LLMSummarizer(llm, config, usage)
-        workers = args.summary_workers
+        workers = config.summary_workers if args.summary_workers is None else args.summary_workers
     report = build_index(Path(args.input), output, config, embedder,
                          progress=make_progress(not args.quiet), summarizer=summarizer,
                          summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
-                         store=_store(args.store, output),
+                         store=_store(args.store or config.store, output),
                          kg_llm=llm if config.kg_mode == "llm" else None)
     if report.rebuild_reason:
         _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
@@ -222,7 +222,7 @@ class Session:
         from utils.paths import index_dir_path
 
         self.rag = TreeRAG.open(index_dir_path(args.index, "--index"), llm="mock" if args.mock else args.llm, embedder=args.embedder,
-                                log=log, env=os.environ, llm_timeout=_llm_timeout(args),
+                                log=log, env=os.environ, llm_timeout=_llm_timeout(args, config),
                                 use_cache=not args.no_cache, notice=_stderr, config=config)
         self.index = self.rag.index
 
@@ -230,8 +230,8 @@ class Session:
         return self.rag.run(query, documents)
 
 
-def _llm_timeout(args: argparse.Namespace) -> float:
-    return llm_timeout_seconds(getattr(args, "llm_timeout", None), os.environ)
+def _llm_timeout(args: argparse.Namespace, config: Config) -> float:
+    return llm_timeout_seconds(getattr(args, "llm_timeout", None), os.environ, config.llm_timeout_s)
 
 
 def _llm_budget(args: argparse.Namespace, default: float) -> float:
@@ -640,11 +640,11 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pi.add_argument("--summaries", choices=("extractive", "llm"), default=None,
                     help=f"node summaries: extractive (no LLM) or llm (default {d.summary_mode})")
     pi.add_argument("--llm", default=None, help="PROVIDER[:MODEL] for --summaries llm")
-    pi.add_argument("--summary-workers", type=int, default=4,
-                    help="concurrent LLM summary calls (default 4)")
+    pi.add_argument("--summary-workers", type=int, default=None,
+                    help=f"concurrent LLM summary calls (default {d.summary_workers})")
     pi.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     pi.add_argument("--llm-timeout", default=None,
-                    help="wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
+                    help=f"wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or {d.llm_timeout_s:g})")
     pi.add_argument("--llm-budget", default=None,
                     help=f"wall-clock seconds for all LLM summary calls of the build (default {d.llm_build_budget_s:g})")
     pi.add_argument("--kg", choices=("off", "rules", "llm"), default=None,
@@ -693,7 +693,7 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print the pipeline result as JSON only")
         sp.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
         sp.add_argument("--llm-timeout", default=None,
-                        help="wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or 60)")
+                        help=f"wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or {d.llm_timeout_s:g})")
         sp.add_argument("--llm-budget", default=None,
                         help=f"wall-clock seconds for all LLM calls of one query, retries included (default {d.llm_query_budget_s:g})")
         sp.add_argument("--no-log", action="store_true", help="do not record this run")

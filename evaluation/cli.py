@@ -52,7 +52,7 @@ def eval_config(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -
     return base.replace(**changes)
 
 
-def _make_llm(spec: str | None, cache_root: Path) -> Any:
+def _make_llm(spec: str | None, cache_root: Path, timeout_s: float) -> Any:
     """A real LLM client for the tree-llm arms, or None (no --llm, or it resolves to the mock).
 
     Its response cache is always on: locating is deterministic at temperature 0,
@@ -65,7 +65,7 @@ def _make_llm(spec: str | None, cache_root: Path) -> Any:
 
     # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (README_local_llm.md)
     llm = make_llm(spec, os.environ, cache_dir=cache_root, use_cache=True, notice=_stderr,
-                   timeout=llm_timeout_seconds(None, os.environ))
+                   timeout=llm_timeout_seconds(None, os.environ, timeout_s))
     if not has_real_llm(llm):
         _stderr(f"--llm {spec}: no real LLM configured; the tree-llm arms are not run")
         return None
@@ -89,7 +89,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise InputError(f"--json: folder {parent} does not exist")
     config = eval_config(args)
     cache_root = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_root()
-    llm = _make_llm(args.llm, cache_root)
+    llm = _make_llm(args.llm, cache_root, config.llm_timeout_s)
     arms = parse_arms(args.arms, with_llm=llm is not None)
     opts = EvalOptions(data=Path(args.data), index=Path(args.index) if args.index else None, arms=arms,
                        limit=args.limit, seed=args.seed, k=args.k, embedder=args.embedder,

@@ -397,9 +397,11 @@ def test_eval_reads_the_llm_timeout_like_the_query_command(monkeypatch: pytest.M
     monkeypatch.setenv("TREERAG_LLM_TIMEOUT", raw)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     with pytest.raises(TreeRAGError, match="LLM timeout must be a"):
-        _make_llm("openai:x", tmp_path)
+        _make_llm("openai:x", tmp_path, 60.0)
     monkeypatch.setenv("TREERAG_LLM_TIMEOUT", "900")
-    assert _make_llm("openai:x", tmp_path).inner.timeout == 900.0
+    assert _make_llm("openai:x", tmp_path, 60.0).inner.timeout == 900.0
+    monkeypatch.delenv("TREERAG_LLM_TIMEOUT")  # then the config's llm_timeout_s
+    assert _make_llm("openai:x", tmp_path, 240.0).inner.timeout == 240.0
 
 
 # --------------------------------------------------------------------------- each item once, slices
