@@ -6,7 +6,6 @@ previous index exactly as it was.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -20,26 +19,26 @@ import numpy as np
 
 from config import CJK_SHARE_FOR_MULTILINGUAL, Config
 from indexing.ann_index import FILES as ANN_FILES
-from indexing.bm25_builder import file_names as bm25_file_names
-from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
-from indexing.leaf_terms import build_leaf_terms
 from indexing.bm25_builder import BM25Builder
+from indexing.bm25_builder import file_names as bm25_file_names
 from indexing.chunker import Chunk, chunk_leaf
 from indexing.embedders.base import Embedder
 from indexing.embedders.factory import embedder_identity
 from indexing.embedders.floors import default_floor
 from indexing.embedders.pool import closer, pooled
-from tree_builder.markdown_headings import line_starts
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA, looks_like_index, text_key
 from indexing.index_writer import IndexWriter
 from indexing.kg_graph import GraphStats
 from indexing.kg_store import KG_FILES, GraphWriter, make_extractor
+from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
+from indexing.leaf_terms import build_leaf_terms
 from indexing.reuse import PreviousIndex, build_settings, compare_documents, open_previous
+from tree_builder.document import Document
 from tree_builder.folder_walk import printable_name
 from tree_builder.loader import LoadedInput, load_input
+from tree_builder.markdown_headings import line_starts
 from tree_builder.summary import summarize_tree
-from tree_builder.document import Document
 from tree_builder.tree import TreeNode, build_tree
 from utils.atomic import keep_mode, recover_directory, replace_directory
 from utils.errors import IndexFormatError, InputError
