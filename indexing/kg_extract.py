@@ -34,7 +34,7 @@ HUB_MIN_CHUNKS = 6
 """A node in more than HUB_SHARE of the leaf's chunks (and at least HUB_MIN_CHUNKS) takes no edges."""
 MAX_RELATION_CHARS = 40
 MAX_DEGREE = 24
-"""Edges one node keeps at most (its strongest); see ``_cap_degree``."""
+"""Edges one node keeps at most (its strongest); see ``cap_degree``."""
 
 _SENT = re.compile(r"(?<=[.!?;。！？；])\s+|(?<=[。！？；])|\n+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-']*|\d+(?:[.,]\d+)*")
@@ -391,12 +391,12 @@ def _finish(b: _Builder, leaf_id: str, n_chunks: int, max_nodes: int) -> LeafGra
         for i in rank:
             keep[i] = True
         _reindex(b, keep)
-    edges = _cap_degree(list(b.edges.values()), len(b.nodes), MAX_DEGREE)
+    edges = cap_degree(list(b.edges.values()), len(b.nodes), MAX_DEGREE)
     edges.sort(key=lambda e: (min(e.head, e.tail), max(e.head, e.tail)))
     return LeafGraph(leaf_id, "", "rules", b.nodes, edges)
 
 
-def _cap_degree(edges: list[KGEdge], n_nodes: int, cap: int) -> list[KGEdge]:
+def cap_degree(edges: list[KGEdge], n_nodes: int, cap: int) -> list[KGEdge]:
     """Keep an edge only if it is among the ``cap`` strongest of both its nodes: no node keeps more
     than ``cap`` edges, so a term that recurs all over a very long leaf links to what it co-occurs
     with most, not to everything (the hub a walk would otherwise run through)."""

@@ -15,7 +15,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from config import Config
-from indexing.kg_extract import _cap_degree, MAX_DEGREE, norm_key
+from indexing.kg_extract import cap_degree, MAX_DEGREE, norm_key
 from indexing.kg_graph import NODE_TYPES, KGEdge, KGNode, LeafGraph
 from utils.errors import BackendError
 
@@ -119,7 +119,7 @@ class LLMGraphExtractor:
                 forget_reply(self.llm, resp)  # never serve the unusable reply to the next build
                 return self._fall_back(leaf_id, chunk_texts, calls, tokens)
             self._merge(parsed, win, chunk_texts, nodes, by_key, edges)
-        kept = _cap_degree(list(edges.values()), len(nodes), MAX_DEGREE)
+        kept = cap_degree(list(edges.values()), len(nodes), MAX_DEGREE)
         kept.sort(key=lambda e: (min(e.head, e.tail), max(e.head, e.tail)))
         return LeafGraph(leaf_id, "", "llm", nodes, kept, llm_calls=calls, tokens=tokens)
 

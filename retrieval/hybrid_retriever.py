@@ -38,7 +38,7 @@ class StageHits:
     rerank: list[RetrievedChunk] = field(default_factory=list)
 
 
-def _make(index: Index, row: int, dense: float, bm25: float, fused: float, sub_query: str,
+def retrieved_chunk(index: Index, row: int, dense: float, bm25: float, fused: float, sub_query: str,
           source: str) -> RetrievedChunk:
     return RetrievedChunk(
         chunk=index.chunks[row], score=float(fused),
@@ -51,7 +51,7 @@ def rank_scored(index: Index, scores: RangeScores, top_k: int, config: Config, s
                 source: str, stages: StageHits | None = None) -> list[RetrievedChunk]:
     fused = fuse(scores.dense, scores.bm25, config)
     order = np.lexsort((scores.rows, -fused))[:top_k]
-    out = [_make(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i], fused[i], sub_query, source)
+    out = [retrieved_chunk(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i], fused[i], sub_query, source)
            for i in order]
     if stages is not None:
         _record_single_signals(index, scores, fused, top_k, sub_query, source, stages)
@@ -66,7 +66,7 @@ def _record_single_signals(index: Index, scores: RangeScores, fused: np.ndarray,
         for i in np.lexsort((scores.rows, -arr))[:top_k]:
             if bucket is stages.keyword and arr[i] <= 0:
                 continue
-            bucket.append(_make(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i],
+            bucket.append(retrieved_chunk(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i],
                                 fused[i], sub_query, source))
 
 
@@ -191,7 +191,7 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: QueryLike, located: 
     out: list[RetrievedChunk] = []
     for i in order:
         row = int(scores.rows[i])
-        rc = _make(index, row, scores.dense[i], scores.bm25[i], fused[i], query, "flat")
+        rc = retrieved_chunk(index, row, scores.dense[i], scores.bm25[i], fused[i], query, "flat")
         detail = dict(rc.retrieval_detail)
         if kind == "tree":
             leaf = rc.chunk.source_node_id
