@@ -5,7 +5,7 @@ import pytest
 
 from config import Config
 from indexing.embedders.factory import make_embedder
-from retrieval.hybrid_retriever import _make, leaf_priors, order_union
+from retrieval.hybrid_retriever import leaf_priors, order_union, retrieved_chunk
 from retrieval.types import LocatedNode
 
 
@@ -24,7 +24,7 @@ def _two_leaf_candidates(index):
     """One chunk from each of two leaves, with the same stored fused score."""
     leaves = [n for n in index.leaves if index.leaf_rows.get(n.node_id)][:2]
     rows = [index.leaf_rows[n.node_id][0] for n in leaves]
-    return leaves, [_make(index, r, 0.5, 0.5, 0.5, "q", "tree") for r in rows]
+    return leaves, [retrieved_chunk(index, r, 0.5, 0.5, 0.5, "q", "tree") for r in rows]
 
 
 @pytest.mark.parametrize("first", [0, 1])
