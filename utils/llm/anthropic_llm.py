@@ -12,7 +12,7 @@ from utils.llm.settings import (
     Notice,
 )
 from utils.llm.types import LLMRequest, TextSink
-from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk, stream_failure
+from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk
 from utils.llm.remote import RawResult, RemoteLLM, StreamedText
 
 
@@ -86,7 +86,7 @@ class AnthropicLLM(RemoteLLM):
         held: str | None = "" if prefill else None
         input_tokens = output_tokens = stop_reason = None
         stopped = False
-        try:
+        with out.reading(sdk):
             with stream:
                 for ev in stream:
                     kind = getattr(ev, "type", None)
@@ -109,13 +109,8 @@ class AnthropicLLM(RemoteLLM):
                         stopped = True
                     if out.full:
                         break
-        except Exception as exc:  # noqa: BLE001 - mapped, or re-raised as is
-            failure = stream_failure(exc, sdk, out.size)
-            if failure is None:
-                raise
-            raise failure from None
         if not stopped and not out.full:
-            raise CallFailure("response", "the stream ended before the answer was complete", streamed=out.size)
+            raise out.ended_early()
         if held is not None:  # nothing visible came: as the whole reply would read
             out.add("{" + held)
         return RawResult(text=out.text, input_tokens=input_tokens, output_tokens=output_tokens,

@@ -12,7 +12,7 @@ from utils.llm.settings import (
     OPENAI_KEY_ENV,
 )
 from utils.llm.types import LLMRequest, TextSink
-from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk, stream_failure
+from utils.llm.retry import RetryPolicy, CallFailure, bad_body, failure_from_sdk
 from utils.llm.remote import RawResult, RemoteLLM, StreamedText
 
 
@@ -82,7 +82,7 @@ class OpenAILLM(RemoteLLM):
             raise bad_body(exc) from None
         finish: str | None = None
         usage: Any = None
-        try:
+        with out.reading(sdk):
             with stream:
                 for chunk in stream:
                     usage = getattr(chunk, "usage", None) or usage
@@ -93,13 +93,8 @@ class OpenAILLM(RemoteLLM):
                         finish = choice.finish_reason or finish
                     if out.full:
                         break
-        except Exception as exc:  # noqa: BLE001 - mapped, or re-raised as is
-            failure = stream_failure(exc, sdk, out.size)
-            if failure is None:
-                raise
-            raise failure from None
         if finish is None and not out.full:
-            raise CallFailure("response", "the stream ended before the answer was complete", streamed=out.size)
+            raise out.ended_early()
         return RawResult(text=out.text,
                          input_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
                          output_tokens=getattr(usage, "completion_tokens", None) if usage else None,

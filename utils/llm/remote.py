@@ -5,11 +5,12 @@ this loop see them.
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from utils.errors import BackendError
 from utils.oneline import one_line
@@ -18,7 +19,7 @@ from utils.tokenizer import estimate_tokens
 from utils.llm.settings import Notice, no_notice
 from utils.llm.types import LLMCallError, LLMRequest, LLMResponse, LLMUsage, TextSink
 from utils.llm.attempts import CallLog
-from utils.llm.retry import RetryPolicy, CallFailure, bad_body, answer_char_cap
+from utils.llm.retry import RetryPolicy, CallFailure, bad_body, answer_char_cap, stream_failure
 
 _WATCH_INTERVAL = 0.25
 """Seconds between looks at a running call's log (a request may have started or ended since)."""
@@ -64,6 +65,22 @@ class StreamedText:
     @property
     def text(self) -> str:
         return "".join(self._parts)
+
+    @contextlib.contextmanager
+    def reading(self, sdk: Any) -> Iterator[None]:
+        """Read the SDK's stream inside this block: a break in it (``stream_failure``) becomes a
+        CallFailure that knows how much text was already told; anything else passes as it is."""
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - mapped, or re-raised as is
+            failure = stream_failure(exc, sdk, self.size)
+            if failure is None:
+                raise
+            raise failure from None
+
+    def ended_early(self) -> CallFailure:
+        """The stream closed without the provider's end marker and before the cap."""
+        return CallFailure("response", "the stream ended before the answer was complete", streamed=self.size)
 
 
 class RemoteLLM:
