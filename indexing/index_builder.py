@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -129,13 +129,7 @@ def chunk_texts(chunks: list[Chunk], docs: list[Document], config: Config) -> li
 
 
 def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> list[Chunk]:
-    by_path = {d.path: d for d in docs}
-    starts = {d.path: line_starts(d.text) for d in docs}
-    chunks: list[Chunk] = []
-    for leaf in root.leaves():
-        doc = by_path[leaf.doc_path]
-        chunks.extend(chunk_leaf(leaf, doc.text, config, starts[doc.path], doc.page_starts))
-    return chunks
+    return [c for _, _, chunks in _leaf_chunks(root.leaves(), {d.path: d for d in docs}, config) for c in chunks]
 
 
 def auto_embedder_name(docs: list[Document]) -> str:
@@ -452,15 +446,21 @@ def _load_model(embedder: Embedder, progress: Progress | None) -> None:
             load()
 
 
-def _count_chunks(leaves: list[TreeNode], by_path: dict[str, Document], config: Config) -> int:
-    """How many chunks the leaves make: the embedding stage's total, known before its first block."""
-    total, doc_path, starts = 0, None, None
+def _leaf_chunks(leaves: list[TreeNode], by_path: dict[str, Document],
+                 config: Config) -> Iterator[tuple[TreeNode, Document, list[Chunk]]]:
+    """Each leaf with its document and chunks, in order; a document's line starts computed once."""
+    doc_path, starts = None, None
     for leaf in leaves:
         doc = by_path[leaf.doc_path]
         if doc.path != doc_path:
             doc_path, starts = doc.path, line_starts(doc.text)
-        total += len(chunk_leaf(leaf, doc.text, config, starts, doc.page_starts))
-    return total
+        yield leaf, doc, chunk_leaf(leaf, doc.text, config, starts, doc.page_starts)
+
+
+def _count_chunks(leaves: list[TreeNode], by_path: dict[str, Document], config: Config) -> int:
+    """How many chunks the leaves make: the embedding stage's total, known before its first block
+    (counted by chunking, because the build keeps no more than a block of chunks at a time)."""
+    return sum(len(chunks) for _, _, chunks in _leaf_chunks(leaves, by_path, config))
 
 
 class _OldIndexDamaged(Exception):
@@ -525,12 +525,7 @@ def _write_streaming(tmp: Path, root: TreeNode, docs: list[Document], config: Co
 
     try:
         with bar:
-            doc_path, starts = None, None
-            for leaf in leaves:
-                doc = by_path[leaf.doc_path]
-                if doc.path != doc_path:
-                    doc_path, starts = doc.path, line_starts(doc.text)
-                leaf_chunks = chunk_leaf(leaf, doc.text, config, starts, doc.page_starts)
+            for leaf, doc, leaf_chunks in _leaf_chunks(leaves, by_path, config):
                 for c in leaf_chunks:
                     text = chunk_representation(c, doc.title, config.chunk_context)
                     bm25.add(tokenize(text))
