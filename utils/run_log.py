@@ -195,7 +195,7 @@ class RunLog:
                 "run_id": run_id,
                 "created_at": created_at,
                 "query": query,
-                "answer_excerpt": _excerpt(answer or ""),
+                "answer_excerpt": one_line(answer or "", _EXCERPT_CHARS),
                 "total_ms": _total_ms(timing),
                 "index_path": index_path,
                 "fallbacks": _count(fallbacks),
@@ -375,11 +375,6 @@ def _count(list_json: str | None) -> int:
     except ValueError:
         return 0
     return len(value) if isinstance(value, list) else 0
-
-
-def _excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _one_line(exc: BaseException) -> str:
