@@ -600,8 +600,9 @@ def test_hostile_text_headings_and_paths_are_stored_and_read_back_byte_identical
     bm = files.search.bm25  # type: ignore[attr-defined]
     terms = [t for t in bm.terms if any(c in t for c in "'\"\\%") or not t.isascii()]
     assert terms  # the hostile words are terms of the index
-    got = dict(eng.search.engine.rows(  # type: ignore[attr-defined]
-        f"SELECT term, df FROM `{eng.search.tables['terms']}` WHERE term IN ({','.join(['%s'] * len(terms))})",  # type: ignore[attr-defined]
+    search = eng.search
+    got = dict(search.engine.rows(  # type: ignore[attr-defined]
+        f"SELECT term, df FROM `{search.tables['terms']}` WHERE term IN ({','.join(['%s'] * len(terms))})",  # type: ignore[attr-defined]
         terms))
     df = np.diff(np.asarray(bm.indptr))
     assert got == {t: int(df[bm.terms.index(t)]) for t in terms}
@@ -620,7 +621,8 @@ def test_hostile_values_and_nul_round_trip_through_the_engine(store: str, reques
     table = table_names(prefix)["nodes"]
     try:
         engine.run(f"DROP TABLE IF EXISTS `{table}`")
-        engine.run(f"CREATE TABLE `{table}` (row_id BIGINT PRIMARY KEY, record LONGTEXT NOT NULL, content LONGTEXT NOT NULL)")
+        engine.run(f"CREATE TABLE `{table}` (row_id BIGINT PRIMARY KEY, record LONGTEXT NOT NULL, "
+                   "content LONGTEXT NOT NULL)")
         insert_rows(engine, table, ("row_id", "record", "content"), [(i, v, v[::-1]) for i, v in enumerate(HOSTILE)])
         records = EngineRecords(engine, table, "record", len(HOSTILE), as_json=False)
         contents = EngineRecords(engine, table, "content", len(HOSTILE), as_json=False)

@@ -120,7 +120,8 @@ def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None =
         if graphs is not None:  # kg_leaves.npy stays in the manifest directory; the records go here
             owner = {int(row): int(pos) for pos, row in enumerate(graphs.leaf_rows) if row >= 0}
             insert_rows(engine, names["kg"], ("row_id", "leaf", "record"),
-                        [(r, owner[r], json.dumps(graphs.records.raw(r), ensure_ascii=False)) for r in range(len(graphs))])
+                        [(r, owner[r], json.dumps(graphs.records.raw(r), ensure_ascii=False))
+                         for r in range(len(graphs))])
         index_tables(engine, names, sizes)
         fields: dict[str, Any] = {"uri": uri.public(), "prefix": prefix,
                                   "scripts": sorted(vocabulary_scripts(bm.terms))}

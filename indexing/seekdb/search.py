@@ -131,7 +131,8 @@ class SeekdbSearch:
             out = np.zeros(self.n_leaves, dtype=np.float32)
             if near:
                 got = self.engine.rows(f"SELECT leaf, inner_product(emb, %s) FROM `{table}` "
-                                       f"WHERE leaf IN ({placeholders(len(near))})", [vector_text(qvec), *int_list(near)])
+                                       f"WHERE leaf IN ({placeholders(len(near))})",
+                                       [vector_text(qvec), *int_list(near)])
                 for leaf, s in got:
                     out[int(leaf)] = float(s)
             return check_finite(out, f"{table}.emb")
@@ -142,7 +143,8 @@ class SeekdbSearch:
         for i in range(0, len(want), FETCH_ROWS):
             part = np.unique(want[i:i + FETCH_ROWS])
             got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, %s) FROM `{table}` "
-                                         f"WHERE leaf IN ({placeholders(len(part))})", [vector_text(qvec), *int_list(part)])
+                                         f"WHERE leaf IN ({placeholders(len(part))})",
+                                         [vector_text(qvec), *int_list(part)])
         got = {int(leaf): float(s) for leaf, s in got_rows}
         return check_finite(np.array([got.get(int(j), np.nan) for j in want], dtype=np.float32), f"{table}.emb")
 
