@@ -1,12 +1,14 @@
 """The OpenAPI description of the JSON API, served at /openapi.json.
 
 Written out here (Starlette has no schema generator of its own worth the name): the request
-bodies are small and stable, and the query record's full shape is ``query --json``'s, described
-by reference to it rather than restated field by field.
+bodies are small and stable; the query record's schema is derived from the ``RunRecord``
+dataclasses themselves (``utils.run_record.json_schema``), so it is what ``query --json`` prints.
 """
 from __future__ import annotations
 
 from typing import Any
+
+from utils.run_record import RECORD_VERSION, json_schema
 
 _ERROR = {"description": "an error, as one message", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
@@ -82,15 +84,9 @@ def openapi_schema(version: str, max_question_chars: int, max_top_k: int) -> dic
                           "description": "passages step 2 keeps (default: the server's configuration)"},
                 "llm": {"type": "boolean", "default": True,
                         "description": "false: no LLM for this question (hybrid locating, extractive answer)"}}},
-            "QueryRecord": {"type": "object", "description": "The record `query --json` prints.",
-                            "required": ["run_id", "query", "answer", "evidence_found", "step1_nodes",
-                                         "step2_retrieved", "context", "timing_ms"],
-                            "properties": {
-                                "run_id": {"type": "string"}, "query": {"type": "string"},
-                                "answer": {"type": "string"}, "evidence_found": {"type": "boolean"},
-                                "notice": {"type": ["string", "null"]},
-                                "step1_nodes": {"type": "array", "items": {"type": "object"}},
-                                "step2_retrieved": {"type": "array", "items": {"type": "object"}},
-                                "context": {"type": "object"}, "timing_ms": {"type": "object"}}},
+            "QueryRecord": {**json_schema(), "description": (
+                f"The record `query --json` prints (record_version {RECORD_VERSION}; docs/pipeline.md). "
+                "index.build_settings: what the index was built with, from its metadata.json (null for an "
+                "index that records none); config: the query's settings only.")},
         }},
     }

@@ -550,3 +550,45 @@ STEP_KEYS = {
                "evidence_strength"),
 }
 """Each step's keys, as the server streams them the moment the step is done."""
+
+
+def json_schema(cls: type = RunRecord) -> dict[str, Any]:
+    """The JSON Schema of a record class's ``to_dict``, derived from the same type hints
+    ``from_mapping`` reads, so the OpenAPI description cannot drift from what is sent."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if _flat(f):
+            inner = json_schema(hints[f.name])
+            properties.update(inner["properties"])
+            required += inner["required"]
+            continue
+        properties[_key(f)] = _schema_of(hints[f.name])
+        if not f.metadata.get("omit_none"):
+            required.append(_key(f))
+    if cls is RunRecord:
+        properties["record_version"] = {"type": "integer", "const": RECORD_VERSION}
+        properties = {k: properties[k] for k in KEY_ORDER}
+        required = list(KEY_ORDER)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+
+
+def _schema_of(hint: Any) -> dict[str, Any]:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if all(a in _JSON_TYPES for a in args):
+            return {"type": [_JSON_TYPES[a] for a in args]}
+        return {"anyOf": [_schema_of(a) for a in args]}
+    if dataclasses.is_dataclass(hint):
+        return json_schema(hint)  # type: ignore[arg-type]
+    if origin is list:
+        return {"type": "array", "items": _schema_of(args[0])}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _schema_of(args[1])}
+    if hint is float:
+        return {"type": ["number", "null"]}  # a non-finite score is written as null
+    return {"type": _JSON_TYPES.get(hint, "string")}
