@@ -11,7 +11,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from config import Config
 from indexing.embedders.base import Embedder
@@ -37,6 +37,7 @@ from utils.run_record import (AnswerStep, BuildSettings, ContextPassage, Context
 from utils.tokenizer import is_stopword_only
 
 if TYPE_CHECKING:
+    from retrieval.graph_channel import GraphUse
     from utils.run_log import RunLog
 
 
@@ -60,7 +61,16 @@ def has_real_llm(llm: LLMClient | None) -> bool:
     return llm is not None and getattr(llm, "provider", "mock") != "mock"
 
 
-def citation(chunk: Any) -> str:
+class Span(Protocol):
+    """What a citation is made of: a chunk, a context passage's chunk or a section (``page_start`` /
+    ``page_end`` too when the document has pages)."""
+
+    doc_path: str
+    start_line: int
+    end_line: int
+
+
+def citation(chunk: Span) -> str:
     """``report.pdf:p12`` / ``p12-p13`` for a paged source, else ``doc.md:L12-L15``."""
     first = getattr(chunk, "page_start", 0)
     if first:
@@ -113,10 +123,11 @@ def retrieved_hit(rc: RetrievedChunk, rank: int) -> RetrievedHit:
 def context_record(ctx: AssembledContext) -> ContextRecord:
     """The assembled context as the record keeps it: passage N is the answer's [N]."""
     return ContextRecord(budget=ctx.budget, used=ctx.used, hits_read=ctx.hits_read,
-                         passages=[ContextPassage(**p.to_dict(), citation=citation(p.chunk)) for p in ctx.passages])
+                         passages=[ContextPassage(**p.to_dict(), citation=citation(p.chunk) if p.chunk else "")
+                                   for p in ctx.passages])
 
 
-def graph_record(use: Any) -> GraphRecord:
+def graph_record(use: "GraphUse") -> GraphRecord:
     """What the graph channel did in one leaf (a ``retrieval.graph_channel.GraphUse``)."""
     return GraphRecord(leaf=use.leaf_id, heading_path=use.heading_path, seeds=list(use.seeds),
                        nodes=[GraphNode(name, round(float(ppr), 4)) for name, ppr in use.nodes],
@@ -147,7 +158,7 @@ class Retrieval:
     taking turns for a multi-part question (``final``, step 2's list, is the whole question's top k)."""
     plan: QueryPlan | None = None
     """The question's route (overview / detail / multi-part) and parts."""
-    graph: list[Any] = field(default_factory=list)
+    graph: list["GraphUse"] = field(default_factory=list)
     """What the graph channel did in each located long leaf (retrieval/graph_channel.GraphUse)."""
 
 
@@ -198,7 +209,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
 
     t = time.perf_counter()
     candidates = retrieve(index, backends.embedder, question, loc.nodes, config, doc_paths, stages)
-    graph_uses: list[Any] = []
+    graph_uses: list[GraphUse] = []
     if getattr(index, "kg", None) is not None and config.kg_channel:
         from retrieval.graph_channel import apply_graph_channel
 
@@ -293,9 +304,10 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
             on_step("answer", record.part("answer"))
     timing["total"] = (time.perf_counter() - t_start) * 1000
     record.timing_ms = {k: round(v, 2) for k, v in timing.items()}
+    reranker = reranker_record(backends.reranker)
     record.providers = Providers(
         llm=_llm_use(llm), embedder=dict(index.embedder_identity),
-        reranker=RerankerUse(**reranker_record(backends.reranker),
+        reranker=RerankerUse(name=str(reranker["name"]), model=reranker["model"],
                              answered=not any(f.step == "rerank" for f in fallbacks)),
         locator=record.locate.locator)
     record.fallbacks = [FallbackRecord(f.step, f.reason, f.used) for f in fallbacks]
@@ -399,7 +411,8 @@ class ChunkHit:
     @property
     def score(self) -> float:
         """The score this chunk was ranked by (see ``order``), whatever the index."""
-        return float(self.scores.get(f"{self.order}_score", 0.0))
+        value = self.scores.get(f"{self.order}_score", 0.0)
+        return float(value) if isinstance(value, (int, float)) else 0.0
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from utils.errors import TreeRAGError
 from utils.json_out import dumps
@@ -253,7 +254,7 @@ class RunLog:
         record.logged = True  # it is in the log, whatever an old record said
         return record
 
-    def _read(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
+    def _read(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
         """Run one SELECT; a log that cannot answer becomes a one-line error."""
         try:
             conn = self._connect(read_only=True)

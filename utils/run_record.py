@@ -116,7 +116,7 @@ def _convert(value: Any, hint: Any, where: str) -> Any:
             except RecordError:
                 continue
         raise RecordError(f"{where} is {_kind(value)}, not {hint}")
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, Mapping):
             raise RecordError(f"{where} is {_kind(value)}, not an object")
         return from_mapping(hint, value, where)
@@ -144,7 +144,7 @@ def _convert(value: Any, hint: Any, where: str) -> Any:
 def from_mapping(cls: type[_T], data: Mapping[str, Any], where: str = "record") -> _T:
     """A record dataclass from its JSON object: unknown keys ignored, a missing key its field's
     default (a key added in a later version reads from an older record), a wrong type an error."""
-    hints = _hints(cls)
+    hints = _hints(typing.cast(type, cls))
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if _flat(f):
