@@ -521,9 +521,9 @@ class TreeRAG:
 
     def run(self, question: str, documents: list[str] | None = None,
             on_step: StepHook | None = None) -> RunRecord:
-        """One question through the pipeline: the run record (what ``query --json`` prints), logged
-        when a run log is open. ``documents`` (index-relative paths) limits it to those documents;
-        ``on_step`` is told each step's keys as they are ready (see ``StepHook``)."""
+        """One question through the pipeline: its typed run record (``to_dict()`` is what ``query --json``
+        prints), logged when a run log is open. ``documents`` (index-relative paths) limits it to those
+        documents; ``on_step`` is told each step's keys as they are ready (see ``StepHook``)."""
         if not isinstance(question, str):
             raise InputError(f"the question must be a string, got {type(question).__name__}")
         if not question.strip():

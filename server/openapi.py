@@ -18,9 +18,10 @@ def _json(description: str, schema: dict[str, Any] | None = None) -> dict[str, A
             "content": {"application/json": {"schema": schema or {"type": "object"}}}}
 
 
-def _get(summary: str, params: list[dict[str, Any]] | None = None, ok: str = "the answer") -> dict[str, Any]:
+def _get(summary: str, params: list[dict[str, Any]] | None = None, ok: str = "the answer",
+         schema: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"get": {"summary": summary, "parameters": params or [],
-                    "responses": {"200": _json(ok), "400": _ERROR, "401": _ERROR, "404": _ERROR}}}
+                    "responses": {"200": _json(ok, schema), "400": _ERROR, "401": _ERROR, "404": _ERROR}}}
 
 
 def _param(name: str, where: str, description: str, required: bool = False, schema: dict | None = None) -> dict:
@@ -68,8 +69,10 @@ def openapi_schema(version: str, max_question_chars: int, max_top_k: int) -> dic
                 [_param("chunk_id", "path", "a chunk id from step2_retrieved", True)]),
             "/api/runs": _get("Recent recorded runs, newest first",
                               [_param("limit", "query", "how many (1-500, default 20)", schema={"type": "integer"})]),
-            "/api/runs/{run_id}": _get("One recorded run, as /api/query returned it",
-                                       [_param("run_id", "path", "a run id or a unique prefix (>= 6 characters)", True)]),
+            "/api/runs/{run_id}": _get("One recorded run, as /api/query returned it (a run logged by an older "
+                                       "version read into the current record_version)",
+                                       [_param("run_id", "path", "a run id or a unique prefix (>= 6 characters)", True)],
+                                       "the run record", {"$ref": "#/components/schemas/QueryRecord"}),
             "/api/health": _get("Build id, document count, reloads and query counters"),
             "/mcp": {"post": {"summary": "The MCP server (streamable HTTP): tools ask, search, list_documents, "
                                          "get_tree, get_section", "responses": {"200": {"description": "MCP"}}}},

@@ -529,8 +529,10 @@ class RunRecord:
         return record
 
     def part(self, step: str) -> dict[str, Any]:
-        """The keys of one step as the event stream sends them (``STEP_KEYS``)."""
-        flat = self.to_dict()
+        """The keys of one step as the event stream sends them (``STEP_KEYS``), serialised from that
+        step's record alone (a server sends one per step while the query runs)."""
+        flat = {"context": to_json(self.context)} if step == "context" else to_json(
+            {"step1": self.locate, "step2": self.retrieve, "answer": self.answer}[step])
         return {k: flat[k] for k in STEP_KEYS[step]}
 
 
