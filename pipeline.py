@@ -33,7 +33,8 @@ from utils.errors import InputError
 from utils.run_record import (AnswerStep, BuildSettings, ContextPassage, ContextRecord, Evidence, FallbackRecord,
                               GraphNode, GraphPath, GraphRecord, IndexUse, LLMUse, LocatedLeaf, LocateStep, Providers,
                               Quote, RerankerUse, RetrievedHit, RetrieveStep, Route, RunRecord, StageHit, Stages,
-                              Scores, Usage, from_mapping, query_settings, to_json)
+                              Scores, Usage, query_settings)
+from utils.record_json import from_mapping, to_json
 from utils.tokenizer import is_stopword_only
 
 if TYPE_CHECKING:

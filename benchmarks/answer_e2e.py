@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from evaluation.metrics import paired_bootstrap
     from evaluation.runner import EvalOptions, obtain_index
     from pipeline import make_backends, run_pipeline
-    from utils.run_record import to_json
+    from utils.record_json import to_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, type=Path)

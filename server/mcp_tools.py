@@ -19,7 +19,8 @@ from mcp_types import ToolAnnotations
 from server import service
 from server.errors import ApiError
 from server.state import IndexHolder
-from utils.run_record import RetrievedHit, to_json
+from utils.record_json import to_json
+from utils.run_record import RetrievedHit
 
 INSTRUCTIONS = (
     "TreeRAG answers questions from a fixed collection of long documents (papers, manuals, statutes) "

@@ -2,13 +2,13 @@
 
 Written out here (Starlette has no schema generator of its own worth the name): the request
 bodies are small and stable; the query record's schema is derived from the ``RunRecord``
-dataclasses themselves (``utils.run_record.json_schema``), so it is what ``query --json`` prints.
+dataclasses themselves (``RunRecord.json_schema``), so it is what ``query --json`` prints.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from utils.run_record import RECORD_VERSION, json_schema
+from utils.run_record import RECORD_VERSION, RunRecord
 
 _ERROR = {"description": "an error, as one message", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
@@ -87,7 +87,7 @@ def openapi_schema(version: str, max_question_chars: int, max_top_k: int) -> dic
                           "description": "passages step 2 keeps (default: the server's configuration)"},
                 "llm": {"type": "boolean", "default": True,
                         "description": "false: no LLM for this question (hybrid locating, extractive answer)"}}},
-            "QueryRecord": {**json_schema(), "description": (
+            "QueryRecord": {**RunRecord.json_schema(), "description": (
                 f"The record `query --json` prints (record_version {RECORD_VERSION}; docs/pipeline.md). "
                 "index.build_settings: what the index was built with, from its metadata.json (null for an "
                 "index that records none); config: the query's settings only.")},

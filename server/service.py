@@ -19,7 +19,8 @@ from server.state import Snapshot
 from tree_builder.tree import TreeNode
 from tree_builder.visualizer import tree_dict
 from utils.errors import InputError
-from utils.run_record import FallbackRecord, LocateStep, RetrievedHit, RunRecord, to_json
+from utils.record_json import to_json
+from utils.run_record import FallbackRecord, LocateStep, RetrievedHit, RunRecord
 from utils.tokenizer import is_stopword_only
 
 MAX_SECTION_CHARS = 20_000

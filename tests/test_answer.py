@@ -21,7 +21,7 @@ from retrieval.locate_prompts import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
 from utils.llm.mock import MockLLM
 from utils.oneline import one_line
 from utils.render import json_safe, render_result, terminal_safe
-from utils.run_record import to_json
+from utils.record_json import to_json
 
 
 class ScriptedLLM(MockLLM):

@@ -13,7 +13,8 @@ from retrieval.synthesizer import SYNTHESIS_PROMPT, build_context, concatenated_
 from retrieval.types import Fallback, LocatedNode
 from utils.errors import BackendError
 from utils.llm.mock import MockLLM
-from utils.run_record import KEY_ORDER, to_json
+from utils.record_json import to_json
+from utils.run_record import KEY_ORDER
 
 
 class ScriptedLLM(MockLLM):

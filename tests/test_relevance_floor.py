@@ -17,7 +17,8 @@ from indexing.embedders.floors import FALLBACK, RelevanceFloor, default_floor
 from indexing.index_builder import build_index
 from indexing.index_store import load_index
 from pipeline import make_backends, run_pipeline
-from utils.run_record import RunRecord, to_json
+from utils.record_json import to_json
+from utils.run_record import RunRecord
 from retrieval.relevance import EvidenceStrength, background_rows, index_floor, is_answerable, lift
 
 STATUTES = Path(__file__).resolve().parent.parent / "test_data" / "statutes_zh"

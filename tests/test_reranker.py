@@ -15,7 +15,7 @@ from config import Config
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, run_pipeline
 from retrieval.rerankers import CrossEncoderReranker, make_reranker
-from utils.run_record import to_json
+from utils.record_json import to_json
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -13,8 +13,8 @@ from indexing.index_builder import build_index
 from pipeline import Backends, TreeRAG, run_pipeline
 from tests.conftest import TEST_PAPER, run_cli
 from utils.json_out import dumps
-from utils.run_record import (BUILD_ONLY_SETTINGS, KEY_ORDER, RECORD_VERSION, BuildSettings, RecordError, RunRecord,
-                              json_schema, to_json)
+from utils.record_json import RecordError, to_json
+from utils.run_record import BUILD_ONLY_SETTINGS, KEY_ORDER, RECORD_VERSION, BuildSettings, RunRecord
 
 Q = "What is AdaRouter's accuracy on EUR/USD?"
 
@@ -48,7 +48,7 @@ def test_the_record_is_typed_all_the_way_down(paper_index) -> None:
 
 def test_the_schema_describes_what_is_sent(paper_index) -> None:
     jsonschema = pytest.importorskip("jsonschema")  # installed with mcp (requirements.txt)
-    schema = json_schema()
+    schema = RunRecord.json_schema()
     for question in (Q, "the of and?"):
         jsonschema.validate(json.loads(dumps(_record(paper_index, question).to_dict())), schema)
     bad = _record(paper_index).to_dict()

@@ -31,7 +31,8 @@ from typing import Any
 from utils.errors import TreeRAGError
 from utils.json_out import dumps
 from utils.oneline import one_line
-from utils.run_record import RecordError, RunRecord, Setting
+from utils.record_json import RecordError
+from utils.run_record import RunRecord, Setting
 
 SCHEMA_VERSION = 1
 """Stored in ``PRAGMA user_version``; bump with a migration when columns change."""

@@ -14,20 +14,16 @@ record (no ``record_version``) reads with no build settings and its ``config`` c
 settings, since its build-time values were the querying process's defaults, not the index's.
 
 Only this module knows the key names; nothing here imports the pipeline, so every layer can read it.
+The conversion itself (dataclass to JSON and back, and the schema) is ``utils.record_json``.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
-import math
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from utils.errors import TreeRAGError
 from utils.oneline import one_line
+from utils.record_json import RecordError, dataclass_schema, from_mapping, key, kind_of, to_json
 
 RECORD_VERSION = 2
 """Written as ``record_version``; a record without one is version 1."""
@@ -49,114 +45,6 @@ BUILD_ONLY_SETTINGS = (
 """Config fields only an index build reads. A query's record leaves them out of its ``config``
 (there they would be the querying process's values, not the index's) and records the index's own
 under ``index.build_settings``."""
-
-_T = TypeVar("_T")
-
-
-class RecordError(TreeRAGError):
-    """A stored run record that cannot be read as one (a wrong type, a newer version)."""
-
-
-def _key(f: dataclasses.Field[Any]) -> str:
-    return str(f.metadata.get("key", f.name))
-
-
-def _flat(f: dataclasses.Field[Any]) -> bool:
-    return bool(f.metadata.get("flat"))
-
-
-def key(name: str, default: Any = None, factory: Any = None) -> Any:
-    """A field stored under another JSON key (the flat names of the first version)."""
-    if factory is not None:
-        return field(default_factory=factory, metadata={"key": name})
-    return field(default=default, metadata={"key": name})
-
-
-def to_json(value: Any) -> Any:
-    """A record (or a part of one) as JSON values: dataclasses by their keys, step records merged
-    flat. The one way out to JSON; ``from_mapping`` is the way back."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(value):
-            v = getattr(value, f.name)
-            if _flat(f):
-                out.update(to_json(v))
-            elif not (f.metadata.get("omit_none") and v is None):
-                out[_key(f)] = to_json(v)
-        return out
-    if isinstance(value, Mapping):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if hasattr(value, "item") and hasattr(value, "dtype"):  # a numpy scalar that slipped through
-        return value.item()
-    return value
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _convert(value: Any, hint: Any, where: str) -> Any:
-    """``value`` (parsed JSON) as ``hint`` says, or a RecordError naming where it is wrong."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for option in (a for a in args if a is not type(None)):
-            try:
-                return _convert(value, option, where)
-            except RecordError:
-                continue
-        raise RecordError(f"{where} is {_kind(value)}, not {hint}")
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        if not isinstance(value, Mapping):
-            raise RecordError(f"{where} is {_kind(value)}, not an object")
-        return from_mapping(hint, value, where)
-    if origin is list:
-        if not isinstance(value, list):
-            raise RecordError(f"{where} is {_kind(value)}, not a list")
-        return [_convert(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise RecordError(f"{where} is {_kind(value)}, not an object")
-        return {str(k): _convert(v, args[1], f"{where}.{k}") for k, v in value.items()}
-    if hint is float:
-        if value is None:  # a NaN score is written as null (utils.json_out)
-            return math.nan
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif isinstance(hint, type) and isinstance(value, hint):
-        return value
-    raise RecordError(f"{where} is {_kind(value)}, not {getattr(hint, '__name__', hint)}")
-
-
-def from_mapping(cls: type[_T], data: Mapping[str, Any], where: str = "record") -> _T:
-    """A record dataclass from its JSON object: unknown keys ignored, a missing key its field's
-    default (a key added in a later version reads from an older record), a wrong type an error."""
-    hints = _hints(typing.cast(type, cls))
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if _flat(f):
-            values[f.name] = from_mapping(hints[f.name], data, where)
-            continue
-        k = _key(f)
-        if k in data:
-            values[f.name] = _convert(data[k], hints[f.name], f"{where}.{k}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise RecordError(f"{where} has no {k!r}")
-    return cls(**values)
-
 
 # ----------------------------------------------------------------------------- step 1
 
@@ -514,7 +402,7 @@ class RunRecord:
         """A record from its JSON object, of this version or an older one; a RecordError (one line)
         for anything else."""
         if not isinstance(data, Mapping):
-            raise RecordError(f"a run record is a JSON object, not {_kind(data)}")
+            raise RecordError(f"a run record is a JSON object, not {kind_of(data)}")
         version = data.get("record_version", 1)
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise RecordError(f"record_version {one_line(repr(version), 40)} is not a version number")
@@ -527,6 +415,14 @@ class RunRecord:
             record.index.build_settings = None
         record.record_version = version
         return record
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of ``to_dict`` (every key required, in order), derived from the same type
+        hints ``from_dict`` reads, so the OpenAPI description cannot drift from what is sent."""
+        schema = dataclass_schema(cls)
+        properties = {**schema["properties"], "record_version": {"type": "integer", "const": RECORD_VERSION}}
+        return {"type": "object", "properties": {k: properties[k] for k in KEY_ORDER}, "required": list(KEY_ORDER)}
 
     def part(self, step: str) -> dict[str, Any]:
         """The keys of one step as the event stream sends them (``STEP_KEYS``), serialised from that
@@ -553,44 +449,3 @@ STEP_KEYS = {
 }
 """Each step's keys, as the server streams them the moment the step is done."""
 
-
-def json_schema(cls: type = RunRecord) -> dict[str, Any]:
-    """The JSON Schema of a record class's ``to_dict``, derived from the same type hints
-    ``from_mapping`` reads, so the OpenAPI description cannot drift from what is sent."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    hints = _hints(cls)
-    for f in dataclasses.fields(cls):
-        if _flat(f):
-            inner = json_schema(hints[f.name])
-            properties.update(inner["properties"])
-            required += inner["required"]
-            continue
-        properties[_key(f)] = _schema_of(hints[f.name])
-        if not f.metadata.get("omit_none"):
-            required.append(_key(f))
-    if cls is RunRecord:
-        properties["record_version"] = {"type": "integer", "const": RECORD_VERSION}
-        properties = {k: properties[k] for k in KEY_ORDER}
-        required = list(KEY_ORDER)
-    return {"type": "object", "properties": properties, "required": required}
-
-
-_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
-
-
-def _schema_of(hint: Any) -> dict[str, Any]:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if all(a in _JSON_TYPES for a in args):
-            return {"type": [_JSON_TYPES[a] for a in args]}
-        return {"anyOf": [_schema_of(a) for a in args]}
-    if dataclasses.is_dataclass(hint):
-        return json_schema(hint)  # type: ignore[arg-type]
-    if origin is list:
-        return {"type": "array", "items": _schema_of(args[0])}
-    if origin is dict:
-        return {"type": "object", "additionalProperties": _schema_of(args[1])}
-    if hint is float:
-        return {"type": ["number", "null"]}  # a non-finite score is written as null
-    return {"type": _JSON_TYPES.get(hint, "string")}
