@@ -274,7 +274,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
         for q in budgeted(queries, budget_s, min_n=20):
             r = run_pipeline(q["query"], index, config, backends,
                              doc_paths=set(q["scope"]) if mode == "scoped" else None)
-            for k, v in r["timing_ms"].items():
+            for k, v in r.timing_ms.items():
                 steps.setdefault(k, []).append(v)
         res[f"hybrid_{mode}"] = {k: stats(v).to_dict() for k, v in steps.items()}
 
@@ -299,8 +299,8 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     fallbacks = 0
     for q in budgeted(queries[:n_toc], budget_s):
         r = run_pipeline(q["query"], index, cfg_llm, b_llm)
-        fallbacks += bool(r["fallbacks"])
-        for k, v in r["timing_ms"].items():
+        fallbacks += bool(r.fallbacks)
+        for k, v in r.timing_ms.items():
             steps.setdefault(k, []).append(v)
     res["llm_locator_whole"] = {k: stats(v).to_dict() for k, v in steps.items()}
     res["llm_locator_fallbacks"] = fallbacks

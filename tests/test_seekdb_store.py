@@ -143,10 +143,10 @@ def test_the_spec_questions_find_the_same_sections(both) -> None:
         re_ = run_pipeline(q["query"], eng, config, make_backends(eng, config, None))
         # the engine's full-text relevance is not TreeRAG's BM25: sections may swap places, but the
         # evidence the answer gets is the same
-        loc_f = {n["node_id"] for n in rf["step1_nodes"][:3]}
-        loc_e = {n["node_id"] for n in re_["step1_nodes"][:3]}
+        loc_f = {n.node_id for n in rf.locate.nodes[:3]}
+        loc_e = {n.node_id for n in re_.locate.nodes[:3]}
         assert len(loc_f & loc_e) >= 2, q["id"]
-        found = [[a for a in q["answer_contains"] if a in " ".join(p["text"] for p in r["context"]["passages"])]
+        found = [[a for a in q["answer_contains"] if a in " ".join(p.text for p in r.context.passages)]
                  for r in (rf, re_)]
         assert found[1] == found[0] and found[0], q["id"]
 
@@ -549,7 +549,7 @@ def test_long_leaf_graphs_live_in_the_engine_too(tmp_path: Path, seekdb_uri: str
     assert engine.kg.for_leaf("0002").to_record() == files.kg.for_leaf("0002").to_record()
     assert verify_index(out).graphs.graphs == 1
     _, res = _ask(out)
-    assert any(FACT_B[:40] in h["text"] for h in res["step2_retrieved"])
+    assert any(FACT_B[:40] in h.text for h in res.retrieve.hits)
     again = build_index(doc, out, config, make_embedder("hash", config), store=store)
     assert (again.kg.extracted, again.kg.reused) == (0, 1)
 

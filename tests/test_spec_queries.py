@@ -67,9 +67,9 @@ def test_spec_query_answer_quotes_its_leaves_from_the_context(onnx_index, q: dic
 
     index, emb = onnx_index
     res = run_pipeline(q["query"], index, Config(), Backends(embedder=emb, reranker=None, llm=None))
-    assert res["evidence_found"] and res["answer_mode"] == "extractive"
-    best = res["answer_quotes"][0]
-    passage = res["context"]["passages"][best["ranks"][0] - 1]
-    assert passage["start_char"] <= best["start_char"] and best["end_char"] <= passage["end_char"]
+    assert res.answer.evidence_found and res.answer.mode == "extractive"
+    best = res.answer.quotes[0]
+    passage = res.context.passages[best.ranks[0] - 1]
+    assert passage.start_char <= best.start_char and best.end_char <= passage.end_char
     leaves = set(q["expected_leaves"]) | set(q.get("acceptable_leaves", []))
-    assert index.nodes[passage["node_id"]].heading in leaves, passage["heading_path"]
+    assert index.nodes[passage.node_id].heading in leaves, passage.heading_path
