@@ -39,7 +39,7 @@ from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
-from retrieval.query import QueryLike, query_tokens, query_vector
+from retrieval.query import Query
 from utils.similarity import min_max_normalize
 from utils.tokenizer import tokenize
 
@@ -318,12 +318,12 @@ def _idf(index: Any, tokens: list[str], doc_path: str, config: Config) -> dict[s
     return out
 
 
-def score_sentences(sentences: list[Sentence], passages: list[Passage], query: QueryLike, index: Any,
+def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Query, index: Any,
                     embedder: DocumentEmbedder, config: Config) -> None:
     """Fill dense, bm25 and fused score of every sentence (in place)."""
     if not sentences:
         return
-    q_tokens = query_tokens(query)
+    q_tokens = list(query.tokens)
     toks = [tokenize(s.text) for s in sentences]
     avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
     idf_memo: dict[str, dict[str, float]] = {}
@@ -348,7 +348,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     cheap = (1 - w) * config.bm25_weight * min_max_normalize(bm25) + w * prior
     k = config.answer_dense_candidates
     pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
-    qvec = np.asarray(query_vector(query, embedder), dtype=np.float32)
+    qvec = query.dense_vector
     vecs = np.asarray(embedder.embed_documents([sentences[i].text for i in pick]), dtype=np.float32)
     picked = vecs @ qvec
     dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
@@ -433,7 +433,7 @@ def select_quotes(sentences: list[Sentence], passages: list[Passage], config: Co
 
 
 
-def extract(query: QueryLike, ranked: Sequence[RetrievedChunk], index: Any, embedder: DocumentEmbedder,
+def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Any, embedder: DocumentEmbedder,
             config: Config, *, widen: bool = True) -> Extract:
     """The extractive answer's quotes for ``ranked`` (best first: rank i = position i).
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 from config import Config
 from indexing.chunker import Chunk
 from retrieval.types import Fallback, RetrievedChunk
-from retrieval.query import QueryLike, query_text
+from retrieval.query import Query
 from utils.cjk import has_han
 from utils.errors import BackendError
 from utils.oneline import one_line
@@ -176,10 +176,10 @@ def extractive_text(query: str, quotes: list[dict[str, Any]],
     return "\n".join(lines)
 
 
-def offline_answer(question: QueryLike, evidence: Evidence, config: Config, index: Any,
+def offline_answer(question: Query, evidence: Evidence, config: Config, index: Any,
                    embedder: Any, cite: Callable[[Any], str]) -> Answer:
     """The no-LLM answer in ``config.answer_mode`` (evidence assumed relevant)."""
-    query = query_text(question)
+    query = question.text
     if config.answer_mode == "concatenate":
         return Answer(concatenated_answer(query, evidence.read), "concatenate")
     from retrieval.extractive import extract
@@ -198,7 +198,7 @@ def offline_answer(question: QueryLike, evidence: Evidence, config: Config, inde
     return Answer(extractive_text(query, quotes, evidence.source), "extractive", quotes)
 
 
-def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks: list[Fallback],
+def synthesize(question: Query, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks: list[Fallback],
                usage: Any = None, *, config: Config | None = None, index: Any = None, embedder: Any = None,
                cite: Callable[[Any], str] | None = None, evidence_found: bool = True,
                context: Sequence["ContextPassage"] = (), graph: Sequence[Any] = (),
@@ -213,7 +213,7 @@ def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, 
     ``on_text`` is told the LLM's answer piece by piece as it is written (a server streams it);
     the returned Answer is still the whole of it, or the offline answer when the LLM failed part-way.
     """
-    query = query_text(question)
+    query = question.text
     config = config or Config()
     cite = cite or (lambda c: c.doc_path)
     if not ranked:
