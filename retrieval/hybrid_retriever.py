@@ -149,13 +149,12 @@ def rank_in_sections(index: Index, question: Query, located: list[LocatedNode],
     if len(scores.rows) == 0:
         return []
     query = question.text
-    ranker = _ranker(question, model_name(kind, scope_documents(index, doc_paths)), config)
+    ranker = load_ranker(model_name(kind, scope_documents(index, doc_paths)), config.ranker_weights)
     loc_ids = {n.node_id for n in located}
     X = chunk_features(index, question, scores, config, loc_ids, ranker.names)
     s = ranker.score(X)
     if kind == "tree" and config.section_evidence == "once":
-        s = _section_evidence_once(index, question, scores.rows, X, ranker, s, config,
-                                   scope_documents(index, doc_paths))
+        s = _section_evidence_once(index, scores.rows, X, ranker, s, config, scope_documents(index, doc_paths))
     order = np.lexsort((scores.rows, -s))[:max(config.final_top_k, config.context_pool)]  # rerank + context pool
     fused = fuse(scores.dense, scores.lexical, config)
     subs = {n.node_id: n.sub_query for n in located}
@@ -178,7 +177,7 @@ def rank_in_sections(index: Index, question: Query, located: list[LocatedNode],
     return out
 
 
-def _section_evidence_once(index: Index, question: Query, rows: np.ndarray, X: np.ndarray, ranker: LinearRanker,
+def _section_evidence_once(index: Index, rows: np.ndarray, X: np.ndarray, ranker: LinearRanker,
                            tree_score: np.ndarray, config: Config, n_docs: int) -> np.ndarray:
     """Each leaf's best chunk ordered by the tree model, every other chunk by the flat model.
 
@@ -189,7 +188,7 @@ def _section_evidence_once(index: Index, question: Query, rows: np.ndarray, X: n
     sections are entered and where; past that entry, a chunk competes on its own evidence. Both
     scores are standardised over the scope so they share one scale.
     """
-    flat = _ranker(question, model_name("flat", n_docs), config)
+    flat = load_ranker(model_name("flat", n_docs), config.ranker_weights)
     cols = [ranker.names.index(n) for n in flat.names]
     chunk_score = flat.score(X[:, cols])
 
@@ -204,13 +203,6 @@ def _section_evidence_once(index: Index, question: Query, rows: np.ndarray, X: n
     entry = by_tree[first]
     key[entry] = zt[entry]
     return key
-
-
-def _ranker(question: Query, name: str, config: Config) -> LinearRanker:
-    """The named linear model, read from the weights file once per question (a few hundred bytes;
-    a changed file is read by the next question)."""
-    return question.memo.get_or_make(("ranker", name, config.ranker_weights),
-                                     lambda: load_ranker(name, config.ranker_weights))
 
 
 def scope_documents(index: Index, doc_paths: set[str] | None) -> int:
