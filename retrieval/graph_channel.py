@@ -263,7 +263,7 @@ def _fuse(index: "Index", cands: list[RetrievedChunk], leaf: LocatedNode, ranked
 
 # --------------------------------------------------------------------------- showing graphs
 
-def prompt_block(uses: Sequence[GraphUse], read: Sequence[tuple[int, Any]], chinese: bool,
+def prompt_block(uses: Sequence[GraphUse], read: Sequence[tuple[int, RetrievedChunk]], chinese: bool,
                  index: "Index | None" = None) -> str:
     """The graph path lines for the synthesis prompt, each citing the evidence that states it.
 
@@ -291,7 +291,7 @@ def prompt_block(uses: Sequence[GraphUse], read: Sequence[tuple[int, Any]], chin
     return "<graph>\n" + head + "\n" + "\n".join(lines) + "\n</graph>"
 
 
-def _evidence_number(chunk_id: str, read: Sequence[tuple[int, Any]], index: "Index | None") -> int | None:
+def _evidence_number(chunk_id: str, read: Sequence[tuple[int, RetrievedChunk]], index: "Index | None") -> int | None:
     """The evidence item holding the chunk: the same chunk, or a passage whose span covers its middle."""
     span = None
     if index is not None:

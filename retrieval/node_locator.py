@@ -206,7 +206,7 @@ class ScopeIds(Collection[str]):
         return len(self._rows())
 
 
-def _resolve_id(raw: Any, index: Index, allowed: Collection[str]) -> str | None:
+def _resolve_id(raw: object, index: Index, allowed: Collection[str]) -> str | None:
     """An id as the model wrote it -> a node id: "7", 7, "[0007]", "<0007>", "node_0007", or a heading."""
     if isinstance(raw, bool) or raw is None:
         return None

@@ -142,7 +142,7 @@ def evidence_strength(query: Query, chunks: Sequence[RetrievedChunk], index: Ind
                             lift_score=(wd * lift(best, bg_mean) + wb * cov) / total)
 
 
-def index_floor(index: Any, config: Config | None = None) -> RelevanceFloor:
+def index_floor(index: object, config: Config | None = None) -> RelevanceFloor:
     """The floor this index is judged by: its recorded one, else its model's default; a set
     ``Config.evidence_floor`` replaces the value (on the same statistic)."""
     return metadata_floor(getattr(index, "metadata", None) or {}, config)
