@@ -10,7 +10,7 @@ import pytest
 from config import Config
 from evaluation.metrics import Relevance, coverage_at_budget
 from indexing.chunker import Chunk
-from indexing.index_builder import chunk_representation
+from indexing.representation import chunk_representation
 from retrieval.learned_ranker import load_ranker
 from indexing.search import Scores, bm25_kind
 from retrieval.query import Query

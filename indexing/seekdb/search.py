@@ -16,7 +16,11 @@ from indexing.search import (ENGINE_RELEVANCE, ChunkRows, Probe, Scope, ScorePar
                              concat_scores, empty_scores)
 from indexing.seekdb.engine import Engine, FETCH_ROWS
 from indexing.seekdb.schema import table_names
-from indexing.seekdb.sql import fulltext_query, sql_ints, sql_str, sql_vec
+from indexing.seekdb.sql import fulltext_query, int_list, placeholders, vector_text
+
+
+Where = tuple[str, list[Any]]
+"""A WHERE condition with its ``%s`` placeholders, and the values the driver sends for them."""
 
 
 EF_SEARCH_FACTOR = 2
@@ -46,31 +50,32 @@ class SeekdbSearch:
 
     # ---------------------------------------------------------- chunk side
 
-    def _dense(self, qvec: np.ndarray, where: str | None) -> dict[int, float]:
-        cond = f" WHERE {where}" if where else ""
-        got = self.engine.rows(f"SELECT row_id, inner_product(emb, {sql_vec(qvec)}) FROM `{self.tables['chunks']}`"
-                               f"{cond}")
+    def _dense(self, qvec: np.ndarray, where: Where | None) -> dict[int, float]:
+        cond, params = (f" WHERE {where[0]}", where[1]) if where else ("", [])
+        got = self.engine.rows(f"SELECT row_id, inner_product(emb, %s) FROM `{self.tables['chunks']}`{cond}",
+                               [vector_text(qvec), *params])
         return {int(r): float(s) for r, s in got}
 
-    def _fulltext(self, tokens: Sequence[str], where: str | None, limit: int | None = None,
+    def _fulltext(self, tokens: Sequence[str], where: Where | None, limit: int | None = None,
                   table: str = "chunks", key: str = "row_id") -> dict[int, float]:
         q = fulltext_query(tokens)
         if q is None:
             return {}
-        match = f"MATCH(body) AGAINST({sql_str(q)})"
-        cond = f"{where} AND {match}" if where else match
-        tail = f" ORDER BY s DESC LIMIT {int(limit)}" if limit else ""
-        got = self.engine.rows(f"SELECT {key}, {match} AS s FROM `{self.tables[table]}` WHERE {cond}{tail}")
+        match = "MATCH(body) AGAINST(%s)"
+        cond, params = (f"{where[0]} AND {match}", [*where[1], q]) if where else (match, [q])
+        tail, last = (" ORDER BY s DESC LIMIT %s", [int(limit)]) if limit else ("", [])
+        got = self.engine.rows(f"SELECT {key}, {match} AS s FROM `{self.tables[table]}` WHERE {cond}{tail}",
+                               [q, *params, *last])
         return {int(r): float(s) for r, s in got}
 
-    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: str | None = None) -> list[int]:
+    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: Where | None = None) -> list[int]:
         self.engine.set_session("ob_hnsw_ef_search", min(EF_SEARCH_MAX, max(64, EF_SEARCH_FACTOR * int(limit))))
-        cond = f" WHERE {where}" if where else ""
+        cond, params = (f" WHERE {where[0]}", where[1]) if where else ("", [])
         got = self.engine.rows(f"SELECT {key} FROM `{self.tables[table]}`{cond} ORDER BY cosine_distance(emb, "
-                               f"{sql_vec(qvec)}) APPROXIMATE LIMIT {int(limit)}")
+                               f"%s) APPROXIMATE LIMIT %s", [*params, vector_text(qvec), int(limit)])
         return [int(r[0]) for r in got]
 
-    def _filtered(self, query: Probe, start: int, end: int, where: str | None, params: ScoreParams) -> Scores:
+    def _filtered(self, query: Probe, start: int, end: int, where: Where | None, params: ScoreParams) -> Scores:
         """The chunks ``[start, end)`` that ``where`` selects (None: every chunk): all of them exactly when
         few, else the engine's nearest neighbours and full-text best, re-scored exactly."""
         if end <= start:
@@ -101,9 +106,9 @@ class SeekdbSearch:
         """``idf`` is not honoured: the engine's relevance uses its own statistics (``ENGINE_RELEVANCE``)."""
         if scope.leaf is not None:
             start, end = self.rows.leaf(scope.leaf)
-            return self._filtered(query, start, end, f"leaf = {int(scope.leaf)}", params)
+            return self._filtered(query, start, end, ("leaf = %s", [int(scope.leaf)]), params)
         if scope.documents is not None:
-            return concat_scores([self._filtered(query, s, e, f"doc = {int(self.doc_numbers[path])}", params)
+            return concat_scores([self._filtered(query, s, e, ("doc = %s", [int(self.doc_numbers[path])]), params)
                                   for path, s, e in self.rows.documents(scope.documents)], ENGINE_RELEVANCE)
         return self._filtered(query, 0, self.n_chunks, None, params)
 
@@ -113,7 +118,8 @@ class SeekdbSearch:
             return empty_scores(ENGINE_RELEVANCE)
         dense = (np.zeros(len(rows), dtype=np.float32) if query.vector is None
                  else self.dense(query.vector, rows))
-        got = self._fulltext(query.tokens, f"row_id IN ({sql_ints(np.unique(rows))})")
+        unique = np.unique(rows)
+        got = self._fulltext(query.tokens, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
         lexical = np.array([got.get(int(r), 0.0) for r in rows], dtype=np.float32)
         return Scores(rows, dense, lexical, ENGINE_RELEVANCE)
 
@@ -121,7 +127,8 @@ class SeekdbSearch:
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return np.zeros(0, dtype=np.float32)
-        got = self._dense(vector, f"row_id IN ({sql_ints(np.unique(rows))})")
+        unique = np.unique(rows)
+        got = self._dense(vector, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
         return check_finite(np.array([got.get(int(r), np.nan) for r in rows], dtype=np.float32),
                             f"{self.tables['chunks']}.emb")
 
@@ -136,8 +143,9 @@ class SeekdbSearch:
             near = self._knn(qvec, "leaves", "leaf", params.candidates)
             out = np.zeros(self.n_leaves, dtype=np.float32)
             if near:
-                got = self.engine.rows(f"SELECT leaf, inner_product(emb, {sql_vec(qvec)}) FROM `{table}` "
-                                       f"WHERE leaf IN ({sql_ints(near)})")
+                got = self.engine.rows(f"SELECT leaf, inner_product(emb, %s) FROM `{table}` "
+                                       f"WHERE leaf IN ({placeholders(len(near))})",
+                                       [vector_text(qvec), *int_list(near)])
                 for leaf, s in got:
                     out[int(leaf)] = float(s)
             return check_finite(out, f"{table}.emb")
@@ -146,20 +154,22 @@ class SeekdbSearch:
             return np.zeros(0, dtype=np.float32)
         got_rows: list[tuple[Any, ...]] = []
         for i in range(0, len(want), FETCH_ROWS):
-            part = want[i:i + FETCH_ROWS]
-            got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, {sql_vec(qvec)}) FROM `{table}` "
-                                         f"WHERE leaf IN ({sql_ints(np.unique(part))})")
+            part = np.unique(want[i:i + FETCH_ROWS])
+            got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, %s) FROM `{table}` "
+                                         f"WHERE leaf IN ({placeholders(len(part))})",
+                                         [vector_text(qvec), *int_list(part)])
         got = {int(leaf): float(s) for leaf, s in got_rows}
         return check_finite(np.array([got.get(int(j), np.nan) for j in want], dtype=np.float32), f"{table}.emb")
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         """The engine's full-text relevance of each leaf's heading path + summary words."""
         want = None if leaves is None else np.asarray(leaves, dtype=np.int64)
-        where = None
+        where: Where | None = None
         if want is not None:
             if not len(want):
                 return np.zeros(0, dtype=np.float64)
-            where = f"leaf IN ({sql_ints(np.unique(want))})"
+            unique = np.unique(want)
+            where = (f"leaf IN ({placeholders(len(unique))})", int_list(unique))
         got = self._fulltext(tokens, where, params.candidates, table="leaves", key="leaf")
         if want is None:
             out = np.zeros(self.n_leaves, dtype=np.float64)
@@ -174,7 +184,7 @@ class SeekdbSearch:
         if not words:
             return self.n_chunks, {}
         got = self.engine.rows(f"SELECT term, df FROM `{self.tables['terms']}` WHERE term IN "
-                               f"({','.join(sql_str(w) for w in words)})")
+                               f"({placeholders(len(words))})", words)
         return self.n_chunks, {str(t): int(df) for t, df in got}
 
     def scripts(self) -> frozenset[str]:
