@@ -23,7 +23,7 @@ from retrieval.hybrid_retriever import StageHits, retrieve, with_flat_tail
 from retrieval.query_plan import QueryPlan, plan_query
 from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
 from retrieval.locators import make_locator
-from retrieval.query import Query, QueryLike
+from retrieval.query import Query
 from retrieval.relevance import evidence_strength, index_floor, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
@@ -137,9 +137,9 @@ def graph_record(use: "GraphUse") -> GraphRecord:
                        added=list(use.added))
 
 
-def locate(query: QueryLike, index: Index, config: Config, backends: Backends,
+def locate(query: Query, index: Index, config: Config, backends: Backends,
            doc_paths: set[str] | None, usage: UsageMeter) -> LocateResult:
-    return make_locator(config.locator, index, config, backends.embedder, backends.llm, usage).locate(query, doc_paths)
+    return make_locator(config.locator, index, config, backends.llm, usage).locate(query, doc_paths)
 
 
 @dataclass
@@ -221,7 +221,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     limit = max(config.final_top_k, config.context_pool)
     pool = paragraph_first(rerank(query, candidates, backends.reranker, limit, fallbacks), index)
     final = pool[:config.final_top_k]
-    pool = with_flat_tail(pool, index, backends.embedder, question, config, doc_paths, limit)
+    pool = with_flat_tail(pool, index, question, config, doc_paths, limit)
     if final and "rerank_score" in final[0].retrieval_detail:
         stages.rerank = list(final)
     timing["rerank"] = (time.perf_counter() - t) * 1000
@@ -289,10 +289,12 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
 
         t = time.perf_counter()
         # the floor judges step 2's list (what retrieval is scored on), the answer reads the context
-        strength = evidence_strength(r.question or query, r.final, index, backends.embedder, config)
+        question = r.question
+        assert question is not None  # built whenever the question is not stop-words only
+        strength = evidence_strength(question, r.final, index, config)
         floor = index_floor(index, config)
         found = bool(r.final) and is_answerable(strength, floor)
-        answer = synthesize(r.question or query, r.final, llm, fallbacks, usage, config=config, index=index,
+        answer = synthesize(question, r.final, llm, fallbacks, usage, config=config, index=index,
                             embedder=backends.embedder, cite=citation, evidence_found=found,
                             context=ctx.passages, graph=r.graph, on_text=_answer_deltas(on_step))
         record.answer = AnswerStep(text=answer.text, evidence_found=found, mode=answer.mode,

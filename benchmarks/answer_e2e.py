@@ -78,7 +78,7 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
                                  leaf_share=plan.leaf_share(config.context_leaf_share),
                                  first_unit_share=config.context_first_unit_share)
     final = ranked[:config.final_top_k]
-    strength = evidence_strength(q, final, ctx.index, ctx.backends.embedder, config)  # the same floor
+    strength = evidence_strength(q, final, ctx.index, config)  # the same floor
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,
                      cite=citation, evidence_found=bool(final) and is_answerable(strength, index_floor(ctx.index, config)),
                      context=assembled.passages)

@@ -12,6 +12,7 @@ from config import Config
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, citation, run_pipeline
 from retrieval.extractive import build_passages, extract
+from retrieval.query import Query
 
 from retrieval.synthesizer import (NOT_ANSWERED_EN, NOT_ANSWERED_ZH, SYNTHESIS_SYSTEM, WEAK_EVIDENCE_NOTE,
                                    build_context, escape_evidence)
@@ -369,7 +370,8 @@ def test_extract_without_leaf_text_stitches_chunks(paper_index) -> None:
     """An index whose tree lacks the text (index None here) still gives whole quotes of the chunks."""
     rows = [0, 1]
     ranked = [RetrievedChunk(paper_index.chunks[r], 1.0, {}, row=r) for r in rows]
-    ex = extract("AdaRouter accuracy", ranked, None, make_embedder("hash", Config()), Config())
+    emb = make_embedder("hash", Config())
+    ex = extract(Query.build("AdaRouter accuracy", emb), ranked, None, emb, Config())
     assert ex.quotes and all(q.text for q in ex.quotes)
     assert citation(ex.quotes[0].chunk).startswith("test_paper.md:L")
 
@@ -405,7 +407,8 @@ def test_windows_widening_into_one_sentence_become_one_passage(tmp_path: Path) -
     ranked = [RetrievedChunk(chunks[0], 1.0, {}, row=0), RetrievedChunk(chunks[2], 0.9, {}, row=2)]
     passages = build_passages(index, ranked)
     assert len(passages) == 1
-    ex = extract("alpha omega", ranked, index, make_embedder("hash", Config()), Config())
+    emb = make_embedder("hash", Config())
+    ex = extract(Query.build("alpha omega", emb), ranked, index, emb, Config())
     texts = [q.text for q in ex.quotes]
     assert len(texts) == len(set(texts))
 
@@ -425,8 +428,9 @@ def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:
 
     ranked = [RetrievedChunk(c, 1.0, {}, row=i) for i, c in enumerate(paper_index.chunks[:8])]
     every, few = Counting(), Counting()
-    a = extract("AdaRouter accuracy", ranked, paper_index, every, Config())
-    b = extract("AdaRouter accuracy", ranked, paper_index, few, Config(answer_dense_candidates=3))
+    a = extract(Query.build("AdaRouter accuracy", every), ranked, paper_index, every, Config())
+    b = extract(Query.build("AdaRouter accuracy", few), ranked, paper_index, few,
+                Config(answer_dense_candidates=3))
     assert every.embedded == a.sentences > 3 and few.embedded == 3
     assert b.quotes
 

@@ -8,6 +8,7 @@ from config import Config
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, citation, run_pipeline
 from retrieval.hybrid_retriever import dedupe_best, document_order, retrieve, retrieve_in_leaf
+from retrieval.query import Query
 from retrieval.rerankers import rerank
 from retrieval.synthesizer import SYNTHESIS_PROMPT, build_context, concatenated_answer
 from retrieval.types import Fallback, LocatedNode
@@ -45,13 +46,18 @@ def backends(llm=None, reranker=None) -> Backends:
     return Backends(embedder=make_embedder("hash", Config()), reranker=reranker, llm=llm)
 
 
+def ask(text: str) -> Query:
+    """The question as the pipeline builds it once at the edge."""
+    return Query.build(text, make_embedder("hash", Config()))
+
+
 def leaf_id(index, heading: str) -> str:
     return next(n.node_id for n in index.leaves if n.heading == heading)
 
 
 def test_in_leaf_scores_are_complete_and_bounded(paper_index) -> None:
     node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
-    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config())
+    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(), ask("q"))
     assert 0 < len(got) <= Config().top_k_per_leaf
     for rc in got:
         d = rc.retrieval_detail
@@ -63,14 +69,14 @@ def test_in_leaf_scores_are_complete_and_bounded(paper_index) -> None:
 
 def test_rrf_fusion(paper_index) -> None:
     node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
-    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(fusion="rrf"))
+    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(fusion="rrf"), ask("q"))
     assert all(rc.retrieval_detail["fused_score"] <= round(2 / 61, 4) for rc in got)
 
 
 def test_one_chunk_leaf_and_zero_bm25_are_defined(paper_index) -> None:
     # a query sharing no word with the leaf: BM25 all zero, fused comes from dense only
     node = LocatedNode(leaf_id(paper_index, "4.1 Dataset"), "zebra giraffe")
-    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config())
+    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(), ask("q"))
     assert got and all(rc.retrieval_detail["bm25_score"] == 0 for rc in got)
     assert all(np.isfinite(rc.score) for rc in got)
 
@@ -78,7 +84,7 @@ def test_one_chunk_leaf_and_zero_bm25_are_defined(paper_index) -> None:
 def test_same_chunk_twice_is_kept_once_with_best_score(paper_index) -> None:
     lid = leaf_id(paper_index, "4.2 Performance")
     located = [LocatedNode(lid, "EUR/USD accuracy"), LocatedNode(lid, "baseline static router")]
-    got = retrieve(paper_index, make_embedder("hash", Config()), "q", located, Config())
+    got = retrieve(paper_index, make_embedder("hash", Config()), ask("q"), located, Config())
     ids = [rc.chunk.chunk_id for rc in got]
     assert len(ids) == len(set(ids))
     assert dedupe_best(got) == got
@@ -88,15 +94,15 @@ def test_safety_net_adds_global_candidates(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "Abstract"), "epochs")]
     q = "How many epochs was the model trained for?"
     strict = Config(candidate_order="union")  # the net belongs to the located-leaves-only orders
-    off = retrieve(paper_index, make_embedder("hash", Config()), q, located, strict)
-    on = retrieve(paper_index, make_embedder("hash", Config()), q, located, strict.replace(safety_net=True))
+    off = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, strict)
+    on = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, strict.replace(safety_net=True))
     assert all(rc.source == "tree" for rc in off)
     assert any(rc.source == "net" and "50 epochs" in rc.chunk.text for rc in on)
 
 
 def test_rerank_failure_keeps_fused_order_and_says_so(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "4.2 Performance"), "accuracy")]
-    cands = retrieve(paper_index, make_embedder("hash", Config()), "accuracy", located, Config())
+    cands = retrieve(paper_index, make_embedder("hash", Config()), ask("accuracy"), located, Config())
     fallbacks: list[Fallback] = []
     out = rerank("accuracy", list(cands), FailingReranker(), 3, fallbacks)
     assert out == cands[:3]
@@ -106,7 +112,7 @@ def test_rerank_failure_keeps_fused_order_and_says_so(paper_index) -> None:
 
 def test_rerank_scores_recorded(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "4.2 Performance"), "accuracy")]
-    cands = retrieve(paper_index, make_embedder("hash", Config()), "accuracy", located, Config())
+    cands = retrieve(paper_index, make_embedder("hash", Config()), ask("accuracy"), located, Config())
     out = rerank("accuracy", list(cands), ReverseReranker(), 2, [])
     assert [rc.retrieval_detail["rerank_score"] for rc in out] == [len(cands) - 1, len(cands) - 2]
 
@@ -121,7 +127,7 @@ def test_document_order() -> None:
 
 def test_context_and_prompt_follow_the_spec(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "4.2 Performance"), "accuracy")]
-    cands = retrieve(paper_index, make_embedder("hash", Config()), "accuracy", located, Config())[:2]
+    cands = retrieve(paper_index, make_embedder("hash", Config()), ask("accuracy"), located, Config())[:2]
     ctx = build_context(list(enumerate(cands, 1)))
     assert ctx.startswith(f'<evidence id="1">\n[证据1] 来源: {cands[0].chunk.heading_path}\n{cands[0].chunk.text}\n</evidence>')
     assert '\n\n<evidence id="2">\n[证据2] 来源: ' in ctx

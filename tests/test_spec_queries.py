@@ -47,9 +47,10 @@ def test_queries_file_names_real_leaves(paper_index) -> None:
 @pytest.mark.parametrize("q", [q for q in _queries() if q["query"] in SPEC_QUERIES], ids=lambda q: q["id"])
 def test_spec_query_reaches_its_leaves(onnx_index, q: dict) -> None:
     from retrieval.node_locator import hybrid_locate
+    from retrieval.query import Query
 
     index, emb = onnx_index
-    res = hybrid_locate(index, emb, q["query"], Config())
+    res = hybrid_locate(index, Query.build(q["query"], emb), Config())
     got = [index.nodes[n.node_id].heading for n in res.nodes]
     expected = set(q["expected_leaves"])
     if q["level"] == "complex":
