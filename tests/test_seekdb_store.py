@@ -108,21 +108,37 @@ def test_in_leaf_and_document_scores_match_the_file_store(both) -> None:
     """A leaf and a document are scored exactly by metadata filters: the engine's inner products
     equal numpy's, and its full text matches exactly the chunks TreeRAG's BM25 matches."""
     from config import Config
-    from indexing.search import ScoreParams
+    from indexing.search import ENGINE_RELEVANCE, Scope, ScoreParams, bm25_kind
     from indexing.embedders.factory import make_embedder
-    from utils.tokenizer import tokenize
+    from retrieval.query import Query
 
     files, eng, _ = both
-    qvec = make_embedder("hash", Config()).embed_query("contextual bandit router accuracy")
-    tokens = tokenize("contextual bandit router accuracy")
-    ranges = [(0, len(files.chunks))] + [files.leaf_rows[n.node_id] for n in files.leaves[:6]]
-    corpus = (0, len(files.chunks))  # corpus IDF: a word in every chunk of a small leaf gets IDF 0 there
-    for a, b in ranges:
-        f = files.search.score_range(qvec, tokens, a, b, corpus, ScoreParams())
-        e = eng.search.score_range(qvec, tokens, a, b, corpus, ScoreParams())
-        assert e.rows.tolist() == f.rows.tolist()
+    q = Query.build("contextual bandit router accuracy", make_embedder("hash", Config()))
+    doc = files.leaves[0].doc_path
+    scopes = [Scope.everything(), Scope.of_documents({doc}), Scope.of_documents({doc, "not-indexed.md"})]
+    scopes += [Scope.of_leaf(j) for j in range(6) if files.leaf_ptr[j + 1] > files.leaf_ptr[j]]
+    for scope in scopes:
+        # corpus IDF: a word in every chunk of a small leaf gets IDF 0 there
+        f = files.search.score(q, scope, "corpus", ScoreParams())
+        e = eng.search.score(q, scope, "corpus", ScoreParams())
+        assert e.rows.tolist() == f.rows.tolist() and e.complete and f.complete, scope
         np.testing.assert_allclose(e.dense, f.dense, atol=1e-5)
-        assert (e.bm25 > 0).tolist() == (f.bm25 > 0).tolist()
+        assert (e.lexical > 0).tolist() == (f.lexical > 0).tolist()
+        # what each lexical score is, said by the store: TreeRAG's BM25, or the engine's own relevance
+        assert f.lexical_kind == bm25_kind("corpus") and e.lexical_kind == ENGINE_RELEVANCE
+    assert len(files.search.score(q, Scope.of_documents({"not-indexed.md"}), "corpus", ScoreParams()).rows) == 0
+    assert len(eng.search.score(q, Scope.of_documents({"not-indexed.md"}), "corpus", ScoreParams()).rows) == 0
+    # candidates found earlier, re-scored: the same rows, dense equal, the same rows matched
+    rows = np.array([5, 1, 9, 3], dtype=np.int64)
+    f = files.search.rescore(q, rows, "document", ScoreParams())
+    e = eng.search.rescore(q, rows, "document", ScoreParams())
+    assert f.rows.tolist() == e.rows.tolist() == rows.tolist()
+    np.testing.assert_allclose(e.dense, f.dense, atol=1e-5)
+    np.testing.assert_allclose(e.dense, eng.search.dense(q.dense_vector, rows), atol=1e-6)
+    assert (e.lexical > 0).tolist() == (f.lexical > 0).tolist()
+    leaves = np.array([0, 3, 2])
+    np.testing.assert_allclose(eng.search.leaf_dense(q, leaves, ScoreParams()),
+                               files.search.leaf_dense(q, leaves, ScoreParams()), atol=1e-5)
     n, dfs = eng.search.term_stats(["bandit", "router", "nonexistentword"])
     assert (n, dfs) == files.search.term_stats(["bandit", "router", "nonexistentword"])
     assert eng.search.scripts() == files.search.scripts() == frozenset({"latin"})
@@ -143,10 +159,10 @@ def test_the_spec_questions_find_the_same_sections(both) -> None:
         re_ = run_pipeline(q["query"], eng, config, make_backends(eng, config, None))
         # the engine's full-text relevance is not TreeRAG's BM25: sections may swap places, but the
         # evidence the answer gets is the same
-        loc_f = {n["node_id"] for n in rf["step1_nodes"][:3]}
-        loc_e = {n["node_id"] for n in re_["step1_nodes"][:3]}
+        loc_f = {n.node_id for n in rf.locate.nodes[:3]}
+        loc_e = {n.node_id for n in re_.locate.nodes[:3]}
         assert len(loc_f & loc_e) >= 2, q["id"]
-        found = [[a for a in q["answer_contains"] if a in " ".join(p["text"] for p in r["context"]["passages"])]
+        found = [[a for a in q["answer_contains"] if a in " ".join(p.text for p in r.context.passages)]
                  for r in (rf, re_)]
         assert found[1] == found[0] and found[0], q["id"]
 
@@ -350,7 +366,8 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
     from indexing.seekdb import schema as seekdb_schema
     from indexing.embedders.factory import make_embedder
     from indexing.index_store import load_index
-    from indexing.search import ScoreParams
+    from indexing.search import Scope, ScoreParams
+    from retrieval.query import Query
 
     monkeypatch.setattr(seekdb_schema, "DEFER_INDEX_ROWS", 10)
     out = tmp_path / "idx"
@@ -360,30 +377,30 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
     for kind in ("chunks", "leaves"):
         keys = {str(r[2]) for r in engine.rows(f"SHOW INDEX FROM `{index.search.tables[kind]}`")}  # type: ignore[attr-defined]
         assert {"ft_body", "vi_emb"} <= keys, kind
-    qvec = make_embedder("hash", Config()).embed_query("training epochs")
+    q = Query("training epochs", ("train", "epoch"), make_embedder("hash", Config()).embed_query("training epochs"))
     # exact_rows=8: the whole paper is a "large scope", scored from kNN + full-text candidates
-    got = index.search.score_range(qvec, ["train", "epoch"], 0, len(index.chunks), (0, len(index.chunks)),
-                                   ScoreParams(exact_rows=8, candidates=20))
-    assert 0 < len(got.rows) <= len(index.chunks) and got.bm25.max() > 0
-    best = int(got.rows[int(np.argmax(got.bm25))])
+    got = index.search.score(q, Scope.everything(), "corpus", ScoreParams(exact_rows=8, candidates=20))
+    assert 0 < len(got.rows) <= len(index.chunks) and got.lexical.max() > 0 and not got.complete
+    best = int(got.rows[int(np.argmax(got.lexical))])
     assert "epoch" in index.chunks[best].text.lower()
 
 
 def test_insert_statements_stay_under_the_packet_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     from indexing.seekdb.schema import INSERT_BYTES, INSERT_ROWS, insert_rows
 
-    sent: list[str] = []
+    sent: list[tuple[str, list]] = []
 
     class Recorder:
-        def run(self, sql: str) -> None:
-            sent.append(sql)
+        def run(self, sql: str, params: list) -> None:
+            sent.append((sql, list(params)))
 
-    big = "'" + "x" * (3 << 20) + "'"  # a long section text
-    values = [f"({i},{big if i % 3 == 0 else repr('short')})" for i in range(10)] + [f"({i},'s')" for i in range(10, 1300)]
-    insert_rows(Recorder(), "t", "a,b", values)  # type: ignore[arg-type]
-    assert all(len(s) <= INSERT_BYTES + len(big) + 200 for s in sent)
-    assert sum(s.count("),(") + 1 for s in sent) == len(values)
-    assert max(s.count("),(") + 1 for s in sent) <= INSERT_ROWS
+    big = "x" * (3 << 20)  # a long section text
+    rows = [(i, big if i % 3 == 0 else "short") for i in range(10)] + [(i, "s") for i in range(10, 1300)]
+    insert_rows(Recorder(), "t", ("a", "b"), rows)  # type: ignore[arg-type]
+    assert all(sum(len(v) for v in params if isinstance(v, str)) <= INSERT_BYTES + len(big) for _, params in sent)
+    assert all(sql.count("(%s,%s)") * 2 == len(params) for sql, params in sent)
+    assert [tuple(p) for _, params in sent for p in zip(params[::2], params[1::2])] == rows  # every row once, in order
+    assert max(len(params) // 2 for _, params in sent) <= INSERT_ROWS
 
 
 def test_an_index_naming_a_missing_database_creates_nothing(both, tmp_path: Path) -> None:
@@ -478,16 +495,16 @@ def test_copy_batches_are_formatted_ahead_in_order_and_errors_surface() -> None:
 def test_whole_collection_knn_searches_a_beam_twice_the_candidates(both) -> None:
     """The engine's default HNSW beam is the LIMIT: too narrow for 1,000 candidates of a large
     collection; the search asks for twice as wide, once per connection."""
-    from indexing.search import ScoreParams
+    from indexing.search import Scope, ScoreParams
+    from retrieval.query import Query
 
     _, engine_index, _ = both
     search = engine_index.search
-    qvec = np.ones(engine_index.embeddings.shape[1], dtype=np.float32)
-    n = len(engine_index.chunks)
-    search.score_range(qvec, ["train"], 0, n, (0, n), ScoreParams(exact_rows=1, candidates=37))
+    q = Query("train", ("train",), np.ones(engine_index.embeddings.shape[1], dtype=np.float32))
+    search.score(q, Scope.everything(), "corpus", ScoreParams(exact_rows=1, candidates=37))
     assert search.engine.rows("SELECT @@ob_hnsw_ef_search")[0][0] == 74
     search.engine.close()  # a new connection starts from the engine's default and is set again
-    search.score_range(qvec, ["train"], 0, n, (0, n), ScoreParams(exact_rows=1, candidates=37))
+    search.score(q, Scope.everything(), "corpus", ScoreParams(exact_rows=1, candidates=37))
     assert search.engine.rows("SELECT @@ob_hnsw_ef_search")[0][0] == 74
 
 
@@ -548,6 +565,103 @@ def test_long_leaf_graphs_live_in_the_engine_too(tmp_path: Path, seekdb_uri: str
     assert engine.kg.for_leaf("0002").to_record() == files.kg.for_leaf("0002").to_record()
     assert verify_index(out).graphs.graphs == 1
     _, res = _ask(out)
-    assert any(FACT_B[:40] in h["text"] for h in res["step2_retrieved"])
+    assert any(FACT_B[:40] in h.text for h in res.retrieve.hits)
     again = build_index(doc, out, config, make_embedder("hash", config), store=store)
     assert (again.kg.extracted, again.kg.reused) == (0, 1)
+
+
+# --------------------------------------------------------------------------- values through driver parameters
+
+HOSTILE = ["it's", 'say "hi"', "back\\slash \\' \\\\", "'; DROP TABLE treerag; --", "第三章 合同的履行",
+           "100% %s %(x)s", "nul\x00byte", "tab\tnew\nline", "emoji \U0001F600", "\\x00 \\n"]
+"""Values that break SQL built by hand: quotes, backslashes, format markers, NUL, CJK, astral characters."""
+
+
+def _hostile_folder(root: Path) -> Path:
+    """Documents whose file names, headings and text hold the hostile values (NUL aside: a file
+    holding one is refused as binary, and no file name can)."""
+    docs = root / "docs"
+    docs.mkdir()
+    names = ["it's \"quoted\" \\ back.md", "第三章'; DROP TABLE t; --.md", "100% %s.md"]
+    for i, name in enumerate(names):
+        body = [f"# Title {i}: {HOSTILE[i]} '\" \\"]
+        for j, value in enumerate(v for v in HOSTILE if "\x00" not in v):
+            body.append(f"\n## Section {j} {value}\n\nThe contract says {value} and the router's "
+                        f"\"accuracy\" is 10\\% better; 当事人应当按照约定全面履行自己的义务 {value}.\n")
+        (docs / name).write_text("\n".join(body), encoding="utf-8")
+    return docs
+
+
+@pytest.mark.parametrize("store", ["seekdb_uri", "seekdb_server"])
+def test_hostile_text_headings_and_paths_are_stored_and_read_back_byte_identical(
+        store: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Every record, section text and term the engine holds equals the file store's, character for
+    character, in the embedded engine and in the server: values reach SQL only as driver parameters."""
+    from indexing.index_store import load_index
+
+    uri = request.getfixturevalue(store)
+    docs = _hostile_folder(tmp_path)
+    _build(docs, tmp_path / "files", None)
+    _build(docs, tmp_path / "engine", uri)
+    files, eng = load_index(tmp_path / "files"), load_index(tmp_path / "engine")
+    assert sorted(d["path"] for d in eng.metadata["documents"]) == sorted(p.name for p in docs.iterdir())
+    assert len(eng.chunks) == len(files.chunks) > 20
+    assert [eng.chunks[i] for i in range(len(files.chunks))] == [files.chunks[i] for i in range(len(files.chunks))]
+    rows = range(len(files.tree))
+    assert [eng.tree.records.raw(r) for r in rows] == [files.tree.records.raw(r) for r in rows]
+    assert [eng.tree.contents.raw(r) for r in rows] == [files.tree.contents.raw(r) for r in rows]
+    assert {n.doc_path for n in eng.leaves} == {p.name for p in docs.iterdir()}
+    text = " ".join(eng.chunks[i].text for i in range(len(eng.chunks)))
+    assert all(v in text for v in HOSTILE if "\x00" not in v and "\t" not in v and "\n" not in v)
+    bm = files.search.bm25  # type: ignore[attr-defined]
+    terms = [t for t in bm.terms if any(c in t for c in "'\"\\%") or not t.isascii()]
+    assert terms  # the hostile words are terms of the index
+    search = eng.search
+    got = dict(search.engine.rows(  # type: ignore[attr-defined]
+        f"SELECT term, df FROM `{search.tables['terms']}` WHERE term IN ({','.join(['%s'] * len(terms))})",  # type: ignore[attr-defined]
+        terms))
+    df = np.diff(np.asarray(bm.indptr))
+    assert got == {t: int(df[bm.terms.index(t)]) for t in terms}
+
+
+@pytest.mark.parametrize("store", ["seekdb_uri", "seekdb_server"])
+def test_hostile_values_and_nul_round_trip_through_the_engine(store: str, request: pytest.FixtureRequest) -> None:
+    """The bare round trip, NUL included: rows written by insert_rows and read by EngineRecords."""
+    from indexing.seekdb.engine import Engine
+    from indexing.seekdb.rows import EngineRecords
+    from indexing.seekdb.schema import drop_tables, insert_rows, table_names
+    from indexing.seekdb.uri import parse_store_uri
+
+    engine = Engine(parse_store_uri(request.getfixturevalue(store)), create=True)
+    prefix = "treerag_" + "0123456789abcdef"
+    table = table_names(prefix)["nodes"]
+    try:
+        engine.run(f"DROP TABLE IF EXISTS `{table}`")
+        engine.run(f"CREATE TABLE `{table}` (row_id BIGINT PRIMARY KEY, record LONGTEXT NOT NULL, "
+                   "content LONGTEXT NOT NULL)")
+        insert_rows(engine, table, ("row_id", "record", "content"), [(i, v, v[::-1]) for i, v in enumerate(HOSTILE)])
+        records = EngineRecords(engine, table, "record", len(HOSTILE), as_json=False)
+        contents = EngineRecords(engine, table, "content", len(HOSTILE), as_json=False)
+        assert [records.raw(i) for i in range(len(HOSTILE))] == HOSTILE
+        assert [contents.raw(i) for i in range(len(HOSTILE))] == [v[::-1] for v in HOSTILE]
+        assert [engine.rows("SELECT %s", [v])[0][0] for v in HOSTILE] == HOSTILE
+        assert engine.rows(f"SELECT row_id FROM `{table}` WHERE record = %s", ["'; DROP TABLE treerag; --"]) == [(3,)]
+        assert engine.rows("SELECT '100%'") == [("100%",)]  # no parameters: the text is sent as it is
+    finally:
+        drop_tables(engine, prefix)
+        engine.close()
+
+
+def test_table_names_and_identifiers_are_checked_where_they_are_made() -> None:
+    from indexing.seekdb.sql import identifier, placeholders
+    from indexing.seekdb.schema import table_names
+
+    assert table_names("treerag_0123456789abcdef")["chunks"] == "treerag_0123456789abcdef_chunks"
+    for bad in ("treerag_x; DROP TABLE t", "treerag_0123456789ABCDEF", "other_0123456789abcdef", "treerag_`"):
+        with pytest.raises(ValueError, match="identifier"):
+            table_names(bad)
+    assert identifier("treerag") == "`treerag`"
+    for bad in ("a`b", "a b", "", "x" * 65, "1abc"):
+        with pytest.raises(ValueError):
+            identifier(bad)
+    assert placeholders(3) == "%s,%s,%s" and placeholders(2, 3) == "(%s,%s,%s),(%s,%s,%s)"
