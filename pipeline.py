@@ -17,7 +17,7 @@ from config import Config
 from indexing.embedders.base import Embedder
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
-from retrieval.context_assembly import AssembledContext, assemble_context
+from retrieval.context_assembly import AssembledContext, assemble_planned
 from retrieval.breadth import aspect_pool, paragraph_first, sub_questions
 from retrieval.hybrid_retriever import StageHits, retrieve, with_flat_tail
 from retrieval.query_plan import QueryPlan, plan_query
@@ -279,9 +279,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
             on_step("step2", record.part("step2"))
 
         t = time.perf_counter()
-        ctx = assemble_context(index, r.pool, config.context_budget_chars,
-                               leaf_share=plan.leaf_share(config.context_leaf_share),
-                               first_unit_share=config.context_first_unit_share)
+        ctx = assemble_planned(index, r.pool, config.context_budget_chars, plan, config)
         timing["context"] = (time.perf_counter() - t) * 1000
         record.context = context_record(ctx)
         if on_step is not None:

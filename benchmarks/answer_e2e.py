@@ -65,7 +65,7 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     """The flat arm through the same relevance floor, context assembly and answer step the pipeline uses."""
     from evaluation.arms import flat_pools
     from pipeline import citation
-    from retrieval.context_assembly import assemble_context
+    from retrieval.context_assembly import assemble_planned
     from retrieval.query import Query
     from retrieval.query_plan import plan_query
     from retrieval.relevance import evidence_strength, index_floor, is_answerable
@@ -74,9 +74,7 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     plan = plan_query(question, config.query_routing)
     ranked, pool = flat_pools(arm, ctx, question, plan, doc_paths, [])
     q = Query.build(question, ctx.backends.embedder)
-    assembled = assemble_context(ctx.index, pool, config.context_budget_chars,
-                                 leaf_share=plan.leaf_share(config.context_leaf_share),
-                                 first_unit_share=config.context_first_unit_share)
+    assembled = assemble_planned(ctx.index, pool, config.context_budget_chars, plan, config)
     final = ranked[:config.final_top_k]
     strength = evidence_strength(q, final, ctx.index, config)  # the same floor
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,

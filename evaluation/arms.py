@@ -25,7 +25,7 @@ from evaluation.metrics import BUDGETS
 from indexing.index_store import Index
 from pipeline import Backends, run_retrieval
 from retrieval.breadth import aspect_pool, paragraph_first
-from retrieval.context_assembly import assemble_context
+from retrieval.context_assembly import assemble_planned
 from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored
 from retrieval.query import Query
 from retrieval.rerankers import rerank
@@ -213,9 +213,7 @@ def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] 
 
 def contexts_of(index: Index, pool: list[RetrievedChunk], plan: QueryPlan, cfg: Config) -> dict[str, list[list[Any]]]:
     """The same assembly for every arm (flat or tree), at each evaluation budget."""
-    share = plan.leaf_share(cfg.context_leaf_share)
-    return {str(b): [list(s) for s in assemble_context(index, pool, b, leaf_share=share,
-                                                          first_unit_share=cfg.context_first_unit_share).spans()]
+    return {str(b): [list(s) for s in assemble_planned(index, pool, b, plan, cfg).spans()]
             for b in BUDGETS}  # what the answer step would read at each evaluation budget
 
 

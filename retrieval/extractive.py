@@ -203,6 +203,44 @@ def widen_to_sentences(content: str, a: int, b: int) -> tuple[int, int]:
     return na, nb
 
 
+def sentence_window(content: str, para: tuple[int, int], core: tuple[int, int], limit: int) -> tuple[int, int]:
+    """``core`` (sentence-aligned, inside ``para``) grown by whole sentences of its paragraph, the next
+    one after and then the one before in turn, while the window stays within ``limit`` characters.
+
+    A person who finds a match in a long paragraph reads on around it, not only the matching sentence.
+    """
+    pa, pb = para
+    a, b = max(core[0], pa), min(core[1], pb)
+    if pb - pa <= limit:
+        return pa, pb
+    bounds = sorted({pa + s for s in _sentence_starts(content[pa:pb])} | {pb})
+    before = [x for x in bounds if x < a]
+    after = [x for x in bounds if x > b]
+    turn_after = True
+    while before or after:
+        side_after = turn_after and bool(after) or not before
+        nxt = after[0] if side_after else before[-1]
+        na, nb = (a, nxt) if side_after else (nxt, b)
+        lo, hi = na, nb
+        while lo < hi and content[lo].isspace():
+            lo += 1
+        while hi > lo and content[hi - 1].isspace():
+            hi -= 1
+        if hi - lo > limit:
+            if side_after:
+                after = []
+            else:
+                before = []
+        else:
+            a, b = lo, hi
+            if side_after:
+                after.pop(0)
+            else:
+                before.pop()
+        turn_after = not turn_after
+    return a, b
+
+
 def build_passages(index: Index | None, ranked: Sequence[RetrievedChunk], widen: bool = True) -> list[Passage]:
     """Merge the step-2 chunks (numbered by their position, 1-based) into passages, in document order.
 

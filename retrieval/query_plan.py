@@ -8,11 +8,13 @@ shown in step 1 and the run record:
 
 - **overview**: asks for the gist of a document (``what is this paper about``, ``summarise``,
   ``main contributions``, ``主要内容``, ``概述``) -> breadth: no leaf may take more than a quarter
-  of the context;
+  of the context, and hits are read as short units (a sixth of the budget);
 - **multi-part**: two or more parts joined by a conjunction, list or comparison (``X and Y``,
   ``X, Y and Z``, ``X compared with Y``, ``X和Y``, ``X以及Y``, ``X、Y``), each with words of its
-  own -> spread: each part gets its own sub-query, and the budget is shared over the parts;
-- **detail**: everything else -> depth: the best section may take most of the budget.
+  own -> spread: each part gets its own sub-query, the budget is shared over the parts, and hits
+  are read as short units;
+- **detail**: everything else -> depth: the best section may take most of the budget, and each hit
+  is read as a larger unit (a third of the budget: its paragraph, or a good part of it).
 """
 from __future__ import annotations
 
@@ -42,6 +44,9 @@ _SPLIT_ZH = frozenset({"和", "与", "及", "以及", "跟", "或", "或者", "�
 
 DETAIL_LEAF_SHARE = 0.7
 OVERVIEW_LEAF_SHARE = 0.25
+WIDE_UNITS_PER_BUDGET = 6
+"""Reading units per context budget for a multi-part or overview question: many short pieces, so
+every part or section is read; a detail question reads fewer, larger ones (Config.context_units_per_budget)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,11 @@ class QueryPlan:
         if self.route == "multi-part":
             return min(default, max(1.0 / (len(self.aspects) + 1), OVERVIEW_LEAF_SHARE))
         return max(default, DETAIL_LEAF_SHARE)
+
+    def units_per_budget(self, default: int) -> int:
+        """Into how many reading units the context budget is cut: ``default`` (few, large units) for a
+        detail question, at least WIDE_UNITS_PER_BUDGET for one that wants breadth."""
+        return default if self.route == "detail" else max(default, WIDE_UNITS_PER_BUDGET)
 
     def to_dict(self) -> dict[str, object]:
         return {"route": self.route, "aspects": list(self.aspects), "reason": self.reason}

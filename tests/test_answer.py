@@ -245,8 +245,8 @@ def test_without_context_passages_the_answer_reads_step2(paper_index, monkeypatc
     import pipeline
     from retrieval.context_assembly import AssembledContext
 
-    monkeypatch.setattr(pipeline, "assemble_context",
-                        lambda index, ranked, budget, **kw: AssembledContext([], budget, 0, 0))
+    monkeypatch.setattr(pipeline, "assemble_planned",
+                        lambda index, ranked, budget, plan, config: AssembledContext([], budget, 0, 0))
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends())
     assert res.context.passages == [] and res.answer.mode == "extractive"
     assert res.answer.text.splitlines()[0].endswith("[N] is step 2's #N):")

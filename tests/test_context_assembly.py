@@ -235,3 +235,95 @@ def test_the_best_hit_may_be_read_whole_when_its_unit_is_larger(paper_index) -> 
     of_rank1 = [next(p for p in ctx.passages if 1 in p.ranks) for ctx in (narrow, wide)]
     assert (of_rank1[0].start, of_rank1[0].end) != para
     assert (of_rank1[1].start, of_rank1[1].end) == para
+
+
+def _long_paragraph_index(tmp_path):
+    """An index of one leaf holding one 1,800-character paragraph of numbered sentences."""
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+
+    sentences = [f"Sentence {n:02d} reports that the measured value of setting {n} stays near {n * 7}." for n in range(1, 26)]
+    para = " ".join(sentences)
+    doc = tmp_path / "long.md"
+    doc.write_text(f"# A report\n\n## Results\n\n{para}\n\n## Other\n\nA short closing note.\n", encoding="utf-8")
+    build_index(doc, tmp_path / "idx", Config(), make_embedder("hash", Config()))
+    index = load_index(tmp_path / "idx")
+    mid = next(c for c in index.chunks if "Sentence 12" in c.text and c.start_char > 600)
+    leaf = index.get_node(mid.source_node_id)
+    return index, mid, leaf, para
+
+
+def _is_sentence_start(text: str, off: int) -> bool:
+    return text[off:].startswith("Sentence")
+
+
+def test_a_hit_in_a_long_paragraph_is_read_with_the_sentences_around_it(tmp_path) -> None:
+    # the unit (800) around the match, in whole sentences, inside the paragraph (1,800)
+    index, mid, leaf, para = _long_paragraph_index(tmp_path)
+    assert len(para) > 1600
+    ranked = hits(index, mid.chunk_id)
+    # a budget of one unit (800 characters): the first pass alone, nothing left to grow
+    ctx = assemble_context(index, ranked, 800, units_per_budget=1, hit_unit="window")
+    win = next(p for p in ctx.passages if 1 in p.ranks)
+    own = next(p for p in assemble_context(index, ranked, 800, units_per_budget=1, hit_unit="sentences").passages
+               if 1 in p.ranks)
+    assert win.start <= mid.start_char and mid.end_char <= win.end, "the match is inside what is read"
+    assert len(own.text) < len(win.text) <= 800
+    assert len(win.text) > 800 - 100, "grown until the next sentence would not fit"
+    text = leaf.content
+    a, b = win.start - leaf.content_start, win.end - leaf.content_start
+    assert _is_sentence_start(text, a) and text[b - 1] == "."
+    assert win.start > leaf.content_start, "the paragraph is longer than the unit: not read from its start"
+    # read on both sides of the match, not only forward
+    assert win.start < own.start and win.end > own.end
+
+
+def test_the_unit_is_a_share_of_the_budget_and_a_short_paragraph_is_read_whole(tmp_path) -> None:
+    index, mid, leaf, para = _long_paragraph_index(tmp_path)
+    ranked = hits(index, mid.chunk_id)
+    for budget, upb in ((1200, 3), (1200, 6), (6000, 3)):
+        unit = budget // upb
+        # a budget of one unit: the first pass alone
+        ctx = assemble_context(index, ranked, unit, units_per_budget=1)
+        p = next(p for p in ctx.passages if 1 in p.ranks)
+        if unit >= len(para):
+            assert p.text == para
+        else:
+            assert len(p.text) <= unit and p.start <= mid.start_char and mid.end_char <= p.end
+
+
+def test_a_detail_question_reads_larger_units_than_a_multi_part_one(tmp_path) -> None:
+    from retrieval.context_assembly import assemble_planned
+    from retrieval.query_plan import QueryPlan
+
+    index, mid, leaf, para = _long_paragraph_index(tmp_path)
+    other = [c.chunk_id for c in index.chunks if c.source_node_id != leaf.node_id]
+    ranked = hits(index, mid.chunk_id, *other)
+    cfg = Config()
+    detail = QueryPlan("detail", ("q",), "one thing")
+    multi = QueryPlan("multi-part", ("a", "b"), "two parts")
+    assert detail.units_per_budget(cfg.context_units_per_budget) == cfg.context_units_per_budget == 3
+    assert multi.units_per_budget(cfg.context_units_per_budget) == 6
+    assert QueryPlan("overview", ("q",), "gist").units_per_budget(3) == 6
+    budget = 1500
+
+    def rank1(plan):
+        ctx = assemble_planned(index, ranked, budget, plan, cfg)
+        check = [p for p in ctx.passages if 1 in p.ranks]
+        assert len(check) == 1 and ctx.used <= budget
+        return check[0]
+
+    # the paragraph (1,800) costs more than what is left after the first pass, so nothing grows:
+    # rank 1's passage is its first-pass unit, a third of the budget or a sixth
+    d, m = rank1(detail), rank1(multi)
+    assert m.start <= mid.start_char and mid.end_char <= m.end
+    assert len(m.text) <= budget // 6 < len(d.text) <= budget // 3
+
+
+def test_units_per_budget_is_validated() -> None:
+    from utils.errors import InputError
+
+    with pytest.raises((InputError, ValueError)):
+        Config(context_units_per_budget=0)
+    with pytest.raises((InputError, ValueError)):
+        Config(context_hit_unit="paragraphs")  # type: ignore[arg-type]
