@@ -68,6 +68,10 @@ def file_names(prefix: str = PREFIX) -> tuple[str, ...]:
     return tuple(prefix + name[len(PREFIX):] for name in FILES)
 
 _SCOPE_CACHE_MAX = 4096
+WEIGHT_CACHE_POSTINGS = 1 << 23
+"""Corpus term weights kept (float32 each, 32 MB): the postings of a few hundred frequent query terms.
+Only queried terms are weighted: weighting every posting at once read the whole postings file
+(0.4 s and 340 MB at 10,000 documents) on a process's first whole-collection question."""
 
 
 class BM25Index:
@@ -77,9 +81,11 @@ class BM25Index:
     arrays: ``_scope_cache`` holds per-scope (N, avgdl, average_idf), so
     repeated queries over one document or the corpus do not recount its
     vocabulary; ``_corpus_weights`` holds, for the last (k1, b) used with the
-    corpus scope, every posting's saturated term weight
-    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` (float32, one per
-    posting), which turns a corpus-IDF query into one multiply-add per posting.
+    corpus scope, the saturated term weights
+    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` (float32) of the postings
+    of the terms queried so far (up to ``WEIGHT_CACHE_POSTINGS``), which turns a repeated
+    corpus-IDF term into one multiply-add per posting; ``_checked_terms`` the terms whose
+    postings were checked when first read (``postings``).
     """
 
     def __init__(self, terms: list[str], indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray,
@@ -95,8 +101,12 @@ class BM25Index:
         self.tokenizer = tokenizer
         self._term_ids: dict[str, int] | None = None
         self._scope_cache: dict[tuple[int, int], tuple[float, float, float]] = {}
-        self._corpus_weights: tuple[float, float, np.ndarray] | None = None
+        self._corpus_weights: dict[int, np.ndarray] = {}
+        self._weights_of: tuple[float, float, float] | None = None
+        self._checked_terms: set[int] = set()
         self._lock = threading.Lock()
+        self.names: tuple[str, str, str] = (ROWS_FILE, TF_FILE, ROW_TERMS_FILE)
+        """The postings' file names (rows, tf, row terms), for errors about them."""
 
     # ------------------------------------------------------------------ build
 
@@ -190,26 +200,76 @@ class BM25Index:
             raise IndexFormatError(f"{doc_len_file} holds NaN, infinite or negative lengths")
         row_indptr = arr(row_indptr_file, np.int64, n_rows + 1)
         row_terms = arr(row_terms_file, np.int32, nnz)
-        if nnz:
+        if row_indptr[0] != 0 or row_indptr[-1] != nnz or (n_rows and np.any(np.diff(row_indptr) < 0)):
+            raise IndexFormatError(f"{row_indptr_file} is not a valid row pointer")
+        index = cls(terms, indptr, rows, tf, doc_len, row_indptr, row_terms, vocab["tokenizer"])
+        index.names = (rows_file, tf_file, row_terms_file)
+        if files.verify:
+            index.check_postings()
+        return index
+
+    def check_postings(self) -> None:
+        """Every posting and row-term id in bounds, rows ascending within a term, every tf >= 1.
+
+        Why not at load: the postings are three arrays of one entry per (row, distinct term) pair
+        (255 MB at 10,000 documents, gigabytes beyond); reading them whole would dominate a cold
+        start. A load checks the pointer tables; a query checks the postings of the terms it reads
+        (``postings``); ``verify`` calls this.
+        """
+        rows_file, tf_file, row_terms_file = self.names
+        n_rows, n_terms, nnz = self.n_rows, len(self.terms), int(self.indptr[-1])
+        step = 1 << 24
+        for a in range(0, nnz, step):
+            z = min(nnz, a + step)
+            rows, tf, tids = (np.asarray(x[a:z]) for x in (self.rows, self.tf, self.row_terms))
             if int(rows.min()) < 0 or int(rows.max()) >= n_rows:
                 raise IndexFormatError(f"{rows_file} points at rows outside 0..{n_rows - 1}")
             if int(tf.min()) < 1:
                 raise IndexFormatError(f"{tf_file} holds a term frequency below 1")
-            if int(row_terms.min()) < 0 or int(row_terms.max()) >= n_terms:
+            if int(tids.min()) < 0 or int(tids.max()) >= n_terms:
                 raise IndexFormatError(f"{row_terms_file} points at terms outside the vocabulary")
-            # searchsorted needs each term's rows strictly ascending; a violation
-            # would silently mis-score, so check it (O(nnz), a few ms per million).
-            rising = np.diff(rows) > 0
-            starts = indptr[1:-1]
-            rising[starts[(starts > 0) & (starts < nnz)] - 1] = True
+            # searchsorted needs each term's rows strictly ascending; a violation would silently mis-score.
+            # diff[i] compares postings a+i and a+i+1; a term starting at s lifts the pair (s-1, s).
+            rising = np.diff(np.asarray(self.rows[a:min(z + 1, nnz)])) > 0
+            starts = np.asarray(self.indptr[1:-1]) - 1 - a
+            rising[starts[(starts >= 0) & (starts < len(rising))]] = True
             if not bool(np.all(rising)):
                 raise IndexFormatError(f"{rows_file}: postings are not sorted by row within a term")
-        if row_indptr[0] != 0 or row_indptr[-1] != nnz or (n_rows and np.any(np.diff(row_indptr) < 0)):
-            raise IndexFormatError(f"{row_indptr_file} is not a valid row pointer")
         from indexing.index_files import release_pages
 
-        release_pages(rows, tf, row_terms, row_indptr)  # checked whole; a query reads a few terms' postings
-        return cls(terms, indptr, rows, tf, doc_len, row_indptr, row_terms, vocab["tokenizer"])
+        release_pages(self.rows, self.tf, self.row_terms)  # checked whole; a query reads a few terms' postings
+        self._checked_terms.update(range(n_terms))
+
+    def postings(self, tid: int) -> tuple[int, int, np.ndarray]:
+        """(first posting, end, rows) of term ``tid``, its rows and tfs checked the first time they are
+        read: a damaged postings file is a one-line IndexFormatError where a query touches it, never a
+        wrong score or an IndexError."""
+        p0, p1 = int(self.indptr[tid]), int(self.indptr[tid + 1])
+        rows = self.rows[p0:p1]
+        if tid not in self._checked_terms and p1 > p0:
+            rows_file, tf_file, _ = self.names
+            r = np.asarray(rows)
+            if int(r[0]) < 0 or int(r[-1]) >= self.n_rows:
+                raise IndexFormatError(f"{rows_file} points at rows outside 0..{self.n_rows - 1}; "
+                                       "run python main.py verify, then rebuild the index")
+            if p1 - p0 > 1 and not bool(np.all(np.diff(r) > 0)):
+                raise IndexFormatError(f"{rows_file}: postings are not sorted by row within a term; "
+                                       "run python main.py verify, then rebuild the index")
+            if int(np.min(self.tf[p0:p1])) < 1:
+                raise IndexFormatError(f"{tf_file} holds a term frequency below 1; "
+                                       "run python main.py verify, then rebuild the index")
+            with self._lock:
+                self._checked_terms.add(tid)
+        return p0, p1, rows
+
+    def _row_term_ids(self, a: int, b: int) -> np.ndarray:
+        """Distinct term ids of rows [a, b), checked against the vocabulary (they index arrays)."""
+        tids = np.asarray(self.row_terms[self.row_indptr[a]:self.row_indptr[b]])
+        if tids.size and (int(tids.min()) < 0 or int(tids.max()) >= len(self.terms)):
+            raise IndexFormatError(f"{self.names[2]} points at terms outside the vocabulary; "
+                                   "run python main.py verify, then rebuild the index")
+        return tids
+
 
     # --------------------------------------------------------------- scoring
 
@@ -226,7 +286,7 @@ class BM25Index:
                 df = np.diff(self.indptr)
                 df = df[df > 0]
             else:
-                tids = np.asarray(self.row_terms[self.row_indptr[a]:self.row_indptr[b]])
+                tids = self._row_term_ids(a, b)
                 if tids.size * 8 < len(self.terms):
                     _, df = np.unique(tids, return_counts=True)
                 else:
@@ -274,13 +334,11 @@ class BM25Index:
         n, avgdl, eps_idf = stats
         ids = self.term_ids
         whole = a == 0 and z == self.n_rows
-        weights = self._weights_for_corpus(k1, b, avgdl) if whole else None
         for term, count in Counter(query_tokens).items():
             tid = ids.get(term)
             if tid is None:
                 continue
-            p0, p1 = int(self.indptr[tid]), int(self.indptr[tid + 1])
-            postings = self.rows[p0:p1]
+            p0, p1, postings = self.postings(tid)
             if whole:
                 df = p1 - p0
             else:
@@ -301,8 +359,8 @@ class BM25Index:
                     continue
             r = postings[lo:hi]
             # rank_bm25 adds a duplicated query token once per occurrence.
-            if weights is not None:
-                out[r - start if start else r] += (idf * count) * weights[p0 + lo:p0 + hi]
+            if whole:
+                out[r - start if start else r] += (idf * count) * self._corpus_term_weights(tid, k1, b, avgdl)[lo:hi]
             else:
                 f = np.asarray(self.tf[p0 + lo:p0 + hi], dtype=np.float64)
                 dl = np.asarray(self.doc_len[r], dtype=np.float64)
@@ -311,17 +369,22 @@ class BM25Index:
         np.nan_to_num(out, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
         return out.astype(np.float32, copy=False)
 
-    def _weights_for_corpus(self, k1: float, b: float, avgdl: float) -> np.ndarray:
-        """Saturated tf weight of every posting under corpus avgdl (cached for the last k1, b)."""
-        cached = self._corpus_weights
-        if cached is not None and cached[0] == k1 and cached[1] == b:
-            return cached[2]
-        f = np.asarray(self.tf, dtype=np.float64)
-        dl = np.asarray(self.doc_len, dtype=np.float64)[np.asarray(self.rows)]
+    def _corpus_term_weights(self, tid: int, k1: float, b: float, avgdl: float) -> np.ndarray:
+        """Saturated tf weight of each posting of term ``tid`` under corpus avgdl (cached per term)."""
+        key = (k1, b, avgdl)
+        hit = self._corpus_weights.get(tid) if self._weights_of == key else None
+        if hit is not None:
+            return hit
+        p0, p1 = int(self.indptr[tid]), int(self.indptr[tid + 1])
+        f = np.asarray(self.tf[p0:p1], dtype=np.float64)
+        dl = np.asarray(self.doc_len[np.asarray(self.rows[p0:p1])], dtype=np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             w = (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))).astype(np.float32)
         with self._lock:
-            self._corpus_weights = (k1, b, w)
+            if self._weights_of != key or sum(map(len, self._corpus_weights.values())) + len(w) > WEIGHT_CACHE_POSTINGS:
+                self._corpus_weights = {}
+                self._weights_of = key
+            self._corpus_weights[tid] = w
         return w
 
 

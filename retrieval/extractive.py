@@ -308,7 +308,7 @@ def _idf(index: Any, tokens: list[str], doc_path: str, config: Config) -> dict[s
         tid = ids.get(t)
         if tid is None:
             continue
-        postings = bm.rows[int(bm.indptr[tid]):int(bm.indptr[tid + 1])]
+        postings = bm.postings(tid)[2]
         lo, hi = np.searchsorted(postings, (a, z))
         df = int(hi - lo)
         if df == 0:
