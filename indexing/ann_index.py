@@ -50,7 +50,13 @@ FILES = tuple(f for _, f in KINDS.values())
 BLOCK_ROWS = 32768
 """Rows read, encoded and compared together (memory per block, not per index)."""
 LISTS_PER_SQRT = 4
-"""IVF lists = 4 * sqrt(rows): the usual rule; 4,096 lists at a million rows."""
+"""IVF lists = 4 * sqrt(rows): the usual rule; ~4,000 lists at a million rows."""
+MAX_LISTS = 4096
+"""At most this many lists. Why: a build files every row under its nearest centroid on a flat
+quantizer, rows x lists dot products (and ``verify`` as many again); at 10.5M chunk rows (100,000
+generated documents) the rule above gives ~13,000 lists, ~35 minutes of assignment on one core
+against ~11 with 4,096. A question scans a share (``ann_probe``) of the lists, so fewer, longer
+lists cost it the same; and 4,096 is what a million rows get anyway."""
 MIN_PER_CENTROID = 39
 """k-means needs this many training rows per centroid (fewer: faiss warns and clusters poorly)."""
 TRAIN_PER_LIST = 40
@@ -81,7 +87,7 @@ def plan(rows: int, dim: int) -> AnnShape:
     A small vector set (tests, ``ann=on`` on a small index) gets fewer lists and bits so that
     k-means always has enough rows per centroid.
     """
-    nlist = max(1, min(int(round(LISTS_PER_SQRT * math.sqrt(rows))), rows // MIN_PER_CENTROID))
+    nlist = max(1, min(int(round(LISTS_PER_SQRT * math.sqrt(rows))), rows // MIN_PER_CENTROID, MAX_LISTS))
     m = max(d for d in range(1, max(1, dim // 8) + 1) if dim % d == 0)
     per = rows // MIN_PER_CENTROID
     nbits = 8 if per >= 256 else max(1, min(8, int(math.log2(max(2, per)))))
@@ -196,14 +202,14 @@ def assemble(trained: Any, lists: np.ndarray, codes: np.ndarray) -> Any:
     faiss = _faiss()
     index = empty_copy(trained)
     order = np.argsort(lists, kind="stable")
-    ids = np.ascontiguousarray(order.astype(np.int64))
-    sorted_codes = np.ascontiguousarray(codes[order])
     bounds = np.searchsorted(lists[order], np.arange(index.nlist + 1))
     il = index.invlists
-    for lst in range(index.nlist):
+    for lst in range(index.nlist):  # one list's codes gathered at a time: no sorted copy of every code
         a, b = int(bounds[lst]), int(bounds[lst + 1])
         if b > a:
-            il.add_entries(lst, b - a, faiss.swig_ptr(ids[a:b]), faiss.swig_ptr(sorted_codes[a:b]))
+            ids = np.ascontiguousarray(order[a:b], dtype=np.int64)
+            part = np.ascontiguousarray(codes[ids])  # named: swig_ptr does not keep its array alive
+            il.add_entries(lst, b - a, faiss.swig_ptr(ids), faiss.swig_ptr(part))
     index.ntotal = len(lists)
     return index
 

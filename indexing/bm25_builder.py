@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from indexing.bm25_spill import PostingSpill, place_file
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
 
@@ -68,6 +69,9 @@ def file_names(prefix: str = PREFIX) -> tuple[str, ...]:
     return tuple(prefix + name[len(PREFIX):] for name in FILES)
 
 _SCOPE_CACHE_MAX = 4096
+RUN_POSTINGS = 1 << 24
+"""Postings a build holds before spilling them to disk as a sorted run (16M: ~130 MB of buffers and
+their sort; a 10,000-document build has 21M postings)."""
 WEIGHT_CACHE_POSTINGS = 1 << 23
 """Corpus term weights kept (float32 each, 32 MB): the postings of a few hundred frequent query terms.
 Only queried terms are weighted: weighting every posting at once read the whole postings file
@@ -107,6 +111,10 @@ class BM25Index:
         self._lock = threading.Lock()
         self.names: tuple[str, str, str] = (ROWS_FILE, TF_FILE, ROW_TERMS_FILE)
         """The postings' file names (rows, tf, row terms), for errors about them."""
+        self.spilled: dict[str, Path] = {}
+        """File name -> the finished ``.npy`` a spilled build wrote (``save`` moves it into place)."""
+        self.spill_owner: object = None
+        """Keeps a spilled build's scratch directory alive as long as this index reads from it."""
 
     # ------------------------------------------------------------------ build
 
@@ -145,10 +153,16 @@ class BM25Index:
                  "n_rows": self.n_rows, "terms": self.terms}
         with open(directory / vocab_file, "w", encoding="utf-8") as fh:
             json.dump(vocab, fh, ensure_ascii=False)
-        for name, arr, dtype in ((indptr_file, self.indptr, np.int64), (rows_file, self.rows, np.int32),
-                                 (tf_file, self.tf, np.int32), (doc_len_file, self.doc_len, np.float32),
-                                 (row_indptr_file, self.row_indptr, np.int64),
-                                 (row_terms_file, self.row_terms, np.int32)):
+        for name, arr, dtype, own in ((indptr_file, self.indptr, np.int64, INDPTR_FILE),
+                                      (rows_file, self.rows, np.int32, ROWS_FILE),
+                                      (tf_file, self.tf, np.int32, TF_FILE),
+                                      (doc_len_file, self.doc_len, np.float32, DOC_LEN_FILE),
+                                      (row_indptr_file, self.row_indptr, np.int64, ROW_INDPTR_FILE),
+                                      (row_terms_file, self.row_terms, np.int32, ROW_TERMS_FILE)):
+            spilled = self.spilled.get(own)
+            if spilled is not None:  # already a finished file: moved, not read through memory
+                self.spilled[own] = place_file(spilled, directory / name)
+                continue
             np.save(directory / name, np.ascontiguousarray(arr, dtype=dtype), allow_pickle=False)
 
     @classmethod
@@ -392,13 +406,23 @@ class BM25Builder:
     """Rows added one at a time (a streaming index build), then frozen into a ``BM25Index``.
 
     Only term ids and counts are kept, in typed arrays (4 bytes a posting, not a
-    Python int each), so a million-chunk build never holds its tokens at once.
+    Python int each), so a million-chunk build never holds its tokens at once. Past
+    ``run_postings`` postings the buffer is spilled to disk as a sorted run
+    (indexing/bm25_spill.py) and ``finish`` merges the runs into ``.npy`` files, so the
+    build's memory no longer grows with the postings; a small index stays in memory.
     """
 
-    def __init__(self, tokenizer: str = TOKENIZER_VERSION) -> None:
+    def __init__(self, tokenizer: str = TOKENIZER_VERSION, run_postings: int = RUN_POSTINGS,
+                 spill_dir: Path | None = None) -> None:
         self.tokenizer = tokenizer
         self.term_ids: dict[str, int] = {}
+        self.run_postings = run_postings
+        self.spill_dir = spill_dir
+        self.spill: PostingSpill | None = None
         self.row_ptr = array("q", [0])
+        """Every row's end in the postings (all rows, spilled or not)."""
+        self.run_start = 0
+        """First row of the buffer (rows before it are spilled)."""
         self.terms_of_rows = array("i")
         self.tf_of_rows = array("i")
         self.lengths = array("f")
@@ -409,15 +433,45 @@ class BM25Builder:
         self.lengths.append(len(tokens))
         self.terms_of_rows.extend([ids.setdefault(term, len(ids)) for term in counts])
         self.tf_of_rows.extend(counts.values())
-        self.row_ptr.append(len(self.terms_of_rows))
+        self.row_ptr.append(self.row_ptr[-1] + len(counts))
+        if len(self.terms_of_rows) >= self.run_postings:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Write the buffer out as one sorted run and empty it."""
+        if self.spill is None:
+            self.spill = PostingSpill(self.spill_dir)
+        n_rows = len(self.lengths)
+        row_ptr = np.frombuffer(self.row_ptr, dtype=np.int64)[self.run_start:n_rows + 1]
+        self.spill.add_run(self.run_start, row_ptr - row_ptr[0], np.frombuffer(self.terms_of_rows, dtype=np.int32),
+                           np.frombuffer(self.tf_of_rows, dtype=np.int32), len(self.term_ids))
+        del row_ptr
+        self.terms_of_rows, self.tf_of_rows = array("i"), array("i")
+        self.run_start = n_rows
 
     def finish(self) -> BM25Index:
+        if self.spill is not None and self.terms_of_rows:
+            self._spill()
         n_rows, n_terms = len(self.lengths), len(self.term_ids)
         row_ptr = np.frombuffer(self.row_ptr, dtype=np.int64).copy()
         doc_len = np.frombuffer(self.lengths, dtype=np.float32).copy()
+        self.row_ptr, self.lengths = array("q"), array("f")
+        terms = [""] * n_terms
+        for term, tid in self.term_ids.items():
+            terms[tid] = term
+        if self.spill is not None:
+            spilled = self.spill.finish(n_terms)
+            self.spill = None
+            index = BM25Index(terms, spilled.indptr, np.load(spilled.rows, mmap_mode="r"),
+                              np.load(spilled.tf, mmap_mode="r"), doc_len, row_ptr,
+                              np.load(spilled.row_terms, mmap_mode="r"), self.tokenizer)
+            index.spilled = {ROWS_FILE: spilled.rows, TF_FILE: spilled.tf, ROW_TERMS_FILE: spilled.row_terms}
+            index.spill_owner = spilled.spill
+            index._term_ids = self.term_ids
+            return index
         row_terms = np.frombuffer(self.terms_of_rows, dtype=np.int32).copy()
         row_tf = np.frombuffer(self.tf_of_rows, dtype=np.int32).copy()
-        self.row_ptr = self.terms_of_rows = self.tf_of_rows = self.lengths = array("i")  # release the buffers
+        self.terms_of_rows = self.tf_of_rows = array("i")  # release the buffers
         # CSC: postings grouped by term, rows ascending within a term (stable sort
         # of a row-ordered list keeps the row order).
         order = np.argsort(row_terms, kind="stable")
@@ -426,9 +480,6 @@ class BM25Builder:
         del order, row_tf
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(np.bincount(row_terms, minlength=n_terms), out=indptr[1:])
-        terms = [""] * n_terms
-        for term, tid in self.term_ids.items():
-            terms[tid] = term
         index = BM25Index(terms, indptr, rows, tf, doc_len, row_ptr, row_terms, self.tokenizer)
         index._term_ids = self.term_ids
         return index

@@ -265,3 +265,52 @@ def test_property_leaf_ranges_equal_separate_leaf_indexes(corpus) -> None:
         for q in (["t1"], ["t2", "中文"], ["t3", "t3"]):
             np.testing.assert_allclose(index.score_range(q, s, e), BM25Okapi(corpus[s:e]).get_scores(q),
                                        rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("run_postings", [1, 7, 64])
+def test_spilled_build_writes_the_same_files_as_the_in_memory_build(tmp_path: Path, run_postings: int) -> None:
+    """Past ``run_postings`` a build spills sorted runs to disk and merges them; the saved index must be
+    byte for byte the one an in-memory build saves, and the scratch directory must go away."""
+    from indexing import bm25_spill
+    from indexing.bm25_builder import BM25Builder
+
+    corpus = _corpus(seed=5, rows=300)
+    memory, spilled = BM25Builder(), BM25Builder(run_postings=run_postings, spill_dir=tmp_path)
+    for toks in corpus:
+        memory.add(toks)
+        spilled.add(toks)
+    a, b = memory.finish(), spilled.finish()
+    assert b.spill_owner is not None and a.spill_owner is None
+    scratch = b.spill_owner.directory
+    assert scratch.parent == tmp_path and scratch.is_dir()
+    q = ["w1", "w2", "w9", "w1"]
+    np.testing.assert_array_equal(_all(b, q), _all(a, q))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a.save(tmp_path / "a")
+    b.save(tmp_path / "b")
+    for name in FILES:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    BM25Index.load(tmp_path / "b").check_postings()
+    del b, spilled
+    import gc
+
+    gc.collect()
+    assert not scratch.exists()
+    assert bm25_spill.MERGE_BLOCK_POSTINGS > 0
+
+
+def test_merge_in_small_blocks_keeps_terms_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge block smaller than one term's postings still writes every term complete and in row order."""
+    from indexing import bm25_spill
+    from indexing.bm25_builder import BM25Builder
+
+    monkeypatch.setattr(bm25_spill, "MERGE_BLOCK_POSTINGS", 3)
+    corpus = _corpus(seed=6, rows=200)
+    memory, spilled = BM25Builder(), BM25Builder(run_postings=50, spill_dir=tmp_path)
+    for toks in corpus:
+        memory.add(toks)
+        spilled.add(toks)
+    a, b = memory.finish(), spilled.finish()
+    for name in ("indptr", "rows", "tf", "row_indptr", "row_terms", "doc_len"):
+        np.testing.assert_array_equal(np.asarray(getattr(b, name)), np.asarray(getattr(a, name)), err_msg=name)
