@@ -139,7 +139,7 @@ class BM25Index:
     @property
     def term_ids(self) -> dict[str, int]:
         if self._term_ids is None:
-            self._term_ids = {t: i for i, t in enumerate(self.terms)}
+            self._term_ids = dict(zip(self.terms, range(len(self.terms))))
         return self._term_ids
 
     # ------------------------------------------------------------------ disk
@@ -191,7 +191,7 @@ class BM25Index:
             raise IndexFormatError(f"{vocab_file} was built with tokenizer {vocab.get('tokenizer')!r}, "
                                    f"this TreeRAG uses {TOKENIZER_VERSION!r}; rebuild the index")
         terms = vocab["terms"]
-        if not all(isinstance(t, str) for t in terms):
+        if not set(map(type, terms)) <= {str}:
             raise IndexFormatError(f"{vocab_file}: 'terms' must be strings")
         n_terms, n_rows = len(terms), vocab["n_rows"]
 

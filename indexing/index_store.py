@@ -235,10 +235,12 @@ def _check_metadata(meta: Any, path: Path) -> dict[str, Any]:
     docs = require(meta, "documents", list, METADATA)
     if len(docs) != counts["documents"]:
         raise IndexFormatError(f"{METADATA} lists {len(docs)} documents but counts {counts['documents']}")
-    for d in docs:
-        require(d, "path", str, f"{METADATA} documents")
-        require(d, "title", str, f"{METADATA} documents")
-        require(d, "content_hash", str, f"{METADATA} documents")
+    if not all(type(d) is dict and type(d.get("path")) is str and type(d.get("title")) is str  # noqa: E721
+               and type(d.get("content_hash")) is str for d in docs):  # fast path; the loop names the fault
+        for d in docs:
+            require(d, "path", str, f"{METADATA} documents")
+            require(d, "title", str, f"{METADATA} documents")
+            require(d, "content_hash", str, f"{METADATA} documents")
     parse_manifest(meta.get("files"), METADATA)
     return meta
 
