@@ -39,7 +39,8 @@ import numpy as np
 
 from indexing.bm25_builder import BM25Index
 from indexing.chunker import Chunk
-from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, parse_manifest)
+from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, advise_random,
+                                  parse_manifest)
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
                                  LeafList, LeafRows, NodeMap, NodeTable)
@@ -205,10 +206,10 @@ def _doc_rows(tree: NodeTable, leaf_ptr: np.ndarray) -> dict[str, tuple[int, int
         return out
     starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
     ends = np.r_[starts[1:], len(docs)]
-    for a, b in zip(starts.tolist(), ends.tolist()):
-        s, e = int(leaf_ptr[a]), int(leaf_ptr[b])
+    paths = tree.doc_paths
+    for d, s, e in zip(docs[starts].tolist(), leaf_ptr[starts].tolist(), leaf_ptr[ends].tolist()):
         if e > s:
-            out[tree.doc_paths[int(docs[a])]] = (s, e)
+            out[paths[d]] = (s, e)
     return out
 
 
@@ -359,7 +360,11 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     leaf_terms = BM25Index.load(path, mmap=mmap, files=files, prefix=LEAF_TERMS_PREFIX)
     if leaf_terms.n_rows != n_leaves:
         raise IndexFormatError(f"{LEAF_TERMS_PREFIX}* covers {leaf_terms.n_rows} leaves but {NODE_TABLE} has {n_leaves}")
-    search = FileSearch(emb, leaf_emb, bm25, leaf_terms, leaf_ptr, _load_ann(files, meta, n_chunks, n_leaves, dim))
+    ann = _load_ann(files, meta, n_chunks, n_leaves, dim)
+    if not files.verify:  # a question reads scattered records, and scattered vectors when an ANN picks them
+        advise_random(records.data, tree.records.data, tree.contents.data,
+                      *(v for kind, v in (("chunks", emb), ("leaves", leaf_emb)) if kind in ann))
+    search = FileSearch(emb, leaf_emb, bm25, leaf_terms, leaf_ptr, ann)
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)
     for name, rows in ((CHUNK_KEYS, n_chunks), (LEAF_KEYS, n_leaves)):
         keys = files.read_array(name, mmap)
