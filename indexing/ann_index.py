@@ -264,9 +264,10 @@ class AnnIndex:
         return AnnShape(int(self.index.nlist), int(self.index.pq.M), int(self.index.pq.nbits))
 
     @classmethod
-    def build(cls, vectors: Any, rows: int, dim: int, name: str) -> "AnnIndex":
-        """Trained and filled from ``vectors`` (an array or a RowReader)."""
-        trained = train(vectors, rows, dim, plan(rows, dim))
+    def build(cls, vectors: Any, rows: int, dim: int, name: str, shape: AnnShape | None = None) -> "AnnIndex":
+        """Trained and filled from ``vectors`` (an array or a RowReader); ``shape``: another plan than
+        ``plan``'s (benchmarks compare list counts)."""
+        trained = train(vectors, rows, dim, shape or plan(rows, dim))
         lists = np.empty(rows, dtype=np.int64)
         codes = np.empty((rows, trained.code_size), dtype=np.uint8)
         for start, x in _blocks(vectors, rows):
