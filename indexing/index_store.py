@@ -360,12 +360,10 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     leaf_terms = BM25Index.load(path, mmap=mmap, files=files, prefix=LEAF_TERMS_PREFIX)
     if leaf_terms.n_rows != n_leaves:
         raise IndexFormatError(f"{LEAF_TERMS_PREFIX}* covers {leaf_terms.n_rows} leaves but {NODE_TABLE} has {n_leaves}")
-    ann = _load_ann(files, meta, n_chunks, n_leaves, dim)
-    if not files.verify:  # a question reads scattered records, and scattered vectors when an ANN picks them
-        advise_random(records.data, tree.records.data, tree.contents.data,
-                      *(v for kind, v in (("chunks", emb), ("leaves", leaf_emb)) if kind in ann))
-    search = FileSearch(emb, leaf_emb, bm25, leaf_terms, leaf_ptr, ann)
+    search = FileSearch(emb, leaf_emb, bm25, leaf_terms, leaf_ptr, _load_ann(files, meta, n_chunks, n_leaves, dim))
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)
+    if not files.verify:
+        _advise_scattered(index, records, tree)
     for name, rows in ((CHUNK_KEYS, n_chunks), (LEAF_KEYS, n_leaves)):
         keys = files.read_array(name, mmap)
         if keys.dtype != np.uint8 or keys.shape != (rows, KEY_BYTES):
@@ -375,6 +373,14 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
 
     attach_graphs(index, files)
     return index
+
+
+def _advise_scattered(index: Index, records: Records, tree: NodeTable) -> None:
+    """A question reads scattered records, and scattered vectors when an ANN picks them (not the
+    exact path, which scans a range): no read-ahead around each (index_files.advise_random)."""
+    ann = getattr(index.search, "ann", {})
+    advise_random(records.data, tree.records.data, tree.contents.data,
+                  *(v for kind, v in (("chunks", index.embeddings), ("leaves", index.leaf_embeddings)) if kind in ann))
 
 
 def _load_ann(files: IndexDir, meta: dict[str, Any], n_chunks: int, n_leaves: int, dim: int) -> dict[str, Any]:
