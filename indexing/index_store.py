@@ -329,9 +329,10 @@ def load_index(path: Path, mmap: bool = True, verify: bool = False) -> Index:
 
 
 def _load_records(files: IndexDir, name: str, offsets_name: str, count: int) -> Records:
-    offsets = files.read_array(offsets_name, mmap=False)
+    offsets = files.read_array(offsets_name, mmap=not files.verify)
     data = files.map_bytes(name)
-    check_offsets(offsets, count, len(data), name, offsets_name)
+    check_offsets(offsets, count, len(data), name, offsets_name, whole=files.verify)
+    advise_random(offsets)
     return Records(data, offsets, name)
 
 
