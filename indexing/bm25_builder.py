@@ -69,9 +69,9 @@ def file_names(prefix: str = PREFIX) -> tuple[str, ...]:
     return tuple(prefix + name[len(PREFIX):] for name in FILES)
 
 _SCOPE_CACHE_MAX = 4096
-RUN_POSTINGS = 1 << 24
-"""Postings a build holds before spilling them to disk as a sorted run (16M: ~130 MB of buffers and
-their sort; a 10,000-document build has 21M postings)."""
+RUN_POSTINGS = 1 << 22
+"""Postings a build holds before spilling them to disk as a sorted run (4M: ~32 MB of buffers, ~100 MB
+while one is sorted; a 10,000-document build has 21M postings, 100,000 documents ~210M)."""
 WEIGHT_CACHE_POSTINGS = 1 << 23
 """Corpus term weights kept (float32 each, 32 MB): the postings of a few hundred frequent query terms.
 Only queried terms are weighted: weighting every posting at once read the whole postings file

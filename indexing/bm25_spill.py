@@ -10,7 +10,7 @@ merge then writes the term-ordered ``rows`` and ``tf`` files block by block: for
 it reads each run's contiguous slice of those terms (``np.fromfile``, not a memory map, so the
 pages are not counted in the process's memory), places every posting at its final offset (term
 start + the postings of that term in earlier runs), and appends the block. Memory: the buffer, one
-merge block and one count per term and run, whatever the corpus size.
+merge block and one count (4 bytes) per term and run, whatever the corpus size.
 
 The files are plain ``.npy`` (a header written once the length is known); ``BM25Index.save``
 moves them into the index directory instead of copying them through memory.
@@ -28,8 +28,8 @@ from typing import BinaryIO
 import numpy as np
 
 NPY_HEADER_BYTES = 128
-MERGE_BLOCK_POSTINGS = 1 << 23
-"""Postings placed per merge step (8M: ~200 MB of temporaries)."""
+MERGE_BLOCK_POSTINGS = 1 << 22
+"""Postings placed per merge step (4M: ~100 MB of temporaries)."""
 
 
 class NpyAppender:
@@ -98,22 +98,20 @@ class PostingSpill:
         with open(path, "wb") as fh:
             rows[order].tofile(fh)
             tf[order].astype(np.int32, copy=False).tofile(fh)
-        self.runs.append(Run(path, np.bincount(terms, minlength=n_terms).astype(np.int64)))
+        self.runs.append(Run(path, np.bincount(terms, minlength=n_terms).astype(np.int32)))
         self.postings += len(terms)
 
     def finish(self, n_terms: int) -> SpilledPostings:
         """Merge the runs into term-ordered ``rows``/``tf`` files; returns them with the pointer table."""
         row_terms = self.row_terms.finish()
-        counts = [np.pad(r.counts, (0, n_terms - len(r.counts))) for r in self.runs]
-        total = np.sum(counts, axis=0) if counts else np.zeros(n_terms, dtype=np.int64)
+        total = np.zeros(n_terms, dtype=np.int64)
+        for r in self.runs:
+            total[:len(r.counts)] += r.counts
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(total, out=indptr[1:])
-        starts = [np.r_[0, np.cumsum(c)].astype(np.int64) for c in counts]  # each run's term offsets
-        before = np.zeros(n_terms, dtype=np.int64)  # postings of each term in the runs already placed
-        earlier = []
-        for c in counts:
-            earlier.append(before.copy())
-            before += c
+        del total
+        sizes = [int(r.counts.sum()) for r in self.runs]
+        read_at = [0] * len(self.runs)  # each run's next unread posting: blocks go in term order
         rows_out = NpyAppender(self.directory / "rows.npy", np.int32)
         tf_out = NpyAppender(self.directory / "tf.npy", np.int32)
         t0 = 0
@@ -123,17 +121,24 @@ class PostingSpill:
             base = int(indptr[t0])
             rows_block = np.empty(int(indptr[t1]) - base, dtype=np.int32)
             tf_block = np.empty_like(rows_block)
-            for run, c, s, e in zip(self.runs, counts, starts, earlier):
-                a, z = int(s[t0]), int(s[t1])
-                if z == a:
+            placed = indptr[t0:t1] - base  # where each term's next posting of this block goes
+            for k, run in enumerate(self.runs):
+                c = np.zeros(t1 - t0, dtype=np.int64)
+                have = run.counts[t0:t1]
+                c[:len(have)] = have
+                n = int(c.sum())
+                if n == 0:
                     continue
-                n_run = int(s[-1])
-                r = np.fromfile(run.path, dtype=np.int32, count=z - a, offset=4 * a)
-                f = np.fromfile(run.path, dtype=np.int32, count=z - a, offset=4 * (n_run + a))
-                term = np.repeat(np.arange(t0, t1), c[t0:t1])
-                dest = indptr[term] - base + e[term] + (np.arange(a, z) - s[term])
+                a = read_at[k]
+                r = np.fromfile(run.path, dtype=np.int32, count=n, offset=4 * a)
+                f = np.fromfile(run.path, dtype=np.int32, count=n, offset=4 * (sizes[k] + a))
+                term = np.repeat(np.arange(t1 - t0), c)
+                first = np.cumsum(c) - c  # each term's first posting within this slice
+                dest = placed[term] + (np.arange(n) - first[term])
                 rows_block[dest] = r
                 tf_block[dest] = f
+                placed = placed + c
+                read_at[k] = a + n
             rows_out.append(rows_block)
             tf_out.append(tf_block)
             t0 = t1
