@@ -261,3 +261,31 @@ def test_plan_keeps_k_means_fed() -> None:
     assert ann_index.plan(10_500_000, 384).nlist == ann_index.MAX_LISTS == 4096
     assert ann_index.plan(979_420, 384).nlist == 3959  # 10,000 documents: the rule, below the cap
     assert ann_index.plan(10, 7).m == 1
+
+
+def _read_advice(path: Path) -> dict[str, bool]:
+    """File name -> whether this process maps it with the scattered-read advice (smaps flag ``rr``)."""
+    out: dict[str, bool] = {}
+    current = None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if len(head) >= 6 and "-" in head[0] and head[5].startswith(str(path)):
+            current = Path(head[5]).name
+        elif line.startswith("VmFlags:") and current is not None:
+            out[current] = out.get(current, False) or " rr" in line
+            current = None
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux smaps")
+def test_scattered_reads_are_advised_only_where_a_question_reads_scattered(built: tuple[Path, Path],
+                                                                            paper_index_dir: Path) -> None:
+    """Records always, vectors only when an ANN picks the rows (an exact scan wants read-ahead)."""
+    index = load_index(built[1])
+    advice = _read_advice(built[1].resolve())
+    assert advice["chunks.jsonl"] and advice["nodes.jsonl"] and advice["chunk_offsets.npy"]
+    assert advice["embeddings.npy"] and advice["leaf_embeddings.npy"]
+    exact = load_index(paper_index_dir)
+    advice = _read_advice(paper_index_dir.resolve())
+    assert advice["chunks.jsonl"] and not advice["embeddings.npy"] and not advice["leaf_embeddings.npy"]
+    del index, exact
