@@ -162,6 +162,33 @@ class IndexDir:
                                            dir_fd=self.fd)
             except OSError:
                 pass  # reported with the right wording when the file is read
+        if not self.verify:
+            self._prefetch_samples()
+
+    def _prefetch_samples(self) -> None:
+        """Ask the kernel for every block the sampled digests will read, all at once.
+
+        Why: after the page cache is dropped, the ~1,600 sampled 4 KiB blocks of a large index are
+        random reads; read one after another each waits for the disk, requested together the disk
+        queue serves them in parallel. An advice only: a file that is not what the manifest says is
+        still refused by the reads that follow.
+        """
+        if not hasattr(os, "posix_fadvise") or self.manifest is None:
+            return
+        for name, fd in self._held.items():
+            entry = self.manifest.get(name)
+            if entry is None:
+                continue
+            size = entry.size
+            try:
+                if size <= SAMPLE_WHOLE_MAX:
+                    os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
+                else:
+                    for k in range(SAMPLE_BLOCKS):
+                        os.posix_fadvise(fd, k * (size - SAMPLE_BLOCK) // (SAMPLE_BLOCKS - 1), SAMPLE_BLOCK,
+                                         os.POSIX_FADV_WILLNEED)
+            except OSError:
+                continue
 
     def close(self) -> None:
         for fd in self._held.values():
