@@ -136,13 +136,37 @@ class RowReader:
         return np.frombuffer(data, dtype=np.float32).reshape(n, self.dim)
 
 
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """The given rows (any order), one ``pread`` each."""
+        row_bytes = 4 * self.dim
+        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for i, r in enumerate(np.asarray(rows, dtype=np.int64).tolist()):
+                if not 0 <= r < self.rows:
+                    raise IndexError(r)
+                data = os.pread(fd, row_bytes, self.offset + r * row_bytes)
+                if len(data) != row_bytes:
+                    raise ValueError(f"{self.path.name} ends before row {r}")
+                out[i] = np.frombuffer(data, dtype=np.float32)
+        finally:
+            os.close(fd)
+        return out
+
+
 def _blocks(vectors: Any, rows: int) -> Iterator[tuple[int, np.ndarray]]:
     for start in range(0, rows, BLOCK_ROWS):
         yield start, np.ascontiguousarray(vectors[start:start + BLOCK_ROWS], dtype=np.float32)
 
 
 def _take(vectors: Any, rows: np.ndarray) -> np.ndarray:
-    """The given rows (ascending), block by block."""
+    """The given rows (ascending), block by block; a sparse sample from a RowReader row by row.
+
+    Why row by row there: training takes ~40 rows per list (164k of the 10.5M chunk rows of
+    100,000 documents); reading every block to pick 1.6% of it read the whole 16 GB vector file.
+    """
+    if isinstance(vectors, RowReader) and len(rows) * 8 < vectors.rows:
+        return vectors.take(rows)
     out = np.empty((len(rows), vectors.shape[1] if hasattr(vectors, "shape") else vectors.dim), dtype=np.float32)
     n = vectors.shape[0] if hasattr(vectors, "shape") else vectors.rows
     for start in range(0, n, BLOCK_ROWS):

@@ -289,3 +289,17 @@ def test_scattered_reads_are_advised_only_where_a_question_reads_scattered(built
     advice = _read_advice(paper_index_dir.resolve())
     assert advice["chunks.jsonl"] and not advice["embeddings.npy"] and not advice["leaf_embeddings.npy"]
     del index, exact
+
+
+def test_row_reader_takes_a_sparse_sample_row_by_row(tmp_path: Path) -> None:
+    """Training's sample comes from the vector file without reading every block: same rows either way."""
+    x = np.random.default_rng(3).standard_normal((5000, 16)).astype(np.float32)
+    np.save(tmp_path / "v.npy", x)
+    reader = ann_index.RowReader(tmp_path / "v.npy", 5000, 16)
+    rows = np.array([0, 7, 4095, 4999], dtype=np.int64)
+    np.testing.assert_array_equal(ann_index._take(reader, rows), x[rows])
+    np.testing.assert_array_equal(reader.take(rows[::-1]), x[rows[::-1]])
+    dense = np.arange(0, 5000, 2)
+    np.testing.assert_array_equal(ann_index._take(reader, dense), x[dense])  # the block path
+    with pytest.raises(IndexError):
+        reader.take(np.array([5000]))
