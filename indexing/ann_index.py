@@ -50,13 +50,9 @@ FILES = tuple(f for _, f in KINDS.values())
 BLOCK_ROWS = 32768
 """Rows read, encoded and compared together (memory per block, not per index)."""
 LISTS_PER_SQRT = 4
-"""IVF lists = 4 * sqrt(rows): the usual rule; ~4,000 lists at a million rows."""
-MAX_LISTS = 4096
-"""At most this many lists. Why: a build files every row under its nearest centroid on a flat
-quantizer, rows x lists dot products (and ``verify`` as many again); at 10.5M chunk rows (100,000
-generated documents) the rule above gives ~13,000 lists, ~35 minutes of assignment on one core
-against ~11 with 4,096. A question scans a share (``ann_probe``) of the lists, so fewer, longer
-lists cost it the same; and 4,096 is what a million rows get anyway."""
+"""IVF lists = 4 * sqrt(rows): the usual rule; ~4,000 lists at a million rows. Not capped: fewer, longer
+lists cut the build's assignment cost (rows x lists) but cost recall at the same ``ann_probe`` (measured
+with benchmarks/bench_ann_lists.py: 0.89 -> 0.79 at the rows per list of 100,000 documents)."""
 MIN_PER_CENTROID = 39
 """k-means needs this many training rows per centroid (fewer: faiss warns and clusters poorly)."""
 TRAIN_PER_LIST = 40
@@ -87,7 +83,7 @@ def plan(rows: int, dim: int) -> AnnShape:
     A small vector set (tests, ``ann=on`` on a small index) gets fewer lists and bits so that
     k-means always has enough rows per centroid.
     """
-    nlist = max(1, min(int(round(LISTS_PER_SQRT * math.sqrt(rows))), rows // MIN_PER_CENTROID, MAX_LISTS))
+    nlist = max(1, min(int(round(LISTS_PER_SQRT * math.sqrt(rows))), rows // MIN_PER_CENTROID))
     m = max(d for d in range(1, max(1, dim // 8) + 1) if dim % d == 0)
     per = rows // MIN_PER_CENTROID
     nbits = 8 if per >= 256 else max(1, min(8, int(math.log2(max(2, per)))))
