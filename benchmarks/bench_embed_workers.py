@@ -34,7 +34,7 @@ from common import BENCH_DATA, banner, base_parser, machine_info, machine_line, 
 def chunk_texts_of(docs_dir: Path, n: int) -> list[str]:
     """The first ``n`` chunk texts (as the build embeds them) of the documents in ``docs_dir``."""
     from config import Config
-    from indexing.index_builder import chunk_documents, chunk_texts
+    from indexing.representation import chunk_documents, chunk_texts
     from tree_builder.loader import load_input
     from tree_builder.tree import build_tree
 

@@ -99,7 +99,7 @@ def main() -> int:
     args = ap.parse_args()
     from config import Config
     from indexing.embedders.factory import make_embedder
-    from indexing.index_builder import chunk_documents
+    from indexing.representation import chunk_documents
     from tests.doc_factory import source_from_markdown
     from tree_builder.documents import document_from_text
     from tree_builder.loader import load_document

@@ -46,7 +46,7 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
     disturbs least, so ratios are given on both clocks.
     """
     from indexing.bm25_builder import BM25Index
-    from indexing.index_builder import chunk_documents, chunk_texts, leaf_text_for_embedding
+    from indexing.representation import chunk_documents, chunk_texts, leaf_text_for_embedding
     from indexing.index_writer import write_index_files
     from tree_builder.loader import load_documents
     from tree_builder.summary import summarize_tree

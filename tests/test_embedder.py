@@ -351,7 +351,8 @@ def _doc(text: str):
 
 
 def test_auto_embedder_picks_multilingual_e5_at_the_cjk_threshold() -> None:
-    from indexing.index_builder import CJK_SHARE_FOR_MULTILINGUAL, auto_embedder_name
+    from config import CJK_SHARE_FOR_MULTILINGUAL
+    from indexing.build_plan import auto_embedder_name
 
     assert auto_embedder_name([]) == "onnx"
     assert auto_embedder_name([_doc("An English paper about routers. " * 20)]) == "onnx"

@@ -14,7 +14,7 @@ def _flat(text: str) -> str:
 
 
 def test_auto_choice_carries_its_reason() -> None:
-    from indexing.index_builder import auto_embedder_choice
+    from indexing.build_plan import auto_embedder_choice
     from tree_builder.document import Document
 
     en = Document(path="a.md", text="The router picks a venue. " * 40, title="a", content_hash="x")

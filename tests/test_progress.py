@@ -78,8 +78,9 @@ def test_index_writes_each_stage_with_counts_on_a_pipe(tmp_path: Path) -> None:
     chunks = int(re.search(r"(\d+) chunks in", r.stdout).group(1))
     lines = r.stderr.splitlines()
     done = [ln.split(":")[0] for ln in lines if "%" not in ln]
-    assert done == ["reading documents", "building the section tree", "summaries", "embedding chunks",
+    assert done == ["reading documents", "plan", "building the section tree", "summaries", "embedding chunks",
                     "embedding sections", "writing the index", "publishing"], r.stderr
+    assert any(ln.startswith("plan: build ") and "embedder hash" in ln for ln in lines)
     assert any(re.match(r"reading documents: 1 documents, ", ln) for ln in lines)
     assert any(ln.startswith(f"embedding chunks: {chunks} chunks, ") for ln in lines)
     assert any(ln.startswith(f"writing the index: {chunks} chunks, ") for ln in lines)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from config import Config
-from indexing.index_builder import chunk_documents
+from indexing.representation import chunk_documents
 from pipeline import citation
 from tests.conftest import TEST_PAPER, run_cli
 from tests.doc_factory import Block, Source, render_docx, render_html, render_pdf, source_from_markdown

@@ -10,7 +10,7 @@ import pytest
 from config import Config
 from evaluation.metrics import Relevance, coverage_at_budget
 from indexing.chunker import Chunk
-from indexing.index_builder import chunk_representation
+from indexing.representation import chunk_representation
 from retrieval.learned_ranker import load_ranker
 from retrieval.scoring import RangeScores
 from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features, layout

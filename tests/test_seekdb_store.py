@@ -372,18 +372,19 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
 def test_insert_statements_stay_under_the_packet_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     from indexing.seekdb.schema import INSERT_BYTES, INSERT_ROWS, insert_rows
 
-    sent: list[str] = []
+    sent: list[tuple[str, list]] = []
 
     class Recorder:
-        def run(self, sql: str) -> None:
-            sent.append(sql)
+        def run(self, sql: str, params: list) -> None:
+            sent.append((sql, list(params)))
 
-    big = "'" + "x" * (3 << 20) + "'"  # a long section text
-    values = [f"({i},{big if i % 3 == 0 else repr('short')})" for i in range(10)] + [f"({i},'s')" for i in range(10, 1300)]
-    insert_rows(Recorder(), "t", "a,b", values)  # type: ignore[arg-type]
-    assert all(len(s) <= INSERT_BYTES + len(big) + 200 for s in sent)
-    assert sum(s.count("),(") + 1 for s in sent) == len(values)
-    assert max(s.count("),(") + 1 for s in sent) <= INSERT_ROWS
+    big = "x" * (3 << 20)  # a long section text
+    rows = [(i, big if i % 3 == 0 else "short") for i in range(10)] + [(i, "s") for i in range(10, 1300)]
+    insert_rows(Recorder(), "t", ("a", "b"), rows)  # type: ignore[arg-type]
+    assert all(sum(len(v) for v in params if isinstance(v, str)) <= INSERT_BYTES + len(big) for _, params in sent)
+    assert all(sql.count("(%s,%s)") * 2 == len(params) for sql, params in sent)
+    assert [tuple(p) for _, params in sent for p in zip(params[::2], params[1::2])] == rows  # every row once, in order
+    assert max(len(params) // 2 for _, params in sent) <= INSERT_ROWS
 
 
 def test_an_index_naming_a_missing_database_creates_nothing(both, tmp_path: Path) -> None:
@@ -551,3 +552,100 @@ def test_long_leaf_graphs_live_in_the_engine_too(tmp_path: Path, seekdb_uri: str
     assert any(FACT_B[:40] in h["text"] for h in res["step2_retrieved"])
     again = build_index(doc, out, config, make_embedder("hash", config), store=store)
     assert (again.kg.extracted, again.kg.reused) == (0, 1)
+
+
+# --------------------------------------------------------------------------- values through driver parameters
+
+HOSTILE = ["it's", 'say "hi"', "back\\slash \\' \\\\", "'; DROP TABLE treerag; --", "第三章 合同的履行",
+           "100% %s %(x)s", "nul\x00byte", "tab\tnew\nline", "emoji \U0001F600", "\\x00 \\n"]
+"""Values that break SQL built by hand: quotes, backslashes, format markers, NUL, CJK, astral characters."""
+
+
+def _hostile_folder(root: Path) -> Path:
+    """Documents whose file names, headings and text hold the hostile values (NUL aside: a file
+    holding one is refused as binary, and no file name can)."""
+    docs = root / "docs"
+    docs.mkdir()
+    names = ["it's \"quoted\" \\ back.md", "第三章'; DROP TABLE t; --.md", "100% %s.md"]
+    for i, name in enumerate(names):
+        body = [f"# Title {i}: {HOSTILE[i]} '\" \\"]
+        for j, value in enumerate(v for v in HOSTILE if "\x00" not in v):
+            body.append(f"\n## Section {j} {value}\n\nThe contract says {value} and the router's "
+                        f"\"accuracy\" is 10\\% better; 当事人应当按照约定全面履行自己的义务 {value}.\n")
+        (docs / name).write_text("\n".join(body), encoding="utf-8")
+    return docs
+
+
+@pytest.mark.parametrize("store", ["seekdb_uri", "seekdb_server"])
+def test_hostile_text_headings_and_paths_are_stored_and_read_back_byte_identical(
+        store: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Every record, section text and term the engine holds equals the file store's, character for
+    character, in the embedded engine and in the server: values reach SQL only as driver parameters."""
+    from indexing.index_store import load_index
+
+    uri = request.getfixturevalue(store)
+    docs = _hostile_folder(tmp_path)
+    _build(docs, tmp_path / "files", None)
+    _build(docs, tmp_path / "engine", uri)
+    files, eng = load_index(tmp_path / "files"), load_index(tmp_path / "engine")
+    assert sorted(d["path"] for d in eng.metadata["documents"]) == sorted(p.name for p in docs.iterdir())
+    assert len(eng.chunks) == len(files.chunks) > 20
+    assert [eng.chunks[i] for i in range(len(files.chunks))] == [files.chunks[i] for i in range(len(files.chunks))]
+    rows = range(len(files.tree))
+    assert [eng.tree.records.raw(r) for r in rows] == [files.tree.records.raw(r) for r in rows]
+    assert [eng.tree.contents.raw(r) for r in rows] == [files.tree.contents.raw(r) for r in rows]
+    assert {n.doc_path for n in eng.leaves} == {p.name for p in docs.iterdir()}
+    text = " ".join(eng.chunks[i].text for i in range(len(eng.chunks)))
+    assert all(v in text for v in HOSTILE if "\x00" not in v and "\t" not in v and "\n" not in v)
+    bm = files.search.bm25  # type: ignore[attr-defined]
+    terms = [t for t in bm.terms if any(c in t for c in "'\"\\%") or not t.isascii()]
+    assert terms  # the hostile words are terms of the index
+    search = eng.search
+    got = dict(search.engine.rows(  # type: ignore[attr-defined]
+        f"SELECT term, df FROM `{search.tables['terms']}` WHERE term IN ({','.join(['%s'] * len(terms))})",  # type: ignore[attr-defined]
+        terms))
+    df = np.diff(np.asarray(bm.indptr))
+    assert got == {t: int(df[bm.terms.index(t)]) for t in terms}
+
+
+@pytest.mark.parametrize("store", ["seekdb_uri", "seekdb_server"])
+def test_hostile_values_and_nul_round_trip_through_the_engine(store: str, request: pytest.FixtureRequest) -> None:
+    """The bare round trip, NUL included: rows written by insert_rows and read by EngineRecords."""
+    from indexing.seekdb.engine import Engine
+    from indexing.seekdb.rows import EngineRecords
+    from indexing.seekdb.schema import drop_tables, insert_rows, table_names
+    from indexing.seekdb.uri import parse_store_uri
+
+    engine = Engine(parse_store_uri(request.getfixturevalue(store)), create=True)
+    prefix = "treerag_" + "0123456789abcdef"
+    table = table_names(prefix)["nodes"]
+    try:
+        engine.run(f"DROP TABLE IF EXISTS `{table}`")
+        engine.run(f"CREATE TABLE `{table}` (row_id BIGINT PRIMARY KEY, record LONGTEXT NOT NULL, "
+                   "content LONGTEXT NOT NULL)")
+        insert_rows(engine, table, ("row_id", "record", "content"), [(i, v, v[::-1]) for i, v in enumerate(HOSTILE)])
+        records = EngineRecords(engine, table, "record", len(HOSTILE), as_json=False)
+        contents = EngineRecords(engine, table, "content", len(HOSTILE), as_json=False)
+        assert [records.raw(i) for i in range(len(HOSTILE))] == HOSTILE
+        assert [contents.raw(i) for i in range(len(HOSTILE))] == [v[::-1] for v in HOSTILE]
+        assert [engine.rows("SELECT %s", [v])[0][0] for v in HOSTILE] == HOSTILE
+        assert engine.rows(f"SELECT row_id FROM `{table}` WHERE record = %s", ["'; DROP TABLE treerag; --"]) == [(3,)]
+        assert engine.rows("SELECT '100%'") == [("100%",)]  # no parameters: the text is sent as it is
+    finally:
+        drop_tables(engine, prefix)
+        engine.close()
+
+
+def test_table_names_and_identifiers_are_checked_where_they_are_made() -> None:
+    from indexing.seekdb.sql import identifier, placeholders
+    from indexing.seekdb.schema import table_names
+
+    assert table_names("treerag_0123456789abcdef")["chunks"] == "treerag_0123456789abcdef_chunks"
+    for bad in ("treerag_x; DROP TABLE t", "treerag_0123456789ABCDEF", "other_0123456789abcdef", "treerag_`"):
+        with pytest.raises(ValueError, match="identifier"):
+            table_names(bad)
+    assert identifier("treerag") == "`treerag`"
+    for bad in ("a`b", "a b", "", "x" * 65, "1abc"):
+        with pytest.raises(ValueError):
+            identifier(bad)
+    assert placeholders(3) == "%s,%s,%s" and placeholders(2, 3) == "(%s,%s,%s),(%s,%s,%s)"

@@ -147,6 +147,10 @@ class Progress:
 
     # ---------------------------------------------------------------- output
 
+    def note(self, text: str) -> None:
+        """A line of its own between stages (a build's plan), written at once."""
+        self._write(f"\r{self.prefix}{text}\x1b[K\n" if self.live else f"{self.prefix}{text}\n")
+
     def _write(self, text: str) -> None:
         try:
             self.stream.write(text)
@@ -200,3 +204,9 @@ def make_progress(enabled: bool, stream: TextIO | None = None, prefix: str = "")
 def stage(progress: Progress | None, name: str, total: int | None = None, unit: str = "") -> Stage:
     """``progress.stage(...)``, or a stage that reports nothing when there is no progress."""
     return progress.stage(name, total, unit) if progress is not None else NULL_STAGE
+
+
+def note(progress: Progress | None, text: str) -> None:
+    """``progress.note(text)``, or nothing when there is no progress (``--quiet``)."""
+    if progress is not None:
+        progress.note(text)

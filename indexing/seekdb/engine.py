@@ -1,11 +1,17 @@
-"""A connection to seekdb (embedded in this process, or a server over the MySQL protocol): sessions, timeouts, errors in one line."""
+"""A connection to seekdb (embedded in this process, or a server) over the MySQL protocol: parameters, sessions, timeouts, errors in one line.
+
+Both kinds are reached through pymysql, so every value travels as a driver parameter (``%s``): the
+embedded engine's own cursor (pylibseekdb) takes only SQL text, but the engine serves the MySQL
+protocol on a local socket (``pylibseekdb.connection_options()``), as the wheel's own tools use it.
+"""
 from __future__ import annotations
 
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from indexing.seekdb.sql import checked_name, identifier
 from indexing.seekdb.uri import StoreURI
 from utils.errors import BackendError, IndexFormatError, InputError
 from utils.oneline import one_line
@@ -86,20 +92,13 @@ class Engine:
                 import pylibseekdb  # noqa: PLC0415
 
                 _open_embedded(str(uri.path), self.create)
-                boot = pylibseekdb.connect(database="information_schema", autocommit=True)
-                cur = boot.cursor()
-                try:
-                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{uri.database}`")
-                finally:
-                    cur.close()
-                conn = pylibseekdb.connect(database=uri.database, autocommit=True)
+                options: dict[str, Any] = dict(pylibseekdb.connection_options())
             else:
-                conn = self._connect_server()
-            cur = conn.cursor()
-            try:  # building a vector index over a million rows takes minutes, not the default seconds
-                cur.execute(f"SET ob_query_timeout = {STATEMENT_TIMEOUT_US}")
-            finally:
-                cur.close()
+                options = dict(host=uri.host, port=uri.port, user=f"{uri.user}@{uri.tenant}",
+                               password=uri.password, connect_timeout=10)
+            conn = _connect_database(options, uri.database)
+            with conn.cursor() as cur:  # building a vector index over a million rows takes minutes
+                cur.execute("SET ob_query_timeout = %s", (STATEMENT_TIMEOUT_US,))
             return conn
         except ImportError as exc:
             raise BackendError(f"seekdb store needs the pyseekdb package: pip install pyseekdb ({exc.name} missing)") from None
@@ -108,40 +107,24 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - driver errors vary; one line with the store named
             raise BackendError(f"seekdb: cannot connect to {uri.public()}: {one_line(exc, 200)}") from None
 
-    def _connect_server(self) -> Any:
-        import pymysql  # noqa: PLC0415
-
-        uri = self.uri
-        common = dict(host=uri.host, port=uri.port, user=f"{uri.user}@{uri.tenant}", password=uri.password,
-                      charset="utf8mb4", autocommit=True, connect_timeout=10)
-        boot = pymysql.connect(**common)
-        try:
-            with boot.cursor() as cur:
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{uri.database}`")
-        finally:
-            boot.close()
-        return pymysql.connect(database=uri.database, **common)
-
-    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+    def rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        """The rows ``sql`` returns; ``params`` fill its ``%s`` placeholders (the driver quotes them).
+        Without ``params`` the text is sent as it is (a ``%`` in it is then literal)."""
         with self._lock:
             if self._conn is None:
                 self._conn = self._connect()
                 self._session = {}
             cur = self._conn.cursor()
             try:
-                cur.execute(sql)
-                try:
-                    got = cur.fetchall()
-                except Exception:  # noqa: BLE001 - a statement without a result set
-                    got = None
-                return list(got or [])
+                cur.execute(sql, None if params is None else tuple(params))
+                return list(cur.fetchall() or [])
             except Exception as exc:  # noqa: BLE001
                 raise BackendError(f"seekdb ({self.uri.public()}): {one_line(exc, 200)}{_hint(exc)}") from None
             finally:
                 cur.close()
 
-    def run(self, sql: str) -> None:
-        self.rows(sql)
+    def run(self, sql: str, params: Sequence[Any] | None = None) -> None:
+        self.rows(sql, params)
 
     def run_bounded(self, sql: str, seconds: float) -> None:
         """A statement that may wait on a lock past any timeout the engine honours (a DDL): it runs in
@@ -162,7 +145,7 @@ class Engine:
         if worker.is_alive():
             killer = Engine(self.uri)
             try:
-                killer.run(f"KILL QUERY {session}")
+                killer.run("KILL QUERY %s", (session,))
             finally:
                 killer.close()
             worker.join(30)
@@ -176,7 +159,7 @@ class Engine:
         with self._lock:
             if self._conn is not None and self._session.get(name) == value:
                 return
-        self.run(f"SET {name} = {int(value)}")
+        self.run(f"SET {checked_name(name)} = %s", (int(value),))
         self._session[name] = value
 
     def close(self) -> None:
@@ -187,6 +170,20 @@ class Engine:
                 except Exception:  # noqa: BLE001 - closing a broken connection
                     pass
                 self._conn = None
+
+
+def _connect_database(options: dict[str, Any], database: str) -> Any:
+    """A pymysql connection to ``database``, created first when missing (a new store)."""
+    import pymysql  # noqa: PLC0415
+
+    common = dict(options, charset="utf8mb4", autocommit=True)
+    boot = pymysql.connect(**common)
+    try:
+        with boot.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {identifier(database)}")
+    finally:
+        boot.close()
+    return pymysql.connect(database=database, **common)
 
 
 def check_reachable(uri: StoreURI) -> None:

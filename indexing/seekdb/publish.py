@@ -14,7 +14,7 @@ from indexing.index_store import METADATA, load_index
 from indexing.seekdb.engine import Engine
 from indexing.seekdb.schema import (create_tables, drop_tables, ensure_memory_budget, forward_terms,
                                     index_tables, insert_rows, memory_budget_needed)
-from indexing.seekdb.sql import sql_str, sql_vec
+from indexing.seekdb.sql import vector_text
 from indexing.seekdb.uri import StoreURI, store_uri_of
 from utils.atomic import atomic_write_text
 from utils.errors import BackendError, IndexFormatError, InputError
@@ -32,10 +32,15 @@ COPY_STEP = 2048
 """Rows formatted per batch while the engine executes the previous batch."""
 
 
-def prepared(make: Callable[[int, int], list[str]], n: int,
-             step: int = COPY_STEP) -> Iterator[tuple[int, list[str]]]:
-    """(rows, SQL values) for rows [0, n) in batches; each batch is formatted in a helper thread while
-    the caller sends the one before (both drivers wait on the engine without the GIL)."""
+Row = tuple[Any, ...]
+"""One table row's values, in the order of its columns (sent as driver parameters)."""
+
+
+def prepared(make: Callable[[int, int], list[Row]], n: int,
+             step: int = COPY_STEP) -> Iterator[tuple[int, list[Row]]]:
+    """(rows, their values) for rows [0, n) in batches; each batch is made (records as JSON, vectors
+    as text) in a helper thread while the caller sends the one before (the driver waits on the
+    engine's socket without the GIL)."""
     if n <= 0:
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seekdb-copy") as pool:
@@ -74,49 +79,48 @@ def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None =
         leaf_docs = index.tree.doc[index.tree.leaf_rows]
         records = index.chunks.records  # type: ignore[attr-defined]
         keys = index.text_keys
-        def chunk_values(a: int, b: int) -> list[str]:
+        def chunk_values(a: int, b: int) -> list[Row]:
             bodies = chunk_bodies(a, b)
             vecs = np.asarray(index.embeddings[a:b])
             ks = np.asarray(keys["chunk_text_keys.npy"][a:b])
             values = []
             for i, r in enumerate(range(a, b)):
-                rec = json.dumps(records.raw(r), ensure_ascii=False)
                 leaf = int(leaf_of_row[r])
-                values.append(f"({r},{leaf},{int(leaf_docs[leaf])},{sql_str(bodies[i])},{sql_str(rec)},"
-                              f"'{ks[i].tobytes().hex()}',{sql_vec(vecs[i])})")
+                values.append((r, leaf, int(leaf_docs[leaf]), bodies[i], json.dumps(records.raw(r), ensure_ascii=False),
+                               ks[i].tobytes().hex(), vector_text(vecs[i])))
             return values
 
-        def leaf_values(a: int, b: int) -> list[str]:
+        def leaf_values(a: int, b: int) -> list[Row]:
             bodies = leaf_bodies(a, b)
             vecs = np.asarray(index.leaf_embeddings[a:b])
             ks = np.asarray(keys["leaf_text_keys.npy"][a:b])
-            return [f"({j},{int(leaf_docs[j])},{sql_str(bodies[j - a])},'{ks[j - a].tobytes().hex()}',"
-                    f"{sql_vec(vecs[j - a])})" for j in range(a, b)]
+            return [(j, int(leaf_docs[j]), bodies[j - a], ks[j - a].tobytes().hex(), vector_text(vecs[j - a]))
+                    for j in range(a, b)]
 
         tree = index.tree
 
-        def node_values(a: int, b: int) -> list[str]:
-            return [f"({r},{sql_str(json.dumps(tree.records.raw(r), ensure_ascii=False))},"
-                    f"{sql_str(json.dumps(tree.contents.raw(r), ensure_ascii=False))})" for r in range(a, b)]
+        def node_values(a: int, b: int) -> list[Row]:
+            return [(r, json.dumps(tree.records.raw(r), ensure_ascii=False),
+                     json.dumps(tree.contents.raw(r), ensure_ascii=False)) for r in range(a, b)]
 
         for count, values in prepared(chunk_values, n_chunks):
-            insert_rows(engine, names["chunks"], "row_id,leaf,doc,body,record,tkey,emb", values)
+            insert_rows(engine, names["chunks"], ("row_id", "leaf", "doc", "body", "record", "tkey", "emb"), values)
             if advance:
                 advance(count)
         for _, values in prepared(leaf_values, n_leaves):
-            insert_rows(engine, names["leaves"], "leaf,doc,body,tkey,emb", values)
+            insert_rows(engine, names["leaves"], ("leaf", "doc", "body", "tkey", "emb"), values)
         for _, values in prepared(node_values, len(tree)):
-            insert_rows(engine, names["nodes"], "row_id,record,content", values)
+            insert_rows(engine, names["nodes"], ("row_id", "record", "content"), values)
         df = np.diff(np.asarray(bm.indptr))
         # a "word" over 512 characters (a run of symbols) is left out: the relevance floor then
         # counts it as unseen, the most informative, as it counts any word the index lacks
-        terms = [f"({sql_str(t)},{int(df[i])})" for i, t in enumerate(bm.terms) if len(t) <= 512]
-        insert_rows(engine, names["terms"], "term,df", terms)
+        terms = [(t, int(df[i])) for i, t in enumerate(bm.terms) if len(t) <= 512]
+        insert_rows(engine, names["terms"], ("term", "df"), terms)
         graphs = getattr(index, "kg", None)
         if graphs is not None:  # kg_leaves.npy stays in the manifest directory; the records go here
             owner = {int(row): int(pos) for pos, row in enumerate(graphs.leaf_rows) if row >= 0}
-            insert_rows(engine, names["kg"], "row_id,leaf,record",
-                        [f"({r},{owner[r]},{sql_str(json.dumps(graphs.records.raw(r), ensure_ascii=False))})"
+            insert_rows(engine, names["kg"], ("row_id", "leaf", "record"),
+                        [(r, owner[r], json.dumps(graphs.records.raw(r), ensure_ascii=False))
                          for r in range(len(graphs))])
         index_tables(engine, names, sizes)
         fields: dict[str, Any] = {"uri": uri.public(), "prefix": prefix,

@@ -7,7 +7,7 @@ import numpy as np
 
 from indexing.index_files import loads_strict
 from indexing.seekdb.engine import Engine, FETCH_ROWS
-from indexing.seekdb.sql import parse_vec, sql_ints
+from indexing.seekdb.sql import int_list, parse_vec, placeholders
 from utils.errors import IndexFormatError
 
 
@@ -25,7 +25,7 @@ class EngineRecords:
         return f"{self.name} row {i}"
 
     def raw(self, i: int) -> Any:
-        got = self.engine.rows(f"SELECT {self.column} FROM `{self.table}` WHERE row_id = {int(i)}")
+        got = self.engine.rows(f"SELECT {self.column} FROM `{self.table}` WHERE row_id = %s", (int(i),))
         if not got:
             raise IndexFormatError(f"{self.where(i)} is missing")
         value = got[0][0]
@@ -62,19 +62,15 @@ class EngineRows:
             if step != 1:
                 raise IndexError("step slices are not supported")
             want = np.arange(a, max(a, b), dtype=np.int64)
-            where = f"{self.key} >= {a} AND {self.key} < {max(a, b)}"
         else:
             want = np.asarray(key, dtype=np.int64).reshape(-1)
             if len(want) and (want.min() < 0 or want.max() >= self.n):
                 raise IndexError("row out of range")
-            where = f"{self.key} IN ({sql_ints(np.unique(want))})" if len(want) else "FALSE"
         out = np.zeros((len(want), self.shape[1]), dtype=self.dtype)
         if len(want):
             got = {}
-            for i in range(0, len(want), FETCH_ROWS):
-                part = want[i:i + FETCH_ROWS]
-                cond = where if len(want) <= FETCH_ROWS else f"{self.key} IN ({sql_ints(np.unique(part))})"
-                for r, v in self.engine.rows(f"SELECT {self.key}, {self.column} FROM `{self.table}` WHERE {cond}"):
+            for part in self._batches(want, isinstance(key, slice)):
+                for r, v in self.engine.rows(*part):
                     got[int(r)] = v
             for i, r in enumerate(want.tolist()):
                 if r not in got:
@@ -83,3 +79,14 @@ class EngineRows:
         if not isinstance(key, slice) and np.ndim(key) == 0:
             return out[0]
         return out
+
+    def _batches(self, want: np.ndarray, contiguous: bool) -> list[tuple[str, list[int]]]:
+        """The SELECTs that read rows ``want``, FETCH_ROWS rows at most each: ranges for a slice, else IN lists."""
+        head = f"SELECT {self.key}, {self.column} FROM `{self.table}` WHERE "
+        if contiguous:
+            a, b = int(want[0]), int(want[-1]) + 1
+            return [(head + f"{self.key} >= %s AND {self.key} < %s", [s, min(b, s + FETCH_ROWS)])
+                    for s in range(a, b, FETCH_ROWS)]
+        unique = np.unique(want)
+        return [(head + f"{self.key} IN ({placeholders(len(part))})", int_list(part))
+                for part in (unique[i:i + FETCH_ROWS] for i in range(0, len(unique), FETCH_ROWS))]

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from indexing.seekdb.engine import Engine
+from indexing.seekdb.sql import TABLE_PREFIX, checked_name, placeholders
 
 
 TABLES = ("chunks", "leaves", "nodes", "terms", "kg")
@@ -15,6 +16,9 @@ TABLES = ("chunks", "leaves", "nodes", "terms", "kg")
 
 
 def table_names(prefix: str) -> dict[str, str]:
+    """The tables of the index whose prefix is ``prefix``, checked here once against TABLE_PREFIX:
+    table names are the only run-time text in SQL besides placeholders (they cannot be parameters)."""
+    checked_name(prefix, TABLE_PREFIX)
     return {t: f"{prefix}_{t}" for t in TABLES}
 
 
@@ -28,6 +32,7 @@ a small table pays ~1 s per index built afterwards, so it is indexed as it is fi
 
 def create_tables(engine: Engine, prefix: str, dim: int, rows: Mapping[str, int]) -> dict[str, str]:
     names = table_names(prefix)
+    dim = int(dim)
     for t in names.values():
         engine.run(f"DROP TABLE IF EXISTS `{t}`")
 
@@ -105,7 +110,7 @@ def ensure_memory_budget(engine: Engine, needed: int) -> str | None:
         want = min(want, int(physical * 0.8) // GIB * GIB)
     if want <= current:
         return None
-    engine.run(f"ALTER SYSTEM SET memory_budget = '{want // GIB}G'")
+    engine.run("ALTER SYSTEM SET memory_budget = %s", (f"{want // GIB}G",))
     return (f"raised the embedded seekdb database's memory budget from {_capacity(current)} to "
             f"{_capacity(want)} (its vector indexes are held in memory)")
 
@@ -137,19 +142,31 @@ INSERT_BYTES = 4 << 20
 """Bytes per INSERT statement, at most (the engine refuses packets over 16 MB; a section's text can be large)."""
 
 
-def insert_rows(engine: Engine, table: str, columns: str, values: Sequence[str]) -> None:
-    """INSERT statements of at most INSERT_ROWS rows and about INSERT_BYTES each."""
-    head = f"INSERT INTO `{table}` ({columns}) VALUES "
-    batch: list[str] = []
+def insert_rows(engine: Engine, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """``rows`` (one value per column, passed as driver parameters) in INSERT statements of at most
+    INSERT_ROWS rows and about INSERT_BYTES of values each."""
+    head = f"INSERT INTO `{table}` ({','.join(columns)}) VALUES "
+    batch: list[Sequence[Any]] = []
     size = 0
-    for v in values:
-        if batch and (len(batch) >= INSERT_ROWS or size + len(v) > INSERT_BYTES):
-            engine.run(head + ",".join(batch))
+
+    def send() -> None:
+        engine.run(head + placeholders(len(batch), len(columns)), [v for row in batch for v in row])
+
+    for row in rows:
+        n = _row_bytes(row)
+        if batch and (len(batch) >= INSERT_ROWS or size + n > INSERT_BYTES):
+            send()
             batch, size = [], 0
-        batch.append(v)
-        size += len(v) + 1
+        batch.append(row)
+        size += n
     if batch:
-        engine.run(head + ",".join(batch))
+        send()
+
+
+def _row_bytes(row: Sequence[Any]) -> int:
+    """About how many bytes a row's values take in the statement (strings may double when escaped;
+    the packet limit is four times INSERT_BYTES)."""
+    return sum(len(v) + 3 if isinstance(v, (str, bytes)) else 21 for v in row) + 3
 
 
 def forward_terms(terms: Sequence[str], indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray,

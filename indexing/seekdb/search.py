@@ -8,7 +8,11 @@ import numpy as np
 from indexing.search import ScoreParams, RangeScores, check_finite, empty_scores
 from indexing.seekdb.engine import Engine, FETCH_ROWS
 from indexing.seekdb.schema import table_names
-from indexing.seekdb.sql import fulltext_query, sql_ints, sql_str, sql_vec
+from indexing.seekdb.sql import fulltext_query, int_list, placeholders, vector_text
+
+
+Where = tuple[str, list[Any]]
+"""A WHERE condition with its ``%s`` placeholders, and the values the driver sends for them."""
 
 
 EF_SEARCH_FACTOR = 2
@@ -39,36 +43,37 @@ class SeekdbSearch:
 
     # ---------------------------------------------------------- chunk side
 
-    def _filter(self, start: int, end: int) -> str:
+    def _filter(self, start: int, end: int) -> Where:
         doc = self._doc_of_range.get((start, end))
         if doc is not None:
-            return f"doc = {doc}"
+            return "doc = %s", [int(doc)]
         leaf = int(np.searchsorted(self.leaf_ptr, start, side="right")) - 1
         if 0 <= leaf < self.n_leaves and int(self.leaf_ptr[leaf]) == start and int(self.leaf_ptr[leaf + 1]) == end:
-            return f"leaf = {leaf}"
-        return f"row_id >= {int(start)} AND row_id < {int(end)}"
+            return "leaf = %s", [leaf]
+        return "row_id >= %s AND row_id < %s", [int(start), int(end)]
 
-    def _dense(self, qvec: np.ndarray, where: str) -> dict[int, float]:
-        got = self.engine.rows(f"SELECT row_id, inner_product(emb, {sql_vec(qvec)}) FROM `{self.tables['chunks']}` "
-                               f"WHERE {where}")
+    def _dense(self, qvec: np.ndarray, where: Where) -> dict[int, float]:
+        got = self.engine.rows(f"SELECT row_id, inner_product(emb, %s) FROM `{self.tables['chunks']}` "
+                               f"WHERE {where[0]}", [vector_text(qvec), *where[1]])
         return {int(r): float(s) for r, s in got}
 
-    def _fulltext(self, tokens: Sequence[str], where: str | None, limit: int | None = None,
+    def _fulltext(self, tokens: Sequence[str], where: Where | None, limit: int | None = None,
                   table: str = "chunks", key: str = "row_id") -> dict[int, float]:
         q = fulltext_query(tokens)
         if q is None:
             return {}
-        match = f"MATCH(body) AGAINST({sql_str(q)})"
-        cond = f"{where} AND {match}" if where else match
-        tail = f" ORDER BY s DESC LIMIT {int(limit)}" if limit else ""
-        got = self.engine.rows(f"SELECT {key}, {match} AS s FROM `{self.tables[table]}` WHERE {cond}{tail}")
+        match = "MATCH(body) AGAINST(%s)"
+        cond, params = (f"{where[0]} AND {match}", [*where[1], q]) if where else (match, [q])
+        tail, last = (" ORDER BY s DESC LIMIT %s", [int(limit)]) if limit else ("", [])
+        got = self.engine.rows(f"SELECT {key}, {match} AS s FROM `{self.tables[table]}` WHERE {cond}{tail}",
+                               [q, *params, *last])
         return {int(r): float(s) for r, s in got}
 
-    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: str | None = None) -> list[int]:
+    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: Where | None = None) -> list[int]:
         self.engine.set_session("ob_hnsw_ef_search", min(EF_SEARCH_MAX, max(64, EF_SEARCH_FACTOR * int(limit))))
-        cond = f" WHERE {where}" if where else ""
+        cond, params = (f" WHERE {where[0]}", where[1]) if where else ("", [])
         got = self.engine.rows(f"SELECT {key} FROM `{self.tables[table]}`{cond} ORDER BY cosine_distance(emb, "
-                               f"{sql_vec(qvec)}) APPROXIMATE LIMIT {int(limit)}")
+                               f"%s) APPROXIMATE LIMIT %s", [*params, vector_text(qvec), int(limit)])
         return [int(r[0]) for r in got]
 
     def score_range(self, qvec: np.ndarray | None, tokens: Sequence[str], start: int, end: int,
@@ -103,7 +108,8 @@ class SeekdbSearch:
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return np.zeros(0, dtype=np.float32)
-        got = self._dense(qvec, f"row_id IN ({sql_ints(np.unique(rows))})")
+        unique = np.unique(rows)
+        got = self._dense(qvec, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
         return check_finite(np.array([got.get(int(r), np.nan) for r in rows], dtype=np.float32),
                             f"{self.tables['chunks']}.emb")
 
@@ -112,7 +118,8 @@ class SeekdbSearch:
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return np.zeros(0, dtype=np.float32)
-        got = self._fulltext(tokens, f"row_id IN ({sql_ints(np.unique(rows))})")
+        unique = np.unique(rows)
+        got = self._fulltext(tokens, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
         return np.array([got.get(int(r), 0.0) for r in rows], dtype=np.float32)
 
     # ---------------------------------------------------------- leaf side
@@ -123,8 +130,9 @@ class SeekdbSearch:
             near = self._knn(qvec, "leaves", "leaf", params.candidates)
             out = np.zeros(self.n_leaves, dtype=np.float32)
             if near:
-                got = self.engine.rows(f"SELECT leaf, inner_product(emb, {sql_vec(qvec)}) FROM `{table}` "
-                                       f"WHERE leaf IN ({sql_ints(near)})")
+                got = self.engine.rows(f"SELECT leaf, inner_product(emb, %s) FROM `{table}` "
+                                       f"WHERE leaf IN ({placeholders(len(near))})",
+                                       [vector_text(qvec), *int_list(near)])
                 for leaf, s in got:
                     out[int(leaf)] = float(s)
             return check_finite(out, f"{table}.emb")
@@ -133,20 +141,22 @@ class SeekdbSearch:
             return np.zeros(0, dtype=np.float32)
         got_rows: list[tuple[Any, ...]] = []
         for i in range(0, len(want), FETCH_ROWS):
-            part = want[i:i + FETCH_ROWS]
-            got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, {sql_vec(qvec)}) FROM `{table}` "
-                                         f"WHERE leaf IN ({sql_ints(np.unique(part))})")
+            part = np.unique(want[i:i + FETCH_ROWS])
+            got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, %s) FROM `{table}` "
+                                         f"WHERE leaf IN ({placeholders(len(part))})",
+                                         [vector_text(qvec), *int_list(part)])
         got = {int(leaf): float(s) for leaf, s in got_rows}
         return check_finite(np.array([got.get(int(j), np.nan) for j in want], dtype=np.float32), f"{table}.emb")
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         """The engine's full-text relevance of each leaf's heading path + summary words."""
         want = None if leaves is None else np.asarray(leaves, dtype=np.int64)
-        where = None
+        where: Where | None = None
         if want is not None:
             if not len(want):
                 return np.zeros(0, dtype=np.float64)
-            where = f"leaf IN ({sql_ints(np.unique(want))})"
+            unique = np.unique(want)
+            where = (f"leaf IN ({placeholders(len(unique))})", int_list(unique))
         got = self._fulltext(tokens, where, params.candidates, table="leaves", key="leaf")
         if want is None:
             out = np.zeros(self.n_leaves, dtype=np.float64)
@@ -161,7 +171,7 @@ class SeekdbSearch:
         if not words:
             return self.n_chunks, {}
         got = self.engine.rows(f"SELECT term, df FROM `{self.tables['terms']}` WHERE term IN "
-                               f"({','.join(sql_str(w) for w in words)})")
+                               f"({placeholders(len(words))})", words)
         return self.n_chunks, {str(t): int(df) for t, df in got}
 
     def scripts(self) -> frozenset[str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
+from indexing.seekdb.sql import NAME, TABLE_PREFIX
 from utils.errors import IndexFormatError, InputError
 from utils.secrets import redact_uri
 
@@ -66,7 +67,7 @@ def parse_store_uri(text: str, env: Mapping[str, str] | None = None) -> StoreURI
             raise InputError(bad)
         return StoreURI(path=os.path.normpath(path))
     database = unquote(parts.path.lstrip("/"))
-    if not parts.hostname or not parts.username or not _NAME.fullmatch(database or ""):
+    if not parts.hostname or not parts.username or not NAME.fullmatch(database or ""):
         raise InputError(bad)
     tenant = "sys"
     if parts.query:
@@ -79,16 +80,10 @@ def parse_store_uri(text: str, env: Mapping[str, str] | None = None) -> StoreURI
                     tenant=tenant, password=password)
 
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-
-
 def store_uri_of(meta: Mapping[str, Any], env: Mapping[str, str] | None = None) -> StoreURI:
     """The engine an index's metadata names, with the password from the environment."""
     store = meta.get("store")
     if not isinstance(store, dict) or not isinstance(store.get("uri"), str) \
-            or not _PREFIX.fullmatch(str(store.get("prefix", ""))):
+            or not TABLE_PREFIX.fullmatch(str(store.get("prefix", ""))):
         raise IndexFormatError("metadata.json: store must name a seekdb URI and a table prefix")
     return parse_store_uri(store["uri"], env)
-
-
-_PREFIX = re.compile(r"treerag_[0-9a-f]{16}")

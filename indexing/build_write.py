@@ -1,0 +1,210 @@
+"""The build's writing stage: chunks, vectors (embedded, or lent by the previous index), BM25,
+graphs, the ANN and metadata.json, written into a staging directory a block of chunks at a time.
+
+Why blocks: memory stays that of BLOCK_CHUNKS chunks whatever the collection's size; the section
+tree and the BM25 postings are the only whole-collection structures held.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexing.bm25_builder import BM25Builder
+from indexing.build_plan import BuildPlan
+from indexing.chunker import Chunk
+from indexing.index_store import text_key
+from indexing.index_writer import IndexWriter
+from indexing.kg_graph import GraphStats
+from indexing.kg_store import GraphWriter, make_extractor
+from indexing.leaf_terms import build_leaf_terms
+from indexing.representation import chunk_representation, count_chunks, leaf_chunks, leaf_text_for_embedding
+from indexing.reuse import PreviousIndex
+from tree_builder.document import Document
+from tree_builder.tree import TreeNode
+from utils.errors import IndexFormatError, InputError
+from utils.progress import Stage
+from utils.progress import stage as progress_stage
+from utils.tokenizer import tokenize
+
+BLOCK_CHUNKS = 2048
+"""Chunks chunked, tokenised, embedded and written together: memory per block, not per index."""
+
+
+class OldIndexDamaged(Exception):
+    """The previous index could not lend what it promised (a bad record or vector): the build
+    starts again without it rather than fail."""
+
+
+@dataclass
+class Written:
+    """What the writing stage produced."""
+
+    chunks: int = 0
+    embedded: int = 0
+    """Chunks embedded anew (the rest were lent by the previous index)."""
+    embed_seconds: float = 0.0
+    kg: GraphStats | None = None
+
+
+@dataclass
+class _Vectors:
+    """Vectors for texts: lent by the previous index when it has the same text, else embedded; the
+    previous rows they came from are kept for the ANN, which then re-encodes only new rows."""
+
+    plan: BuildPlan
+    written: Written
+    bar: Stage
+    old_rows: dict[str, list[np.ndarray]] = field(default_factory=lambda: {"chunk": [], "leaf": []})
+    """Per new row, the previous index's row its vector came from (-1: embedded anew)."""
+
+    def of(self, texts: list[str], kind: str) -> np.ndarray:
+        t = time.perf_counter()
+        source = self.plan.previous
+        if source is None:
+            found = np.zeros(len(texts), dtype=bool)
+            vecs = np.zeros((len(texts), int(self.plan.identity["dim"])), dtype=np.float32)
+        else:
+            vecs, found, rows = _reuse(source, texts, kind)
+            self.old_rows[kind].append(np.where(found, rows, -1))
+        todo = np.flatnonzero(~found)
+        self.bar.advance(len(texts) - int(todo.size))  # lent by the previous index
+        if todo.size:
+            told = [0]
+
+            def advance(n: int) -> None:  # per batch of the encoder: the bar moves from the first second
+                told[0] += n
+                self.bar.advance(n)
+
+            vecs[todo] = self.plan.embedder.embed_documents([texts[i] for i in todo], progress=advance)
+            self.bar.advance(int(todo.size) - told[0])  # an embedder that reports no batches
+        if kind == "chunk":
+            self.written.embedded += int(todo.size)
+        self.written.embed_seconds += time.perf_counter() - t
+        return vecs
+
+    def previous_rows(self) -> dict[str, np.ndarray] | None:
+        """chunks/leaves -> the previous row of each new row's vector (None for a full build)."""
+        if self.plan.previous is None:
+            return None
+        return {k: np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64)
+                for k, v in (("chunks", self.old_rows["chunk"]), ("leaves", self.old_rows["leaf"]))}
+
+
+def write_files(plan: BuildPlan, staged: Path, root: TreeNode, metadata: dict[str, Any], t0: float) -> Written:
+    """Write the whole index into ``staged``: chunks with their vectors, leaf vectors, then BM25,
+    graphs, the ANN and ``metadata`` (completed with counts) with the manifest."""
+    leaves = root.leaves()
+    writer = IndexWriter(staged, leaves, int(plan.identity["dim"]))
+    written = Written()
+    try:
+        total = count_chunks(leaves, _by_path(plan), plan.config) if plan.progress is not None else None
+        chunk_bar = progress_stage(plan.progress, "embedding chunks", total, "chunks")
+        vectors = _Vectors(plan, written, chunk_bar)
+        with chunk_bar:
+            bm25, graphs = _write_chunks(plan, writer, leaves, vectors)
+        written.chunks = writer.n_chunks
+        if not written.chunks:
+            raise InputError(f"{plan.input_path}: no text to index")
+        vectors.bar = progress_stage(plan.progress, "embedding sections", len(leaves), "sections")
+        with vectors.bar:
+            for i in range(0, len(leaves), BLOCK_CHUNKS):
+                texts = [leaf_text_for_embedding(n) for n in leaves[i:i + BLOCK_CHUNKS]]
+                writer.add_leaf_vectors(vectors.of(texts, "leaf"), texts)
+        with progress_stage(plan.progress, "writing the index") as st:
+            index = bm25.finish()
+            metadata["counts"].update(chunks=written.chunks, vocabulary=index.vocab_size)
+            if graphs is not None:
+                metadata["kg"] = graphs.write(staged)
+                written.kg = graphs.stats
+            metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
+            writer.finish(metadata, root, index, build_leaf_terms(leaves),
+                          derived=lambda d: _ann_fields(d, metadata, plan, vectors.previous_rows()))
+            st.count(written.chunks, "chunks")
+    finally:
+        writer.close()
+    return written
+
+
+def _by_path(plan: BuildPlan) -> dict[str, Document]:
+    return {d.path: d for d in plan.documents}
+
+
+def _write_chunks(plan: BuildPlan, writer: IndexWriter, leaves: list[TreeNode],
+                  vectors: _Vectors) -> tuple[BM25Builder, GraphWriter | None]:
+    """Every leaf's chunks with their vectors, a block at a time; the BM25 postings and graphs they feed."""
+    bm25 = BM25Builder()
+    graphs = _graph_writer(plan)
+    block: list[Chunk] = []
+    texts: list[str] = []
+
+    def flush() -> None:
+        if block:
+            writer.add_chunks(block, vectors.of(texts, "chunk"), texts)
+        block.clear()
+        texts.clear()
+
+    for leaf, doc, chunks in leaf_chunks(leaves, _by_path(plan), plan.config):
+        for c in chunks:
+            text = chunk_representation(c, doc.title, plan.config.chunk_context)
+            bm25.add(tokenize(text))
+            block.append(c)
+            texts.append(text)
+        if graphs is not None:
+            graphs.add_leaf(leaf.node_id, len(leaf.content), [c.text for c in chunks], leaf.heading_path)
+        if len(block) >= BLOCK_CHUNKS:
+            flush()
+    flush()
+    return bm25, graphs
+
+
+def _ann_fields(directory: Path, metadata: dict[str, Any], plan: BuildPlan,
+                rows: dict[str, np.ndarray] | None) -> dict[str, Any]:
+    """The ANN files of a finished vector set (indexing/ann_index.py): an update re-encodes only new rows."""
+    from indexing import ann_index  # noqa: PLC0415 - faiss loads only when an ANN is built
+
+    counts = {"chunks": metadata["counts"]["chunks"], "leaves": metadata["counts"]["leaves"]}
+    previous = getattr(plan.previous.index.search, "ann", None) if plan.previous is not None else None
+    try:
+        ann = ann_index.write_all(directory, counts, int(metadata["embedder"]["dim"]), plan.config.ann,
+                                  plan.config.ann_min_rows, previous, rows)
+    except IndexFormatError as exc:
+        if plan.previous is None:
+            raise
+        raise OldIndexDamaged(str(exc)) from None
+    return {"ann": ann} if ann else {}
+
+
+def _graph_writer(plan: BuildPlan) -> GraphWriter | None:
+    """The long-leaf graph writer of this build (None when kg_mode is off); an update's previous
+    index lends the graphs of leaves whose chunks did not change."""
+    if plan.config.kg_mode == "off":
+        return None
+    extractor, extractor_id = make_extractor(plan.config, plan.kg_llm)
+    previous = getattr(plan.previous.index, "kg", None) if plan.previous is not None else None
+    return GraphWriter(plan.config, extractor, previous, extractor_id)
+
+
+def _reuse(source: PreviousIndex, texts: list[str], kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(vectors with the rows the old index has filled in, mask of those found, their old rows)."""
+    keys = [text_key(t) for t in texts]
+    try:
+        if kind == "chunk":
+            found, rows = source.chunk_vectors(keys)
+            old = source.index.embeddings
+        else:
+            found, rows = source.leaf_vectors(keys)
+            old = source.index.leaf_embeddings
+    except IndexFormatError as exc:
+        raise OldIndexDamaged(str(exc)) from None
+    out = np.zeros((len(texts), old.shape[1]), dtype=np.float32)
+    hit = np.flatnonzero(found)
+    if hit.size:
+        order = np.argsort(rows[hit], kind="stable")  # ascending rows: sequential reads of a memmap
+        out[hit[order]] = old[rows[hit][order]]
+        if not np.isfinite(out[hit]).all():
+            raise OldIndexDamaged("its vectors hold NaN or infinite values")
+    return out, found, np.asarray(rows, dtype=np.int64)
