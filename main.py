@@ -35,13 +35,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 from config import (EMBEDDERS, LOCATORS, VERSION, Config, auto_embedder_help, llm_timeout_seconds, parse_seconds,
                     rerank_setting)
 from utils.errors import InputError, TreeRAGError
 from utils.progress import make_progress
 
+if TYPE_CHECKING:
+    from utils.run_record import RunRecord
 
 
 def _stderr(msg: str) -> None:
@@ -168,8 +170,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.json:
         from tree_builder.visualizer import tree_dict
 
-        _print_result({"documents": [{"path": d.path, "title": d.title, "kind": d.kind} for d in docs],
-                       "nodes": tree_dict(root)}, True)
+        _print_json({"documents": [{"path": d.path, "title": d.title, "kind": d.kind} for d in docs],
+                     "nodes": tree_dict(root)})
         return 0
     from utils.render import terminal_safe
 
@@ -226,7 +228,7 @@ class Session:
                                 use_cache=not args.no_cache, notice=_stderr, config=config)
         self.index = self.rag.index
 
-    def ask(self, query: str, documents: list[str] | None = None) -> dict:
+    def ask(self, query: str, documents: list[str] | None = None) -> RunRecord:
         return self.rag.run(query, documents)
 
 
@@ -246,16 +248,21 @@ def _cache_dir() -> Path:
     return default_cache_dir(os.environ)
 
 
-def _print_result(result: dict, as_json: bool) -> None:
-    if as_json:
-        from utils.json_out import dumps
-        from utils.render import json_safe
+def _print_json(value: dict[str, Any]) -> None:
+    from utils.json_out import dumps
+    from utils.render import json_safe
 
-        print(json_safe(dumps(result, ensure_ascii=False, indent=2)))
+    print(json_safe(dumps(value, ensure_ascii=False, indent=2)))
+
+
+def _print_result(record: RunRecord, as_json: bool) -> None:
+    """A run as ``query`` prints it: its JSON record, or the spec's terminal layout."""
+    if as_json:
+        _print_json(record.to_dict())
     else:
         from utils.render import render_result
 
-        print(render_result(result))
+        print(render_result(record))
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -264,18 +271,18 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise InputError("empty query: pass --query \"your question\"")
     session = Session(args)
     documents = _scoped_documents(args.doc, session.index) if args.doc else None
-    result = session.ask(args.query, documents)
-    _print_result(result, args.json)
-    _top_k_notice(args.top_k, result, session.index.metadata["counts"]["chunks"])
+    record = session.ask(args.query, documents)
+    _print_result(record, args.json)
+    _top_k_notice(args.top_k, record, session.index.metadata["counts"]["chunks"])
     return 0
 
 
-def _top_k_notice(top_k: int | None, result: dict, index_chunks: int) -> None:
+def _top_k_notice(top_k: int | None, record: RunRecord, index_chunks: int) -> None:
     """--top-k beyond what retrieval could return is said, not silently cut (a caller asking for
     100,000 chunks should know it got 24, and why)."""
-    if top_k is None or result.get("notice"):
+    if top_k is None or record.notice:
         return
-    got = len(result.get("step2_retrieved", []))
+    got = len(record.retrieve.hits)
     if got >= top_k:
         return
     if top_k > index_chunks:
@@ -405,10 +412,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     from utils.run_log import RunLog, default_log_path
 
     log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
-    result = log.get(args.run_id)
-    if result is None:
+    record = log.get(args.run_id)
+    if record is None:
         raise InputError(f"no recorded run {args.run_id!r} (see: python main.py history)")
-    _print_result(result, args.json)
+    _print_result(record, args.json)
     return 0
 
 
@@ -538,7 +545,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     info = index_info(index_dir_path(args.index, "--index"))
     if args.json:
-        _print_result(info, True)
+        _print_json(info)
     else:
         from utils.render import terminal_safe
 

@@ -1,9 +1,9 @@
 """The fixed three-step pipeline: locate -> retrieve + rerank -> synthesise.
 
 No loops, no tool calls, no decisions beyond recorded fallbacks. The result
-is a plain dict (the spec's keys plus timing, providers, fallbacks, usage,
-every stage's candidates and the context step 3 read) so it can be printed,
-dumped as JSON and logged.
+is a typed ``RunRecord`` (utils/run_record.py: every step's output, timing,
+providers, fallbacks, usage, the index's build settings and the query's
+settings); it becomes a dict only where it is printed as JSON, served or logged.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from config import Config
 from indexing.embedders.base import Embedder
@@ -23,14 +23,23 @@ from retrieval.hybrid_retriever import StageHits, retrieve, with_flat_tail
 from retrieval.query_plan import QueryPlan, plan_query
 from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
 from retrieval.locators import make_locator
-from retrieval.query import Query, QueryLike
+from retrieval.query import Query
 from retrieval.relevance import evidence_strength, index_floor, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import Fallback, LocateResult, RetrievedChunk
 from utils.llm.budget import BudgetedLLM, with_budget
 from utils.llm.types import LLMClient, UsageMeter
 from utils.errors import InputError
+from utils.run_record import (AnswerStep, BuildSettings, ContextPassage, ContextRecord, Evidence, FallbackRecord,
+                              GraphNode, GraphPath, GraphRecord, IndexUse, LLMUse, LocatedLeaf, LocateStep, Providers,
+                              Quote, RerankerUse, RetrievedHit, RetrieveStep, Route, RunRecord, StageHit, Stages,
+                              Scores, Usage, query_settings)
+from utils.record_json import from_mapping, to_json
 from utils.tokenizer import is_stopword_only
+
+if TYPE_CHECKING:
+    from retrieval.graph_channel import GraphUse
+    from utils.run_log import RunLog
 
 
 @dataclass
@@ -53,7 +62,16 @@ def has_real_llm(llm: LLMClient | None) -> bool:
     return llm is not None and getattr(llm, "provider", "mock") != "mock"
 
 
-def citation(chunk: Any) -> str:
+class Span(Protocol):
+    """What a citation is made of: a chunk, a context passage's chunk or a section (``page_start`` /
+    ``page_end`` too when the document has pages)."""
+
+    doc_path: str
+    start_line: int
+    end_line: int
+
+
+def citation(chunk: Span) -> str:
     """``report.pdf:p12`` / ``p12-p13`` for a paged source, else ``doc.md:L12-L15``."""
     first = getattr(chunk, "page_start", 0)
     if first:
@@ -64,20 +82,25 @@ def citation(chunk: Any) -> str:
     return f"{chunk.doc_path}:{lines}"
 
 
-def _hit_dict(rc: RetrievedChunk, rank: int, score: float, details: dict[str, Any]) -> dict[str, Any]:
+def _stage_hit(rc: RetrievedChunk, rank: int, score: float) -> StageHit:
     c = rc.chunk
-    return {"chunk_id": c.chunk_id, "node_id": c.source_node_id, "rank": rank, "score": round(float(score), 4),
-            "score_details": dict(details), "excerpt": c.text[:300], "doc_path": c.doc_path,
-            "start_char": c.start_char, "end_char": c.end_char}
+    return StageHit(chunk_id=c.chunk_id, node_id=c.source_node_id, rank=rank, score=round(float(score), 4),
+                    score_details=_scores(rc), excerpt=c.text[:300], doc_path=c.doc_path,
+                    start_char=c.start_char, end_char=c.end_char)
 
 
-def _stage_dicts(stages: StageHits) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
+def _scores(rc: RetrievedChunk) -> dict[str, float | bool | int | str | None]:
+    """A hit's scores as plain values (numpy scalars would not survive JSON)."""
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in rc.retrieval_detail.items()}
+
+
+def stage_hits(stages: StageHits) -> Stages:
+    """Every stage's own candidates, each ranked by that stage's own score."""
+    out = Stages()
     for name, key in (("keyword", "bm25_score"), ("vector", "dense_score"), ("fusion", "fused_score"),
                       ("rerank", "rerank_score")):
-        hits = getattr(stages, name)
-        out[name] = [_hit_dict(rc, i, rc.retrieval_detail.get(key, rc.score), rc.retrieval_detail)
-                     for i, rc in enumerate(hits, 1)]
+        setattr(out, name, [_stage_hit(rc, i, rc.retrieval_detail.get(key, rc.score))
+                            for i, rc in enumerate(getattr(stages, name), 1)])
     return out
 
 
@@ -88,25 +111,35 @@ def ordering_score(final: list[RetrievedChunk]) -> str:
     return order_of(final[0].retrieval_detail) if final else "fused"
 
 
-def retrieved_dict(rc: RetrievedChunk, rank: int) -> dict[str, Any]:
+def retrieved_hit(rc: RetrievedChunk, rank: int) -> RetrievedHit:
+    """A chunk of step 2's list as the record keeps it."""
     c = rc.chunk
-    return {"rank": rank, "chunk_id": c.chunk_id, "node_id": c.source_node_id, "text": c.text,
-            "heading_path": c.heading_path, "doc_path": c.doc_path, "start_char": c.start_char,
-            "end_char": c.end_char, "start_line": c.start_line, "end_line": c.end_line,
-            "page_start": c.page_start or None, "page_end": c.page_end or None,
-            "citation": citation(c), "source": rc.source, "sub_query": rc.sub_query,
-            "scores": dict(rc.retrieval_detail)}
+    return RetrievedHit(rank=rank, chunk_id=c.chunk_id, node_id=c.source_node_id, text=c.text,
+                        heading_path=c.heading_path, doc_path=c.doc_path, start_char=c.start_char,
+                        end_char=c.end_char, start_line=c.start_line, end_line=c.end_line,
+                        page_start=c.page_start or None, page_end=c.page_end or None,
+                        citation=citation(c), source=rc.source, sub_query=rc.sub_query, scores=_scores(rc))
 
 
-def context_dict(ctx: AssembledContext) -> dict[str, Any]:
-    """The assembled context as the result records it: passage N is the answer's [N]."""
-    return {"budget": ctx.budget, "used": ctx.used, "hits_read": ctx.hits_read,
-            "passages": [{**p.to_dict(), "citation": citation(p.chunk)} for p in ctx.passages]}
+def context_record(ctx: AssembledContext) -> ContextRecord:
+    """The assembled context as the record keeps it: passage N is the answer's [N]."""
+    return ContextRecord(budget=ctx.budget, used=ctx.used, hits_read=ctx.hits_read,
+                         passages=[ContextPassage(**p.to_dict(), citation=citation(p.chunk) if p.chunk else "")
+                                   for p in ctx.passages])
 
 
-def locate(query: QueryLike, index: Index, config: Config, backends: Backends,
+def graph_record(use: "GraphUse") -> GraphRecord:
+    """What the graph channel did in one leaf (a ``retrieval.graph_channel.GraphUse``)."""
+    return GraphRecord(leaf=use.leaf_id, heading_path=use.heading_path, seeds=list(use.seeds),
+                       nodes=[GraphNode(name, round(float(ppr), 4)) for name, ppr in use.nodes],
+                       paths=[GraphPath(p.head, p.relation, p.tail, round(float(p.weight), 4), list(p.chunk_ids))
+                              for p in use.paths],
+                       added=list(use.added))
+
+
+def locate(query: Query, index: Index, config: Config, backends: Backends,
            doc_paths: set[str] | None, usage: UsageMeter) -> LocateResult:
-    return make_locator(config.locator, index, config, backends.embedder, backends.llm, usage).locate(query, doc_paths)
+    return make_locator(config.locator, index, config, backends.llm, usage).locate(query, doc_paths)
 
 
 @dataclass
@@ -126,7 +159,7 @@ class Retrieval:
     taking turns for a multi-part question (``final``, step 2's list, is the whole question's top k)."""
     plan: QueryPlan | None = None
     """The question's route (overview / detail / multi-part) and parts."""
-    graph: list[Any] = field(default_factory=list)
+    graph: list["GraphUse"] = field(default_factory=list)
     """What the graph channel did in each located long leaf (retrieval/graph_channel.GraphUse)."""
 
 
@@ -138,22 +171,18 @@ def query_budget(llm: LLMClient | None, config: Config) -> LLMClient | None:
 
 
 StepHook = Callable[[str, dict[str, Any]], None]
-"""Told each step's part of the run record as soon as it exists (``"step1"``, ``"step2"``,
+"""Told each step's part of the run record (its JSON keys, ``RunRecord.part``) as soon as it exists (``"step1"``, ``"step2"``,
 ``"context"``, ``"answer"``; between the last two, ``"answer_delta"`` with each piece of an LLM's answer
 as it is written): a server streams them, so a reader sees step 1 while step 3 still runs. An
 exception it raises (a client gone) ends the query there."""
 
 
-def step1_dict(loc: LocateResult, plan: QueryPlan | None) -> dict[str, Any]:
-    """Step 1's keys of the run record."""
-    out: dict[str, Any] = {
-        "step1_thinking": loc.thinking, "step1_locator": loc.locator,
-        "step1_nodes": [{"node_id": n.node_id, "sub_query": n.sub_query,
-                         "heading_path": n.heading_path, "score": n.score} for n in loc.nodes],
-        "step1_toc_nodes": loc.toc_nodes}
-    if plan is not None:
-        out["step1_route"] = plan.to_dict()
-    return out
+def locate_step(loc: LocateResult, plan: QueryPlan | None) -> LocateStep:
+    """Step 1 as the record keeps it."""
+    return LocateStep(thinking=loc.thinking, locator=loc.locator,
+                      nodes=[LocatedLeaf(n.node_id, n.sub_query, n.heading_path, n.score) for n in loc.nodes],
+                      toc_nodes=loc.toc_nodes,
+                      route=None if plan is None else Route(plan.route, list(plan.aspects), plan.reason))
 
 
 def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
@@ -177,11 +206,11 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     timing["locate"] = (time.perf_counter() - t) * 1000
     fallbacks.extend(loc.fallbacks)
     if on_step is not None:
-        on_step("step1", {**step1_dict(loc, plan), "fallbacks": [f.to_dict() for f in fallbacks]})
+        on_step("step1", {**to_json(locate_step(loc, plan)), "fallbacks": [f.to_dict() for f in fallbacks]})
 
     t = time.perf_counter()
     candidates = retrieve(index, backends.embedder, question, loc.nodes, config, doc_paths, stages)
-    graph_uses: list[Any] = []
+    graph_uses: list[GraphUse] = []
     if getattr(index, "kg", None) is not None and config.kg_channel:
         from retrieval.graph_channel import apply_graph_channel
 
@@ -192,7 +221,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     limit = max(config.final_top_k, config.context_pool)
     pool = paragraph_first(rerank(query, candidates, backends.reranker, limit, fallbacks), index)
     final = pool[:config.final_top_k]
-    pool = with_flat_tail(pool, index, backends.embedder, question, config, doc_paths, limit)
+    pool = with_flat_tail(pool, index, question, config, doc_paths, limit)
     if final and "rerank_score" in final[0].retrieval_detail:
         stages.rerank = list(final)
     timing["rerank"] = (time.perf_counter() - t) * 1000
@@ -219,96 +248,87 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
 
 
 def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
-                 doc_paths: set[str] | None = None, on_step: StepHook | None = None) -> dict[str, Any]:
+                 doc_paths: set[str] | None = None, on_step: StepHook | None = None) -> RunRecord:
+    """One question through the three steps: its typed run record."""
     t_start = time.perf_counter()
     usage = UsageMeter()
     # one wall-clock budget and circuit breaker for every LLM call of this query, and one query
     # embedding shared by retrieval, the relevance floor and the extractive answer
     backends = Backends(memoized(backends.embedder), backends.reranker, query_budget(backends.llm, config))
-    result: dict[str, Any] = {
-        "run_id": uuid.uuid4().hex,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "query": query, "notice": None,
-        "step1_thinking": "", "step1_locator": None, "step1_nodes": [],
-        "step2_retrieved": [], "stages": {},
-        "context": context_dict(AssembledContext([], config.context_budget_chars, 0, 0)),
-        "answer": "", "evidence_found": False,
-    }
+    record = RunRecord(run_id=uuid.uuid4().hex, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       query=query, context=context_record(AssembledContext([], config.context_budget_chars, 0, 0)))
     llm = backends.llm
     r = run_retrieval(query, index, config, backends, doc_paths, usage, on_step)
     fallbacks = r.fallbacks
     timing = r.timing_ms
     if r.stopword_only:
-        result["notice"] = ("该问题只包含停用词或标点，没有可检索的内容，请换一种问法。" if is_chinese(query) else
-                            "The question has only stop-words or punctuation: nothing to search for. "
-                            "Please rephrase it with content words.")
-        result["answer"] = result["notice"]
+        record.notice = ("该问题只包含停用词或标点，没有可检索的内容，请换一种问法。" if is_chinese(query) else
+                         "The question has only stop-words or punctuation: nothing to search for. "
+                         "Please rephrase it with content words.")
+        record.answer.text = record.notice
     else:
         loc = r.located
         assert loc is not None
         plan = r.plan
         assert plan is not None
-        step1 = step1_dict(loc, plan)
-        route = step1.pop("step1_route")
-        result.update(step1)
-        result["step2_retrieved"] = [retrieved_dict(rc, i) for i, rc in enumerate(r.final, 1)]
-        result["stages"] = _stage_dicts(r.stages)
-        if r.graph:
-            result["graph"] = [u.to_dict() for u in r.graph]
-
-        result["step2_order"] = ordering_score(r.final)
+        record.locate = locate_step(loc, plan)
+        record.retrieve = RetrieveStep(hits=[retrieved_hit(rc, i) for i, rc in enumerate(r.final, 1)],
+                                       stages=stage_hits(r.stages), graph=[graph_record(u) for u in r.graph],
+                                       order=ordering_score(r.final))
         if on_step is not None:
-            on_step("step2", {k: result[k] for k in ("step2_retrieved", "step2_order", "stages")})
+            on_step("step2", record.part("step2"))
 
         t = time.perf_counter()
-        result["step1_route"] = route
         ctx = assemble_context(index, r.pool, config.context_budget_chars,
                                leaf_share=plan.leaf_share(config.context_leaf_share),
                                first_unit_share=config.context_first_unit_share)
         timing["context"] = (time.perf_counter() - t) * 1000
-        result["context"] = context_dict(ctx)
+        record.context = context_record(ctx)
         if on_step is not None:
-            on_step("context", {"context": result["context"]})
+            on_step("context", record.part("context"))
 
         t = time.perf_counter()
         # the floor judges step 2's list (what retrieval is scored on), the answer reads the context
-        strength = evidence_strength(r.question or query, r.final, index, backends.embedder, config)
+        question = r.question
+        assert question is not None  # built whenever the question is not stop-words only
+        strength = evidence_strength(question, r.final, index, config)
         floor = index_floor(index, config)
         found = bool(r.final) and is_answerable(strength, floor)
-        answer = synthesize(r.question or query, r.final, llm, fallbacks, usage, config=config, index=index,
+        answer = synthesize(question, r.final, llm, fallbacks, usage, config=config, index=index,
                             embedder=backends.embedder, cite=citation, evidence_found=found,
                             context=ctx.passages, graph=r.graph, on_text=_answer_deltas(on_step))
-        result["answer"] = answer.text
-        result["answer_mode"] = answer.mode
-        result["answer_truncated"] = answer.truncated
-        result["answer_quotes"] = answer.quotes
-        result["evidence_found"] = found
-        result["evidence_strength"] = {**strength.to_dict(), "statistic": floor.statistic, "floor": floor.value,
-                                       "floor_source": floor.source}
+        record.answer = AnswerStep(text=answer.text, evidence_found=found, mode=answer.mode,
+                                   truncated=answer.truncated,
+                                   quotes=[from_mapping(Quote, q, "answer_quotes") for q in answer.quotes],
+                                   evidence=Evidence(**strength.to_dict(), statistic=floor.statistic,
+                                                     floor=floor.value, floor_source=floor.source))
         timing["synthesize"] = (time.perf_counter() - t) * 1000
         if on_step is not None:
-            on_step("answer", {k: result[k] for k in ("answer", "answer_mode", "answer_truncated", "answer_quotes",
-                                                      "evidence_found", "evidence_strength")})
+            on_step("answer", record.part("answer"))
     timing["total"] = (time.perf_counter() - t_start) * 1000
-    result["timing_ms"] = {k: round(v, 2) for k, v in timing.items()}
-    result["providers"] = {
-        "llm": _llm_record(llm),
-        "embedder": dict(index.embedder_identity),
-        "reranker": {**reranker_record(backends.reranker),
-                     "answered": not any(f.step == "rerank" for f in fallbacks)},
-        "locator": result["step1_locator"],
-    }
-    result["fallbacks"] = [f.to_dict() for f in fallbacks]
-    result["usage"] = usage.to_dict()
-    meta = index.metadata
+    record.timing_ms = {k: round(v, 2) for k, v in timing.items()}
+    reranker = reranker_record(backends.reranker)
+    record.providers = Providers(
+        llm=_llm_use(llm), embedder=dict(index.embedder_identity),
+        reranker=RerankerUse(name=str(reranker["name"]), model=reranker["model"],
+                             answered=not any(f.step == "rerank" for f in fallbacks)),
+        locator=record.locate.locator)
+    record.fallbacks = [FallbackRecord(f.step, f.reason, f.used) for f in fallbacks]
+    record.usage = Usage(**usage.to_dict())
+    record.index = index_use(index)
+    record.config = query_settings(config.to_dict())
+    return record
+
+
+def index_use(index: Index) -> IndexUse:
+    """The index a run read: which build, how large, and the settings it was built with."""
     from tree_builder.folder_walk import printable_name
 
-    result["index"] = {"path": printable_name(str(index.path)), "created_at": meta.get("created_at"),
-                       "embedder": dict(index.embedder_identity), "embedder_reason": meta.get("embedder_reason"),
-                       "build_id": meta.get("build_id"),
-                       "documents": meta["counts"]["documents"], "chunks": meta["counts"]["chunks"]}
-    result["config"] = config.to_dict()
-    return result
+    meta = index.metadata
+    return IndexUse(path=printable_name(str(index.path)), created_at=meta.get("created_at"),
+                    embedder=dict(index.embedder_identity), embedder_reason=meta.get("embedder_reason"),
+                    build_id=meta.get("build_id"), documents=meta["counts"]["documents"],
+                    chunks=meta["counts"]["chunks"], build_settings=BuildSettings.from_metadata(meta))
 
 
 def _answer_deltas(on_step: StepHook | None) -> Callable[[str], None] | None:
@@ -318,15 +338,15 @@ def _answer_deltas(on_step: StepHook | None) -> Callable[[str], None] | None:
     return lambda piece: on_step("answer_delta", {"text": piece})
 
 
-def _llm_record(llm: Any) -> dict[str, Any]:
+def _llm_use(llm: LLMClient | None) -> LLMUse:
     """Which LLM was configured and whether it answered: a provider that never replied (nothing
     listening, a bad key) must not be named as if it wrote the answer."""
     if llm is None:
-        return {"provider": "mock", "model": None, "answered": False, "failed": False}
+        return LLMUse()
     answered = getattr(llm, "answered", None)
     failed = getattr(llm, "failed", 0)
-    return {"provider": llm.provider, "model": llm.model,
-            "answered": bool(answered) if answered is not None else True, "failed": bool(failed)}
+    return LLMUse(provider=llm.provider, model=llm.model,
+                  answered=bool(answered) if answered is not None else True, failed=bool(failed))
 
 
 def query_embedder(identity: dict[str, Any], config: Config, name: str | None = None) -> Embedder:
@@ -378,7 +398,7 @@ class ChunkHit:
     lines: tuple[int, int]
     pages: tuple[int, int] | None
     citation: str
-    scores: dict[str, float]
+    scores: Scores
     source: str
     """tree (from a located section) | net (reached outside them)."""
 
@@ -394,7 +414,8 @@ class ChunkHit:
     @property
     def score(self) -> float:
         """The score this chunk was ranked by (see ``order``), whatever the index."""
-        return float(self.scores.get(f"{self.order}_score", 0.0))
+        value = self.scores.get(f"{self.order}_score", 0.0)
+        return float(value) if isinstance(value, (int, float)) else 0.0
 
 
 @dataclass(frozen=True)
@@ -405,34 +426,31 @@ class QueryResult:
     answer: str
     evidence_found: bool
     chunks: tuple[ChunkHit, ...]
-    located: tuple[dict[str, Any], ...]
+    located: tuple[LocatedLeaf, ...]
     """Step 1's leaves: node_id, heading_path, sub_query, score."""
     timing_ms: dict[str, float]
-    fallbacks: tuple[dict[str, str], ...]
+    fallbacks: tuple[FallbackRecord, ...]
     run_id: str
-    _raw: dict[str, Any]
+    record: RunRecord
+    """The whole run record (every step, providers, usage, the index's build settings)."""
     truncated: bool = False
     """The LLM stopped at its token limit: ``answer`` is incomplete."""
 
     def to_dict(self) -> dict[str, Any]:
-        import json
-
-        from utils.json_out import dumps
-
-        return json.loads(dumps(self._raw))
+        return self.record.to_dict()
 
     @classmethod
-    def from_result(cls, result: dict[str, Any]) -> "QueryResult":
+    def from_record(cls, record: RunRecord) -> "QueryResult":
         hits = tuple(
-            ChunkHit(rank=h["rank"], text=h["text"], doc_path=h["doc_path"], heading_path=h["heading_path"],
-                     lines=(h["start_line"], h["end_line"]),
-                     pages=(h["page_start"], h["page_end"]) if h.get("page_start") else None,
-                     citation=h["citation"], scores=dict(h["scores"]), source=h["source"])
-            for h in result.get("step2_retrieved", []))
-        return cls(query=result["query"], answer=result["answer"], evidence_found=bool(result["evidence_found"]),
-                   chunks=hits, located=tuple(dict(n) for n in result.get("step1_nodes", [])),
-                   timing_ms=dict(result.get("timing_ms", {})), fallbacks=tuple(result.get("fallbacks", [])),
-                   run_id=result["run_id"], _raw=result, truncated=bool(result.get("answer_truncated")))
+            ChunkHit(rank=h.rank, text=h.text, doc_path=h.doc_path, heading_path=h.heading_path,
+                     lines=(h.start_line, h.end_line),
+                     pages=(h.page_start, h.page_end or h.page_start) if h.page_start else None,
+                     citation=h.citation, scores=dict(h.scores), source=h.source)
+            for h in record.retrieve.hits)
+        return cls(query=record.query, answer=record.answer.text, evidence_found=record.answer.evidence_found,
+                   chunks=hits, located=tuple(record.locate.nodes), timing_ms=dict(record.timing_ms),
+                   fallbacks=tuple(record.fallbacks), run_id=record.run_id, record=record,
+                   truncated=record.answer.truncated)
 
 
 def _require_type(value: Any, types: tuple[type, ...], name: str, wanted: str) -> None:
@@ -452,7 +470,7 @@ class TreeRAG:
     Nothing is logged unless ``log`` names a run-log file (then ``main.py history/show`` list it).
     """
 
-    def __init__(self, index: Index, config: Config, backends: Backends, run_log: Any = None) -> None:
+    def __init__(self, index: Index, config: Config, backends: Backends, run_log: "RunLog | None" = None) -> None:
         self.index, self.config, self.backends, self.run_log = index, config, backends, run_log
 
     @classmethod
@@ -505,10 +523,10 @@ class TreeRAG:
         return cls(index, config, backends, run_log)
 
     def run(self, question: str, documents: list[str] | None = None,
-            on_step: StepHook | None = None) -> dict[str, Any]:
-        """One question through the pipeline: the run record (what ``query --json`` prints), logged
-        when a run log is open. ``documents`` (index-relative paths) limits it to those documents;
-        ``on_step`` is told each step's keys as they are ready (see ``StepHook``)."""
+            on_step: StepHook | None = None) -> RunRecord:
+        """One question through the pipeline: its typed run record (``to_dict()`` is what ``query --json``
+        prints), logged when a run log is open. ``documents`` (index-relative paths) limits it to those
+        documents; ``on_step`` is told each step's keys as they are ready (see ``StepHook``)."""
         if not isinstance(question, str):
             raise InputError(f"the question must be a string, got {type(question).__name__}")
         if not question.strip():
@@ -526,14 +544,14 @@ class TreeRAG:
             if unknown:
                 raise InputError(f"not in the index: {', '.join(unknown[:3])}")
             doc_paths = set(documents)
-        result = run_pipeline(question.strip(), self.index, self.config, self.backends, doc_paths, on_step)
+        record = run_pipeline(question.strip(), self.index, self.config, self.backends, doc_paths, on_step)
         # "logged" tells the printed footer whether `show` can find this run: the log keeps the
         # copy that says True; a run not recorded (no log, or the log failed) says False
-        result["logged"] = self.run_log is not None
+        record.logged = self.run_log is not None
         if self.run_log is not None:
-            result["logged"] = self.run_log.record(result)
-        return result
+            record.logged = self.run_log.record(record)
+        return record
 
     def ask(self, question: str, documents: list[str] | None = None) -> QueryResult:
         """Answer one question (see ``run``) as a typed result."""
-        return QueryResult.from_result(self.run(question, documents))
+        return QueryResult.from_record(self.run(question, documents))

@@ -78,7 +78,7 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
                                  leaf_share=plan.leaf_share(config.context_leaf_share),
                                  first_unit_share=config.context_first_unit_share)
     final = ranked[:config.final_top_k]
-    strength = evidence_strength(q, final, ctx.index, ctx.backends.embedder, config)  # the same floor
+    strength = evidence_strength(q, final, ctx.index, config)  # the same floor
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,
                      cite=citation, evidence_found=bool(final) and is_answerable(strength, index_floor(ctx.index, config)),
                      context=assembled.passages)
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from evaluation.metrics import paired_bootstrap
     from evaluation.runner import EvalOptions, obtain_index
     from pipeline import make_backends, run_pipeline
+    from utils.record_json import to_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, type=Path)
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         tree = run_pipeline(q.query, index, config, backends, doc_paths)
         flat = flat_answer(flat_arm, ctx, q.query, doc_paths, flat_arm.config.replace(final_top_k=config.final_top_k))
         rec: dict[str, Any] = {"id": q.id, "refs": bool(refs)}
-        for name, out in (("tree", {"quotes": tree.get("answer_quotes", [])}), ("flat", flat)):
+        for name, out in (("tree", {"quotes": to_json(tree.answer.quotes)}), ("flat", flat)):
             said = normalise(" ".join(x["text"] for x in out["quotes"]))
             rec[f"{name}_contains"] = float(any(r in said for r in refs))
             rec[f"{name}_quotes_evidence"] = float(quotes_evidence(out["quotes"], q.evidence))

@@ -73,12 +73,14 @@ def _calibration(qid: str) -> bool:
 def run_one(query: str, index: Any, config: Any, backends: Any, doc_paths: set[str] | None) -> dict[str, Any]:
     from pipeline import run_retrieval
     from retrieval.extractive import extract
+    from retrieval.query import Query
     from retrieval.relevance import evidence_strength
 
     t = time.perf_counter()
     r = run_retrieval(query, index, config, backends, doc_paths)
-    strength = evidence_strength(query, r.final, index, backends.embedder, config)
-    ex = extract(query, r.final, index, backends.embedder, config)
+    question = r.question or Query.build(query, backends.embedder)  # None only for stop-words alone
+    strength = evidence_strength(question, r.final, index, config)
+    ex = extract(question, r.final, index, backends.embedder, config)
     rec: dict[str, Any] = {"strength": strength.to_dict(), "ms": round((time.perf_counter() - t) * 1000, 1),
                            "n_final": len(r.final), "sentences": ex.sentences}
     rec["final_spans"] = [[rc.chunk.doc_path, rc.chunk.start_char, rc.chunk.end_char] for rc in r.final]

@@ -57,7 +57,7 @@ render_result(res)
 t6 = time.perf_counter()
 print(json.dumps({"imports": t1 - t0, "load_index": t2 - t1, "embedder load": t3 - t2,
                   "first embed_query": t4 - t3, "run_pipeline (model warm)": t5 - t4, "render": t6 - t5,
-                  "timing_ms": res["timing_ms"], "embedder": emb.name}))
+                  "timing_ms": res.timing_ms, "embedder": emb.name}))
 """
 
 

@@ -149,7 +149,7 @@ def run_pass(questions: list[dict[str, Any]], index: Any, config: Any, backends:
         cpu0 = time.process_time()
         res = run_pipeline(q["query"], index, config, backends, doc_paths=set(q["scope"]) if scoped else None)
         out["CPU (all threads)"].append((time.process_time() - cpu0) * 1000)
-        tm = res["timing_ms"]
+        tm = res.timing_ms
         for k in STEPS:
             out[k].append(float(tm.get(k, 0.0)))
         inf = emb.ms + (rr.ms if isinstance(rr, TimedReranker) else 0.0)

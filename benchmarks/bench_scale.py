@@ -224,7 +224,7 @@ def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder
     import numpy as np
 
     from retrieval.hybrid_retriever import flat_scores, rank_scored
-    from retrieval.query import query_parts
+    from retrieval.query import Query
 
     ann = index.search.ann.get("chunks")
     if ann is None:
@@ -232,15 +232,14 @@ def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder
     rec, top10 = [], []
     off, on = config.replace(ann="off"), config.replace(ann="auto")
     for q in queries[:ANN_QUALITY_QUERIES]:
-        _, tokens, qvec = query_parts(q["query"], embedder)
+        question = Query.build(q["query"], embedder)
+        qvec = question.dense_vector
         exact = np.argsort(-(np.asarray(index.embeddings) @ qvec), kind="stable")[:100]
         cand = ann.search(qvec, on.ann_candidates, on.ann_probe)
         rec.append(len(set(exact.tolist()) & set(cand.tolist())) / 100)
-        index.derived.pop("flat_scores_last", None)
-        a = {h.row for h in rank_scored(index, flat_scores(index, qvec, tokens, off), 10, off, "", "flat")}
-        index.derived.pop("flat_scores_last", None)
-        b = {h.row for h in rank_scored(index, flat_scores(index, qvec, tokens, on), 10, on, "", "flat")}
-        index.derived.pop("flat_scores_last", None)
+        # the question's memo keys its scores by the settings: exact and ANN are two entries
+        a = {h.row for h in rank_scored(index, flat_scores(index, question, off), 10, off, "", "flat")}
+        b = {h.row for h in rank_scored(index, flat_scores(index, question, on), 10, on, "", "flat")}
         top10.append(len(a & b) / max(1, len(a)))
     return {"recall_at_100": float(np.mean(rec)), "recall_at_100_min": float(np.min(rec)),
             "flat_top10_overlap": float(np.mean(top10)), "queries": len(rec),
@@ -254,6 +253,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     from indexing.index_store import load_index
     from pipeline import Backends, make_backends, run_pipeline
     from retrieval.node_locator import toc_for_prompt
+    from retrieval.query import Query
     from utils.tokenizer import estimate_tokens
 
     limit_blas_threads(1)  # as main.py does for every CLI run
@@ -274,7 +274,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
         for q in budgeted(queries, budget_s, min_n=20):
             r = run_pipeline(q["query"], index, config, backends,
                              doc_paths=set(q["scope"]) if mode == "scoped" else None)
-            for k, v in r["timing_ms"].items():
+            for k, v in r.timing_ms.items():
                 steps.setdefault(k, []).append(v)
         res[f"hybrid_{mode}"] = {k: stats(v).to_dict() for k, v in steps.items()}
 
@@ -284,7 +284,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     toc_ms, toc_tokens, toc_nodes = [], [], []
     for q in budgeted(queries[:n_toc], budget_s):
         t = time.perf_counter()
-        text, shown = toc_for_prompt(index, backends.embedder, q["query"], config)
+        text, shown = toc_for_prompt(index, Query.build(q["query"], backends.embedder), config)
         toc_ms.append((time.perf_counter() - t) * 1000)
         toc_tokens.append(estimate_tokens(text))
         toc_nodes.append(shown)
@@ -299,8 +299,8 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     fallbacks = 0
     for q in budgeted(queries[:n_toc], budget_s):
         r = run_pipeline(q["query"], index, cfg_llm, b_llm)
-        fallbacks += bool(r["fallbacks"])
-        for k, v in r["timing_ms"].items():
+        fallbacks += bool(r.fallbacks)
+        for k, v in r.timing_ms.items():
             steps.setdefault(k, []).append(v)
     res["llm_locator_whole"] = {k: stats(v).to_dict() for k, v in steps.items()}
     res["llm_locator_fallbacks"] = fallbacks
@@ -314,7 +314,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     prof = cProfile.Profile()
     prof.enable()
     for q in budgeted(queries[:3], budget_s / 3, min_n=1):
-        toc_for_prompt(index, backends.embedder, q["query"], config)
+        toc_for_prompt(index, Query.build(q["query"], backends.embedder), config)
     prof.disable()
     res["profile_toc_for_prompt"] = _profile_text(prof, 10)
     res["rss_peak_in_worker_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

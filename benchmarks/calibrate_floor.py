@@ -123,9 +123,9 @@ def ask(query: str, index: Any, config: Any, backends: Any, scope: set[str] | No
     from retrieval.relevance import evidence_strength
 
     r = run_retrieval(query, index, config, backends, scope)
-    if r.stopword_only or not r.final:
+    if r.stopword_only or not r.final or r.question is None:
         return {"best_dense": 0.0, "coverage": 0.0, "bg_mean": 0.0, "bg_std": 1.0, "empty": 1.0}
-    s = evidence_strength(query, r.final, index, backends.embedder, config)
+    s = evidence_strength(r.question, r.final, index, config)
     return {"best_dense": s.best_dense, "coverage": s.coverage, "bg_mean": s.background, "bg_std": s.background_std}
 
 

@@ -26,14 +26,14 @@ from indexing.index_store import Index
 from pipeline import Backends, run_retrieval
 from retrieval.breadth import aspect_pool, paragraph_first
 from retrieval.context_assembly import assemble_context
-from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored, scope_rows
+from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored
+from retrieval.query import Query
 from retrieval.rerankers import rerank
-from retrieval.scoring import concat_scores, score_range
+from retrieval.scoring import documents_scope, score_scope
 from retrieval.query_plan import QueryPlan, plan_query
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
 from utils.llm.types import UsageMeter
-from utils.tokenizer import tokenize
 
 FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf", "flat-learned")
 TREE_ARMS = ("tree-keyword", "tree-hybrid", "tree-llm", "tree-llm-rerank")
@@ -60,6 +60,7 @@ ARM_CODE_FILES = (
     "utils/tokenizer.py", "utils/similarity.py", "retrieval/context_assembly.py", "retrieval/extractive.py",
     "indexing/chunker.py", "retrieval/breadth.py", "retrieval/query_plan.py",
     "retrieval/graph_channel.py", "indexing/kg_extract.py", "indexing/kg_graph.py", "indexing/kg_store.py",
+    "indexing/search.py", "indexing/file_search.py", "indexing/row_layout.py",
 )
 """Source files whose behaviour decides an arm's output: cached results are
 keyed by their content, so editing retrieval code never serves stale numbers."""
@@ -191,23 +192,22 @@ def _rank_single(index: Index, rows: np.ndarray, scores: np.ndarray, top: int, k
 def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None,
                      top: int) -> list[RetrievedChunk]:
     index, cfg = ctx.index, arm.config
-    tokens = tokenize(query)
-    ranges = scope_rows(index, doc_paths)
-    if not ranges:
+    if doc_paths is not None and not doc_paths & index.doc_rows.keys():
         return []
+    scope = documents_scope(doc_paths)
     if arm.method == "bm25":
         # BM25 alone: no query embedding is computed (its latency is BM25's own);
         # corpus IDF, as flat_scores uses for the hybrid arms and the safety net.
-        scores = concat_scores([score_range(index, None, tokens, s, e, cfg, idf_scope="corpus") for s, e in ranges])
-        return _rank_single(index, scores.rows, scores.bm25, top, "bm25_score", query, True)
-    qvec = ctx.backends.embedder.embed_query(query)
+        scores = score_scope(index, Query.build(query, None), scope, cfg, "corpus")
+        return _rank_single(index, scores.rows, scores.lexical, top, "bm25_score", query, True)
+    question = Query.build(query, ctx.backends.embedder)
     if arm.method == "dense":
-        scores = concat_scores([score_range(index, qvec, [], s, e, cfg) for s, e in ranges])
+        words_off = Query(question.text, (), question.vector)  # dense alone: no lexical work
+        scores = score_scope(index, words_off, scope, cfg)
         return _rank_single(index, scores.rows, scores.dense, top, "dense_score", query, False)
     if arm.method == "learned":  # the section ranker's learner over chunk-only features
-        return rank_in_sections(index, qvec, query, [], cfg.replace(final_top_k=top), doc_paths,
-                                kind="flat")[:top]
-    scores = flat_scores(index, qvec, tokens, cfg, doc_paths)
+        return rank_in_sections(index, question, [], cfg.replace(final_top_k=top), doc_paths, kind="flat")[:top]
+    scores = flat_scores(index, question, cfg, doc_paths)
     return rank_scored(index, scores, top, cfg, query, "flat")
 
 

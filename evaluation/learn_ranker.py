@@ -29,8 +29,8 @@ from evaluation.runner import EvalOptions, obtain_index
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.learned_ranker import MULTI_SUFFIX
 from retrieval.node_locator import hybrid_locate
+from retrieval.query import Query
 from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features
-from utils.tokenizer import tokenize
 
 POOL = 400
 """Chunks kept per question for fitting and scoring: the best by fused score and by a section
@@ -67,11 +67,10 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         if not rel.scorable:
             continue
         doc_paths = set(q.scope) if q.scope else None
-        qvec = backends.embedder.embed_query(q.query)
-        tokens = tokenize(q.query)
-        scores = flat_scores(index, qvec, tokens, config, doc_paths)
-        located = {n.node_id for n in hybrid_locate(index, backends.embedder, q.query, config, doc_paths).nodes}
-        X = chunk_features(index, qvec, scores, config, located, TREE_FEATURES)
+        question = Query.build(q.query, backends.embedder)
+        scores = flat_scores(index, question, config, doc_paths)
+        located = {n.node_id for n in hybrid_locate(index, question, config, doc_paths).nodes}
+        X = chunk_features(index, question, scores, config, located, TREE_FEATURES)
         col = {name: X[:, i] for i, name in enumerate(TREE_FEATURES)}
         fused = col["dense_mm"] * config.dense_weight + col["bm25_mm"] * config.bm25_weight
         prior = 0.5 * fused + 0.5 * col["leaf_top3"]

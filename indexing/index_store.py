@@ -32,6 +32,7 @@ import hashlib
 import math
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence, overload
 
@@ -44,8 +45,10 @@ from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, In
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
                                  LeafList, LeafRows, NodeMap, NodeTable)
+from indexing.row_layout import RowLayout, row_layout
 from indexing.records import Records, check_offsets, check_spans, require, typed_fields
-from indexing.search import FileSearch, Search
+from indexing.file_search import FileSearch
+from indexing.search import ChunkRows, Search
 from tree_builder.tree import TreeNode
 from utils.atomic import recover_directory
 from utils.errors import IndexFormatError
@@ -161,8 +164,6 @@ class Index:
         self.doc_rows = _doc_rows(tree, leaf_ptr)
         self.text_keys: dict[str, np.ndarray] = {}
         """CHUNK_KEYS / LEAF_KEYS -> (rows, KEY_BYTES) digests of the texts the vectors embed (for updates)."""
-        self.derived: dict[str, Any] = {}
-        """Per-index memo of values derived from it; lives as long as the index."""
         self.kg: Any = None
         """The long-leaf graphs (indexing/kg_store.GraphTable), when the build made them."""
 
@@ -182,15 +183,24 @@ class Index:
         n = len(self.tree.leaf_rows)
         if doc_paths is None:
             return np.arange(n)
-        ranges = self.derived.get("doc_leaf_ranges")
-        if ranges is None:
-            docs = self.tree.doc[self.tree.leaf_rows]
-            starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]]) if n else np.zeros(0, dtype=np.int64)
-            ends = np.r_[starts[1:], n]
-            ranges = self.derived["doc_leaf_ranges"] = {
-                self.tree.doc_paths[int(docs[a])]: (int(a), int(b)) for a, b in zip(starts, ends)}
+        ranges = self._doc_leaf_ranges
         parts = [np.arange(*ranges[d]) for d in sorted(doc_paths) if d in ranges]
         return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+    @cached_property
+    def _doc_leaf_ranges(self) -> dict[str, tuple[int, int]]:
+        """Document path -> its leaf numbers [a, b). Computed once (two threads racing compute the
+        same immutable value; either wins)."""
+        n = len(self.tree.leaf_rows)
+        docs = self.tree.doc[self.tree.leaf_rows]
+        starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]]) if n else np.zeros(0, dtype=np.int64)
+        ends = np.r_[starts[1:], n]
+        return {self.tree.doc_paths[int(docs[a])]: (int(a), int(b)) for a, b in zip(starts, ends)}
+
+    @cached_property
+    def layout(self) -> RowLayout:
+        """Row -> leaf / section / document positions (the section ranker's groups), computed once."""
+        return row_layout(self.tree, self.leaf_ptr, self.doc_rows)
 
 
 def text_key(text: str) -> bytes:
@@ -361,7 +371,8 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     leaf_terms = BM25Index.load(path, mmap=mmap, files=files, prefix=LEAF_TERMS_PREFIX)
     if leaf_terms.n_rows != n_leaves:
         raise IndexFormatError(f"{LEAF_TERMS_PREFIX}* covers {leaf_terms.n_rows} leaves but {NODE_TABLE} has {n_leaves}")
-    search = FileSearch(emb, leaf_emb, bm25, leaf_terms, leaf_ptr, _load_ann(files, meta, n_chunks, n_leaves, dim))
+    search = FileSearch(emb, leaf_emb, bm25, leaf_terms, ChunkRows(leaf_ptr, _doc_rows(tree, leaf_ptr)),
+                        _load_ann(files, meta, n_chunks, n_leaves, dim))
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)
     if not files.verify:
         _advise_scattered(index, records, tree)
@@ -441,9 +452,8 @@ def _load_engine(files: IndexDir, path: Path, meta: dict[str, Any]) -> Index:
     leaf_emb = EngineRows(engine, names["leaves"], "leaf", "emb", n_leaves, dim, "vector")
     records = EngineRecords(engine, names["chunks"], "record", n_chunks)
     doc_numbers = {d["path"]: i for i, d in enumerate(meta["documents"])}
-    doc_rows = _doc_rows(tree, leaf_ptr)
-    search = SeekdbSearch(engine, prefix, dim, n_chunks, n_leaves, leaf_ptr, doc_rows, doc_numbers,
-                              frozenset(s for s in scripts if isinstance(s, str)))
+    search = SeekdbSearch(engine, prefix, dim, ChunkRows(leaf_ptr, _doc_rows(tree, leaf_ptr)), doc_numbers,
+                          frozenset(s for s in scripts if isinstance(s, str)))
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)  # type: ignore[arg-type]
     index.text_keys[CHUNK_KEYS] = EngineRows(engine, names["chunks"], "row_id", "tkey", n_chunks, dim,
                                                  "key")  # type: ignore[assignment]

@@ -1,96 +1,310 @@
-"""What retrieval asks of an index's chunks and leaves, wherever they are stored.
+"""What retrieval asks of an index's chunks and leaves, wherever they are stored: the ``Search`` contract.
 
-Why an interface: the same three-step pipeline runs on two stores. The files of
-an index directory (``FileSearch``: memory-mapped vectors and BM25 postings,
-every row scored exactly) and a database engine (``indexing/seekdb/``:
-kNN and full-text search inside seekdb/OceanBase, with metadata filters for a
-leaf or a document). Retrieval scores chunks only through these calls, so it
-never knows which store answers.
+Why an interface: the same three-step pipeline runs on two stores. The files of an index
+directory (``indexing/file_search.FileSearch``: memory-mapped vectors and BM25 postings) and a
+database engine (``indexing/seekdb/search.SeekdbSearch``: kNN and full-text search inside
+seekdb/OceanBase). Retrieval scores chunks only through these calls, so it never knows which
+store answers.
 
-Rows: chunk ``i`` is row ``i`` (a leaf's and a document's chunks are contiguous
-rows); leaf ``j`` is the ``j``-th leaf in pre-order. A store may answer a large
-range with its best candidates only (``RangeScores.rows`` then lists fewer rows
-than the range holds): every caller reads the rows it was given.
+Why scopes, not row ranges: retrieval means "this leaf", "these documents" or "everything", and
+"with the statistics of the chunk's leaf, its document or the corpus". Said that way, a store
+answers without working backwards from row numbers (an engine filters ``WHERE leaf = ?`` or
+``WHERE doc = ?``), and a store that cannot honour a statistics scope says so in the result
+(``Scores.lexical_kind``) instead of returning something else under the name BM25.
+
+Rows: chunk ``i`` is row ``i`` (a leaf's and a document's chunks are contiguous rows); leaf ``j``
+is the ``j``-th leaf in pre-order. A store may answer a large scope with its best candidates only
+(``Scores.rows`` then lists fewer rows than the scope holds): every caller reads the rows it was given.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Literal, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 
-from indexing.bm25_builder import BM25Index
-from indexing.index_files import release_pages
+from config import IdfScope
 from utils.errors import IndexFormatError
-from utils.similarity import matvec
-from utils.tokenizer import vocabulary_scripts
+
+T = TypeVar("T")
 
 
-@dataclass
-class RangeScores:
+@dataclass(frozen=True)
+class Scope:
+    """The chunks a question is scored against: one leaf, some documents, or the whole collection.
+
+    Build one with ``everything()``, ``of_leaf(j)`` or ``of_documents(paths)``; a document the index
+    does not hold is simply not scored.
+    """
+
+    leaf: int | None = None
+    """Leaf number (pre-order), or None."""
+    documents: frozenset[str] | None = None
+    """Document paths, or None (with ``leaf`` None: everything)."""
+
+    def __post_init__(self) -> None:
+        if self.leaf is not None and self.documents is not None:
+            raise ValueError("a scope is a leaf or a set of documents, not both")
+
+    @classmethod
+    def everything(cls) -> "Scope":
+        return cls()
+
+    @classmethod
+    def of_leaf(cls, leaf: int) -> "Scope":
+        return cls(leaf=int(leaf))
+
+    @classmethod
+    def of_documents(cls, paths: Sequence[str] | frozenset[str] | set[str] | None) -> "Scope":
+        """The documents ``paths``; None means every document (``everything()``)."""
+        return cls() if paths is None else cls(documents=frozenset(paths))
+
+    @property
+    def kind(self) -> Literal["leaf", "documents", "everything"]:
+        if self.leaf is not None:
+            return "leaf"
+        return "everything" if self.documents is None else "documents"
+
+
+@dataclass(frozen=True)
+class LexicalKind:
+    """What a store's lexical score is, so nothing downstream mistakes one for another."""
+
+    measure: Literal["bm25", "engine"]
+    """``bm25``: TreeRAG's BM25Okapi; ``engine``: a database engine's own full-text relevance."""
+    idf: IdfScope | None = None
+    """For ``bm25``: whose statistics (IDF, average length) it used. None for an engine's relevance,
+    whose statistics are the engine's own whatever was asked."""
+
+    def describe(self) -> str:
+        if self.measure == "bm25":
+            return f"BM25 with {self.idf} statistics"
+        return "the engine's full-text relevance (its own statistics)"
+
+
+def bm25_kind(idf: IdfScope) -> LexicalKind:
+    return LexicalKind("bm25", idf)
+
+
+ENGINE_RELEVANCE = LexicalKind("engine")
+
+
+@dataclass(frozen=True, eq=False)
+class Scores:
+    """Dense and lexical scores of chunk rows, for one question and one scope."""
+
     rows: np.ndarray
-    """Index rows scored (int64, ascending within each range)."""
+    """Index rows scored (int64, ascending within each document of the scope)."""
     dense: np.ndarray
-    bm25: np.ndarray
+    """Dot product of each row's vector with the question's (float32; zeros without a question vector)."""
+    lexical: np.ndarray
+    """Each row's lexical score (float32); what it is: ``lexical_kind``."""
+    lexical_kind: LexicalKind
+    complete: bool = True
+    """False when a store answered a large scope from candidates (``rows`` is then a subset)."""
+
+
+def empty_scores(kind: LexicalKind) -> Scores:
+    z = np.zeros(0, dtype=np.float32)
+    return Scores(np.zeros(0, dtype=np.int64), z, z, kind)
+
+
+def concat_scores(parts: Sequence[Scores], kind: LexicalKind) -> Scores:
+    """Scores of several scopes side by side (``kind`` for the empty case)."""
+    if not parts:
+        return empty_scores(kind)
+    if len(parts) == 1:
+        return parts[0]
+    return Scores(np.concatenate([p.rows for p in parts]), np.concatenate([p.dense for p in parts]),
+                  np.concatenate([p.lexical for p in parts]), parts[0].lexical_kind,
+                  all(p.complete for p in parts))
 
 
 @dataclass(frozen=True)
 class ScoreParams:
-    """The query-time settings a store scores with (config.py: bm25_*, store_*)."""
+    """The query-time settings a store scores with (config.py: bm25_*, store_*, ann*)."""
 
     k1: float = 1.5
     b: float = 0.75
     epsilon: float = 0.25
     exact_rows: int = 4096
-    """An engine scores a range of at most this many rows exactly; a larger one from candidates."""
+    """An engine scores a scope of at most this many rows exactly; a larger one from candidates."""
     candidates: int = 1000
-    """Rows each of an engine's kNN and full-text search contributes for a larger range."""
+    """Rows each of an engine's kNN and full-text search contributes for a larger scope."""
     ann: str = "auto"
     """The file store's whole-collection dense search: auto/on = from its ANN index, off = exact (config.ann)."""
     ann_candidates: int = 1000
     ann_probe: float = 0.3
 
 
-def empty_scores() -> RangeScores:
-    z = np.zeros(0, dtype=np.float32)
-    return RangeScores(np.zeros(0, dtype=np.int64), z, z)
+class QueryMemo:
+    """Values computed for one question, kept for the rest of its run.
+
+    Why on the question: the locator and the section ranker score the same scope for the same
+    question one after the other, and a store may leave something for a later call of the same
+    question (the file store's ANN candidates). Kept on the question, these die with it, can never
+    answer another question, and need no key for the question itself; keys name everything else
+    the value depends on (scope, statistics scope, settings). The lock makes one memo safe to
+    share between threads working on the same question.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[Hashable, object] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> object | None:
+        with self._lock:
+            return self._values.get(key)
+
+    def put(self, key: Hashable, value: object) -> None:
+        with self._lock:
+            self._values[key] = value
+
+    def get_or_make(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The value under ``key``, made (outside the lock: it may query a store) when absent."""
+        with self._lock:
+            if key in self._values:
+                return self._values[key]  # type: ignore[return-value]
+        value = make()
+        with self._lock:
+            return self._values.setdefault(key, value)  # type: ignore[return-value]
+
+
+class Probe(Protocol):
+    """A question as a store sees it (retrieval.query.Query is one)."""
+
+    @property
+    def tokens(self) -> Sequence[str]: ...
+
+    @property
+    def vector(self) -> np.ndarray | None:
+        """None: score lexically only (dense scores are zeros)."""
+        ...
+
+    @property
+    def memo(self) -> QueryMemo: ...
 
 
 class Search(Protocol):
-    """Scores of chunks and leaves for one question."""
+    """Scores of chunks and leaves for one question: the contract every store implements."""
 
     store: str
     """"files" or the engine's name, for messages and the audit record."""
 
-    def score_range(self, qvec: np.ndarray | None, tokens: Sequence[str], start: int, end: int,
-                    idf: tuple[int, int], params: ScoreParams) -> RangeScores:
-        """Dense (dot product with ``qvec``; zeros when None) and BM25 scores of rows [start, end).
+    def score(self, query: Probe, scope: Scope, idf: IdfScope, params: ScoreParams) -> Scores:
+        """Dense and lexical scores of every chunk in ``scope`` (or of a large scope's best candidates).
 
-        ``idf``: the rows whose statistics BM25 uses (a leaf, its document, or the corpus);
-        an engine uses its own full-text statistics.
+        ``idf``: BM25's statistics come from each chunk's own leaf, its own document, or the whole
+        corpus. A store that cannot honour it returns another ``lexical_kind`` and says which.
         """
+        ...
 
-    def dense_rows(self, qvec: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Dot products of the given chunk rows' vectors with ``qvec`` (float32)."""
+    def rescore(self, query: Probe, rows: np.ndarray, idf: IdfScope, params: ScoreParams) -> Scores:
+        """Dense and lexical scores of the given chunk rows (candidates found earlier), in that order,
+        each with the ``idf`` statistics of its own leaf, document or the corpus."""
+        ...
 
-    def bm25_rows(self, tokens: Sequence[str], rows: np.ndarray, idf: tuple[int, int],
-                  params: ScoreParams) -> np.ndarray:
-        """BM25 of the given rows, which all lie inside ``idf`` (float32)."""
+    def dense(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Dot products of the given chunk rows' vectors with ``vector`` (float32)."""
+        ...
 
-    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
-        """Dot products of the leaves' heading+summary vectors with ``qvec``; all leaves for None.
+    def leaf_dense(self, query: Probe, leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
+        """Dot products of the leaves' heading+summary vectors with the question's; all leaves for None.
 
-        An engine may leave leaves outside its nearest neighbours at 0."""
+        For all leaves a store may leave leaves outside its nearest neighbours at 0."""
+        ...
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
-        """Per leaf (all, or the given ones in that order): sum of log(1 + n/df) over the
-        question's distinct words in its heading path + summary, n and df over those leaves."""
+        """Per leaf (all, or the given ones in that order): how well its heading path + summary match the
+        question's words (the file store: sum of log(1 + n/df) over the distinct words, n and df over
+        those leaves; an engine: its full-text relevance)."""
+        ...
 
     def term_stats(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
         """(chunks in the index, chunk document frequency of each token that occurs)."""
+        ...
 
     def scripts(self) -> frozenset[str]:
         """Writing systems ("latin", "cjk") that occur in the index's vocabulary."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChunkRows:
+    """Where a scope's chunks are, as every store lays them out: leaf ``j`` owns rows
+    ``[leaf_ptr[j], leaf_ptr[j+1])``; each document's rows are contiguous (``doc_rows``)."""
+
+    leaf_ptr: np.ndarray
+    doc_rows: Mapping[str, tuple[int, int]]
+    """Document path -> its rows (documents with chunks only)."""
+    _doc_starts: np.ndarray = field(init=False, repr=False)
+    _doc_ends: np.ndarray = field(init=False, repr=False)
+    _doc_paths: tuple[str, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        spans = sorted((rng, path) for path, rng in self.doc_rows.items())
+        object.__setattr__(self, "_doc_starts", np.array([s for (s, _), _ in spans], dtype=np.int64))
+        object.__setattr__(self, "_doc_ends", np.array([e for (_, e), _ in spans], dtype=np.int64))
+        object.__setattr__(self, "_doc_paths", tuple(p for _, p in spans))
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.leaf_ptr[-1]) if len(self.leaf_ptr) else 0
+
+    @property
+    def n_leaves(self) -> int:
+        return max(len(self.leaf_ptr) - 1, 0)
+
+    def leaf(self, j: int) -> tuple[int, int]:
+        if not 0 <= j < self.n_leaves:
+            raise ValueError(f"leaf {j} is outside the index's {self.n_leaves} leaves")
+        return int(self.leaf_ptr[j]), int(self.leaf_ptr[j + 1])
+
+    def documents(self, paths: frozenset[str]) -> list[tuple[str, int, int]]:
+        """(path, start, end) of the documents in ``paths`` that have chunks, in row order."""
+        return sorted(((p, *self.doc_rows[p]) for p in paths if p in self.doc_rows), key=lambda t: t[1])
+
+    def document_of(self, row: int) -> tuple[str, int, int]:
+        """(path, start, end) of the document holding chunk ``row``."""
+        i = int(np.searchsorted(self._doc_starts, row, side="right")) - 1
+        if i < 0 or row >= int(self._doc_ends[i]):
+            raise ValueError(f"chunk row {row} is in no document")
+        return self._doc_paths[i], int(self._doc_starts[i]), int(self._doc_ends[i])
+
+    def documents_of_rows(self, rows: np.ndarray) -> np.ndarray:
+        """The document number (row order) of each chunk row."""
+        return np.searchsorted(self._doc_starts, np.asarray(rows, dtype=np.int64), side="right") - 1
+
+    def idf_rows(self, start: int, end: int, idf: IdfScope) -> tuple[int, int]:
+        """The rows whose statistics BM25 uses for chunks ``[start, end)`` of one leaf or document."""
+        if idf == "leaf" or end <= start:
+            return start, end
+        if idf == "document":
+            _, a, z = self.document_of(start)
+            return a, z
+        return 0, self.n_chunks
+
+    def stats_groups(self, rows: np.ndarray, idf: IdfScope) -> list[tuple[np.ndarray, tuple[int, int]]]:
+        """``rows`` split by the statistics each is scored with: (positions into ``rows``, idf rows)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return []
+        if idf == "corpus":
+            return [(np.arange(len(rows)), (0, self.n_chunks))]
+        if idf == "document":
+            keys = self.documents_of_rows(rows)
+            if int(keys.min()) < 0 or bool(np.any(rows >= self._doc_ends[keys])):
+                raise ValueError("a chunk row is in no document")
+
+            def span(k: int) -> tuple[int, int]:
+                return int(self._doc_starts[k]), int(self._doc_ends[k])
+        else:
+            keys = np.searchsorted(self.leaf_ptr, rows, side="right") - 1
+            span = self.leaf
+        order = np.argsort(keys, kind="stable")
+        uniq, first = np.unique(keys[order], return_index=True)
+        return [(members, span(int(k))) for k, members in zip(uniq.tolist(), np.split(order, first[1:]))]
 
 
 def check_finite(scores: np.ndarray, name: str) -> np.ndarray:
@@ -98,148 +312,3 @@ def check_finite(scores: np.ndarray, name: str) -> np.ndarray:
     if not np.isfinite(scores).all():
         raise IndexFormatError(f"{name} holds NaN or infinite values; rebuild the index")
     return scores
-
-
-FAR_CANDIDATES = 16
-"""Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
-
-
-class FileSearch:
-    """The index directory's arrays: every row of a range scored exactly, in numpy; a whole-collection
-    range from the ANN index's candidates when the index has one (indexing/ann_index.py)."""
-
-    store = "files"
-
-    def __init__(self, embeddings: np.ndarray, leaf_embeddings: np.ndarray, bm25: BM25Index,
-                 leaf_terms: BM25Index, leaf_ptr: np.ndarray | None = None, ann: dict[str, Any] | None = None) -> None:
-        self.embeddings = embeddings
-        self.leaf_embeddings = leaf_embeddings
-        self.bm25 = bm25
-        self.leaf_terms = leaf_terms
-        self.leaf_ptr = leaf_ptr
-        self.ann: dict[str, Any] = dict(ann or {})
-        """kind ("chunks", "leaves") -> AnnIndex: loaded from the index, or built in memory for ann=on."""
-        self._scripts: frozenset[str] | None = None
-        self._last_candidates: tuple[bytes, np.ndarray] | None = None
-
-    def _ann_for(self, kind: str, params: ScoreParams) -> Any:
-        """The ANN to answer a whole-collection ``kind`` search with, or None for an exact scan."""
-        if params.ann == "off":
-            return None
-        if kind not in self.ann and params.ann == "on":
-            from indexing.ann_index import AnnIndex  # noqa: PLC0415 - faiss loads only when asked for
-
-            vecs = self.embeddings if kind == "chunks" else self.leaf_embeddings
-            self.ann[kind] = AnnIndex.build(vecs, len(vecs), int(vecs.shape[1]), f"{kind} (in memory)")
-        return self.ann.get(kind)
-
-    def _ann_scores(self, ann: Any, qvec: np.ndarray, tokens: Sequence[str], idf: tuple[int, int],
-                    params: ScoreParams) -> RangeScores:
-        """Candidates of the whole collection: the ANN's best rows, the BM25 best rows, and the ANN's
-        least similar rows, each re-scored exactly (dense on its float vector, BM25 from the postings).
-
-        Why the least similar: callers min-max normalise dense scores over the rows they are given;
-        without a row near the collection's minimum the dense scale would shrink to the candidates'
-        and outweigh BM25 differently than an exact scan does.
-        """
-        n = len(self.embeddings)
-        bm25 = np.asarray(self.bm25.score_range(tokens, 0, n, idf_start=idf[0], idf_end=idf[1], k1=params.k1,
-                                                b=params.b, epsilon=params.epsilon), dtype=np.float32)
-        hits = np.flatnonzero(bm25 > 0)
-        if len(hits) > params.ann_candidates:
-            top = np.argpartition(-bm25[hits], params.ann_candidates - 1)[:params.ann_candidates]
-            hits = hits[top]
-        near = ann.search(qvec, params.ann_candidates, params.ann_probe)
-        far = ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4)  # the far end need only be near
-        far_dense = self.dense_rows(qvec, np.sort(far))
-        rows = np.union1d(np.union1d(near, hits), np.sort(far)[np.argmin(far_dense)] if len(far) else near[:0])
-        self._last_candidates = (qvec.tobytes(), rows)
-        dense = self.dense_rows(qvec, rows)
-        release_pages(self.embeddings, self.bm25.rows, self.bm25.tf)  # read once per question: not kept mapped
-        return RangeScores(rows, dense, bm25[rows])
-
-    def score_range(self, qvec: np.ndarray | None, tokens: Sequence[str], start: int, end: int,
-                    idf: tuple[int, int], params: ScoreParams) -> RangeScores:
-        if end <= start:
-            return empty_scores()
-        if qvec is not None and start == 0 and end == len(self.embeddings):
-            ann = self._ann_for("chunks", params)
-            if ann is not None:
-                return self._ann_scores(ann, qvec, tokens, idf, params)
-        rows = np.arange(start, end, dtype=np.int64)
-        dense = (np.zeros(end - start, dtype=np.float32) if qvec is None else
-                 check_finite(matvec(self.embeddings[start:end], qvec), "embeddings.npy"))
-        bm25 = self.bm25.score_range(tokens, start, end, idf_start=idf[0], idf_end=idf[1],
-                                     k1=params.k1, b=params.b, epsilon=params.epsilon)
-        return RangeScores(rows, dense, np.asarray(bm25, dtype=np.float32))
-
-    def dense_rows(self, qvec: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return check_finite(matvec(self.embeddings[np.asarray(rows, dtype=np.int64)], qvec), "embeddings.npy")
-
-    def bm25_rows(self, tokens: Sequence[str], rows: np.ndarray, idf: tuple[int, int],
-                  params: ScoreParams) -> np.ndarray:
-        rows = np.asarray(rows, dtype=np.int64)
-        if not len(rows):
-            return np.zeros(0, dtype=np.float32)
-        lo, hi = int(rows.min()), int(rows.max()) + 1
-        scores = self.bm25.score_range(tokens, lo, hi, idf_start=idf[0], idf_end=idf[1],
-                                       k1=params.k1, b=params.b, epsilon=params.epsilon)
-        return np.asarray(scores, dtype=np.float32)[rows - lo]
-
-    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
-        ann = self._ann_for("leaves", params) if leaves is None else None
-        if ann is not None:
-            return self._ann_leaf_dense(ann, qvec, params)
-        vecs = self.leaf_embeddings if leaves is None else self.leaf_embeddings[np.asarray(leaves, dtype=np.int64)]
-        return check_finite(matvec(vecs, qvec), "leaf_embeddings.npy")
-
-    def _ann_leaf_dense(self, ann: Any, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
-        """Every leaf's dot product: exact for the ANN's nearest leaves and for the leaves of the
-        chunk candidates just scored for this question (a leaf can rank high on its heading or on
-        its chunks); 0 for the rest, as an engine leaves them."""
-        picked = [ann.search(qvec, params.ann_candidates, params.ann_probe)]
-        last = self._last_candidates
-        if last is not None and last[0] == qvec.tobytes() and self.leaf_ptr is not None:
-            picked.append(np.searchsorted(self.leaf_ptr, last[1], side="right") - 1)
-        leaves = np.unique(np.concatenate(picked))
-        leaves = leaves[(leaves >= 0) & (leaves < len(self.leaf_embeddings))]
-        out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
-        out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
-        release_pages(self.leaf_embeddings)
-        return out
-
-    def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
-        terms = self.leaf_terms
-        n_all = terms.n_rows
-        in_scope = None
-        if leaves is not None:
-            in_scope = np.zeros(n_all, dtype=bool)
-            in_scope[np.asarray(leaves, dtype=np.int64)] = True
-        n = max(n_all if in_scope is None else int(in_scope.sum()), 1)
-        scores = np.zeros(n_all, dtype=np.float64)
-        ids = terms.term_ids
-        for t in sorted(set(tokens)):
-            tid = ids.get(t)
-            if tid is None:
-                continue
-            rows = np.asarray(terms.postings(tid)[2])
-            if in_scope is not None:
-                rows = rows[in_scope[rows]]
-            if rows.size:
-                scores[rows] += np.log(1 + n / rows.size)
-        return scores if leaves is None else scores[np.asarray(leaves, dtype=np.int64)]
-
-    def term_stats(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
-        bm = self.bm25
-        ids = bm.term_ids
-        out = {}
-        for t in set(tokens):
-            tid = ids.get(t)
-            if tid is not None:
-                out[t] = int(bm.indptr[tid + 1] - bm.indptr[tid])
-        return int(bm.n_rows), out
-
-    def scripts(self) -> frozenset[str]:
-        if self._scripts is None:
-            self._scripts = vocabulary_scripts(self.bm25.terms)
-        return self._scripts

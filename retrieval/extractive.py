@@ -37,9 +37,10 @@ from utils.cjk import has_cjk
 from config import Config
 from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
+from indexing.index_store import Index
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
-from retrieval.query import QueryLike, query_tokens, query_vector
+from retrieval.query import Query
 from utils.similarity import min_max_normalize
 from utils.tokenizer import tokenize
 
@@ -113,7 +114,7 @@ class Extract:
 
 # --------------------------------------------------------------------------- passages
 
-def _leaf_text(index: Any, chunk: Chunk) -> tuple[str, int] | None:
+def _leaf_text(index: Index | None, chunk: Chunk) -> tuple[str, int] | None:
     """(content, content_start) of the chunk's leaf when it really holds the chunk's span."""
     node = index.get_node(chunk.source_node_id) if index is not None else None
     if node is None:
@@ -202,7 +203,7 @@ def widen_to_sentences(content: str, a: int, b: int) -> tuple[int, int]:
     return na, nb
 
 
-def build_passages(index: Any, ranked: Sequence[RetrievedChunk], widen: bool = True) -> list[Passage]:
+def build_passages(index: Index | None, ranked: Sequence[RetrievedChunk], widen: bool = True) -> list[Passage]:
     """Merge the step-2 chunks (numbered by their position, 1-based) into passages, in document order.
 
     ``widen`` False keeps each passage at its chunks' span: for text already cut where the answer
@@ -244,7 +245,7 @@ def build_passages(index: Any, ranked: Sequence[RetrievedChunk], widen: bool = T
     return passages
 
 
-def _passage(index: Any, group: list[tuple[int, RetrievedChunk]], leaf: tuple[str, int] | None,
+def _passage(index: Index | None, group: list[tuple[int, RetrievedChunk]], leaf: tuple[str, int] | None,
              widen: bool = True) -> Passage:
     first = group[0][1].chunk
     ranks = [(r, rc.chunk.start_char, rc.chunk.end_char) for r, rc in group]
@@ -290,7 +291,7 @@ def split_sentences(p: Passage, idx: int, k: int = 1) -> list[Sentence]:
 
 # --------------------------------------------------------------------------- scoring
 
-def _idf(index: Any, tokens: list[str], doc_path: str, config: Config) -> dict[str, float]:
+def _idf(index: Index | None, tokens: list[str], doc_path: str, config: Config) -> dict[str, float]:
     """BM25 IDF of each query term over the configured scope, as retrieval computes it."""
     bm = getattr(index, "bm25", None)
     if bm is None or not tokens:
@@ -318,12 +319,12 @@ def _idf(index: Any, tokens: list[str], doc_path: str, config: Config) -> dict[s
     return out
 
 
-def score_sentences(sentences: list[Sentence], passages: list[Passage], query: QueryLike, index: Any,
+def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Query, index: Index | None,
                     embedder: DocumentEmbedder, config: Config) -> None:
     """Fill dense, bm25 and fused score of every sentence (in place)."""
     if not sentences:
         return
-    q_tokens = query_tokens(query)
+    q_tokens = list(query.tokens)
     toks = [tokenize(s.text) for s in sentences]
     avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
     idf_memo: dict[str, dict[str, float]] = {}
@@ -348,7 +349,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     cheap = (1 - w) * config.bm25_weight * min_max_normalize(bm25) + w * prior
     k = config.answer_dense_candidates
     pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
-    qvec = np.asarray(query_vector(query, embedder), dtype=np.float32)
+    qvec = query.dense_vector
     vecs = np.asarray(embedder.embed_documents([sentences[i].text for i in pick]), dtype=np.float32)
     picked = vecs @ qvec
     dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
@@ -433,7 +434,7 @@ def select_quotes(sentences: list[Sentence], passages: list[Passage], config: Co
 
 
 
-def extract(query: QueryLike, ranked: Sequence[RetrievedChunk], index: Any, embedder: DocumentEmbedder,
+def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None, embedder: DocumentEmbedder,
             config: Config, *, widen: bool = True) -> Extract:
     """The extractive answer's quotes for ``ranked`` (best first: rank i = position i).
 

@@ -21,7 +21,7 @@ import numpy as np
 from config import Config
 from indexing.kg_extract import norm_key, question_mentions
 from indexing.kg_graph import LeafGraph
-from retrieval.query import QueryLike, query_text
+from retrieval.query import Query
 from retrieval.types import LocatedNode, RetrievedChunk
 from utils.tokenizer import tokenize
 
@@ -194,14 +194,14 @@ def leaf_graph_channel(index: "Index", leaf: LocatedNode, graph: LeafGraph, text
     return use, [(first_row + k, scores[k] / top if top > 0 else 0.0, n_edges.get(k, 0)) for k in ranked]
 
 
-def apply_graph_channel(index: "Index", question: QueryLike, located: Sequence[LocatedNode],
+def apply_graph_channel(index: "Index", question: Query, located: Sequence[LocatedNode],
                         candidates: list[RetrievedChunk], config: Config) -> tuple[list[RetrievedChunk], list[GraphUse]]:
     """``candidates`` with each graph-bearing located leaf's best graph chunks placed right after the
     leaf's best candidate (a chunk already at or above that place keeps it), and what was done."""
     table = getattr(index, "kg", None)
     if not config.kg_channel or table is None or not located or config.kg_top_chunks <= 0:
         return candidates, []
-    text = query_text(question)
+    text = question.text
     uses: list[GraphUse] = []
     out = list(candidates)
     for leaf in located:
@@ -219,11 +219,11 @@ def apply_graph_channel(index: "Index", question: QueryLike, located: Sequence[L
 
 
 def _fuse(index: "Index", cands: list[RetrievedChunk], leaf: LocatedNode, ranked: list[tuple[int, float, int]],
-          config: Config, use: GraphUse, question: QueryLike) -> list[RetrievedChunk]:
+          config: Config, use: GraphUse, question: Query) -> list[RetrievedChunk]:
     """Rank fusion: the leaf's best candidate stays first; its best graph chunks that retrieval did not
     already place within the next ``kg_top_chunks`` follow it (a chunk
     the leaf's retrieval had not kept enters with its dense score recorded; BM25 is not recomputed)."""
-    qvec = getattr(question, "vector", None)
+    qvec = question.vector
     if not ranked:
         return cands
     anchor = next((i for i, c in enumerate(cands) if c.chunk.source_node_id == leaf.node_id), None)
@@ -249,8 +249,8 @@ def _fuse(index: "Index", cands: list[RetrievedChunk], leaf: LocatedNode, ranked
         else:
             from retrieval.hybrid_retriever import retrieved_chunk  # noqa: PLC0415
 
-            dense = float(index.search.dense_rows(qvec, np.array([row]))[0]) if qvec is not None else 0.0
-            made = retrieved_chunk(index, row, dense, 0.0, 0.0, leaf.sub_query or query_text(question), "tree")
+            dense = float(index.search.dense(qvec, np.array([row]))[0]) if qvec is not None else 0.0
+            made = retrieved_chunk(index, row, dense, 0.0, 0.0, leaf.sub_query or question.text, "tree")
             hit = made.with_scores(anchor_hit.score, **{**detail, "graph_lifted": 1})
         lifted.append(hit)
         use.added.append(hit.chunk.chunk_id)
@@ -263,7 +263,7 @@ def _fuse(index: "Index", cands: list[RetrievedChunk], leaf: LocatedNode, ranked
 
 # --------------------------------------------------------------------------- showing graphs
 
-def prompt_block(uses: Sequence[GraphUse], read: Sequence[tuple[int, Any]], chinese: bool,
+def prompt_block(uses: Sequence[GraphUse], read: Sequence[tuple[int, RetrievedChunk]], chinese: bool,
                  index: "Index | None" = None) -> str:
     """The graph path lines for the synthesis prompt, each citing the evidence that states it.
 
@@ -291,7 +291,7 @@ def prompt_block(uses: Sequence[GraphUse], read: Sequence[tuple[int, Any]], chin
     return "<graph>\n" + head + "\n" + "\n".join(lines) + "\n</graph>"
 
 
-def _evidence_number(chunk_id: str, read: Sequence[tuple[int, Any]], index: "Index | None") -> int | None:
+def _evidence_number(chunk_id: str, read: Sequence[tuple[int, RetrievedChunk]], index: "Index | None") -> int | None:
     """The evidence item holding the chunk: the same chunk, or a passage whose span covers its middle."""
     span = None
     if index is not None:

@@ -10,22 +10,18 @@ Edge cases are defined, not accidental:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
 
 import numpy as np
 
-from config import Config
+from config import Config, IdfScope
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
-from retrieval.learned_ranker import load_ranker, model_name
-from retrieval.query import QueryLike, query_parts, query_text, query_tokens
-from retrieval.scoring import RangeScores, score_params, concat_scores, fuse, score_range
-from retrieval.section_features import chunk_features, layout
+from indexing.search import Scores
+from retrieval.learned_ranker import LinearRanker, load_ranker, model_name
+from retrieval.query import Query, QueryEmbedder
+from retrieval.scoring import documents_scope, fuse, leaf_scope, score_params, score_scope
+from retrieval.section_features import chunk_features
 from retrieval.types import LocatedNode, RetrievedChunk
-
-
-class QueryEmbedder(Protocol):
-    def embed_query(self, text: str) -> np.ndarray: ...
 
 
 @dataclass
@@ -47,11 +43,11 @@ def retrieved_chunk(index: Index, row: int, dense: float, bm25: float, fused: fl
         row=int(row), sub_query=sub_query, source=source)
 
 
-def rank_scored(index: Index, scores: RangeScores, top_k: int, config: Config, sub_query: str,
+def rank_scored(index: Index, scores: Scores, top_k: int, config: Config, sub_query: str,
                 source: str, stages: StageHits | None = None) -> list[RetrievedChunk]:
-    fused = fuse(scores.dense, scores.bm25, config)
+    fused = fuse(scores.dense, scores.lexical, config)
     order = np.lexsort((scores.rows, -fused))[:top_k]
-    out = [retrieved_chunk(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i], fused[i], sub_query, source)
+    out = [retrieved_chunk(index, int(scores.rows[i]), scores.dense[i], scores.lexical[i], fused[i], sub_query, source)
            for i in order]
     if stages is not None:
         _record_single_signals(index, scores, fused, top_k, sub_query, source, stages)
@@ -59,53 +55,34 @@ def rank_scored(index: Index, scores: RangeScores, top_k: int, config: Config, s
     return out
 
 
-def _record_single_signals(index: Index, scores: RangeScores, fused: np.ndarray, top_k: int, sub_query: str,
+def _record_single_signals(index: Index, scores: Scores, fused: np.ndarray, top_k: int, sub_query: str,
                            source: str, stages: StageHits) -> None:
-    """The keyword (BM25 > 0) and vector top-k of a scored range, for the audit record."""
-    for arr, bucket in ((scores.bm25, stages.keyword), (scores.dense, stages.vector)):
+    """The keyword (lexical > 0) and vector top-k of a scored scope, for the audit record."""
+    for arr, bucket in ((scores.lexical, stages.keyword), (scores.dense, stages.vector)):
         for i in np.lexsort((scores.rows, -arr))[:top_k]:
             if bucket is stages.keyword and arr[i] <= 0:
                 continue
-            bucket.append(retrieved_chunk(index, int(scores.rows[i]), scores.dense[i], scores.bm25[i],
+            bucket.append(retrieved_chunk(index, int(scores.rows[i]), scores.dense[i], scores.lexical[i],
                                 fused[i], sub_query, source))
 
 
-def retrieve_in_leaf(index: Index, embedder: QueryEmbedder, node: LocatedNode, config: Config,
-                     stages: StageHits | None = None, question: QueryLike | None = None) -> list[RetrievedChunk]:
-    """The leaf's top chunks for its sub-query (the question's own tokens and vector when they match)."""
-    rows = index.leaf_rows.get(node.node_id)
-    if rows is None:
+def retrieve_in_leaf(index: Index, embedder: QueryEmbedder, node: LocatedNode, config: Config, question: Query,
+                     stages: StageHits | None = None) -> list[RetrievedChunk]:
+    """The leaf's top chunks for its sub-query (the question itself when the texts match, else the
+    sub-query as a question of its own), BM25 with the config's statistics scope."""
+    scope = leaf_scope(index, node.node_id)
+    if scope is None:
         return []
-    sub_q: QueryLike = question if question is not None and query_text(question) == node.sub_query \
-        else node.sub_query
-    _, tokens, qvec = query_parts(sub_q, embedder)
-    scores = score_range(index, qvec, tokens, rows[0], rows[1], config)
+    sub = question if question.text == node.sub_query else Query.build(node.sub_query, embedder)
+    scores = score_scope(index, sub, scope, config)
     return rank_scored(index, scores, config.top_k_per_leaf, config, node.sub_query, "tree", stages)
 
 
-def scope_rows(index: Index, doc_paths: set[str] | None) -> list[tuple[int, int]]:
-    if doc_paths is None:
-        return [(0, len(index.chunks))]
-    return sorted(index.doc_rows[d] for d in doc_paths if d in index.doc_rows)
-
-
-def flat_scores(index: Index, qvec: np.ndarray, tokens: list[str], config: Config,
-                doc_paths: set[str] | None = None, idf_scope: str = "corpus") -> RangeScores:
-    """Dense + BM25 for every chunk in scope (flat retrieval, safety net, locator, section ranker).
-
-    The locator and the section ranker score the same scope for the same question one after
-    the other; the last result is kept on the index so a whole-collection query pays once.
-    """
-    key = (qvec.tobytes(), tuple(tokens), None if doc_paths is None else frozenset(doc_paths), idf_scope,
-           config.bm25_k1, config.bm25_b, config.bm25_epsilon)
-    last = index.derived.get("flat_scores_last")
-    if last is not None and last[0] == key:
-        return last[1]
-    parts = [score_range(index, qvec, tokens, s, e, config, idf_scope=idf_scope)
-             for s, e in scope_rows(index, doc_paths)]
-    out = concat_scores(parts)
-    index.derived["flat_scores_last"] = (key, out)
-    return out
+def flat_scores(index: Index, query: Query, config: Config, doc_paths: set[str] | None = None,
+                idf_scope: IdfScope = "corpus") -> Scores:
+    """Dense + lexical for every chunk of the question's documents (flat retrieval, safety net, locator,
+    section ranker), computed once per question (``score_scope``)."""
+    return score_scope(index, query, documents_scope(doc_paths), config, idf_scope)
 
 
 def dedupe_best(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
@@ -126,15 +103,16 @@ def leaf_priors(located: list[LocatedNode]) -> dict[str, float]:
     if not located:
         return {}
     scores = [n.score for n in located]
-    if all(isinstance(s, (int, float)) for s in scores) and max(scores) > 0:  # type: ignore[type-var]
-        top = float(max(scores))  # type: ignore[type-var]
-        return {n.node_id: max(0.0, float(n.score)) / top for n in located}  # type: ignore[arg-type]
+    known = [s for s in scores if s is not None]
+    if len(known) == len(scores) and max(known) > 0:
+        top = float(max(known))
+        return {n.node_id: max(0.0, float(n.score or 0.0)) / top for n in located}
     k = len(located)
     return {n.node_id: 1.0 - i / k for i, n in enumerate(located)}
 
 
-def order_union(index: Index, qvec: np.ndarray, query: QueryLike, cands: list[RetrievedChunk],
-                located: list[LocatedNode], config: Config) -> list[RetrievedChunk]:
+def order_union(index: Index, query: Query, cands: list[RetrievedChunk], located: list[LocatedNode],
+                config: Config) -> list[RetrievedChunk]:
     """Order candidates of several leaves on one scale.
 
     In-leaf fused scores are min-max normalised per leaf (the spec), so every
@@ -145,17 +123,9 @@ def order_union(index: Index, qvec: np.ndarray, query: QueryLike, cands: list[Re
     """
     if not cands:
         return cands
-    tokens = query_tokens(query)
     rows = np.array([c.row for c in cands], dtype=np.int64)
-    dense = index.search.dense_rows(qvec, rows)
-    bm25 = np.zeros(len(cands), dtype=np.float32)
-    by_doc: dict[str, list[int]] = {}
-    for i, c in enumerate(cands):
-        by_doc.setdefault(c.chunk.doc_path, []).append(i)
-    params = score_params(config)
-    for doc, members in by_doc.items():  # one pass per document, with that document's statistics
-        bm25[members] = index.search.bm25_rows(tokens, rows[members], index.doc_rows[doc], params)
-    fused = fuse(dense, bm25, config)
+    scored = index.search.rescore(query, rows, "document", score_params(config))
+    fused = fuse(scored.dense, scored.lexical, config)
     priors = leaf_priors(located)
     w = config.leaf_prior_weight
     out = []
@@ -166,7 +136,7 @@ def order_union(index: Index, qvec: np.ndarray, query: QueryLike, cands: list[Re
     return sorted(out, key=lambda r: (-r.score, r.row))
 
 
-def rank_in_sections(index: Index, qvec: np.ndarray, query: QueryLike, located: list[LocatedNode],
+def rank_in_sections(index: Index, question: Query, located: list[LocatedNode],
                      config: Config, doc_paths: set[str] | None = None, kind: str = "tree",
                      stages: StageHits | None = None) -> list[RetrievedChunk]:
     """Every chunk in scope, scored by itself and by the evidence of its leaf, section and document.
@@ -175,23 +145,23 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: QueryLike, located: 
     on its own and its section's evidence (the hard cut to five leaves scored zero on ~17% of
     questions). ``kind="flat"`` scores the same chunks with the flat model (chunk features only).
     """
-    scores = flat_scores(index, qvec, query_tokens(query), config, doc_paths)
+    scores = flat_scores(index, question, config, doc_paths)
     if len(scores.rows) == 0:
         return []
-    query = query_text(query)
-    ranker = _ranker(index, model_name(kind, scope_documents(index, doc_paths)), config)
+    query = question.text
+    ranker = load_ranker(model_name(kind, scope_documents(index, doc_paths)), config.ranker_weights)
     loc_ids = {n.node_id for n in located}
-    X = chunk_features(index, qvec, scores, config, loc_ids, ranker.names)
+    X = chunk_features(index, question, scores, config, loc_ids, ranker.names)
     s = ranker.score(X)
     if kind == "tree" and config.section_evidence == "once":
         s = _section_evidence_once(index, scores.rows, X, ranker, s, config, scope_documents(index, doc_paths))
     order = np.lexsort((scores.rows, -s))[:max(config.final_top_k, config.context_pool)]  # rerank + context pool
-    fused = fuse(scores.dense, scores.bm25, config)
+    fused = fuse(scores.dense, scores.lexical, config)
     subs = {n.node_id: n.sub_query for n in located}
     out: list[RetrievedChunk] = []
     for i in order:
         row = int(scores.rows[i])
-        rc = retrieved_chunk(index, row, scores.dense[i], scores.bm25[i], fused[i], query, "flat")
+        rc = retrieved_chunk(index, row, scores.dense[i], scores.lexical[i], fused[i], query, "flat")
         detail = dict(rc.retrieval_detail)
         if kind == "tree":
             leaf = rc.chunk.source_node_id
@@ -207,8 +177,8 @@ def rank_in_sections(index: Index, qvec: np.ndarray, query: QueryLike, located: 
     return out
 
 
-def _section_evidence_once(index: Index, rows: np.ndarray, X: np.ndarray, ranker: Any, tree_score: np.ndarray,
-                           config: Config, n_docs: int) -> np.ndarray:
+def _section_evidence_once(index: Index, rows: np.ndarray, X: np.ndarray, ranker: LinearRanker,
+                           tree_score: np.ndarray, config: Config, n_docs: int) -> np.ndarray:
     """Each leaf's best chunk ordered by the tree model, every other chunk by the flat model.
 
     The tree model adds a section's evidence (its best chunks, heading, neighbours) to every chunk
@@ -218,7 +188,7 @@ def _section_evidence_once(index: Index, rows: np.ndarray, X: np.ndarray, ranker
     sections are entered and where; past that entry, a chunk competes on its own evidence. Both
     scores are standardised over the scope so they share one scale.
     """
-    flat = _ranker(index, model_name("flat", n_docs), config)
+    flat = load_ranker(model_name("flat", n_docs), config.ranker_weights)
     cols = [ranker.names.index(n) for n in flat.names]
     chunk_score = flat.score(X[:, cols])
 
@@ -227,21 +197,12 @@ def _section_evidence_once(index: Index, rows: np.ndarray, X: np.ndarray, ranker
         return (v - v.mean()) / (sd if sd > 0 else 1.0)
 
     zt, key = z(tree_score), z(chunk_score)
-    leaf_of = layout(index).row_leaf[rows]
+    leaf_of = index.layout.row_leaf[rows]
     by_tree = np.lexsort((rows, -zt))
     _, first = np.unique(leaf_of[by_tree], return_index=True)
     entry = by_tree[first]
     key[entry] = zt[entry]
     return key
-
-
-def _ranker(index: Index, name: str, config: Config) -> Any:
-    """The named linear model, read from the weights file once per index."""
-    rankers = index.derived.setdefault("rankers", {})
-    ranker = rankers.get((name, config.ranker_weights))
-    if ranker is None:
-        ranker = rankers[(name, config.ranker_weights)] = load_ranker(name, config.ranker_weights)
-    return ranker
 
 
 def scope_documents(index: Index, doc_paths: set[str] | None) -> int:
@@ -260,24 +221,25 @@ def candidate_order(index: Index, doc_paths: set[str] | None, config: Config) ->
     return "section" if scope_documents(index, doc_paths) <= 1 else "union"
 
 
-def retrieve(index: Index, embedder: QueryEmbedder, query: QueryLike, located: list[LocatedNode],
+def retrieve(index: Index, embedder: QueryEmbedder, query: Query, located: list[LocatedNode],
              config: Config, doc_paths: set[str] | None = None,
              stages: StageHits | None = None) -> list[RetrievedChunk]:
-    """All candidates before rerank: per-leaf top-k, plus the flat safety net when on."""
-    embedder = memoized(embedder)  # leaves sharing a sub-query: one model call
-    text, tokens, qvec = query_parts(query, embedder)
+    """All candidates before rerank: per-leaf top-k, plus the flat safety net when on.
+
+    ``embedder`` embeds the locator's sub-queries (leaves sharing one: one model call)."""
+    embedder = memoized(embedder)
     order = candidate_order(index, doc_paths, config)
     if order == "section":
-        return rank_in_sections(index, qvec, query, located, config, doc_paths, stages=stages)
+        return rank_in_sections(index, query, located, config, doc_paths, stages=stages)
     out: list[RetrievedChunk] = []
     for node in located:
-        out.extend(retrieve_in_leaf(index, embedder, node, config, stages, question=query))
+        out.extend(retrieve_in_leaf(index, embedder, node, config, query, stages))
     if config.safety_net:
-        scores = flat_scores(index, qvec, tokens, config, doc_paths)
-        out.extend(rank_scored(index, scores, config.safety_net_top_k, config, text, "net", stages))
+        scores = flat_scores(index, query, config, doc_paths)
+        out.extend(rank_scored(index, scores, config.safety_net_top_k, config, query.text, "net", stages))
     out = dedupe_best(out)
     if order == "union":
-        out = order_union(index, qvec, query, out, located, config)
+        out = order_union(index, query, out, located, config)
     return out
 
 
@@ -286,8 +248,8 @@ def document_order(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
     return sorted(chunks, key=lambda r: r.row)
 
 
-def with_flat_tail(pool: list[RetrievedChunk], index: Index, embedder: QueryEmbedder, query: QueryLike,
-                   config: Config, doc_paths: set[str] | None, limit: int) -> list[RetrievedChunk]:
+def with_flat_tail(pool: list[RetrievedChunk], index: Index, query: Query, config: Config,
+                   doc_paths: set[str] | None, limit: int) -> list[RetrievedChunk]:
     """``pool`` filled up to ``limit`` with the flat ranking's best chunks it lacks (source "net").
 
     Across a collection step 2 keeps only the located leaves' top chunks (about 25): enough for
@@ -297,7 +259,6 @@ def with_flat_tail(pool: list[RetrievedChunk], index: Index, embedder: QueryEmbe
     """
     if len(pool) >= limit:
         return pool
-    text, tokens, qvec = query_parts(query, embedder)
     have = {h.row for h in pool}
-    tail = rank_scored(index, flat_scores(index, qvec, tokens, config, doc_paths), limit, config, text, "net")
+    tail = rank_scored(index, flat_scores(index, query, config, doc_paths), limit, config, query.text, "net")
     return pool + [h for h in tail if h.row not in have][:limit - len(pool)]

@@ -13,15 +13,13 @@ order, so this locator is never worse-formed than running without an LLM.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from config import Config
 from indexing.index_store import Index
-from retrieval.hybrid_retriever import QueryEmbedder
 from retrieval.locate_prompts import LEAF_RERANK_PROMPT
 from retrieval.node_locator import ask_for_leaves, hybrid_leaf_scores, hybrid_locate
-from retrieval.query import QueryLike, query_text
+from retrieval.query import Query
 from retrieval.types import LocatedNode, LocateResult
+from utils.llm.types import LLMClient, UsageMeter
 from utils.similarity import top_order
 
 RERANK_CANDIDATES = 10
@@ -38,28 +36,27 @@ def candidate_block(index: Index, node_id: str) -> str:
     return f"[{node_id}] {node.heading_path}\n摘要: {summary}" if summary else f"[{node_id}] {node.heading_path}"
 
 
-def leaf_rerank_prompt(index: Index, query: QueryLike, candidates: list[LocatedNode]) -> str:
+def leaf_rerank_prompt(index: Index, query: Query, candidates: list[LocatedNode]) -> str:
     blocks = "\n\n".join(candidate_block(index, c.node_id) for c in candidates)
-    return LEAF_RERANK_PROMPT.format(n=len(candidates), query=" ".join(query_text(query).split()), candidates=blocks)
+    return LEAF_RERANK_PROMPT.format(n=len(candidates), query=" ".join(query.text.split()), candidates=blocks)
 
 
-def top_candidates(index: Index, embedder: QueryEmbedder, query: QueryLike, config: Config,
-                   doc_paths: set[str] | None) -> list[LocatedNode]:
+def top_candidates(index: Index, query: Query, config: Config, doc_paths: set[str] | None) -> list[LocatedNode]:
     """The hybrid locator's best ``RERANK_CANDIDATES`` leaves with a positive score, best first."""
-    leaves, total = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
+    leaves, total = hybrid_leaf_scores(index, query, config, doc_paths)
     order = top_order(total, RERANK_CANDIDATES)
-    return [LocatedNode(leaves[i].node_id, query_text(query), leaves[i].heading_path, round(float(total[i]), 4))
+    return [LocatedNode(leaves[i].node_id, query.text, leaves[i].heading_path, round(float(total[i]), 4))
             for i in order if total[i] > 0]
 
 
-def llm_rerank_locate(index: Index, llm: Any, query: QueryLike, config: Config, embedder: QueryEmbedder,
-                      doc_paths: set[str] | None = None, usage: Any = None) -> LocateResult:
+def llm_rerank_locate(index: Index, llm: LLMClient, query: Query, config: Config,
+                      doc_paths: set[str] | None = None, usage: UsageMeter | None = None) -> LocateResult:
     """The LLM's choice among the hybrid locator's top leaves; the hybrid order on any failure."""
-    cands = top_candidates(index, embedder, query, config, doc_paths)
+    cands = top_candidates(index, query, config, doc_paths)
     if not cands:
-        return hybrid_locate(index, embedder, query, config, doc_paths)
+        return hybrid_locate(index, query, config, doc_paths)
     # the model's order is the belief: its nodes carry no score (leaf_priors ranks an unscored list)
-    return ask_for_leaves(index, llm, query, config, embedder, doc_paths, usage,
+    return ask_for_leaves(index, llm, query, config, doc_paths, usage,
                           prompt=leaf_rerank_prompt(index, query, cands), max_tokens=500, locator="llm-rerank",
                           shown=len(cands), allowed={c.node_id for c in cands},
                           failure="LLM re-ranking failed", candidates=cands)

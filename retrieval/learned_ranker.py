@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -40,10 +41,28 @@ class LinearRanker:
 
 
 def load_ranker(kind: str, path: str | Path | None = None) -> LinearRanker:
-    """The ``kind`` model of a weights file; one-line errors for a missing or malformed file."""
+    """The ``kind`` model of a weights file; one-line errors for a missing or malformed file.
+
+    Read once per file version: the section ranker asks for its models on every question, and
+    reading and checking the file costs about as much as scoring a paper. The key is the file's
+    path, size, inode and modification time, so an edited file is read again; a failed read is
+    never kept."""
+    p = Path(path) if path else DEFAULT_WEIGHTS
+    try:
+        st = p.stat()
+    except OSError:
+        return _read_ranker(kind, p)  # the bounded read says what is wrong
+    return _cached_ranker(kind, str(p), (st.st_size, st.st_ino, st.st_mtime_ns))
+
+
+@lru_cache(maxsize=32)
+def _cached_ranker(kind: str, path: str, version: tuple[int, int, int]) -> LinearRanker:
+    return _read_ranker(kind, Path(path))
+
+
+def _read_ranker(kind: str, p: Path) -> LinearRanker:
     from utils.bounded_read import read_text_bounded
 
-    p = Path(path) if path else DEFAULT_WEIGHTS
     text = read_text_bounded(p, limit=WEIGHTS_MAX_BYTES, what=f"ranker weights {p}",
                              setting="a weights file is small")
     try:

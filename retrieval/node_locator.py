@@ -18,7 +18,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from indexing.node_table import LeafList, node_id_of, row_of
-from retrieval.hybrid_retriever import QueryEmbedder, flat_scores
+from retrieval.hybrid_retriever import flat_scores
 from retrieval.scoring import score_params
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
@@ -26,8 +26,9 @@ from retrieval.locate_prompts import LOCATE_SYSTEM, NODE_LOCATE_PROMPT, tree_for
 from tree_builder.visualizer import HEADER, join_blocks, node_block
 from utils.errors import BackendError
 from utils.llm.cached import forget_reply
+from utils.llm.types import LLMClient, UsageMeter
 from utils.similarity import best_first, min_max_normalize, top_order
-from retrieval.query import QueryLike, query_parts, query_text, query_tokens
+from retrieval.query import Query
 from utils.tokenizer import estimate_tokens
 
 MAX_RESULTS = 5
@@ -45,7 +46,7 @@ def scoped_leaves(index: Index, doc_paths: set[str] | None) -> Sequence[TreeNode
 
 # --------------------------------------------------------------------------- keyword
 
-def keyword_locate(index: Index, query: QueryLike, config: Config,
+def keyword_locate(index: Index, query: Query, config: Config,
                    doc_paths: set[str] | None = None) -> LocateResult:
     """The spec's mock: IDF-weighted overlap of query tokens with heading + summary.
 
@@ -53,12 +54,12 @@ def keyword_locate(index: Index, query: QueryLike, config: Config,
     path + summary, n and df counted over the leaves in scope; read from the
     leaf-word postings built at index time (indexing/leaf_terms.py).
     """
-    q = sorted(set(query_tokens(query)))
+    q = sorted(set(query.tokens))
     positions = None if doc_paths is None else index.leaf_positions(doc_paths)
     scores = index.search.leaf_keyword(q, positions, score_params(config))
     top = [i for i in top_order(scores, config.keyword_top_leaves) if scores[i] > 0]
     leaves = [index.leaves[int(i if positions is None else positions[i])] for i in top]
-    nodes = [LocatedNode(leaf.node_id, query_text(query), leaf.heading_path, round(float(scores[i]), 4))
+    nodes = [LocatedNode(leaf.node_id, query.text, leaf.heading_path, round(float(scores[i]), 4))
              for leaf, i in zip(leaves, top)]
     thinking = (f"keyword match of {q} against headings and summaries"
                 if nodes else "no heading or summary shares a word with the query")
@@ -102,8 +103,8 @@ def _leaf_max_scaled(values: np.ndarray, rows: np.ndarray, n: int, starts: np.nd
     return out
 
 
-def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, config: Config,
-                       doc_paths: set[str] | None = None) -> tuple[list[TreeNode], np.ndarray]:
+def hybrid_leaf_scores(index: Index, query: Query, config: Config,
+                       doc_paths: set[str] | None = None) -> tuple[Sequence[TreeNode], np.ndarray]:
     """Score every leaf in scope; higher is better.
 
     A leaf is as good as its best chunk (dense and BM25, each min-max
@@ -113,30 +114,30 @@ def hybrid_leaf_scores(index: Index, embedder: QueryEmbedder, query: QueryLike, 
     leaves = scoped_leaves(index, doc_paths)
     if not leaves:
         return leaves, np.zeros(0, dtype=np.float32)
-    _, tokens, qvec = query_parts(query, embedder)
-    scores = flat_scores(index, qvec, tokens, config, doc_paths, idf_scope="corpus")
+    scores = flat_scores(index, query, config, doc_paths, idf_scope="corpus")
     starts, has_rows = _leaf_row_starts(index)
     n = len(index.chunks)
     best_dense_all = np.where(has_rows, _leaf_max_scaled(scores.dense, scores.rows, n, starts), 0.0)
-    best_bm25_all = np.where(has_rows, _leaf_max_scaled(scores.bm25, scores.rows, n, starts), 0.0)
+    best_bm25_all = np.where(has_rows, _leaf_max_scaled(scores.lexical, scores.rows, n, starts), 0.0)
     leaf_idx = index.leaf_positions(doc_paths)
     best_dense = best_dense_all[leaf_idx]
     best_bm25 = best_bm25_all[leaf_idx]
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
-    leaf_dense = np.clip(index.search.leaf_dense(qvec, None if doc_paths is None else leaf_idx, score_params(config)),
-                         0.0, 1.0)
+    leaf_dense = np.clip(index.search.leaf_dense(query, None if doc_paths is None else leaf_idx,
+                                                 score_params(config)), 0.0, 1.0)
     chunk_part = config.dense_weight * best_dense + config.bm25_weight * best_bm25
     w = config.locator_leaf_weight
     total = (1 - w) * chunk_part + w * leaf_dense
     return leaves, total.astype(np.float32)
 
 
-def hybrid_locate(index: Index, embedder: QueryEmbedder, query: QueryLike, config: Config,
+def hybrid_locate(index: Index, query: Query, config: Config,
                   doc_paths: set[str] | None = None) -> LocateResult:
-    leaves, total = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
+    """Needs the question's vector: the no-LLM locator without an embedder is ``keyword_locate``."""
+    leaves, total = hybrid_leaf_scores(index, query, config, doc_paths)
     order = top_order(total, max(config.hybrid_top_leaves, LOCATOR_CANDIDATES))
     picked = [i for i in order[:config.hybrid_top_leaves] if total[i] > 0]
-    text = query_text(query)
+    text = query.text
     nodes = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
              for i in picked]
     cands = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
@@ -146,12 +147,12 @@ def hybrid_locate(index: Index, embedder: QueryEmbedder, query: QueryLike, confi
     return LocateResult(nodes=nodes, thinking=thinking, locator="hybrid", candidates=cands)
 
 
-def no_llm_locate(index: Index, embedder: QueryEmbedder | None, query: QueryLike, config: Config,
+def no_llm_locate(index: Index, query: Query, config: Config,
                   doc_paths: set[str] | None = None) -> LocateResult:
     """What step 1 does without an LLM's answer (none configured, or it failed): the hybrid locator,
-    or the keyword match when no embedder is loaded. The one place that decides it."""
-    if embedder is not None:
-        return hybrid_locate(index, embedder, query, config, doc_paths)
+    or the keyword match when the question has no vector (no embedder loaded). The one place that decides it."""
+    if query.vector is not None:
+        return hybrid_locate(index, query, config, doc_paths)
     return keyword_locate(index, query, config, doc_paths)
 
 
@@ -205,7 +206,7 @@ class ScopeIds(Collection[str]):
         return len(self._rows())
 
 
-def _resolve_id(raw: Any, index: Index, allowed: Collection[str]) -> str | None:
+def _resolve_id(raw: object, index: Index, allowed: Collection[str]) -> str | None:
     """An id as the model wrote it -> a node id: "7", 7, "[0007]", "<0007>", "node_0007", or a heading."""
     if isinstance(raw, bool) or raw is None:
         return None
@@ -276,7 +277,7 @@ def parse_locator_response(text: str, index: Index, query: str,
     return out, thinking, problems
 
 
-def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: QueryLike, config: Config,
+def toc_for_prompt(index: Index, query: Query, config: Config,
                    doc_paths: set[str] | None = None) -> tuple[str, int]:
     """The serialised tree, cut to the TOC budget around the best no-LLM leaves.
 
@@ -294,9 +295,9 @@ def toc_for_prompt(index: Index, embedder: QueryEmbedder | None, query: QueryLik
         numbers = [i for i, p in enumerate(tree.doc_paths) if p in doc_paths]
         allowed = np.flatnonzero(np.isin(tree.doc, numbers)) if numbers else np.zeros(0, dtype=np.int64)
     header = estimate_tokens(HEADER) + 2
-    if header + int(costs[allowed].sum()) <= config.toc_budget_tokens or embedder is None:
+    if header + int(costs[allowed].sum()) <= config.toc_budget_tokens or query.vector is None:
         return _serialize_rows(index, allowed), len(allowed)
-    _, scores = hybrid_leaf_scores(index, embedder, query, config, doc_paths)
+    _, scores = hybrid_leaf_scores(index, query, config, doc_paths)
     positions = index.leaf_positions(doc_paths)
     included = np.zeros(len(tree), dtype=bool)
     used = header
@@ -321,8 +322,8 @@ def _serialize_rows(index: Index, rows: np.ndarray) -> str:
     return join_blocks([node_block(tree.node(int(r)), int(tree.depth[r])) for r in np.sort(rows)])
 
 
-def ask_for_leaves(index: Index, llm: Any, query: QueryLike, config: Config, embedder: QueryEmbedder | None,
-                   doc_paths: set[str] | None, usage: Any, *, prompt: str, max_tokens: int, locator: str,
+def ask_for_leaves(index: Index, llm: LLMClient, query: Query, config: Config,
+                   doc_paths: set[str] | None, usage: UsageMeter | None, *, prompt: str, max_tokens: int, locator: str,
                    shown: int, allowed: set[str] | None = None, failure: str = "LLM locating failed",
                    candidates: list[LocatedNode] | None = None) -> LocateResult:
     """One locating call: the reply parsed and repaired (kept to ``allowed`` ids when given), the
@@ -335,7 +336,7 @@ def ask_for_leaves(index: Index, llm: Any, query: QueryLike, config: Config, emb
         raw = resp.text
         if usage is not None:
             usage.add(resp.usage)
-        nodes, thinking, problems = parse_locator_response(raw, index, query_text(query), doc_paths)
+        nodes, thinking, problems = parse_locator_response(raw, index, query.text, doc_paths)
         if allowed is not None:
             kept = [n for n in nodes if n.node_id in allowed]
             if len(kept) < len(nodes):
@@ -351,18 +352,18 @@ def ask_for_leaves(index: Index, llm: Any, query: QueryLike, config: Config, emb
         forget_reply(llm, resp)  # only replies that parsed and were used stay cached
     except BackendError as exc:
         reason = str(exc)
-    res = no_llm_locate(index, embedder, query, config, doc_paths)  # never worse than no LLM at all
+    res = no_llm_locate(index, query, config, doc_paths)  # never worse than no LLM at all
     res.fallbacks.insert(0, Fallback("locate", f"{failure}: {reason}"[:500], f"{res.locator} locator"))
     res.toc_nodes = shown
     res.raw_response = raw
     return res
 
 
-def llm_locate(index: Index, llm: Any, query: QueryLike, config: Config, embedder: QueryEmbedder | None,
-               doc_paths: set[str] | None = None, usage: Any = None) -> LocateResult:
+def llm_locate(index: Index, llm: LLMClient, query: Query, config: Config,
+               doc_paths: set[str] | None = None, usage: UsageMeter | None = None) -> LocateResult:
     """The spec's LLM locating, falling back (recorded) to the no-LLM locator on any failure."""
-    toc, shown = toc_for_prompt(index, embedder, query, config, doc_paths)
-    prompt = NODE_LOCATE_PROMPT.format(query=" ".join(query_text(query).split()),
+    toc, shown = toc_for_prompt(index, query, config, doc_paths)
+    prompt = NODE_LOCATE_PROMPT.format(query=" ".join(query.text.split()),
                                        serialized_tree=tree_for_prompt(toc))
-    return ask_for_leaves(index, llm, query, config, embedder, doc_paths, usage, prompt=prompt,
+    return ask_for_leaves(index, llm, query, config, doc_paths, usage, prompt=prompt,
                           max_tokens=800, locator="llm", shown=shown)

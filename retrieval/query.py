@@ -1,20 +1,29 @@
-"""The question as every step sees it, built once per run: text, tokens, vector.
+"""The question as every step sees it, built once per run: text, tokens, vector, and its caches.
 
 Steps 1 and 2 and the answer all need the question's tokens (BM25, keyword match, the relevance
-floor, the extractive answer) and its vector (dense scores everywhere). Built once in
-``run_retrieval`` and passed down (LlamaIndex's ``QueryBundle``), it is tokenised once and
-embedded once. Functions that also serve callers with a plain string (tests, tools) accept either:
-``query_parts`` computes what a string lacks. The scope (the question's documents) travels beside it
-as ``doc_paths``, as it always has, rather than in a second place here.
+floor, the extractive answer) and its vector (dense scores everywhere). Built once at the edge
+(``pipeline.run_retrieval``, the evaluation arms, a tool) and passed down (LlamaIndex's
+``QueryBundle``), it is tokenised once and embedded once; nothing inside retrieval takes a plain
+string. A locator's sub-query is a question of its own (``Query.build`` again, with its own caches).
+
+``memo`` holds what is computed for this question and read again later in its run (the scores of
+a scope, the file store's ANN candidates, the ranker weights): on the question, never on the
+shared index, so a server answering several questions at once cannot mix them up. The scope (the
+question's documents) travels beside it as ``doc_paths``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
+from indexing.search import QueryMemo
 from utils.tokenizer import tokenize
+
+
+class QueryEmbedder(Protocol):
+    def embed_query(self, text: str) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -23,30 +32,18 @@ class Query:
     tokens: tuple[str, ...]
     vector: np.ndarray | None
     """None when no embedder is loaded (keyword-only paths)."""
+    memo: QueryMemo = field(default_factory=QueryMemo, init=False, repr=False, compare=False)
+    """This question's caches (see the module docstring); a new one for every Query, ``replace`` included."""
 
     @classmethod
-    def build(cls, text: str, embedder: Any) -> "Query":
+    def build(cls, text: str, embedder: QueryEmbedder | None) -> "Query":
         vector = None if embedder is None else np.asarray(embedder.embed_query(text), dtype=np.float32)
         return cls(text, tuple(tokenize(text)), vector)
 
-
-QueryLike = str | Query
-
-
-def query_text(query: QueryLike) -> str:
-    return query.text if isinstance(query, Query) else query
-
-
-def query_tokens(query: QueryLike) -> list[str]:
-    return list(query.tokens) if isinstance(query, Query) else tokenize(query)
-
-
-def query_vector(query: QueryLike, embedder: Any) -> np.ndarray:
-    if isinstance(query, Query) and query.vector is not None:
-        return query.vector
-    return embedder.embed_query(query_text(query))
-
-
-def query_parts(query: QueryLike, embedder: Any) -> tuple[str, list[str], np.ndarray]:
-    """(text, tokens, vector), computing only what a plain string does not carry."""
-    return query_text(query), query_tokens(query), query_vector(query, embedder)
+    @property
+    def dense_vector(self) -> np.ndarray:
+        """The vector, for steps that cannot run without one (a Query built without an embedder is a
+        caller's mistake there, not a reason to embed again)."""
+        if self.vector is None:
+            raise ValueError(f"the question {self.text[:60]!r} was built without an embedder")
+        return self.vector

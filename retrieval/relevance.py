@@ -33,8 +33,9 @@ import numpy as np
 
 from config import Config
 from indexing.embedders.floors import RelevanceFloor, default_floor
+from indexing.index_store import Index
 from retrieval.types import RetrievedChunk
-from retrieval.query import QueryLike, query_tokens, query_vector
+from retrieval.query import Query
 from utils.tokenizer import script_of, tokenize
 
 
@@ -87,13 +88,12 @@ def lift(best: float, background: float) -> float:
     return float(np.clip((best - background) / (1.0 - background), 0.0, 1.0))
 
 
-def index_scripts(index: Any) -> frozenset[str]:
+def index_scripts(index: Index) -> frozenset[str]:
     """Scripts that occur in the index's vocabulary (the store memoises them)."""
-    search = getattr(index, "search", None)
-    return search.scripts() if search is not None else frozenset()
+    return index.search.scripts()
 
 
-def idf_coverage(query: QueryLike, chunks: Sequence[RetrievedChunk], index: Any) -> float:
+def idf_coverage(query: Query, chunks: Sequence[RetrievedChunk], index: Index) -> float:
     """Share of the question's IDF weight present in ``chunks``.
 
     A term in a script the index has no word of (a Chinese term over English
@@ -103,11 +103,10 @@ def idf_coverage(query: QueryLike, chunks: Sequence[RetrievedChunk], index: Any)
     (nothing, or only numbers), there is no lexical evidence: 0.
     """
     scripts = index_scripts(index)
-    q = {t for t in query_tokens(query) if script_of(t) is None or script_of(t) in scripts}
+    q = {t for t in query.tokens if script_of(t) is None or script_of(t) in scripts}
     if not any(script_of(t) for t in q):  # numbers alone ("24" is in any document) are no evidence
         return 0.0
-    search = getattr(index, "search", None)
-    n, dfs = search.term_stats(sorted(q)) if search is not None else (0, {})
+    n, dfs = index.search.term_stats(sorted(q))
     found: set[str] = set()
     for rc in chunks:
         found.update(t for t in tokenize(rc.chunk.text) if t in q)
@@ -122,7 +121,7 @@ def idf_coverage(query: QueryLike, chunks: Sequence[RetrievedChunk], index: Any)
     return got / total if total else 0.0
 
 
-def evidence_strength(query: QueryLike, chunks: Sequence[RetrievedChunk], index: Any, embedder: Any,
+def evidence_strength(query: Query, chunks: Sequence[RetrievedChunk], index: Index,
                       config: Config | None = None) -> EvidenceStrength:
     if not chunks:
         return NO_EVIDENCE
@@ -130,9 +129,9 @@ def evidence_strength(query: QueryLike, chunks: Sequence[RetrievedChunk], index:
     rows = [rc.row for rc in chunks if 0 <= rc.row < len(index.chunks)]
     if not rows:
         return NO_EVIDENCE
-    qvec = np.asarray(query_vector(query, embedder), dtype=np.float32)
-    best = float(np.clip(np.max(index.search.dense_rows(qvec, np.asarray(rows, dtype=np.int64))), 0.0, 1.0))
-    bg = index.search.dense_rows(qvec, background_rows(len(index.chunks)))
+    qvec = query.dense_vector
+    best = float(np.clip(np.max(index.search.dense(qvec, np.asarray(rows, dtype=np.int64))), 0.0, 1.0))
+    bg = index.search.dense(qvec, background_rows(len(index.chunks)))
     bg_mean = float(np.mean(bg)) if bg.size else 0.0
     bg_std = float(np.std(bg)) if bg.size else 0.0
     cov = idf_coverage(query, chunks, index)
@@ -143,7 +142,7 @@ def evidence_strength(query: QueryLike, chunks: Sequence[RetrievedChunk], index:
                             lift_score=(wd * lift(best, bg_mean) + wb * cov) / total)
 
 
-def index_floor(index: Any, config: Config | None = None) -> RelevanceFloor:
+def index_floor(index: object, config: Config | None = None) -> RelevanceFloor:
     """The floor this index is judged by: its recorded one, else its model's default; a set
     ``Config.evidence_floor`` replaces the value (on the same statistic)."""
     return metadata_floor(getattr(index, "metadata", None) or {}, config)

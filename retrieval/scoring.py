@@ -1,26 +1,20 @@
-"""Chunk-level dense and BM25 scores over row ranges of the index.
+"""Chunk-level dense and lexical scores of a scope, through the index's store, and their fusion.
 
-Shared by the in-node retriever, the no-LLM locator and the flat safety net so
-all three score a chunk identically.
+Shared by the in-leaf retriever, the no-LLM locator, the section ranker and the flat safety net so
+all of them score a chunk identically. Scores of a scope are kept on the question (``Query.memo``)
+under a key naming everything else they depend on: the locator and the section ranker score the
+same scope one after the other, and a whole-collection scope is then paid once.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from config import Config
+from config import Config, IdfScope
 from indexing.index_store import Index
-from indexing.search import ScoreParams, RangeScores, empty_scores
+from indexing.node_table import row_of
+from indexing.search import Scope, ScoreParams, Scores
+from retrieval.query import Query
 from utils.similarity import min_max_normalize, rrf_scores
-
-
-def idf_range(index: Index, start: int, end: int, scope: str) -> tuple[int, int]:
-    """Rows over which BM25 statistics are computed for the leaf rows [start, end)."""
-    if scope == "leaf" or end <= start:
-        return start, end
-    if scope == "document":
-        doc = index.chunks[start].doc_path
-        return index.doc_rows[doc]
-    return 0, len(index.chunks)
 
 
 def score_params(config: Config) -> ScoreParams:
@@ -29,32 +23,38 @@ def score_params(config: Config) -> ScoreParams:
                        ann_candidates=config.ann_candidates, ann_probe=config.ann_probe)
 
 
-def score_range(index: Index, qvec: np.ndarray | None, tokens: list[str], start: int, end: int,
-                config: Config, idf_scope: str | None = None) -> RangeScores:
-    """Dense + BM25 of rows [start, end) from the index's store (a store may return candidates only)."""
-    if end <= start:
-        return empty_scores()
-    idf = idf_range(index, start, end, idf_scope or config.bm25_idf_scope)
-    return index.search.score_range(qvec, tokens, start, end, idf, score_params(config))
+def documents_scope(doc_paths: set[str] | None) -> Scope:
+    """The question's documents (None: the whole collection)."""
+    return Scope.of_documents(doc_paths)
 
 
-def concat_scores(parts: list[RangeScores]) -> RangeScores:
-    if not parts:
-        return empty_scores()
-    return RangeScores(np.concatenate([p.rows for p in parts]),
-                       np.concatenate([p.dense for p in parts]),
-                       np.concatenate([p.bm25 for p in parts]))
+def leaf_scope(index: Index, node_id: str) -> Scope | None:
+    """The scope of one leaf's chunks; None for a node that is not a leaf with chunks."""
+    row = row_of(node_id, len(index.tree))
+    leaf = -1 if row is None else int(index.tree.leaf_of_row[row])
+    if leaf < 0 or index.leaf_ptr[leaf + 1] == index.leaf_ptr[leaf]:
+        return None
+    return Scope.of_leaf(leaf)
 
 
-def fuse(dense: np.ndarray, bm25: np.ndarray, config: Config) -> np.ndarray:
+def score_scope(index: Index, query: Query, scope: Scope, config: Config, idf: IdfScope | None = None) -> Scores:
+    """Dense + lexical scores of ``scope`` for ``query`` (``idf``: BM25 statistics scope, default the
+    config's), computed once per question, scope, statistics scope and store settings."""
+    idf_scope: IdfScope = idf or config.bm25_idf_scope
+    params = score_params(config)
+    return query.memo.get_or_make(("scores", scope, idf_scope, params),
+                                  lambda: index.search.score(query, scope, idf_scope, params))
+
+
+def fuse(dense: np.ndarray, lexical: np.ndarray, config: Config) -> np.ndarray:
     """Weighted min-max fusion (spec) or reciprocal-rank fusion."""
     if len(dense) == 0:
         return np.zeros(0, dtype=np.float32)
     if config.fusion == "rrf":
         order_d = np.argsort(-dense, kind="stable")
-        order_b = np.argsort(-bm25, kind="stable")
-        # a chunk with zero BM25 has no keyword evidence: it gets no BM25 rank
-        order_b = order_b[bm25[order_b] > 0]
+        order_b = np.argsort(-lexical, kind="stable")
+        # a chunk with zero lexical score has no keyword evidence: it gets no lexical rank
+        order_b = order_b[lexical[order_b] > 0]
         return rrf_scores([order_d, order_b], n=len(dense), k=config.rrf_k)
     return (config.dense_weight * min_max_normalize(dense)
-            + config.bm25_weight * min_max_normalize(bm25)).astype(np.float32)
+            + config.bm25_weight * min_max_normalize(lexical)).astype(np.float32)

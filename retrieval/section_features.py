@@ -17,14 +17,13 @@ retrieval does.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from config import Config
 from indexing.index_store import Index
-from indexing.node_table import KINDS
-from retrieval.scoring import RangeScores, score_params
+from indexing.search import Scores
+from retrieval.query import Query
+from retrieval.scoring import score_params
 from utils.similarity import min_max_normalize
 
 FLAT_FEATURES: tuple[str, ...] = ("dense", "dense_mm", "bm25_mm", "bm25_hit")
@@ -35,40 +34,6 @@ TREE_FEATURES: tuple[str, ...] = FLAT_FEATURES + (
 """Plus section evidence: the best and top-3 mean fused chunk score of the chunk's leaf, the leaf's
 heading+summary cosine, the best adjacent chunk of the same leaf, the best leaf of its parent
 section, the best and top-3 mean of its document, and whether step 1 located its leaf."""
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Row -> leaf / section / document positions of an index, computed once per index."""
-
-    row_leaf: np.ndarray
-    """Leaf position (index.leaves order) of every chunk row."""
-    leaf_section: np.ndarray
-    """Per leaf: a section id shared by the leaves under one parent section (own id if none)."""
-    row_doc: np.ndarray
-    """Document position of every chunk row."""
-    n_docs: int
-
-
-def layout(index: Index) -> Layout:
-    memo = index.derived.get("section_layout")
-    if memo is not None:
-        return memo
-    n = len(index.chunks)
-    ptr = np.asarray(index.leaf_ptr)
-    row_leaf = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
-    tree = index.tree
-    leaf_rows = tree.leaf_rows
-    parents = tree.parent[leaf_rows]
-    under_section = tree.kind[parents] == KINDS.index("section")
-    # leaves under one parent section share its id; any other leaf is a section of its own
-    _, leaf_section = np.unique(np.where(under_section, parents, leaf_rows), return_inverse=True)
-    leaf_section = leaf_section.astype(np.int64)
-    row_doc = np.empty(n, dtype=np.int64)
-    for j, (s, e) in enumerate(index.doc_rows.values()):
-        row_doc[s:e] = j
-    memo = index.derived["section_layout"] = Layout(row_leaf, leaf_section, row_doc, len(index.doc_rows))
-    return memo
 
 
 def _group_max(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
@@ -88,20 +53,20 @@ def _group_top_mean(values: np.ndarray, groups: np.ndarray, n_groups: int, k: in
     return np.divide(sums, counts, out=np.zeros(n_groups), where=counts > 0)
 
 
-def chunk_features(index: Index, qvec: np.ndarray, scores: RangeScores, config: Config,
+def chunk_features(index: Index, question: Query, scores: Scores, config: Config,
                    located: set[str] | None = None, names: tuple[str, ...] = TREE_FEATURES
                    ) -> np.ndarray:
     """Feature matrix (len(scores.rows) x len(names)) for the scope's chunks, in ``scores.rows`` order."""
     rows = scores.rows
     cols: dict[str, np.ndarray] = {}
     dense_mm = min_max_normalize(scores.dense)
-    bm25_mm = min_max_normalize(scores.bm25)
+    bm25_mm = min_max_normalize(scores.lexical)
     cols["dense"] = scores.dense.astype(np.float64)
     cols["dense_mm"] = dense_mm
     cols["bm25_mm"] = bm25_mm
-    cols["bm25_hit"] = (scores.bm25 > 0).astype(np.float64)
+    cols["bm25_hit"] = (scores.lexical > 0).astype(np.float64)
     if any(n not in cols for n in names):
-        lay = layout(index)
+        lay = index.layout
         fused = config.dense_weight * dense_mm + config.bm25_weight * bm25_mm
         # compact group ids over the scope only (scoped queries touch a few hundred rows)
         leaf_ids, leaf_of = np.unique(lay.row_leaf[rows], return_inverse=True)
@@ -109,7 +74,7 @@ def chunk_features(index: Index, qvec: np.ndarray, scores: RangeScores, config: 
         leaf_max = _group_max(fused, leaf_of, n_leaf)
         cols["leaf_max"] = leaf_max[leaf_of]
         cols["leaf_top3"] = _group_top_mean(fused, leaf_of, n_leaf, 3)[leaf_of]
-        leaf_dense = index.search.leaf_dense(qvec, leaf_ids, score_params(config))
+        leaf_dense = index.search.leaf_dense(question, leaf_ids, score_params(config))
         cols["leaf_heading"] = np.clip(leaf_dense, 0.0, 1.0).astype(np.float64)[leaf_of]
         # neighbours: the adjacent rows when they belong to the same leaf
         prev = np.concatenate(([-np.inf], fused[:-1]))

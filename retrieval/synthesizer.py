@@ -24,15 +24,18 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 from config import Config
 from indexing.chunker import Chunk
 from retrieval.types import Fallback, RetrievedChunk
-from retrieval.query import QueryLike, query_text
+from retrieval.query import Query
 from utils.cjk import has_han
 from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.llm.cached import forget_reply
-from utils.llm.types import TextSink, text_kwargs
+from utils.llm.types import LLMClient, TextSink, UsageMeter, text_kwargs
 
 if TYPE_CHECKING:
+    from indexing.index_store import Index
     from retrieval.context_assembly import ContextPassage
+    from retrieval.extractive import DocumentEmbedder
+    from retrieval.graph_channel import GraphUse
 
 SYNTHESIS_PROMPT = """基于以下从文档中检索到的证据，回答用户的问题。
 
@@ -176,11 +179,11 @@ def extractive_text(query: str, quotes: list[dict[str, Any]],
     return "\n".join(lines)
 
 
-def offline_answer(question: QueryLike, evidence: Evidence, config: Config, index: Any,
-                   embedder: Any, cite: Callable[[Any], str]) -> Answer:
+def offline_answer(question: Query, evidence: Evidence, config: Config, index: Index | None,
+                   embedder: DocumentEmbedder | None, cite: Callable[[Chunk], str]) -> Answer:
     """The no-LLM answer in ``config.answer_mode`` (evidence assumed relevant)."""
-    query = query_text(question)
-    if config.answer_mode == "concatenate":
+    query = question.text
+    if config.answer_mode == "concatenate" or embedder is None:  # quoting sentences needs their vectors
         return Answer(concatenated_answer(query, evidence.read), "concatenate")
     from retrieval.extractive import extract
 
@@ -198,10 +201,10 @@ def offline_answer(question: QueryLike, evidence: Evidence, config: Config, inde
     return Answer(extractive_text(query, quotes, evidence.source), "extractive", quotes)
 
 
-def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, fallbacks: list[Fallback],
-               usage: Any = None, *, config: Config | None = None, index: Any = None, embedder: Any = None,
-               cite: Callable[[Any], str] | None = None, evidence_found: bool = True,
-               context: Sequence["ContextPassage"] = (), graph: Sequence[Any] = (),
+def synthesize(question: Query, ranked: Sequence[RetrievedChunk], llm: LLMClient | None, fallbacks: list[Fallback],
+               usage: UsageMeter | None = None, *, config: Config | None = None, index: Index | None = None,
+               embedder: DocumentEmbedder | None = None, cite: Callable[[Chunk], str] | None = None,
+               evidence_found: bool = True, context: Sequence["ContextPassage"] = (), graph: Sequence["GraphUse"] = (),
                on_text: TextSink | None = None) -> Answer:
     """Answer from the assembled ``context``, or from ``ranked`` (step 2's order) when it has no
     passage. No evidence means no LLM call.
@@ -213,7 +216,7 @@ def synthesize(question: QueryLike, ranked: Sequence[RetrievedChunk], llm: Any, 
     ``on_text`` is told the LLM's answer piece by piece as it is written (a server streams it);
     the returned Answer is still the whole of it, or the offline answer when the LLM failed part-way.
     """
-    query = query_text(question)
+    query = question.text
     config = config or Config()
     cite = cite or (lambda c: c.doc_path)
     if not ranked:

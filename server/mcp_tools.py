@@ -19,6 +19,8 @@ from mcp_types import ToolAnnotations
 from server import service
 from server.errors import ApiError
 from server.state import IndexHolder
+from utils.record_json import to_json
+from utils.run_record import RetrievedHit
 
 INSTRUCTIONS = (
     "TreeRAG answers questions from a fixed collection of long documents (papers, manuals, statutes) "
@@ -66,11 +68,11 @@ def build_mcp(holder: IndexHolder, limits: service.Limits, limiter: anyio.Capaci
         paths (as list_documents gives them); `top_k` is how many passages step 2 keeps.
         """
         a = ask_of(question, documents, top_k)
-        result = await in_thread(lambda: service.run_query(holder.current(), a, threading.Event()))
-        return {"answer": result["answer"], "evidence_found": result["evidence_found"],
-                "notice": result.get("notice"), "citations": service.citations(result),
-                "located_sections": result.get("step1_nodes", []), "run_id": result["run_id"],
-                "build_id": (result.get("index") or {}).get("build_id")}
+        record = await in_thread(lambda: service.run_query(holder.current(), a, threading.Event()))
+        return {"answer": record.answer.text, "evidence_found": record.answer.evidence_found,
+                "notice": record.notice, "citations": service.citations(record),
+                "located_sections": to_json(record.locate.nodes), "run_id": record.run_id,
+                "build_id": record.index.build_id}
 
     @mcp.tool(annotations=READ_ONLY)
     async def search(question: str, documents: list[str] | None = None, top_k: int | None = None) -> dict[str, Any]:
@@ -83,11 +85,11 @@ def build_mcp(holder: IndexHolder, limits: service.Limits, limiter: anyio.Capaci
         """
         a = ask_of(question, documents, top_k)
         r = await in_thread(lambda: service.run_search(holder.current(), a, threading.Event()))
-        return {"located_sections": r.get("step1_nodes", []), "notice": r.get("notice"),
-                "passages": [{"rank": h["rank"], "citation": h["citation"], "heading_path": h["heading_path"],
-                              "doc_path": h["doc_path"], "chunk_id": h["chunk_id"], "node_id": h["node_id"],
-                              "text": h["text"], "score": _score(h)} for h in r.get("step2_retrieved", [])],
-                "build_id": r["index"]["build_id"]}
+        return {"located_sections": to_json(r.locate.nodes) if r.locate is not None else [], "notice": r.notice,
+                "passages": [{"rank": h.rank, "citation": h.citation, "heading_path": h.heading_path,
+                              "doc_path": h.doc_path, "chunk_id": h.chunk_id, "node_id": h.node_id,
+                              "text": h.text, "score": _score(h)} for h in r.hits],
+                "build_id": r.build_id}
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_documents() -> dict[str, Any]:
@@ -118,10 +120,10 @@ def build_mcp(holder: IndexHolder, limits: service.Limits, limiter: anyio.Capaci
     return mcp
 
 
-def _score(hit: dict[str, Any]) -> float | None:
+def _score(hit: RetrievedHit) -> float | None:
     from utils.render import order_of
 
-    value = hit["scores"].get(f"{order_of(hit['scores'])}_score")
+    value = hit.scores.get(f"{order_of(hit.scores)}_score")
     return round(float(value), 4) if isinstance(value, (int, float)) else None
 
 

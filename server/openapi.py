@@ -1,12 +1,14 @@
 """The OpenAPI description of the JSON API, served at /openapi.json.
 
 Written out here (Starlette has no schema generator of its own worth the name): the request
-bodies are small and stable, and the query record's full shape is ``query --json``'s, described
-by reference to it rather than restated field by field.
+bodies are small and stable; the query record's schema is derived from the ``RunRecord``
+dataclasses themselves (``RunRecord.json_schema``), so it is what ``query --json`` prints.
 """
 from __future__ import annotations
 
 from typing import Any
+
+from utils.run_record import RECORD_VERSION, RunRecord
 
 _ERROR = {"description": "an error, as one message", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
@@ -16,9 +18,10 @@ def _json(description: str, schema: dict[str, Any] | None = None) -> dict[str, A
             "content": {"application/json": {"schema": schema or {"type": "object"}}}}
 
 
-def _get(summary: str, params: list[dict[str, Any]] | None = None, ok: str = "the answer") -> dict[str, Any]:
+def _get(summary: str, params: list[dict[str, Any]] | None = None, ok: str = "the answer",
+         schema: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"get": {"summary": summary, "parameters": params or [],
-                    "responses": {"200": _json(ok), "400": _ERROR, "401": _ERROR, "404": _ERROR}}}
+                    "responses": {"200": _json(ok, schema), "400": _ERROR, "401": _ERROR, "404": _ERROR}}}
 
 
 def _param(name: str, where: str, description: str, required: bool = False, schema: dict | None = None) -> dict:
@@ -66,8 +69,10 @@ def openapi_schema(version: str, max_question_chars: int, max_top_k: int) -> dic
                 [_param("chunk_id", "path", "a chunk id from step2_retrieved", True)]),
             "/api/runs": _get("Recent recorded runs, newest first",
                               [_param("limit", "query", "how many (1-500, default 20)", schema={"type": "integer"})]),
-            "/api/runs/{run_id}": _get("One recorded run, as /api/query returned it",
-                                       [_param("run_id", "path", "a run id or a unique prefix (>= 6 characters)", True)]),
+            "/api/runs/{run_id}": _get("One recorded run, as /api/query returned it (a run logged by an older "
+                                       "version read into the current record_version)",
+                                       [_param("run_id", "path", "a run id or a unique prefix (>= 6 characters)", True)],
+                                       "the run record", {"$ref": "#/components/schemas/QueryRecord"}),
             "/api/health": _get("Build id, document count, reloads and query counters"),
             "/mcp": {"post": {"summary": "The MCP server (streamable HTTP): tools ask, search, list_documents, "
                                          "get_tree, get_section", "responses": {"200": {"description": "MCP"}}}},
@@ -82,15 +87,9 @@ def openapi_schema(version: str, max_question_chars: int, max_top_k: int) -> dic
                           "description": "passages step 2 keeps (default: the server's configuration)"},
                 "llm": {"type": "boolean", "default": True,
                         "description": "false: no LLM for this question (hybrid locating, extractive answer)"}}},
-            "QueryRecord": {"type": "object", "description": "The record `query --json` prints.",
-                            "required": ["run_id", "query", "answer", "evidence_found", "step1_nodes",
-                                         "step2_retrieved", "context", "timing_ms"],
-                            "properties": {
-                                "run_id": {"type": "string"}, "query": {"type": "string"},
-                                "answer": {"type": "string"}, "evidence_found": {"type": "boolean"},
-                                "notice": {"type": ["string", "null"]},
-                                "step1_nodes": {"type": "array", "items": {"type": "object"}},
-                                "step2_retrieved": {"type": "array", "items": {"type": "object"}},
-                                "context": {"type": "object"}, "timing_ms": {"type": "object"}}},
+            "QueryRecord": {**RunRecord.json_schema(), "description": (
+                f"The record `query --json` prints (record_version {RECORD_VERSION}; docs/pipeline.md). "
+                "index.build_settings: what the index was built with, from its metadata.json (null for an "
+                "index that records none); config: the query's settings only.")},
         }},
     }

@@ -91,8 +91,8 @@ class Api:
     async def query(self, request: Request) -> Response:
         ask = service.parse_ask(await self.read_json(request), self.limits)
         cancel = threading.Event()
-        result = await self._cancellable(request, lambda: service.run_query(self.holder.current(), ask, cancel), cancel)
-        return JSONResponse(result) if result is not None else Response(status_code=499)
+        record = await self._cancellable(request, lambda: service.run_query(self.holder.current(), ask, cancel), cancel)
+        return JSONResponse(record.to_dict()) if record is not None else Response(status_code=499)
 
     async def query_stream(self, request: Request) -> Response:
         ask = service.parse_ask(await self.read_json(request), self.limits)
@@ -103,7 +103,7 @@ class Api:
 
         def work(on_step: Callable[[str, dict[str, Any]], None]) -> dict[str, Any]:
             try:
-                result = service.run_query(snapshot, ask, cancel, on_step)
+                record = service.run_query(snapshot, ask, cancel, on_step)
             except ClientGone:
                 raise
             except Exception as exc:
@@ -111,7 +111,7 @@ class Api:
                 self._failed(exc)
                 raise
             outcome["end"] = "done"
-            return result
+            return record.to_dict()
 
         async def events() -> Any:
             try:
@@ -128,8 +128,8 @@ class Api:
     async def search(self, request: Request) -> Response:
         ask = service.parse_ask(await self.read_json(request), self.limits)
         cancel = threading.Event()
-        result = await self._cancellable(request, lambda: service.run_search(self.holder.current(), ask, cancel), cancel)
-        return JSONResponse(result) if result is not None else Response(status_code=499)
+        found = await self._cancellable(request, lambda: service.run_search(self.holder.current(), ask, cancel), cancel)
+        return JSONResponse(found.to_dict()) if found is not None else Response(status_code=499)
 
     def _failed(self, exc: BaseException) -> None:
         self.counters.add(failed=1)
@@ -212,7 +212,7 @@ class Api:
             raise ApiError(400, "limit must be from 1 to 500")
         log = self.holder.run_log
         rows = [] if log is None else await self.in_thread(lambda: log.recent(limit))
-        return JSONResponse({"logging": log is not None, "runs": rows})
+        return JSONResponse({"logging": log is not None, "runs": [r.to_dict() for r in rows]})
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -220,12 +220,12 @@ class Api:
         if log is None:
             raise ApiError(404, "this server does not log runs (started with --no-log)")
         try:
-            result = await self.in_thread(lambda: log.get(run_id))
+            record = await self.in_thread(lambda: log.get(run_id))
         except TreeRAGError as exc:
             raise ApiError(400, str(exc)) from None
-        if result is None:
+        if record is None:
             raise ApiError(404, f"no recorded run {run_id!r}")
-        return JSONResponse(result)
+        return JSONResponse(record.to_dict())
 
 
 def _llm_name(llm: Any) -> str:

@@ -1,22 +1,26 @@
 """What the server does, once for every door (JSON routes, the event stream, MCP tools).
 
-Each operation takes the ``Snapshot`` its request started with and returns plain JSON values. A
-query's record is exactly ``query --json``'s (``TreeRAG.run``); the other answers are built from
-the same pieces the CLI prints (``pipeline.retrieved_dict``, ``tree_builder.visualizer.tree_dict``).
+Each operation takes the ``Snapshot`` its request started with. A query returns its typed
+``RunRecord`` (``TreeRAG.run``; the routes send ``to_dict()``, exactly ``query --json``); a search
+its ``SearchResult`` of the same step records; the other answers are plain JSON values built from
+the same pieces the CLI prints (``tree_builder.visualizer.tree_dict``).
 """
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline import (Backends, StepHook, citation, ordering_score, query_budget, retrieved_dict, run_retrieval,
-                      step1_dict)
+from pipeline import (Backends, StepHook, citation, locate_step, ordering_score, query_budget, retrieved_hit,
+                      run_retrieval)
 from server.errors import ApiError, ClientGone
 from server.state import Snapshot
+from tree_builder.tree import TreeNode
 from tree_builder.visualizer import tree_dict
 from utils.errors import InputError
+from utils.record_json import to_json
+from utils.run_record import FallbackRecord, LocateStep, RetrievedHit, RunRecord
 from utils.tokenizer import is_stopword_only
 
 MAX_SECTION_CHARS = 20_000
@@ -93,7 +97,7 @@ def guarded(cancel: threading.Event, on_step: StepHook | None) -> StepHook:
 
 
 def run_query(snapshot: Snapshot, ask: Ask, cancel: threading.Event,
-              on_step: StepHook | None = None) -> dict[str, Any]:
+              on_step: StepHook | None = None) -> RunRecord:
     """The three steps: ``query --json``'s record, logged like a CLI query when the server logs."""
     _check_documents(ask.documents, snapshot)
     rag = snapshot.with_options(top_k=ask.top_k, llm=ask.llm)
@@ -103,26 +107,51 @@ def run_query(snapshot: Snapshot, ask: Ask, cancel: threading.Event,
         raise ApiError(400, str(exc)) from None
 
 
-def run_search(snapshot: Snapshot, ask: Ask, cancel: threading.Event) -> dict[str, Any]:
+@dataclass
+class SearchResult:
+    """Steps 1 and 2 of a question (no context, no answer), from the run record's own step records."""
+
+    query: str
+    build_id: str
+    notice: str | None = None
+    locate: LocateStep | None = None
+    """None when the question never reached step 1 (stop-words only)."""
+    hits: list[RetrievedHit] = field(default_factory=list)
+    order: str | None = None
+    fallbacks: list[FallbackRecord] = field(default_factory=list)
+    timing_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The /api/search body: the run record's keys for these steps."""
+        out: dict[str, Any] = {"query": self.query, "notice": self.notice, "index": {"build_id": self.build_id}}
+        if self.locate is None:
+            out["step2_retrieved"] = []
+            return out
+        out.update(to_json(self.locate))
+        out.update({"step2_retrieved": to_json(self.hits), "step2_order": self.order,
+                    "fallbacks": to_json(self.fallbacks), "timing_ms": dict(self.timing_ms)})
+        return out
+
+
+def run_search(snapshot: Snapshot, ask: Ask, cancel: threading.Event) -> SearchResult:
     """Steps 1 and 2 only (no context, no answer): what a client that writes its own answer needs."""
     doc_paths = _check_documents(ask.documents, snapshot)
     rag = snapshot.with_options(top_k=ask.top_k, llm=ask.llm)
-    out: dict[str, Any] = {"query": ask.question, "notice": None, "index": {"build_id": snapshot.build_id}}
+    out = SearchResult(query=ask.question, build_id=snapshot.build_id)
     if is_stopword_only(ask.question):
-        out["notice"] = ("The question has only stop-words or punctuation: nothing to search for.")
-        out["step2_retrieved"] = []
+        out.notice = "The question has only stop-words or punctuation: nothing to search for."
         return out
     t = time.perf_counter()
     backends = Backends(rag.backends.embedder, rag.backends.reranker, query_budget(rag.backends.llm, rag.config))
     r = run_retrieval(ask.question, rag.index, rag.config, backends, doc_paths,
                       on_step=guarded(cancel, None))
     assert r.located is not None
-    out.update(step1_dict(r.located, r.plan))
-    out["step2_retrieved"] = [retrieved_dict(rc, i) for i, rc in enumerate(r.final, 1)]
-    out["step2_order"] = ordering_score(r.final)
-    out["fallbacks"] = [f.to_dict() for f in r.fallbacks]
-    out["timing_ms"] = {**{k: round(v, 2) for k, v in r.timing_ms.items()},
-                        "total": round((time.perf_counter() - t) * 1000, 2)}
+    out.locate = locate_step(r.located, r.plan)
+    out.hits = [retrieved_hit(rc, i) for i, rc in enumerate(r.final, 1)]
+    out.order = ordering_score(r.final)
+    out.fallbacks = [FallbackRecord(f.step, f.reason, f.used) for f in r.fallbacks]
+    out.timing_ms = {**{k: round(v, 2) for k, v in r.timing_ms.items()},
+                     "total": round((time.perf_counter() - t) * 1000, 2)}
     return out
 
 
@@ -152,7 +181,8 @@ def tree(snapshot: Snapshot, docs: list[str] | None = None, of_nodes: list[str] 
     return {"build_id": snapshot.build_id, "nodes": nodes}
 
 
-def _find_node(snapshot: Snapshot, node_id: str | None, heading_path: str | None, document: str | None) -> Any:
+def _find_node(snapshot: Snapshot, node_id: str | None, heading_path: str | None,
+               document: str | None) -> "TreeNode":
     index = snapshot.index
     if node_id:
         node = index.get_node(node_id)
@@ -226,11 +256,8 @@ def passage(snapshot: Snapshot, chunk_id: str) -> dict[str, Any]:
             "section": sec, "highlight": [start, start + len(chunk.text)], "build_id": snapshot.build_id}
 
 
-def citations(result: dict[str, Any]) -> list[dict[str, Any]]:
+def citations(record: RunRecord) -> list[dict[str, Any]]:
     """What an answer's ``[N]`` marks point at: context passage N, with where it is and its text."""
-    out = []
-    for n, p in enumerate((result.get("context") or {}).get("passages") or [], 1):
-        out.append({"n": n, "citation": p.get("citation"), "doc_path": p.get("doc_path"),
-                    "node_id": p.get("node_id"), "heading_path": p.get("heading_path"),
-                    "start_char": p.get("start_char"), "end_char": p.get("end_char"), "text": p.get("text")})
-    return out
+    return [{"n": n, "citation": p.citation, "doc_path": p.doc_path, "node_id": p.node_id,
+             "heading_path": p.heading_path, "start_char": p.start_char, "end_char": p.end_char, "text": p.text}
+            for n, p in enumerate(record.context.passages, 1)]

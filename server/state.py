@@ -12,10 +12,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from indexing.index_store import METADATA, load_index, read_metadata
+from indexing.index_store import METADATA, Index, load_index, read_metadata
 from pipeline import Backends, TreeRAG, make_backends
+
+if TYPE_CHECKING:
+    from utils.run_log import RunLog
 
 RETRY_FAILED_RELOAD_S = 2.0
 """A rebuild that cannot be loaded (half-written by hand, a broken file) is tried again after this
@@ -31,7 +34,7 @@ class Snapshot:
     loaded_at: float
 
     @property
-    def index(self) -> Any:
+    def index(self) -> "Index":
         return self.rag.index
 
     def with_options(self, *, top_k: int | None = None, llm: bool = True) -> TreeRAG:
@@ -76,7 +79,7 @@ class IndexHolder:
         self.reloads = 0
 
     @property
-    def run_log(self) -> Any:
+    def run_log(self) -> "RunLog | None":
         """The run log every build shares (None: runs are not recorded); never triggers a reload."""
         return self._current.rag.run_log
 

@@ -16,7 +16,8 @@ from indexing.index_builder import build_index
 from indexing.index_files import write_manifest_entry
 from indexing.index_store import load_index, verify_index
 from retrieval.hybrid_retriever import flat_scores, rank_scored
-from retrieval.query import query_parts
+from indexing.search import Scope
+from retrieval.query import Query
 from retrieval.scoring import score_params
 from tests.conftest import run_cli
 from utils.errors import IndexFormatError
@@ -96,23 +97,29 @@ def test_recall_of_the_exact_top_k_among_candidates(built: tuple[Path, Path]) ->
 def test_only_whole_collection_scopes_use_candidates(built: tuple[Path, Path]) -> None:
     index = load_index(built[1])
     embedder = make_embedder("hash", ON)
-    _, tokens, qvec = query_parts(_queries(index, 1)[0], embedder)
+    q = Query.build(_queries(index, 1)[0], embedder)
+    qvec = q.dense_vector
     n = len(index.chunks)
-    whole = index.search.score_range(qvec, tokens, 0, n, (0, n), score_params(ON))
-    assert 0 < len(whole.rows) < n
+    whole = index.search.score(q, Scope.everything(), "corpus", score_params(ON))
+    assert 0 < len(whole.rows) < n and not whole.complete
     np.testing.assert_allclose(whole.dense, np.asarray(index.embeddings)[whole.rows] @ qvec, rtol=1e-5, atol=1e-6)
-    exact = index.search.score_range(qvec, tokens, 0, n, (0, n), score_params(ON.replace(ann="off")))
-    assert len(exact.rows) == n
-    np.testing.assert_allclose(whole.bm25, exact.bm25[whole.rows], rtol=1e-6)
-    start, end = next(iter(index.doc_rows.values()))
-    doc = index.search.score_range(qvec, tokens, start, end, (start, end), score_params(ON))
-    assert doc.rows.tolist() == list(range(start, end))
-    leaves = index.search.leaf_dense(qvec, None, score_params(ON))
+    exact = index.search.score(q, Scope.everything(), "corpus", score_params(ON.replace(ann="off")))
+    assert len(exact.rows) == n and exact.complete
+    np.testing.assert_allclose(whole.lexical, exact.lexical[whole.rows], rtol=1e-6)
+    path, (start, end) = next(iter(index.doc_rows.items()))
+    doc = index.search.score(q, Scope.of_documents({path}), "document", score_params(ON))
+    assert doc.rows.tolist() == list(range(start, end)) and doc.complete
+    leaves = index.search.leaf_dense(q, None, score_params(ON))
     full = np.asarray(index.leaf_embeddings) @ qvec
     picked = np.flatnonzero(leaves)
     assert 0 < len(picked) < len(full)
     np.testing.assert_allclose(leaves[picked], full[picked], rtol=1e-5, atol=1e-6)
     assert np.argmax(full) in picked
+    # the leaves of this question's chunk candidates are scored too; another question never sees them
+    cand_leaves = np.unique(np.searchsorted(index.leaf_ptr, whole.rows, side="right") - 1)
+    np.testing.assert_allclose(leaves[cand_leaves], full[cand_leaves], rtol=1e-5, atol=1e-6)
+    fresh = index.search.leaf_dense(Query.build(q.text, embedder), None, score_params(ON))
+    assert set(np.flatnonzero(fresh).tolist()) < set(picked.tolist()), "only the ANN's own leaves"
 
 
 def test_ranking_with_ann_matches_exact_scoring(built: tuple[Path, Path]) -> None:
@@ -120,11 +127,10 @@ def test_ranking_with_ann_matches_exact_scoring(built: tuple[Path, Path]) -> Non
     embedder = make_embedder("hash", ON)
     overlaps = []
     for q in _queries(index):
-        _, tokens, qvec = query_parts(q, embedder)
+        question = Query.build(q, embedder)
         tops = []
-        for cfg in (ON, ON.replace(ann="off")):
-            index.derived.pop("flat_scores_last", None)
-            tops.append([h.row for h in rank_scored(index, flat_scores(index, qvec, tokens, cfg), 5, cfg, q, "flat")])
+        for cfg in (ON, ON.replace(ann="off")):  # one question, two settings: two entries of its memo
+            tops.append([h.row for h in rank_scored(index, flat_scores(index, question, cfg), 5, cfg, q, "flat")])
         overlaps.append(len(set(tops[0]) & set(tops[1])) / 5)
     assert np.mean(overlaps) >= 0.9, overlaps
 
@@ -134,10 +140,10 @@ def test_forced_on_builds_in_memory_for_an_index_without_ann(tmp_path: Path, bui
     build_index(built[0], tmp_path / "plain", off, make_embedder("hash", off))
     index = load_index(tmp_path / "plain")
     assert not (tmp_path / "plain" / "ann_chunks.faiss").exists() and index.search.ann == {}
-    qvec = make_embedder("hash", off).embed_query(_queries(index, 1)[0])
+    q = Query(_queries(index, 1)[0], (), make_embedder("hash", off).embed_query(_queries(index, 1)[0]))
     n = len(index.chunks)
-    assert len(index.search.score_range(qvec, [], 0, n, (0, n), score_params(Config(ann="auto"))).rows) == n
-    got = index.search.score_range(qvec, [], 0, n, (0, n), score_params(ON))
+    assert len(index.search.score(q, Scope.everything(), "corpus", score_params(Config(ann="auto"))).rows) == n
+    got = index.search.score(q, Scope.everything(), "corpus", score_params(ON))
     assert len(got.rows) < n and "chunks" in index.search.ann
 
 
@@ -245,8 +251,7 @@ def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path
     assert json.loads((tmp_path / "rebuilt" / "metadata.json").read_text())["ann"]["chunks"]["reused_rows"] == 0
     same = []
     for q in _queries(index):
-        _, tokens, qvec = query_parts(q, emb)
-        tops = [[h.row for h in rank_scored(ix, flat_scores(ix, qvec, tokens, ON), 5, ON, q, "flat")]
+        tops = [[h.row for h in rank_scored(ix, flat_scores(ix, Query.build(q, emb), ON), 5, ON, q, "flat")]
                 for ix in (index, rebuilt)]
         same.append(tops[0] == tops[1])
     assert np.mean(same) >= 0.9, same

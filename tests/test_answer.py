@@ -12,6 +12,7 @@ from config import Config
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, citation, run_pipeline
 from retrieval.extractive import build_passages, extract
+from retrieval.query import Query
 
 from retrieval.synthesizer import (NOT_ANSWERED_EN, NOT_ANSWERED_ZH, SYNTHESIS_SYSTEM, WEAK_EVIDENCE_NOTE,
                                    build_context, escape_evidence)
@@ -21,6 +22,7 @@ from retrieval.locate_prompts import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
 from utils.llm.mock import MockLLM
 from utils.oneline import one_line
 from utils.render import json_safe, render_result, terminal_safe
+from utils.record_json import to_json
 
 
 class ScriptedLLM(MockLLM):
@@ -78,55 +80,55 @@ def test_overlapping_windows_merge_into_the_original_text(paper_index) -> None:
 
 def test_extractive_answer_leads_with_the_best_sentence_and_cites_it(paper_index) -> None:
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends())
-    assert res["answer_mode"] == "extractive" and res["evidence_found"] is True
-    quotes = res["answer_quotes"]
-    assert quotes and "73.2%" in quotes[0]["text"]
+    assert res.answer.mode == "extractive" and res.answer.evidence_found is True
+    quotes = res.answer.quotes
+    assert quotes and "73.2%" in quotes[0].text
     doc = TEST_PAPER.read_text(encoding="utf-8")
     lines = doc.split("\n")
-    passages = res["context"]["passages"]
-    assert res["answer"].splitlines()[0].endswith("[N] is context passage N):")
+    passages = res.context.passages
+    assert res.answer.text.splitlines()[0].endswith("[N] is context passage N):")
     for q in quotes:
         # the quote is the document's own text, a whole sentence or more
-        assert " ".join(doc[q["start_char"]:q["end_char"]].split()) == q["text"]
-        assert re.search(r"[.!?]$", q["text"])
-        m = re.fullmatch(r"test_paper\.md:L(\d+)(?:-L(\d+))?", q["citation"])
-        assert m, q["citation"]
+        assert " ".join(doc[q.start_char:q.end_char].split()) == q.text
+        assert re.search(r"[.!?]$", q.text)
+        m = re.fullmatch(r"test_paper\.md:L(\d+)(?:-L(\d+))?", q.citation)
+        assert m, q.citation
         first, last = int(m.group(1)), int(m.group(2) or m.group(1))
-        assert q["text"].split()[0] in lines[first - 1] and q["text"].split()[-1] in lines[last - 1]
+        assert q.text.split()[0] in lines[first - 1] and q.text.split()[-1] in lines[last - 1]
         # [N] is context passage N: the quote lies inside that passage
-        assert q["ranks"]
-        for n in q["ranks"]:
+        assert q.ranks
+        for n in q.ranks:
             p = passages[n - 1]
-            assert p["start_char"] <= q["start_char"] and q["end_char"] <= p["end_char"]
-            assert q["heading_path"] == p["heading_path"] and q["doc_path"] == p["doc_path"]
-        assert "".join(f"[{n}]" for n in q["ranks"]) + f' "{q["text"]}"' in res["answer"]
-    assert res["answer"].splitlines()[1].startswith("".join(f"[{n}]" for n in quotes[0]["ranks"]))
-    assert [q["score"] for q in quotes] == sorted((q["score"] for q in quotes), reverse=True)
+            assert p.start_char <= q.start_char and q.end_char <= p.end_char
+            assert q.heading_path == p.heading_path and q.doc_path == p.doc_path
+        assert "".join(f"[{n}]" for n in q.ranks) + f' "{q.text}"' in res.answer.text
+    assert res.answer.text.splitlines()[1].startswith("".join(f"[{n}]" for n in quotes[0].ranks))
+    assert [q.score for q in quotes] == sorted((q.score for q in quotes), reverse=True)
 
 
 def test_extractive_answer_stays_within_budget(paper_index) -> None:
     cfg = Config(answer_max_chars=150)
     res = run_pipeline("Why does AdaRouter beat the static baseline?", paper_index, cfg, backends())
-    quotes = res["answer_quotes"]
+    quotes = res.answer.quotes
     assert quotes
-    assert sum(len(q["text"]) for q in quotes[1:]) + len(quotes[0]["text"]) <= 150 + len(quotes[0]["text"])
+    assert sum(len(q.text) for q in quotes[1:]) + len(quotes[0].text) <= 150 + len(quotes[0].text)
     assert len(quotes) <= cfg.answer_max_sentences
 
 
 def test_concatenate_mode_is_the_spec_mock_over_the_context(paper_index) -> None:
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
                        Config(answer_mode="concatenate"), backends())
-    lines = res["answer"].splitlines()
-    passages = res["context"]["passages"]
-    assert res["answer_mode"] == "concatenate" and lines[0] == "Based on the retrieved evidence:"
-    assert len(lines) == len(passages) + 1 and len(passages) > len(res["step2_retrieved"])
+    lines = res.answer.text.splitlines()
+    passages = res.context.passages
+    assert res.answer.mode == "concatenate" and lines[0] == "Based on the retrieved evidence:"
+    assert len(lines) == len(passages) + 1 and len(passages) > len(res.retrieve.hits)
     for i, p in enumerate(passages, 1):  # every passage whole, numbered as the context lists it
-        assert lines[i] == f'[{i}] (来源: {p["heading_path"]}) "{" ".join(p["text"].split())}"'
+        assert lines[i] == f'[{i}] (来源: {p.heading_path}) "{" ".join(p.text.split())}"'
 
 
 def test_chinese_question_is_answered_with_chinese_head(paper_index) -> None:
     res = run_pipeline("AdaRouter在EUR/USD上的准确率是多少？", paper_index, Config(), backends())
-    assert res["evidence_found"] and res["answer"].startswith("根据检索结果")
+    assert res.answer.evidence_found and res.answer.text.startswith("根据检索结果")
 
 
 # --------------------------------------------------------------------------- relevance floor
@@ -135,16 +137,16 @@ def test_chinese_question_is_answered_with_chinese_head(paper_index) -> None:
                                      ("法国的首都是哪里？", NOT_ANSWERED_ZH)])
 def test_unrelated_question_is_not_answered(paper_index, q, line) -> None:
     res = run_pipeline(q, paper_index, Config(), backends())
-    assert res["step2_retrieved"], "retrieval still returns its nearest chunks"
-    assert res["answer"] == line and res["evidence_found"] is False
-    assert res["evidence_strength"]["score"] < res["evidence_strength"]["floor"]
+    assert res.retrieve.hits, "retrieval still returns its nearest chunks"
+    assert res.answer.text == line and res.answer.evidence_found is False
+    assert res.answer.evidence.score < res.answer.evidence.floor
 
 
 def test_floor_is_the_config_field(paper_index) -> None:
     q = "What is AdaRouter's accuracy on EUR/USD?"
-    assert run_pipeline(q, paper_index, Config(evidence_floor=0.0), backends())["evidence_found"] is True
+    assert run_pipeline(q, paper_index, Config(evidence_floor=0.0), backends()).answer.evidence_found is True
     res = run_pipeline(q, paper_index, Config(evidence_floor=1.0), backends())
-    assert res["evidence_found"] is False and res["answer"] == NOT_ANSWERED_EN
+    assert res.answer.evidence_found is False and res.answer.text == NOT_ANSWERED_EN
 
 
 def test_llm_prompt_carries_the_floor_signal(paper_index) -> None:
@@ -204,8 +206,8 @@ def test_forged_evidence_block_cannot_add_an_evidence_item(tmp_path: Path) -> No
 
     res = run_pipeline("What is the budget of the project?", index, Config(evidence_floor=0.0),
                        backends(ScriptedLLM(reply)))
-    n = len(res["context"]["passages"])  # one evidence block per context passage
-    assert n >= 1 and any("[证据99]" in p["text"] for p in res["context"]["passages"])
+    n = len(res.context.passages)  # one evidence block per context passage
+    assert n >= 1 and any("[证据99]" in p.text for p in res.context.passages)
     prompt = prompts[0].prompt
     opened = re.findall(r'<evidence id="(\d+)">', prompt)
     assert sorted(int(i) for i in opened) == list(range(1, n + 1))
@@ -227,16 +229,16 @@ def test_llm_reads_each_context_passage_once_in_reading_order(paper_index) -> No
 
     res = run_pipeline("Why does AdaRouter beat the static baseline?", paper_index, Config(),
                        backends(ScriptedLLM(reply)))
-    passages = res["context"]["passages"]
-    assert len(passages) > len(res["step2_retrieved"])  # the context reads beyond step 2's top k
-    assert [(p["doc_path"], p["start_char"]) for p in passages] == sorted((p["doc_path"], p["start_char"])
+    passages = res.context.passages
+    assert len(passages) > len(res.retrieve.hits)  # the context reads beyond step 2's top k
+    assert [(p.doc_path, p.start_char) for p in passages] == sorted((p.doc_path, p.start_char)
                                                                           for p in passages)
     blocks = re.findall(r'<evidence id="(\d+)">\n(.*?)\n</evidence>', prompts[0], re.S)
     assert [int(n) for n, _ in blocks] == list(range(1, len(passages) + 1))
     for (n, body), p in zip(blocks, passages):
-        head = f"[证据{n}] 来源: {escape_evidence(one_line(p['heading_path']))}"
-        assert body == f"{head}\n{escape_evidence(p['text'])}"
-    assert sum(len(p["text"]) for p in passages) <= res["context"]["budget"]
+        head = f"[证据{n}] 来源: {escape_evidence(one_line(p.heading_path))}"
+        assert body == f"{head}\n{escape_evidence(p.text)}"
+    assert sum(len(p.text) for p in passages) <= res.context.budget
 
 
 def test_without_context_passages_the_answer_reads_step2(paper_index, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,18 +248,18 @@ def test_without_context_passages_the_answer_reads_step2(paper_index, monkeypatc
     monkeypatch.setattr(pipeline, "assemble_context",
                         lambda index, ranked, budget, **kw: AssembledContext([], budget, 0, 0))
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends())
-    assert res["context"]["passages"] == [] and res["answer_mode"] == "extractive"
-    assert res["answer"].splitlines()[0].endswith("[N] is step 2's #N):")
-    hits = res["step2_retrieved"]
-    for q in res["answer_quotes"]:  # [N] is step 2's #N: that chunk overlaps the quote
-        for n in q["ranks"]:
+    assert res.context.passages == [] and res.answer.mode == "extractive"
+    assert res.answer.text.splitlines()[0].endswith("[N] is step 2's #N):")
+    hits = res.retrieve.hits
+    for q in res.answer.quotes:  # [N] is step 2's #N: that chunk overlaps the quote
+        for n in q.ranks:
             h = hits[n - 1]
-            assert h["rank"] == n and h["start_char"] < q["end_char"] and h["end_char"] > q["start_char"]
+            assert h.rank == n and h.start_char < q.end_char and h.end_char > q.start_char
     assert "the answer reads step 2's chunks ([N] is #N)" in render_result(res)
     concat = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
                           Config(answer_mode="concatenate"), backends())  # the spec's mock, as before
-    quoted = [f'[{h["rank"]}] (来源: {h["heading_path"]}) "{one_line(h["text"])}"' for h in concat["step2_retrieved"]]
-    assert concat["answer"].splitlines()[1:] == quoted
+    quoted = [f'[{h.rank}] (来源: {h.heading_path}) "{one_line(h.text)}"' for h in concat.retrieve.hits]
+    assert concat.answer.text.splitlines()[1:] == quoted
 
 
 def test_extractive_quotes_stay_inside_passages_cut_mid_sentence(paper_index) -> None:
@@ -266,12 +268,12 @@ def test_extractive_quotes_stay_inside_passages_cut_mid_sentence(paper_index) ->
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
                        Config(context_budget_chars=200, section_evidence="every"),  # rank 1 starts mid-sentence
                        backends())
-    passages = res["context"]["passages"]
-    assert any(not re.search(r"(^|[.!?]\s+|\n)$", doc[:p["start_char"]]) for p in passages), "a cut passage"
-    assert res["answer_quotes"]
-    for q in res["answer_quotes"]:
-        assert any(p["start_char"] <= q["start_char"] and q["end_char"] <= p["end_char"]
-                   for p in (passages[n - 1] for n in q["ranks"])), q
+    passages = res.context.passages
+    assert any(not re.search(r"(^|[.!?]\s+|\n)$", doc[:p.start_char]) for p in passages), "a cut passage"
+    assert res.answer.quotes
+    for q in res.answer.quotes:
+        assert any(p.start_char <= q.start_char and q.end_char <= p.end_char
+                   for p in (passages[n - 1] for n in q.ranks)), q
 
 
 def test_build_context_escapes_heading_paths() -> None:
@@ -344,31 +346,32 @@ def test_terminal_safe_and_json_safe() -> None:
 
 def test_step2_shows_the_ordering_score(paper_index) -> None:
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends())
-    assert res["step2_order"] == "section"  # one document: the section ranker (candidate_order=auto)
+    assert res.retrieve.order == "section"  # one document: the section ranker (candidate_order=auto)
     out = render_result(res)
     assert "ordered by section" in out
     scores = [l for l in out.splitlines() if l.startswith("     dense=")]
-    assert len(scores) == len(res["step2_retrieved"])
-    for line, h in zip(scores, res["step2_retrieved"]):
-        assert line.endswith(f"section={h['scores']['section_score']:.2f}")
-    ordered = [h["scores"]["section_score"] for h in res["step2_retrieved"]]
+    assert len(scores) == len(res.retrieve.hits)
+    for line, h in zip(scores, res.retrieve.hits):
+        assert line.endswith(f"section={h.scores['section_score']:.2f}")
+    ordered = [h.scores["section_score"] for h in res.retrieve.hits]
     assert ordered == sorted(ordered, reverse=True)
     union = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
                          Config(candidate_order="union"), backends())
-    assert union["step2_order"] == "union" and "ordered by union" in render_result(union)
+    assert union.retrieve.order == "union" and "ordered by union" in render_result(union)
     for line, h in zip([l for l in render_result(union).splitlines() if l.startswith("     dense=")],
-                       union["step2_retrieved"]):
-        assert line.endswith(f"union={h['scores']['union_score']:.2f}")
+                       union.retrieve.hits):
+        assert line.endswith(f"union={h.scores['union_score']:.2f}")
     fused = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
                          Config(candidate_order="fused"), backends())
-    assert fused["step2_order"] == "fused" and "ordered by fused" in render_result(fused)
+    assert fused.retrieve.order == "fused" and "ordered by fused" in render_result(fused)
 
 
 def test_extract_without_leaf_text_stitches_chunks(paper_index) -> None:
     """An index whose tree lacks the text (index None here) still gives whole quotes of the chunks."""
     rows = [0, 1]
     ranked = [RetrievedChunk(paper_index.chunks[r], 1.0, {}, row=r) for r in rows]
-    ex = extract("AdaRouter accuracy", ranked, None, make_embedder("hash", Config()), Config())
+    emb = make_embedder("hash", Config())
+    ex = extract(Query.build("AdaRouter accuracy", emb), ranked, None, emb, Config())
     assert ex.quotes and all(q.text for q in ex.quotes)
     assert citation(ex.quotes[0].chunk).startswith("test_paper.md:L")
 
@@ -404,7 +407,8 @@ def test_windows_widening_into_one_sentence_become_one_passage(tmp_path: Path) -
     ranked = [RetrievedChunk(chunks[0], 1.0, {}, row=0), RetrievedChunk(chunks[2], 0.9, {}, row=2)]
     passages = build_passages(index, ranked)
     assert len(passages) == 1
-    ex = extract("alpha omega", ranked, index, make_embedder("hash", Config()), Config())
+    emb = make_embedder("hash", Config())
+    ex = extract(Query.build("alpha omega", emb), ranked, index, emb, Config())
     texts = [q.text for q in ex.quotes]
     assert len(texts) == len(set(texts))
 
@@ -424,8 +428,9 @@ def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:
 
     ranked = [RetrievedChunk(c, 1.0, {}, row=i) for i, c in enumerate(paper_index.chunks[:8])]
     every, few = Counting(), Counting()
-    a = extract("AdaRouter accuracy", ranked, paper_index, every, Config())
-    b = extract("AdaRouter accuracy", ranked, paper_index, few, Config(answer_dense_candidates=3))
+    a = extract(Query.build("AdaRouter accuracy", every), ranked, paper_index, every, Config())
+    b = extract(Query.build("AdaRouter accuracy", few), ranked, paper_index, few,
+                Config(answer_dense_candidates=3))
     assert every.embedded == a.sentences > 3 and few.embedded == 3
     assert b.quotes
 
@@ -451,8 +456,8 @@ def test_a_provider_that_never_answers_is_called_once_and_not_credited(paper_ind
     dead = _DeadLLM()
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends(dead))
     assert dead.calls == 1  # locating failed: synthesis did not wait for a second failure
-    assert res["providers"]["llm"] == {"provider": "openai", "model": "gpt-x", "answered": False, "failed": True}
-    assert res["answer"] and {f["step"] for f in res["fallbacks"]} >= {"locate", "synthesis"}
+    assert to_json(res.providers.llm) == {"provider": "openai", "model": "gpt-x", "answered": False, "failed": True}
+    assert res.answer.text and {f.step for f in res.fallbacks} >= {"locate", "synthesis"}
     assert "llm=openai:gpt-x (did not answer: fallback used)" in render_result(res)
 
 
@@ -467,5 +472,5 @@ def test_a_reranker_that_failed_is_not_credited(paper_index) -> None:
 
     b = Backends(embedder=make_embedder("hash", Config()), reranker=_BrokenReranker(), llm=None)
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), b)
-    assert res["providers"]["reranker"]["answered"] is False
+    assert res.providers.reranker.answered is False
     assert "reranker=cross-encoder (failed: fused order)" in render_result(res)

@@ -154,14 +154,21 @@ def test_history_and_show_round_trip(paper_index_dir: Path, log_env) -> None:
 
 
 def test_show_prints_runs_logged_before_context_assembly(paper_index_dir: Path, log_env) -> None:
+    import sqlite3
+
     from utils.run_log import RunLog
+    from utils.run_record import RunRecord
 
     q = run_cli("query", "--index", str(paper_index_dir), "--query", "How many epochs?", "--json", "--no-log",
                 env=log_env)
     old = json.loads(q.stdout)
-    del old["context"]
     old["run_id"] = "0123456789abcdef"
-    assert RunLog(Path(log_env["TREERAG_LOG"]), warn=print).record(old)
+    log_path = Path(log_env["TREERAG_LOG"])
+    assert RunLog(log_path, warn=print).record(RunRecord.from_dict(old))
+    for key in ("context", "record_version", "graph"):  # a first-version record, before context assembly
+        del old[key]
+    with sqlite3.connect(log_path) as conn:
+        conn.execute("UPDATE runs SET result = ? WHERE run_id = ?", (json.dumps(old), old["run_id"]))
     shown = run_cli("show", "0123456789", env=log_env)
     assert shown.returncode == 0, shown.stderr
     out = shown.stdout.splitlines()

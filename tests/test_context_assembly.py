@@ -186,16 +186,18 @@ def test_each_paragraph_s_best_window_comes_first(paper_index) -> None:
 
 def test_a_short_pool_is_continued_by_the_flat_ranking(paper_index) -> None:
     from retrieval.hybrid_retriever import with_flat_tail
+    from retrieval.query import Query
 
     b = Backends(embedder=make_embedder("hash", Config()), reranker=None, llm=None)
     query = QUERIES[0]
     head = hits(paper_index, "0014_chunk_00", "0001_chunk_00")
-    out = with_flat_tail(head, paper_index, b.embedder, query, Config(), None, 10)
+    question = Query.build(query, b.embedder)
+    out = with_flat_tail(head, paper_index, question, Config(), None, 10)
     assert out[:2] == head and len(out) == 10
     assert len({h.row for h in out}) == 10, "no chunk twice"
     assert all(h.source == "net" for h in out[2:])
     full = hits(paper_index, *[c.chunk_id for c in paper_index.chunks[:10]])
-    assert with_flat_tail(full, paper_index, b.embedder, query, Config(), None, 10) == full
+    assert with_flat_tail(full, paper_index, question, Config(), None, 10) == full
 
 
 def test_a_packed_chunk_is_read_whole_not_as_its_middle_paragraph(tmp_path) -> None:

@@ -93,8 +93,8 @@ def test_update_embeds_only_changes_and_equals_a_full_rebuild(tmp_path: Path) ->
     q = "Which benchmark did report 9 improve on?"
     a = TreeRAG.open(idx, llm="mock", embedder="hash").run(q)
     b = TreeRAG.open(full, llm="mock", embedder="hash").run(q)
-    assert a["answer"] == b["answer"] and a["answer"]
-    assert [c["chunk_id"] for c in a["step2_retrieved"]] == [c["chunk_id"] for c in b["step2_retrieved"]]
+    assert a.answer.text == b.answer.text and a.answer.text
+    assert [c.chunk_id for c in a.retrieve.hits] == [c.chunk_id for c in b.retrieve.hits]
 
 
 def test_nothing_changed_embeds_nothing(tmp_path: Path) -> None:

@@ -188,6 +188,7 @@ def test_queries_during_rebuilds_see_exactly_one_version(tmp_path: Path) -> None
     import threading
 
     from retrieval.node_locator import hybrid_locate
+    from retrieval.query import Query
     from utils.atomic import replace_directory
 
     config = Config()
@@ -230,7 +231,7 @@ def test_queries_during_rebuilds_see_exactly_one_version(tmp_path: Path) -> None
         while (loads < 200 or swaps[0] < 20) and time.monotonic() < safety and t.is_alive():
             try:
                 index = load_index(out)
-                hybrid_locate(index, emb, "adaptive router execution venue", config)
+                hybrid_locate(index, Query.build("adaptive router execution venue", emb), config)
             except IndexFormatError as exc:
                 errors.append(str(exc))
                 continue

@@ -274,17 +274,17 @@ def test_only_the_graph_channel_brings_both_facts_3000_chars_apart(hop_index: Pa
     _, with_graph = _ask(hop_index)
 
     def has(result, fact: str) -> bool:
-        return any(fact[:40] in h["text"] for h in result["step2_retrieved"])
+        return any(fact[:40] in h.text for h in result.retrieve.hits)
 
     assert has(without, FACT_A) and not has(without, FACT_B)
     assert has(with_graph, FACT_A) and has(with_graph, FACT_B)
-    hit = next(h for h in with_graph["step2_retrieved"] if FACT_B[:40] in h["text"])
-    assert hit["scores"]["graph_lifted"] == 1 and hit["scores"]["graph_score"] > 0
-    used = with_graph["graph"][0]
-    assert used["leaf"] == "0002" and "AdaRouter" in used["seeds"]
-    assert hit["chunk_id"] in used["added"]
-    assert any(p["head"] == "AdaRouter" and p["tail"] == "ZetaCorpus" for p in used["paths"])
-    assert "graph" not in without
+    hit = next(h for h in with_graph.retrieve.hits if FACT_B[:40] in h.text)
+    assert hit.scores["graph_lifted"] == 1 and hit.scores["graph_score"] > 0
+    used = with_graph.retrieve.graph[0]
+    assert used.leaf == "0002" and "AdaRouter" in used.seeds
+    assert hit.chunk_id in used.added
+    assert any(p.head == "AdaRouter" and p.tail == "ZetaCorpus" for p in used.paths)
+    assert without.retrieve.graph == [] and without.to_dict()["graph"] == []
 
 
 def test_synthesis_prompt_carries_graph_paths_citing_evidence(hop_index: Path) -> None:
@@ -305,7 +305,7 @@ def test_synthesis_prompt_carries_graph_paths_citing_evidence(hop_index: Path) -
     index = load_index(hop_index)
     config = Config(final_top_k=3, locator="hybrid", context_budget_chars=1000)
     result = run_pipeline(QUESTION, index, config, Backends(make_embedder("hash", config), None, Recorder()))
-    assert result["answer_mode"] == "llm"
+    assert result.answer.mode == "llm"
     synthesis = prompts[-1]
     assert "<graph>" in synthesis and "AdaRouter -[" in synthesis
     graph_part = synthesis[synthesis.index("<graph>"):]
@@ -422,7 +422,7 @@ def test_index_kg_llm_through_the_openai_wire_format(tmp_path: Path) -> None:
         from pipeline import TreeRAG
 
         res = TreeRAG.open(tmp_path / "idx", llm="mock", env={}, final_top_k=3).run(QUESTION)
-        assert any(FACT_B[:40] in h["text"] for h in res["step2_retrieved"])
+        assert any(FACT_B[:40] in h.text for h in res.retrieve.hits)
         # an update with nothing changed reuses the graph: no new request
         r = run_cli("index", "--input", str(doc), "--output", str(tmp_path / "idx"), "--mock", "--kg", "llm",
                     "--llm", "openai:gpt-4o-mini", "--quiet", env=env)

@@ -540,17 +540,18 @@ def test_an_unusable_locate_reply_is_not_served_again(tmp_path: Path, paper_inde
     from config import Config
     from indexing.embedders.factory import make_embedder
     from retrieval.node_locator import llm_locate
+    from retrieval.query import Query
 
     bad = openai_chat_body('{"results": [{"node_id": "9999"}]}')
     good = openai_chat_body('{"results": [{"node_id": "0010", "sub_query": "router"}]}')
-    emb = make_embedder("hash", Config())
+    q = Query.build("q", make_embedder("hash", Config()))
     with StubServer([StubResponse(200, bad), StubResponse(200, good)]) as srv:
         env = {"OPENAI_BASE_URL": srv.url + "/v1"}
-        first = llm_locate(paper_index, make_llm("openai", env, cache_dir=tmp_path), "q", Config(), emb)
+        first = llm_locate(paper_index, make_llm("openai", env, cache_dir=tmp_path), q, Config())
         assert first.locator == "hybrid"  # unusable: fell back
-        second = llm_locate(paper_index, make_llm("openai", env, cache_dir=tmp_path), "q", Config(), emb)
+        second = llm_locate(paper_index, make_llm("openai", env, cache_dir=tmp_path), q, Config())
         assert second.locator == "llm" and srv.request_count == 2  # asked again, not the cached bad reply
-        third = llm_locate(paper_index, make_llm("openai", env, cache_dir=tmp_path), "q", Config(), emb)
+        third = llm_locate(paper_index, make_llm("openai", env, cache_dir=tmp_path), q, Config())
         assert third.locator == "llm" and srv.request_count == 2  # the usable reply is served from cache
 
 

@@ -63,7 +63,9 @@ def test_truncated_answer_is_said_in_terminal_and_json_and_not_served_later(tmp_
 
 def test_api_result_says_the_answer_was_cut() -> None:
     from pipeline import QueryResult
+    from utils.run_record import RunRecord
 
-    raw = {"query": "q", "answer": "half", "evidence_found": True, "run_id": "r", "answer_truncated": True}
-    assert QueryResult.from_result(raw).truncated
-    assert not QueryResult.from_result({**raw, "answer_truncated": False}).truncated
+    raw = {"query": "q", "created_at": "t", "answer": "half", "evidence_found": True, "run_id": "r",
+           "answer_truncated": True}
+    assert QueryResult.from_record(RunRecord.from_dict(raw)).truncated
+    assert not QueryResult.from_record(RunRecord.from_dict({**raw, "answer_truncated": False})).truncated

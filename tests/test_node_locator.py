@@ -11,6 +11,7 @@ from retrieval.locate_prompts import NODE_LOCATE_PROMPT
 from retrieval.node_locator import (extract_json_object, hybrid_locate,
                                     keyword_locate, llm_locate, parse_locator_response,
                                     toc_for_prompt)
+from retrieval.query import Query
 from tree_builder.visualizer import serialize_tree
 from utils.errors import BackendError, InputError
 from utils.llm.mock import MockLLM
@@ -81,7 +82,7 @@ def test_extract_json_object_first_valid() -> None:
 
 def test_llm_locate_uses_spec_prompt_and_json_mode(paper_index) -> None:
     llm = MockLLM(['{"thinking":"router question","results":[{"node_id":"0010","sub_query":"bandit"}]}'])
-    res = llm_locate(paper_index, llm, "What algorithm?", Config(), make_embedder("hash", Config()))
+    res = llm_locate(paper_index, llm, Query.build("What algorithm?", make_embedder("hash", Config())), Config())
     assert res.locator == "llm" and [n.node_id for n in res.nodes] == ["0010"]
     assert res.nodes[0].sub_query == "bandit" and res.thinking == "router question"
     req = llm.requests[0]
@@ -98,48 +99,51 @@ def test_llm_failure_falls_back_to_the_no_llm_default_and_records_it(paper_index
     llm = MockLLM([reply])
     q = "How many epochs was the model trained for?"
     emb = make_embedder("hash", Config())
-    res = llm_locate(paper_index, llm, q, Config(), emb)
+    res = llm_locate(paper_index, llm, Query.build(q, emb), Config())
     assert res.locator == "hybrid"
-    assert [n.node_id for n in res.nodes] == [n.node_id for n in hybrid_locate(paper_index, emb, q, Config()).nodes]
+    assert [n.node_id for n in res.nodes] == [n.node_id for n in hybrid_locate(paper_index, Query.build(q, emb),
+                                                                               Config()).nodes]
     assert res.fallbacks and res.fallbacks[0].step == "locate"
     assert "LLM locating failed" in res.fallbacks[0].reason and res.fallbacks[0].used == "hybrid locator"
 
 
 def test_llm_failure_without_an_embedder_falls_back_to_keyword(paper_index) -> None:
-    res = llm_locate(paper_index, MockLLM(["no json"]), "epochs", Config(), None)
+    res = llm_locate(paper_index, MockLLM(["no json"]), Query.build("epochs", None), Config())
     assert res.locator == "keyword" and res.fallbacks[0].used == "keyword locator"
 
 
 def test_repaired_output_is_recorded(paper_index) -> None:
     llm = MockLLM(['```json\n{"results":[{"node_id":10},{"node_id":"777"}]}\n```'])
-    res = llm_locate(paper_index, llm, "q", Config(), make_embedder("hash", Config()))
+    res = llm_locate(paper_index, llm, Query.build("q", make_embedder("hash", Config())), Config())
     assert [n.node_id for n in res.nodes] == ["0010"]
     assert res.fallbacks and res.fallbacks[0].used == "repaired LLM output"
 
 
 def test_keyword_locator_matches_headings_and_summaries(paper_index) -> None:
-    res = keyword_locate(paper_index, "training procedure epochs", Config())
+    res = keyword_locate(paper_index, Query.build("training procedure epochs", None), Config())
     assert res.nodes[0].heading_path.endswith("3.3 Training Procedure")
     assert len(res.nodes) <= 3 and all(n.sub_query == "training procedure epochs" for n in res.nodes)
 
 
 def test_keyword_locator_with_no_overlap_returns_nothing(paper_index) -> None:
-    res = keyword_locate(paper_index, "zebra giraffe", Config())
+    res = keyword_locate(paper_index, Query.build("zebra giraffe", None), Config())
     assert res.nodes == [] and "no heading" in res.thinking
 
 
 def test_hybrid_locator_scores_all_leaves(paper_index) -> None:
-    res = hybrid_locate(paper_index, make_embedder("hash", Config()), "How many epochs was the model trained for?", Config())
+    res = hybrid_locate(paper_index, Query.build("How many epochs was the model trained for?", make_embedder("hash", Config())),
+                        Config())
     assert res.nodes[0].heading_path.endswith("3.3 Training Procedure")
     assert len(res.nodes) == Config().hybrid_top_leaves
 
 
 def test_toc_budget_keeps_best_branches_with_ancestors(paper_index) -> None:
     emb = make_embedder("hash", Config())
-    full, shown_all = toc_for_prompt(paper_index, emb, "router design bandit", Config())
+    q = Query.build("router design bandit", emb)
+    full, shown_all = toc_for_prompt(paper_index, q, Config())
     assert full == serialize_tree(paper_index.root)
     budget = estimate_tokens(full) // 3
-    cut, shown = toc_for_prompt(paper_index, emb, "router design bandit", Config(toc_budget_tokens=budget))
+    cut, shown = toc_for_prompt(paper_index, q, Config(toc_budget_tokens=budget))
     assert estimate_tokens(cut) <= budget and 0 < shown < shown_all
     assert "3.2.2 Router Design (叶子节点)" in cut
     # the ancestors of a shown leaf are shown too
@@ -149,8 +153,8 @@ def test_toc_budget_keeps_best_branches_with_ancestors(paper_index) -> None:
 def test_prompt_example_cannot_be_copied_into_a_valid_answer(paper_index) -> None:
     """A small model that echoes the prompt's example must fall back, not pass validation."""
     example = NODE_LOCATE_PROMPT[NODE_LOCATE_PROMPT.index("{{\n  \"thinking\""):].replace("{{", "{").replace("}}", "}")
-    res = llm_locate(paper_index, MockLLM([example]), "What algorithm does AdaRouter use?", Config(),
-                     make_embedder("hash", Config()))
+    res = llm_locate(paper_index, MockLLM([example]),
+                     Query.build("What algorithm does AdaRouter use?", make_embedder("hash", Config())), Config())
     assert res.locator == "hybrid" and res.fallbacks[0].step == "locate"
 
 
@@ -159,11 +163,10 @@ def test_prompt_example_cannot_be_copied_into_a_valid_answer(paper_index) -> Non
 def test_factory_resolves_auto_and_rejects_unknown_names(paper_index) -> None:
     from retrieval.locators import make_locator
 
-    emb = make_embedder("hash", Config())
-    assert make_locator("auto", paper_index, Config(), emb, None).name == "hybrid"
-    assert make_locator("auto", paper_index, Config(), emb, MockLLM(["{}"])).name == "llm"
+    assert make_locator("auto", paper_index, Config(), None).name == "hybrid"
+    assert make_locator("auto", paper_index, Config(), MockLLM(["{}"])).name == "llm"
     with pytest.raises(InputError, match="unknown locator 'banana'"):
-        make_locator("banana", paper_index, Config(), emb, None)
+        make_locator("banana", paper_index, Config(), None)
 
 
 @pytest.mark.parametrize("name", ["llm", "llm-rerank"])
@@ -172,11 +175,12 @@ def test_llm_locators_without_an_llm_take_the_no_llm_path_and_say_so(paper_index
 
     emb = make_embedder("hash", Config())
     q = "How many epochs was the model trained for?"
-    res = make_locator(name, paper_index, Config(), emb, None).locate(q)
+    res = make_locator(name, paper_index, Config(), None).locate(Query.build(q, emb))
     assert res.locator == "hybrid" and res.fallbacks[-1].reason == "no LLM configured"
-    assert [n.node_id for n in res.nodes] == [n.node_id for n in hybrid_locate(paper_index, emb, q, Config()).nodes]
-    # without an embedder, the same single decision gives the keyword match
-    res = make_locator(name, paper_index, Config(), None, None).locate("training procedure epochs")
+    assert [n.node_id for n in res.nodes] == [n.node_id for n in hybrid_locate(paper_index, Query.build(q, emb),
+                                                                               Config()).nodes]
+    # a question without a vector (no embedder loaded): the same single decision gives the keyword match
+    res = make_locator(name, paper_index, Config(), None).locate(Query.build("training procedure epochs", None))
     assert res.locator == "keyword" and res.fallbacks[-1].used == "keyword locator"
 
 
@@ -186,9 +190,10 @@ def test_scope_limits_every_locator(paper_index) -> None:
     emb = make_embedder("hash", Config())
     doc = paper_index.leaves[0].doc_path
     for name in LOCATORS:
-        res = make_locator(name, paper_index, Config(), emb, None).locate("router design", {doc})
+        q = Query.build("router design", emb)
+        res = make_locator(name, paper_index, Config(), None).locate(q, {doc})
         assert all(paper_index.nodes[n.node_id].doc_path == doc for n in res.nodes)
-        assert make_locator(name, paper_index, Config(), emb, None).locate("router design", {"other.md"}).nodes == []
+        assert make_locator(name, paper_index, Config(), None).locate(q, {"other.md"}).nodes == []
 
 
 def _keyword_reference(index, question: str, k: int, doc_paths=None) -> list[tuple[str, float]]:
@@ -214,10 +219,10 @@ def test_keyword_locator_postings_equal_the_plain_computation(paper_index, quest
     from retrieval.node_locator import keyword_locate
 
     config = Config(keyword_top_leaves=5)
-    got = keyword_locate(paper_index, question, config)
+    got = keyword_locate(paper_index, Query.build(question, None), config)
     assert [(n.node_id, n.score) for n in got.nodes] == _keyword_reference(paper_index, question, 5)
     doc = paper_index.leaves[0].doc_path
-    got = keyword_locate(paper_index, question, config, doc_paths={doc})
+    got = keyword_locate(paper_index, Query.build(question, None), config, doc_paths={doc})
     assert [(n.node_id, n.score) for n in got.nodes] == _keyword_reference(paper_index, question, 5, {doc})
 
 

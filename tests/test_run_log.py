@@ -1,4 +1,5 @@
-"""The run log: faithful round trip, per-stage audit rows, and never failing a query."""
+"""The run log: faithful round trip of the typed record, per-stage audit rows, old rows still read,
+and never failing a query."""
 from __future__ import annotations
 
 import copy
@@ -14,7 +15,9 @@ from typing import Any
 import pytest
 
 from utils.errors import TreeRAGError
+from utils.render import render_history, render_result
 from utils.run_log import SCHEMA_VERSION, RunLog, default_log_path
+from utils.run_record import RunRecord
 
 
 def _hit(stage: str, rank: int, chunk: str, score: float) -> dict[str, Any]:
@@ -68,6 +71,11 @@ def make_result(run_id: str | None = None, *, created_at: str = "2025-01-01T00:0
     }
 
 
+def make_record(run_id: str | None = None, **kwargs: Any) -> RunRecord:
+    """A current record (as the pipeline makes one) with the fields of ``make_result``."""
+    return RunRecord.from_dict({**make_result(run_id, **kwargs), "record_version": 2, "logged": True})
+
+
 class Warnings:
     def __init__(self) -> None:
         self.messages: list[str] = []
@@ -97,13 +105,13 @@ def test_default_log_path_env_override_and_platform_default(tmp_path: Path) -> N
     assert default.name == "runs.sqlite3" and "treerag" in str(default).lower()
 
 
-def test_record_get_round_trip_is_the_original_dict(log_path: Path, warns: Warnings) -> None:
+def test_record_get_round_trip_is_the_original_record(log_path: Path, warns: Warnings) -> None:
     log = RunLog(log_path, warns)
-    result = make_result()
+    result = make_record()
     original = copy.deepcopy(result)
     assert log.record(result) is True
     assert result == original  # recording never alters what the user is shown
-    assert log.get(result["run_id"]) == original
+    assert log.get(result.run_id) == original
     assert warns.messages == []
     with sqlite3.connect(log_path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -112,12 +120,12 @@ def test_record_get_round_trip_is_the_original_dict(log_path: Path, warns: Warni
             "SELECT query, index_path, answer, json_extract(timing_ms, '$.total'),"
             " json_extract(providers, '$.embedder.dim') FROM runs"
         ).fetchone()
-    assert row == (result["query"], "/tmp/idx", result["answer"], 10.5, 384)
+    assert row == (result.query, "/tmp/idx", result.answer.text, 10.5, 384)
 
 
 def test_hit_rows_one_per_candidate_per_stage(log_path: Path, warns: Warnings) -> None:
     log = RunLog(log_path, warns)
-    result = make_result()
+    result = make_record()
     assert log.record(result)
     with sqlite3.connect(log_path) as conn:
         counts = dict(conn.execute("SELECT stage, COUNT(*) FROM hits GROUP BY stage"))
@@ -136,7 +144,7 @@ def test_hit_rows_one_per_candidate_per_stage(log_path: Path, warns: Warnings) -
 
 
 def test_stage_check_constraint_rejects_unknown_stage(log_path: Path, warns: Warnings) -> None:
-    assert RunLog(log_path, warns).record(make_result())
+    assert RunLog(log_path, warns).record(make_record())
     with sqlite3.connect(log_path) as conn, pytest.raises(sqlite3.IntegrityError):
         conn.execute("INSERT INTO hits (run_id, stage) VALUES ('x', 'bogus')")
 
@@ -145,10 +153,10 @@ def test_get_by_prefix_and_ambiguous_prefix(log_path: Path, warns: Warnings) -> 
     log = RunLog(log_path, warns)
     a, b, c = "abcdef01" + "0" * 24, "abcdef02" + "0" * 24, "99887766" + "1" * 24
     for run_id in (a, b, c):
-        assert log.record(make_result(run_id, query=run_id))
-    assert log.get("998877")["query"] == c
-    assert log.get("abcdef01")["query"] == a
-    assert log.get(a)["query"] == a
+        assert log.record(make_record(run_id, query=run_id))
+    assert log.get("998877").query == c
+    assert log.get("abcdef01").query == a
+    assert log.get(a).query == a
     with pytest.raises(TreeRAGError) as excinfo:
         log.get("abcdef")
     assert "several runs" in str(excinfo.value) and "\n" not in str(excinfo.value)
@@ -162,17 +170,17 @@ def test_recent_newest_first_with_summary(log_path: Path, warns: Warnings) -> No
     log = RunLog(log_path, warns)
     ids = []
     for day in (3, 1, 2):
-        result = make_result(created_at=f"2025-01-0{day}T00:00:00+00:00", query=f"day {day}")
-        result["answer"] = "word " * 50
-        ids.append(result["run_id"])
+        result = make_record(created_at=f"2025-01-0{day}T00:00:00+00:00", query=f"day {day}")
+        result.answer.text = "word " * 50
+        ids.append(result.run_id)
         assert log.record(result)
     recent = log.recent()
-    assert [r["query"] for r in recent] == ["day 3", "day 2", "day 1"]
+    assert [r.query for r in recent] == ["day 3", "day 2", "day 1"]
     first = recent[0]
-    assert first["run_id"] == ids[0] and first["total_ms"] == 10.5
-    assert first["index_path"] == "/tmp/idx" and first["fallbacks"] == 1
-    assert len(first["answer_excerpt"]) <= 80 and first["answer_excerpt"].endswith("…")
-    assert [r["query"] for r in log.recent(limit=2)] == ["day 3", "day 2"]
+    assert first.run_id == ids[0] and first.total_ms == 10.5
+    assert first.index_path == "/tmp/idx" and first.fallbacks == 1
+    assert len(first.answer_excerpt) <= 80 and first.answer_excerpt.endswith("…")
+    assert [r.query for r in log.recent(limit=2)] == ["day 3", "day 2"]
 
 
 def test_read_calls_on_missing_log_do_not_create_it(log_path: Path, warns: Warnings) -> None:
@@ -188,8 +196,8 @@ def test_parent_is_a_file_record_fails_softly(tmp_path: Path, warns: Warnings) -
     blocker = tmp_path / "afile"
     blocker.write_text("not a directory")
     log = RunLog(blocker / "runs.sqlite3", warns)
-    assert log.record(make_result()) is False
-    assert log.record(make_result()) is False
+    assert log.record(make_record()) is False
+    assert log.record(make_record()) is False
     assert len(warns.messages) == 1
     message = warns.messages[0]
     assert message.startswith("run log unavailable (") and "this query was not recorded" in message
@@ -249,7 +257,7 @@ def test_read_only_directory_record_fails_softly() -> None:
         ro_dir.chmod(0o500)
         try:
             log = RunLog(ro_dir / "runs.sqlite3", warns)
-            assert log.record(make_result()) is False
+            assert log.record(make_record()) is False
             assert len(warns.messages) == 1
         finally:
             ro_dir.chmod(0o700)
@@ -262,15 +270,15 @@ def test_read_only_log_file_record_fails_softly_but_reads() -> None:
         warns = Warnings()
         log_path = base / "nested" / "runs.sqlite3"
         log = RunLog(log_path, warns)
-        first = make_result()
+        first = make_record()
         assert log.record(first)
         for suffix in ("-wal", "-shm"):  # leave only the main file, read-only
             Path(str(log_path) + suffix).unlink(missing_ok=True)
         log_path.chmod(0o444)
         try:
-            assert log.record(make_result()) is False
+            assert log.record(make_record()) is False
             assert len(warns.messages) == 1
-            assert log.get(first["run_id"]) == first
+            assert log.get(first.run_id) == first
         finally:
             log_path.chmod(0o644)
 
@@ -281,8 +289,8 @@ def test_corrupt_log_warns_once_and_reads_raise(log_path: Path, warns: Warnings)
     log_path.parent.mkdir(parents=True)
     log_path.write_bytes(os.urandom(4096))
     log = RunLog(log_path, warns)
-    assert log.record(make_result()) is False
-    assert log.record(make_result()) is False
+    assert log.record(make_record()) is False
+    assert log.record(make_record()) is False
     assert len(warns.messages) == 1 and "not recorded" in warns.messages[0]
     for call in (log.recent, lambda: log.get("abcdef")):
         with pytest.raises(TreeRAGError) as excinfo:
@@ -292,10 +300,10 @@ def test_corrupt_log_warns_once_and_reads_raise(log_path: Path, warns: Warnings)
 
 def test_newer_schema_is_not_written_to(log_path: Path, warns: Warnings) -> None:
     log = RunLog(log_path, warns)
-    assert log.record(make_result())
+    assert log.record(make_record())
     with sqlite3.connect(log_path) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    assert log.record(make_result()) is False
+    assert log.record(make_record()) is False
     assert "newer" in warns.messages[0]
     with pytest.raises(TreeRAGError, match="newer"):
         log.recent()
@@ -303,12 +311,12 @@ def test_newer_schema_is_not_written_to(log_path: Path, warns: Warnings) -> None
 
 def test_locked_log_times_out_and_leaves_the_answer_alone(log_path: Path, warns: Warnings) -> None:
     log = RunLog(log_path, warns, busy_timeout_ms=100)
-    first = make_result()
+    first = make_record()
     assert log.record(first)
     holder = sqlite3.connect(log_path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        result = make_result()
+        result = make_record()
         snapshot = copy.deepcopy(result)
         started = time.monotonic()
         assert log.record(result) is False
@@ -316,48 +324,95 @@ def test_locked_log_times_out_and_leaves_the_answer_alone(log_path: Path, warns:
         assert elapsed >= 0.09  # waited for the busy timeout, then gave up (it returned: no hang)
         assert result == snapshot
         assert len(warns.messages) == 1 and "locked" in warns.messages[0]
-        assert log.get(first["run_id"]) == first  # WAL: readers are not blocked by the writer
+        assert log.get(first.run_id) == first  # WAL: readers are not blocked by the writer
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     assert log.record(result) is True  # the lock is gone: logging resumes
     assert len(warns.messages) == 1
-    assert log.get(result["run_id"]) == snapshot
+    assert log.get(result.run_id) == snapshot
 
 
 def test_failed_transaction_leaves_no_partial_run(log_path: Path, warns: Warnings) -> None:
     log = RunLog(log_path, warns)
-    assert log.record(make_result())
-    broken = make_result()
-    broken["stages"]["rerank"][0]["chunk_id"] = {"not": "bindable"}  # fails after the run row
+    assert log.record(make_record())
+    broken = make_record()
+    broken.retrieve.stages.rerank[0].chunk_id = {"not": "bindable"}  # type: ignore[assignment]  # fails after the run row
     assert log.record(broken) is False
     assert len(warns.messages) == 1
-    assert log.get(broken["run_id"]) is None
+    assert log.get(broken.run_id) is None
     with sqlite3.connect(log_path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
         assert conn.execute("SELECT COUNT(*) FROM hits").fetchone()[0] == 12
 
 
-def test_non_json_values_are_stored_not_fatal(log_path: Path, warns: Warnings) -> None:
-    class Scalar:  # stands in for numpy.float32, which json cannot encode
-        def tolist(self) -> float:
-            return 0.25
+def test_numpy_scores_are_stored_as_numbers(log_path: Path, warns: Warnings) -> None:
+    import numpy as np
 
-    result = make_result()
-    result["step2_retrieved"][0]["scores"]["dense_score"] = Scalar()
-    result["index"]["path"] = Path("/tmp/idx")
+    result = make_record()
+    result.retrieve.hits[0].scores["dense_score"] = np.float32(0.25)  # type: ignore[assignment]
+    result.retrieve.hits[1].scores["fused_score"] = float("nan")
     log = RunLog(log_path, warns)
     assert log.record(result) is True
-    stored = log.get(result["run_id"])
-    assert stored["step2_retrieved"][0]["scores"]["dense_score"] == 0.25
-    assert stored["index"]["path"] == "/tmp/idx"
+    stored = log.get(result.run_id)
+    assert stored is not None and stored.retrieve.hits[0].scores["dense_score"] == 0.25
+    assert stored.retrieve.hits[1].scores["fused_score"] is None  # JSON has no NaN
+    with sqlite3.connect(log_path) as conn:
+        assert conn.execute("SELECT score FROM hits WHERE stage = 'final' AND rank = 2").fetchone() == (None,)
+
+
+# ------------------------------------------------------------ old and odd rows
+def _store_raw(log: RunLog, log_path: Path, run_id: str, stored: str) -> None:
+    """A row whose ``result`` holds ``stored`` as written (an older TreeRAG's, or edited by hand)."""
+    assert log.record(make_record(run_id))
+    with sqlite3.connect(log_path) as conn:
+        conn.execute("UPDATE runs SET result = ? WHERE run_id = ?", (stored, run_id))
+
+
+def test_a_first_version_row_lists_shows_and_renders(log_path: Path, warns: Warnings) -> None:
+    import json
+
+    log = RunLog(log_path, warns)
+    old = make_result("a1" * 16)  # no record_version, no graph, no logged, no context: a first-version row
+    old["config"] = {"final_top_k": 5, "chunk_size": 200}
+    _store_raw(log, log_path, old["run_id"], json.dumps(old))
+    assert [r.query for r in log.recent()] == [old["query"]]
+    assert "what is tree rag?" in render_history(log.recent())
+    record = log.get(old["run_id"][:8])
+    assert record is not None and record.record_version == 1 and record.logged
+    assert record.retrieve.hits[0].citation == "paper.md:L12-L15" and record.retrieve.graph == []
+    # its config was the querying process's: the build-time value is not passed off as the index's
+    assert record.config == {"final_top_k": 5} and record.index.build_settings is None
+    shown = render_result(record)
+    assert "TreeRAG locates nodes first" in shown and "run a1a1a1a1" in shown
+    assert record.to_dict()["record_version"] == 2
+
+
+@pytest.mark.parametrize("stored, message", [
+    ('{"run_id": "b", "query": "q", "created_at": "x", "step2_retrieved": "nope"}',
+     "step2_retrieved is str, not a list"),
+    ('{"run_id": "b", "query": "q", "created_at": "x", "record_version": 9}', "newer TreeRAG"),
+    ('{"query": "q", "created_at": "x"}', "no 'run_id'"),
+    ('[1, 2]', "JSON object"),
+    ('{"run_id": "b", "query": "q", "created_at": "x", "context": {"passages": [{"ranks": ["1"]}]}}',
+     "context.passages[0].ranks[0] is str"),
+])
+def test_an_unreadable_row_is_one_line_not_a_traceback(log_path: Path, warns: Warnings, stored: str,
+                                                        message: str) -> None:
+    log = RunLog(log_path, warns)
+    _store_raw(log, log_path, "c" * 32, stored)
+    with pytest.raises(TreeRAGError) as excinfo:
+        log.get("c" * 32)
+    assert message in str(excinfo.value) and "\n" not in str(excinfo.value)
+    assert "is unreadable" in str(excinfo.value)
+    assert [r.run_id for r in log.recent()] == ["c" * 32]  # it still lists
 
 
 # ------------------------------------------------------------ concurrency
 def _write_runs(path: str, n: int, tag: str) -> None:
     log = RunLog(Path(path), lambda message: print(message), busy_timeout_ms=5000)
     for i in range(n):
-        if not log.record(make_result(query=f"{tag}-{i}")):
+        if not log.record(make_record(query=f"{tag}-{i}")):
             raise SystemExit(1)
 
 

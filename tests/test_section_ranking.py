@@ -12,8 +12,9 @@ from evaluation.metrics import Relevance, coverage_at_budget
 from indexing.chunker import Chunk
 from indexing.representation import chunk_representation
 from retrieval.learned_ranker import load_ranker
-from retrieval.scoring import RangeScores
-from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features, layout
+from indexing.search import Scores, bm25_kind
+from retrieval.query import Query
+from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features
 from utils.errors import InputError
 
 
@@ -85,8 +86,8 @@ def test_section_features_pool_evidence_over_the_leaf(paper_index) -> None:
     s, e = idx.leaf_rows[leaf_id]
     dense[s] = 1.0  # one strong chunk in the first leaf
     cfg = Config()
-    X = chunk_features(idx, np.zeros(idx.embeddings.shape[1], dtype=np.float32),
-                       RangeScores(rows, dense, bm25), cfg, {leaf_id}, TREE_FEATURES)
+    no_vector = Query("q", ("q",), None)  # leaf headings score 0
+    X = chunk_features(idx, no_vector, Scores(rows, dense, bm25, bm25_kind("corpus")), cfg, {leaf_id}, TREE_FEATURES)
     col = {name: X[:, i] for i, name in enumerate(TREE_FEATURES)}
     fused_best = cfg.dense_weight * 1.0
     assert np.allclose(col["leaf_max"][s:e], fused_best)  # every chunk of the leaf shares its best
@@ -97,16 +98,16 @@ def test_section_features_pool_evidence_over_the_leaf(paper_index) -> None:
         assert col["neighbour"][s + 1] == pytest.approx(fused_best)  # next to the strong chunk
     k = min(3, e - s)
     assert col["leaf_top3"][s] == pytest.approx(fused_best / k)
-    lay = layout(idx)
+    lay = idx.layout
     assert lay.row_leaf.shape == (n,) and lay.n_docs == 1
 
 
 def test_flat_features_need_no_structure(paper_index) -> None:
     idx = paper_index
     rows = np.arange(4, dtype=np.int64)
-    sc = RangeScores(rows, np.array([0.1, 0.2, 0.3, 0.4], np.float32), np.array([0, 0, 1, 2], np.float32))
-    X = chunk_features(idx, np.zeros(idx.embeddings.shape[1], np.float32), sc, Config(), None,
-                       FLAT_FEATURES)
+    sc = Scores(rows, np.array([0.1, 0.2, 0.3, 0.4], np.float32), np.array([0, 0, 1, 2], np.float32),
+                bm25_kind("corpus"))
+    X = chunk_features(idx, Query("q", ("q",), None), sc, Config(), None, FLAT_FEATURES)
     assert X.shape == (4, len(FLAT_FEATURES))
     assert X[:, FLAT_FEATURES.index("bm25_hit")].tolist() == [0, 0, 1, 1]
 
@@ -134,21 +135,21 @@ def test_section_ranking_scores_the_whole_scope_with_located_leaves_as_a_prior(p
     cfg = Config(section_evidence="every")  # the fitted model as is: every chunk carries its section's evidence
     emb = make_embedder("hash", cfg)
     query = "How many epochs was the model trained for?"
-    qvec = emb.embed_query(query)
-    plain = rank_in_sections(paper_index, qvec, query, [], cfg)
+    question = Query.build(query, emb)
+    plain = rank_in_sections(paper_index, question, [], cfg)
     assert plain and [c.score for c in plain] == sorted((c.score for c in plain), reverse=True)
     assert all(c.source == "net" for c in plain)  # nothing located: every chunk came from the scope
     # locating a leaf raises its chunks (the prior), without excluding any other chunk
     target = plain[-1].chunk.source_node_id
-    located = rank_in_sections(paper_index, qvec, query, [LocatedNode(target, "sub q")], cfg)
+    located = rank_in_sections(paper_index, question, [LocatedNode(target, "sub q")], cfg)
     by_id = {c.chunk.chunk_id: c for c in located}
     moved = [c for c in plain if c.chunk.source_node_id == target and c.chunk.chunk_id in by_id]
     assert moved and all(by_id[c.chunk.chunk_id].score > c.score for c in moved)
     assert all(by_id[c.chunk.chunk_id].source == "tree" and by_id[c.chunk.chunk_id].sub_query == "sub q"
                for c in moved)
     # the flat model ranks by chunk features only: locating changes nothing
-    f1 = rank_in_sections(paper_index, qvec, query, [], cfg, kind="flat")
-    f2 = rank_in_sections(paper_index, qvec, query, [LocatedNode(target, "q")], cfg, kind="flat")
+    f1 = rank_in_sections(paper_index, question, [], cfg, kind="flat")
+    f2 = rank_in_sections(paper_index, question, [LocatedNode(target, "q")], cfg, kind="flat")
     assert [c.row for c in f1] == [c.row for c in f2]
     assert "leaf_max" not in f1[0].retrieval_detail and "learned_score" in f1[0].retrieval_detail
 
@@ -184,10 +185,10 @@ def test_auto_order_is_section_within_one_document_and_union_across_several(tmp_
     assert candidate_order(two, {"a.md"}, cfg) == "section"  # scoped to one document
     assert candidate_order(paper_index, None, cfg) == "section"
     assert candidate_order(two, None, cfg.replace(candidate_order="fused")) == "fused"
-    q = "Why do dogs bark?"
-    got = retrieve(two, emb, q, hybrid_locate(two, emb, q, cfg).nodes, cfg)
+    q = Query.build("Why do dogs bark?", emb)
+    got = retrieve(two, emb, q, hybrid_locate(two, q, cfg).nodes, cfg)
     assert got and all("union_score" in c.retrieval_detail for c in got)
-    got = retrieve(paper_index, emb, q, [], cfg)
+    got = retrieve(paper_index, emb, Query.build("Why do dogs bark?", emb), [], cfg)
     assert got and all("section_score" in c.retrieval_detail for c in got)
 
 
@@ -237,9 +238,9 @@ def test_section_evidence_counted_once_lets_other_sections_in(paper_index) -> No
                "What algorithm does the router use?", "Which currency pairs and years are in the dataset?")
     wider = 0
     for query in queries:
-        qvec = emb.embed_query(query)
-        once = rank_in_sections(paper_index, qvec, query, [], Config(final_top_k=10))
-        every = rank_in_sections(paper_index, qvec, query, [], Config(final_top_k=10, section_evidence="every"))
+        once = rank_in_sections(paper_index, Query.build(query, emb), [], Config(final_top_k=10))
+        every = rank_in_sections(paper_index, Query.build(query, emb), [],
+                                 Config(final_top_k=10, section_evidence="every"))
         assert [c.score for c in once] == sorted((c.score for c in once), reverse=True)
         assert len({c.row for c in once}) == len(once)
         leaves = [len({c.chunk.source_node_id for c in ranked[:5]}) for ranked in (once, every)]

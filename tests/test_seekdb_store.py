@@ -108,21 +108,37 @@ def test_in_leaf_and_document_scores_match_the_file_store(both) -> None:
     """A leaf and a document are scored exactly by metadata filters: the engine's inner products
     equal numpy's, and its full text matches exactly the chunks TreeRAG's BM25 matches."""
     from config import Config
-    from indexing.search import ScoreParams
+    from indexing.search import ENGINE_RELEVANCE, Scope, ScoreParams, bm25_kind
     from indexing.embedders.factory import make_embedder
-    from utils.tokenizer import tokenize
+    from retrieval.query import Query
 
     files, eng, _ = both
-    qvec = make_embedder("hash", Config()).embed_query("contextual bandit router accuracy")
-    tokens = tokenize("contextual bandit router accuracy")
-    ranges = [(0, len(files.chunks))] + [files.leaf_rows[n.node_id] for n in files.leaves[:6]]
-    corpus = (0, len(files.chunks))  # corpus IDF: a word in every chunk of a small leaf gets IDF 0 there
-    for a, b in ranges:
-        f = files.search.score_range(qvec, tokens, a, b, corpus, ScoreParams())
-        e = eng.search.score_range(qvec, tokens, a, b, corpus, ScoreParams())
-        assert e.rows.tolist() == f.rows.tolist()
+    q = Query.build("contextual bandit router accuracy", make_embedder("hash", Config()))
+    doc = files.leaves[0].doc_path
+    scopes = [Scope.everything(), Scope.of_documents({doc}), Scope.of_documents({doc, "not-indexed.md"})]
+    scopes += [Scope.of_leaf(j) for j in range(6) if files.leaf_ptr[j + 1] > files.leaf_ptr[j]]
+    for scope in scopes:
+        # corpus IDF: a word in every chunk of a small leaf gets IDF 0 there
+        f = files.search.score(q, scope, "corpus", ScoreParams())
+        e = eng.search.score(q, scope, "corpus", ScoreParams())
+        assert e.rows.tolist() == f.rows.tolist() and e.complete and f.complete, scope
         np.testing.assert_allclose(e.dense, f.dense, atol=1e-5)
-        assert (e.bm25 > 0).tolist() == (f.bm25 > 0).tolist()
+        assert (e.lexical > 0).tolist() == (f.lexical > 0).tolist()
+        # what each lexical score is, said by the store: TreeRAG's BM25, or the engine's own relevance
+        assert f.lexical_kind == bm25_kind("corpus") and e.lexical_kind == ENGINE_RELEVANCE
+    assert len(files.search.score(q, Scope.of_documents({"not-indexed.md"}), "corpus", ScoreParams()).rows) == 0
+    assert len(eng.search.score(q, Scope.of_documents({"not-indexed.md"}), "corpus", ScoreParams()).rows) == 0
+    # candidates found earlier, re-scored: the same rows, dense equal, the same rows matched
+    rows = np.array([5, 1, 9, 3], dtype=np.int64)
+    f = files.search.rescore(q, rows, "document", ScoreParams())
+    e = eng.search.rescore(q, rows, "document", ScoreParams())
+    assert f.rows.tolist() == e.rows.tolist() == rows.tolist()
+    np.testing.assert_allclose(e.dense, f.dense, atol=1e-5)
+    np.testing.assert_allclose(e.dense, eng.search.dense(q.dense_vector, rows), atol=1e-6)
+    assert (e.lexical > 0).tolist() == (f.lexical > 0).tolist()
+    leaves = np.array([0, 3, 2])
+    np.testing.assert_allclose(eng.search.leaf_dense(q, leaves, ScoreParams()),
+                               files.search.leaf_dense(q, leaves, ScoreParams()), atol=1e-5)
     n, dfs = eng.search.term_stats(["bandit", "router", "nonexistentword"])
     assert (n, dfs) == files.search.term_stats(["bandit", "router", "nonexistentword"])
     assert eng.search.scripts() == files.search.scripts() == frozenset({"latin"})
@@ -143,10 +159,10 @@ def test_the_spec_questions_find_the_same_sections(both) -> None:
         re_ = run_pipeline(q["query"], eng, config, make_backends(eng, config, None))
         # the engine's full-text relevance is not TreeRAG's BM25: sections may swap places, but the
         # evidence the answer gets is the same
-        loc_f = {n["node_id"] for n in rf["step1_nodes"][:3]}
-        loc_e = {n["node_id"] for n in re_["step1_nodes"][:3]}
+        loc_f = {n.node_id for n in rf.locate.nodes[:3]}
+        loc_e = {n.node_id for n in re_.locate.nodes[:3]}
         assert len(loc_f & loc_e) >= 2, q["id"]
-        found = [[a for a in q["answer_contains"] if a in " ".join(p["text"] for p in r["context"]["passages"])]
+        found = [[a for a in q["answer_contains"] if a in " ".join(p.text for p in r.context.passages)]
                  for r in (rf, re_)]
         assert found[1] == found[0] and found[0], q["id"]
 
@@ -350,7 +366,8 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
     from indexing.seekdb import schema as seekdb_schema
     from indexing.embedders.factory import make_embedder
     from indexing.index_store import load_index
-    from indexing.search import ScoreParams
+    from indexing.search import Scope, ScoreParams
+    from retrieval.query import Query
 
     monkeypatch.setattr(seekdb_schema, "DEFER_INDEX_ROWS", 10)
     out = tmp_path / "idx"
@@ -360,12 +377,11 @@ def test_large_tables_are_indexed_after_loading(tmp_path: Path, seekdb_uri: str,
     for kind in ("chunks", "leaves"):
         keys = {str(r[2]) for r in engine.rows(f"SHOW INDEX FROM `{index.search.tables[kind]}`")}  # type: ignore[attr-defined]
         assert {"ft_body", "vi_emb"} <= keys, kind
-    qvec = make_embedder("hash", Config()).embed_query("training epochs")
+    q = Query("training epochs", ("train", "epoch"), make_embedder("hash", Config()).embed_query("training epochs"))
     # exact_rows=8: the whole paper is a "large scope", scored from kNN + full-text candidates
-    got = index.search.score_range(qvec, ["train", "epoch"], 0, len(index.chunks), (0, len(index.chunks)),
-                                   ScoreParams(exact_rows=8, candidates=20))
-    assert 0 < len(got.rows) <= len(index.chunks) and got.bm25.max() > 0
-    best = int(got.rows[int(np.argmax(got.bm25))])
+    got = index.search.score(q, Scope.everything(), "corpus", ScoreParams(exact_rows=8, candidates=20))
+    assert 0 < len(got.rows) <= len(index.chunks) and got.lexical.max() > 0 and not got.complete
+    best = int(got.rows[int(np.argmax(got.lexical))])
     assert "epoch" in index.chunks[best].text.lower()
 
 
@@ -479,16 +495,16 @@ def test_copy_batches_are_formatted_ahead_in_order_and_errors_surface() -> None:
 def test_whole_collection_knn_searches_a_beam_twice_the_candidates(both) -> None:
     """The engine's default HNSW beam is the LIMIT: too narrow for 1,000 candidates of a large
     collection; the search asks for twice as wide, once per connection."""
-    from indexing.search import ScoreParams
+    from indexing.search import Scope, ScoreParams
+    from retrieval.query import Query
 
     _, engine_index, _ = both
     search = engine_index.search
-    qvec = np.ones(engine_index.embeddings.shape[1], dtype=np.float32)
-    n = len(engine_index.chunks)
-    search.score_range(qvec, ["train"], 0, n, (0, n), ScoreParams(exact_rows=1, candidates=37))
+    q = Query("train", ("train",), np.ones(engine_index.embeddings.shape[1], dtype=np.float32))
+    search.score(q, Scope.everything(), "corpus", ScoreParams(exact_rows=1, candidates=37))
     assert search.engine.rows("SELECT @@ob_hnsw_ef_search")[0][0] == 74
     search.engine.close()  # a new connection starts from the engine's default and is set again
-    search.score_range(qvec, ["train"], 0, n, (0, n), ScoreParams(exact_rows=1, candidates=37))
+    search.score(q, Scope.everything(), "corpus", ScoreParams(exact_rows=1, candidates=37))
     assert search.engine.rows("SELECT @@ob_hnsw_ef_search")[0][0] == 74
 
 
@@ -549,7 +565,7 @@ def test_long_leaf_graphs_live_in_the_engine_too(tmp_path: Path, seekdb_uri: str
     assert engine.kg.for_leaf("0002").to_record() == files.kg.for_leaf("0002").to_record()
     assert verify_index(out).graphs.graphs == 1
     _, res = _ask(out)
-    assert any(FACT_B[:40] in h["text"] for h in res["step2_retrieved"])
+    assert any(FACT_B[:40] in h.text for h in res.retrieve.hits)
     again = build_index(doc, out, config, make_embedder("hash", config), store=store)
     assert (again.kg.extracted, again.kg.reused) == (0, 1)
 

@@ -162,6 +162,12 @@ def test_no_cors_unless_configured(client) -> None:
 def test_openapi_and_the_offline_page(client) -> None:
     schema = client.get("/openapi.json").json()
     assert {"/api/query", "/api/query/stream", "/api/search", "/api/passages/{chunk_id}"} <= set(schema["paths"])
+    jsonschema = pytest.importorskip("jsonschema")
+    record = client.post("/api/query", json={"question": EPOCHS, "top_k": 2}).json()
+    jsonschema.validate(record, schema["components"]["schemas"]["QueryRecord"])  # the record is what it says
+    assert record["record_version"] == 2 and record["index"]["build_settings"]["config"]["chunk_size"]
+    logged = client.get(f"/api/runs/{record['run_id']}").json()
+    jsonschema.validate(logged, schema["components"]["schemas"]["QueryRecord"])
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     for asset in ("/", "/static/app.js", "/static/style.css"):

@@ -47,9 +47,10 @@ def test_queries_file_names_real_leaves(paper_index) -> None:
 @pytest.mark.parametrize("q", [q for q in _queries() if q["query"] in SPEC_QUERIES], ids=lambda q: q["id"])
 def test_spec_query_reaches_its_leaves(onnx_index, q: dict) -> None:
     from retrieval.node_locator import hybrid_locate
+    from retrieval.query import Query
 
     index, emb = onnx_index
-    res = hybrid_locate(index, emb, q["query"], Config())
+    res = hybrid_locate(index, Query.build(q["query"], emb), Config())
     got = [index.nodes[n.node_id].heading for n in res.nodes]
     expected = set(q["expected_leaves"])
     if q["level"] == "complex":
@@ -67,9 +68,9 @@ def test_spec_query_answer_quotes_its_leaves_from_the_context(onnx_index, q: dic
 
     index, emb = onnx_index
     res = run_pipeline(q["query"], index, Config(), Backends(embedder=emb, reranker=None, llm=None))
-    assert res["evidence_found"] and res["answer_mode"] == "extractive"
-    best = res["answer_quotes"][0]
-    passage = res["context"]["passages"][best["ranks"][0] - 1]
-    assert passage["start_char"] <= best["start_char"] and best["end_char"] <= passage["end_char"]
+    assert res.answer.evidence_found and res.answer.mode == "extractive"
+    best = res.answer.quotes[0]
+    passage = res.context.passages[best.ranks[0] - 1]
+    assert passage.start_char <= best.start_char and best.end_char <= passage.end_char
     leaves = set(q["expected_leaves"]) | set(q.get("acceptable_leaves", []))
-    assert index.nodes[passage["node_id"]].heading in leaves, passage["heading_path"]
+    assert index.nodes[passage.node_id].heading in leaves, passage.heading_path

@@ -6,6 +6,7 @@ import pytest
 from config import Config
 from indexing.embedders.factory import make_embedder
 from retrieval.hybrid_retriever import leaf_priors, order_union, retrieved_chunk
+from retrieval.query import Query
 from retrieval.types import LocatedNode
 
 
@@ -34,7 +35,7 @@ def test_the_located_leaf_with_the_stronger_belief_wins_a_tie(paper_index, first
     located = [LocatedNode(leaves[first].node_id, "q", score=1.0),
                LocatedNode(leaves[1 - first].node_id, "q", score=0.1)]
     query = "zzzz unrelated words"  # neither chunk matches: the prior decides
-    out = order_union(paper_index, emb.embed_query(query), query, cands, located, Config(leaf_prior_weight=0.9))
+    out = order_union(paper_index, Query.build(query, emb), cands, located, Config(leaf_prior_weight=0.9))
     assert out[0].chunk.source_node_id == leaves[first].node_id
     assert out[0].retrieval_detail["leaf_prior"] == 1.0 and out[1].retrieval_detail["leaf_prior"] == 0.1
     assert out[0].score > out[1].score and "union_score" in out[0].retrieval_detail
@@ -48,6 +49,6 @@ def test_without_prior_weight_the_question_decides(paper_index) -> None:
     target = cands[1].chunk
     query = " ".join(target.text.split()[:12])  # the second leaf's own words
     located = [LocatedNode(leaves[0].node_id, "q", score=1.0), LocatedNode(leaves[1].node_id, "q", score=0.1)]
-    out = order_union(paper_index, emb.embed_query(query), query, cands, located, Config(leaf_prior_weight=0.0))
+    out = order_union(paper_index, Query.build(query, emb), cands, located, Config(leaf_prior_weight=0.0))
     assert out[0].chunk.chunk_id == target.chunk_id
-    assert order_union(paper_index, emb.embed_query(query), query, [], located, Config()) == []
+    assert order_union(paper_index, Query.build(query, emb), [], located, Config()) == []

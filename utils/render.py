@@ -1,14 +1,19 @@
-"""The spec's terminal format, rendered from a pipeline result dict.
+"""The spec's terminal format, rendered from a run record.
 
-Rendering works from the plain dict (not live objects) so ``show RUN_ID`` can
-print a logged run exactly as ``query`` printed it.
+Rendering reads only the ``RunRecord`` (not live pipeline objects), so ``show RUN_ID`` prints a
+logged run, read back from the log, exactly as ``query`` printed it.
 """
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from utils.oneline import one_line
+from utils.run_record import ContextRecord, GraphRecord, RunRecord
+
+if TYPE_CHECKING:
+    from utils.run_log import RunSummary
 
 RULE = "=" * 60
 EXCERPT_CHARS = 120
@@ -43,7 +48,7 @@ ORDER_SCORES = (("rerank", "rerank_score"), ("section", "section_score"), ("unio
 """Which score ordered a step-2 list, read off its first hit's scores (the first present wins)."""
 
 
-def order_of(scores: dict[str, Any]) -> str:
+def order_of(scores: Mapping[str, object]) -> str:
     return next((name for name, key in ORDER_SCORES if key in scores), "fused")
 
 
@@ -80,54 +85,52 @@ def _excerpt(text: str) -> str:
     return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS].rstrip() + "..."
 
 
-def _fmt(x: Any) -> str:
+def _fmt(x: object) -> str:
     return f"{x:.2f}" if isinstance(x, (int, float)) else str(x)
 
 
-def _fallback_lines(result: dict[str, Any], step: str) -> list[str]:
-    return [f"Fallback: {f['reason']} -> used {f['used']}"
-            for f in result.get("fallbacks", []) if f.get("step") == step]
+def _fallback_lines(record: RunRecord, step: str) -> list[str]:
+    return [f"Fallback: {f.reason} -> used {f.used}" for f in record.fallbacks if f.step == step]
 
 
-def render_result(result: dict[str, Any]) -> str:
+def render_result(record: RunRecord) -> str:
     """The spec's layout; everything a document (or a model) wrote passes ``terminal_safe``."""
-    return terminal_safe(_render(result))
+    return terminal_safe(_render(record))
 
 
-def _render(result: dict[str, Any]) -> str:
-    out: list[str] = [RULE, f"Query: {result['query']}", RULE, ""]
-    if result.get("notice"):
-        out += [result["notice"], RULE]
+def _render(record: RunRecord) -> str:
+    out: list[str] = [RULE, f"Query: {record.query}", RULE, ""]
+    if record.notice:
+        out += [record.notice, RULE]
         return "\n".join(out)
 
-    nodes = result.get("step1_nodes", [])
+    step1 = record.locate
     out.append(">>> Step 1: Node Locating")
-    out.append(f"Thinking: {result.get('step1_thinking', '')}")
-    route = result.get("step1_route")
-    if route:  # runs logged before query routing have none
-        parts = route.get("aspects") or []
-        shown = f" — parts: {' | '.join(parts)}" if route.get("route") == "multi-part" else ""
-        out.append(f"Route: {route.get('route')} ({route.get('reason')}){shown}")
-    out += _fallback_lines(result, "locate")
-    out.append(f"Located {len(nodes)} leaf nodes:")
-    for n in nodes:
-        out.append(f"  [{n['node_id']}] {n['heading_path']}")
-        out.append(f"    sub_query: \"{n['sub_query']}\"")
+    out.append(f"Thinking: {step1.thinking}")
+    route = step1.route
+    if route is not None:  # runs logged before query routing have none
+        shown = f" — parts: {' | '.join(route.aspects)}" if route.route == "multi-part" else ""
+        out.append(f"Route: {route.route} ({route.reason}){shown}")
+    out += _fallback_lines(record, "locate")
+    out.append(f"Located {len(step1.nodes)} leaf nodes:")
+    for n in step1.nodes:
+        out.append(f"  [{n.node_id}] {n.heading_path}")
+        out.append(f"    sub_query: \"{n.sub_query}\"")
     out.append("")
 
-    hits = result.get("step2_retrieved", [])
-    from_nodes = len({h["node_id"] for h in hits})
+    hits = record.retrieve.hits
+    from_nodes = len({h.node_id for h in hits})
     out.append(">>> Step 2: Hybrid Retrieval + Rerank")
-    out += _fallback_lines(result, "rerank")
+    out += _fallback_lines(record, "rerank")
     out.append(f"Retrieved {len(hits)} chunks (from {from_nodes} nodes):")
-    order = result.get("step2_order") or (order_of(hits[0]["scores"]) if hits else "fused")
+    order = record.retrieve.order or (order_of(hits[0].scores) if hits else "fused")
     if hits:
         out.append(f"  ordered by {ORDER_LEGEND.get(order, order)}, the last score on each line")
     for h in hits:
-        s = h["scores"]
-        net = "  [safety net]" if h.get("source") == "net" else ""
-        out.append(f"  #{h['rank']} [{h['node_id']}] {h['heading_path']}  ({h['citation']}){net}")
-        out.append(f"     \"{_excerpt(h['text'])}\"")
+        s = h.scores
+        net = "  [safety net]" if h.source == "net" else ""
+        out.append(f"  #{h.rank} [{h.node_id}] {h.heading_path}  ({h.citation}){net}")
+        out.append(f"     \"{_excerpt(h.text)}\"")
         parts = [f"dense={_fmt(s.get('dense_score'))}", f"bm25={_fmt(s.get('bm25_score'))}",
                  f"fused={_fmt(s.get('fused_score'))}"]
         for name in ("section", "union"):
@@ -140,83 +143,79 @@ def _render(result: dict[str, Any]) -> str:
         out.append("     " + "  ".join(parts))
         out.append("")
 
-    out += _graph_lines(result.get("graph"))
-    out += _context_lines(result.get("context"), bool(hits))
+    out += _graph_lines(record.retrieve.graph)
+    out += _context_lines(record.context, bool(hits))
     out.append(">>> Step 3: Answer")
-    out += _fallback_lines(result, "synthesis")
-    out.append(result.get("answer", ""))
-    if result.get("answer_truncated"):
+    out += _fallback_lines(record, "synthesis")
+    out.append(record.answer.text)
+    if record.answer.truncated:
         out.append(TRUNCATED_NOTE)
-    out.append(footer(result))
+    out.append(footer(record))
     out.append(RULE)
     return "\n".join(out)
 
 
-def _graph_lines(graph: list[dict[str, Any]] | None) -> list[str]:
+def _graph_lines(graph: list[GraphRecord]) -> list[str]:
     """The subgraph the graph channel used in each located long leaf, its paths citing chunks."""
     if not graph:
         return []
     out = [">>> Graph channel (long-leaf graphs)"]
     for g in graph:
-        seeds = ", ".join(g.get("seeds") or []) or "none: no node of the leaf matched the question"
-        out.append(f"  [{g.get('leaf')}] {g.get('heading_path', '')}")
+        seeds = ", ".join(g.seeds) or "none: no node of the leaf matched the question"
+        out.append(f"  [{g.leaf}] {g.heading_path}")
         out.append(f"    seeds: {one_line(shown_text(seeds), 200)}")
-        for p in g.get("paths") or []:
-            line = f"{p.get('head')} -[{p.get('relation')}]-> {p.get('tail')}"
-            out.append(f"    {one_line(shown_text(line), 160)}  ({', '.join(p.get('chunks') or [])})")
-        if g.get("added"):
-            out.append(f"    added to the leaf's candidates: {', '.join(g['added'])}")
+        for p in g.paths:
+            line = f"{p.head} -[{p.relation}]-> {p.tail}"
+            out.append(f"    {one_line(shown_text(line), 160)}  ({', '.join(p.chunks)})")
+        if g.added:
+            out.append(f"    added to the leaf's candidates: {', '.join(g.added)}")
     out.append("")
     return out
 
 
-def _context_lines(ctx: dict[str, Any] | None, had_hits: bool) -> list[str]:
+def _context_lines(ctx: ContextRecord, had_hits: bool) -> list[str]:
     """What step 3 read, numbered: the answer's [N] is passage N here. Runs logged before context
-    assembly carry no context and print as they did."""
-    if not ctx:
+    assembly carry no context (budget 0) and print as they did."""
+    if not ctx.budget and not ctx.passages:
         return []
-    passages = ctx.get("passages") or []
+    passages = ctx.passages
     n = len(passages)
-    out = [f">>> Context: {n} passage{'' if n == 1 else 's'}, {ctx.get('used', 0)} of {ctx.get('budget', 0)} "
-           f"characters (from {ctx.get('hits_read', 0)} hits)"]
+    out = [f">>> Context: {n} passage{'' if n == 1 else 's'}, {ctx.used} of {ctx.budget} "
+           f"characters (from {ctx.hits_read} hits)"]
     for i, p in enumerate(passages, 1):
-        out.append(f'  [{i}] {p["heading_path"]}  ({p["citation"]})  "{one_line(shown_text(p["text"]), CONTEXT_EXCERPT_CHARS)}"')
+        out.append(f'  [{i}] {p.heading_path}  ({p.citation})  "{one_line(shown_text(p.text), CONTEXT_EXCERPT_CHARS)}"')
     if not passages and had_hits:
         out.append("  no passage could be read: the answer reads step 2's chunks ([N] is #N)")
     out.append("")
     return out
 
 
-def footer(result: dict[str, Any]) -> str:
-    t = result.get("timing_ms", {})
-    steps = " ".join(f"{k}={v:.0f}ms" for k, v in t.items())
-    prov = result.get("providers", {})
-    llm = prov.get("llm") or {}
-    llm_name = llm.get("provider", "mock") + (f":{llm['model']}" if llm.get("model") else "")
-    if llm.get("failed") and not llm.get("answered"):
+def footer(record: RunRecord) -> str:
+    steps = " ".join(f"{k}={v:.0f}ms" for k, v in record.timing_ms.items())
+    llm = record.providers.llm
+    llm_name = llm.provider + (f":{llm.model}" if llm.model else "")
+    if llm.failed and not llm.answered:
         llm_name += " (did not answer: fallback used)"
-    elif llm.get("failed"):
+    elif llm.failed:
         llm_name += " (failed once: fallback used)"
-    rr = prov.get("reranker") or {}
-    if rr.get("name") not in (None, "none"):
-        llm_name += f" | reranker={rr['name']}" + ("" if rr.get("answered", True) else " (failed: fused order)")
-    u = result.get("usage") or {}
-    tokens = u.get("input_tokens", 0) + u.get("output_tokens", 0)
-    cost = u.get("cost_usd")
-    cost_s = f" ${cost:.4f}" if isinstance(cost, (int, float)) and cost else ""
+    rr = record.providers.reranker
+    if rr.name != "none":
+        llm_name += f" | reranker={rr.name}" + ("" if rr.answered else " (failed: fused order)")
+    u = record.usage
+    cost = u.cost_usd
+    cost_s = f" ${cost:.4f}" if cost else ""
     # a run that was not recorded has no id `show` could find: say so instead of printing one
-    run = f"run {result.get('run_id', '')[:8]}" if result.get("logged", True) else "not logged"
-    return f"[{steps} | llm={llm_name} tokens={tokens}{cost_s} | {run}]"
+    run = f"run {record.run_id[:8]}" if record.logged else "not logged"
+    return f"[{steps} | llm={llm_name} tokens={u.tokens}{cost_s} | {run}]"
 
 
-def render_history(rows: list[dict[str, Any]]) -> str:
+def render_history(rows: "list[RunSummary]") -> str:
     if not rows:
         return "no runs recorded yet"
     lines = []
     for r in rows:
-        q = " ".join(str(r.get("query", "")).split())
+        q = " ".join(r.query.split())
         q = q if len(q) <= 60 else q[:57] + "..."
-        total = r.get("total_ms")
-        ms = f"{total:.0f}ms" if isinstance(total, (int, float)) else "-"
-        lines.append(f"{str(r.get('run_id', ''))[:12]}  {r.get('created_at', '')}  {ms:>7}  {q}")
+        ms = f"{r.total_ms:.0f}ms" if r.total_ms is not None else "-"
+        lines.append(f"{r.run_id[:12]}  {r.created_at}  {ms:>7}  {q}")
     return terminal_safe("\n".join(lines))

@@ -3,9 +3,10 @@
 Each run is one row in ``runs`` plus one row in ``hits`` per candidate per
 stage (keyword, vector, fusion, rerank, and the final list that reached the
 LLM as ``final``), so "why was this chunk cited / dropped?" can be answered
-from the log alone with plain SQL. The untouched pipeline dict is also kept
-(``runs.result``) so ``show`` re-renders a past run exactly like ``query``
-did, even after the structured columns evolve.
+from the log alone with plain SQL. The whole record is also kept as JSON
+(``runs.result``, ``RunRecord.to_dict``) so ``show`` re-renders a past run
+exactly like ``query`` did, even after the structured columns evolve; a run
+logged by an older version reads back through ``RunRecord.from_dict``.
 
 Logging is a side effect of answering: a locked, read-only, unwritable or
 corrupt log must never cost the user their answer. ``record`` therefore
@@ -19,25 +20,25 @@ class safe to share between threads and cheap (no fsync per commit: WAL with
 """
 from __future__ import annotations
 
-from utils.oneline import one_line
-
-import dataclasses
 import json
 import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from utils.errors import TreeRAGError
+from utils.json_out import dumps
+from utils.oneline import one_line
+from utils.record_json import RecordError
+from utils.run_record import RunRecord, Setting
 
 SCHEMA_VERSION = 1
 """Stored in ``PRAGMA user_version``; bump with a migration when columns change."""
 
 STAGES = ("keyword", "vector", "fusion", "rerank")
-"""Intermediate stages of ``result["stages"]`` recorded as hit rows."""
+"""Intermediate stages of ``RunRecord.retrieve.stages`` recorded as hit rows."""
 FINAL_STAGE = "final"
 
 MIN_PREFIX = 6
@@ -91,6 +92,25 @@ _HIT_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """One line of ``history`` (and of ``/api/runs``): read from the columns, so a run of any
+    record version lists."""
+
+    run_id: str
+    created_at: str
+    query: str
+    answer_excerpt: str
+    total_ms: float | None
+    index_path: str | None
+    fallbacks: int
+
+    def to_dict(self) -> dict[str, Setting]:
+        return {"run_id": self.run_id, "created_at": self.created_at, "query": self.query,
+                "answer_excerpt": self.answer_excerpt, "total_ms": self.total_ms,
+                "index_path": self.index_path, "fallbacks": self.fallbacks}
+
+
 def default_log_path(env: Mapping[str, str]) -> Path:
     """``$TREERAG_LOG``, else ``runs.sqlite3`` in the user's data directory.
 
@@ -126,25 +146,24 @@ class RunLog:
         self._warn_lock = threading.Lock()
 
     # ------------------------------------------------------------------ write
-    def record(self, result: Mapping[str, Any]) -> bool:
-        """Store one pipeline result; True if it was written.
+    def record(self, record: RunRecord) -> bool:
+        """Store one run; True if it was written.
 
         Never raises: the query already has its answer and a logging failure
         must not take it away. The first failure is reported through ``warn``;
         later ones stay silent so an interactive session is not flooded.
         """
         try:
-            self._record(result)
+            self._record(record)
             return True
         except Exception as exc:  # noqa: BLE001 - see docstring: nothing may escape
             self._warn_once(f"run log unavailable ({self.path}: {_one_line(exc)}): "
                             "this query was not recorded")
             return False
 
-    def _record(self, result: Mapping[str, Any]) -> None:
-        run_id = str(result.get("run_id") or uuid.uuid4().hex)
-        run_row = _run_row(run_id, result)
-        hit_rows = _hit_rows(run_id, result)
+    def _record(self, record: RunRecord) -> None:
+        run_row = _run_row(record)
+        hit_rows = _hit_rows(record)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = self._connect(read_only=False)
         try:
@@ -181,7 +200,7 @@ class RunLog:
         self._warn(message)
 
     # ------------------------------------------------------------------- read
-    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+    def recent(self, limit: int = 20) -> list[RunSummary]:
         """Newest runs first, summarised for ``history``; [] when nothing was logged."""
         if not self.path.exists():
             return []
@@ -191,23 +210,24 @@ class RunLog:
             (max(0, int(limit)),),
         )
         return [
-            {
-                "run_id": run_id,
-                "created_at": created_at,
-                "query": query,
-                "answer_excerpt": one_line(answer or "", _EXCERPT_CHARS),
-                "total_ms": _total_ms(timing),
-                "index_path": index_path,
-                "fallbacks": _count(fallbacks),
-            }
+            RunSummary(
+                run_id=str(run_id),
+                created_at=str(created_at),
+                query=str(query),
+                answer_excerpt=one_line(str(answer or ""), _EXCERPT_CHARS),
+                total_ms=_total_ms(timing),
+                index_path=None if index_path is None else str(index_path),
+                fallbacks=_count(fallbacks),
+            )
             for run_id, created_at, query, answer, timing, index_path, fallbacks in rows
         ]
 
-    def get(self, run_id_or_prefix: str) -> dict[str, Any] | None:
-        """The original pipeline dict of one run, by full id or unique prefix.
+    def get(self, run_id_or_prefix: str) -> RunRecord | None:
+        """The record of one run, by full id or unique prefix.
 
-        None when no run matches; an ambiguous or too short prefix is the
-        user's to fix, so it raises ``TreeRAGError``.
+        None when no run matches; an ambiguous or too short prefix, or a
+        stored record that cannot be read as one (a newer version, a row
+        edited by hand), is the user's to fix, so it raises ``TreeRAGError``.
         """
         key = run_id_or_prefix.strip()
         if not key or not self.path.exists():
@@ -229,11 +249,13 @@ class RunLog:
         if not rows:
             return None
         try:
-            return json.loads(rows[0][0])
-        except (TypeError, ValueError) as exc:
-            raise TreeRAGError(f"run log {self.path}: run {key!r} is unreadable ({_one_line(exc)})")
+            record = RunRecord.from_dict(json.loads(rows[0][0]))
+        except (TypeError, ValueError, RecordError) as exc:
+            raise TreeRAGError(f"run log {self.path}: run {key!r} is unreadable ({_one_line(exc)})") from None
+        record.logged = True  # it is in the log, whatever an old record said
+        return record
 
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    def _read(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
         """Run one SELECT; a log that cannot answer becomes a one-line error."""
         try:
             conn = self._connect(read_only=True)
@@ -278,88 +300,55 @@ def _ensure_schema(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
-def _run_row(run_id: str, result: Mapping[str, Any]) -> tuple[Any, ...]:
-    index = result.get("index")
-    index_path = index.get("path") if isinstance(index, Mapping) else None
-    created_at = result.get("created_at") or datetime.now(timezone.utc).isoformat()
+def _run_row(record: RunRecord) -> tuple[object, ...]:
+    flat = record.to_dict()
     return (
-        run_id,
-        str(created_at),
-        str(result.get("query", "")),
-        None if index_path is None else str(index_path),
-        _json_or_none(index),
-        _json_or_none(result.get("config")),
-        _json_or_none(result.get("providers")),
-        _json_or_none(result.get("timing_ms")),
-        result.get("answer"),
-        _json_or_none(result.get("fallbacks")),
-        _json_or_none(result.get("usage")),
-        result.get("notice"),
-        _dumps(result),
+        record.run_id,
+        record.created_at,
+        record.query,
+        record.index.path,
+        _dumps(flat["index"]),
+        _dumps(flat["config"]),
+        _dumps(flat["providers"]),
+        _dumps(flat["timing_ms"]),
+        record.answer.text,
+        _dumps(flat["fallbacks"]),
+        _dumps(flat["usage"]),
+        record.notice,
+        _dumps(flat),
     )
 
 
-def _hit_rows(run_id: str, result: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    """One row per candidate per stage, then the final list as stage ``final``.
-
-    Stages other than the four known ones are left to ``runs.result`` (which
-    keeps everything) rather than failing the CHECK constraint.
-    """
-    rows: list[tuple[Any, ...]] = []
-    stages = result.get("stages") or {}
-    if isinstance(stages, Mapping):
-        for stage in STAGES:
-            for position, hit in enumerate(stages.get(stage) or (), start=1):
-                rows.append((
-                    run_id, stage, _int(hit.get("rank"), position), hit.get("chunk_id"),
-                    hit.get("node_id"), hit.get("doc_path"), _int(hit.get("start_char")),
-                    _int(hit.get("end_char")), _float(hit.get("score")),
-                    _json_or_none(hit.get("score_details")), hit.get("excerpt"),
-                    hit.get("source"),
-                ))
-    for position, item in enumerate(result.get("step2_retrieved") or (), start=1):
-        scores = item.get("scores") or {}
+def _hit_rows(record: RunRecord) -> list[tuple[object, ...]]:
+    """One row per candidate per stage, then the final list as stage ``final``."""
+    run_id = record.run_id
+    rows: list[tuple[object, ...]] = []
+    for stage in STAGES:
+        for hit in record.retrieve.stages.of(stage):
+            rows.append((
+                run_id, stage, hit.rank, hit.chunk_id, hit.node_id, hit.doc_path, hit.start_char,
+                hit.end_char, _float(hit.score), _dumps(hit.score_details), hit.excerpt, None,
+            ))
+    for item in record.retrieve.hits:
+        scores = item.scores
         final_score = scores.get("rerank_score", scores.get("fused_score"))
         rows.append((
-            run_id, FINAL_STAGE, _int(item.get("rank"), position), item.get("chunk_id"),
-            item.get("node_id"), item.get("doc_path"), _int(item.get("start_char")),
-            _int(item.get("end_char")), _float(final_score), _json_or_none(scores),
-            item.get("text"), item.get("source"),
+            run_id, FINAL_STAGE, item.rank, item.chunk_id, item.node_id, item.doc_path, item.start_char,
+            item.end_char, _float(final_score), _dumps(scores), item.text, item.source,
         ))
     return rows
 
 
-def _to_jsonable(value: Any) -> Any:
-    """Fallback for json.dumps: numpy scalars/arrays, paths, dataclasses, sets."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    return str(value)
+def _dumps(value: object) -> str:
+    """JSON as the record is printed (a NaN score is null: SQLite's json functions reject NaN)."""
+    return dumps(value, ensure_ascii=False)
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=_to_jsonable)
-
-
-def _json_or_none(value: Any) -> str | None:
-    return None if value is None else _dumps(value)
-
-
-def _int(value: Any, default: int | None = None) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def _float(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
+def _float(value: object) -> float | None:
+    """A score column's value: a finite number, else NULL."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         return None
+    return float(value)
 
 
 def _total_ms(timing_json: str | None) -> float | None:

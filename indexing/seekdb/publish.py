@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from indexing.file_search import FileSearch
 from indexing.index_files import fsync_directory, write_manifest_entry
 from indexing.index_store import METADATA, load_index
 from indexing.seekdb.engine import Engine
@@ -70,10 +71,12 @@ def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None =
         sizes = {"chunks": n_chunks, "leaves": n_leaves}
         note = ensure_memory_budget(engine, memory_budget_needed(n_chunks + n_leaves, dim)) if uri.embedded else None
         names = create_tables(engine, prefix, dim, sizes)
-        search = index.search  # FileSearch over the staged files
-        bm = search.bm25  # type: ignore[attr-defined]
+        search = index.search
+        if not isinstance(search, FileSearch):
+            raise IndexFormatError(f"{staged} is not a file index: only a staged file build is published")
+        bm = search.bm25
         chunk_bodies = forward_terms(bm.terms, bm.indptr, bm.rows, bm.tf, n_chunks)
-        lt = search.leaf_terms  # type: ignore[attr-defined]
+        lt = search.leaf_terms
         leaf_bodies = forward_terms(lt.terms, lt.indptr, lt.rows, lt.tf, n_leaves)
         leaf_of_row = np.repeat(np.arange(n_leaves, dtype=np.int64), np.diff(index.leaf_ptr))
         leaf_docs = index.tree.doc[index.tree.leaf_rows]

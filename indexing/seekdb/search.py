@@ -1,11 +1,19 @@
-"""``SeekdbSearch``: retrieval's scoring calls answered by the engine (exact inside a leaf or document, kNN + full text across the collection)."""
+"""``SeekdbSearch``: the ``Search`` contract answered by the engine.
+
+A leaf or a document is scored exactly through a metadata filter (``WHERE leaf = ?``, ``WHERE doc = ?``);
+a larger scope (the whole collection, or a document past ``ScoreParams.exact_rows``) from the engine's
+kNN and full-text candidates, re-scored exactly. The lexical score is the engine's MATCH relevance with
+its own statistics, whatever statistics scope is asked for: ``Scores.lexical_kind`` says so.
+"""
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from indexing.search import ScoreParams, RangeScores, check_finite, empty_scores
+from config import IdfScope
+from indexing.search import (ENGINE_RELEVANCE, ChunkRows, Probe, Scope, ScoreParams, Scores, check_finite,
+                             concat_scores, empty_scores)
 from indexing.seekdb.engine import Engine, FETCH_ROWS
 from indexing.seekdb.schema import table_names
 from indexing.seekdb.sql import fulltext_query, int_list, placeholders, vector_text
@@ -28,33 +36,24 @@ class SeekdbSearch:
 
     store = "seekdb"
 
-    def __init__(self, engine: Engine, prefix: str, dim: int, n_chunks: int, n_leaves: int,
-                 leaf_ptr: np.ndarray, doc_rows: Mapping[str, tuple[int, int]], doc_numbers: Mapping[str, int],
+    def __init__(self, engine: Engine, prefix: str, dim: int, rows: ChunkRows, doc_numbers: Mapping[str, int],
                  scripts: frozenset[str]) -> None:
         self.engine = engine
         self.tables = table_names(prefix)
         self.dim = dim
-        self.n_chunks = n_chunks
-        self.n_leaves = n_leaves
-        self.leaf_ptr = np.asarray(leaf_ptr)
+        self.rows = rows
+        self.n_chunks = rows.n_chunks
+        self.n_leaves = rows.n_leaves
+        self.doc_numbers = dict(doc_numbers)
+        """Document path -> the ``doc`` column's value."""
         self._scripts = scripts
-        # a range that is exactly one leaf's or one document's rows is asked for by that filter
-        self._doc_of_range = {rng: doc_numbers[d] for d, rng in doc_rows.items()}
 
     # ---------------------------------------------------------- chunk side
 
-    def _filter(self, start: int, end: int) -> Where:
-        doc = self._doc_of_range.get((start, end))
-        if doc is not None:
-            return "doc = %s", [int(doc)]
-        leaf = int(np.searchsorted(self.leaf_ptr, start, side="right")) - 1
-        if 0 <= leaf < self.n_leaves and int(self.leaf_ptr[leaf]) == start and int(self.leaf_ptr[leaf + 1]) == end:
-            return "leaf = %s", [leaf]
-        return "row_id >= %s AND row_id < %s", [int(start), int(end)]
-
-    def _dense(self, qvec: np.ndarray, where: Where) -> dict[int, float]:
-        got = self.engine.rows(f"SELECT row_id, inner_product(emb, %s) FROM `{self.tables['chunks']}` "
-                               f"WHERE {where[0]}", [vector_text(qvec), *where[1]])
+    def _dense(self, qvec: np.ndarray, where: Where | None) -> dict[int, float]:
+        cond, params = (f" WHERE {where[0]}", where[1]) if where else ("", [])
+        got = self.engine.rows(f"SELECT row_id, inner_product(emb, %s) FROM `{self.tables['chunks']}`{cond}",
+                               [vector_text(qvec), *params])
         return {int(r): float(s) for r, s in got}
 
     def _fulltext(self, tokens: Sequence[str], where: Where | None, limit: int | None = None,
@@ -76,56 +75,70 @@ class SeekdbSearch:
                                f"%s) APPROXIMATE LIMIT %s", [*params, vector_text(qvec), int(limit)])
         return [int(r[0]) for r in got]
 
-    def score_range(self, qvec: np.ndarray | None, tokens: Sequence[str], start: int, end: int,
-                    idf: tuple[int, int], params: ScoreParams) -> RangeScores:
+    def _filtered(self, query: Probe, start: int, end: int, where: Where | None, params: ScoreParams) -> Scores:
+        """The chunks ``[start, end)`` that ``where`` selects (None: every chunk): all of them exactly when
+        few, else the engine's nearest neighbours and full-text best, re-scored exactly."""
         if end <= start:
-            return empty_scores()
+            return empty_scores(ENGINE_RELEVANCE)
+        qvec, tokens = query.vector, query.tokens
         if end - start <= params.exact_rows:
-            where = self._filter(start, end)
             rows = np.arange(start, end, dtype=np.int64)
             dense = np.zeros(end - start, dtype=np.float32)
             if qvec is not None:
                 got = self._dense(qvec, where)
                 dense = np.array([got.get(int(r), np.nan) for r in rows], dtype=np.float32)
             bm = self._fulltext(tokens, where)
-            bm25 = np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32)
-            return RangeScores(rows, check_finite(dense, f"{self.tables['chunks']}.emb"), bm25)
-        # a large scope: the engine's nearest neighbours and full-text best, re-scored exactly
+            lexical = np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32)
+            return Scores(rows, check_finite(dense, f"{self.tables['chunks']}.emb"), lexical, ENGINE_RELEVANCE)
         cand: set[int] = set()
-        where = None if (start, end) == (0, self.n_chunks) else self._filter(start, end)
         if qvec is not None:
             cand.update(r for r in self._knn(qvec, "chunks", "row_id", params.candidates, where) if start <= r < end)
         bm = self._fulltext(tokens, where, params.candidates)
         cand.update(r for r in bm if start <= r < end)
         rows = np.array(sorted(cand), dtype=np.int64)
         if not len(rows):
-            return empty_scores()
-        dense = self.dense_rows(qvec, rows) if qvec is not None else np.zeros(len(rows), dtype=np.float32)
-        bm25 = np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32)
-        return RangeScores(rows, dense, bm25)
+            return empty_scores(ENGINE_RELEVANCE)
+        dense = self.dense(qvec, rows) if qvec is not None else np.zeros(len(rows), dtype=np.float32)
+        lexical = np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32)
+        return Scores(rows, dense, lexical, ENGINE_RELEVANCE, complete=False)
 
-    def dense_rows(self, qvec: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def score(self, query: Probe, scope: Scope, idf: IdfScope, params: ScoreParams) -> Scores:
+        """``idf`` is not honoured: the engine's relevance uses its own statistics (``ENGINE_RELEVANCE``)."""
+        if scope.leaf is not None:
+            start, end = self.rows.leaf(scope.leaf)
+            return self._filtered(query, start, end, ("leaf = %s", [int(scope.leaf)]), params)
+        if scope.documents is not None:
+            return concat_scores([self._filtered(query, s, e, ("doc = %s", [int(self.doc_numbers[path])]), params)
+                                  for path, s, e in self.rows.documents(scope.documents)], ENGINE_RELEVANCE)
+        return self._filtered(query, 0, self.n_chunks, None, params)
+
+    def rescore(self, query: Probe, rows: np.ndarray, idf: IdfScope, params: ScoreParams) -> Scores:
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return empty_scores(ENGINE_RELEVANCE)
+        dense = (np.zeros(len(rows), dtype=np.float32) if query.vector is None
+                 else self.dense(query.vector, rows))
+        unique = np.unique(rows)
+        got = self._fulltext(query.tokens, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
+        lexical = np.array([got.get(int(r), 0.0) for r in rows], dtype=np.float32)
+        return Scores(rows, dense, lexical, ENGINE_RELEVANCE)
+
+    def dense(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return np.zeros(0, dtype=np.float32)
         unique = np.unique(rows)
-        got = self._dense(qvec, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
+        got = self._dense(vector, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
         return check_finite(np.array([got.get(int(r), np.nan) for r in rows], dtype=np.float32),
                             f"{self.tables['chunks']}.emb")
 
-    def bm25_rows(self, tokens: Sequence[str], rows: np.ndarray, idf: tuple[int, int],
-                  params: ScoreParams) -> np.ndarray:
-        rows = np.asarray(rows, dtype=np.int64)
-        if not len(rows):
-            return np.zeros(0, dtype=np.float32)
-        unique = np.unique(rows)
-        got = self._fulltext(tokens, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
-        return np.array([got.get(int(r), 0.0) for r in rows], dtype=np.float32)
-
     # ---------------------------------------------------------- leaf side
 
-    def leaf_dense(self, qvec: np.ndarray, leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
+    def leaf_dense(self, query: Probe, leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         table = self.tables["leaves"]
+        qvec = query.vector
+        if qvec is None:
+            return np.zeros(self.n_leaves if leaves is None else len(leaves), dtype=np.float32)
         if leaves is None and self.n_leaves > params.exact_rows:
             near = self._knn(qvec, "leaves", "leaf", params.candidates)
             out = np.zeros(self.n_leaves, dtype=np.float32)

@@ -1,0 +1,214 @@
+"""``FileSearch``: the ``Search`` contract answered from an index directory's arrays.
+
+Every chunk of a leaf or a document is scored exactly, in numpy, with TreeRAG's BM25 under the
+statistics scope asked for; a whole-collection scope is answered from the ANN index's candidates
+when the index has one (indexing/ann_index.py), re-scored exactly.
+"""
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from config import IdfScope
+from indexing.bm25_builder import BM25Index
+from indexing.index_files import release_pages
+from indexing.search import (ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
+                             concat_scores, empty_scores)
+from utils.similarity import matvec
+from utils.tokenizer import vocabulary_scripts
+
+if TYPE_CHECKING:
+    from indexing.ann_index import AnnIndex
+
+FAR_CANDIDATES = 16
+"""Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
+ANN_ROWS = "files.ann_rows"
+"""Memo key (with the settings): the chunk rows the ANN path scored for this question."""
+
+
+class FileSearch:
+    """``indexing.search.Search`` over the index directory's arrays (see the module docstring)."""
+
+    store = "files"
+
+    def __init__(self, embeddings: np.ndarray, leaf_embeddings: np.ndarray, bm25: BM25Index,
+                 leaf_terms: BM25Index, rows: ChunkRows, ann: dict[str, AnnIndex] | None = None) -> None:
+        self.embeddings = embeddings
+        self.leaf_embeddings = leaf_embeddings
+        self.bm25 = bm25
+        """The chunks' postings (also what a seekdb publish copies into the engine's tables)."""
+        self.leaf_terms = leaf_terms
+        self.rows = rows
+        self.ann: dict[str, AnnIndex] = dict(ann or {})
+        """kind ("chunks", "leaves") -> AnnIndex: loaded from the index, or built in memory for ann=on."""
+        self._ann_lock = threading.Lock()
+        self._scripts: frozenset[str] | None = None
+
+    # ---------------------------------------------------------- chunk side
+
+    def _ann_for(self, kind: str, params: ScoreParams) -> AnnIndex | None:
+        """The ANN to answer a whole-collection ``kind`` search with, or None for an exact scan."""
+        if params.ann == "off":
+            return None
+        if kind not in self.ann and params.ann == "on":
+            with self._ann_lock:  # the server shares one index between threads: build it once
+                if kind not in self.ann:
+                    from indexing.ann_index import AnnIndex  # noqa: PLC0415 - faiss loads only when asked for
+
+                    vecs = self.embeddings if kind == "chunks" else self.leaf_embeddings
+                    self.ann[kind] = AnnIndex.build(vecs, len(vecs), int(vecs.shape[1]), f"{kind} (in memory)")
+        return self.ann.get(kind)
+
+    def _bm25(self, tokens: Sequence[str], start: int, end: int, idf: tuple[int, int],
+              params: ScoreParams) -> np.ndarray:
+        return np.asarray(self.bm25.score_range(tokens, start, end, idf_start=idf[0], idf_end=idf[1], k1=params.k1,
+                                                b=params.b, epsilon=params.epsilon), dtype=np.float32)
+
+    def _ann_scores(self, ann: AnnIndex, query: Probe, qvec: np.ndarray, idf: IdfScope,
+                    params: ScoreParams) -> Scores:
+        """Candidates of the whole collection: the ANN's best rows, the BM25 best rows, and the ANN's
+        least similar rows, each re-scored exactly (dense on its float vector, BM25 from the postings).
+
+        Why the least similar: callers min-max normalise dense scores over the rows they are given;
+        without a row near the collection's minimum the dense scale would shrink to the candidates'
+        and outweigh BM25 differently than an exact scan does.
+        """
+        n = len(self.embeddings)
+        if idf == "corpus":
+            bm25 = self._bm25(query.tokens, 0, n, (0, n), params)
+        else:  # each chunk with its own leaf's or document's statistics
+            bm25 = self._grouped_bm25(query.tokens, np.arange(n, dtype=np.int64), idf, params)
+        hits = np.flatnonzero(bm25 > 0)
+        if len(hits) > params.ann_candidates:
+            top = np.argpartition(-bm25[hits], params.ann_candidates - 1)[:params.ann_candidates]
+            hits = hits[top]
+        near = ann.search(qvec, params.ann_candidates, params.ann_probe)
+        far = ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4)  # the far end need only be near
+        far_dense = self.dense(qvec, np.sort(far))
+        rows = np.union1d(np.union1d(near, hits), np.sort(far)[np.argmin(far_dense)] if len(far) else near[:0])
+        query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
+        dense = self.dense(qvec, rows)
+        release_pages(self.embeddings, self.bm25.rows, self.bm25.tf)  # read once per question: not kept mapped
+        return Scores(rows, dense, bm25[rows], bm25_kind(idf), complete=False)
+
+    def _range(self, query: Probe, start: int, end: int, idf: IdfScope, params: ScoreParams) -> Scores:
+        """Every row of one leaf or document, exactly."""
+        kind = bm25_kind(idf)
+        if end <= start:
+            return empty_scores(kind)
+        qvec = query.vector
+        rows = np.arange(start, end, dtype=np.int64)
+        dense = (np.zeros(end - start, dtype=np.float32) if qvec is None else
+                 check_finite(matvec(self.embeddings[start:end], qvec), "embeddings.npy"))
+        lexical = self._bm25(query.tokens, start, end, self.rows.idf_rows(start, end, idf), params)
+        return Scores(rows, dense, lexical, kind)
+
+    def score(self, query: Probe, scope: Scope, idf: IdfScope, params: ScoreParams) -> Scores:
+        kind = scope.kind
+        if kind == "leaf":
+            assert scope.leaf is not None
+            return self._range(query, *self.rows.leaf(scope.leaf), idf, params)
+        if kind == "documents":
+            assert scope.documents is not None
+            return concat_scores([self._range(query, s, e, idf, params)
+                                  for _, s, e in self.rows.documents(scope.documents)], bm25_kind(idf))
+        n = len(self.embeddings)
+        if query.vector is not None and n:
+            ann = self._ann_for("chunks", params)
+            if ann is not None:
+                return self._ann_scores(ann, query, query.vector, idf, params)
+        if idf == "corpus":
+            return self._range(query, 0, n, idf, params)
+        rows = np.arange(n, dtype=np.int64)  # every chunk, each with its own leaf's or document's statistics
+        dense = (np.zeros(n, dtype=np.float32) if query.vector is None else
+                 check_finite(matvec(self.embeddings, query.vector), "embeddings.npy"))
+        return Scores(rows, dense, self._grouped_bm25(query.tokens, rows, idf, params), bm25_kind(idf))
+
+    def _grouped_bm25(self, tokens: Sequence[str], rows: np.ndarray, idf: IdfScope,
+                      params: ScoreParams) -> np.ndarray:
+        out = np.zeros(len(rows), dtype=np.float32)
+        for members, span in self.rows.stats_groups(rows, idf):
+            part = rows[members]
+            lo, hi = int(part.min()), int(part.max()) + 1
+            out[members] = self._bm25(tokens, lo, hi, span, params)[part - lo]
+        return out
+
+    def rescore(self, query: Probe, rows: np.ndarray, idf: IdfScope, params: ScoreParams) -> Scores:
+        rows = np.asarray(rows, dtype=np.int64)
+        kind = bm25_kind(idf)
+        if not len(rows):
+            return empty_scores(kind)
+        dense = (np.zeros(len(rows), dtype=np.float32) if query.vector is None
+                 else self.dense(query.vector, rows))
+        return Scores(rows, dense, self._grouped_bm25(query.tokens, rows, idf, params), kind)
+
+    def dense(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return check_finite(matvec(self.embeddings[np.asarray(rows, dtype=np.int64)], vector), "embeddings.npy")
+
+    # ---------------------------------------------------------- leaf side
+
+    def leaf_dense(self, query: Probe, leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
+        qvec = query.vector
+        if qvec is None:
+            return np.zeros(len(self.leaf_embeddings) if leaves is None else len(leaves), dtype=np.float32)
+        ann = self._ann_for("leaves", params) if leaves is None else None
+        if ann is not None:
+            return self._ann_leaf_dense(ann, query, qvec, params)
+        vecs = self.leaf_embeddings if leaves is None else self.leaf_embeddings[np.asarray(leaves, dtype=np.int64)]
+        return check_finite(matvec(vecs, qvec), "leaf_embeddings.npy")
+
+    def _ann_leaf_dense(self, ann: AnnIndex, query: Probe, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
+        """Every leaf's dot product: exact for the ANN's nearest leaves and for the leaves of the
+        chunk candidates this question's whole-collection scoring found (a leaf can rank high on its
+        heading or on its chunks); 0 for the rest, as an engine leaves them."""
+        picked = [ann.search(qvec, params.ann_candidates, params.ann_probe)]
+        seen = query.memo.get((ANN_ROWS, params))
+        if isinstance(seen, np.ndarray):
+            picked.append(np.searchsorted(self.rows.leaf_ptr, seen, side="right") - 1)
+        leaves = np.unique(np.concatenate(picked))
+        leaves = leaves[(leaves >= 0) & (leaves < len(self.leaf_embeddings))]
+        out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
+        out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
+        release_pages(self.leaf_embeddings)
+        return out
+
+    def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
+        terms = self.leaf_terms
+        n_all = terms.n_rows
+        in_scope = None
+        if leaves is not None:
+            in_scope = np.zeros(n_all, dtype=bool)
+            in_scope[np.asarray(leaves, dtype=np.int64)] = True
+        n = max(n_all if in_scope is None else int(in_scope.sum()), 1)
+        scores = np.zeros(n_all, dtype=np.float64)
+        ids = terms.term_ids
+        for t in sorted(set(tokens)):
+            tid = ids.get(t)
+            if tid is None:
+                continue
+            rows = np.asarray(terms.postings(tid)[2])
+            if in_scope is not None:
+                rows = rows[in_scope[rows]]
+            if rows.size:
+                scores[rows] += np.log(1 + n / rows.size)
+        return scores if leaves is None else scores[np.asarray(leaves, dtype=np.int64)]
+
+    # ---------------------------------------------------------- vocabulary
+
+    def term_stats(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        bm = self.bm25
+        ids = bm.term_ids
+        out = {}
+        for t in set(tokens):
+            tid = ids.get(t)
+            if tid is not None:
+                out[t] = int(bm.indptr[tid + 1] - bm.indptr[tid])
+        return int(bm.n_rows), out
+
+    def scripts(self) -> frozenset[str]:
+        if self._scripts is None:
+            self._scripts = vocabulary_scripts(self.bm25.terms)
+        return self._scripts
+
