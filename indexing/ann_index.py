@@ -50,7 +50,9 @@ FILES = tuple(f for _, f in KINDS.values())
 BLOCK_ROWS = 32768
 """Rows read, encoded and compared together (memory per block, not per index)."""
 LISTS_PER_SQRT = 4
-"""IVF lists = 4 * sqrt(rows): the usual rule; 4,096 lists at a million rows."""
+"""IVF lists = 4 * sqrt(rows): the usual rule; ~4,000 lists at a million rows. Not capped: fewer, longer
+lists cut the build's assignment cost (rows x lists) but cost recall at the same ``ann_probe`` (measured
+with benchmarks/bench_ann_lists.py: 0.89 -> 0.79 at the rows per list of 100,000 documents)."""
 MIN_PER_CENTROID = 39
 """k-means needs this many training rows per centroid (fewer: faiss warns and clusters poorly)."""
 TRAIN_PER_LIST = 40
@@ -130,13 +132,37 @@ class RowReader:
         return np.frombuffer(data, dtype=np.float32).reshape(n, self.dim)
 
 
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """The given rows (any order), one ``pread`` each."""
+        row_bytes = 4 * self.dim
+        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for i, r in enumerate(np.asarray(rows, dtype=np.int64).tolist()):
+                if not 0 <= r < self.rows:
+                    raise IndexError(r)
+                data = os.pread(fd, row_bytes, self.offset + r * row_bytes)
+                if len(data) != row_bytes:
+                    raise ValueError(f"{self.path.name} ends before row {r}")
+                out[i] = np.frombuffer(data, dtype=np.float32)
+        finally:
+            os.close(fd)
+        return out
+
+
 def _blocks(vectors: Any, rows: int) -> Iterator[tuple[int, np.ndarray]]:
     for start in range(0, rows, BLOCK_ROWS):
         yield start, np.ascontiguousarray(vectors[start:start + BLOCK_ROWS], dtype=np.float32)
 
 
 def _take(vectors: Any, rows: np.ndarray) -> np.ndarray:
-    """The given rows (ascending), block by block."""
+    """The given rows (ascending), block by block; a sparse sample from a RowReader row by row.
+
+    Why row by row there: training takes ~40 rows per list (164k of the 10.5M chunk rows of
+    100,000 documents); reading every block to pick 1.6% of it read the whole 16 GB vector file.
+    """
+    if isinstance(vectors, RowReader) and len(rows) * 8 < vectors.rows:
+        return vectors.take(rows)
     out = np.empty((len(rows), vectors.shape[1] if hasattr(vectors, "shape") else vectors.dim), dtype=np.float32)
     n = vectors.shape[0] if hasattr(vectors, "shape") else vectors.rows
     for start in range(0, n, BLOCK_ROWS):
@@ -196,14 +222,14 @@ def assemble(trained: Any, lists: np.ndarray, codes: np.ndarray) -> Any:
     faiss = _faiss()
     index = empty_copy(trained)
     order = np.argsort(lists, kind="stable")
-    ids = np.ascontiguousarray(order.astype(np.int64))
-    sorted_codes = np.ascontiguousarray(codes[order])
     bounds = np.searchsorted(lists[order], np.arange(index.nlist + 1))
     il = index.invlists
-    for lst in range(index.nlist):
+    for lst in range(index.nlist):  # one list's codes gathered at a time: no sorted copy of every code
         a, b = int(bounds[lst]), int(bounds[lst + 1])
         if b > a:
-            il.add_entries(lst, b - a, faiss.swig_ptr(ids[a:b]), faiss.swig_ptr(sorted_codes[a:b]))
+            ids = np.ascontiguousarray(order[a:b], dtype=np.int64)
+            part = np.ascontiguousarray(codes[ids])  # named: swig_ptr does not keep its array alive
+            il.add_entries(lst, b - a, faiss.swig_ptr(ids), faiss.swig_ptr(part))
     index.ntotal = len(lists)
     return index
 
@@ -258,9 +284,10 @@ class AnnIndex:
         return AnnShape(int(self.index.nlist), int(self.index.pq.M), int(self.index.pq.nbits))
 
     @classmethod
-    def build(cls, vectors: Any, rows: int, dim: int, name: str) -> "AnnIndex":
-        """Trained and filled from ``vectors`` (an array or a RowReader)."""
-        trained = train(vectors, rows, dim, plan(rows, dim))
+    def build(cls, vectors: Any, rows: int, dim: int, name: str, shape: AnnShape | None = None) -> "AnnIndex":
+        """Trained and filled from ``vectors`` (an array or a RowReader); ``shape``: another plan than
+        ``plan``'s (benchmarks compare list counts)."""
+        trained = train(vectors, rows, dim, shape or plan(rows, dim))
         lists = np.empty(rows, dtype=np.int64)
         codes = np.empty((rows, trained.code_size), dtype=np.uint8)
         for start, x in _blocks(vectors, rows):

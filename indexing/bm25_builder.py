@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from indexing.bm25_spill import PostingSpill, place_file
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
 
@@ -68,6 +69,13 @@ def file_names(prefix: str = PREFIX) -> tuple[str, ...]:
     return tuple(prefix + name[len(PREFIX):] for name in FILES)
 
 _SCOPE_CACHE_MAX = 4096
+RUN_POSTINGS = 1 << 22
+"""Postings a build holds before spilling them to disk as a sorted run (4M: ~32 MB of buffers, ~100 MB
+while one is sorted; a 10,000-document build has 21M postings, 100,000 documents ~210M)."""
+WEIGHT_CACHE_POSTINGS = 1 << 23
+"""Corpus term weights kept (float32 each, 32 MB): the postings of a few hundred frequent query terms.
+Only queried terms are weighted: weighting every posting at once read the whole postings file
+(0.4 s and 340 MB at 10,000 documents) on a process's first whole-collection question."""
 
 
 class BM25Index:
@@ -77,9 +85,11 @@ class BM25Index:
     arrays: ``_scope_cache`` holds per-scope (N, avgdl, average_idf), so
     repeated queries over one document or the corpus do not recount its
     vocabulary; ``_corpus_weights`` holds, for the last (k1, b) used with the
-    corpus scope, every posting's saturated term weight
-    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` (float32, one per
-    posting), which turns a corpus-IDF query into one multiply-add per posting.
+    corpus scope, the saturated term weights
+    ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` (float32) of the postings
+    of the terms queried so far (up to ``WEIGHT_CACHE_POSTINGS``), which turns a repeated
+    corpus-IDF term into one multiply-add per posting; ``_checked_terms`` the terms whose
+    postings were checked when first read (``postings``).
     """
 
     def __init__(self, terms: list[str], indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray,
@@ -95,8 +105,16 @@ class BM25Index:
         self.tokenizer = tokenizer
         self._term_ids: dict[str, int] | None = None
         self._scope_cache: dict[tuple[int, int], tuple[float, float, float]] = {}
-        self._corpus_weights: tuple[float, float, np.ndarray] | None = None
+        self._corpus_weights: dict[int, np.ndarray] = {}
+        self._weights_of: tuple[float, float, float] | None = None
+        self._checked_terms: set[int] = set()
         self._lock = threading.Lock()
+        self.names: tuple[str, str, str] = (ROWS_FILE, TF_FILE, ROW_TERMS_FILE)
+        """The postings' file names (rows, tf, row terms), for errors about them."""
+        self.spilled: dict[str, Path] = {}
+        """File name -> the finished ``.npy`` a spilled build wrote (``save`` moves it into place)."""
+        self.spill_owner: object = None
+        """Keeps a spilled build's scratch directory alive as long as this index reads from it."""
 
     # ------------------------------------------------------------------ build
 
@@ -121,7 +139,7 @@ class BM25Index:
     @property
     def term_ids(self) -> dict[str, int]:
         if self._term_ids is None:
-            self._term_ids = {t: i for i, t in enumerate(self.terms)}
+            self._term_ids = dict(zip(self.terms, range(len(self.terms))))
         return self._term_ids
 
     # ------------------------------------------------------------------ disk
@@ -135,10 +153,16 @@ class BM25Index:
                  "n_rows": self.n_rows, "terms": self.terms}
         with open(directory / vocab_file, "w", encoding="utf-8") as fh:
             json.dump(vocab, fh, ensure_ascii=False)
-        for name, arr, dtype in ((indptr_file, self.indptr, np.int64), (rows_file, self.rows, np.int32),
-                                 (tf_file, self.tf, np.int32), (doc_len_file, self.doc_len, np.float32),
-                                 (row_indptr_file, self.row_indptr, np.int64),
-                                 (row_terms_file, self.row_terms, np.int32)):
+        for name, arr, dtype, own in ((indptr_file, self.indptr, np.int64, INDPTR_FILE),
+                                      (rows_file, self.rows, np.int32, ROWS_FILE),
+                                      (tf_file, self.tf, np.int32, TF_FILE),
+                                      (doc_len_file, self.doc_len, np.float32, DOC_LEN_FILE),
+                                      (row_indptr_file, self.row_indptr, np.int64, ROW_INDPTR_FILE),
+                                      (row_terms_file, self.row_terms, np.int32, ROW_TERMS_FILE)):
+            spilled = self.spilled.get(own)
+            if spilled is not None:  # already a finished file: moved, not read through memory
+                self.spilled[own] = place_file(spilled, directory / name)
+                continue
             np.save(directory / name, np.ascontiguousarray(arr, dtype=dtype), allow_pickle=False)
 
     @classmethod
@@ -167,7 +191,7 @@ class BM25Index:
             raise IndexFormatError(f"{vocab_file} was built with tokenizer {vocab.get('tokenizer')!r}, "
                                    f"this TreeRAG uses {TOKENIZER_VERSION!r}; rebuild the index")
         terms = vocab["terms"]
-        if not all(isinstance(t, str) for t in terms):
+        if not set(map(type, terms)) <= {str}:
             raise IndexFormatError(f"{vocab_file}: 'terms' must be strings")
         n_terms, n_rows = len(terms), vocab["n_rows"]
 
@@ -190,26 +214,76 @@ class BM25Index:
             raise IndexFormatError(f"{doc_len_file} holds NaN, infinite or negative lengths")
         row_indptr = arr(row_indptr_file, np.int64, n_rows + 1)
         row_terms = arr(row_terms_file, np.int32, nnz)
-        if nnz:
+        if row_indptr[0] != 0 or row_indptr[-1] != nnz or (n_rows and np.any(np.diff(row_indptr) < 0)):
+            raise IndexFormatError(f"{row_indptr_file} is not a valid row pointer")
+        index = cls(terms, indptr, rows, tf, doc_len, row_indptr, row_terms, vocab["tokenizer"])
+        index.names = (rows_file, tf_file, row_terms_file)
+        if files.verify:
+            index.check_postings()
+        return index
+
+    def check_postings(self) -> None:
+        """Every posting and row-term id in bounds, rows ascending within a term, every tf >= 1.
+
+        Why not at load: the postings are three arrays of one entry per (row, distinct term) pair
+        (255 MB at 10,000 documents, gigabytes beyond); reading them whole would dominate a cold
+        start. A load checks the pointer tables; a query checks the postings of the terms it reads
+        (``postings``); ``verify`` calls this.
+        """
+        rows_file, tf_file, row_terms_file = self.names
+        n_rows, n_terms, nnz = self.n_rows, len(self.terms), int(self.indptr[-1])
+        step = 1 << 24
+        for a in range(0, nnz, step):
+            z = min(nnz, a + step)
+            rows, tf, tids = (np.asarray(x[a:z]) for x in (self.rows, self.tf, self.row_terms))
             if int(rows.min()) < 0 or int(rows.max()) >= n_rows:
                 raise IndexFormatError(f"{rows_file} points at rows outside 0..{n_rows - 1}")
             if int(tf.min()) < 1:
                 raise IndexFormatError(f"{tf_file} holds a term frequency below 1")
-            if int(row_terms.min()) < 0 or int(row_terms.max()) >= n_terms:
+            if int(tids.min()) < 0 or int(tids.max()) >= n_terms:
                 raise IndexFormatError(f"{row_terms_file} points at terms outside the vocabulary")
-            # searchsorted needs each term's rows strictly ascending; a violation
-            # would silently mis-score, so check it (O(nnz), a few ms per million).
-            rising = np.diff(rows) > 0
-            starts = indptr[1:-1]
-            rising[starts[(starts > 0) & (starts < nnz)] - 1] = True
+            # searchsorted needs each term's rows strictly ascending; a violation would silently mis-score.
+            # diff[i] compares postings a+i and a+i+1; a term starting at s lifts the pair (s-1, s).
+            rising = np.diff(np.asarray(self.rows[a:min(z + 1, nnz)])) > 0
+            starts = np.asarray(self.indptr[1:-1]) - 1 - a
+            rising[starts[(starts >= 0) & (starts < len(rising))]] = True
             if not bool(np.all(rising)):
                 raise IndexFormatError(f"{rows_file}: postings are not sorted by row within a term")
-        if row_indptr[0] != 0 or row_indptr[-1] != nnz or (n_rows and np.any(np.diff(row_indptr) < 0)):
-            raise IndexFormatError(f"{row_indptr_file} is not a valid row pointer")
         from indexing.index_files import release_pages
 
-        release_pages(rows, tf, row_terms, row_indptr)  # checked whole; a query reads a few terms' postings
-        return cls(terms, indptr, rows, tf, doc_len, row_indptr, row_terms, vocab["tokenizer"])
+        release_pages(self.rows, self.tf, self.row_terms)  # checked whole; a query reads a few terms' postings
+        self._checked_terms.update(range(n_terms))
+
+    def postings(self, tid: int) -> tuple[int, int, np.ndarray]:
+        """(first posting, end, rows) of term ``tid``, its rows and tfs checked the first time they are
+        read: a damaged postings file is a one-line IndexFormatError where a query touches it, never a
+        wrong score or an IndexError."""
+        p0, p1 = int(self.indptr[tid]), int(self.indptr[tid + 1])
+        rows = self.rows[p0:p1]
+        if tid not in self._checked_terms and p1 > p0:
+            rows_file, tf_file, _ = self.names
+            r = np.asarray(rows)
+            if int(r[0]) < 0 or int(r[-1]) >= self.n_rows:
+                raise IndexFormatError(f"{rows_file} points at rows outside 0..{self.n_rows - 1}; "
+                                       "run python main.py verify, then rebuild the index")
+            if p1 - p0 > 1 and not bool(np.all(np.diff(r) > 0)):
+                raise IndexFormatError(f"{rows_file}: postings are not sorted by row within a term; "
+                                       "run python main.py verify, then rebuild the index")
+            if int(np.min(self.tf[p0:p1])) < 1:
+                raise IndexFormatError(f"{tf_file} holds a term frequency below 1; "
+                                       "run python main.py verify, then rebuild the index")
+            with self._lock:
+                self._checked_terms.add(tid)
+        return p0, p1, rows
+
+    def _row_term_ids(self, a: int, b: int) -> np.ndarray:
+        """Distinct term ids of rows [a, b), checked against the vocabulary (they index arrays)."""
+        tids = np.asarray(self.row_terms[self.row_indptr[a]:self.row_indptr[b]])
+        if tids.size and (int(tids.min()) < 0 or int(tids.max()) >= len(self.terms)):
+            raise IndexFormatError(f"{self.names[2]} points at terms outside the vocabulary; "
+                                   "run python main.py verify, then rebuild the index")
+        return tids
+
 
     # --------------------------------------------------------------- scoring
 
@@ -226,7 +300,7 @@ class BM25Index:
                 df = np.diff(self.indptr)
                 df = df[df > 0]
             else:
-                tids = np.asarray(self.row_terms[self.row_indptr[a]:self.row_indptr[b]])
+                tids = self._row_term_ids(a, b)
                 if tids.size * 8 < len(self.terms):
                     _, df = np.unique(tids, return_counts=True)
                 else:
@@ -274,13 +348,11 @@ class BM25Index:
         n, avgdl, eps_idf = stats
         ids = self.term_ids
         whole = a == 0 and z == self.n_rows
-        weights = self._weights_for_corpus(k1, b, avgdl) if whole else None
         for term, count in Counter(query_tokens).items():
             tid = ids.get(term)
             if tid is None:
                 continue
-            p0, p1 = int(self.indptr[tid]), int(self.indptr[tid + 1])
-            postings = self.rows[p0:p1]
+            p0, p1, postings = self.postings(tid)
             if whole:
                 df = p1 - p0
             else:
@@ -301,8 +373,8 @@ class BM25Index:
                     continue
             r = postings[lo:hi]
             # rank_bm25 adds a duplicated query token once per occurrence.
-            if weights is not None:
-                out[r - start if start else r] += (idf * count) * weights[p0 + lo:p0 + hi]
+            if whole:
+                out[r - start if start else r] += (idf * count) * self._corpus_term_weights(tid, k1, b, avgdl)[lo:hi]
             else:
                 f = np.asarray(self.tf[p0 + lo:p0 + hi], dtype=np.float64)
                 dl = np.asarray(self.doc_len[r], dtype=np.float64)
@@ -311,17 +383,22 @@ class BM25Index:
         np.nan_to_num(out, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
         return out.astype(np.float32, copy=False)
 
-    def _weights_for_corpus(self, k1: float, b: float, avgdl: float) -> np.ndarray:
-        """Saturated tf weight of every posting under corpus avgdl (cached for the last k1, b)."""
-        cached = self._corpus_weights
-        if cached is not None and cached[0] == k1 and cached[1] == b:
-            return cached[2]
-        f = np.asarray(self.tf, dtype=np.float64)
-        dl = np.asarray(self.doc_len, dtype=np.float64)[np.asarray(self.rows)]
+    def _corpus_term_weights(self, tid: int, k1: float, b: float, avgdl: float) -> np.ndarray:
+        """Saturated tf weight of each posting of term ``tid`` under corpus avgdl (cached per term)."""
+        key = (k1, b, avgdl)
+        hit = self._corpus_weights.get(tid) if self._weights_of == key else None
+        if hit is not None:
+            return hit
+        p0, p1 = int(self.indptr[tid]), int(self.indptr[tid + 1])
+        f = np.asarray(self.tf[p0:p1], dtype=np.float64)
+        dl = np.asarray(self.doc_len[np.asarray(self.rows[p0:p1])], dtype=np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             w = (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))).astype(np.float32)
         with self._lock:
-            self._corpus_weights = (k1, b, w)
+            if self._weights_of != key or sum(map(len, self._corpus_weights.values())) + len(w) > WEIGHT_CACHE_POSTINGS:
+                self._corpus_weights = {}
+                self._weights_of = key
+            self._corpus_weights[tid] = w
         return w
 
 
@@ -329,13 +406,23 @@ class BM25Builder:
     """Rows added one at a time (a streaming index build), then frozen into a ``BM25Index``.
 
     Only term ids and counts are kept, in typed arrays (4 bytes a posting, not a
-    Python int each), so a million-chunk build never holds its tokens at once.
+    Python int each), so a million-chunk build never holds its tokens at once. Past
+    ``run_postings`` postings the buffer is spilled to disk as a sorted run
+    (indexing/bm25_spill.py) and ``finish`` merges the runs into ``.npy`` files, so the
+    build's memory no longer grows with the postings; a small index stays in memory.
     """
 
-    def __init__(self, tokenizer: str = TOKENIZER_VERSION) -> None:
+    def __init__(self, tokenizer: str = TOKENIZER_VERSION, run_postings: int = RUN_POSTINGS,
+                 spill_dir: Path | None = None) -> None:
         self.tokenizer = tokenizer
         self.term_ids: dict[str, int] = {}
+        self.run_postings = run_postings
+        self.spill_dir = spill_dir
+        self.spill: PostingSpill | None = None
         self.row_ptr = array("q", [0])
+        """Every row's end in the postings (all rows, spilled or not)."""
+        self.run_start = 0
+        """First row of the buffer (rows before it are spilled)."""
         self.terms_of_rows = array("i")
         self.tf_of_rows = array("i")
         self.lengths = array("f")
@@ -346,15 +433,45 @@ class BM25Builder:
         self.lengths.append(len(tokens))
         self.terms_of_rows.extend([ids.setdefault(term, len(ids)) for term in counts])
         self.tf_of_rows.extend(counts.values())
-        self.row_ptr.append(len(self.terms_of_rows))
+        self.row_ptr.append(self.row_ptr[-1] + len(counts))
+        if len(self.terms_of_rows) >= self.run_postings:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Write the buffer out as one sorted run and empty it."""
+        if self.spill is None:
+            self.spill = PostingSpill(self.spill_dir)
+        n_rows = len(self.lengths)
+        row_ptr = np.frombuffer(self.row_ptr, dtype=np.int64)[self.run_start:n_rows + 1]
+        self.spill.add_run(self.run_start, row_ptr - row_ptr[0], np.frombuffer(self.terms_of_rows, dtype=np.int32),
+                           np.frombuffer(self.tf_of_rows, dtype=np.int32), len(self.term_ids))
+        del row_ptr
+        self.terms_of_rows, self.tf_of_rows = array("i"), array("i")
+        self.run_start = n_rows
 
     def finish(self) -> BM25Index:
+        if self.spill is not None and self.terms_of_rows:
+            self._spill()
         n_rows, n_terms = len(self.lengths), len(self.term_ids)
         row_ptr = np.frombuffer(self.row_ptr, dtype=np.int64).copy()
         doc_len = np.frombuffer(self.lengths, dtype=np.float32).copy()
+        self.row_ptr, self.lengths = array("q"), array("f")
+        terms = [""] * n_terms
+        for term, tid in self.term_ids.items():
+            terms[tid] = term
+        if self.spill is not None:
+            spilled = self.spill.finish(n_terms)
+            self.spill = None
+            index = BM25Index(terms, spilled.indptr, np.load(spilled.rows, mmap_mode="r"),
+                              np.load(spilled.tf, mmap_mode="r"), doc_len, row_ptr,
+                              np.load(spilled.row_terms, mmap_mode="r"), self.tokenizer)
+            index.spilled = {ROWS_FILE: spilled.rows, TF_FILE: spilled.tf, ROW_TERMS_FILE: spilled.row_terms}
+            index.spill_owner = spilled.spill
+            index._term_ids = self.term_ids
+            return index
         row_terms = np.frombuffer(self.terms_of_rows, dtype=np.int32).copy()
         row_tf = np.frombuffer(self.tf_of_rows, dtype=np.int32).copy()
-        self.row_ptr = self.terms_of_rows = self.tf_of_rows = self.lengths = array("i")  # release the buffers
+        self.terms_of_rows = self.tf_of_rows = array("i")  # release the buffers
         # CSC: postings grouped by term, rows ascending within a term (stable sort
         # of a row-ordered list keeps the row order).
         order = np.argsort(row_terms, kind="stable")
@@ -363,9 +480,6 @@ class BM25Builder:
         del order, row_tf
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(np.bincount(row_terms, minlength=n_terms), out=indptr[1:])
-        terms = [""] * n_terms
-        for term, tid in self.term_ids.items():
-            terms[tid] = term
         index = BM25Index(terms, indptr, rows, tf, doc_len, row_ptr, row_terms, self.tokenizer)
         index._term_ids = self.term_ids
         return index

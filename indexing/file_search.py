@@ -188,7 +188,7 @@ class FileSearch:
             tid = ids.get(t)
             if tid is None:
                 continue
-            rows = np.asarray(terms.rows[terms.indptr[tid]:terms.indptr[tid + 1]])
+            rows = np.asarray(terms.postings(tid)[2])
             if in_scope is not None:
                 rows = rows[in_scope[rows]]
             if rows.size:

@@ -162,6 +162,33 @@ class IndexDir:
                                            dir_fd=self.fd)
             except OSError:
                 pass  # reported with the right wording when the file is read
+        if not self.verify:
+            self._prefetch_samples()
+
+    def _prefetch_samples(self) -> None:
+        """Ask the kernel for every block the sampled digests will read, all at once.
+
+        Why: after the page cache is dropped, the ~1,600 sampled 4 KiB blocks of a large index are
+        random reads; read one after another each waits for the disk, requested together the disk
+        queue serves them in parallel. An advice only: a file that is not what the manifest says is
+        still refused by the reads that follow.
+        """
+        if not hasattr(os, "posix_fadvise") or self.manifest is None:
+            return
+        for name, fd in self._held.items():
+            entry = self.manifest.get(name)
+            if entry is None:
+                continue
+            size = entry.size
+            try:
+                if size <= SAMPLE_WHOLE_MAX:
+                    os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
+                else:
+                    for k in range(SAMPLE_BLOCKS):
+                        os.posix_fadvise(fd, k * (size - SAMPLE_BLOCK) // (SAMPLE_BLOCKS - 1), SAMPLE_BLOCK,
+                                         os.POSIX_FADV_WILLNEED)
+            except OSError:
+                continue
 
     def close(self) -> None:
         for fd in self._held.values():
@@ -309,6 +336,23 @@ def release_pages(*arrays: Any) -> None:
                 m.madvise(mmap.MADV_DONTNEED)
             except (OSError, ValueError):
                 pass  # an advice only: the pages then stay mapped
+
+
+def advise_random(*maps: Any) -> None:
+    """Tell the kernel these mapped files are read at scattered places (``MADV_RANDOM``).
+
+    Why: a page fault in a mapped file normally reads ahead around it (128 KB and more). A question
+    reads a few thousand scattered vectors and records; with read-ahead each costs tens of pages
+    from disk, so after the page cache is dropped a first question read ~0.5 GB for ~10 MB it used.
+    Only for files a query reads scattered: a whole scan wants the read-ahead.
+    """
+    for a in maps:
+        m = getattr(a, "_mmap", a) if isinstance(a, np.memmap) else a
+        if isinstance(m, mmap.mmap) and hasattr(mmap, "MADV_RANDOM"):
+            try:
+                m.madvise(mmap.MADV_RANDOM)
+            except (OSError, ValueError):
+                pass  # an advice only
 
 
 def write_manifest_entry(directory: Path, name: str) -> dict[str, Any]:

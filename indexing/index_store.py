@@ -40,7 +40,8 @@ import numpy as np
 
 from indexing.bm25_builder import BM25Index
 from indexing.chunker import Chunk
-from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, parse_manifest)
+from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, advise_random,
+                                  parse_manifest)
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
                                  LeafList, LeafRows, NodeMap, NodeTable)
@@ -215,10 +216,10 @@ def _doc_rows(tree: NodeTable, leaf_ptr: np.ndarray) -> dict[str, tuple[int, int
         return out
     starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
     ends = np.r_[starts[1:], len(docs)]
-    for a, b in zip(starts.tolist(), ends.tolist()):
-        s, e = int(leaf_ptr[a]), int(leaf_ptr[b])
+    paths = tree.doc_paths
+    for d, s, e in zip(docs[starts].tolist(), leaf_ptr[starts].tolist(), leaf_ptr[ends].tolist()):
         if e > s:
-            out[tree.doc_paths[int(docs[a])]] = (s, e)
+            out[paths[d]] = (s, e)
     return out
 
 
@@ -245,10 +246,12 @@ def _check_metadata(meta: Any, path: Path) -> dict[str, Any]:
     docs = require(meta, "documents", list, METADATA)
     if len(docs) != counts["documents"]:
         raise IndexFormatError(f"{METADATA} lists {len(docs)} documents but counts {counts['documents']}")
-    for d in docs:
-        require(d, "path", str, f"{METADATA} documents")
-        require(d, "title", str, f"{METADATA} documents")
-        require(d, "content_hash", str, f"{METADATA} documents")
+    if not all(type(d) is dict and type(d.get("path")) is str and type(d.get("title")) is str  # noqa: E721
+               and type(d.get("content_hash")) is str for d in docs):  # fast path; the loop names the fault
+        for d in docs:
+            require(d, "path", str, f"{METADATA} documents")
+            require(d, "title", str, f"{METADATA} documents")
+            require(d, "content_hash", str, f"{METADATA} documents")
     parse_manifest(meta.get("files"), METADATA)
     return meta
 
@@ -336,9 +339,10 @@ def load_index(path: Path, mmap: bool = True, verify: bool = False) -> Index:
 
 
 def _load_records(files: IndexDir, name: str, offsets_name: str, count: int) -> Records:
-    offsets = files.read_array(offsets_name, mmap=False)
+    offsets = files.read_array(offsets_name, mmap=not files.verify)
     data = files.map_bytes(name)
-    check_offsets(offsets, count, len(data), name, offsets_name)
+    check_offsets(offsets, count, len(data), name, offsets_name, whole=files.verify)
+    advise_random(offsets)
     return Records(data, offsets, name)
 
 
@@ -370,6 +374,8 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     search = FileSearch(emb, leaf_emb, bm25, leaf_terms, ChunkRows(leaf_ptr, _doc_rows(tree, leaf_ptr)),
                         _load_ann(files, meta, n_chunks, n_leaves, dim))
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)
+    if not files.verify:
+        _advise_scattered(index, records, tree)
     for name, rows in ((CHUNK_KEYS, n_chunks), (LEAF_KEYS, n_leaves)):
         keys = files.read_array(name, mmap)
         if keys.dtype != np.uint8 or keys.shape != (rows, KEY_BYTES):
@@ -379,6 +385,14 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
 
     attach_graphs(index, files)
     return index
+
+
+def _advise_scattered(index: Index, records: Records, tree: NodeTable) -> None:
+    """A question reads scattered records, and scattered vectors when an ANN picks them (not the
+    exact path, which scans a range): no read-ahead around each (index_files.advise_random)."""
+    ann = getattr(index.search, "ann", {})
+    advise_random(records.data, tree.records.data, tree.contents.data,
+                  *(v for kind, v in (("chunks", index.embeddings), ("leaves", index.leaf_embeddings)) if kind in ann))
 
 
 def _load_ann(files: IndexDir, meta: dict[str, Any], n_chunks: int, n_leaves: int, dim: int) -> dict[str, Any]:

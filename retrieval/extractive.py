@@ -347,7 +347,7 @@ def _idf(index: Index | None, tokens: list[str], doc_path: str, config: Config) 
         tid = ids.get(t)
         if tid is None:
             continue
-        postings = bm.rows[int(bm.indptr[tid]):int(bm.indptr[tid + 1])]
+        postings = bm.postings(tid)[2]
         lo, hi = np.searchsorted(postings, (a, z))
         df = int(hi - lo)
         if df == 0:

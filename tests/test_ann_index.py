@@ -262,4 +262,47 @@ def test_plan_keeps_k_means_fed() -> None:
     assert small.nlist == 300 // ann_index.MIN_PER_CENTROID and small.nbits < 8 and 384 % small.m == 0
     big = ann_index.plan(1_000_000, 384)
     assert (big.nlist, big.m, big.nbits) == (4000, 48, 8)
+    assert ann_index.plan(979_420, 384).nlist == 3959  # 10,000 generated documents
     assert ann_index.plan(10, 7).m == 1
+
+
+def _read_advice(path: Path) -> dict[str, bool]:
+    """File name -> whether this process maps it with the scattered-read advice (smaps flag ``rr``)."""
+    out: dict[str, bool] = {}
+    current = None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if len(head) >= 6 and "-" in head[0] and head[5].startswith(str(path)):
+            current = Path(head[5]).name
+        elif line.startswith("VmFlags:") and current is not None:
+            out[current] = out.get(current, False) or " rr" in line
+            current = None
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux smaps")
+def test_scattered_reads_are_advised_only_where_a_question_reads_scattered(built: tuple[Path, Path],
+                                                                            paper_index_dir: Path) -> None:
+    """Records always, vectors only when an ANN picks the rows (an exact scan wants read-ahead)."""
+    index = load_index(built[1])
+    advice = _read_advice(built[1].resolve())
+    assert advice["chunks.jsonl"] and advice["nodes.jsonl"] and advice["chunk_offsets.npy"]
+    assert advice["embeddings.npy"] and advice["leaf_embeddings.npy"]
+    exact = load_index(paper_index_dir)
+    advice = _read_advice(paper_index_dir.resolve())
+    assert advice["chunks.jsonl"] and not advice["embeddings.npy"] and not advice["leaf_embeddings.npy"]
+    del index, exact
+
+
+def test_row_reader_takes_a_sparse_sample_row_by_row(tmp_path: Path) -> None:
+    """Training's sample comes from the vector file without reading every block: same rows either way."""
+    x = np.random.default_rng(3).standard_normal((5000, 16)).astype(np.float32)
+    np.save(tmp_path / "v.npy", x)
+    reader = ann_index.RowReader(tmp_path / "v.npy", 5000, 16)
+    rows = np.array([0, 7, 4095, 4999], dtype=np.int64)
+    np.testing.assert_array_equal(ann_index._take(reader, rows), x[rows])
+    np.testing.assert_array_equal(reader.take(rows[::-1]), x[rows[::-1]])
+    dense = np.arange(0, 5000, 2)
+    np.testing.assert_array_equal(ann_index._take(reader, dense), x[dense])  # the block path
+    with pytest.raises(IndexError):
+        reader.take(np.array([5000]))

@@ -10,7 +10,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
-from indexing.bm25_builder import (DOC_LEN_FILE, FILES, INDPTR_FILE, ROWS_FILE, TF_FILE, VOCAB_FILE, BM25Index)
+from indexing.bm25_builder import (DOC_LEN_FILE, FILES, INDPTR_FILE, ROW_TERMS_FILE, ROWS_FILE, TF_FILE, VOCAB_FILE,
+                                   BM25Index)
 from utils.errors import IndexFormatError
 
 _TERMS = st.sampled_from([f"t{i}" for i in range(10)] + ["中文", "法律"])
@@ -176,19 +177,61 @@ def test_corrupt_files_are_named(tmp_path: Path) -> None:
     _expect_error(d, VOCAB_FILE)
 
 
-def test_out_of_range_and_unsorted_postings_are_detected(tmp_path: Path) -> None:
-    d = _saved(tmp_path)
-    rows = np.load(d / ROWS_FILE)
-    bad = rows.copy()
-    bad[0] = 10_000
-    np.save(d / ROWS_FILE, bad)
-    _expect_error(d, ROWS_FILE)
+def _postings_error(d: Path, name: str, query: list[str]) -> None:
+    """Damaged postings: ``check_postings`` (verify) names the file, and so does a query reading them
+    (whole-corpus and range scoring, each in a freshly loaded index)."""
+    with pytest.raises(IndexFormatError) as exc:
+        BM25Index.load(d).check_postings()
+    assert name in str(exc.value) and "\n" not in str(exc.value)
+    for start, end in ((0, 60), (5, 40)):
+        with pytest.raises(IndexFormatError) as exc:
+            BM25Index.load(d).score_range(query, start, end, 0, 60)
+        assert name in str(exc.value) and "\n" not in str(exc.value)
+
+
+def _term_with_postings(d: Path, at_least: int) -> tuple[int, np.ndarray]:
     indptr = np.load(d / INDPTR_FILE)
-    t = int(np.argmax(np.diff(indptr) >= 2))
-    swapped = rows.copy()
-    swapped[indptr[t]], swapped[indptr[t] + 1] = rows[indptr[t] + 1], rows[indptr[t]]
-    np.save(d / ROWS_FILE, swapped)
-    _expect_error(d, ROWS_FILE)
+    return int(np.argmax(np.diff(indptr) >= at_least)), indptr
+
+
+def test_damaged_postings_are_caught_by_verify_and_where_a_query_reads_them(tmp_path: Path) -> None:
+    """Loading checks the pointer tables only (a cold start must not read every posting); the postings
+    themselves are checked in full by ``check_postings`` and per term when a query reads them."""
+    d = _saved(tmp_path)
+    clean = BM25Index.load(d)
+    t, indptr = _term_with_postings(d, 2)
+    term = clean.terms[t]
+    other = next(w for w in clean.terms if w != term and clean.indptr[clean.term_ids[w]] > indptr[t + 1])
+    want_other = _all(clean, [other])
+    rows = np.load(d / ROWS_FILE)
+    tf = np.load(d / TF_FILE)
+    for name, arr, bad in (
+            (ROWS_FILE, rows, lambda a: a.__setitem__(indptr[t], 10_000)),  # out of range
+            (ROWS_FILE, rows, lambda a: a.__setitem__(slice(indptr[t], indptr[t] + 2), a[indptr[t]:indptr[t] + 2][::-1].copy())),
+            (TF_FILE, tf, lambda a: a.__setitem__(indptr[t], 0))):
+        damaged = arr.copy()
+        bad(damaged)
+        np.save(d / name, damaged)
+        loaded = BM25Index.load(d)  # structure only: loads
+        np.testing.assert_array_equal(_all(loaded, [other]), want_other)  # untouched terms score exactly
+        _postings_error(d, name, [term])
+        np.save(d / name, arr)
+    np.testing.assert_array_equal(_all(BM25Index.load(d), [term]), _all(clean, [term]))
+
+
+def test_row_terms_outside_the_vocabulary_are_caught(tmp_path: Path) -> None:
+    d = _saved(tmp_path)
+    row_terms = np.load(d / ROW_TERMS_FILE)
+    bad = row_terms.copy()
+    bad[3] = 10_000
+    np.save(d / ROW_TERMS_FILE, bad)
+    loaded = BM25Index.load(d)
+    with pytest.raises(IndexFormatError) as exc:
+        loaded.check_postings()
+    assert ROW_TERMS_FILE in str(exc.value)
+    with pytest.raises(IndexFormatError) as exc:  # a leaf-sized scope counts its terms from row_terms
+        loaded.score_range(["w1"], 0, 10)
+    assert ROW_TERMS_FILE in str(exc.value) and "\n" not in str(exc.value)
 
 
 def test_other_tokenizer_or_format_version_is_refused(tmp_path: Path) -> None:
@@ -222,3 +265,52 @@ def test_property_leaf_ranges_equal_separate_leaf_indexes(corpus) -> None:
         for q in (["t1"], ["t2", "中文"], ["t3", "t3"]):
             np.testing.assert_allclose(index.score_range(q, s, e), BM25Okapi(corpus[s:e]).get_scores(q),
                                        rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("run_postings", [1, 7, 64])
+def test_spilled_build_writes_the_same_files_as_the_in_memory_build(tmp_path: Path, run_postings: int) -> None:
+    """Past ``run_postings`` a build spills sorted runs to disk and merges them; the saved index must be
+    byte for byte the one an in-memory build saves, and the scratch directory must go away."""
+    from indexing import bm25_spill
+    from indexing.bm25_builder import BM25Builder
+
+    corpus = _corpus(seed=5, rows=300)
+    memory, spilled = BM25Builder(), BM25Builder(run_postings=run_postings, spill_dir=tmp_path)
+    for toks in corpus:
+        memory.add(toks)
+        spilled.add(toks)
+    a, b = memory.finish(), spilled.finish()
+    assert b.spill_owner is not None and a.spill_owner is None
+    scratch = b.spill_owner.directory
+    assert scratch.parent == tmp_path and scratch.is_dir()
+    q = ["w1", "w2", "w9", "w1"]
+    np.testing.assert_array_equal(_all(b, q), _all(a, q))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a.save(tmp_path / "a")
+    b.save(tmp_path / "b")
+    for name in FILES:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    BM25Index.load(tmp_path / "b").check_postings()
+    del b, spilled
+    import gc
+
+    gc.collect()
+    assert not scratch.exists()
+    assert bm25_spill.MERGE_BLOCK_POSTINGS > 0
+
+
+def test_merge_in_small_blocks_keeps_terms_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge block smaller than one term's postings still writes every term complete and in row order."""
+    from indexing import bm25_spill
+    from indexing.bm25_builder import BM25Builder
+
+    monkeypatch.setattr(bm25_spill, "MERGE_BLOCK_POSTINGS", 3)
+    corpus = _corpus(seed=6, rows=200)
+    memory, spilled = BM25Builder(), BM25Builder(run_postings=50, spill_dir=tmp_path)
+    for toks in corpus:
+        memory.add(toks)
+        spilled.add(toks)
+    a, b = memory.finish(), spilled.finish()
+    for name in ("indptr", "rows", "tf", "row_indptr", "row_terms", "doc_len"):
+        np.testing.assert_array_equal(np.asarray(getattr(b, name)), np.asarray(getattr(a, name)), err_msg=name)

@@ -141,3 +141,60 @@ def test_api_question_and_documents_are_checked(paper_index_dir: Path) -> None:
     with pytest.raises(InputError, match="documents must be a list"):
         rag.ask("encoder", documents="test_paper.md")  # type: ignore[arg-type]
     assert rag.ask("encoder", documents=(d for d in ["test_paper.md"])).chunks
+
+
+def test_damaged_postings_in_an_index_are_caught_by_load_verify_and_the_query_reading_them(
+        paper_index_dir: Path, tmp_path: Path) -> None:
+    """A cold start must not read every posting, so loading an index checks the postings' structure and
+    manifest digest only; ``verify`` checks every posting; a question that reads damaged postings stops
+    with one line instead of scoring wrong rows."""
+    import numpy as np
+
+    d = tmp_path / "idx"
+    shutil.copytree(paper_index_dir, d)
+    index = load_index(d)
+    term = "encoder"
+    tid = index.search.bm25.term_ids[term]
+    p0 = int(index.search.bm25.indptr[tid])
+    rows = np.load(d / "bm25_rows.npy")
+    rows[p0] = len(index.chunks) + 7
+    np.save(d / "bm25_rows.npy", rows)
+    with pytest.raises(IndexFormatError) as info:  # edited after the build: the manifest's digest says so
+        load_index(d)
+    assert "bm25_rows.npy" in str(info.value)
+    _restamp(d)  # a consistent but damaged index (a hostile author, or a bug in another writer)
+    loaded = load_index(d)
+    assert loaded.search.bm25.n_rows == len(loaded.chunks)
+    with pytest.raises(IndexFormatError) as info:
+        verify_index(d)
+    assert "bm25_rows.npy" in str(info.value) and "\n" not in str(info.value)
+    _one_line_error(run_cli("verify", "--index", str(d)))
+    for scope in ([], ["--doc", TEST_PAPER.name]):
+        proc = run_cli("query", "--index", str(d), "--mock", "--no-log", *scope, "-q", f"what does the {term} do")
+        _one_line_error(proc)
+        assert "bm25_rows.npy" in proc.stderr
+
+
+def test_an_offset_table_that_goes_back_is_caught_by_verify_and_by_the_record_read(
+        paper_index_dir: Path, tmp_path: Path) -> None:
+    """Loading checks an offset table's shape, first and last entries; its order is checked in full by
+    ``verify`` and, for the two entries of each record, where the record is read."""
+    import numpy as np
+
+    d = tmp_path / "idx"
+    shutil.copytree(paper_index_dir, d)
+    offsets = np.load(d / "chunk_offsets.npy")
+    row = len(offsets) // 2
+    offsets[row] = offsets[row + 1] + 5  # record row ends before it starts; record row-1 runs past it
+    np.save(d / "chunk_offsets.npy", offsets)
+    _restamp(d)
+    index = load_index(d)
+    index.chunks[0]  # untouched records read as before
+    for bad in (row - 1, row):
+        with pytest.raises(IndexFormatError) as info:
+            index.chunks[bad]
+        assert "chunks.jsonl" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(IndexFormatError) as info:
+        verify_index(d)
+    assert "chunk_offsets.npy" in str(info.value)
+    _one_line_error(run_cli("verify", "--index", str(d)))

@@ -109,3 +109,12 @@ def test_jieba_is_lazy_and_quiet() -> None:
 def test_no_empty_strings_or_whitespace_tokens(text: str) -> None:
     toks = tokenize(text)
     assert toks and all(t and t == t.strip() for t in toks)
+
+
+@pytest.mark.parametrize("terms", [[], ["123", "_"], ["abc", "42"], ["数据", "7"], ["abc", "数据"],
+                                   ["数据abc", "9"], ["数据abc", "x"], ["é"], ["数据", "数据abc", "q"]])
+def test_vocabulary_scripts_names_each_term_as_script_of_does(terms: list[str]) -> None:
+    from utils.tokenizer import script_of, vocabulary_scripts
+
+    assert vocabulary_scripts(terms) == frozenset(s for s in map(script_of, terms) if s)
+    assert vocabulary_scripts(iter(terms)) == vocabulary_scripts(terms)

@@ -256,7 +256,16 @@ def script_of(term: str) -> str | None:
 
 
 def vocabulary_scripts(terms: Iterable[str]) -> frozenset[str]:
-    """The scripts that occur among ``terms`` (stops once both are seen)."""
+    """The scripts that occur among ``terms`` (as ``script_of`` names them, term by term).
+
+    Why one search over the joined terms first: a vocabulary without CJK is settled by two regex
+    searches in C instead of a Python call per term (0.3 s for the 100,000 terms of a large index,
+    paid by a cold query); a term is "latin" only without CJK, so a vocabulary with CJK is walked.
+    """
+    terms = list(terms)
+    joined = "\n".join(terms)
+    if not _CJK_CHAR.search(joined):
+        return frozenset({"latin"}) if _LATIN_CHAR.search(joined) else frozenset()
     found: set[str] = set()
     for t in terms:
         sc = script_of(t)
