@@ -133,6 +133,21 @@ def _make_corpus(folder: Path, n_docs: int, noun: str = "router") -> None:
         (folder / f"doc_{i:04d}.md").write_text("\n".join(body), encoding="utf-8")
 
 
+def _wait_until_started(proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Wait until the process is running TreeRAG's code (numpy is mapped, which main.py imports after
+    it installs its Ctrl-C handler): a signal during the interpreter's own start-up is not the
+    program's to handle, and on a loaded machine start-up alone can take more than the delays below."""
+    maps = Path(f"/proc/{proc.pid}/maps")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if "numpy" in maps.read_text():
+                return
+        except OSError:
+            return  # the process has ended: the caller's poll() sees it
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_interrupted_build_leaves_old_index_intact(tmp_path: Path, sig: int) -> None:
     config = Config()
@@ -145,6 +160,7 @@ def test_interrupted_build_leaves_old_index_intact(tmp_path: Path, sig: int) -> 
            "--quiet"]
     for delay in (0.3, 0.8, 1.5, 2.5):
         proc = subprocess.Popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _wait_until_started(proc)
         time.sleep(delay)
         if proc.poll() is not None:
             break  # finished before we could interrupt: nothing more to learn
