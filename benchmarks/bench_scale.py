@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Headline, Report, banner, base_parser, bench_env, dir_sizes, limit_blas_threads,  # noqa: E402
+from common import (Headline, Report, banner, base_parser, bench_env, dir_sizes, drop_page_cache, limit_blas_threads,  # noqa: E402
                     machine_info, machine_line, pick, python, run_proc, stats, table, workdir_of)
 
 GEN_VERSION = 1
@@ -575,18 +575,6 @@ def main(argv: list[str] | None = None) -> int:
     ]
     report.finish(args.json)
     return 0
-
-
-def drop_page_cache() -> bool:
-    """Write back and drop the page cache (root only): the next query reads its index from disk."""
-    import os
-
-    try:
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def argparse_hidden() -> str:

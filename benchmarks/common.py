@@ -503,3 +503,13 @@ def banner(title: str) -> None:
     print("=" * 78)
     print(title)
     print("=" * 78, flush=True)
+
+
+def drop_page_cache() -> bool:
+    """Write back and drop the page cache (root only): the next query reads its index from disk."""
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
