@@ -38,6 +38,7 @@ from config import Config
 from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from indexing.index_store import Index
+from indexing.search import Scope
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
 from retrieval.query import Query
@@ -291,31 +292,26 @@ def split_sentences(p: Passage, idx: int, k: int = 1) -> list[Sentence]:
 
 # --------------------------------------------------------------------------- scoring
 
-def _idf(index: Index | None, tokens: list[str], doc_path: str, config: Config) -> dict[str, float]:
-    """BM25 IDF of each query term over the configured scope, as retrieval computes it."""
-    bm = getattr(index, "bm25", None)
-    if bm is None or not tokens:
-        return {}
+def idf_scope(index: Index, doc_path: str, config: Config) -> Scope:
+    """Whose statistics a sentence of ``doc_path`` is weighed with: the corpus for ``corpus``, else its
+    document. ``leaf`` means the document here too: a leaf holds a handful of chunks, too few to tell a
+    rare word from a common one, and a quote's sentences come from several leaves of one document."""
     if config.bm25_idf_scope == "corpus" or doc_path not in index.doc_rows:
-        a, z = 0, bm.n_rows
-    else:
-        a, z = index.doc_rows[doc_path]
-    n = z - a
-    if n <= 0:
+        return Scope.everything()
+    return Scope.of_documents([doc_path])
+
+
+def _idf(index: Index | None, tokens: list[str], doc_path: str, config: Config) -> dict[str, float]:
+    """BM25 IDF of each query term over the configured scope, from the store's own counts
+    (``Search.term_stats``). No index (quotes of bare chunks): no IDF, so no BM25 term."""
+    if index is None or not tokens:
         return {}
-    ids = bm.term_ids
+    n, dfs = index.search.term_stats(tokens, idf_scope(index, doc_path, config))
     out: dict[str, float] = {}
-    for t in set(tokens):
-        tid = ids.get(t)
-        if tid is None:
-            continue
-        postings = bm.rows[int(bm.indptr[tid]):int(bm.indptr[tid + 1])]
-        lo, hi = np.searchsorted(postings, (a, z))
-        df = int(hi - lo)
-        if df == 0:
-            continue
-        # rank_bm25's negative-IDF floor (epsilon * average idf) is replaced by a small positive floor
-        out[t] = max(math.log(n - df + 0.5) - math.log(df + 0.5), config.bm25_epsilon * 0.1)
+    for t, df in dfs.items():
+        if 0 < df <= n:
+            # rank_bm25's negative-IDF floor (epsilon * average idf) is replaced by a small positive floor
+            out[t] = max(math.log(n - df + 0.5) - math.log(df + 0.5), config.bm25_epsilon * 0.1)
     return out
 
 
