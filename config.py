@@ -228,6 +228,10 @@ class Config:
     answer_rank_weight: float = 0.5
     """Share of a sentence's answer score that comes from the step-2 rank of the best hit in its passage
     (the rest: the sentence's own dense + BM25 match with the question); retrieval saw the leaf."""
+    answer_bm25_weight: float = 0.5
+    """Weight of a sentence's BM25 against its dense cosine (``dense_weight``) in the extractive answer's
+    weighted fusion, apart from retrieval's ``bm25_weight``: a sentence is a tenth of a chunk, and words
+    weigh differently in it. 0 scores sentences by dense similarity and rank alone."""
     answer_dense_candidates: int = 16
     """Sentences embedded for the dense part of their score (0 = all); the others are ranked out by
     BM25 + rank first. Each costs one embedding (~10 ms with MiniLM, ~30 ms with e5 on this machine's
@@ -279,6 +283,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
     "llm_timeout_s": (0, math.inf), "summary_workers": (1, 64),
     "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
+    "answer_bm25_weight": (0, 1),
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),
 }
 """Inclusive bounds (except _POSITIVE); every number must also be finite."""

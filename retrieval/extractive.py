@@ -342,7 +342,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     # Embedding a sentence costs a model call (~10 ms each on a busy CPU): only the sentences that
     # BM25 and their chunk's rank put in the running are embedded; the rest get the lowest dense score.
     prior = np.array([s.prior for s in sentences], dtype=np.float32)
-    cheap = (1 - w) * config.bm25_weight * min_max_normalize(bm25) + w * prior
+    cheap = (1 - w) * config.answer_bm25_weight * min_max_normalize(bm25) + w * prior
     k = config.answer_dense_candidates
     pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
     qvec = query.dense_vector
@@ -350,7 +350,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     picked = vecs @ qvec
     dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
     dense[pick] = picked
-    fused = fuse(dense.astype(np.float32), bm25, config)
+    fused = fuse(dense.astype(np.float32), bm25, config.replace(bm25_weight=config.answer_bm25_weight))
     for s, d, bm, f in zip(sentences, dense, bm25, fused):
         s.dense, s.bm25 = float(d), float(bm)
         s.score = float((1 - w) * f + w * s.prior)

@@ -447,6 +447,9 @@ def test_bm25_ranks_the_sentence_holding_the_question_words_first(tmp_path: Path
     # the word-bearing sentence is the second of its passage: only BM25 can put it first
     ex = extract(q, ranked, index, emb, Config(answer_max_sentences=1))
     assert "zorblax" in ex.quotes[0].text and "two weeks" not in ex.quotes[0].text
+    # answer_bm25_weight 0: dense and rank alone, which tie here
+    score_sentences(sentences, passages, q, index, emb, Config(answer_bm25_weight=0))
+    assert word.bm25 > 0 and all(s.score == word.score for s in others)
 
 
 def test_the_answers_idf_follows_the_configured_statistics_scope(tmp_path: Path) -> None:
