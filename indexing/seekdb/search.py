@@ -12,8 +12,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from config import IdfScope
-from indexing.search import (ENGINE_RELEVANCE, EVERYTHING, ChunkRows, Probe, Scope, ScoreParams, Scores, check_finite,
-                             concat_scores, empty_scores)
+from indexing.search import (ENGINE_RELEVANCE, EVERYTHING, ChunkRows, Probe, Scope, ScoreParams, Scores,
+                             check_finite, concat_scores, empty_scores)
 from indexing.seekdb.engine import Engine, FETCH_ROWS
 from indexing.seekdb.schema import table_names
 from indexing.seekdb.sql import fulltext_query, int_list, placeholders, vector_text
