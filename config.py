@@ -237,7 +237,8 @@ class Config:
     """Sentences embedded for the dense part of their score (0 = all); the others are ranked out by
     BM25 + rank first. Each costs one embedding (~10 ms with MiniLM, ~30 ms with e5 on this machine's
     CPU); a 6,000-character context holds 40-100 sentences. 16 vs all, QASPER, 200 questions, offline
-    answer containing a reference answer: 0.263 vs 0.274 (within noise; benchmarks/answer_e2e.py)."""
+    answer containing a reference answer: 0.263 vs 0.274 (within noise; benchmarks/answer_e2e.py;
+    measured while the sentences' BM25 term was 0, so the 16 were picked by rank alone)."""
     answer_min_relative: float = 0.5
     """A sentence joins the answer only if its fused score is at least this share of the best one's."""
     evidence_floor: float | None = None
