@@ -232,7 +232,8 @@ class Config:
     """Weight of a sentence's BM25 against its dense cosine (``dense_weight``) in the extractive answer's
     weighted fusion, apart from retrieval's ``bm25_weight`` so that the answer can be tuned without moving
     retrieval. 0 scores sentences by dense similarity and rank alone; QASPER, 200 questions: 0 / 0.5 quote
-    labelled evidence for 0.430 / 0.455, contain a reference answer 0.316 / 0.274 (docs/evaluation.md)."""
+    labelled evidence for 0.430 / 0.455, contain a reference answer 0.316 / 0.274; LeCoQA quotes the labelled
+    article for 0.365 / 0.395 (docs/evaluation.md)."""
     answer_dense_candidates: int = 16
     """Sentences embedded for the dense part of their score (0 = all); the others are ranked out by
     BM25 + rank first. Each costs one embedding (~10 ms with MiniLM, ~30 ms with e5 on this machine's
