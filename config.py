@@ -239,11 +239,18 @@ class Config:
     answer_rank_weight: float = 0.5
     """Share of a sentence's answer score that comes from the step-2 rank of the best hit in its passage
     (the rest: the sentence's own dense + BM25 match with the question); retrieval saw the leaf."""
+    answer_bm25_weight: float = 0.5
+    """Weight of a sentence's BM25 against its dense cosine (``dense_weight``) in the extractive answer's
+    weighted fusion, apart from retrieval's ``bm25_weight`` so that the answer can be tuned without moving
+    retrieval. 0 scores sentences by dense similarity and rank alone; QASPER, 200 questions: 0 / 0.5 quote
+    labelled evidence for 0.430 / 0.455, contain a reference answer 0.316 / 0.274; LeCoQA quotes the labelled
+    article for 0.365 / 0.395 (docs/evaluation.md)."""
     answer_dense_candidates: int = 16
     """Sentences embedded for the dense part of their score (0 = all); the others are ranked out by
     BM25 + rank first. Each costs one embedding (~10 ms with MiniLM, ~30 ms with e5 on this machine's
     CPU); a 6,000-character context holds 40-100 sentences. 16 vs all, QASPER, 200 questions, offline
-    answer containing a reference answer: 0.263 vs 0.274 (within noise; benchmarks/answer_e2e.py)."""
+    answer containing a reference answer: 0.263 vs 0.274 (within noise; benchmarks/answer_e2e.py;
+    measured while the sentences' BM25 term was 0, so the 16 were picked by rank alone)."""
     answer_min_relative: float = 0.5
     """A sentence joins the answer only if its fused score is at least this share of the best one's."""
     evidence_floor: float | None = None
@@ -290,6 +297,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
     "llm_timeout_s": (0, math.inf), "summary_workers": (1, 64),
     "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
+    "answer_bm25_weight": (0, 1),
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),
 }
 """Inclusive bounds (except _POSITIVE); every number must also be finite."""

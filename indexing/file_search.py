@@ -14,7 +14,7 @@ import numpy as np
 from config import IdfScope
 from indexing.bm25_builder import BM25Index
 from indexing.index_files import release_pages
-from indexing.search import (ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
+from indexing.search import (EVERYTHING, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores)
 from utils.similarity import matvec
 from utils.tokenizer import vocabulary_scripts
@@ -197,15 +197,34 @@ class FileSearch:
 
     # ---------------------------------------------------------- vocabulary
 
-    def term_stats(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+    def term_stats(self, tokens: Sequence[str], scope: Scope = EVERYTHING) -> tuple[int, dict[str, int]]:
+        """Counted from the postings: each term's rows are ascending, so a scope's count is a
+        ``searchsorted`` per row range of the scope."""
         bm = self.bm25
+        if scope.kind == "everything":
+            spans = [(0, int(bm.n_rows))]
+        elif scope.kind == "leaf":
+            assert scope.leaf is not None
+            spans = [self.rows.leaf(scope.leaf)]
+        else:
+            assert scope.documents is not None
+            spans = [(s, e) for _, s, e in self.rows.documents(scope.documents)]
+        n = sum(e - s for s, e in spans)
         ids = bm.term_ids
-        out = {}
+        out: dict[str, int] = {}
         for t in set(tokens):
             tid = ids.get(t)
-            if tid is not None:
-                out[t] = int(bm.indptr[tid + 1] - bm.indptr[tid])
-        return int(bm.n_rows), out
+            if tid is None or not n:
+                continue
+            lo_p, hi_p = int(bm.indptr[tid]), int(bm.indptr[tid + 1])
+            if scope.kind == "everything":
+                df = hi_p - lo_p
+            else:
+                postings = bm.postings(tid)[2]  # checked on its first read, like every query read
+                df = sum(int(b - a) for a, b in (np.searchsorted(postings, span) for span in spans))
+            if df:
+                out[t] = df
+        return n, out
 
     def scripts(self) -> frozenset[str]:
         if self._scripts is None:

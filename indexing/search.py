@@ -67,6 +67,10 @@ class Scope:
         return "everything" if self.documents is None else "documents"
 
 
+EVERYTHING = Scope.everything()
+"""The whole collection (a default argument: ``Scope`` is immutable)."""
+
+
 @dataclass(frozen=True)
 class LexicalKind:
     """What a store's lexical score is, so nothing downstream mistakes one for another."""
@@ -221,8 +225,12 @@ class Search(Protocol):
         those leaves; an engine: its full-text relevance)."""
         ...
 
-    def term_stats(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """(chunks in the index, chunk document frequency of each token that occurs)."""
+    def term_stats(self, tokens: Sequence[str], scope: Scope = EVERYTHING) -> tuple[int, dict[str, int]]:
+        """(chunks in ``scope``, how many of them hold each token; tokens held by none are left out).
+
+        What the statistics behind a BM25 IDF are, for callers that score text the store does not
+        hold (the extractive answer's sentences) with the IDF of a document or of the corpus. Exact
+        in every store: a store that cannot count a scope raises rather than answer zero."""
         ...
 
     def scripts(self) -> frozenset[str]:

@@ -38,6 +38,7 @@ from config import Config
 from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from indexing.index_store import Index
+from indexing.search import Scope
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
 from retrieval.query import Query
@@ -329,31 +330,26 @@ def split_sentences(p: Passage, idx: int, k: int = 1) -> list[Sentence]:
 
 # --------------------------------------------------------------------------- scoring
 
-def _idf(index: Index | None, tokens: list[str], doc_path: str, config: Config) -> dict[str, float]:
-    """BM25 IDF of each query term over the configured scope, as retrieval computes it."""
-    bm = getattr(index, "bm25", None)
-    if bm is None or not tokens:
-        return {}
+def idf_scope(index: Index, doc_path: str, config: Config) -> Scope:
+    """Whose statistics a sentence of ``doc_path`` is weighed with: the corpus for ``corpus``, else its
+    document. ``leaf`` means the document here too: a leaf holds a handful of chunks, too few to tell a
+    rare word from a common one, and a quote's sentences come from several leaves of one document."""
     if config.bm25_idf_scope == "corpus" or doc_path not in index.doc_rows:
-        a, z = 0, bm.n_rows
-    else:
-        a, z = index.doc_rows[doc_path]
-    n = z - a
-    if n <= 0:
+        return Scope.everything()
+    return Scope.of_documents([doc_path])
+
+
+def _idf(index: Index | None, tokens: list[str], doc_path: str, config: Config) -> dict[str, float]:
+    """BM25 IDF of each query term over the configured scope, from the store's own counts
+    (``Search.term_stats``). No index (quotes of bare chunks): no IDF, so no BM25 term."""
+    if index is None or not tokens:
         return {}
-    ids = bm.term_ids
+    n, dfs = index.search.term_stats(tokens, idf_scope(index, doc_path, config))
     out: dict[str, float] = {}
-    for t in set(tokens):
-        tid = ids.get(t)
-        if tid is None:
-            continue
-        postings = bm.postings(tid)[2]
-        lo, hi = np.searchsorted(postings, (a, z))
-        df = int(hi - lo)
-        if df == 0:
-            continue
-        # rank_bm25's negative-IDF floor (epsilon * average idf) is replaced by a small positive floor
-        out[t] = max(math.log(n - df + 0.5) - math.log(df + 0.5), config.bm25_epsilon * 0.1)
+    for t, df in dfs.items():
+        if 0 < df <= n:
+            # rank_bm25's negative-IDF floor (epsilon * average idf) is replaced by a small positive floor
+            out[t] = max(math.log(n - df + 0.5) - math.log(df + 0.5), config.bm25_epsilon * 0.1)
     return out
 
 
@@ -384,7 +380,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     # Embedding a sentence costs a model call (~10 ms each on a busy CPU): only the sentences that
     # BM25 and their chunk's rank put in the running are embedded; the rest get the lowest dense score.
     prior = np.array([s.prior for s in sentences], dtype=np.float32)
-    cheap = (1 - w) * config.bm25_weight * min_max_normalize(bm25) + w * prior
+    cheap = (1 - w) * config.answer_bm25_weight * min_max_normalize(bm25) + w * prior
     k = config.answer_dense_candidates
     pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
     qvec = query.dense_vector
@@ -392,7 +388,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     picked = vecs @ qvec
     dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
     dense[pick] = picked
-    fused = fuse(dense.astype(np.float32), bm25, config)
+    fused = fuse(dense.astype(np.float32), bm25, config.replace(bm25_weight=config.answer_bm25_weight))
     for s, d, bm, f in zip(sentences, dense, bm25, fused):
         s.dense, s.bm25 = float(d), float(bm)
         s.score = float((1 - w) * f + w * s.prior)

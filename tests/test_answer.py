@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from config import Config
@@ -411,6 +412,66 @@ def test_windows_widening_into_one_sentence_become_one_passage(tmp_path: Path) -
     ex = extract(Query.build("alpha omega", emb), ranked, index, emb, Config())
     texts = [q.text for q in ex.quotes]
     assert len(texts) == len(set(texts))
+
+
+class _SameVector:
+    """Every text gets the same vector: dense similarity ties, so only BM25 and rank can order sentences."""
+
+    def embed_query(self, text):
+        return np.ones(8, dtype=np.float32) / np.sqrt(8)
+
+    def embed_documents(self, texts, progress=None):
+        return np.tile(self.embed_query(""), (len(texts), 1))
+
+
+def test_bm25_ranks_the_sentence_holding_the_question_words_first(tmp_path: Path) -> None:
+    """Equal dense similarity and equal rank: the sentence holding the question's rare words wins,
+    by its BM25 term, with the IDF the index's store counts."""
+    from retrieval.extractive import score_sentences, split_sentences
+
+    text = ("# Results\n\nThe trial ran for two weeks in spring. The zorblax coefficient reached 0.93 in "
+            "the trial.\n\n# Setup\n\nThe trial used the same cohort as before. The cohort was small.\n")
+    _, _, index = _build(tmp_path, text)
+    chunk = next(c for c in index.chunks if "zorblax" in c.text)
+    ranked = [RetrievedChunk(chunk, 1.0, {}, row=0)]
+    emb = _SameVector()
+    q = Query.build("what was the zorblax coefficient", emb)
+    passages = build_passages(index, ranked)
+    sentences = [s for i, p in enumerate(passages) for s in split_sentences(p, i, len(ranked))]
+    score_sentences(sentences, passages, q, index, emb, Config())
+    [word] = [s for s in sentences if "zorblax" in s.text]
+    others = [s for s in sentences if "zorblax" not in s.text]
+    assert others and all(s.dense == word.dense and s.prior == word.prior for s in others)
+    assert word.bm25 > 0 and all(s.bm25 == 0 for s in others)
+    assert all(word.score > s.score for s in others)
+    # the word-bearing sentence is the second of its passage: only BM25 can put it first
+    ex = extract(q, ranked, index, emb, Config(answer_max_sentences=1))
+    assert "zorblax" in ex.quotes[0].text and "two weeks" not in ex.quotes[0].text
+    # answer_bm25_weight 0: dense and rank alone, which tie here
+    score_sentences(sentences, passages, q, index, emb, Config(answer_bm25_weight=0))
+    assert word.bm25 > 0 and all(s.score == word.score for s in others)
+
+
+def test_the_answers_idf_follows_the_configured_statistics_scope(tmp_path: Path) -> None:
+    """A word common in its own document but rare in the corpus weighs more with corpus statistics."""
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from retrieval.extractive import _idf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    body = "This paragraph says something ordinary about the weather and the season."
+    (docs / "a.md").write_text("# A\n\n## S0\n\nThe quorum rule applies to every vote.\n\n"
+                               + "".join(f"## S{i}\n\n{body}\n\n" for i in range(1, 4)), encoding="utf-8")
+    (docs / "b.md").write_text("# B\n\n" + "".join(f"## T{i}\n\n{body}\n\n" for i in range(8)), encoding="utf-8")
+    cfg = Config(chunk_size=60, chunk_overlap=10)
+    build_index(docs, tmp_path / "idx", cfg, make_embedder("hash", cfg))
+    index = load_index(tmp_path / "idx")
+    doc = next(p for p in index.doc_rows if p.endswith("a.md"))
+    per_doc = _idf(index, ["quorum"], doc, Config(bm25_idf_scope="document"))
+    corpus = _idf(index, ["quorum"], doc, Config(bm25_idf_scope="corpus"))
+    assert 0 < per_doc["quorum"] < corpus["quorum"]
+    assert _idf(None, ["quorum"], doc, Config()) == {}
 
 
 def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:

@@ -101,6 +101,31 @@ def test_files_score_bm25_with_the_statistics_asked_for(two) -> None:
     assert not vector_only.lexical.any()
 
 
+def test_files_count_term_statistics_of_each_scope_from_the_chunks(two) -> None:
+    """term_stats: how many chunks of a scope hold each word, as the chunks' own tokens say."""
+    from utils.tokenizer import tokenize
+
+    words = ["cats", "sleep", "sun", "dogs", "absentword"]
+
+    def counted(rows: range) -> tuple[int, dict[str, int]]:
+        df: dict[str, int] = {}
+        for r in rows:
+            for t in set(tokenize(two.chunks[r].text)) & set(words):
+                df[t] = df.get(t, 0) + 1
+        return len(rows), df
+
+    n = len(two.chunks)
+    assert two.search.term_stats(words) == two.search.term_stats(words, Scope.everything()) == counted(range(n))
+    s, e = two.doc_rows["b.md"]
+    b_only = two.search.term_stats(words, Scope.of_documents({"b.md"}))
+    assert b_only == counted(range(s, e)) and "cats" not in b_only[1] and b_only[1]["sun"] >= 1
+    both_docs = two.search.term_stats(words, Scope.of_documents({"a.md", "b.md", "not-indexed.md"}))
+    assert both_docs == counted(range(n))
+    ls, le = int(two.leaf_ptr[1]), int(two.leaf_ptr[2])
+    assert two.search.term_stats(words, Scope.of_leaf(1)) == counted(range(ls, le))
+    assert two.search.term_stats(words, Scope.of_documents({"not-indexed.md"})) == (0, {})
+
+
 class _CountingSearch:
     """The file store, counting how often retrieval asks it to score a scope."""
 

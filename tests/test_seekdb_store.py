@@ -147,6 +147,38 @@ def test_in_leaf_and_document_scores_match_the_file_store(both) -> None:
     assert (kw_e > 0).tolist() == (kw_f > 0).tolist() and kw_e.argmax() == kw_f.argmax()
 
 
+def test_term_statistics_and_the_answers_bm25_match_the_file_store(both) -> None:
+    """The extractive answer weighs its sentences' words with the store's counts: the engine counts
+    every scope exactly as the postings do, so the answer's BM25 is the same on either store."""
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.search import Scope
+    from retrieval.extractive import build_passages, score_sentences, split_sentences
+    from retrieval.query import Query
+    from retrieval.types import RetrievedChunk
+
+    files, eng, _ = both
+    words = ["bandit", "router", "accuracy", "the", "nonexistentword"]
+    doc = files.leaves[0].doc_path
+    scopes = [Scope.everything(), Scope.of_documents({doc}), Scope.of_documents({"not-indexed.md"})]
+    scopes += [Scope.of_leaf(j) for j in range(len(files.leaf_ptr) - 1)]
+    for scope in scopes:
+        assert eng.search.term_stats(words, scope) == files.search.term_stats(words, scope), scope
+    in_leaves = [files.search.term_stats(words, Scope.of_leaf(j))[0] for j in range(len(files.leaf_ptr) - 1)]
+    assert sum(in_leaves) == files.search.term_stats(words)[0] and max(in_leaves) < sum(in_leaves)
+
+    emb = make_embedder("hash", Config())
+    q = Query.build("contextual bandit router accuracy", emb)
+    scored = []
+    for index in (files, eng):
+        ranked = [RetrievedChunk(c, 1.0, {}, row=i) for i, c in enumerate(index.chunks[:10])]
+        passages = build_passages(index, ranked)
+        sentences = [s for i, p in enumerate(passages) for s in split_sentences(p, i, len(ranked))]
+        score_sentences(sentences, passages, q, index, emb, Config())
+        scored.append([s.bm25 for s in sentences])
+    assert scored[0] == scored[1] and max(scored[0]) > 0
+
+
 def test_the_spec_questions_find_the_same_sections(both) -> None:
     from config import Config
     from pipeline import make_backends, run_pipeline
@@ -433,6 +465,11 @@ def test_words_equal_under_a_loose_collation_stay_apart(tmp_path: Path, seekdb_u
     eng, ref = load_index(tmp_path / "idx"), load_index(tmp_path / "files")
     words = ["naive", "naïve", "straße", "strasse"]
     assert eng.search.term_stats(words) == ref.search.term_stats(words)
+    from indexing.search import Scope
+
+    one_doc = Scope.of_documents({ref.leaves[0].doc_path})
+    assert eng.search.term_stats(words, one_doc) == ref.search.term_stats(words, one_doc)
+    assert ref.search.term_stats(words, one_doc)[1]["naive"] == 1  # not folded into "naïve"
 
 
 def test_an_embedded_build_raises_the_engines_memory_budget_and_says_so(tmp_path: Path, seekdb_uri: str,

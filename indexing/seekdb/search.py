@@ -12,11 +12,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from config import IdfScope
-from indexing.search import (ENGINE_RELEVANCE, ChunkRows, Probe, Scope, ScoreParams, Scores, check_finite,
-                             concat_scores, empty_scores)
+from indexing.search import (ENGINE_RELEVANCE, EVERYTHING, ChunkRows, Probe, Scope, ScoreParams, Scores,
+                             check_finite, concat_scores, empty_scores)
 from indexing.seekdb.engine import Engine, FETCH_ROWS
 from indexing.seekdb.schema import table_names
 from indexing.seekdb.sql import fulltext_query, int_list, placeholders, vector_text
+from utils.errors import IndexFormatError
 
 
 Where = tuple[str, list[Any]]
@@ -179,13 +180,39 @@ class SeekdbSearch:
             return out
         return np.array([got.get(int(j), 0.0) for j in want], dtype=np.float64)
 
-    def term_stats(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+    def term_stats(self, tokens: Sequence[str], scope: Scope = EVERYTHING) -> tuple[int, dict[str, int]]:
+        """The whole collection from the terms table (each term's chunk count, copied from the postings
+        at publish). A leaf or documents from the chunks' ``body`` column, which holds exactly the tokens
+        BM25 counted, space-separated: counted here rather than with MATCH, whose parser may drop or
+        split a token the tokenizer kept, and which would then undercount without a word."""
         words = sorted(set(tokens))
-        if not words:
-            return self.n_chunks, {}
-        got = self.engine.rows(f"SELECT term, df FROM `{self.tables['terms']}` WHERE term IN "
-                               f"({placeholders(len(words))})", words)
-        return self.n_chunks, {str(t): int(df) for t, df in got}
+        if scope.kind == "everything":
+            if not words:
+                return self.n_chunks, {}
+            got = self.engine.rows(f"SELECT term, df FROM `{self.tables['terms']}` WHERE term IN "
+                                   f"({placeholders(len(words))})", words)
+            return self.n_chunks, {str(t): int(df) for t, df in got if int(df) > 0}
+        if scope.leaf is not None:
+            spans = [self.rows.leaf(scope.leaf)]
+        else:
+            assert scope.documents is not None
+            spans = [(s, e) for _, s, e in self.rows.documents(scope.documents)]
+        n = sum(e - s for s, e in spans)
+        want = set(words)
+        counts: dict[str, int] = {}
+        for start, end in spans:
+            for a in range(start, end, FETCH_ROWS):
+                b = min(end, a + FETCH_ROWS)
+                got = self.engine.rows(f"SELECT body FROM `{self.tables['chunks']}` WHERE row_id >= %s AND "
+                                       f"row_id < %s", [int(a), int(b)])
+                if len(got) != b - a:
+                    raise IndexFormatError(f"{self.tables['chunks']}: {len(got)} chunk rows in [{a}, {b}), "
+                                           f"expected {b - a}; republish the index")
+                for (body,) in got:
+                    text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else (body or "")
+                    for t in want.intersection(text.split(" ")):
+                        counts[t] = counts.get(t, 0) + 1
+        return n, counts
 
     def scripts(self) -> frozenset[str]:
         return self._scripts
