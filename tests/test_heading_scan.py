@@ -14,7 +14,7 @@ _LINES = st.sampled_from([
     "", "   ", "# Title", "## 1 Methods", "###### six", "####### seven", "#nospace", "## closed ##",
     "## ends with#", "# #", "##", "## *emph* and `code`", "## [link](x) here", "## a \\# b ##  ",
     "Plain text. More text.", "Text with # inside", "Ünïcode 第一章 总则", "\u3000indented ideograph",
-    "1 Intro", "1. item", "2) item", "- item", "* item", "+ item", "> quote", "    code", " lead",
+    "1 Intro", "12.5 percent", "1234567890. long", "3.", "1. item", "2) item", "- item", "* item", "+ item", "> quote", "    code", " lead",
     "---", "===", "***", "___", "```", "~~~", "<div>", "[ref]: http://x", "| a | b |", "Title\u00a0x",
     "a\tb", ":colon", "Text ###",
 ])
@@ -33,7 +33,7 @@ def test_markdown_headings_equals_the_parser_whenever_the_scan_is_taken(lines: l
 
 def test_the_scan_is_taken_for_paragraphs_and_atx_headings_only() -> None:
     assert _RISKY_LINE.search("# A\n\nText 1. here\n## B ##\n") is None
-    for risky in ("- a", "1. a", "> a", "    a", "===", "```", "<p>", "[a]: b", "#######", "#x"):
+    for risky in ("- a", "1. a", "2)", "> a", "    a", "===", "```", "<p>", "[a]: b", "#######", "#x"):
         assert _RISKY_LINE.search(f"# A\n\n{risky}\n") is not None, risky
 
 

@@ -68,16 +68,15 @@ def line_starts(text: str) -> list[int]:
     return starts
 
 
-_RISKY_LINE = re.compile(r"^(?:[ \t]+(?=[^ \t\n])|[>+*_=<`~\[|:-]|[0-9]+[.)]|#(?!#{0,5}(?:[ \t]|$)))", re.M)
+_RISKY_LINE = re.compile(r"^(?:[ \t]+(?=[^ \t\n])|[>+*_=<`~\[|:-]|[0-9]{1,9}[.)](?:[ \t]|$)|#(?!#{0,5}(?:[ \t]|$)))", re.M)
 """A line start that may open a block other than a paragraph or an ATX heading (a list, quote, fence,
 code, HTML, setext underline, thematic break, link definition) or continue one: the parser decides."""
 _ATX_LINE = re.compile(r"^(#{1,6})(?=[ \t]|$)(.*)$", re.M)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=2048)
 def markdown_headings(text: str, body_start: int) -> tuple[Heading, ...]:
-    """Memoised because titles need headings at load time and the tree needs them again (the same
-    document, moments apart: a small cache suffices)."""
+    """Memoised because titles need headings at load time and the tree needs them again."""
     if "\t" not in text and "\0" not in text and _RISKY_LINE.search(text, body_start) is None:
         return _plain_headings(text, body_start)
     return _parsed_headings(text, body_start)
