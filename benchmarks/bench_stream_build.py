@@ -78,7 +78,9 @@ def run_build(code: Path, docs: Path, out: Path, work: Path, args: Any, label: s
     err_path = work / f"{label}.stderr"
     cmd = [sys.executable, "main.py", "index", "--input", str(docs), "--output", str(out), "--mock", "--rebuild"]
     nice = args.nice
-    res = Build(code=str(code))
+    commit = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    res = Build(code=f"{code} at {commit}")
     t0 = time.perf_counter()
     with open(err_path, "wb") as err, open(work / f"{label}.stdout", "wb") as so:
         proc = subprocess.Popen(cmd, cwd=str(code), stdout=so, stderr=err, stdin=subprocess.DEVNULL,
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, code in reversed(codes):  # the baseline first
             b = builds[name] = run_build(code, docs, work / f"index-{n}-{name}", work, args, f"{n}-{name}")
             state = "finished" if b.finished else f"stopped ({b.stopped})"
-            print(f"[{n:,} docs, {name}] {state}: wall {b.wall_s:,.1f} s, CPU {b.cpu_s:,.1f} s, "
+            print(f"[{n:,} docs, {name}: {b.code}] {state}: wall {b.wall_s:,.1f} s, CPU {b.cpu_s:,.1f} s, "
                   f"peak RSS {b.peak_mb:,.0f} MB; {b.stdout.splitlines()[-1] if b.stdout else ''}", flush=True)
             for row in curve(b, n):
                 print(row, flush=True)

@@ -74,9 +74,10 @@ code, HTML, setext underline, thematic break, link definition) or continue one: 
 _ATX_LINE = re.compile(r"^(#{1,6})(?=[ \t]|$)(.*)$", re.M)
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=64)
 def markdown_headings(text: str, body_start: int) -> tuple[Heading, ...]:
-    """Memoised because titles need headings at load time and the tree needs them again."""
+    """Memoised because titles need headings at load time and the tree needs them again (moments
+    apart in a build, which reads a document and sets it aside with its headings: a few suffice)."""
     if "\t" not in text and "\0" not in text and _RISKY_LINE.search(text, body_start) is None:
         return _plain_headings(text, body_start)
     return _parsed_headings(text, body_start)
