@@ -43,6 +43,7 @@ immutable resource (the dictionary), not state that changes results.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -170,13 +171,25 @@ def s_stem(word: str) -> str:
     return word[:-1]
 
 
+@functools.lru_cache(maxsize=1 << 17)
+def _latin_term(raw: str) -> str:
+    """One matched word as a term ("" for a stop-word). Memoised: a corpus repeats its words, and
+    lower-casing and stemming each occurrence was most of a build's tokenising time."""
+    tok = raw.lower()
+    if "," in tok:
+        tok = tok.replace(",", "")
+    return "" if tok in EN_STOPWORDS else s_stem(tok)
+
+
 def _latin_terms(text: str, out: list[str], keep_stopwords: bool = False) -> None:
-    for m in _TERM.finditer(text):
-        tok = m.group(0).lower()
+    if not keep_stopwords:
+        terms = map(_latin_term, _TERM.findall(text))
+        out.extend(t for t in terms if t)
+        return
+    for raw in _TERM.findall(text):
+        tok = raw.lower()
         if "," in tok:
             tok = tok.replace(",", "")
-        if tok in EN_STOPWORDS and not keep_stopwords:
-            continue
         out.append(s_stem(tok))
 
 

@@ -55,14 +55,17 @@ class HashEmbedder:
     def _vector(self, text: str) -> np.ndarray:
         from utils.tokenizer import tokenize
 
-        vec = np.zeros(self._dim, dtype=np.float32)
         tokens = tokenize(text)
-        for tok in tokens:
-            i, s = _bucket(tok, self._dim)
-            vec[i] += s
-        for a, b in zip(tokens, tokens[1:]):
-            i, s = _bucket(a + "\x1f" + b, self._dim)
-            vec[i] += s * self.BIGRAM_WEIGHT
+        dim = self._dim
+        features = [_bucket(tok, dim) for tok in tokens]
+        half = self.BIGRAM_WEIGHT
+        features += [(i, s * half) for i, s in (_bucket(a + "\x1f" + b, dim) for a, b in zip(tokens, tokens[1:]))]
+        if not features:
+            return l2_normalise(np.zeros(dim, dtype=np.float32))
+        index, weight = zip(*features)
+        # One summation instead of an element update per feature: the sums are of +-1 and +-0.5, exact
+        # in any order and in float32, so the vector is the one the loop of updates gave.
+        vec = np.bincount(index, weights=weight, minlength=dim).astype(np.float32)
         return l2_normalise(vec)
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
