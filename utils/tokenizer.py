@@ -184,8 +184,7 @@ def _latin_term(raw: str) -> str:
 
 def _latin_terms(text: str, out: list[str], keep_stopwords: bool = False) -> None:
     if not keep_stopwords:
-        terms = map(_latin_term, _TERM.findall(text))
-        out.extend(t for t in terms if t)
+        out.extend(filter(None, map(_latin_term, _TERM.findall(text))))  # "": a stop-word
         return
     for raw in _TERM.findall(text):
         tok = raw.lower()

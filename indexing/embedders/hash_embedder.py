@@ -57,16 +57,19 @@ class HashEmbedder:
 
         tokens = tokenize(text)
         dim = self._dim
-        features = [_bucket(tok, dim) for tok in tokens]
-        half = self.BIGRAM_WEIGHT
-        features += [(i, s * half) for i, s in (_bucket(a + "\x1f" + b, dim) for a, b in zip(tokens, tokens[1:]))]
-        if not features:
-            return l2_normalise(np.zeros(dim, dtype=np.float32))
-        index, weight = zip(*features)
-        # One summation instead of an element update per feature: the sums are of +-1 and +-0.5, exact
-        # in any order and in float32, so the vector is the one the loop of updates gave.
-        vec = np.bincount(index, weights=weight, minlength=dim).astype(np.float32)
-        return l2_normalise(vec)
+        vec = np.zeros(dim, dtype=np.float64)
+        # Summed per kind with bincount, not one element update per feature: the sums are of +-1 and
+        # (times BIGRAM_WEIGHT = 0.5) +-0.5, exact in any order and in float32, so the vector is the
+        # one the loop of float32 updates gave.
+        unigrams = [_bucket(tok, dim) for tok in tokens]
+        if unigrams:
+            index, sign = zip(*unigrams)
+            vec += np.bincount(index, weights=sign, minlength=dim)
+        bigrams = [_bucket(a + "\x1f" + b, dim) for a, b in zip(tokens, tokens[1:])]
+        if bigrams:
+            index, sign = zip(*bigrams)
+            vec += self.BIGRAM_WEIGHT * np.bincount(index, weights=sign, minlength=dim)
+        return l2_normalise(vec.astype(np.float32))
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
