@@ -229,7 +229,7 @@ class IndexWriter:
         for f in self.vectors.values():
             f.finish()
         for name, raw in self.keys.items():
-            keys = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, KEY_BYTES)
+            keys = np.frombuffer(raw, dtype=np.uint8).reshape(-1, KEY_BYTES)  # a view: no second copy
             if len(keys) != (self.n_chunks if name == CHUNK_KEYS else n_leaves):
                 raise ValueError(f"{name}: one key per vector was not given")
             np.save(directory / name, keys, allow_pickle=False)
