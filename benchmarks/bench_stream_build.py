@@ -165,20 +165,22 @@ def _same_bytes(a: Path, b: Path) -> bool:
 
 
 def curve(b: Build, total_docs: int) -> list[str]:
-    """RSS at each stage's end and at every tenth of the documents indexed."""
+    """RSS when each stage's line appears (a stage writes its line when it ends) and at every tenth
+    of the documents indexed; the peak up to then."""
     rows: list[str] = []
-    prev: dict[str, Any] | None = None
+    stage = ""
     marks = {total_docs * k // 10 for k in range(1, 11)}
     seen_marks: set[int] = set()
     peak = 0.0
     for s in b.samples:
         peak = max(peak, s["rss_mb"])
-        if prev is not None and s["stage"] != prev["stage"] and prev["stage"]:
-            rows.append(f"  {prev['stage']:<28} ends by {s['t']:>8.0f} s, RSS {prev['rss_mb']:>7.0f} MB, peak so far {peak:,.0f} MB")
+        if s["stage"] != stage and s["stage"]:
+            stage = s["stage"]
+            rows.append(f"  {stage:<28} done by {s['t']:>8.0f} s, RSS {s['rss_mb']:>7,.0f} MB, peak so far {peak:,.0f} MB")
         if s["stage"] == "indexing documents" and s["done"] in marks and s["done"] not in seen_marks:
             seen_marks.add(s["done"])
-            rows.append(f"  {s['done']:>7,} documents indexed at {s['t']:>8.0f} s, RSS {s['rss_mb']:>7.0f} MB")
-        prev = s
+            rows.append(f"  {s['done']:>7,} documents indexed by {s['t']:>8.0f} s, RSS {s['rss_mb']:>7,.0f} MB, "
+                        f"peak so far {peak:,.0f} MB")
     return rows
 
 
