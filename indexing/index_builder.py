@@ -1,6 +1,7 @@
 """Documents in, index directory out: the whole build as named stages over one plan, crash-safe.
 
-    read documents -> plan (embedder, update or full build, store) -> section tree + summaries
+    read documents (each kept on disk, only its DocumentInfo held) -> plan (embedder, update or full
+    build, store) -> a batch of documents at a time: section tree + summaries, chunks, vectors, BM25
     -> write into a staging directory (chunks, vectors, BM25, graphs, ANN, metadata)
     -> copy into the engine (with --store) -> swap in atomically -> retire replaced engine tables
 
@@ -24,9 +25,9 @@ from indexing.embedders.floors import default_floor
 from indexing.index_store import looks_like_index
 from indexing.kg_graph import GraphStats
 from tree_builder.folder_walk import printable_name
-from tree_builder.loader import LoadedInput, load_input
-from tree_builder.summary import summarize_tree
-from tree_builder.tree import TreeNode, build_tree
+from indexing.doc_spill import DocumentSpill
+from tree_builder.document import DocumentInfo
+from tree_builder.loader import LoadedInput, read_input
 from utils.atomic import recover_directory
 from utils.paths import index_dir_path
 from utils.progress import Progress, note
@@ -149,16 +150,19 @@ def _build_locked(request: BuildRequest) -> BuildReport:
     t0 = time.perf_counter()
     recover_directory(request.output, looks_like_index)  # a swap a crash interrupted is finished first
     check_store(request.store)
-    loaded = read_documents(request)
-    with chosen_embedder(request, loaded.documents) as (embedder, why):
-        plan = make_plan(request, loaded.documents, embedder, why)
-        note(plan.progress, plan.describe())
-        root = section_tree(plan)
-        clean_stale_builds(plan.output)
-        replaced = ReplacedTables.at(plan.output)
-        plan, built = write_and_swap(plan, loaded, root, t0)
-        notes = built.notes + replaced.retire(plan.output, built.prefix)
-    return _report(plan, loaded, root, built, notes, time.perf_counter() - t0)
+    clean_stale_builds(request.output)
+    spill = DocumentSpill(staging_dir(request.output))
+    try:
+        loaded = read_documents(request, spill)
+        with chosen_embedder(request, loaded.documents) as (embedder, why):
+            plan = make_plan(request, loaded.documents, embedder, why)
+            note(plan.progress, plan.describe())
+            replaced = ReplacedTables.at(plan.output)
+            plan, built = write_and_swap(plan, loaded, spill, t0)
+            notes = built.notes + replaced.retire(plan.output, built.prefix)
+    finally:
+        spill.remove()
+    return _report(plan, loaded, built, notes, time.perf_counter() - t0)
 
 
 def check_store(store: "StoreURI | None") -> None:
@@ -169,39 +173,26 @@ def check_store(store: "StoreURI | None") -> None:
         check_reachable(store)
 
 
-def read_documents(request: BuildRequest) -> LoadedInput:
+def read_documents(request: BuildRequest, spill: DocumentSpill) -> LoadedInput:
+    """Every document read once: what the plan needs of it kept (``DocumentInfo``), the document
+    itself set aside in ``spill`` for the writing stage, so no two texts are held at once."""
     from tree_builder.readers.limits import ReadLimits  # noqa: PLC0415
 
     with progress_stage(request.progress, "reading documents") as st:
-        loaded = load_input(request.input_path, follow_links=request.follow_links,
-                            limits=ReadLimits.from_config(request.config))
-        st.count(len(loaded.documents), "documents")
+        loaded = LoadedInput([])
+        infos: list[DocumentInfo] = []
+        for doc in read_input(request.input_path, loaded, follow_links=request.follow_links,
+                              limits=ReadLimits.from_config(request.config)):
+            infos.append(DocumentInfo.of(doc, cjk=request.embedder is None))
+            spill.add(doc)
+        spill.close()
+        loaded.documents = infos
+        st.count(len(infos), "documents")
     return loaded
 
 
-def section_tree(plan: BuildPlan) -> TreeNode:
-    """The section tree with every summary: lent by the previous index for unchanged documents, else
-    written (by the LLM across ``summary_workers`` threads, or extractively)."""
-    with progress_stage(plan.progress, "building the section tree") as st:
-        root = build_tree(plan.documents, plan.config, folder_mode=plan.folder_mode)
-        st.count(_count_nodes(root), "sections")
-    keep: set[str] = set()
-    if plan.previous is not None and plan.changes is not None:
-        keep = plan.previous.lend_summaries(root, set(plan.changes.unchanged))
-    if plan.summarizer is not None and plan.summary_workers > 1:
-        from tree_builder.llm_summary import summarize_tree_parallel  # noqa: PLC0415
-
-        n_todo = sum(1 for n in root.iter_preorder() if n.kind != "root" and n.node_id not in keep)
-        with progress_stage(plan.progress, "summaries by the LLM", n_todo, "sections") as st:
-            summarize_tree_parallel(root, plan.summarizer, plan.summary_workers,
-                                    st.advance if plan.progress else None, keep=keep)
-    else:
-        with progress_stage(plan.progress, "summaries"):
-            summarize_tree(root, plan.config, plan.summarizer, keep=keep)
-    return root
-
-
-def write_and_swap(plan: BuildPlan, loaded: LoadedInput, root: TreeNode, t0: float) -> tuple[BuildPlan, _Built]:
+def write_and_swap(plan: BuildPlan, loaded: LoadedInput, spill: DocumentSpill,
+                   t0: float) -> tuple[BuildPlan, _Built]:
     """Write into a staging directory, copy into the engine, swap in. A previous index that cannot
     lend what it promised (a bad vector) turns the build into a full one, never a failed one; the
     plan returned says which it was."""
@@ -210,7 +201,7 @@ def write_and_swap(plan: BuildPlan, loaded: LoadedInput, root: TreeNode, t0: flo
         try:
             if plan.embeds_anything:
                 load_model(plan)  # its own stage, not a bar stuck at 0
-            written = write_files(plan, staged, root, index_metadata(plan, loaded, root), t0)
+            written = write_files(plan, staged, spill.documents(), index_metadata(plan, loaded), t0)
             return plan, publish(plan, staged, written)
         except OldIndexDamaged as exc:
             shutil.rmtree(staged, ignore_errors=True)
@@ -230,8 +221,9 @@ def load_model(plan: BuildPlan) -> None:
             load()
 
 
-def index_metadata(plan: BuildPlan, loaded: LoadedInput, root: TreeNode) -> dict[str, Any]:
-    """metadata.json as the plan and the tree decide it; the writing stage adds counts and files."""
+def index_metadata(plan: BuildPlan, loaded: LoadedInput) -> dict[str, Any]:
+    """metadata.json as the plan decides it; the writing stage adds counts (nodes, leaves first
+    held at 0 so the keys keep their order) and files."""
     docs = plan.documents
     return {
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -243,9 +235,8 @@ def index_metadata(plan: BuildPlan, loaded: LoadedInput, root: TreeNode) -> dict
         "embedder_reason": plan.embedder_reason,
         "relevance_floor": default_floor(plan.identity.get("model_id")).to_dict(),
         "build_settings": plan.settings,
-        "counts": {"documents": len(docs), "nodes": _count_nodes(root), "leaves": len(root.leaves())},
-        "documents": [{"path": d.path, "title": d.title, "content_hash": d.content_hash,
-                       "chars": len(d.text), "kind": d.kind, "pages": len(d.page_starts)} for d in docs],
+        "counts": {"documents": len(docs), "nodes": 0, "leaves": 0},
+        "documents": [d.record() for d in docs],
         "warnings": loaded.warnings,
         "skipped": [{"path": s.rel, "reason": s.reason} for s in loaded.skipped],
         "summarizer": plan.settings["summarizer"],
@@ -274,19 +265,14 @@ def publish(plan: BuildPlan, staged: Path, written: Written) -> _Built:
     return _Built(written, prefix, notes)
 
 
-def _report(plan: BuildPlan, loaded: LoadedInput, root: TreeNode, built: _Built, notes: list[str],
-            seconds: float) -> BuildReport:
+def _report(plan: BuildPlan, loaded: LoadedInput, built: _Built, notes: list[str], seconds: float) -> BuildReport:
     written, changes = built.written, plan.changes
     update = None
     if plan.previous is not None and changes is not None:
         update = UpdateReport(unchanged=len(changes.unchanged), changed=len(changes.changed), new=len(changes.new),
                               removed=len(changes.removed), embedded_chunks=written.embedded)
-    return BuildReport(documents=len(plan.documents), nodes=_count_nodes(root), leaves=len(root.leaves()),
+    return BuildReport(documents=len(plan.documents), nodes=written.nodes, leaves=written.leaves,
                        chunks=written.chunks, seconds=seconds, embed_seconds=written.embed_seconds,
                        warnings=loaded.warnings, loaded=loaded, update=update, rebuild_reason=plan.rebuild_reason,
                        notes=notes, embedder=dict(plan.identity), embedder_reason=plan.embedder_reason,
                        kg=written.kg, plan=plan.describe())
-
-
-def _count_nodes(root: TreeNode) -> int:
-    return sum(1 for n in root.iter_preorder() if n.kind != "root")

@@ -12,7 +12,7 @@ import os
 import uuid
 from array import array
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,8 +23,8 @@ from indexing.index_store import (CHUNK_FIELDS, CHUNK_KEYS, CHUNK_OFFSETS, CHUNK
                                   FORMAT_VERSION, KEY_BYTES, LEAF_CHUNKS, LEAF_EMBEDDINGS, LEAF_KEYS, METADATA, text_key)
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.leaf_terms import build_leaf_terms
-from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
-                                 node_record, node_table, toc_tokens)
+from indexing.node_table import (KINDS, NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE,
+                                 NODE_TOC_TOKENS, NODES, node_id_of, node_record)
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
 
@@ -80,39 +80,121 @@ class _RowsFile:
         self.fh.close()
 
 
+class _LinesFile:
+    """JSON values written one a line as they come, with the byte offset of every line (plus the end)."""
+
+    def __init__(self, path: Path, offsets_path: Path) -> None:
+        self.fh = open(path, "wb")
+        self.offsets_path = offsets_path
+        self.offsets = array("q", [0])
+
+    def add(self, value: Any) -> None:
+        line = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
+        self.fh.write(line)
+        self.offsets.append(self.offsets[-1] + len(line))
+
+    def finish(self) -> None:
+        self.fh.close()
+        np.save(self.offsets_path, np.frombuffer(self.offsets, dtype=np.int64), allow_pickle=False)
+
+    def close(self) -> None:
+        self.fh.close()
+
+
 class IndexWriter:
     """Writes one index into a fresh directory piece by piece, so a build never holds it whole.
 
-    Chunks arrive leaf by leaf in the tree's order (with their vectors), leaf
-    vectors after them; ``finish`` writes the tree, the offset tables, BM25 and,
-    last, metadata.json with the manifest. Each file is forced to disk and listed
-    in the manifest, so the caller's swap never exposes a file a crash could still
-    empty, and a reader can tell every file of this build from any other.
+    The tree arrives a document at a time (``add_nodes``, after ``add_root``), in pre-order; chunks
+    arrive leaf by leaf in that order with their vectors, leaf vectors likewise (the two may lag
+    the nodes by a block). What is kept until ``finish`` is per row and small: 12 bytes of node
+    table, 4 of TOC tokens and 16 of record offsets per node; 8 (chunk count) per leaf; 8 (offset)
+    and 16 (text key) per chunk and 16 (text key) per leaf. ``finish`` writes those tables, BM25
+    and, last, metadata.json with the manifest. Each file is forced to disk and listed in the
+    manifest, so the caller's swap never exposes a file a crash could still empty, and a reader can
+    tell every file of this build from any other.
     """
 
-    def __init__(self, directory: Path, leaves: Sequence[TreeNode], dim: int) -> None:
+    def __init__(self, directory: Path, dim: int) -> None:
         self.directory = Path(directory)
-        self._leaf_pos = {n.node_id: i for i, n in enumerate(leaves)}
-        self._leaf_counts = np.zeros(len(leaves), dtype=np.int64)
+        self._pending_leaves: dict[str, int] = {}
+        """Leaves (id -> position) whose chunks may still come: later than the last chunk's leaf."""
+        self._leaf_counts = array("q")
         self._last_leaf = -1
         self._chunks = open(self.directory / CHUNKS, "wb")
         self._offsets = array("q", [0])
         self.vectors = {EMBEDDINGS: _RowsFile(self.directory / EMBEDDINGS, dim),
                         LEAF_EMBEDDINGS: _RowsFile(self.directory / LEAF_EMBEDDINGS, dim)}
         self.keys: dict[str, bytearray] = {CHUNK_KEYS: bytearray(), LEAF_KEYS: bytearray()}
+        self._nodes = _LinesFile(self.directory / NODES, self.directory / NODE_OFFSETS)
+        self._contents = _LinesFile(self.directory / NODE_CONTENTS, self.directory / NODE_CONTENT_OFFSETS)
+        self._table = array("i")
+        self._toc = array("i")
+        self._toc_depth: dict[int, int] = {}
+        """Serialisation depth of the rows a later node may name as parent (this document's)."""
 
     @property
     def n_chunks(self) -> int:
         return len(self._offsets) - 1
 
+    @property
+    def n_nodes(self) -> int:
+        """Nodes written, the root included."""
+        return len(self._toc)
+
+    @property
+    def n_leaves(self) -> int:
+        return len(self._leaf_counts)
+
+    def add_root(self, root: TreeNode) -> None:
+        """The synthetic root, row 0, before any document's nodes."""
+        if self.n_nodes:
+            raise ValueError("the root must be the first node")
+        self._add_node(root, -1, -1, -1)
+
+    def add_nodes(self, nodes: Sequence[TreeNode], doc_number: int) -> list[TreeNode]:
+        """One document's nodes (below the root) in pre-order, numbered from the next row; its leaves."""
+        if nodes and (nodes[0].parent is None or nodes[0].parent.kind != "root"):
+            raise ValueError(f"node {nodes[0].node_id!r} must hang under the root")
+        rows = {id(n.parent): 0 for n in nodes[:1]}
+        self._toc_depth = {}
+        leaves = []
+        for n in nodes:
+            parent = rows.get(id(n.parent))
+            if parent is None:
+                raise ValueError(f"node {n.node_id!r} comes before its parent")
+            rows[id(n)] = self.n_nodes
+            self._add_node(n, parent, doc_number, 0 if parent == 0 else self._toc_depth[parent] + 1)
+            if n.is_leaf:
+                self._pending_leaves[n.node_id] = len(self._leaf_counts)
+                self._leaf_counts.append(0)
+                leaves.append(n)
+        return leaves
+
+    def _add_node(self, node: TreeNode, parent: int, doc_number: int, depth: int) -> None:
+        from tree_builder.visualizer import node_block  # noqa: PLC0415
+        from utils.tokenizer import estimate_tokens  # noqa: PLC0415
+
+        row = self.n_nodes
+        if node.node_id != node_id_of(row):
+            raise ValueError(f"node {node.node_id!r} is at pre-order row {row}: ids must be pre-order rows")
+        self._table.extend((parent, doc_number, KINDS.index(node.kind)))
+        self._toc.append(0 if parent < 0 else estimate_tokens(node_block(node, depth)) + 2)
+        self._toc_depth[row] = depth
+        self._nodes.add(node_record(node))
+        self._contents.add(node.content)
+
     def add_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, texts: Sequence[str]) -> None:
         """Chunks (leaf by leaf, in order), their vectors and the texts those vectors embed."""
+        pending = self._pending_leaves
         for c in chunks:
-            i = self._leaf_pos.get(c.source_node_id)
+            i = pending.get(c.source_node_id)
             if i is None or i < self._last_leaf:
                 raise ValueError(f"chunk {c.chunk_id} is out of leaf order")
             self._leaf_counts[i] += 1
-            self._last_leaf = i
+            if i != self._last_leaf:
+                self._last_leaf = i
+                while pending and next(iter(pending.values())) < i:  # no chunk may name them now
+                    del pending[next(iter(pending))]
             line = json.dumps(chunk_record(c), ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
             self._chunks.write(line)
             self._offsets.append(self._offsets[-1] + len(line))
@@ -130,10 +212,12 @@ class IndexWriter:
     def close(self) -> None:
         """Release the open files (after a failure; the caller removes the directory)."""
         self._chunks.close()
+        self._nodes.close()
+        self._contents.close()
         for f in self.vectors.values():
             f.close()
 
-    def finish(self, metadata: dict[str, Any], root: TreeNode, bm25: BM25Index, leaf_terms: BM25Index,
+    def finish(self, metadata: dict[str, Any], bm25: BM25Index, leaf_terms: BM25Index,
                derived: Callable[[Path], dict[str, Any]] | None = None) -> None:
         """``derived``: writes files computed from the finished vectors (the ANN index) and returns
         the metadata fields that describe them; called before the manifest, so they are listed."""
@@ -145,19 +229,19 @@ class IndexWriter:
         for f in self.vectors.values():
             f.finish()
         for name, raw in self.keys.items():
-            keys = np.frombuffer(bytes(raw), dtype=np.uint8).reshape(-1, KEY_BYTES)
+            keys = np.frombuffer(raw, dtype=np.uint8).reshape(-1, KEY_BYTES)  # a view: no second copy
             if len(keys) != (self.n_chunks if name == CHUNK_KEYS else n_leaves):
                 raise ValueError(f"{name}: one key per vector was not given")
             np.save(directory / name, keys, allow_pickle=False)
         np.save(directory / CHUNK_OFFSETS, np.frombuffer(self._offsets, dtype=np.int64), allow_pickle=False)
-        np.save(directory / LEAF_CHUNKS, np.concatenate([[0], np.cumsum(self._leaf_counts)]).astype(np.int64),
+        counts = np.frombuffer(self._leaf_counts, dtype=np.int64)
+        np.save(directory / LEAF_CHUNKS, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
                 allow_pickle=False)
-        doc_number = {d["path"]: i for i, d in enumerate(metadata["documents"])}
-        nodes, table = node_table(root, doc_number)
-        np.save(directory / NODE_TABLE, table, allow_pickle=False)
-        np.save(directory / NODE_TOC_TOKENS, toc_tokens(nodes, table), allow_pickle=False)
-        write_lines(directory / NODES, (node_record(n) for n in nodes), directory / NODE_OFFSETS)
-        write_lines(directory / NODE_CONTENTS, (n.content for n in nodes), directory / NODE_CONTENT_OFFSETS)
+        np.save(directory / NODE_TABLE, np.frombuffer(self._table, dtype=np.int32).reshape(-1, 3),
+                allow_pickle=False)
+        np.save(directory / NODE_TOC_TOKENS, np.frombuffer(self._toc, dtype=np.int32), allow_pickle=False)
+        self._nodes.finish()
+        self._contents.finish()
         bm25.save(directory)
         leaf_terms.save(directory, LEAF_TERMS_PREFIX)
         meta = dict(metadata)
@@ -176,6 +260,21 @@ class IndexWriter:
         fsync_directory(directory)
 
 
+def add_tree(writer: IndexWriter, root: TreeNode, doc_number: Mapping[str, int]) -> list[TreeNode]:
+    """A whole tree into ``writer`` (the root, then each document's nodes); its leaves in order."""
+    writer.add_root(root)
+    leaves: list[TreeNode] = []
+    batch: list[TreeNode] = []
+    for n in list(root.iter_preorder())[1:]:
+        if batch and n.doc_path != batch[-1].doc_path:
+            leaves += writer.add_nodes(batch, doc_number[batch[-1].doc_path])
+            batch = []
+        batch.append(n)
+    if batch:
+        leaves += writer.add_nodes(batch, doc_number[batch[-1].doc_path])
+    return leaves
+
+
 def write_index_files(
     directory: Path,
     metadata: dict[str, Any],
@@ -188,11 +287,12 @@ def write_index_files(
     leaf_texts: Sequence[str],
 ) -> None:
     """Everything at once (tools and benchmarks that hold a whole index); see IndexWriter."""
-    writer = IndexWriter(Path(directory), root.leaves(), int(embeddings.shape[1]))
+    writer = IndexWriter(Path(directory), int(embeddings.shape[1]))
     try:
+        leaves = add_tree(writer, root, {d["path"]: i for i, d in enumerate(metadata["documents"])})
         writer.add_chunks(chunks, embeddings, chunk_texts)
         writer.add_leaf_vectors(leaf_embeddings, leaf_texts)
-        writer.finish(metadata, root, bm25, build_leaf_terms(root.leaves()))
+        writer.finish(metadata, bm25, build_leaf_terms(leaves))
     except BaseException:
         writer.close()
         raise

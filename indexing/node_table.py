@@ -141,6 +141,8 @@ class NodeTable:
         self.toc_tokens = np.zeros(n, dtype=np.int32)
         """Estimated TOC tokens per row (node_toc_tokens.npy), set by the loader."""
         self._cache: dict[int, StoredNode] = {}
+        self._doc_order: np.ndarray | None = None
+        self._doc_bounds = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -170,17 +172,29 @@ class NodeTable:
     def node(self, row: int) -> "StoredNode":
         hit = self._cache.get(row)
         if hit is None:
-            where = self.records.where(row)
-            fields = typed_fields(self.records.raw(row), _TYPES, where)
-            check_spans(fields, NODE_INTS, where)
-            if fields["node_id"] != node_id_of(row):
-                raise IndexFormatError(f"{where}: node id {fields['node_id']!r} is not its row ({node_id_of(row)})")
-            if fields["kind"] != KINDS[self.kind[row]]:
-                raise IndexFormatError(f"{where}: kind {fields['kind']!r} differs from the node table's")
-            if row and fields["doc_path"] != self.doc_paths[self.doc[row]]:
-                raise IndexFormatError(f"{where}: document {fields['doc_path']!r} differs from the node table's")
-            hit = self._cache[row] = StoredNode(self, row, **fields)
+            hit = self._cache[row] = StoredNode(self, row, **self.fields(row))
         return hit
+
+    def fields(self, row: int) -> dict[str, Any]:
+        """One node's checked record, not kept (a walk over many nodes, e.g. an update's, holds none)."""
+        where = self.records.where(row)
+        fields = typed_fields(self.records.raw(row), _TYPES, where)
+        check_spans(fields, NODE_INTS, where)
+        if fields["node_id"] != node_id_of(row):
+            raise IndexFormatError(f"{where}: node id {fields['node_id']!r} is not its row ({node_id_of(row)})")
+        if fields["kind"] != KINDS[self.kind[row]]:
+            raise IndexFormatError(f"{where}: kind {fields['kind']!r} differs from the node table's")
+        if row and fields["doc_path"] != self.doc_paths[self.doc[row]]:
+            raise IndexFormatError(f"{where}: document {fields['doc_path']!r} differs from the node table's")
+        return fields
+
+    def document_rows(self, number: int) -> np.ndarray:
+        """Pre-order rows of document ``number``'s nodes (the order built once, on first use)."""
+        if self._doc_order is None:
+            self._doc_order = np.argsort(self.doc, kind="stable")
+            self._doc_bounds = np.searchsorted(self.doc[self._doc_order], np.arange(len(self.doc_paths) + 1))
+        lo, hi = self._doc_bounds[number], self._doc_bounds[number + 1]
+        return self._doc_order[lo:hi]
 
     def children(self, row: int) -> list[int]:
         return self.child_rows[self.child_ptr[row]:self.child_ptr[row + 1]].tolist()

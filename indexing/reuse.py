@@ -23,14 +23,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from config import Config
 from indexing.index_files import METADATA_MAX_BYTES
 from indexing.index_store import CHUNK_KEYS, FORMAT_VERSION, LEAF_KEYS, Index, load_index, read_metadata
-from tree_builder.document import Document
+from tree_builder.document import Document, DocumentInfo
 from tree_builder.tree import TreeNode
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
@@ -82,7 +82,7 @@ class DocumentChanges:
     removed: list[str] = field(default_factory=list)
 
 
-def compare_documents(old_docs: list[dict[str, Any]], docs: list[Document]) -> DocumentChanges:
+def compare_documents(old_docs: list[dict[str, Any]], docs: Sequence[Document | DocumentInfo]) -> DocumentChanges:
     old = {d["path"]: d["content_hash"] for d in old_docs}
     out = DocumentChanges()
     for d in docs:
@@ -104,12 +104,13 @@ class PreviousIndex:
     for texts the new build asks for.
     """
 
-    def __init__(self, index: Index, docs: list[Document]) -> None:
+    def __init__(self, index: Index, docs: Sequence[Document | DocumentInfo]) -> None:
         self.index = index
         self.metadata = index.metadata
         self._hashes = {d.content_hash for d in docs}
         self._paths = {d.path for d in docs}
         self._tables: dict[str, dict[bytes, int]] = {}
+        self._doc_numbers: dict[str, int] | None = None
 
     # ------------------------------------------------------------------ vectors
 
@@ -147,28 +148,40 @@ class PreviousIndex:
     # ------------------------------------------------------------------ summaries
 
     def lend_summaries(self, root: TreeNode, unchanged: set[str]) -> set[str]:
-        """Copy old summaries onto the subtrees of unchanged documents; the node ids filled."""
-        old_docs: dict[str, list[TreeNode]] = {}
-        for n in self.index.root.iter_preorder():
-            if n.kind != "root" and n.doc_path in unchanged:
-                old_docs.setdefault(n.doc_path, []).append(n)
+        """Copy old summaries onto the subtrees of unchanged documents under ``root`` (the whole tree
+        or a batch of documents); the node ids filled. The old nodes are read from the stored table
+        a document at a time, never the whole old tree."""
         new_docs: dict[str, list[TreeNode]] = {}
         for n in root.iter_preorder():
             if n.kind != "root" and n.doc_path in unchanged:
                 new_docs.setdefault(n.doc_path, []).append(n)
         filled: set[str] = set()
         for path, nodes in new_docs.items():
-            old = old_docs.get(path, [])
+            old = self._old_nodes(path)
             same = len(old) == len(nodes) and all(
-                (a.heading_path, a.kind, a.content_start, a.content_end, len(a.children))
-                == (b.heading_path, b.kind, b.content_start, b.content_end, len(b.children))
-                for a, b in zip(old, nodes))
+                key == (b.heading_path, b.kind, b.content_start, b.content_end, len(b.children))
+                for (key, _), b in zip(old, nodes))
             if not same:
                 continue
-            for a, b in zip(old, nodes):
-                b.summary = a.summary
+            for (_, summary), b in zip(old, nodes):
+                b.summary = summary
                 filled.add(b.node_id)
         return filled
+
+    def _old_nodes(self, path: str) -> list[tuple[tuple[Any, ...], str]]:
+        """(what must match, summary) of each old node of document ``path``, in pre-order."""
+        if self._doc_numbers is None:
+            self._doc_numbers = {d["path"]: i for i, d in enumerate(self.metadata["documents"])}
+        number = self._doc_numbers.get(path)
+        if number is None:
+            return []
+        tree = self.index.tree
+        out = []
+        for row in tree.document_rows(number).tolist():
+            f = tree.fields(row)
+            children = int(tree.child_ptr[row + 1] - tree.child_ptr[row])
+            out.append(((f["heading_path"], f["kind"], f["content_start"], f["content_end"], children), f["summary"]))
+        return out
 
 
 def _lookup(table: dict[bytes, int], keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -185,7 +198,7 @@ def _format_version(path: Path) -> Any:
         return None
 
 
-def open_previous(output: Path, settings: dict[str, Any], docs: list[Document]
+def open_previous(output: Path, settings: dict[str, Any], docs: Sequence[Document | DocumentInfo]
                   ) -> tuple[PreviousIndex | None, str | None]:
     """The index already at ``output`` if its build settings match, else (None, why not).
 

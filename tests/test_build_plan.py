@@ -79,7 +79,7 @@ def test_index_prints_the_plan_before_the_work_and_the_report_keeps_it(tmp_path:
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
     assert expected in lines
-    assert lines.index(expected) < next(i for i, x in enumerate(lines) if x.startswith("embedding chunks"))
+    assert lines.index(expected) < next(i for i, x in enumerate(lines) if x.startswith("indexing documents"))
     again = _plan(src, out, Config()).describe()
     assert again.startswith(f"plan: update {out} from {src} (2 documents): 2 unchanged, 0 changed")
     r = run_cli("index", "--input", str(src), "--output", str(out), "--mock")
@@ -90,7 +90,7 @@ def test_index_prints_the_plan_before_the_work_and_the_report_keeps_it(tmp_path:
     assert quiet.returncode == 0 and "plan:" not in quiet.stderr
 
 
-@pytest.mark.parametrize("stage", ["section_tree", "index_metadata", "write_files", "publish", "swap_in"])
+@pytest.mark.parametrize("stage", ["read_documents", "make_plan", "index_metadata", "write_files", "publish", "swap_in"])
 def test_an_interrupted_stage_keeps_the_previous_index(stage: str, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C in any stage up to the swap: the old index byte for byte, no staging directory left."""

@@ -78,17 +78,28 @@ def test_index_writes_each_stage_with_counts_on_a_pipe(tmp_path: Path) -> None:
     chunks = int(re.search(r"(\d+) chunks in", r.stdout).group(1))
     lines = r.stderr.splitlines()
     done = [ln.split(":")[0] for ln in lines if "%" not in ln]
-    assert done == ["reading documents", "plan", "building the section tree", "summaries", "embedding chunks",
-                    "embedding sections", "writing the index", "publishing"], r.stderr
+    assert done == ["reading documents", "plan", "indexing documents", "writing the index", "publishing"], r.stderr
     assert any(ln.startswith("plan: build ") and "embedder hash" in ln for ln in lines)
     assert any(re.match(r"reading documents: 1 documents, ", ln) for ln in lines)
-    assert any(ln.startswith(f"embedding chunks: {chunks} chunks, ") for ln in lines)
+    assert any(ln.startswith("indexing documents: 1 documents, ") for ln in lines)
     assert any(ln.startswith(f"writing the index: {chunks} chunks, ") for ln in lines)
-    # the bar's unit is chunks: every intermediate line counts up to the chunk total
-    for ln in lines:
-        m = re.match(r"embedding chunks: (\d+)/(\d+) chunks", ln)
+
+
+def test_index_counts_documents_up_to_their_total_on_a_pipe(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"d{i:02d}.md").write_text(f"# Paper {i}\n\n## Part\n\nText {i} about widgets.\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, str(ROOT / "main.py"), "index", "--input", str(docs),
+                        "--output", str(tmp_path / "idx"), "--mock"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "indexing documents: 12 documents, " in r.stderr
+    # the bar's unit is documents: every intermediate line counts up to the document total
+    for ln in r.stderr.splitlines():
+        m = re.match(r"indexing documents: (\d+)/(\d+) documents", ln)
         if m:
-            assert int(m.group(2)) == chunks and 0 < int(m.group(1)) < chunks
+            assert int(m.group(2)) == 12 and 0 < int(m.group(1)) < 12
 
 
 def test_index_quiet_writes_no_progress(tmp_path: Path) -> None:
@@ -105,7 +116,7 @@ def test_a_real_embedders_model_load_is_its_own_stage(tmp_path: Path) -> None:
                        capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr
     names = [ln.split(":")[0] for ln in r.stderr.splitlines() if "%" not in ln]
-    assert names.index("loading the embedding model (onnx)") < names.index("embedding chunks")
+    assert names.index("loading the embedding model (onnx)") < names.index("indexing documents")
 
 
 # ----------------------------------------------------------------------------- eval
@@ -135,7 +146,7 @@ def test_eval_shows_the_build_stages_and_questions_answered(tmp_path: Path, caps
     run_eval(EvalOptions(data=data, cache_root=tmp_path / "cache", notice=lambda m: None, resamples=50,
                          arms=["flat-bm25", "tree-hybrid"], embedder="hash"))
     err = capsys.readouterr().err
-    assert re.search(r"^evaluation index: embedding chunks: \d+ chunks, ", err, re.M), err
+    assert re.search(r"^evaluation index: indexing documents: \d+ documents, ", err, re.M), err
     assert re.search(r"^questions \(2 arm\(s\) each, 0 of 12 runs cached\): 6 questions, ", err, re.M), err
 
 

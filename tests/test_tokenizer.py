@@ -8,11 +8,16 @@ fusion and rerank needs.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from utils.cjk import CJK_LETTER
 
 from utils.tokenizer import (EN_STOPWORDS, TOKENIZER_VERSION, ZH_STOPWORDS, estimate_tokens, is_stopword_only,
                              tokenize)
@@ -118,3 +123,21 @@ def test_vocabulary_scripts_names_each_term_as_script_of_does(terms: list[str]) 
 
     assert vocabulary_scripts(terms) == frozenset(s for s in map(script_of, terms) if s)
     assert vocabulary_scripts(iter(terms)) == vocabulary_scripts(terms)
+
+
+def _estimate_by_matches(text: str) -> int:
+    """estimate_tokens as a walk over _WORD's matches (what the counting regexes must equal)."""
+    rest = CJK_LETTER.sub(" ", text)
+    words = other = 0
+    for m in re.finditer(r"[A-Za-z0-9_]+|[^\sA-Za-z0-9_]", rest):
+        if m.group(0)[0].isalnum() or m.group(0)[0] == "_":
+            words += 1
+        else:
+            other += 1
+    return len(CJK_LETTER.findall(text)) + int(round(words * 1.3)) + other
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab Z9_ ,.!?\n\t-éß²٣ⅫΩ中文。，ｱ🙂\u3000\u00a0")), max_size=60))
+def test_estimate_tokens_counts_what_a_walk_over_the_matches_counts(text: str) -> None:
+    assert estimate_tokens(text) == _estimate_by_matches(text)

@@ -49,3 +49,33 @@ class Document:
     """Headings a reader found itself (PDF, Word, HTML, plain text); None: parse the Markdown."""
     page_starts: list[int] = field(default_factory=list)
     """Offset in ``text`` where each page begins (page 1 first); empty for sources without pages."""
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    """What a build keeps of a document once its text is dropped: the plan and metadata.json need
+    no more, so a collection's documents are never held whole (a few hundred bytes each)."""
+
+    path: str
+    title: str
+    content_hash: str
+    chars: int
+    kind: str
+    pages: int
+    cjk_weight: float = 0.0
+    """CJK share of the text times its length (what ``auto`` weighs; 0 when not computed)."""
+
+    @classmethod
+    def of(cls, doc: Document, cjk: bool = False) -> "DocumentInfo":
+        """``cjk``: weigh the text's script too (a pass over every character: only for ``auto``)."""
+        weight = 0.0
+        if cjk:
+            from utils.tokenizer import cjk_share  # noqa: PLC0415
+
+            weight = cjk_share(doc.text) * len(doc.text)
+        return cls(doc.path, doc.title, doc.content_hash, len(doc.text), doc.kind, len(doc.page_starts), weight)
+
+    def record(self) -> dict:
+        """Its entry in metadata.json's ``documents``."""
+        return {"path": self.path, "title": self.title, "content_hash": self.content_hash,
+                "chars": self.chars, "kind": self.kind, "pages": self.pages}

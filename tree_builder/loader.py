@@ -10,11 +10,12 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator, Sequence
 
 from tree_builder.folder_walk import Skipped, printable_name, walk_folder
 from tree_builder.readers import KIND_ORDER, SUFFIX_KINDS, read_document
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits
-from tree_builder.document import Document, EmptyDocumentError
+from tree_builder.document import Document, DocumentInfo, EmptyDocumentError
 from utils.errors import InputError
 
 MAX_NAMED_SKIPS = 10
@@ -22,7 +23,8 @@ MAX_NAMED_SKIPS = 10
 
 @dataclass
 class LoadedInput:
-    documents: list[Document]
+    documents: Sequence[Document | DocumentInfo]
+    """The documents read (a streaming build keeps only their ``DocumentInfo``)."""
     warnings: list[str] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
 
@@ -47,7 +49,19 @@ def _reason(exc: InputError, rel: str) -> str:
 
 
 def load_input(input_path: Path, follow_links: bool = False, limits: ReadLimits = DEFAULT_LIMITS) -> LoadedInput:
-    """Read a file or every supported file of a folder.
+    """Read a file or every supported file of a folder (every document held: see ``read_input``)."""
+    loaded = LoadedInput([])
+    loaded.documents.extend(read_input(input_path, loaded, follow_links, limits))
+    return loaded
+
+
+def read_input(input_path: Path, loaded: LoadedInput, follow_links: bool = False,
+               limits: ReadLimits = DEFAULT_LIMITS) -> Iterator[Document]:
+    """Each document of a file or a folder in order, one at a time; skips and warnings go to ``loaded``.
+
+    Why a generator: a build of 100,000 documents cannot hold their texts; it keeps what it needs
+    of each (``DocumentInfo``) and lets the text go. Raises InputError after the walk when nothing
+    was readable.
 
     Each file is checked again when it is opened (the walk listed it earlier, and a file can be
     swapped for a FIFO or a symlink meanwhile): a regular file within ``limits``, and, unless
@@ -58,31 +72,36 @@ def load_input(input_path: Path, follow_links: bool = False, limits: ReadLimits 
     if not input_path.exists():
         raise InputError(f"input not found: {shown}")
     if input_path.is_file():
-        return LoadedInput([read_document(input_path, printable_name(input_path.name), limits)])
+        yield read_document(input_path, printable_name(input_path.name), limits)
+        return
     if not input_path.is_dir():
         raise InputError(f"input is neither a file nor a folder (a FIFO or device?): {shown}")
     walk = walk_folder(input_path, follow_links)
-    loaded = LoadedInput([], skipped=list(walk.skipped))
+    loaded.skipped.extend(walk.skipped)
     inside = None if follow_links else input_path
     for s in walk.skipped:
         if s.reason not in ("image", "unsupported") and not s.reason.startswith("old Word"):
             loaded.warnings.append(f"skipped {s.rel}: {s.reason}")
+    read = 0
     for f in walk.files:
         try:
-            loaded.documents.append(read_document(f.path, f.rel, limits, inside))
+            doc = read_document(f.path, f.rel, limits, inside)
         except EmptyDocumentError:
             loaded.skipped.append(Skipped(f.rel, "empty"))
             loaded.warnings.append(f"skipped empty document: {f.rel}")
+            continue
         except InputError as exc:
             reason = _reason(exc, f.rel)
             loaded.skipped.append(Skipped(f.rel, reason))
             loaded.warnings.append(f"skipped {f.rel}: {reason}")
-    if not loaded.documents:
+            continue
+        read += 1
+        yield doc
+    if not read:
         kinds = ", ".join(sorted(set(SUFFIX_KINDS)))
         what = "no readable documents" if walk.files else f"no supported documents ({kinds})"
         extra = f"; {loaded.skipped_text()}" if loaded.skipped else ""
         raise InputError(f"{what} under {shown}{extra}")
-    return loaded
 
 
 def load_document(path: Path, rel_path: str) -> Document:

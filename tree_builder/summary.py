@@ -248,10 +248,12 @@ class ExtractiveSummarizer:
 
 
 def summarize_tree(root: TreeNode, config: Config, summarizer: Summarizer | None = None,
-                   keep: Collection[str] = frozenset()) -> None:
+                   keep: Collection[str] = frozenset(), save: bool = True) -> None:
     """Fill ``summary`` of every node below the synthetic root, children before parents.
 
     Nodes whose id is in ``keep`` already hold a summary lent by a previous index (an update).
+    ``save``: let the summariser save what it keeps (a build that summarises a batch of documents
+    at a time saves once, at its end).
     """
     if summarizer is None:
         if config.summary_mode != "extractive":
@@ -268,6 +270,12 @@ def summarize_tree(root: TreeNode, config: Config, summarizer: Summarizer | None
                 node.summary = one_line(
                     summarizer.summarize_parent(node, [c.summary for c in node.children]))
     finally:
-        save = getattr(summarizer, "save", None)
-        if callable(save):
-            save()
+        if save:
+            save_summaries(summarizer)
+
+
+def save_summaries(summarizer: Summarizer | None) -> None:
+    """Let a summariser that keeps its answers (a cache) write them out."""
+    save = getattr(summarizer, "save", None)
+    if callable(save):
+        save()

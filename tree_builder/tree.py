@@ -197,36 +197,45 @@ def _build_document(doc: Document, config: "Config") -> TreeNode:
     return doc_node
 
 
-def _finalise(root: TreeNode) -> None:
-    """Pre-order ids ``0001``… across the forest, heading paths, document paths."""
-    counter = 0
-    stack: list[tuple[TreeNode, str]] = [(c, "") for c in reversed(root.children)]
+def number_nodes(tops: list[TreeNode], first: int) -> int:
+    """Pre-order ids from ``first`` over top-level nodes (children of the root), and heading paths;
+    the next free id. Numbering the root's children a document at a time gives the ids of the whole
+    forest numbered at once, so a build can hold one document's subtree at a time."""
+    counter = first - 1
+    stack: list[tuple[TreeNode, str]] = [(c, "") for c in reversed(tops)]
     while stack:
         node, prefix = stack.pop()
         counter += 1
         node.node_id = f"{counter:04d}"
         node.heading_path = f"{prefix} > {node.heading}" if prefix else node.heading
         stack.extend((c, node.heading_path) for c in reversed(node.children))
+    return counter + 1
+
+
+def new_root() -> TreeNode:
+    """The synthetic root ("0000") the documents hang under (its text and summary stay empty)."""
+    return TreeNode(node_id=ROOT_ID, heading="", level=0, content="", kind="root")
+
+
+def document_tops(doc: Document, config: "Config", folder_mode: bool, root: TreeNode) -> list[TreeNode]:
+    """One document's nodes directly under ``root``, parented to it, not yet numbered.
+
+    folder_mode: the kind="document" node. Single file: the document's top-level sections (the
+    spec's serialisation); a document without sections stays one leaf.
+    """
+    doc_node = _build_document(doc, config)
+    tops = [doc_node] if folder_mode or not doc_node.children else list(doc_node.children)
+    for node in tops:
+        node.parent = root
+    return tops
 
 
 def build_tree(docs: list[Document], config: "Config", folder_mode: bool) -> TreeNode:
-    """Documents -> synthetic root ("0000") over the section forest.
-
-    folder_mode: one kind="document" node per document under the root.
-    Single file: the document's top-level sections hang directly off the root
-    (the spec's serialisation); a document without sections stays one leaf.
-    """
+    """Documents -> synthetic root ("0000") over the section forest (see ``document_tops``)."""
     if not folder_mode and len(docs) != 1:
         raise ValueError(f"single-file mode needs exactly one document, got {len(docs)}")
-    root = TreeNode(node_id=ROOT_ID, heading="", level=0, content="", kind="root")
+    root = new_root()
     for doc in docs:
-        doc_node = _build_document(doc, config)
-        if folder_mode or not doc_node.children:
-            doc_node.parent = root
-            root.children.append(doc_node)
-        else:
-            for child in doc_node.children:
-                child.parent = root
-                root.children.append(child)
-    _finalise(root)
+        root.children.extend(document_tops(doc, config, folder_mode, root))
+    number_nodes(root.children, 1)
     return root

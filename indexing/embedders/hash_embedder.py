@@ -55,15 +55,21 @@ class HashEmbedder:
     def _vector(self, text: str) -> np.ndarray:
         from utils.tokenizer import tokenize
 
-        vec = np.zeros(self._dim, dtype=np.float32)
         tokens = tokenize(text)
-        for tok in tokens:
-            i, s = _bucket(tok, self._dim)
-            vec[i] += s
-        for a, b in zip(tokens, tokens[1:]):
-            i, s = _bucket(a + "\x1f" + b, self._dim)
-            vec[i] += s * self.BIGRAM_WEIGHT
-        return l2_normalise(vec)
+        dim = self._dim
+        vec = np.zeros(dim, dtype=np.float64)
+        # Summed per kind with bincount, not one element update per feature: the sums are of +-1 and
+        # (times BIGRAM_WEIGHT = 0.5) +-0.5, exact in any order and in float32, so the vector is the
+        # one the loop of float32 updates gave.
+        unigrams = [_bucket(tok, dim) for tok in tokens]
+        if unigrams:
+            index, sign = zip(*unigrams)
+            vec += np.bincount(index, weights=sign, minlength=dim)
+        bigrams = [_bucket(a + "\x1f" + b, dim) for a, b in zip(tokens, tokens[1:])]
+        if bigrams:
+            index, sign = zip(*bigrams)
+            vec += self.BIGRAM_WEIGHT * np.bincount(index, weights=sign, minlength=dim)
+        return l2_normalise(vec.astype(np.float32))
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
