@@ -11,6 +11,7 @@ a hole in the index.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Callable, Sequence
 
@@ -61,16 +62,70 @@ def _fold(s: str) -> str:
     return re.sub(r"\s+", " ", s).casefold()
 
 
-def parse_reply(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
-    """(entities, relations) from a reply, or None when no JSON object with either list is in it."""
-    from retrieval.node_locator import extract_json_object  # noqa: PLC0415 - the locator's repair
+def close_truncated(text: str) -> dict[str, Any] | None:
+    """The object a reply cut off mid-JSON (at the token cap) holds up to its last complete entry.
 
-    obj = extract_json_object(text or "")
-    if obj is None:
+    A small model's extraction reply is long; when it hits ``max_tokens`` the object never closes
+    and the locator's repair finds only the first complete inner entry. Every position right
+    after a closed ``}`` / ``]`` still inside the outer object is a candidate cut; the latest one
+    that parses once the open brackets are closed wins, so the entries written in full are kept
+    and only the one being written when the cap struck is lost.
+    """
+    start = text.find("{")
+    if start < 0:
+        return None
+    stack: list[str] = []
+    cuts: list[tuple[int, str]] = []
+    in_str = esc = False
+    for i in range(start, len(text)):
+        c = text[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "{[":
+            stack.append("}" if c == "{" else "]")
+        elif c in "}]":
+            if not stack or stack.pop() != c or not stack:
+                return None  # mismatched, or the object closed: not a cut-off reply
+            cuts.append((i + 1, "".join(reversed(stack))))
+    for pos, closers in reversed(cuts[-256:]):
+        try:
+            obj = json.loads(text[start:pos] + closers)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def _graph_lists(obj: Any) -> tuple[Any, Any] | None:
+    if not isinstance(obj, dict):
         return None
     ents, rels = obj.get("entities"), obj.get("relations")
     if not isinstance(ents, list) and not isinstance(rels, list):
         return None
+    return ents, rels
+
+
+def parse_reply(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    """(entities, relations) from a reply, or None when no JSON object with either list is in it.
+
+    A reply cut off at the token cap keeps its complete entries (``close_truncated``).
+    """
+    from retrieval.node_locator import extract_json_object  # noqa: PLC0415 - the locator's repair
+
+    lists = _graph_lists(extract_json_object(text or ""))
+    if lists is None:
+        lists = _graph_lists(close_truncated(text or ""))
+    if lists is None:
+        return None
+    ents, rels = lists
     ents = [e for e in (ents or []) if isinstance(e, dict) and isinstance(e.get("name"), str)][:MAX_ENTITIES]
     rels = [r for r in (rels or []) if isinstance(r, dict) and all(isinstance(r.get(k), str)
                                                                    for k in ("head", "relation", "tail"))]
@@ -89,7 +144,7 @@ class LLMGraphExtractor:
         self.usage = usage
         self.fallback = fallback
         self.extractor_id = (f"{PROMPT_VERSION}:{getattr(llm, 'provider', '?')}:{getattr(llm, 'model', '?')}:"
-                             f"{config.kg_llm_window_chars}")
+                             f"{config.kg_llm_window_chars}:{config.kg_llm_max_tokens}")
 
     def extract(self, leaf_id: str, chunk_texts: Sequence[str], heading_path: str = "") -> LeafGraph:
         nodes: list[KGNode] = []
@@ -103,7 +158,7 @@ class LLMGraphExtractor:
             prompt = KG_PROMPT.format(heading_path=escape_evidence(" ".join(heading_path.split())),
                                       text=escape_evidence(text))
             try:
-                resp = self.llm.generate(prompt, json_mode=True, max_tokens=2048, temperature=0.0, system=KG_SYSTEM)
+                resp = self.llm.generate(prompt, json_mode=True, max_tokens=self.config.kg_llm_max_tokens, temperature=0.0, system=KG_SYSTEM)
             except BackendError:
                 return self._fall_back(leaf_id, chunk_texts, calls, tokens)
             calls += 1

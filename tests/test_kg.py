@@ -460,3 +460,39 @@ def test_eval_reports_the_channel_against_its_absence(tmp_path: Path, hop_index:
     arms = run["questions"][0]["arms"]
     assert sum(h["relevant"] for h in arms["tree-hybrid+kg"]["retrieved"]) == 2
     assert sum(h["relevant"] for h in arms["tree-hybrid"]["retrieved"]) == 1
+
+
+def test_llm_reply_cut_at_the_token_cap_keeps_its_complete_entries() -> None:
+    """A CPU-served model's extraction reply runs into ``kg_llm_max_tokens`` and stops mid-entry;
+    the entries written in full must survive (before, the repair found only the first entity
+    object and the whole leaf fell back to the rules)."""
+    from indexing.kg_llm import LLMGraphExtractor, close_truncated, parse_reply
+    from indexing.kg_store import make_extractor
+    from utils.llm.mock import MockLLM
+
+    full = json.dumps({"entities": [{"name": "AdaRouter", "type": "entity"},
+                                    {"name": "ZetaCorpus", "type": "entity", "aliases": ["Zeta"]}],
+                       "relations": [{"head": "AdaRouter", "relation": "trained on", "tail": "ZetaCorpus"},
+                                     {"head": "ZetaCorpus", "relation": "holds", "tail": "4.2 million sentences"}]},
+                      indent=2)
+    cut = full[:full.index('"holds"') + 3]  # as the model stopped: inside the second relation
+    assert parse_reply(full) is not None and close_truncated(full) is None  # a closed object is not "cut"
+    ents, rels = parse_reply(cut)
+    assert [e["name"] for e in ents] == ["AdaRouter", "ZetaCorpus"]
+    assert rels == [{"head": "AdaRouter", "relation": "trained on", "tail": "ZetaCorpus"}]
+    # cut inside the entities list, in the middle of a string holding brackets and an escaped quote
+    ents, rels = parse_reply('{"entities": [{"name": "A [x] \\"q\\" {y}", "type": "term"}, {"name": "B, C ]')
+    assert [e["name"] for e in ents] == ['A [x] "q" {y}'] and rels == []
+    assert parse_reply('{"entities": [{"name"') is None and parse_reply("no JSON") is None
+    assert close_truncated('{"entities": [}') is None  # mismatched brackets are not repaired
+
+    chunks = [FACT_A] + FILLER + [FACT_B]
+    config = Config(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=300)
+    llm = MockLLM(lambda req: cut)
+    rules, _ = make_extractor(config.replace(kg_mode="rules"))
+    g = LLMGraphExtractor(llm, config, fallback=rules).extract("0002", chunks, "2 Setup")
+    assert g.mode == "llm" and llm.requests[0].max_tokens == 300  # the cap reaches the request
+    assert _edge(g, "AdaRouter", "ZetaCorpus").relation == "trained on"
+    ids = {LLMGraphExtractor(llm, c, fallback=rules).extractor_id
+           for c in (config, config.replace(kg_llm_max_tokens=600))}
+    assert len(ids) == 2  # a different cap is a different extractor: graphs are not lent across it
