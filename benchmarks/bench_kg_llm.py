@@ -164,7 +164,26 @@ def index_built(idx: Path) -> bool:
 
 
 def kg_meta(idx: Path) -> dict[str, Any]:
+    if not index_built(idx):
+        return {}
     return json.loads((idx / "metadata.json").read_text()).get("kg") or {}
+
+
+def leaf_graphs(idx: Path) -> dict[str, dict[str, Any]]:
+    """leaf id -> mode, nodes, edges, max degree of its stored graph (read as plain JSON lines)."""
+    out: dict[str, dict[str, Any]] = {}
+    path = idx / "kg_graphs.jsonl"
+    if not path.exists():
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        deg: dict[int, int] = {}
+        for h, t, *_ in rec["edges"]:
+            deg[h] = deg.get(h, 0) + 1
+            deg[t] = deg.get(t, 0) + 1
+        out[rec["leaf"]] = {"mode": rec["mode"], "nodes": len(rec["nodes"]), "edges": len(rec["edges"]),
+                            "max_degree": max(deg.values(), default=0), "llm_calls": rec.get("llm_calls", 0)}
+    return out
 
 
 @dataclass
@@ -261,8 +280,9 @@ def per_question(eval_json: Path) -> dict[str, dict[str, Any]]:
 
 
 def compare(a: dict[str, dict[str, Any]], arm_a: str, b: dict[str, dict[str, Any]], arm_b: str,
-            slice_name: str, resamples: int) -> dict[str, Any]:
-    ids = sorted(qid for qid in a if qid in b and slice_name in a[qid]["slices"])
+            slice_name: str, resamples: int, only: set[str] | None = None) -> dict[str, Any]:
+    ids = sorted(qid for qid in a if qid in b and slice_name in a[qid]["slices"]
+                 and (only is None or qid in only))
     out: dict[str, Any] = {"n": len(ids)}
     for f in FIGURES:
         xa = [float(a[q]["arms"][arm_a]["scores"][f] or 0.0) for q in ids]
@@ -343,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                 srv = None
         report["builds"] = builds
         report["graphs"] = {m: kg_meta(idx[m]) for m in ("rules", "llm")}
+        report["leaf_graphs"] = {m: leaf_graphs(idx[m]) for m in ("rules", "llm")}
         report["replies"] = classify_replies(work / "replies.jsonl")
         evals = {}
         for mode in ("rules", "llm"):
@@ -351,6 +372,12 @@ def main(argv: list[str] | None = None) -> int:
                         str(args.resamples), "--json", out, "--quiet"), work / f"eval_{mode}.log")
             evals[mode] = per_question(out)
         base = "tree-hybrid"
+        # questions whose gold leaves all got a graph the model wrote (not a rules fallback)
+        llm_leaves = {leaf for leaf, g in report["leaf_graphs"]["llm"].items() if g["mode"] == "llm"}
+        long_gold = {qid: [lf for lf in q["gold_leaves"] if lf in report["leaf_graphs"]["rules"]]
+                     for qid, q in evals["llm"].items()}
+        by_model = {qid for qid, lfs in long_gold.items() if lfs and all(lf in llm_leaves for lf in lfs)}
+        report["questions_on_llm_graphs"] = sorted(by_model)
         comparisons = {}
         for sl in SLICES:
             comparisons[sl] = {
@@ -359,6 +386,15 @@ def main(argv: list[str] | None = None) -> int:
                 "llm+kg / rules+kg": compare(evals["llm"], base + "+kg", evals["rules"], base + "+kg", sl,
                                              args.resamples),
             }
+            if len(by_model) < len(evals["llm"]):  # some leaves fell back: the model's graphs alone too
+                comparisons[sl + " (leaves the model extracted)"] = {
+                    "rules+kg / none": compare(evals["rules"], base + "+kg", evals["rules"], base, sl,
+                                               args.resamples, by_model),
+                    "llm+kg / none": compare(evals["llm"], base + "+kg", evals["llm"], base, sl,
+                                             args.resamples, by_model),
+                    "llm+kg / rules+kg": compare(evals["llm"], base + "+kg", evals["rules"], base + "+kg", sl,
+                                                 args.resamples, by_model),
+                }
         report["comparisons"] = comparisons
         print_report(report)
     except BenchError as exc:
@@ -391,6 +427,11 @@ def print_report(report: dict[str, Any]) -> None:
     print("\ngraphs")
     for m, g in report["graphs"].items():
         print(f"  {m}: {json.dumps(g)}")
+    print("per leaf (rules | llm): nodes, edges, max degree")
+    for leaf, r in report["leaf_graphs"]["rules"].items():
+        m = report["leaf_graphs"]["llm"].get(leaf, {})
+        print(f"  {leaf}: {r['nodes']}, {r['edges']}, {r['max_degree']} | {m.get('mode')}: {m.get('nodes')}, "
+              f"{m.get('edges')}, {m.get('max_degree')}")
     print(f"replies: {json.dumps(report['replies'])}")
     for m, b in report.get("builds", {}).items():
         print(f"build {m}: {json.dumps(b)}")
