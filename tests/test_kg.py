@@ -496,3 +496,31 @@ def test_llm_reply_cut_at_the_token_cap_keeps_its_complete_entries() -> None:
     ids = {LLMGraphExtractor(llm, c, fallback=rules).extractor_id
            for c in (config, config.replace(kg_llm_max_tokens=600))}
     assert len(ids) == 2  # a different cap is a different extractor: graphs are not lent across it
+
+
+def test_llm_relation_triples_make_their_own_nodes_and_clauses_are_not_names() -> None:
+    """What the local model did with the entities-first prompt: a whole token cap of entities
+    named by whole clauses and no relation. The prompt now asks for compact triples first; a
+    triple's ends become nodes when the window's text names them, a clause is no name, and a
+    placeholder copied from the prompt's example is not in the text."""
+    from indexing.kg_llm import KG_PROMPT, LLMGraphExtractor, parse_reply
+    from indexing.kg_store import make_extractor
+    from utils.llm.mock import MockLLM
+
+    assert KG_PROMPT.index('"relations"') < KG_PROMPT.index('"entities"')
+    chunks = [FACT_A] + FILLER + [FACT_B]
+    clause = " ".join(FACT_A.split()[:10])
+    reply = json.dumps({"relations": [["AdaRouter", "trained on", "ZetaCorpus"],
+                                      ["ZetaCorpus", "holds", "4.2 million sentences"],
+                                      ["头实体", "关系", "尾实体"], [clause, "is", "AdaRouter"], ["only two"]],
+                        "entities": [{"name": "ZetaCorpus", "type": "term"}]})
+    assert len(parse_reply(reply)[1]) == 4  # the malformed triple is skipped
+    config = Config(kg_mode="llm", kg_llm_window_chars=100_000)
+    rules, _ = make_extractor(config.replace(kg_mode="rules"))
+    g = LLMGraphExtractor(MockLLM(lambda req: reply), config, fallback=rules).extract("0002", chunks, "2 Setup")
+    names = {n.name: n for n in g.nodes}
+    assert g.mode == "llm" and set(names) == {"AdaRouter", "ZetaCorpus", "4.2 million sentences"}
+    assert names["ZetaCorpus"].type == "term" and names["ZetaCorpus"].chunks == [0, len(chunks) - 1]
+    assert _edge(g, "AdaRouter", "ZetaCorpus").relation == "trained on"
+    assert _edge(g, "ZetaCorpus", "4.2 million sentences").chunks == [len(chunks) - 1]
+    assert len(g.edges) == 2
