@@ -524,3 +524,25 @@ def test_llm_relation_triples_make_their_own_nodes_and_clauses_are_not_names() -
     assert _edge(g, "AdaRouter", "ZetaCorpus").relation == "trained on"
     assert _edge(g, "ZetaCorpus", "4.2 million sentences").chunks == [len(chunks) - 1]
     assert len(g.edges) == 2
+
+
+def test_llm_reply_shaped_like_the_local_models_first_prompt_reply() -> None:
+    """The shape the 1.5B model wrote to the entities-first prompt, on this fixture's text:
+    indented JSON, entities only, one listed twice, clauses for names, cut at the token cap."""
+    from indexing.kg_llm import LLMGraphExtractor
+    from indexing.kg_store import make_extractor
+    from utils.llm.mock import MockLLM
+
+    clause = "The AdaRouter model was trained on the ZetaCorpus collection assembled by our group"
+    reply = json.dumps({"entities": [{"name": "AdaRouter", "type": "entity"},
+                                     {"name": clause, "type": "event"},
+                                     {"name": clause, "type": "event"},
+                                     {"name": "ZetaCorpus", "type": "concept"}]}, indent=2)
+    reply = reply[:reply.rindex("]")] + ',\n    {\n      "name": "'  # the cap struck here
+    chunks = [FACT_A] + FILLER + [FACT_B]
+    config = Config(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=384)
+    rules, _ = make_extractor(config.replace(kg_mode="rules"))
+    g = LLMGraphExtractor(MockLLM(lambda req: reply), config, fallback=rules).extract("0002", chunks)
+    assert g.mode == "llm"  # repaired, not thrown away (before: the leaf fell back to the rules)
+    assert [n.name for n in g.nodes] == ["AdaRouter", "ZetaCorpus"]  # the clause is no name
+    assert g.edges == []  # no relation before the cap: why the prompt now asks for triples first
