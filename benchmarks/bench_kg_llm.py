@@ -4,7 +4,7 @@ graph, on QASPER's long-leaf questions, in one run (NOT run by CI).
 
     nice -n 10 python benchmarks/bench_kg_llm.py [--questions 30] [--max-tokens 512] [--threads 2]
 
-Steps, all on 127.0.0.1 and all cached in ``--workdir`` (a rerun reuses what is there):
+Steps, all on 127.0.0.1 (a rerun reuses the indexes in ``--workdir`` and the model's cached replies):
 
 1. **Questions**, by a rule fixed before any result: the QASPER dev questions whose evidence lies in
    a leaf over 3,000 content characters (the ``long-leaf`` slice, computed from the document
@@ -349,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                 from local_llm_e2e import default_model_path, ensure_model  # noqa: PLC0415
 
                 model = ensure_model(default_model_path(), args.skip_install)
+                (work / "replies.jsonl").unlink(missing_ok=True)  # the tally is this build's replies
                 srv = start_server(model, args.port, args.threads, args.max_tokens, work, args.skip_install)
                 toml = work / "kg_llm.toml"
                 toml.write_text(f"kg_llm_max_tokens = {args.max_tokens}\n")
