@@ -208,6 +208,10 @@ class Config:
     """Restart probability of the personalised PageRank walk (high: stay near the seeds)."""
     kg_llm_window_chars: int = 6000
     """kg_mode=llm: characters of a leaf one extraction prompt reads."""
+    kg_llm_max_tokens: int = 2048
+    """kg_mode=llm: most tokens one extraction reply may generate. A CPU-served model writes a few
+    tokens a second, so this bounds a window's cost; a reply cut at the cap is closed after its
+    last complete entry (kg_llm.parse_reply), not thrown away."""
 
     # --- LLM ----------------------------------------------------------------
     llm: str = "auto"
@@ -294,6 +298,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "kg_min_leaf_chars": (0, math.inf), "kg_max_nodes": (1, 100_000), "kg_max_leaves": (1, math.inf),
     "kg_top_chunks": (0, math.inf), "kg_subgraph_nodes": (1, 10_000), "kg_ppr_restart": (0.01, 1),
     "kg_llm_window_chars": (500, math.inf),
+    "kg_llm_max_tokens": (64, 32_768),
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
     "llm_timeout_s": (0, math.inf), "summary_workers": (1, 64),
     "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),

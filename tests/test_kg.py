@@ -460,3 +460,89 @@ def test_eval_reports_the_channel_against_its_absence(tmp_path: Path, hop_index:
     arms = run["questions"][0]["arms"]
     assert sum(h["relevant"] for h in arms["tree-hybrid+kg"]["retrieved"]) == 2
     assert sum(h["relevant"] for h in arms["tree-hybrid"]["retrieved"]) == 1
+
+
+def test_llm_reply_cut_at_the_token_cap_keeps_its_complete_entries() -> None:
+    """A CPU-served model's extraction reply runs into ``kg_llm_max_tokens`` and stops mid-entry;
+    the entries written in full must survive (before, the repair found only the first entity
+    object and the whole leaf fell back to the rules)."""
+    from indexing.kg_llm import LLMGraphExtractor, close_truncated, parse_reply
+    from indexing.kg_store import make_extractor
+    from utils.llm.mock import MockLLM
+
+    full = json.dumps({"entities": [{"name": "AdaRouter", "type": "entity"},
+                                    {"name": "ZetaCorpus", "type": "entity", "aliases": ["Zeta"]}],
+                       "relations": [{"head": "AdaRouter", "relation": "trained on", "tail": "ZetaCorpus"},
+                                     {"head": "ZetaCorpus", "relation": "holds", "tail": "4.2 million sentences"}]},
+                      indent=2)
+    cut = full[:full.index('"holds"') + 3]  # as the model stopped: inside the second relation
+    assert parse_reply(full) is not None and close_truncated(full) is None  # a closed object is not "cut"
+    ents, rels = parse_reply(cut)
+    assert [e["name"] for e in ents] == ["AdaRouter", "ZetaCorpus"]
+    assert rels == [{"head": "AdaRouter", "relation": "trained on", "tail": "ZetaCorpus"}]
+    # cut inside the entities list, in the middle of a string holding brackets and an escaped quote
+    ents, rels = parse_reply('{"entities": [{"name": "A [x] \\"q\\" {y}", "type": "term"}, {"name": "B, C ]')
+    assert [e["name"] for e in ents] == ['A [x] "q" {y}'] and rels == []
+    assert parse_reply('{"entities": [{"name"') is None and parse_reply("no JSON") is None
+    assert close_truncated('{"entities": [}') is None  # mismatched brackets are not repaired
+
+    chunks = [FACT_A] + FILLER + [FACT_B]
+    config = Config(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=300)
+    llm = MockLLM(lambda req: cut)
+    rules, _ = make_extractor(config.replace(kg_mode="rules"))
+    g = LLMGraphExtractor(llm, config, fallback=rules).extract("0002", chunks, "2 Setup")
+    assert g.mode == "llm" and llm.requests[0].max_tokens == 300  # the cap reaches the request
+    assert _edge(g, "AdaRouter", "ZetaCorpus").relation == "trained on"
+    ids = {LLMGraphExtractor(llm, c, fallback=rules).extractor_id
+           for c in (config, config.replace(kg_llm_max_tokens=600))}
+    assert len(ids) == 2  # a different cap is a different extractor: graphs are not lent across it
+
+
+def test_llm_relation_triples_make_their_own_nodes_and_clauses_are_not_names() -> None:
+    """What the local model did with the entities-first prompt: a whole token cap of entities
+    named by whole clauses and no relation. The prompt now asks for compact triples first; a
+    triple's ends become nodes when the window's text names them, a clause is no name, and a
+    placeholder copied from the prompt's example is not in the text."""
+    from indexing.kg_llm import KG_PROMPT, LLMGraphExtractor, parse_reply
+    from indexing.kg_store import make_extractor
+    from utils.llm.mock import MockLLM
+
+    assert KG_PROMPT.index('"relations"') < KG_PROMPT.index('"entities"')
+    chunks = [FACT_A] + FILLER + [FACT_B]
+    clause = " ".join(FACT_A.split()[:10])
+    reply = json.dumps({"relations": [["AdaRouter", "trained on", "ZetaCorpus"],
+                                      ["ZetaCorpus", "holds", "4.2 million sentences"],
+                                      ["头实体", "关系", "尾实体"], [clause, "is", "AdaRouter"], ["only two"]],
+                        "entities": [{"name": "ZetaCorpus", "type": "term"}]})
+    assert len(parse_reply(reply)[1]) == 4  # the malformed triple is skipped
+    config = Config(kg_mode="llm", kg_llm_window_chars=100_000)
+    rules, _ = make_extractor(config.replace(kg_mode="rules"))
+    g = LLMGraphExtractor(MockLLM(lambda req: reply), config, fallback=rules).extract("0002", chunks, "2 Setup")
+    names = {n.name: n for n in g.nodes}
+    assert g.mode == "llm" and set(names) == {"AdaRouter", "ZetaCorpus", "4.2 million sentences"}
+    assert names["ZetaCorpus"].type == "term" and names["ZetaCorpus"].chunks == [0, len(chunks) - 1]
+    assert _edge(g, "AdaRouter", "ZetaCorpus").relation == "trained on"
+    assert _edge(g, "ZetaCorpus", "4.2 million sentences").chunks == [len(chunks) - 1]
+    assert len(g.edges) == 2
+
+
+def test_llm_reply_shaped_like_the_local_models_first_prompt_reply() -> None:
+    """The shape the 1.5B model wrote to the entities-first prompt, on this fixture's text:
+    indented JSON, entities only, one listed twice, clauses for names, cut at the token cap."""
+    from indexing.kg_llm import LLMGraphExtractor
+    from indexing.kg_store import make_extractor
+    from utils.llm.mock import MockLLM
+
+    clause = "The AdaRouter model was trained on the ZetaCorpus collection assembled by our group"
+    reply = json.dumps({"entities": [{"name": "AdaRouter", "type": "entity"},
+                                     {"name": clause, "type": "event"},
+                                     {"name": clause, "type": "event"},
+                                     {"name": "ZetaCorpus", "type": "concept"}]}, indent=2)
+    reply = reply[:reply.rindex("]")] + ',\n    {\n      "name": "'  # the cap struck here
+    chunks = [FACT_A] + FILLER + [FACT_B]
+    config = Config(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=384)
+    rules, _ = make_extractor(config.replace(kg_mode="rules"))
+    g = LLMGraphExtractor(MockLLM(lambda req: reply), config, fallback=rules).extract("0002", chunks)
+    assert g.mode == "llm"  # repaired, not thrown away (before: the leaf fell back to the rules)
+    assert [n.name for n in g.nodes] == ["AdaRouter", "ZetaCorpus"]  # the clause is no name
+    assert g.edges == []  # no relation before the cap: why the prompt now asks for triples first
