@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 UNITS_PER_BUDGET = 3
 """A hit is read as at most budget / this many characters on the first pass (its paragraph whole when
 that fits); Config.context_units_per_budget says why three."""
-HitUnit = Literal["window", "sentences"]
+HitUnit = Literal["window", "neighbours", "sentences"]
 MIN_TAKE = 40
 """Remaining budget below which no new unit is started (a fragment that short answers nothing)."""
 
@@ -153,13 +153,43 @@ def _load_leaf(index: Any, chunk: Chunk) -> _Leaf | None:
                  paragraph_spans(content), pages)
 
 
-def _units(leaf: _Leaf, a: int, b: int, unit_chars: int, window: bool) -> list[tuple[int, int]]:
+def _with_neighbours(leaf: _Leaf, pa: int, pb: int, unit_chars: int) -> tuple[int, int]:
+    """Paragraphs [pa, pb) grown by whole neighbouring paragraphs of the leaf, the next one after and
+    then the one before in turn, while the span stays within ``unit_chars``: what a reader of a
+    section takes in around a short matching paragraph, and what a long chunk holds."""
+    paras = leaf.paragraphs
+    i, j = paragraph_at(paras, pa), paragraph_at(paras, pb - 1)
+    if i < 0 or j < 0:
+        return pa, pb
+    after = True
+    while True:
+        grew = False
+        for side in ((True, False) if after else (False, True)):
+            if side and j + 1 < len(paras) and paras[j + 1][1] - pa <= unit_chars:
+                j += 1
+                pb = paras[j][1]
+                grew = True
+                break
+            if not side and i > 0 and pb - paras[i - 1][0] <= unit_chars:
+                i -= 1
+                pa = paras[i][0]
+                grew = True
+                break
+        if not grew:
+            return pa, pb
+        after = not after
+
+
+def _units(leaf: _Leaf, a: int, b: int, unit_chars: int, window: bool,
+           neighbours: bool = False) -> list[tuple[int, int]]:
     """What a hit at [a, b) may be read as, most preferred first: its paragraph(s) when short enough
     for the unit, else (``window``) the sentences around the hit up to the unit, its own sentences,
     the chunk as retrieved."""
     out = []
     pa, pb = leaf.paragraphs_of(a, b)
     if pb - pa <= unit_chars:
+        if neighbours:
+            out.append(_with_neighbours(leaf, pa, pb, unit_chars))
         out.append((pa, pb))
     core = widen_to_sentences(leaf.content, a, b)
     if window:
@@ -242,7 +272,8 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
                 continue
             leaves[c.source_node_id] = leaf
         hit = (c.start_char - leaf.start, c.end_char - leaf.start)
-        units = _units(leaf, *hit, first_unit if rank == 1 else unit_chars, hit_unit == "window")
+        units = _units(leaf, *hit, first_unit if rank == 1 else unit_chars, hit_unit != "sentences",
+                       hit_unit == "neighbours")
         crowded = bool(leaf.chosen) and leaf.used() + _new_chars(leaf, *units[0]) > leaf_share * budget
         if crowded:
             waiting.append((rank, leaf, units))

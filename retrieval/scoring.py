@@ -47,9 +47,13 @@ def score_scope(index: Index, query: Query, scope: Scope, config: Config, idf: I
 
 
 def fuse(dense: np.ndarray, lexical: np.ndarray, config: Config) -> np.ndarray:
-    """Weighted min-max fusion (spec) or reciprocal-rank fusion."""
+    """Weighted min-max fusion (spec), the same scaled over each signal's top candidates, or
+    reciprocal-rank fusion."""
     if len(dense) == 0:
         return np.zeros(0, dtype=np.float32)
+    if config.fusion == "relative":
+        return (config.dense_weight * top_scaled(dense, config.fusion_depth)
+                + config.bm25_weight * top_scaled(lexical, config.fusion_depth)).astype(np.float32)
     if config.fusion == "rrf":
         order_d = np.argsort(-dense, kind="stable")
         order_b = np.argsort(-lexical, kind="stable")
@@ -58,3 +62,21 @@ def fuse(dense: np.ndarray, lexical: np.ndarray, config: Config) -> np.ndarray:
         return rrf_scores([order_d, order_b], n=len(dense), k=config.rrf_k)
     return (config.dense_weight * min_max_normalize(dense)
             + config.bm25_weight * min_max_normalize(lexical)).astype(np.float32)
+
+
+def top_scaled(scores: np.ndarray, depth: int) -> np.ndarray:
+    """``scores`` scaled to [0, 1] between the best and the ``depth``-th best (lower ones: 0).
+
+    What LlamaIndex's ``relative_score`` fusion does to each retriever's top-k list, over a whole
+    scope: a chunk below a signal's top candidates gets nothing from it. A scope of at most
+    ``depth`` chunks is scaled over all of them, as ``weighted`` does.
+    """
+    arr = np.asarray(scores, dtype=np.float64)
+    if len(arr) <= depth:
+        return min_max_normalize(arr)
+    finite = np.where(np.isfinite(arr), arr, -np.inf)
+    floor = float(np.partition(finite, len(arr) - depth)[len(arr) - depth])
+    if not np.isfinite(floor):
+        return min_max_normalize(arr)
+    return np.clip(min_max_normalize(arr, lo=floor, hi=float(np.nanmax(np.where(np.isfinite(arr), arr, np.nan)))),
+                   0.0, 1.0)

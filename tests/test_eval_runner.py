@@ -330,7 +330,7 @@ def test_cli_prints_the_table_and_writes_json(eval_set: Path, tmp_path: Path, ca
     (["--arms", "tree-llm"], "needs an LLM"),
     (["--k", "0"], "--k must be at least 1"),
     (["--limit", "0"], "--limit must be at least 1"),
-    (["--set", "fusion=magic"], "--set fusion must be one of weighted, rrf, got 'magic'"),
+    (["--set", "fusion=magic"], "--set fusion must be one of weighted, relative, rrf, got 'magic'"),
     (["--set", "nosuch=1"], "--set nosuch: unknown setting 'nosuch'"),
     (["--set", "dense_weight=1.5"], "setting dense_weight must be in [0, 1], got 1.5"),
     (["--set", "chunk_overlap=300"], "chunk_overlap must be less than chunk_size"),
