@@ -182,7 +182,7 @@ class Config:
     one evidence paragraph; on QASPER three raise any@2k 0.33 -> 0.53 and cov@2k 0.30 -> 0.40 for a
     loss in R@2k 0.68 -> 0.56 (still above a chunk-per-read recipe); on the statutes, whose articles
     fit a sixth, nothing changes (docs/evaluation.md, the outside anchor)."""
-    context_hit_unit: Literal["window", "neighbours", "sentences"] = "window"
+    context_hit_unit: Literal["window", "sentences"] = "window"
     """How a hit in a paragraph longer than its unit is read: window = its sentences and those around
     them up to the unit; sentences = only the sentences the hit touches (the earlier behaviour)."""
     query_routing: bool = True

@@ -41,9 +41,7 @@ if TYPE_CHECKING:
 UNITS_PER_BUDGET = 3
 """A hit is read as at most budget / this many characters on the first pass (its paragraph whole when
 that fits); Config.context_units_per_budget says why three."""
-HitUnit = Literal["window", "neighbours", "sentences"]
-NEAR_RANKS = 10
-"""context_hit_unit=neighbours: hits ranked this high count as the ranking's sign for a paragraph."""
+HitUnit = Literal["window", "sentences"]
 MIN_TAKE = 40
 """Remaining budget below which no new unit is started (a fragment that short answers nothing)."""
 
@@ -93,8 +91,6 @@ class _Leaf:
     pages: list[tuple[int, int, int, int]] = field(default_factory=list)
     """(start_char, end_char, page_start, page_end) of the leaf's chunks, for a paged source."""
     chosen: list[tuple[int, int]] = field(default_factory=list)
-    hit_paragraphs: set[int] | None = None
-    """Paragraphs of the leaf that ranked hits lie in (context_hit_unit=neighbours), found once."""
     ranks: dict[tuple[int, int], list[int]] = field(default_factory=dict)
 
     def used(self) -> int:
@@ -157,44 +153,12 @@ def _load_leaf(index: Any, chunk: Chunk) -> _Leaf | None:
                  paragraph_spans(content), pages)
 
 
-def _with_hit_neighbours(leaf: _Leaf, pa: int, pb: int, hit_paragraphs: set[int], limit: int) -> tuple[int, int]:
-    """Paragraphs [pa, pb) joined with the paragraph just after and just before them when another
-    ranked hit lies there, each whole, while the span stays within ``limit``.
-
-    Two hits in neighbouring paragraphs of a long section are the ranking's own sign that the answer
-    runs across them (a chunk of the recipe's size would hold both); read together, in the order of
-    the better hit, they are not split by the other sections' hits, and what lies between is read too.
-    """
-    paras = leaf.paragraphs
-    i, j = paragraph_at(paras, pa), paragraph_at(paras, pb - 1)
-    if i < 0 or j < 0:
-        return pa, pb
-    if j + 1 in hit_paragraphs and paras[j + 1][1] - pa <= limit:
-        j += 1
-    if i - 1 in hit_paragraphs and paras[j][1] - paras[i - 1][0] <= limit:
-        i -= 1
-    return paras[i][0], paras[j][1]
-
-
-def _hit_paragraphs(leaf: _Leaf, ranked: Sequence[RetrievedChunk], node_id: str) -> set[int]:
-    """Indices of the leaf's paragraphs that one of the top ``NEAR_RANKS`` hits lies in (by its middle)."""
-    if leaf.hit_paragraphs is None:
-        leaf.hit_paragraphs = {paragraph_at(leaf.paragraphs, (h.chunk.start_char + h.chunk.end_char) // 2 - leaf.start)
-                               for h in ranked[:NEAR_RANKS] if h.chunk.source_node_id == node_id} - {-1}
-    return leaf.hit_paragraphs
-
-
-def _units(leaf: _Leaf, a: int, b: int, unit_chars: int, window: bool,
-           neighbours: set[int] | None = None) -> list[tuple[int, int]]:
+def _units(leaf: _Leaf, a: int, b: int, unit_chars: int, window: bool) -> list[tuple[int, int]]:
     """What a hit at [a, b) may be read as, most preferred first: its paragraph(s) when short enough
     for the unit, else (``window``) the sentences around the hit up to the unit, its own sentences,
     the chunk as retrieved."""
     out = []
     pa, pb = leaf.paragraphs_of(a, b)
-    if neighbours is not None:
-        pair = _with_hit_neighbours(leaf, pa, pb, neighbours, 2 * unit_chars)
-        if pair != (pa, pb):
-            out.append(pair)
     if pb - pa <= unit_chars:
         out.append((pa, pb))
     core = widen_to_sentences(leaf.content, a, b)
@@ -278,8 +242,7 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
                 continue
             leaves[c.source_node_id] = leaf
         hit = (c.start_char - leaf.start, c.end_char - leaf.start)
-        near = _hit_paragraphs(leaf, ranked, c.source_node_id) if hit_unit == "neighbours" else None
-        units = _units(leaf, *hit, first_unit if rank == 1 else unit_chars, hit_unit != "sentences", near)
+        units = _units(leaf, *hit, first_unit if rank == 1 else unit_chars, hit_unit == "window")
         crowded = bool(leaf.chosen) and leaf.used() + _new_chars(leaf, *units[0]) > leaf_share * budget
         if crowded:
             waiting.append((rank, leaf, units))

@@ -327,37 +327,3 @@ def test_units_per_budget_is_validated() -> None:
         Config(context_units_per_budget=0)
     with pytest.raises((InputError, ValueError)):
         Config(context_hit_unit="paragraphs")  # type: ignore[arg-type]
-
-
-def test_neighbours_unit_reads_two_hits_in_neighbouring_paragraphs_together(tmp_path) -> None:
-    """context_hit_unit=neighbours: a hit whose next (or previous) paragraph holds another top-ranked hit
-    is read together with it, both whole, before lower-ranked hits of other sections; a hit whose
-    neighbours hold no hit is read as usual."""
-    from indexing.index_builder import build_index
-    from indexing.index_store import load_index
-
-    paras = [f"Paragraph {n} states that component {n} of the system was measured at {n * 11} units." for n in range(1, 9)]
-    doc = tmp_path / "p.md"
-    doc.write_text("# R\n\n## Results\n\n" + "\n\n".join(paras) + "\n\n## Other\n\nA closing note about the setup.\n",
-                   encoding="utf-8")
-    build_index(doc, tmp_path / "idx", Config(chunk_units="paragraph"), make_embedder("hash", Config()))
-    index = load_index(tmp_path / "idx")
-
-    def cid(prefix: str) -> str:
-        return next(c.chunk_id for c in index.chunks if c.text.startswith(prefix))
-
-    size = len(paras[3])
-    budget = 2 * size + 2 + 10  # two paragraphs and the blank line between them, little else
-    ranked = hits(index, cid("Paragraph 4 "), cid("A closing"), cid("Paragraph 5 "), cid("Paragraph 7 "))
-
-    def first(unit: str) -> str:
-        ctx = assemble_context(index, ranked, budget, units_per_budget=2, hit_unit=unit)
-        assert sum(len(p.text) for p in ctx.passages) <= budget
-        return next(p.text for p in ctx.passages if 1 in p.ranks)
-
-    assert first("neighbours") == paras[3] + "\n\n" + paras[4], "rank 3 is read with rank 1, ahead of rank 2"
-    assert first("window") == paras[3], "without it the other section's hit comes second"
-    # no top-ranked hit next to it: read as usual
-    lone = hits(index, cid("Paragraph 4 "), cid("Paragraph 7 "))
-    ctx = assemble_context(index, lone, budget, units_per_budget=2, hit_unit="neighbours")
-    assert next(p.text for p in ctx.passages if 1 in p.ranks) == paras[3]
