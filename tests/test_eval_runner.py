@@ -160,6 +160,8 @@ def test_scope_limits_every_arm(eval_set: Path, tmp_path: Path) -> None:
 def test_arm_configs() -> None:
     base = Config(fusion="rrf")
     assert make_arm("flat-hybrid", base, 10).config.fusion == "weighted"
+    # flat-hybrid is the score fusion the config names (weighted or relative); rrf has its own arm
+    assert make_arm("flat-hybrid", Config(fusion="relative"), 10).config.fusion == "relative"
     assert make_arm("flat-hybrid-rrf", Config(), 10).config.fusion == "rrf"
     t = make_arm("tree-keyword+net", base, 7).config
     assert (t.locator, t.safety_net, t.final_top_k, t.fusion) == ("keyword", True, 7, "rrf")
