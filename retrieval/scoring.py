@@ -69,14 +69,17 @@ def top_scaled(scores: np.ndarray, depth: int) -> np.ndarray:
 
     What LlamaIndex's ``relative_score`` fusion does to each retriever's top-k list, over a whole
     scope: a chunk below a signal's top candidates gets nothing from it. A scope of at most
-    ``depth`` chunks is scaled over all of them, as ``weighted`` does.
+    ``depth`` scores is scaled over all of them, as ``weighted`` does; non-finite scores get 0.
     """
-    arr = np.asarray(scores, dtype=np.float64)
-    if len(arr) <= depth:
+    arr = np.asarray(scores, dtype=np.float64).reshape(-1)
+    finite = np.isfinite(arr)
+    if int(finite.sum()) <= depth:
         return min_max_normalize(arr)
-    finite = np.where(np.isfinite(arr), arr, -np.inf)
-    floor = float(np.partition(finite, len(arr) - depth)[len(arr) - depth])
-    if not np.isfinite(floor):
-        return min_max_normalize(arr)
-    return np.clip(min_max_normalize(arr, lo=floor, hi=float(np.nanmax(np.where(np.isfinite(arr), arr, np.nan)))),
-                   0.0, 1.0)
+    vals = arr[finite]
+    floor, best = float(np.partition(vals, len(vals) - depth)[len(vals) - depth]), float(vals.max())
+    out = np.zeros(arr.shape, dtype=np.float64)
+    if best - floor <= 1e-12 * max(1.0, abs(best)):  # the top candidates tie: they all match fully
+        out[finite] = np.where((vals >= floor) & (best > 0), 1.0, 0.0)
+        return out
+    out[finite] = np.clip((vals - floor) / (best - floor), 0.0, 1.0)
+    return out

@@ -82,6 +82,8 @@ def test_top_scaled_spans_a_signals_own_top_candidates() -> None:
     assert top_scaled(np.array([0.0, 0.0, 3.0, 0.0]), depth=2).tolist() == [0.0, 0.0, 1.0, 0.0]
     got = top_scaled(np.array([1.0, np.nan, 3.0, 2.0, -np.inf]), depth=2)
     assert got.tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
+    # tied top candidates all match fully; a score below them still gets nothing
+    assert top_scaled(np.array([3.0, 3.0, 3.0, 1.0, 0.0]), depth=2).tolist() == [1.0, 1.0, 1.0, 0.0, 0.0]
 
 
 def test_relative_fusion_gives_a_compressed_dense_signal_its_spread() -> None:
