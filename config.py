@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-FusionMode = Literal["weighted", "rrf"]
+FusionMode = Literal["weighted", "relative", "rrf"]
 IdfScope = Literal["leaf", "document", "corpus"]
 
 CJK_SHARE_FOR_MULTILINGUAL = 0.2
@@ -130,6 +130,14 @@ class Config:
     top_k_per_leaf: int = 5
     final_top_k: int = 5
     fusion: FusionMode = "weighted"
+    """weighted: each signal min-max scaled over the whole scope, then the weighted sum (the spec);
+    relative: each signal scaled between its best and its fusion_depth-th best score in the scope
+    (lower ones get 0), then the weighted sum; rrf: reciprocal-rank fusion."""
+    fusion_depth: int = 40
+    """fusion=relative: the score ranked this deep is a signal's zero. A cosine's floor over a whole
+    collection lies far below its candidates, so whole-scope scaling squeezes the dense side of every
+    plausible chunk into the top few hundredths while BM25 keeps its spread; scaled over its own top
+    candidates each signal spans the same range where the ranking is decided."""
     dense_weight: float = 0.5
     bm25_weight: float = 0.5
     rrf_k: int = 60
@@ -291,7 +299,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_probe": (0.0001, 1),
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
-    "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "leaf_prior_weight": (0, 1),
+    "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1),
     "safety_net_top_k": (1, math.inf), "toc_budget_tokens": (1, math.inf),
     "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "context_leaf_share": (0.05, 1),
     "context_first_unit_share": (0, 1), "context_units_per_budget": (1, 1000),

@@ -687,7 +687,7 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
         sp.add_argument("--top-k", type=int, default=None, help=f"chunks kept after rerank (default {d.final_top_k})")
         sp.add_argument("--context-budget", type=int, default=None, metavar="CHARS",
                         help=f"characters of document text the answer step reads (default {d.context_budget_chars})")
-        sp.add_argument("--fusion", choices=("weighted", "rrf"), default=None, help=f"default {d.fusion}")
+        sp.add_argument("--fusion", choices=("weighted", "relative", "rrf"), default=None, help=f"default {d.fusion}")
         sp.add_argument("--rerank", default=None,
                         help="none | cross-encoder | a cross-encoder model path or name in the local cache")
         sp.add_argument("--safety-net", dest="safety_net", action="store_true", default=None,

@@ -111,7 +111,7 @@ def make_arm(name: str, base: Config, k: int, paired_with_graph: bool = False) -
         method = {"flat-bm25": "bm25", "flat-dense": "dense", "flat-learned": "learned"}.get(name, "hybrid")
         changes: dict[str, Any] = {"final_top_k": k}
         if name == "flat-hybrid":
-            changes["fusion"] = "weighted"
+            changes["fusion"] = base.fusion if base.fusion != "rrf" else "weighted"
         elif name == "flat-hybrid-rrf":
             changes["fusion"] = "rrf"
         return Arm(name, "flat", method, base.replace(**changes))

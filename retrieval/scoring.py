@@ -47,9 +47,13 @@ def score_scope(index: Index, query: Query, scope: Scope, config: Config, idf: I
 
 
 def fuse(dense: np.ndarray, lexical: np.ndarray, config: Config) -> np.ndarray:
-    """Weighted min-max fusion (spec) or reciprocal-rank fusion."""
+    """Weighted min-max fusion (spec), the same scaled over each signal's top candidates, or
+    reciprocal-rank fusion."""
     if len(dense) == 0:
         return np.zeros(0, dtype=np.float32)
+    if config.fusion == "relative":
+        return (config.dense_weight * top_scaled(dense, config.fusion_depth)
+                + config.bm25_weight * top_scaled(lexical, config.fusion_depth)).astype(np.float32)
     if config.fusion == "rrf":
         order_d = np.argsort(-dense, kind="stable")
         order_b = np.argsort(-lexical, kind="stable")
@@ -58,3 +62,24 @@ def fuse(dense: np.ndarray, lexical: np.ndarray, config: Config) -> np.ndarray:
         return rrf_scores([order_d, order_b], n=len(dense), k=config.rrf_k)
     return (config.dense_weight * min_max_normalize(dense)
             + config.bm25_weight * min_max_normalize(lexical)).astype(np.float32)
+
+
+def top_scaled(scores: np.ndarray, depth: int) -> np.ndarray:
+    """``scores`` scaled to [0, 1] between the best and the ``depth``-th best (lower ones: 0).
+
+    What LlamaIndex's ``relative_score`` fusion does to each retriever's top-k list, over a whole
+    scope: a chunk below a signal's top candidates gets nothing from it. A scope of at most
+    ``depth`` scores is scaled over all of them, as ``weighted`` does; non-finite scores get 0.
+    """
+    arr = np.asarray(scores, dtype=np.float64).reshape(-1)
+    finite = np.isfinite(arr)
+    if int(finite.sum()) <= depth:
+        return min_max_normalize(arr)
+    vals = arr[finite]
+    floor, best = float(np.partition(vals, len(vals) - depth)[len(vals) - depth]), float(vals.max())
+    out = np.zeros(arr.shape, dtype=np.float64)
+    if best - floor <= 1e-12 * max(1.0, abs(best)):  # the top candidates tie: they all match fully
+        out[finite] = np.where((vals >= floor) & (best > 0), 1.0, 0.0)
+        return out
+    out[finite] = np.clip((vals - floor) / (best - floor), 0.0, 1.0)
+    return out

@@ -29,7 +29,7 @@ def test_config_file_from_environment(tmp_path: Path) -> None:
     ("top_k_per_leaf = 'five'\n", "top_k_per_leaf must be an int, got 'five'"),
     ("fusion = \n", "not valid TOML"),
     # every Literal-like setting is checked, not only the typed ones (these ran as defaults before)
-    ("fusion = 'banana'\n", "fusion must be one of weighted, rrf, got 'banana'"),
+    ("fusion = 'banana'\n", "fusion must be one of weighted, relative, rrf, got 'banana'"),
     ("candidate_order = 'banana'\n", "candidate_order must be one of auto, fused, union, section"),
     ("chunk_context = 'banana'\n", "chunk_context must be one of none, headings"),
     ("locator = 'banana'\n", "locator must be one of auto, llm, llm-rerank, keyword, hybrid"),

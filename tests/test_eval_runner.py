@@ -160,6 +160,8 @@ def test_scope_limits_every_arm(eval_set: Path, tmp_path: Path) -> None:
 def test_arm_configs() -> None:
     base = Config(fusion="rrf")
     assert make_arm("flat-hybrid", base, 10).config.fusion == "weighted"
+    # flat-hybrid is the score fusion the config names (weighted or relative); rrf has its own arm
+    assert make_arm("flat-hybrid", Config(fusion="relative"), 10).config.fusion == "relative"
     assert make_arm("flat-hybrid-rrf", Config(), 10).config.fusion == "rrf"
     t = make_arm("tree-keyword+net", base, 7).config
     assert (t.locator, t.safety_net, t.final_top_k, t.fusion) == ("keyword", True, 7, "rrf")
@@ -330,7 +332,7 @@ def test_cli_prints_the_table_and_writes_json(eval_set: Path, tmp_path: Path, ca
     (["--arms", "tree-llm"], "needs an LLM"),
     (["--k", "0"], "--k must be at least 1"),
     (["--limit", "0"], "--limit must be at least 1"),
-    (["--set", "fusion=magic"], "--set fusion must be one of weighted, rrf, got 'magic'"),
+    (["--set", "fusion=magic"], "--set fusion must be one of weighted, relative, rrf, got 'magic'"),
     (["--set", "nosuch=1"], "--set nosuch: unknown setting 'nosuch'"),
     (["--set", "dense_weight=1.5"], "setting dense_weight must be in [0, 1], got 1.5"),
     (["--set", "chunk_overlap=300"], "chunk_overlap must be less than chunk_size"),

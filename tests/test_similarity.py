@@ -68,3 +68,35 @@ def test_top_order_and_best_first_equal_a_full_sort_with_ties(seed: int) -> None
         assert top_order(scores, k).tolist() == full[:k].tolist()
     assert list(best_first(scores, first=3)) == full.tolist()
     assert list(best_first(np.zeros(0, dtype=np.float32))) == []
+
+
+def test_top_scaled_spans_a_signals_own_top_candidates() -> None:
+    """fusion=relative: the best score is 1, the depth-th best 0, everything below it 0."""
+    from retrieval.scoring import top_scaled
+
+    got = top_scaled(np.array([0.90, 0.80, 0.85, 0.10, 0.70]), depth=3)
+    np.testing.assert_allclose(got, [1.0, 0.0, 0.5, 0.0, 0.0])
+    # a scope no larger than the depth is scaled over all of it, as min-max is
+    np.testing.assert_allclose(top_scaled(np.array([2.0, 4.0, 3.0]), depth=3), [0.0, 1.0, 0.5])
+    assert top_scaled(np.zeros(5), depth=2).tolist() == [0.0] * 5, "all-zero BM25 is no evidence"
+    assert top_scaled(np.array([0.0, 0.0, 3.0, 0.0]), depth=2).tolist() == [0.0, 0.0, 1.0, 0.0]
+    got = top_scaled(np.array([1.0, np.nan, 3.0, 2.0, -np.inf]), depth=2)
+    assert got.tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
+    # tied top candidates all match fully; a score below them still gets nothing
+    assert top_scaled(np.array([3.0, 3.0, 3.0, 1.0, 0.0]), depth=2).tolist() == [1.0, 1.0, 1.0, 0.0, 0.0]
+
+
+def test_relative_fusion_gives_a_compressed_dense_signal_its_spread() -> None:
+    """Whole-scope min-max squeezes e5-like cosines (the floor far below the candidates) so that BM25
+    decides among them; scaled over each signal's top candidates, a clearly better dense match wins."""
+    from config import Config
+    from retrieval.scoring import fuse
+
+    rng = np.random.default_rng(0)
+    dense = np.concatenate(([0.90, 0.86], rng.uniform(0.70, 0.84, 200), [0.0])).astype(np.float32)
+    lexical = np.concatenate(([10.0, 12.0], rng.uniform(0.0, 3.0, 200), [0.0])).astype(np.float32)
+    weighted = fuse(dense, lexical, Config(fusion="weighted"))
+    relative = fuse(dense, lexical, Config(fusion="relative", fusion_depth=40))
+    assert weighted[1] > weighted[0], "whole-scope scaling: the BM25 spread decides"
+    assert relative[0] > relative[1], "top-candidate scaling: the dense lead counts as much"
+    assert relative.min() >= 0.0 and relative.max() <= 1.0
