@@ -702,3 +702,84 @@ def test_table_names_and_identifiers_are_checked_where_they_are_made() -> None:
         with pytest.raises(ValueError):
             identifier(bad)
     assert placeholders(3) == "%s,%s,%s" and placeholders(2, 3) == "(%s,%s,%s),(%s,%s,%s)"
+
+
+def _statements(monkeypatch: pytest.MonkeyPatch, engine) -> list[str]:
+    """The SQL statements ``engine`` runs from now on (the statement text, values apart)."""
+    seen: list[str] = []
+    real = engine.rows
+
+    def rows(sql, params=None):
+        seen.append(sql)
+        return real(sql, params)
+
+    monkeypatch.setattr(engine, "rows", rows)
+    return seen
+
+
+def test_one_statement_scores_equal_the_separate_statements(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole collection is scored from one UNION ALL of the kNN and full-text scans, each candidate's
+    inner product computed in the scan; a leaf or document by one statement computing both scores.
+    Rows and values are exactly those of the former separate statements (kNN ids, full-text top, then the
+    inner products of their union read by row id; a filtered full-text scan)."""
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb.sql import vector_text
+    from indexing.embedders.factory import make_embedder
+    from config import Config
+    from retrieval.query import Query
+
+    _, eng, _ = both
+    search = eng.search
+    table = search.tables["chunks"]
+    emb = make_embedder("hash", Config())
+    probes = [Query.build("contextual bandit router accuracy", emb), Query.build("zzzunknownword", emb),
+              Query("router", ("router",), None)]
+    for q in probes:
+        for k in (7, 40):
+            params = ScoreParams(exact_rows=1, candidates=k)
+            seen = _statements(monkeypatch, search.engine)
+            got = search.score(q, Scope.everything(), "corpus", params)
+            monkeypatch.undo()
+            assert len([s for s in seen if not s.startswith("SET ")]) == 1
+            cand: set[int] = set()
+            if q.vector is not None:
+                cand.update(int(r[0]) for r in search.engine.rows(
+                    f"SELECT row_id FROM `{table}` ORDER BY cosine_distance(emb, %s) APPROXIMATE LIMIT %s",
+                    [vector_text(q.vector), k]))
+            bm = search._fulltext(q.tokens, None, k)
+            cand.update(bm)
+            rows = np.array(sorted(cand), dtype=np.int64)
+            assert got.rows.tolist() == rows.tolist() and not got.complete
+            if q.vector is not None:
+                assert got.dense.tolist() == search.dense(q.vector, rows).tolist()
+            assert got.lexical.tolist() == np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32).tolist()
+        for leaf in range(min(6, len(eng.leaf_ptr) - 1)):
+            a, b = int(eng.leaf_ptr[leaf]), int(eng.leaf_ptr[leaf + 1])
+            if b == a:
+                continue
+            seen = _statements(monkeypatch, search.engine)
+            got = search.score(q, Scope.of_leaf(leaf), "corpus", ScoreParams())
+            monkeypatch.undo()
+            assert len(seen) == 1 and got.rows.tolist() == list(range(a, b))
+            where = ("leaf = %s", [leaf])
+            if q.vector is not None:
+                dense = search._dense(q.vector, where)
+                assert got.dense.tolist() == np.array([dense[r] for r in range(a, b)], dtype=np.float32).tolist()
+            bm = search._fulltext(q.tokens, where)
+            assert got.lexical.tolist() == np.array([bm.get(r, 0.0) for r in range(a, b)], dtype=np.float32).tolist()
+
+
+def test_leaf_and_document_term_counts_are_one_engine_statement(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answer step's document-scope counts come back as one row from the engine, not as the
+    document's chunk bodies; bytes are compared, so a word is not counted under another's spelling."""
+    from indexing.search import Scope
+
+    files, eng, _ = both
+    docs = sorted({leaf.doc_path for leaf in files.leaves})
+    words = ["bandit", "router", "Router", "routér", "the", "a b", "", "nonexistentword"]
+    seen = _statements(monkeypatch, eng.search.engine)
+    got = eng.search.term_stats(words, Scope.of_documents(set(docs)))
+    monkeypatch.undo()
+    assert len(seen) == 1 and "body FROM" not in seen[0]
+    assert got == files.search.term_stats(words, Scope.of_documents(set(docs)))
+    assert "Router" not in got[1] and "routér" not in got[1] and got[1]["router"] > 0
