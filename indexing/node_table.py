@@ -41,6 +41,8 @@ KINDS = ("root", "document", "section", "intro")
 PARENT, DOC, KIND = 0, 1, 2
 MAX_TREE_DEPTH = 64
 """Far deeper than any document tree (root > documents > six heading levels); bounds every walk."""
+CONTENT_CACHE_CHARS = 4_000_000
+"""Section texts kept per index once read (``NodeTable.content``): ~8-16 MB at most."""
 
 NODE_FIELDS = (
     "node_id", "heading", "level", "summary", "heading_path", "doc_path", "kind",
@@ -141,6 +143,8 @@ class NodeTable:
         self.toc_tokens = np.zeros(n, dtype=np.int32)
         """Estimated TOC tokens per row (node_toc_tokens.npy), set by the loader."""
         self._cache: dict[int, StoredNode] = {}
+        self._texts: dict[int, str] = {}
+        self._text_chars = 0
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -186,9 +190,21 @@ class NodeTable:
         return self.child_rows[self.child_ptr[row]:self.child_ptr[row + 1]].tolist()
 
     def content(self, row: int) -> str:
+        """A node's section text, kept once read: a question reads the same few leaves' texts tens of
+        times (passages, quotes, line numbers), and on an engine each read is a SQL round trip. At
+        most CONTENT_CACHE_CHARS characters are kept; the cache is dropped when full."""
+        text = self._texts.get(row)
+        if text is not None:
+            return text
         text = self.contents.raw(row)
         if not isinstance(text, str):
             raise IndexFormatError(f"{self.contents.where(row)}: not a JSON string")
+        if self._text_chars + len(text) > CONTENT_CACHE_CHARS:
+            self._texts.clear()
+            self._text_chars = 0
+        if len(text) <= CONTENT_CACHE_CHARS:
+            self._texts[row] = text
+            self._text_chars += len(text)
         return text
 
 

@@ -783,3 +783,25 @@ def test_leaf_and_document_term_counts_are_one_engine_statement(both, monkeypatc
     assert len(seen) == 1 and "body FROM" not in seen[0]
     assert got == files.search.term_stats(words, Scope.of_documents(set(docs)))
     assert "Router" not in got[1] and "routér" not in got[1] and got[1]["router"] > 0
+
+
+def test_a_section_text_is_read_from_the_engine_once(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A question reads its leaves' texts tens of times (passages, quotes, line numbers): each is one
+    SQL round trip on an engine, so a text once read is kept, within a bound."""
+    import indexing.node_table as node_table
+
+    files, eng, _ = both
+    leaf = eng.leaves[1]
+    seen = _statements(monkeypatch, eng.search.engine)
+    texts = [leaf.content for _ in range(5)]
+    assert texts == [files.leaves[1].content] * 5 and len([s for s in seen if "content FROM" in s]) <= 1
+    monkeypatch.setattr(node_table, "CONTENT_CACHE_CHARS", len(eng.leaves[2].content) + 1)
+    eng.tree._texts.clear()
+    eng.tree._text_chars = 0
+    for j in (2, 3):
+        eng.leaves[j]  # the node records: read once, kept with the node
+    before = len(seen)
+    for j in (2, 3, 2, 2):
+        assert eng.leaves[j].content == files.leaves[j].content
+    assert len(seen) - before == 3  # leaf 3 pushed leaf 2 out once; then it is kept again
+    assert eng.tree._text_chars <= node_table.CONTENT_CACHE_CHARS
