@@ -767,6 +767,16 @@ def test_one_statement_scores_equal_the_separate_statements(both, monkeypatch: p
                 assert got.dense.tolist() == np.array([dense[r] for r in range(a, b)], dtype=np.float32).tolist()
             bm = search._fulltext(q.tokens, where)
             assert got.lexical.tolist() == np.array([bm.get(r, 0.0) for r in range(a, b)], dtype=np.float32).tolist()
+        # candidates found earlier, re-scored by row id (repeats kept): one statement, the same values
+        rows = np.array([5, 1, 9, 3, 5], dtype=np.int64)
+        seen = _statements(monkeypatch, search.engine)
+        got = search.rescore(q, rows, "document", ScoreParams())
+        monkeypatch.undo()
+        assert len(seen) == 1 and got.rows.tolist() == rows.tolist()
+        if q.vector is not None:
+            assert got.dense.tolist() == search.dense(q.vector, rows).tolist()
+        bm = search._fulltext(q.tokens, ("row_id IN (%s,%s,%s,%s)", [1, 3, 5, 9]))
+        assert got.lexical.tolist() == np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32).tolist()
 
 
 def test_leaf_and_document_term_counts_are_one_engine_statement(both, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,6 +78,16 @@ class SeekdbSearch:
             out[int(r[0])] = (d, s)
         return out
 
+    def _exact_scores(self, qvec: np.ndarray | None, tokens: Sequence[str], rows: np.ndarray,
+                      where: Where) -> tuple[np.ndarray, np.ndarray]:
+        """(dense, lexical) of ``rows`` (what ``where`` selects, in any order, repeats allowed): a row the
+        engine lacks has no vector, which ``check_finite`` reports; without a vector, dense is 0."""
+        got = self._exact(qvec, tokens, where)
+        missing = (np.nan, 0.0) if qvec is not None else (0.0, 0.0)
+        pairs = [got.get(int(r), missing) for r in rows]
+        dense = check_finite(np.array([d for d, _ in pairs], dtype=np.float32), f"{self.tables['chunks']}.emb")
+        return dense, np.array([s for _, s in pairs], dtype=np.float32)
+
     def _fulltext(self, tokens: Sequence[str], where: Where | None, limit: int | None = None,
                   table: str = "chunks", key: str = "row_id") -> dict[int, float]:
         q = fulltext_query(tokens)
@@ -148,12 +158,9 @@ class SeekdbSearch:
         qvec, tokens = query.vector, query.tokens
         if end - start <= params.exact_rows:
             rows = np.arange(start, end, dtype=np.int64)
-            got = self._exact(qvec, tokens, where or ("row_id >= %s AND row_id < %s", [int(start), int(end)]))
-            missing = (np.nan, 0.0) if qvec is not None else (0.0, 0.0)
-            pairs = [got.get(int(r), missing) for r in rows]
-            dense = np.array([d for d, _ in pairs], dtype=np.float32)
-            lexical = np.array([s for _, s in pairs], dtype=np.float32)
-            return Scores(rows, check_finite(dense, f"{self.tables['chunks']}.emb"), lexical, ENGINE_RELEVANCE)
+            dense, lexical = self._exact_scores(qvec, tokens, rows, where or (
+                "row_id >= %s AND row_id < %s", [int(start), int(end)]))
+            return Scores(rows, dense, lexical, ENGINE_RELEVANCE)
         near, bm = self._candidates(qvec, tokens, where, params.candidates)
         rows = np.array(sorted(r for r in near if start <= r < end), dtype=np.int64)
         if not len(rows):
@@ -177,11 +184,9 @@ class SeekdbSearch:
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return empty_scores(ENGINE_RELEVANCE)
-        dense = (np.zeros(len(rows), dtype=np.float32) if query.vector is None
-                 else self.dense(query.vector, rows))
         unique = np.unique(rows)
-        got = self._fulltext(query.tokens, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
-        lexical = np.array([got.get(int(r), 0.0) for r in rows], dtype=np.float32)
+        dense, lexical = self._exact_scores(query.vector, query.tokens, rows,
+                                            (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
         return Scores(rows, dense, lexical, ENGINE_RELEVANCE)
 
     def dense(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
