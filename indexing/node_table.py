@@ -23,7 +23,7 @@ refused, so ids are unique by construction.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence, overload
+from typing import Any, Iterable, Iterator, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -171,11 +171,23 @@ class NodeTable:
         if len(self.leaf_rows) > 1 and np.any(np.diff(doc[self.leaf_rows]) < 0):
             raise IndexFormatError(f"{name}: the leaves of a document are not contiguous")
 
-    def node(self, row: int) -> "StoredNode":
+    def prefetch(self, rows: Iterable[int]) -> None:
+        """Read the records of ``rows`` not yet kept in one batch, when the store reads in batches
+        (an engine: one statement instead of one per node); elsewhere nothing is done here."""
+        many = getattr(self.records, "raw_many", None)
+        if many is None:
+            return
+        want = [int(r) for r in rows if 0 <= int(r) < len(self) and int(r) not in self._cache]
+        if want:
+            for row, raw in many(want).items():
+                self.node(row, raw)
+
+    def node(self, row: int, raw: Any = None) -> "StoredNode":
+        """``raw``: the row's record when already read (``prefetch``)."""
         hit = self._cache.get(row)
         if hit is None:
             where = self.records.where(row)
-            fields = typed_fields(self.records.raw(row), _TYPES, where)
+            fields = typed_fields(self.records.raw(row) if raw is None else raw, _TYPES, where)
             check_spans(fields, NODE_INTS, where)
             if fields["node_id"] != node_id_of(row):
                 raise IndexFormatError(f"{where}: node id {fields['node_id']!r} is not its row ({node_id_of(row)})")

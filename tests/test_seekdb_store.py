@@ -815,3 +815,31 @@ def test_a_section_text_is_read_from_the_engine_once(both, monkeypatch: pytest.M
         assert eng.leaves[j].content == files.leaves[j].content
     assert len(seen) - before == 3  # leaf 3 pushed leaf 2 out once; then it is kept again
     assert eng.tree._text_chars <= node_table.CONTENT_CACHE_CHARS
+
+
+def test_the_records_a_question_reads_come_in_batches(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranking a scope reads its top chunks' records in one statement (their leaves' in another), the
+    locator its candidate leaves' node records in one; what comes back equals the file store's records."""
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.search import Scope, ScoreParams
+    from retrieval.hybrid_retriever import StageHits, rank_scored
+    from retrieval.query import Query
+
+    files, eng, root = both
+    from indexing.index_store import load_index
+
+    eng = load_index(root / "engine")  # nothing read yet
+    q = Query.build("contextual bandit router accuracy", make_embedder("hash", Config()))
+    scores = eng.search.score(q, Scope.everything(), "corpus", ScoreParams())
+    seen = _statements(monkeypatch, eng.search.engine)
+    got = rank_scored(eng, scores, 5, Config(), q.text, "flat", StageHits())
+    eng.prefetch_leaves([0, 2, 3, 5])
+    leaves = [eng.leaves[j] for j in (0, 2, 3, 5)]
+    monkeypatch.undo()
+    nodes, chunks = (f"SELECT row_id, record FROM `{eng.search.tables[t]}`" for t in ("nodes", "chunks"))
+    # the chunks' leaves (a chunk is checked against its leaf), the chunks, the other leaves asked for
+    assert [s.split(" WHERE ")[0] for s in seen] == [nodes, chunks, nodes]
+    assert [rc.chunk for rc in got] == [files.chunks[rc.row] for rc in got]
+    assert [n.heading_path for n in leaves] == [files.leaves[j].heading_path for j in (0, 2, 3, 5)]
+    eng.search.engine.close()
