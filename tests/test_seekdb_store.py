@@ -843,3 +843,24 @@ def test_the_records_a_question_reads_come_in_batches(both, monkeypatch: pytest.
     assert [rc.chunk for rc in got] == [files.chunks[rc.row] for rc in got]
     assert [n.heading_path for n in leaves] == [files.leaves[j].heading_path for j in (0, 2, 3, 5)]
     eng.search.engine.close()
+
+
+def test_long_cjk_words_in_computed_columns_are_read_back(both) -> None:
+    """A question's words travel inside computed columns (relevance, word counts); a column the SQL
+    leaves unnamed is named by its text, cut at 256 bytes, possibly inside a CJK character, which the
+    driver then failed to decode: every such column is named."""
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.search import Scope, ScoreParams
+    from retrieval.query import Query
+
+    files, eng, _ = both
+    words = ["履行合同义务" * 30, "合同" * 60, "bandit"]
+    doc = files.leaves[0].doc_path
+    assert eng.search.term_stats(words, Scope.of_documents({doc})) == files.search.term_stats(
+        words, Scope.of_documents({doc}))
+    q = Query("合同 bandit", tuple(words), make_embedder("hash", Config()).embed_query("合同 bandit"))
+    assert len(eng.search.score(q, Scope.of_leaf(1), "corpus", ScoreParams()).rows)
+    for params in (ScoreParams(), ScoreParams(exact_rows=1)):  # every row exactly; the candidates
+        assert (eng.search.score(q, Scope.everything(), "corpus", params).lexical > 0).any()
+    assert len(eng.search.rescore(q, np.array([0, 1, 2]), "document", ScoreParams()).rows) == 3

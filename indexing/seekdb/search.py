@@ -53,7 +53,7 @@ class SeekdbSearch:
 
     def _dense(self, qvec: np.ndarray, where: Where | None) -> dict[int, float]:
         cond, params = (f" WHERE {where[0]}", where[1]) if where else ("", [])
-        got = self.engine.rows(f"SELECT row_id, inner_product(emb, %s) FROM `{self.tables['chunks']}`{cond}",
+        got = self.engine.rows(f"SELECT row_id, inner_product(emb, %s) AS d FROM `{self.tables['chunks']}`{cond}",
                                [vector_text(qvec), *params])
         return {int(r): float(s) for r, s in got}
 
@@ -64,10 +64,10 @@ class SeekdbSearch:
         q = fulltext_query(tokens)
         cols, params = ["row_id"], []
         if qvec is not None:
-            cols.append("inner_product(emb, %s)")
+            cols.append("inner_product(emb, %s) AS d")
             params.append(vector_text(qvec))
         if q is not None:
-            cols.append("MATCH(body) AGAINST(%s)")
+            cols.append("MATCH(body) AGAINST(%s) AS s")
             params.append(q)
         got = self.engine.rows(f"SELECT {', '.join(cols)} FROM `{self.tables['chunks']}` WHERE {where[0]}",
                                [*params, *where[1]])
@@ -216,7 +216,7 @@ class SeekdbSearch:
         got_rows: list[tuple[Any, ...]] = []
         for i in range(0, len(want), FETCH_ROWS):
             part = np.unique(want[i:i + FETCH_ROWS])
-            got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, %s) FROM `{table}` "
+            got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, %s) AS d FROM `{table}` "
                                          f"WHERE leaf IN ({placeholders(len(part))})",
                                          [vector_text(qvec), *int_list(part)])
         got = {int(leaf): float(s) for leaf, s in got_rows}
@@ -282,12 +282,14 @@ class SeekdbSearch:
     def _count_words(self, words: Sequence[str], spans: Sequence[tuple[int, int]]) -> tuple[int, dict[str, int]]:
         """(rows in ``spans``, how many of them hold each word), counted by the engine in one statement."""
         body = "CAST(CONCAT(' ', COALESCE(body, ''), ' ') AS BINARY)"
-        sums = [f"SUM(INSTR({body}, CAST(%s AS BINARY)) > 0)" for _ in words]
+        # every column named: unnamed, the engine names it by its text, values included, cut at 256
+        # bytes, possibly inside a multi-byte character, which the driver then fails to decode
+        sums = [f"SUM(INSTR({body}, CAST(%s AS BINARY)) > 0) AS w{i}" for i in range(len(words))]
         cond = " OR ".join(["(row_id >= %s AND row_id < %s)"] * len(spans))
         params: list[Any] = [f" {w} " for w in words]
         for s, e in spans:
             params += [s, e]
-        got = self.engine.rows(f"SELECT {', '.join(['COUNT(*)', *sums])} FROM `{self.tables['chunks']}` "
+        got = self.engine.rows(f"SELECT {', '.join(['COUNT(*) AS n', *sums])} FROM `{self.tables['chunks']}` "
                                f"WHERE {cond}", params)
         row = got[0] if got else (0,)
         return int(row[0] or 0), {w: int(c or 0) for w, c in zip(words, row[1:])}
