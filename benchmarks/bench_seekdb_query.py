@@ -40,7 +40,8 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
     with threadpool_limits(1):
         t = time.perf_counter()
         index = load_index(index_dir)
-        res: dict[str, Any] = {"open_s": time.perf_counter() - t}
+        res: dict[str, Any] = {"open_s": time.perf_counter() - t,
+                               "code": str(Path(sys.modules["pipeline"].__file__ or "").resolve().parent)}
         config = Config()
         backends = make_backends(index, config, None)
         for q in queries[:3]:
@@ -110,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                 run_proc(python(Path(__file__).resolve(), "--worker", checkout, index_dir.resolve(),
                                 args.queries.resolve(), out, n), cwd=checkout, env=env).check()
                 got = json.loads(out.read_text())
+                if Path(got["code"]) != checkout.resolve():
+                    raise RuntimeError(f"the {code} worker ran the code in {got['code']}, not {checkout}")
                 slot = times.setdefault((store, code), {"whole": [], "scoped": []})
                 for mode in slot:
                     slot[mode] += got[mode]
