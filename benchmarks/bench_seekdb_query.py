@@ -24,7 +24,35 @@ from pathlib import Path
 from typing import Any
 
 
-def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, n: int) -> None:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when it is gone)."""
+    import os
+
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _engine_pids(server_pid: int) -> list[int]:
+    """The engine serving this worker: the server's process, or the embedded engine this process started."""
+    import os
+
+    if server_pid:
+        return [server_pid]
+    me, out = os.getpid(), []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, n: int, server_pid: int) -> None:
     """Timed questions with ``checkout``'s code (imported first: this file's own tree is not on the path)."""
     sys.path[:] = [str(checkout)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     import os
@@ -46,25 +74,36 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
         backends = make_backends(index, config, None)
         for q in queries[:3]:
             run_pipeline(q["query"], index, config, backends)
+        engine = _engine_pids(server_pid)
         for mode in ("whole", "scoped"):
             times = []
+            c0, e0 = time.process_time(), sum(_cpu_s(p) for p in engine)
             for q in queries:
                 t = time.perf_counter()
                 run_pipeline(q["query"], index, config, backends,
                              doc_paths=set(q["scope"]) if mode == "scoped" else None)
                 times.append((time.perf_counter() - t) * 1000)
             res[mode] = times
+            # CPU per question, this process and the engine's: what a busy machine's wall time hides
+            res[mode + "_cpu_ms"] = [(time.process_time() - c0) * 1000 / len(queries),
+                                     (sum(_cpu_s(p) for p in engine) - e0) * 1000 / len(queries)]
     out_file.write_text(json.dumps(res))
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--worker":
-    worker(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[6]))
+    worker(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[6]),
+           int(sys.argv[7]))
     raise SystemExit(0)
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, Headline, Report, banner, base_parser, bench_env, machine_info, machine_line,  # noqa: E402
                     python, ratio, run_proc, stats, table, workdir_of)
+
+
+def statistics_mean(values: Any) -> float:
+    xs = [float(v) for v in values]
+    return sum(xs) / len(xs) if xs else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries-n", type=int, default=None, help="timed questions per mode (quick 20, full 60)")
     ap.add_argument("--rounds", type=int, default=None, help="worker processes per store and code (quick 1, full 2)")
     ap.add_argument("--baseline", type=Path, default=None, help="a checkout of the code to compare with")
+    ap.add_argument("--server-pid", type=int, default=0,
+                    help="the seekdb server's process id: its CPU time per question is reported (an embedded "
+                         "engine's is found as the worker's child)")
     args = ap.parse_args(argv)
     n = args.queries_n or (20 if args.quick else 60)
     rounds = args.rounds or (1 if args.quick else 2)
@@ -101,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                     params={"queries": n, "rounds": rounds, "baseline": str(args.baseline or "")})
     times: dict[tuple[str, str], dict[str, list[float]]] = {}
     opens: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[list[float]]] = {}
     for store, index_dir in stores:
         for r in range(rounds):
             order = codes if r % 2 else list(reversed(codes))
@@ -108,34 +151,41 @@ def main(argv: list[str] | None = None) -> int:
                 env = bench_env()
                 env["PYTHONPATH"] = str(checkout)
                 out = work / f"{store}-{code}-{r}.json"
+                uri = str((json.loads((index_dir / "metadata.json").read_text()).get("store") or {}).get("uri", ""))
+                server_pid = args.server_pid if uri.startswith("seekdb://") and not uri.startswith("seekdb:///") else 0
                 run_proc(python(Path(__file__).resolve(), "--worker", checkout, index_dir.resolve(),
-                                args.queries.resolve(), out, n), cwd=checkout, env=env).check()
+                                args.queries.resolve(), out, n, server_pid), cwd=checkout, env=env).check()
                 got = json.loads(out.read_text())
                 if Path(got["code"]) != checkout.resolve():
                     raise RuntimeError(f"the {code} worker ran the code in {got['code']}, not {checkout}")
                 slot = times.setdefault((store, code), {"whole": [], "scoped": []})
                 for mode in slot:
                     slot[mode] += got[mode]
+                cpu.setdefault((store, code), []).append(got["whole_cpu_ms"])
                 opens.setdefault((store, code), []).append(got["open_s"])
                 w = stats(got["whole"])
-                print(f"[{store} / {code} / round {r + 1}] whole p50 {w.p50:.1f} p95 {w.p95:.1f} ms; "
-                      f"scoped p95 {stats(got['scoped']).p95:.1f} ms", flush=True)
+                print(f"[{store} / {code} / round {r + 1}] whole p50 {w.p50:.1f} p95 {w.p95:.1f} ms "
+                      f"(CPU per question: {got['whole_cpu_ms'][0]:.0f} ms here, {got['whole_cpu_ms'][1]:.0f} ms "
+                      f"in the engine); scoped p95 {stats(got['scoped']).p95:.1f} ms", flush=True)
     rows = []
     for (store, code), t in times.items():
         w, s = stats(t["whole"]), stats(t["scoped"])
         base = times.get((store, "baseline"))
         bw = stats(base["whole"]) if base and code == "new" else None
-        rows.append([store, code, w.p50, w.p95, ratio(w.p95, bw.p95) if bw else "-", s.p50, s.p95,
+        client, engine = (statistics_mean(c[i] for c in cpu[(store, code)]) for i in (0, 1))
+        rows.append([store, code, w.p50, w.p95, ratio(w.p95, bw.p95) if bw else "-", client, engine, s.p50, s.p95,
                      min(opens[(store, code)])])
         report.results[f"{store}/{code}"] = {"whole": w.to_dict(), "scoped": s.to_dict(),
-                                             "open_s": opens[(store, code)]}
+                                             "open_s": opens[(store, code)],
+                                             "whole_cpu_ms_per_question": {"client": client, "engine": engine}}
         if code == "new":
             report.headlines.append(Headline(f"{store}: whole-collection query p95", w.p95, "ms",
                                              ratio=ratio(w.p95, bw.p95) if bw else None,
                                              ratio_of="baseline checkout, same run" if bw else ""))
     print()
-    print(table(["store", "code", "whole p50 ms", "whole p95 ms", "x baseline", "scoped p50 ms", "scoped p95 ms",
-                 "open s"], rows))
+    print(table(["store", "code", "whole p50 ms", "whole p95 ms", "x baseline", "whole CPU ms/q here",
+                 "whole CPU ms/q engine", "scoped p50 ms", "scoped p95 ms", "open s"], rows))
+    print("(CPU per question: means over the rounds; a busy machine's wall time is mostly waiting for a core)")
     report.finish(args.json)
     return 0
 
