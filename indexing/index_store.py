@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping, Sequence, overload
+from typing import Any, Iterable, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -121,9 +121,24 @@ class ChunkTable(Sequence[Chunk]):
             self._cache[row] = hit
         return hit
 
-    def _read(self, row: int) -> Chunk:
+    def prefetch(self, rows: Iterable[int]) -> None:
+        """Read the records of ``rows`` not yet kept in one batch, when the store reads in batches
+        (an engine: one statement instead of one per record); elsewhere nothing is done here."""
+        many = getattr(self.records, "raw_many", None)
+        if many is None:
+            return
+        n = len(self)
+        want = sorted({int(r) for r in rows if 0 <= int(r) < n and int(r) not in self._cache})
+        if not want:
+            return
+        if len(self._cache) + len(want) > RECORD_CACHE:
+            self._cache.clear()
+        for row, raw in many(want[:RECORD_CACHE]).items():
+            self._cache[row] = self._read(row, raw)
+
+    def _read(self, row: int, raw: Any = None) -> Chunk:
         where = f"{CHUNKS} line {row + 1}"
-        kw = typed_fields(self.records.raw(row), _CHUNK_TYPES, where)
+        kw = typed_fields(self.records.raw(row) if raw is None else raw, _CHUNK_TYPES, where)
         check_spans(kw, _CHUNK_INTS, where)
         leaf_pos = int(np.searchsorted(self.leaf_ptr, row, side="right")) - 1
         leaf = self.leaves[leaf_pos]
@@ -160,7 +175,8 @@ class Index:
         self.nodes: Mapping[str, TreeNode] = NodeMap(tree)
         self.leaves: Sequence[TreeNode] = LeafList(tree)
         self.leaf_rows: Mapping[str, tuple[int, int]] = LeafRows(tree, leaf_ptr)
-        self.chunks: Sequence[Chunk] = ChunkTable(records, leaf_ptr, self.leaves)
+        self._chunk_table = ChunkTable(records, leaf_ptr, self.leaves)
+        self.chunks: Sequence[Chunk] = self._chunk_table
         self.doc_rows = _doc_rows(tree, leaf_ptr)
         self.text_keys: dict[str, np.ndarray] = {}
         """CHUNK_KEYS / LEAF_KEYS -> (rows, KEY_BYTES) digests of the texts the vectors embed (for updates)."""
@@ -174,6 +190,23 @@ class Index:
     @property
     def embedder_identity(self) -> dict[str, Any]:
         return dict(self.metadata["embedder"])
+
+    def prefetch_chunks(self, rows: Iterable[int]) -> None:
+        """The chunk records of ``rows`` read together before they are used one by one: on an engine
+        one statement instead of one per record (a question reads tens); on files nothing to do.
+        Their leaves' node records too: a chunk is checked against its leaf when read."""
+        want = np.fromiter((int(r) for r in rows), dtype=np.int64)
+        want = want[(want >= 0) & (want < len(self._chunk_table))]
+        if not len(want):
+            return
+        self.prefetch_leaves(np.unique(np.searchsorted(self.leaf_ptr, want, side="right") - 1).tolist())
+        self._chunk_table.prefetch(want.tolist())
+
+    def prefetch_leaves(self, positions: Iterable[int]) -> None:
+        """The node records of leaves ``positions`` (pre-order leaf numbers) read together, as
+        ``prefetch_chunks``."""
+        pos = np.fromiter((int(p) for p in positions), dtype=np.int64)
+        self.tree.prefetch(self.tree.leaf_rows[pos[(pos >= 0) & (pos < len(self.tree.leaf_rows))]].tolist())
 
     def get_node(self, node_id: str) -> TreeNode | None:
         return self.nodes.get(node_id)

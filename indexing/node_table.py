@@ -23,7 +23,7 @@ refused, so ids are unique by construction.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence, overload
+from typing import Any, Iterable, Iterator, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -41,6 +41,8 @@ KINDS = ("root", "document", "section", "intro")
 PARENT, DOC, KIND = 0, 1, 2
 MAX_TREE_DEPTH = 64
 """Far deeper than any document tree (root > documents > six heading levels); bounds every walk."""
+CONTENT_CACHE_CHARS = 4_000_000
+"""Section texts kept per index once read (``NodeTable.content``): ~8-16 MB at most."""
 
 NODE_FIELDS = (
     "node_id", "heading", "level", "summary", "heading_path", "doc_path", "kind",
@@ -143,6 +145,8 @@ class NodeTable:
         self._cache: dict[int, StoredNode] = {}
         self._doc_order: np.ndarray | None = None
         self._doc_bounds = np.zeros(0, dtype=np.int64)
+        self._texts: dict[int, str] = {}
+        self._text_chars = 0
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -169,16 +173,29 @@ class NodeTable:
         if len(self.leaf_rows) > 1 and np.any(np.diff(doc[self.leaf_rows]) < 0):
             raise IndexFormatError(f"{name}: the leaves of a document are not contiguous")
 
-    def node(self, row: int) -> "StoredNode":
+    def prefetch(self, rows: Iterable[int]) -> None:
+        """Read the records of ``rows`` not yet kept in one batch, when the store reads in batches
+        (an engine: one statement instead of one per node); elsewhere nothing is done here."""
+        many = getattr(self.records, "raw_many", None)
+        if many is None:
+            return
+        want = [int(r) for r in rows if 0 <= int(r) < len(self) and int(r) not in self._cache]
+        if want:
+            for row, raw in many(want).items():
+                self.node(row, raw)
+
+    def node(self, row: int, raw: Any = None) -> "StoredNode":
+        """``raw``: the row's record when already read (``prefetch``)."""
         hit = self._cache.get(row)
         if hit is None:
-            hit = self._cache[row] = StoredNode(self, row, **self.fields(row))
+            hit = self._cache[row] = StoredNode(self, row, **self.fields(row, raw))
         return hit
 
-    def fields(self, row: int) -> dict[str, Any]:
-        """One node's checked record, not kept (a walk over many nodes, e.g. an update's, holds none)."""
+    def fields(self, row: int, raw: Any = None) -> dict[str, Any]:
+        """One node's checked record, not kept (a walk over many nodes, e.g. an update's, holds none).
+        ``raw``: the row's record when already read."""
         where = self.records.where(row)
-        fields = typed_fields(self.records.raw(row), _TYPES, where)
+        fields = typed_fields(self.records.raw(row) if raw is None else raw, _TYPES, where)
         check_spans(fields, NODE_INTS, where)
         if fields["node_id"] != node_id_of(row):
             raise IndexFormatError(f"{where}: node id {fields['node_id']!r} is not its row ({node_id_of(row)})")
@@ -200,9 +217,21 @@ class NodeTable:
         return self.child_rows[self.child_ptr[row]:self.child_ptr[row + 1]].tolist()
 
     def content(self, row: int) -> str:
+        """A node's section text, kept once read: a question reads the same few leaves' texts tens of
+        times (passages, quotes, line numbers), and on an engine each read is a SQL round trip. At
+        most CONTENT_CACHE_CHARS characters are kept; the cache is dropped when full."""
+        text = self._texts.get(row)
+        if text is not None:
+            return text
         text = self.contents.raw(row)
         if not isinstance(text, str):
             raise IndexFormatError(f"{self.contents.where(row)}: not a JSON string")
+        if self._text_chars + len(text) > CONTENT_CACHE_CHARS:
+            self._texts.clear()
+            self._text_chars = 0
+        if len(text) <= CONTENT_CACHE_CHARS:
+            self._texts[row] = text
+            self._text_chars += len(text)
         return text
 
 

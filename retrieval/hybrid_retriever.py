@@ -47,6 +47,8 @@ def rank_scored(index: Index, scores: Scores, top_k: int, config: Config, sub_qu
                 source: str, stages: StageHits | None = None) -> list[RetrievedChunk]:
     fused = fuse(scores.dense, scores.lexical, config)
     order = np.lexsort((scores.rows, -fused))[:top_k]
+    wanted = [order] if stages is None else [order, *_single_signal_orders(scores, top_k)]
+    index.prefetch_chunks(int(scores.rows[i]) for part in wanted for i in part)
     out = [retrieved_chunk(index, int(scores.rows[i]), scores.dense[i], scores.lexical[i], fused[i], sub_query, source)
            for i in order]
     if stages is not None:
@@ -55,13 +57,17 @@ def rank_scored(index: Index, scores: Scores, top_k: int, config: Config, sub_qu
     return out
 
 
+def _single_signal_orders(scores: Scores, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the keyword top-k (lexical > 0 only) and the vector top-k of a scored scope."""
+    kw = np.lexsort((scores.rows, -scores.lexical))[:top_k]
+    return kw[scores.lexical[kw] > 0], np.lexsort((scores.rows, -scores.dense))[:top_k]
+
+
 def _record_single_signals(index: Index, scores: Scores, fused: np.ndarray, top_k: int, sub_query: str,
                            source: str, stages: StageHits) -> None:
     """The keyword (lexical > 0) and vector top-k of a scored scope, for the audit record."""
-    for arr, bucket in ((scores.lexical, stages.keyword), (scores.dense, stages.vector)):
-        for i in np.lexsort((scores.rows, -arr))[:top_k]:
-            if bucket is stages.keyword and arr[i] <= 0:
-                continue
+    for order, bucket in zip(_single_signal_orders(scores, top_k), (stages.keyword, stages.vector)):
+        for i in order:
             bucket.append(retrieved_chunk(index, int(scores.rows[i]), scores.dense[i], scores.lexical[i],
                                 fused[i], sub_query, source))
 

@@ -137,6 +137,8 @@ def hybrid_locate(index: Index, query: Query, config: Config,
     leaves, total = hybrid_leaf_scores(index, query, config, doc_paths)
     order = top_order(total, max(config.hybrid_top_leaves, LOCATOR_CANDIDATES))
     picked = [i for i in order[:config.hybrid_top_leaves] if total[i] > 0]
+    positions = np.asarray(index.leaf_positions(doc_paths))  # leaves[i] is leaf positions[i] of the index
+    index.prefetch_leaves(positions[np.asarray(order[:LOCATOR_CANDIDATES], dtype=np.int64)].tolist())
     text = query.text
     nodes = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
              for i in picked]

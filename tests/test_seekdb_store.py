@@ -702,3 +702,165 @@ def test_table_names_and_identifiers_are_checked_where_they_are_made() -> None:
         with pytest.raises(ValueError):
             identifier(bad)
     assert placeholders(3) == "%s,%s,%s" and placeholders(2, 3) == "(%s,%s,%s),(%s,%s,%s)"
+
+
+def _statements(monkeypatch: pytest.MonkeyPatch, engine) -> list[str]:
+    """The SQL statements ``engine`` runs from now on (the statement text, values apart)."""
+    seen: list[str] = []
+    real = engine.rows
+
+    def rows(sql, params=None):
+        seen.append(sql)
+        return real(sql, params)
+
+    monkeypatch.setattr(engine, "rows", rows)
+    return seen
+
+
+def test_one_statement_scores_equal_the_separate_statements(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole collection is scored from one UNION ALL of the kNN and full-text scans, each candidate's
+    inner product computed in the scan; a leaf or document by one statement computing both scores.
+    Rows and values are exactly those of the former separate statements (kNN ids, full-text top, then the
+    inner products of their union read by row id; a filtered full-text scan)."""
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb.sql import vector_text
+    from indexing.embedders.factory import make_embedder
+    from config import Config
+    from retrieval.query import Query
+
+    _, eng, _ = both
+    search = eng.search
+    table = search.tables["chunks"]
+    emb = make_embedder("hash", Config())
+    probes = [Query.build("contextual bandit router accuracy", emb), Query.build("zzzunknownword", emb),
+              Query("router", ("router",), None)]
+    for q in probes:
+        for k in (7, 40):
+            params = ScoreParams(exact_rows=1, candidates=k)
+            seen = _statements(monkeypatch, search.engine)
+            got = search.score(q, Scope.everything(), "corpus", params)
+            monkeypatch.undo()
+            assert len([s for s in seen if not s.startswith("SET ")]) == 1
+            cand: set[int] = set()
+            if q.vector is not None:
+                cand.update(int(r[0]) for r in search.engine.rows(
+                    f"SELECT row_id FROM `{table}` ORDER BY cosine_distance(emb, %s) APPROXIMATE LIMIT %s",
+                    [vector_text(q.vector), k]))
+            bm = search._fulltext(q.tokens, None, k)
+            cand.update(bm)
+            rows = np.array(sorted(cand), dtype=np.int64)
+            assert got.rows.tolist() == rows.tolist() and not got.complete
+            if q.vector is not None:
+                assert got.dense.tolist() == search.dense(q.vector, rows).tolist()
+            assert got.lexical.tolist() == np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32).tolist()
+        for leaf in range(min(6, len(eng.leaf_ptr) - 1)):
+            a, b = int(eng.leaf_ptr[leaf]), int(eng.leaf_ptr[leaf + 1])
+            if b == a:
+                continue
+            seen = _statements(monkeypatch, search.engine)
+            got = search.score(q, Scope.of_leaf(leaf), "corpus", ScoreParams())
+            monkeypatch.undo()
+            assert len(seen) == 1 and got.rows.tolist() == list(range(a, b))
+            where = ("leaf = %s", [leaf])
+            if q.vector is not None:
+                dense = search._dense(q.vector, where)
+                assert got.dense.tolist() == np.array([dense[r] for r in range(a, b)], dtype=np.float32).tolist()
+            bm = search._fulltext(q.tokens, where)
+            assert got.lexical.tolist() == np.array([bm.get(r, 0.0) for r in range(a, b)], dtype=np.float32).tolist()
+        # candidates found earlier, re-scored by row id (repeats kept): one statement, the same values
+        rows = np.array([5, 1, 9, 3, 5], dtype=np.int64)
+        seen = _statements(monkeypatch, search.engine)
+        got = search.rescore(q, rows, "document", ScoreParams())
+        monkeypatch.undo()
+        assert len(seen) == 1 and got.rows.tolist() == rows.tolist()
+        if q.vector is not None:
+            assert got.dense.tolist() == search.dense(q.vector, rows).tolist()
+        bm = search._fulltext(q.tokens, ("row_id IN (%s,%s,%s,%s)", [1, 3, 5, 9]))
+        assert got.lexical.tolist() == np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32).tolist()
+
+
+def test_leaf_and_document_term_counts_are_one_engine_statement(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answer step's document-scope counts come back as one row from the engine, not as the
+    document's chunk bodies; bytes are compared, so a word is not counted under another's spelling."""
+    from indexing.search import Scope
+
+    files, eng, _ = both
+    docs = sorted({leaf.doc_path for leaf in files.leaves})
+    words = ["bandit", "router", "Router", "routér", "the", "a b", "", "nonexistentword"]
+    seen = _statements(monkeypatch, eng.search.engine)
+    got = eng.search.term_stats(words, Scope.of_documents(set(docs)))
+    monkeypatch.undo()
+    assert len(seen) == 1 and "body FROM" not in seen[0]
+    assert got == files.search.term_stats(words, Scope.of_documents(set(docs)))
+    assert "Router" not in got[1] and "routér" not in got[1] and got[1]["router"] > 0
+
+
+def test_a_section_text_is_read_from_the_engine_once(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A question reads its leaves' texts tens of times (passages, quotes, line numbers): each is one
+    SQL round trip on an engine, so a text once read is kept, within a bound."""
+    import indexing.node_table as node_table
+
+    files, eng, _ = both
+    leaf = eng.leaves[1]
+    seen = _statements(monkeypatch, eng.search.engine)
+    texts = [leaf.content for _ in range(5)]
+    assert texts == [files.leaves[1].content] * 5 and len([s for s in seen if "content FROM" in s]) <= 1
+    monkeypatch.setattr(node_table, "CONTENT_CACHE_CHARS", len(eng.leaves[2].content) + 1)
+    eng.tree._texts.clear()
+    eng.tree._text_chars = 0
+    for j in (2, 3):
+        eng.leaves[j]  # the node records: read once, kept with the node
+    before = len(seen)
+    for j in (2, 3, 2, 2):
+        assert eng.leaves[j].content == files.leaves[j].content
+    assert len(seen) - before == 3  # leaf 3 pushed leaf 2 out once; then it is kept again
+    assert eng.tree._text_chars <= node_table.CONTENT_CACHE_CHARS
+
+
+def test_the_records_a_question_reads_come_in_batches(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranking a scope reads its top chunks' records in one statement (their leaves' in another), the
+    locator its candidate leaves' node records in one; what comes back equals the file store's records."""
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.search import Scope, ScoreParams
+    from retrieval.hybrid_retriever import StageHits, rank_scored
+    from retrieval.query import Query
+
+    files, eng, root = both
+    from indexing.index_store import load_index
+
+    eng = load_index(root / "engine")  # nothing read yet
+    q = Query.build("contextual bandit router accuracy", make_embedder("hash", Config()))
+    scores = eng.search.score(q, Scope.everything(), "corpus", ScoreParams())
+    seen = _statements(monkeypatch, eng.search.engine)
+    got = rank_scored(eng, scores, 5, Config(), q.text, "flat", StageHits())
+    eng.prefetch_leaves([0, 2, 3, 5])
+    leaves = [eng.leaves[j] for j in (0, 2, 3, 5)]
+    monkeypatch.undo()
+    nodes, chunks = (f"SELECT row_id, record FROM `{eng.search.tables[t]}`" for t in ("nodes", "chunks"))
+    # the chunks' leaves (a chunk is checked against its leaf), the chunks, the other leaves asked for
+    assert [s.split(" WHERE ")[0] for s in seen] == [nodes, chunks, nodes]
+    assert [rc.chunk for rc in got] == [files.chunks[rc.row] for rc in got]
+    assert [n.heading_path for n in leaves] == [files.leaves[j].heading_path for j in (0, 2, 3, 5)]
+    eng.search.engine.close()
+
+
+def test_long_cjk_words_in_computed_columns_are_read_back(both) -> None:
+    """A question's words travel inside computed columns (relevance, word counts); a column the SQL
+    leaves unnamed is named by its text, cut at 256 bytes, possibly inside a CJK character, which the
+    driver then failed to decode: every such column is named."""
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.search import Scope, ScoreParams
+    from retrieval.query import Query
+
+    files, eng, _ = both
+    words = ["履行合同义务" * 30, "合同" * 60, "bandit"]
+    doc = files.leaves[0].doc_path
+    assert eng.search.term_stats(words, Scope.of_documents({doc})) == files.search.term_stats(
+        words, Scope.of_documents({doc}))
+    q = Query("合同 bandit", tuple(words), make_embedder("hash", Config()).embed_query("合同 bandit"))
+    assert len(eng.search.score(q, Scope.of_leaf(1), "corpus", ScoreParams()).rows)
+    for params in (ScoreParams(), ScoreParams(exact_rows=1)):  # every row exactly; the candidates
+        assert (eng.search.score(q, Scope.everything(), "corpus", params).lexical > 0).any()
+    assert len(eng.search.rescore(q, np.array([0, 1, 2]), "document", ScoreParams()).rows) == 3

@@ -1,7 +1,7 @@
 """The build that holds a batch of documents at a time writes the index the whole-tree build wrote.
 
 ``stream_build_digests.json`` holds the digest of every file the build wrote, with hash embeddings,
-before the build streamed (metadata.json without its time stamps, build id and input path): the
+before the build streamed (metadata.json without its time stamps, build id, input path and full settings): the
 streaming build must reproduce them byte for byte, whatever its batch and block sizes.
 """
 from __future__ import annotations
@@ -23,7 +23,9 @@ from indexing.index_store import verify_index
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = json.loads((Path(__file__).parent / "stream_build_digests.json").read_text())
-VOLATILE = ("created_at", "build_seconds", "build_id", "input")
+VOLATILE = ("created_at", "build_seconds", "build_id", "input", "config")
+"""``config`` is every setting, query ones included: it changes whenever a setting is added, while
+what the build used is in ``build_settings``, which is compared."""
 
 
 def digests(index: Path) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Index records and vectors read lazily from engine tables, a batch of rows at a time, so an engine-backed index needs no local copy."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,7 +28,24 @@ class EngineRecords:
         got = self.engine.rows(f"SELECT {self.column} FROM `{self.table}` WHERE row_id = %s", (int(i),))
         if not got:
             raise IndexFormatError(f"{self.where(i)} is missing")
-        value = got[0][0]
+        return self._decode(got[0][0], int(i))
+
+    def raw_many(self, rows: Sequence[int]) -> dict[int, Any]:
+        """Several rows' values in one statement per FETCH_ROWS: a question reads tens of records,
+        and one statement each is a round trip each."""
+        want = sorted({int(r) for r in rows})
+        out: dict[int, Any] = {}
+        for a in range(0, len(want), FETCH_ROWS):
+            part = want[a:a + FETCH_ROWS]
+            for r, value in self.engine.rows(f"SELECT row_id, {self.column} FROM `{self.table}` "
+                                             f"WHERE row_id IN ({placeholders(len(part))})", int_list(part)):
+                out[int(r)] = self._decode(value, int(r))
+        missing = [r for r in want if r not in out]
+        if missing:
+            raise IndexFormatError(f"{self.where(missing[0])} is missing")
+        return out
+
+    def _decode(self, value: Any, i: int) -> Any:
         if isinstance(value, (bytes, bytearray)):
             value = value.decode("utf-8", "replace")
         return loads_strict(value, self.where(i)) if self.as_json else value

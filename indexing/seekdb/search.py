@@ -53,9 +53,40 @@ class SeekdbSearch:
 
     def _dense(self, qvec: np.ndarray, where: Where | None) -> dict[int, float]:
         cond, params = (f" WHERE {where[0]}", where[1]) if where else ("", [])
-        got = self.engine.rows(f"SELECT row_id, inner_product(emb, %s) FROM `{self.tables['chunks']}`{cond}",
+        got = self.engine.rows(f"SELECT row_id, inner_product(emb, %s) AS d FROM `{self.tables['chunks']}`{cond}",
                                [vector_text(qvec), *params])
         return {int(r): float(s) for r, s in got}
+
+    def _exact(self, qvec: np.ndarray | None, tokens: Sequence[str], where: Where) -> dict[int, tuple[float, float]]:
+        """Every row ``where`` selects with its inner product and full-text relevance, in one statement
+        (the relevance is 0 where the row does not match, as the engine computes it without a filter;
+        the same values as ``_dense`` and a filtered ``_fulltext``: tested)."""
+        q = fulltext_query(tokens)
+        cols, params = ["row_id"], []
+        if qvec is not None:
+            cols.append("inner_product(emb, %s) AS d")
+            params.append(vector_text(qvec))
+        if q is not None:
+            cols.append("MATCH(body) AGAINST(%s) AS s")
+            params.append(q)
+        got = self.engine.rows(f"SELECT {', '.join(cols)} FROM `{self.tables['chunks']}` WHERE {where[0]}",
+                               [*params, *where[1]])
+        out: dict[int, tuple[float, float]] = {}
+        for r in got:
+            d = float(r[1]) if qvec is not None else 0.0
+            s = float(r[-1]) if q is not None else 0.0
+            out[int(r[0])] = (d, s)
+        return out
+
+    def _exact_scores(self, qvec: np.ndarray | None, tokens: Sequence[str], rows: np.ndarray,
+                      where: Where) -> tuple[np.ndarray, np.ndarray]:
+        """(dense, lexical) of ``rows`` (what ``where`` selects, in any order, repeats allowed): a row the
+        engine lacks has no vector, which ``check_finite`` reports; without a vector, dense is 0."""
+        got = self._exact(qvec, tokens, where)
+        missing = (np.nan, 0.0) if qvec is not None else (0.0, 0.0)
+        pairs = [got.get(int(r), missing) for r in rows]
+        dense = check_finite(np.array([d for d, _ in pairs], dtype=np.float32), f"{self.tables['chunks']}.emb")
+        return dense, np.array([s for _, s in pairs], dtype=np.float32)
 
     def _fulltext(self, tokens: Sequence[str], where: Where | None, limit: int | None = None,
                   table: str = "chunks", key: str = "row_id") -> dict[int, float]:
@@ -69,12 +100,55 @@ class SeekdbSearch:
                                [q, *params, *last])
         return {int(r): float(s) for r, s in got}
 
-    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: Where | None = None) -> list[int]:
+    def _set_beam(self, limit: int) -> None:
         self.engine.set_session("ob_hnsw_ef_search", min(EF_SEARCH_MAX, max(64, EF_SEARCH_FACTOR * int(limit))))
+
+    def _knn_sql(self, table: str, key: str, where: Where | None) -> tuple[str, list[Any]]:
+        """The engine's approximate nearest rows with their exact inner products, computed where the
+        vectors are: the caller's next statement need not read them back (``%s``: vector, vector, limit)."""
         cond, params = (f" WHERE {where[0]}", where[1]) if where else ("", [])
-        got = self.engine.rows(f"SELECT {key} FROM `{self.tables[table]}`{cond} ORDER BY cosine_distance(emb, "
-                               f"%s) APPROXIMATE LIMIT %s", [*params, vector_text(qvec), int(limit)])
-        return [int(r[0]) for r in got]
+        return (f"SELECT {key}, inner_product(emb, %s) AS d FROM `{self.tables[table]}`{cond} "
+                f"ORDER BY cosine_distance(emb, %s) APPROXIMATE LIMIT %s", params)
+
+    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: Where | None = None) -> dict[int, float]:
+        """The approximate ``limit`` nearest rows -> their inner products with ``qvec``."""
+        self._set_beam(limit)
+        sql, params = self._knn_sql(table, key, where)
+        vec = vector_text(qvec)
+        got = self.engine.rows(sql, [vec, *params, vec, int(limit)])
+        return {int(r): float(d) for r, d in got}
+
+    def _candidates(self, qvec: np.ndarray | None, tokens: Sequence[str], where: Where | None,
+                    limit: int) -> tuple[dict[int, float], dict[int, float]]:
+        """The kNN and full-text top ``limit`` rows of the chunks ``where`` selects, in one statement
+        (a UNION ALL of both index scans): (row -> inner product for every candidate, row -> relevance
+        for the full-text ones). The same rows and values as ``_knn`` and ``_fulltext`` followed by
+        ``dense`` of their union, in one round trip instead of three."""
+        q = fulltext_query(tokens)
+        vec = None if qvec is None else vector_text(qvec)
+        parts, params = [], []
+        if vec is not None:
+            self._set_beam(limit)
+            sql, where_params = self._knn_sql("chunks", "row_id", where)
+            parts.append(sql.replace(" AS d FROM", " AS d, NULL AS s FROM", 1))
+            params += [vec, *where_params, vec, int(limit)]
+        if q is not None:
+            match = "MATCH(body) AGAINST(%s)"
+            cond, cond_params = (f"{where[0]} AND {match}", [*where[1], q]) if where else (match, [q])
+            dense = "inner_product(emb, %s)" if vec is not None else "0"
+            parts.append(f"SELECT row_id, {dense} AS d, {match} AS s FROM `{self.tables['chunks']}` WHERE {cond} "
+                         f"ORDER BY s DESC LIMIT %s")
+            params += [*([vec] if vec is not None else []), q, *cond_params, int(limit)]
+        if not parts:
+            return {}, {}
+        sql = parts[0] if len(parts) == 1 else " UNION ALL ".join(f"({p})" for p in parts)
+        dense: dict[int, float] = {}
+        lexical: dict[int, float] = {}
+        for r, d, s in self.engine.rows(sql, params):
+            dense[int(r)] = float(d)
+            if s is not None:
+                lexical[int(r)] = float(s)
+        return dense, lexical
 
     def _filtered(self, query: Probe, start: int, end: int, where: Where | None, params: ScoreParams) -> Scores:
         """The chunks ``[start, end)`` that ``where`` selects (None: every chunk): all of them exactly when
@@ -84,22 +158,15 @@ class SeekdbSearch:
         qvec, tokens = query.vector, query.tokens
         if end - start <= params.exact_rows:
             rows = np.arange(start, end, dtype=np.int64)
-            dense = np.zeros(end - start, dtype=np.float32)
-            if qvec is not None:
-                got = self._dense(qvec, where)
-                dense = np.array([got.get(int(r), np.nan) for r in rows], dtype=np.float32)
-            bm = self._fulltext(tokens, where)
-            lexical = np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32)
-            return Scores(rows, check_finite(dense, f"{self.tables['chunks']}.emb"), lexical, ENGINE_RELEVANCE)
-        cand: set[int] = set()
-        if qvec is not None:
-            cand.update(r for r in self._knn(qvec, "chunks", "row_id", params.candidates, where) if start <= r < end)
-        bm = self._fulltext(tokens, where, params.candidates)
-        cand.update(r for r in bm if start <= r < end)
-        rows = np.array(sorted(cand), dtype=np.int64)
+            dense, lexical = self._exact_scores(qvec, tokens, rows, where or (
+                "row_id >= %s AND row_id < %s", [int(start), int(end)]))
+            return Scores(rows, dense, lexical, ENGINE_RELEVANCE)
+        near, bm = self._candidates(qvec, tokens, where, params.candidates)
+        rows = np.array(sorted(r for r in near if start <= r < end), dtype=np.int64)
         if not len(rows):
             return empty_scores(ENGINE_RELEVANCE)
-        dense = self.dense(qvec, rows) if qvec is not None else np.zeros(len(rows), dtype=np.float32)
+        dense = (check_finite(np.array([near[int(r)] for r in rows], dtype=np.float32), f"{self.tables['chunks']}.emb")
+                 if qvec is not None else np.zeros(len(rows), dtype=np.float32))
         lexical = np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32)
         return Scores(rows, dense, lexical, ENGINE_RELEVANCE, complete=False)
 
@@ -117,11 +184,9 @@ class SeekdbSearch:
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return empty_scores(ENGINE_RELEVANCE)
-        dense = (np.zeros(len(rows), dtype=np.float32) if query.vector is None
-                 else self.dense(query.vector, rows))
         unique = np.unique(rows)
-        got = self._fulltext(query.tokens, (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
-        lexical = np.array([got.get(int(r), 0.0) for r in rows], dtype=np.float32)
+        dense, lexical = self._exact_scores(query.vector, query.tokens, rows,
+                                            (f"row_id IN ({placeholders(len(unique))})", int_list(unique)))
         return Scores(rows, dense, lexical, ENGINE_RELEVANCE)
 
     def dense(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -141,14 +206,9 @@ class SeekdbSearch:
         if qvec is None:
             return np.zeros(self.n_leaves if leaves is None else len(leaves), dtype=np.float32)
         if leaves is None and self.n_leaves > params.exact_rows:
-            near = self._knn(qvec, "leaves", "leaf", params.candidates)
             out = np.zeros(self.n_leaves, dtype=np.float32)
-            if near:
-                got = self.engine.rows(f"SELECT leaf, inner_product(emb, %s) FROM `{table}` "
-                                       f"WHERE leaf IN ({placeholders(len(near))})",
-                                       [vector_text(qvec), *int_list(near)])
-                for leaf, s in got:
-                    out[int(leaf)] = float(s)
+            for leaf, s in self._knn(qvec, "leaves", "leaf", params.candidates).items():
+                out[leaf] = s
             return check_finite(out, f"{table}.emb")
         want = np.arange(self.n_leaves) if leaves is None else np.asarray(leaves, dtype=np.int64)
         if not len(want):
@@ -156,7 +216,7 @@ class SeekdbSearch:
         got_rows: list[tuple[Any, ...]] = []
         for i in range(0, len(want), FETCH_ROWS):
             part = np.unique(want[i:i + FETCH_ROWS])
-            got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, %s) FROM `{table}` "
+            got_rows += self.engine.rows(f"SELECT leaf, inner_product(emb, %s) AS d FROM `{table}` "
                                          f"WHERE leaf IN ({placeholders(len(part))})",
                                          [vector_text(qvec), *int_list(part)])
         got = {int(leaf): float(s) for leaf, s in got_rows}
@@ -182,9 +242,12 @@ class SeekdbSearch:
 
     def term_stats(self, tokens: Sequence[str], scope: Scope = EVERYTHING) -> tuple[int, dict[str, int]]:
         """The whole collection from the terms table (each term's chunk count, copied from the postings
-        at publish). A leaf or documents from the chunks' ``body`` column, which holds exactly the tokens
-        BM25 counted, space-separated: counted here rather than with MATCH, whose parser may drop or
-        split a token the tokenizer kept, and which would then undercount without a word."""
+        at publish). A leaf or documents counted by the engine over the chunks' ``body`` column, which
+        holds exactly the tokens BM25 counted, space-separated: a chunk counts when `` term `` occurs in
+        `` body `` compared as bytes, which is what splitting the body on spaces would find (tested).
+        Not MATCH, whose parser may drop or split a token the tokenizer kept, and which would then
+        undercount without a word; not the bodies read out either: one row comes back, not the
+        document's text (the answer step asks this for every document it quotes)."""
         words = sorted(set(tokens))
         if scope.kind == "everything":
             if not words:
@@ -197,22 +260,39 @@ class SeekdbSearch:
         else:
             assert scope.documents is not None
             spans = [(s, e) for _, s, e in self.rows.documents(scope.documents)]
+        spans = [(int(s), int(e)) for s, e in spans if e > s]
         n = sum(e - s for s, e in spans)
-        want = set(words)
+        # a token with a space (or none at all) is never one of a body's space-separated words
+        counted = [w for w in words if w and " " not in w]
+        if not spans:
+            return n, {}
         counts: dict[str, int] = {}
-        for start, end in spans:
-            for a in range(start, end, FETCH_ROWS):
-                b = min(end, a + FETCH_ROWS)
-                got = self.engine.rows(f"SELECT body FROM `{self.tables['chunks']}` WHERE row_id >= %s AND "
-                                       f"row_id < %s", [int(a), int(b)])
-                if len(got) != b - a:
-                    raise IndexFormatError(f"{self.tables['chunks']}: {len(got)} chunk rows in [{a}, {b}), "
-                                           f"expected {b - a}; republish the index")
-                for (body,) in got:
-                    text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else (body or "")
-                    for t in want.intersection(text.split(" ")):
-                        counts[t] = counts.get(t, 0) + 1
+        for i in range(0, len(spans), FETCH_ROWS):
+            part = spans[i:i + FETCH_ROWS]
+            total, found = self._count_words(counted, part)
+            expected = sum(e - s for s, e in part)
+            if total != expected:
+                raise IndexFormatError(f"{self.tables['chunks']}: {total} chunk rows in rows "
+                                       f"[{part[0][0]}, {part[-1][1]}), expected {expected}; republish the index")
+            for w, c in found.items():
+                if c:
+                    counts[w] = counts.get(w, 0) + c
         return n, counts
+
+    def _count_words(self, words: Sequence[str], spans: Sequence[tuple[int, int]]) -> tuple[int, dict[str, int]]:
+        """(rows in ``spans``, how many of them hold each word), counted by the engine in one statement."""
+        body = "CAST(CONCAT(' ', COALESCE(body, ''), ' ') AS BINARY)"
+        # every column named: unnamed, the engine names it by its text, values included, cut at 256
+        # bytes, possibly inside a multi-byte character, which the driver then fails to decode
+        sums = [f"SUM(INSTR({body}, CAST(%s AS BINARY)) > 0) AS w{i}" for i in range(len(words))]
+        cond = " OR ".join(["(row_id >= %s AND row_id < %s)"] * len(spans))
+        params: list[Any] = [f" {w} " for w in words]
+        for s, e in spans:
+            params += [s, e]
+        got = self.engine.rows(f"SELECT {', '.join(['COUNT(*) AS n', *sums])} FROM `{self.tables['chunks']}` "
+                               f"WHERE {cond}", params)
+        row = got[0] if got else (0,)
+        return int(row[0] or 0), {w: int(c or 0) for w, c in zip(words, row[1:])}
 
     def scripts(self) -> frozenset[str]:
         return self._scripts

@@ -1,0 +1,194 @@
+"""Query latency on engine-backed indexes that already exist: this checkout against a baseline checkout, in one run.
+
+    python benchmarks/bench_seekdb_query.py --index embedded=IDX --index server=IDX [--index files=IDX]
+        --queries QUERIES.json [--baseline CHECKOUT] [--queries-n N] [--rounds N] [--json OUT]
+
+Copying 10,000 generated documents into seekdb takes ~18 minutes per engine, so this benchmark does
+not build: it queries indexes made once (``bench_seekdb.py`` makes them, or ``main.py index --store``;
+a server named by an index must be running). QUERIES is a JSON list of ``{"query", "scope"}``
+(``bench_scale.py``/``bench_seekdb.py`` write one beside their corpus).
+
+Each store is queried by fresh worker processes, alternately with the code of this checkout and of
+``--baseline`` (another checkout, e.g. ``git worktree add --detach ../base main``; default: none), in
+the order baseline, new, new, baseline... so that a change in the machine's load hits both. A worker
+opens the index, warms up on 3 questions, then times the no-LLM hybrid pipeline on every question over
+the whole collection and scoped to the question's document (``run_pipeline``, as ``bench_seekdb.py``).
+p50/p95 pool all rounds; ratios are new / baseline of the same store in the same run.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when it is gone)."""
+    import os
+
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _engine_pids(server_pid: int) -> list[int]:
+    """The engine serving this worker: the server's process, or the embedded engine this process started."""
+    import os
+
+    if server_pid:
+        return [server_pid]
+    me, out = os.getpid(), []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, n: int, server_pid: int) -> None:
+    """Timed questions with ``checkout``'s code (imported first: this file's own tree is not on the path)."""
+    sys.path[:] = [str(checkout)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+    import os
+
+    os.environ.setdefault("TELEMETRY_ENABLED", "false")
+    from threadpoolctl import threadpool_limits
+
+    from config import Config
+    from indexing.index_store import load_index
+    from pipeline import make_backends, run_pipeline
+
+    queries = json.loads(queries_file.read_text())[:n]
+    with threadpool_limits(1):
+        t = time.perf_counter()
+        index = load_index(index_dir)
+        res: dict[str, Any] = {"open_s": time.perf_counter() - t,
+                               "code": str(Path(sys.modules["pipeline"].__file__ or "").resolve().parent)}
+        config = Config()
+        backends = make_backends(index, config, None)
+        for q in queries[:3]:
+            run_pipeline(q["query"], index, config, backends)
+        engine = _engine_pids(server_pid)
+        for mode in ("whole", "scoped"):
+            times = []
+            c0, e0 = time.process_time(), sum(_cpu_s(p) for p in engine)
+            for q in queries:
+                t = time.perf_counter()
+                run_pipeline(q["query"], index, config, backends,
+                             doc_paths=set(q["scope"]) if mode == "scoped" else None)
+                times.append((time.perf_counter() - t) * 1000)
+            res[mode] = times
+            # CPU per question, this process and the engine's: what a busy machine's wall time hides
+            res[mode + "_cpu_ms"] = [(time.process_time() - c0) * 1000 / len(queries),
+                                     (sum(_cpu_s(p) for p in engine) - e0) * 1000 / len(queries)]
+    out_file.write_text(json.dumps(res))
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--worker":
+    worker(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[6]),
+           int(sys.argv[7]))
+    raise SystemExit(0)
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (ROOT, Headline, Report, banner, base_parser, bench_env, machine_info, machine_line,  # noqa: E402
+                    python, ratio, run_proc, stats, table, workdir_of)
+
+
+def statistics_mean(values: Any) -> float:
+    xs = [float(v) for v in values]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = base_parser(__doc__)
+    ap.add_argument("--index", action="append", required=True, metavar="NAME=DIR",
+                    help="an index to query (repeat): e.g. embedded=/idx/emb server=/idx/srv files=/idx/files")
+    ap.add_argument("--queries", type=Path, required=True, help="JSON list of {query, scope}")
+    ap.add_argument("--queries-n", type=int, default=None, help="timed questions per mode (quick 20, full 60)")
+    ap.add_argument("--rounds", type=int, default=None, help="worker processes per store and code (quick 1, full 2)")
+    ap.add_argument("--baseline", type=Path, default=None, help="a checkout of the code to compare with")
+    ap.add_argument("--server-pid", type=int, default=0,
+                    help="the seekdb server's process id: its CPU time per question is reported (an embedded "
+                         "engine's is found as the worker's child)")
+    args = ap.parse_args(argv)
+    n = args.queries_n or (20 if args.quick else 60)
+    rounds = args.rounds or (1 if args.quick else 2)
+    stores: list[tuple[str, Path]] = []
+    for spec in args.index:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not (Path(path) / "metadata.json").is_file():
+            print(f"error: --index {spec}: expected NAME=DIR of an index (metadata.json)", file=sys.stderr)
+            return 2
+        stores.append((name, Path(path)))
+    if not args.queries.is_file():
+        print(f"error: --queries {args.queries}: no such file", file=sys.stderr)
+        return 2
+    if args.baseline is not None and not (args.baseline / "pipeline.py").is_file():
+        print(f"error: --baseline {args.baseline}: not a TreeRAG checkout", file=sys.stderr)
+        return 2
+    codes = [("new", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    work = workdir_of(args) / "seekdb-query"
+    work.mkdir(parents=True, exist_ok=True)
+    info = machine_info()
+    banner(f"engine-backed query latency, {n} questions, {rounds} round(s), " + ", ".join(n for n, _ in stores))
+    print(machine_line(info), flush=True)
+    report = Report("bench_seekdb_query", sys.argv[1:] if argv is None else argv, info,
+                    params={"queries": n, "rounds": rounds, "baseline": str(args.baseline or "")})
+    times: dict[tuple[str, str], dict[str, list[float]]] = {}
+    opens: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[list[float]]] = {}
+    for store, index_dir in stores:
+        for r in range(rounds):
+            order = codes if r % 2 else list(reversed(codes))
+            for code, checkout in order:
+                env = bench_env()
+                env["PYTHONPATH"] = str(checkout)
+                out = work / f"{store}-{code}-{r}.json"
+                uri = str((json.loads((index_dir / "metadata.json").read_text()).get("store") or {}).get("uri", ""))
+                server_pid = args.server_pid if uri.startswith("seekdb://") and not uri.startswith("seekdb:///") else 0
+                run_proc(python(Path(__file__).resolve(), "--worker", checkout, index_dir.resolve(),
+                                args.queries.resolve(), out, n, server_pid), cwd=checkout, env=env).check()
+                got = json.loads(out.read_text())
+                if Path(got["code"]) != checkout.resolve():
+                    raise RuntimeError(f"the {code} worker ran the code in {got['code']}, not {checkout}")
+                slot = times.setdefault((store, code), {"whole": [], "scoped": []})
+                for mode in slot:
+                    slot[mode] += got[mode]
+                cpu.setdefault((store, code), []).append(got["whole_cpu_ms"])
+                opens.setdefault((store, code), []).append(got["open_s"])
+                w = stats(got["whole"])
+                print(f"[{store} / {code} / round {r + 1}] whole p50 {w.p50:.1f} p95 {w.p95:.1f} ms "
+                      f"(CPU per question: {got['whole_cpu_ms'][0]:.0f} ms here, {got['whole_cpu_ms'][1]:.0f} ms "
+                      f"in the engine); scoped p95 {stats(got['scoped']).p95:.1f} ms", flush=True)
+    rows = []
+    for (store, code), t in times.items():
+        w, s = stats(t["whole"]), stats(t["scoped"])
+        base = times.get((store, "baseline"))
+        bw = stats(base["whole"]) if base and code == "new" else None
+        client, engine = (statistics_mean(c[i] for c in cpu[(store, code)]) for i in (0, 1))
+        rows.append([store, code, w.p50, w.p95, ratio(w.p95, bw.p95) if bw else "-", client, engine, s.p50, s.p95,
+                     min(opens[(store, code)])])
+        report.results[f"{store}/{code}"] = {"whole": w.to_dict(), "scoped": s.to_dict(),
+                                             "open_s": opens[(store, code)],
+                                             "whole_cpu_ms_per_question": {"client": client, "engine": engine}}
+        if code == "new":
+            report.headlines.append(Headline(f"{store}: whole-collection query p95", w.p95, "ms",
+                                             ratio=ratio(w.p95, bw.p95) if bw else None,
+                                             ratio_of="baseline checkout, same run" if bw else ""))
+    print()
+    print(table(["store", "code", "whole p50 ms", "whole p95 ms", "x baseline", "whole CPU ms/q here",
+                 "whole CPU ms/q engine", "scoped p50 ms", "scoped p95 ms", "open s"], rows))
+    print("(CPU per question: means over the rounds; a busy machine's wall time is mostly waiting for a core)")
+    report.finish(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
