@@ -6,7 +6,8 @@
 The index defaults to the 10,000-document index of ``bench_scale.py`` (``WORKDIR/scale/index-10000``),
 the questions to that run's generated questions (``queries-10000.json`` beside it). Each worker is a
 fresh process that loads the index once, answers three questions to warm up, then every question
-over the whole collection (``run_pipeline``, hybrid locator, mock answer), timed in process; it also
+over the whole collection (``run_pipeline``, hybrid locator, mock answer), timed in process (wall,
+and CPU seconds of the process: on a shared machine the CPU figure moves far less); it also
 ranks the leaves (``hybrid_leaf_scores``: the 50 best and their scores) and cuts the TOC the LLM
 locator would be shown (``toc_for_prompt``) for each question.
 
@@ -54,14 +55,15 @@ def digest(obj):
 
 for q in queries[:3]:
     run_pipeline(q, index, config, backends)
-out = {"total_ms": [], "locate_ms": [], "answers": [], "leaves": [], "toc": []}
+out = {"total_ms": [], "cpu_ms": [], "locate_ms": [], "answers": [], "leaves": [], "toc": []}
 prof = cProfile.Profile() if profile == "1" else None
 for q in queries:
     if prof:
         prof.enable()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     r = run_pipeline(q, index, config, backends)
     out["total_ms"].append((time.perf_counter() - t) * 1000)
+    out["cpu_ms"].append((time.process_time() - c) * 1000)
     if prof:
         prof.disable()
     out["locate_ms"].append(r.timing_ms.get("locate", 0.0))
@@ -130,23 +132,28 @@ def main(argv: list[str] | None = None) -> int:
     for ann in settings:
         base = got.get(("baseline", ann))
         base_p95 = stats([t for w in base for t in w["total_ms"]]).p95 if base else None
+        base_cpu = stats([t for w in base for t in w["cpu_ms"]]).p95 if base and "cpu_ms" in base[0] else None
         for label in codes:
             workers = got[(label, ann)]
             total = stats([t for w in workers for t in w["total_ms"]])
+            cpu = stats([t for w in workers for t in w["cpu_ms"]])
             locate = stats([t for w in workers for t in w["locate_ms"]])
             same = {}
             if base and label != "baseline":
                 for key in ("answers", "leaves", "toc"):
                     same[key] = sum(a == b for a, b in zip(workers[0][key], base[0][key]))
-            results[f"{label} ann={ann}"] = {"total_ms": total.to_dict(), "locate_ms": locate.to_dict(),
+            results[f"{label} ann={ann}"] = {"total_ms": total.to_dict(), "cpu_ms": cpu.to_dict(),
+                                             "locate_ms": locate.to_dict(),
                                              "maxrss_mb": max(w["maxrss_mb"] for w in workers),
                                              "identical_to_baseline": same}
-            rows.append([label, ann, total.p50, total.p95, locate.p95, max(w["maxrss_mb"] for w in workers),
-                         ratio(total.p95, base_p95) if base_p95 else "-",
+            rows.append([label, ann, total.p50, total.p95, cpu.p50, cpu.p95, locate.p95,
+                         max(w["maxrss_mb"] for w in workers), ratio(total.p95, base_p95) if base_p95 else "-",
+                         ratio(cpu.p95, base_cpu) if base_cpu else "-",
                          " / ".join(f"{same[k]}/{n}" for k in ("answers", "leaves", "toc")) if same else "-"])
             if args.profile and label == "this code" and "profile" in workers[0]:
                 print(f"--- profile, this code, ann={ann}\n{workers[0]['profile']}")
-    print(table(["code", "ann", "p50 ms", "p95 ms", "locate p95", "peak RSS MB", "x p95",
+    print(table(["code", "ann", "p50 ms", "p95 ms", "CPU p50", "CPU p95", "locate p95", "peak RSS MB", "x p95",
+                 "x CPU p95",
                  "same answers / leaves / TOC"], rows))
     report.results["runs"] = results
     for ann in settings:
