@@ -443,3 +443,28 @@ def test_two_level_centroids_gives_every_list() -> None:
     x = _clusters(4000, 16, 30, seed=5)
     c = ann_index.two_level_centroids(x, 90)
     assert c.shape == (90, 16) and np.isfinite(c).all()
+
+
+@pytest.mark.parametrize("ann", ["on", "off"])
+def test_leaf_ranking_per_scored_row_equals_the_pass_over_every_leaf(built: tuple[Path, Path], ann: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The locator ranks the leaves of the scored rows (``SparseScores``) when few rows were scored; the
+    located leaves, their scores, the candidates and the TOC are those of the pass over every leaf."""
+    from retrieval import node_locator
+
+    index = load_index(built[1])
+    config = ON.replace(ann=ann)
+    emb = make_embedder("hash", ON)
+    doc = sorted({c.doc_path for c in index.chunks})[3]
+    got: dict[str, list[object]] = {}
+    for mode, share in (("sparse", 0), ("dense", 10 ** 9)):
+        monkeypatch.setattr(node_locator, "SPARSE_ROW_SHARE", share)
+        out = got.setdefault(mode, [])
+        for q in _queries(index, n=8):
+            for scope in (None, {doc}):
+                query = Query.build(q, emb)
+                r = node_locator.hybrid_locate(index, query, config.replace(toc_budget_tokens=400), scope)
+                out.append([(n.node_id, n.score) for n in r.nodes] + [(n.node_id, n.score) for n in r.candidates])
+                out.append(node_locator.toc_for_prompt(index, Query.build(q, emb), config.replace(toc_budget_tokens=400),
+                                                       scope))
+    assert got["sparse"] == got["dense"]
