@@ -22,7 +22,7 @@ memory-mapped in a fresh process: load seconds and the RSS it adds.
 
 Part 2, the cost at 100,000 documents without building it: ``--synthetic-lists`` centroids (default
 42,000, what ``plan`` gives 10.5M rows; synthetic rows, or with ``--synthetic-train`` trained by the
-two-level k-means on a synthetic sample), and ``--synthetic-rows`` rows (default 100,000) filed by the graph; a flat filing of 32,768 rows is the
+two-level k-means on a synthetic sample), and ``--synthetic-rows`` rows (default 100,000) filed by the graph; a flat filing of 8,192 rows is the
 baseline of the same run. Synthetic rows are hash-embedding-like: the normalised sum of two random
 chunk vectors of the index. The figures are extrapolated to the 10.5M chunk rows of 100,000 documents.
 """
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 ROWS_AT_100K = 10_500_000
 AGREEMENT_SAMPLE = 50_000
-FLAT_SYNTHETIC_ROWS = 32_768
+FLAT_SYNTHETIC_ROWS = 8_192
 
 LOADER = r"""
 import json, resource, sys, time
