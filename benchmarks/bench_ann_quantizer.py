@@ -93,6 +93,42 @@ def agreement(index: Any, x: Any) -> tuple[float, float]:
     return same / len(x), float(np.mean(loss)) if loss else 0.0
 
 
+def coverage(index: Any, qvecs: list[Any], efs: list[int], probe: float) -> dict[str, Any]:
+    """Part 0 (``--coverage``): on the index's own ANN (flat quantizer), the graph's filing of the rows
+    that matter. For each question's exact dense top 100, the share filed under a list the question
+    scans (``probe`` of the lists, chosen exactly), flat vs the graph over the same centroids at each
+    ef: the ceiling of recall@100 each filing allows, without re-filing the other rows."""
+    import faiss
+    import numpy as np
+
+    from indexing import ann_index
+
+    ann = index.search.ann["chunks"]
+    centroids = ann.index.quantizer.reconstruct_n(0, ann.index.nlist)
+    graph = ann_index.hnsw_quantizer(centroids)
+    flat_lists, _ = ann_index.by_row(ann.index, ann.rows, ann.name)
+    dense = index.embeddings
+    nprobe = max(1, int(np.ceil(probe * ann.index.nlist)))
+    out: dict[str, Any] = {"lists": int(ann.index.nlist), "probe_lists": nprobe}
+    tops, scanned = [], []
+    for q in qvecs:
+        tops.append(np.sort(np.argsort(-(np.asarray(dense) @ q), kind="stable")[:100]))
+        scanned.append(set(np.argsort(-(centroids @ q))[:nprobe].tolist()))
+    rows = np.concatenate(tops)
+    x = np.ascontiguousarray(np.asarray(dense[rows], dtype=np.float32))
+    exact = np.argmax(x @ centroids.T, axis=1)
+    def covered(lists: Any) -> float:
+        per = np.split(lists, len(qvecs))
+        return float(np.mean([np.mean([int(v) in s for v in part]) for part, s in zip(per, scanned)]))
+    out["stored (flat)"] = {"exact_list_share": float((flat_lists[rows] == exact).mean()),
+                            "in_scanned_lists": covered(flat_lists[rows])}
+    for ef in efs:
+        _, got = graph.search(x, 1, params=faiss.SearchParametersHNSW(efSearch=ef))
+        out[f"hnsw ef {ef}"] = {"exact_list_share": float((got[:, 0] == exact).mean()),
+                                "in_scanned_lists": covered(got[:, 0])}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
@@ -110,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                     "4 keeps a quarter, at the same rows per list)")
     ap.add_argument("--synthetic-train", action="store_true", help="train the 100k-scale centroids (two-level "
                     "k-means on 40 rows a list: ~2.6 GB, minutes) instead of taking synthetic rows as centroids")
+    ap.add_argument("--coverage", default=None, help="comma list of small ef values: only part 0 (the index's "
+                    "own ANN, the top rows filed by the graph), then exit")
     ap.add_argument("--probe-groups", default="4,8", help="groups a two-level quantizer searches per row")
     ap.add_argument("--ef", default=None, help="comma list of HNSW search breadths (default: 16 and the build's)")
     args = ap.parse_args(argv)
@@ -136,6 +174,17 @@ def main(argv: list[str] | None = None) -> int:
                     params={"index": str(index_dir), "rows": rows, "every": every, "queries": n_q, "probe": config.ann_probe,
                             "candidates": config.ann_candidates, "hnsw_m": ann_index.HNSW_M,
                             "ef_search": ann_index.HNSW_EF_SEARCH})
+    if args.coverage:
+        questions = [q["query"] for q in json.loads(qfile.read_text())][:n_q]
+        qv = [embedder.embed_query(q) for q in questions]
+        cov = coverage(index, qv, sorted({int(e) for e in args.coverage.split(",")}), config.ann_probe)
+        print(table(["filing of the exact top 100 rows", "lists", "under the exact nearest list",
+                     "under a scanned list"],
+                    [[k, cov["lists"], v["exact_list_share"], v["in_scanned_lists"]]
+                     for k, v in cov.items() if isinstance(v, dict)]))
+        report.results["coverage"] = cov
+        report.finish(args.json)
+        return 0
     here = ann_index.plan(rows, dim)
     nlist = max(1, round(rows / ann_index.ROWS_PER_LIST))
     questions = [q["query"] for q in json.loads(qfile.read_text())][:n_q]
