@@ -25,11 +25,12 @@ compares it with the stored entry.
 The coarse quantizer: up to a million rows the lists follow 4*sqrt(rows) (~250 rows a list at a
 million) and a flat quantizer files each row under its exact nearest centroid. Past that the lists
 stay ~250 rows long (42,000 at the 10.5M rows of 100,000 documents: longer lists cost recall), and
-from ``HNSW_MIN_LISTS`` lists the quantizer is an HNSW graph over the centroids, trained by a
-two-level k-means: filing a row costs ~``HNSW_EF_SEARCH`` graph steps instead of one product per
-centroid. A question still picks its lists exactly (one product with the centroids). The graph's
-filing is approximate, so ``verify`` accepts a row filed under a list at least as good as the one
-the graph finds now (its exact nearest, say) and flags one filed under a worse list.
+from ``TWO_LEVEL_MIN_LISTS`` lists the centroids come from a two-level k-means. The quantizer can
+also be an HNSW graph over the centroids (``HNSW_MIN_LISTS``; measured and off by default: on hash
+embeddings its cheaper filing costs the recall goal): filing a row then costs ~``HNSW_EF_SEARCH``
+graph steps instead of one product per centroid, a question still picks its lists exactly, and
+``verify`` accepts a row filed under a list at least as good as the one the graph finds now (its
+exact nearest, say) and flags one filed under a worse list.
 
 Updates: an index update re-uses the previous ANN's centroids and codebooks; the
 rows whose vectors were re-used keep their stored list and code, only newly
@@ -64,10 +65,18 @@ ROWS_PER_LIST = 250
 """Past a million rows the lists stay ~250 rows long (10.5M rows: 42,000 lists), the recall of the
 10,000-document index: longer lists cost recall at the same ``ann_probe`` (measured with
 benchmarks/bench_ann_lists.py: 0.96 at 247 rows a list, 0.89 at 810, 0.79 at 2,564)."""
-HNSW_MIN_LISTS = 8192
-"""From this many lists the coarse quantizer is an HNSW graph over the centroids (``quantizer`` "hnsw"):
-a flat one compares every row with every centroid (at 42,000 lists ~10^14 flops for 10.5M rows).
-Below it the flat quantizer is cheap and exact (benchmarks/bench_ann_quantizer.py)."""
+TWO_LEVEL_MIN_LISTS = 8192
+"""From this many lists the centroids come from a two-level k-means (``two_level_centroids``): one
+k-means over 42,000 centroids would cost ~5 * 10^14 flops for its 1.7M training rows."""
+HNSW_MIN_LISTS = 1 << 62
+"""From this many lists the coarse quantizer is an HNSW graph over the centroids (``quantizer`` "hnsw");
+by default never. Measured (benchmarks/bench_ann_quantizer.py, docs/scale.md): at 42,000 lists a flat
+filing through BLAS costs 38.8 CPU s per 100k rows, the graph 11.6 at ef 16 and 33.7 at ef 64, but on
+hash embeddings the graph files only 43% / 60% of the rows under their nearest list, and on the
+10,000-document index such a filing leaves 10-15% of the exact top 100 outside the lists a question
+scans (3% with the flat filing): the recall goal (0.95) would be lost to save at most ~3x. An
+embedder that clusters (lower it here) can take the graph; everything else (file, load, verify,
+update) supports it."""
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 64
@@ -112,6 +121,10 @@ def plan(rows: int, dim: int) -> AnnShape:
     per = rows // MIN_PER_CENTROID
     nbits = 8 if per >= 256 else max(1, min(8, int(math.log2(max(2, per)))))
     return AnnShape(nlist, m, nbits, "hnsw" if nlist >= HNSW_MIN_LISTS else "flat")
+
+
+def _two_level(shape: AnnShape) -> bool:
+    return shape.quantizer == "hnsw" or shape.nlist >= TWO_LEVEL_MIN_LISTS
 
 
 def wanted(mode: str, min_rows: int, rows: int) -> bool:
@@ -207,6 +220,9 @@ def train(vectors: Any, rows: int, dim: int, shape: AnnShape, seed: int = 0) -> 
     x = _take(vectors, sample)
     if shape.quantizer == "hnsw":  # centroids from a two-level k-means, then the graph over them
         quantizer = hnsw_quantizer(two_level_centroids(x, shape.nlist, seed))
+    elif _two_level(shape):  # many lists: the two-level centroids, filed exactly
+        quantizer = faiss.IndexFlatIP(dim)
+        quantizer.add(two_level_centroids(x, shape.nlist, seed))  # full and trained: IndexIVF.train skips k-means
     else:  # IndexIVF.train runs the k-means with this flat index
         quantizer = faiss.IndexFlatIP(dim)
     index = faiss.IndexIVFPQ(quantizer, dim, shape.nlist, shape.m, shape.nbits, faiss.METRIC_INNER_PRODUCT)

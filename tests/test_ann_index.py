@@ -268,9 +268,24 @@ def test_plan_keeps_k_means_fed() -> None:
     big = ann_index.plan(1_000_000, 384)
     assert (big.nlist, big.m, big.nbits, big.quantizer) == (4000, 48, 8, "flat")
     assert ann_index.plan(979_420, 384).nlist == 3959  # 10,000 generated documents
-    # past a million rows the lists stay ~250 rows long, filed through the HNSW graph
-    assert ann_index.plan(10_500_000, 384) == ann_index.AnnShape(42_000, 48, 8, "hnsw")
-    assert ann_index.plan(4_100_000, 384).quantizer == "hnsw"
+    # past a million rows the lists stay ~250 rows long; the graph quantizer only where it is asked for
+    assert ann_index.plan(10_500_000, 384) == ann_index.AnnShape(42_000, 48, 8, "flat")
+    assert ann_index.plan(4_100_000, 384).nlist == 16_400
+
+
+def test_many_lists_train_two_level_centroids_filed_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ann_index, "TWO_LEVEL_MIN_LISTS", 1)
+    x = _clusters(6000, 32, 40)
+    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_index.AnnShape(60, 8, 6))
+    assert ann.quantizer == "flat"
+    centroids = ann.index.quantizer.reconstruct_n(0, 60)
+    lists, _ = ann_index.by_row(ann.index, len(x), "mem")
+    scores = x @ centroids.T  # exact filing: every row under its nearest centroid (float slack for ties)
+    assert (scores.max(axis=1) - scores[np.arange(len(x)), lists] <= 1e-5).all()
+    ann_index.verify(ann, x)
+    qvec = _clusters(1, 32, 40, seed=9)[0]
+    exact = set(np.argsort(-(x @ qvec))[:20].tolist())
+    assert len(exact & set(ann.search(qvec, 200, 0.3).tolist())) >= 16
     assert ann_index.plan(10, 7).m == 1
 
 
