@@ -22,6 +22,16 @@ other file (size + sampled digest at load, full sha256 in ``verify``), read with
 checked against metadata.json before use. ``verify`` re-encodes every vector and
 compares it with the stored entry.
 
+The coarse quantizer: up to a million rows the lists follow 4*sqrt(rows) (~250 rows a list at a
+million) and a flat quantizer files each row under its exact nearest centroid. Past that the lists
+stay ~250 rows long (42,000 at the 10.5M rows of 100,000 documents: longer lists cost recall), and
+from ``TWO_LEVEL_MIN_LISTS`` lists the centroids come from a two-level k-means. The quantizer can
+also be an HNSW graph over the centroids (``HNSW_MIN_LISTS``; measured and off by default: on hash
+embeddings its cheaper filing costs the recall goal): filing a row then costs ~``HNSW_EF_SEARCH``
+graph steps instead of one product per centroid, a question still picks its lists exactly, and
+``verify`` accepts a row filed under a list at least as good as the one the graph finds now (its
+exact nearest, say) and flags one filed under a worse list.
+
 Updates: an index update re-uses the previous ANN's centroids and codebooks; the
 rows whose vectors were re-used keep their stored list and code, only newly
 embedded rows are encoded. The result is what encoding every vector with that
@@ -50,9 +60,29 @@ FILES = tuple(f for _, f in KINDS.values())
 BLOCK_ROWS = 32768
 """Rows read, encoded and compared together (memory per block, not per index)."""
 LISTS_PER_SQRT = 4
-"""IVF lists = 4 * sqrt(rows): the usual rule; ~4,000 lists at a million rows. Not capped: fewer, longer
-lists cut the build's assignment cost (rows x lists) but cost recall at the same ``ann_probe`` (measured
-with benchmarks/bench_ann_lists.py: 0.89 -> 0.79 at the rows per list of 100,000 documents)."""
+"""IVF lists = 4 * sqrt(rows) up to a million rows (~250 rows a list there: ~4,000 lists)."""
+ROWS_PER_LIST = 250
+"""Past a million rows the lists stay ~250 rows long (10.5M rows: 42,000 lists), the recall of the
+10,000-document index: longer lists cost recall at the same ``ann_probe`` (measured with
+benchmarks/bench_ann_lists.py: 0.96 at 247 rows a list, 0.89 at 810, 0.79 at 2,564)."""
+TWO_LEVEL_MIN_LISTS = 8192
+"""From this many lists the centroids come from a two-level k-means (``two_level_centroids``): one
+k-means over 42,000 centroids would cost ~5 * 10^14 flops for its 1.7M training rows."""
+HNSW_MIN_LISTS = 1 << 62
+"""From this many lists the coarse quantizer is an HNSW graph over the centroids (``quantizer`` "hnsw");
+by default never. Measured (benchmarks/bench_ann_quantizer.py, docs/scale.md): at 42,000 lists a flat
+filing through BLAS costs 38.8 CPU s per 100k rows, the graph 11.6 at ef 16 and 33.7 at ef 64, but on
+hash embeddings the graph files only 43% / 60% of the rows under their nearest list, and on the
+10,000-document index such a filing leaves 10-15% of the exact top 100 outside the lists a question
+scans (3% with the flat filing): the recall goal (0.95) would be lost to save at most ~3x. An
+embedder that clusters (lower it here) can take the graph; everything else (file, load, verify,
+update) supports it."""
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 80
+HNSW_EF_SEARCH = 64
+"""Candidates the graph keeps while filing a row: the share of rows filed under their exact nearest
+centroid, and the rate, are measured in benchmarks/bench_ann_quantizer.py."""
+QUANTIZERS = ("flat", "hnsw")
 MIN_PER_CENTROID = 39
 """k-means needs this many training rows per centroid (fewer: faiss warns and clusters poorly)."""
 TRAIN_PER_LIST = 40
@@ -72,9 +102,11 @@ class AnnShape:
     nlist: int
     m: int
     nbits: int
+    quantizer: str = "flat"
+    """"flat" (every centroid compared) or "hnsw" (a graph over the centroids: approximate filing)."""
 
-    def to_dict(self) -> dict[str, int]:
-        return {"nlist": self.nlist, "m": self.m, "nbits": self.nbits}
+    def to_dict(self) -> dict[str, Any]:
+        return {"nlist": self.nlist, "m": self.m, "nbits": self.nbits, "quantizer": self.quantizer}
 
 
 def plan(rows: int, dim: int) -> AnnShape:
@@ -83,11 +115,16 @@ def plan(rows: int, dim: int) -> AnnShape:
     A small vector set (tests, ``ann=on`` on a small index) gets fewer lists and bits so that
     k-means always has enough rows per centroid.
     """
-    nlist = max(1, min(int(round(LISTS_PER_SQRT * math.sqrt(rows))), rows // MIN_PER_CENTROID))
+    wanted_lists = max(int(round(LISTS_PER_SQRT * math.sqrt(rows))), int(round(rows / ROWS_PER_LIST)))
+    nlist = max(1, min(wanted_lists, rows // MIN_PER_CENTROID))
     m = max(d for d in range(1, max(1, dim // 8) + 1) if dim % d == 0)
     per = rows // MIN_PER_CENTROID
     nbits = 8 if per >= 256 else max(1, min(8, int(math.log2(max(2, per)))))
-    return AnnShape(nlist, m, nbits)
+    return AnnShape(nlist, m, nbits, "hnsw" if nlist >= HNSW_MIN_LISTS else "flat")
+
+
+def _two_level(shape: AnnShape) -> bool:
+    return shape.quantizer == "hnsw" or shape.nlist >= TWO_LEVEL_MIN_LISTS
 
 
 def wanted(mode: str, min_rows: int, rows: int) -> bool:
@@ -181,8 +218,14 @@ def train(vectors: Any, rows: int, dim: int, shape: AnnShape, seed: int = 0) -> 
     want = min(rows, TRAIN_PER_LIST * max(shape.nlist, 1 << shape.nbits))
     sample = np.sort(np.random.default_rng(seed).choice(rows, size=want, replace=False))
     x = _take(vectors, sample)
-    index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, shape.nlist, shape.m, shape.nbits,
-                             faiss.METRIC_INNER_PRODUCT)
+    if shape.quantizer == "hnsw":  # centroids from a two-level k-means, then the graph over them
+        quantizer = hnsw_quantizer(two_level_centroids(x, shape.nlist, seed))
+    elif _two_level(shape):  # many lists: the two-level centroids, filed exactly
+        quantizer = faiss.IndexFlatIP(dim)
+        quantizer.add(two_level_centroids(x, shape.nlist, seed))  # full and trained: IndexIVF.train skips k-means
+    else:  # IndexIVF.train runs the k-means with this flat index
+        quantizer = faiss.IndexFlatIP(dim)
+    index = faiss.IndexIVFPQ(quantizer, dim, shape.nlist, shape.m, shape.nbits, faiss.METRIC_INNER_PRODUCT)
     index.cp.niter = TRAIN_ITERATIONS
     index.cp.seed = seed
     index.cp.max_points_per_centroid = TRAIN_PER_LIST * 8
@@ -193,24 +236,105 @@ def train(vectors: Any, rows: int, dim: int, shape: AnnShape, seed: int = 0) -> 
     return index
 
 
+def two_level_centroids(x: np.ndarray, nlist: int, seed: int = 0) -> np.ndarray:
+    """``nlist`` k-means centroids (inner product) of ``x`` in two levels: ~sqrt(nlist) groups, then
+    each group's share of the lists within it.
+
+    Why: one k-means over 42,000 centroids compares every training row with every centroid in each
+    iteration (1.7M rows: ~5 * 10^14 flops); two levels compare each row with ~2 * sqrt(nlist).
+    """
+    n = len(x)
+    groups = max(1, min(int(round(math.sqrt(nlist))), n // MIN_PER_CENTROID))
+    top = _kmeans(x, groups, seed)
+    assign = _nearest(top, x)
+    sizes = np.bincount(assign, minlength=groups)
+    share = np.cumsum(sizes) * nlist // max(1, n)  # the lists in proportion to the group's rows
+    share[1:] -= share[:-1].copy()
+    order = np.argsort(assign, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    out = []
+    for g in np.flatnonzero(share > 0):
+        part = x[order[bounds[g]:bounds[g + 1]]]
+        k = int(share[g])
+        # k-means needs more rows than centroids; a thinner group (rare) keeps its rows as centroids
+        out.append(_kmeans(part, k, seed + 1 + int(g)) if len(part) > k else part[np.arange(k) % len(part)])
+    return np.ascontiguousarray(np.vstack(out), dtype=np.float32)
+
+
+def _kmeans(x: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """k centroids of x by inner product, as IndexIVF's own training clusters (same settings)."""
+    faiss = _faiss()
+    cp = faiss.ClusteringParameters()
+    cp.niter = TRAIN_ITERATIONS
+    cp.seed = seed
+    cp.max_points_per_centroid = TRAIN_PER_LIST * 8
+    cp.min_points_per_centroid = 1  # a group's small k-means: no warning for a thin group
+    cp.spherical = True  # as IndexIVF sets it for an inner-product index
+    clus = faiss.Clustering(x.shape[1], k, cp)
+    clus.train(np.ascontiguousarray(x, dtype=np.float32), faiss.IndexFlatIP(x.shape[1]))
+    return faiss.vector_to_array(clus.centroids).reshape(k, x.shape[1])
+
+
+def _nearest(centroids: np.ndarray, x: np.ndarray) -> np.ndarray:
+    out = np.empty(len(x), dtype=np.int64)
+    for start in range(0, len(x), BLOCK_ROWS):
+        out[start:start + BLOCK_ROWS] = np.argmax(x[start:start + BLOCK_ROWS] @ centroids.T, axis=1)
+    return out
+
+
+def hnsw_quantizer(centroids: np.ndarray) -> Any:
+    """An HNSW graph (inner product) over the centroids: files a row after ~HNSW_EF_SEARCH
+    comparisons instead of one per centroid."""
+    faiss = _faiss()
+    q = faiss.IndexHNSWFlat(centroids.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    q.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    q.hnsw.efSearch = HNSW_EF_SEARCH
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)  # threads insert in a racing order: one thread gives the same graph every build
+    try:
+        q.add(np.ascontiguousarray(centroids, dtype=np.float32))
+    finally:
+        faiss.omp_set_num_threads(threads)
+    return q
+
+
+def quantizer_kind(index: Any) -> str:
+    """"hnsw" or "flat": what the IVF's coarse quantizer is (after ``read_index``, a base Index)."""
+    faiss = _faiss()
+    return "hnsw" if isinstance(faiss.downcast_index(index.quantizer), faiss.IndexHNSWFlat) else "flat"
+
+
+def coarse(index: Any, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, lists) of the ``k`` nearest lists: the graph's search for filing (k = 1) with an HNSW
+    quantizer, the flat quantizer's exact search otherwise."""
+    faiss = _faiss()
+    q = faiss.downcast_index(index.quantizer)
+    if isinstance(q, faiss.IndexHNSWFlat):
+        return q.search(x, k, params=faiss.SearchParametersHNSW(efSearch=max(HNSW_EF_SEARCH, k)))
+    return q.search(x, k)
+
+
 def encode(index: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(list of each row, its PQ code): what faiss's ``add`` would store, as arrays."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     if not len(x):
         return np.zeros(0, dtype=np.int64), np.zeros((0, index.code_size), dtype=np.uint8)
-    _, lists = index.quantizer.search(x, 1)
+    _, lists = coarse(index, x, 1)
     lists = lists[:, 0].astype(np.int64)
-    centroids = index.quantizer.reconstruct_n(0, index.nlist)
-    codes = index.pq.compute_codes(np.ascontiguousarray(x - centroids[lists]))
+    centroids = index.quantizer.reconstruct_batch(lists)  # only the rows' own centroids, not every one
+    codes = index.pq.compute_codes(np.ascontiguousarray(x - centroids))
     return lists, codes
 
 
 def empty_copy(index: Any) -> Any:
-    """A new index with ``index``'s centroids and codebooks and no entries."""
+    """A new index with ``index``'s centroids and codebooks (and graph) and no entries."""
     faiss = _faiss()
     d = index.d
-    quantizer = faiss.IndexFlatIP(d)
-    quantizer.add(index.quantizer.reconstruct_n(0, index.nlist))
+    if quantizer_kind(index) == "hnsw":
+        quantizer = faiss.clone_index(faiss.downcast_index(index.quantizer))
+    else:
+        quantizer = faiss.IndexFlatIP(d)
+        quantizer.add(index.quantizer.reconstruct_n(0, index.nlist))
     new = faiss.IndexIVFPQ(quantizer, d, index.nlist, index.pq.M, index.pq.nbits, faiss.METRIC_INNER_PRODUCT)
     faiss.copy_array_to_vector(faiss.vector_to_array(index.pq.centroids), new.pq.centroids)
     new.is_trained = True
@@ -278,10 +402,13 @@ class AnnIndex:
         self.index = index
         self.rows = rows
         self.name = name
+        self.quantizer = quantizer_kind(index)
+        self._centroids: Any = None
+        """An HNSW quantizer's centroids as a flat index: a question's lists are chosen exactly."""
 
     @property
     def shape(self) -> AnnShape:
-        return AnnShape(int(self.index.nlist), int(self.index.pq.M), int(self.index.pq.nbits))
+        return AnnShape(int(self.index.nlist), int(self.index.pq.M), int(self.index.pq.nbits), self.quantizer)
 
     @classmethod
     def build(cls, vectors: Any, rows: int, dim: int, name: str, shape: AnnShape | None = None) -> "AnnIndex":
@@ -318,13 +445,20 @@ class AnnIndex:
         """The index is what metadata.json says: IVF-PQ, inner product, the same shape and row count."""
         faiss = _faiss()
         index = self.index
-        want = (dim, self.rows, shape.get("nlist"), shape.get("m"), shape.get("nbits"))
+        want = (dim, self.rows, shape.get("nlist"), shape.get("m"), shape.get("nbits"), shape.get("quantizer", "flat"))
         if not isinstance(index, faiss.IndexIVFPQ) or index.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise IndexFormatError(f"{self.name} is not an inner-product IVF-PQ index; rebuild the index")
-        got = (index.d, index.ntotal, index.nlist, index.pq.M, index.pq.nbits)
-        if got != want or index.quantizer.ntotal != index.nlist:
-            raise IndexFormatError(f"{self.name} has (dim, rows, lists, m, bits) {got}, metadata.json says {want}; "
-                                   "rebuild the index")
+        got = (index.d, index.ntotal, index.nlist, index.pq.M, index.pq.nbits, self.quantizer)
+        q = faiss.downcast_index(index.quantizer)
+        if self.quantizer == "hnsw":
+            storage = faiss.downcast_index(q.storage)
+            well_formed = (isinstance(storage, faiss.IndexFlatIP) and storage.ntotal == index.nlist
+                           and q.metric_type == faiss.METRIC_INNER_PRODUCT and q.d == index.d)
+        else:
+            well_formed = isinstance(q, faiss.IndexFlatIP) and q.d == index.d
+        if got != want or index.quantizer.ntotal != index.nlist or not well_formed:
+            raise IndexFormatError(f"{self.name} has (dim, rows, lists, m, bits, quantizer) {got}, metadata.json says "
+                                   f"{want}; rebuild the index")
         if sum(index.invlists.list_size(i) for i in range(index.nlist)) != index.ntotal:
             raise IndexFormatError(f"{self.name}: its lists do not hold its {index.ntotal} rows; rebuild the index")
 
@@ -332,8 +466,22 @@ class AnnIndex:
         """Row numbers of (up to) the ``k`` best rows by approximate inner product, best first."""
         faiss = _faiss()
         k = max(1, min(int(k), self.rows))
-        params = faiss.SearchParametersIVF(nprobe=max(1, math.ceil(probe * self.index.nlist)))
-        _, ids = self.index.search(np.ascontiguousarray(qvec, dtype=np.float32).reshape(1, -1), k, params=params)
+        nprobe = max(1, math.ceil(probe * self.index.nlist))
+        x = np.ascontiguousarray(qvec, dtype=np.float32).reshape(1, -1)
+        if self.quantizer == "hnsw":
+            # the lists to scan are chosen exactly (one product with the centroids: 42,000 x 384 at 100,000
+            # documents, a few ms), as a flat quantizer chooses them; only the filing is approximate
+            if self._centroids is None:
+                self._centroids = faiss.downcast_index(faiss.downcast_index(self.index.quantizer).storage)
+            dist, lists = self._centroids.search(x, nprobe)
+            found = np.empty((1, k), dtype=np.float32)
+            ids = np.empty((1, k), dtype=np.int64)
+            # the C entry point: the Python wrapper reads nprobe from the index, not from the parameters
+            self.index.search_preassigned_c(1, faiss.swig_ptr(x), k, faiss.swig_ptr(lists), faiss.swig_ptr(dist),
+                                            faiss.swig_ptr(found), faiss.swig_ptr(ids), False,
+                                            faiss.SearchParametersIVF(nprobe=nprobe))
+        else:
+            _, ids = self.index.search(x, k, params=faiss.SearchParametersIVF(nprobe=nprobe))
         ids = ids[0]
         return ids[(ids >= 0) & (ids < self.rows)].astype(np.int64)
 
@@ -375,7 +523,7 @@ def write(directory: Path, kind: str, rows: int, dim: int, previous: AnnIndex | 
 
 def _keeps(old: AnnShape, new: AnnShape) -> bool:
     """Whether an update keeps the old quantizer (else the ANN is retrained on the new vectors)."""
-    return (old.m == new.m and old.nbits == new.nbits
+    return (old.m == new.m and old.nbits == new.nbits and old.quantizer == new.quantizer
             and new.nlist / RETRAIN_FACTOR <= old.nlist <= new.nlist * RETRAIN_FACTOR)
 
 
@@ -404,6 +552,8 @@ def parse_meta(meta: Any, counts: Mapping[str, int]) -> dict[str, dict[str, Any]
             v = entry.get(key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise IndexFormatError(f"metadata.json: ann {kind} {key} must be a positive integer")
+        if entry.get("quantizer", "flat") not in QUANTIZERS:  # an index written before the HNSW quantizer: flat
+            raise IndexFormatError(f"metadata.json: ann {kind} quantizer must be one of {', '.join(QUANTIZERS)}")
         if entry["rows"] != counts[kind]:
             raise IndexFormatError(f"metadata.json: ann {kind} covers {entry['rows']} rows, the index has "
                                    f"{counts[kind]}; rebuild the index")

@@ -27,7 +27,7 @@ from tree_builder.visualizer import HEADER, join_blocks, node_block
 from utils.errors import BackendError
 from utils.llm.cached import forget_reply
 from utils.llm.types import LLMClient, UsageMeter
-from utils.similarity import best_first, min_max_normalize, top_order
+from utils.similarity import ScoreArray, SparseScores, best_first, min_max_normalize, top_order
 from retrieval.query import Query
 from utils.tokenizer import estimate_tokens
 
@@ -103,30 +103,77 @@ def _leaf_max_scaled(values: np.ndarray, rows: np.ndarray, n: int, starts: np.nd
     return out
 
 
+def _leaf_max_sparse(values: np.ndarray, rows: np.ndarray, ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(leaves, scaled maxima) of the leaves that own a scored row: ``_leaf_max_scaled`` at those leaves.
+
+    Why: an ANN question scores a few thousand of the million rows of a 10,000-document index;
+    a pass over every row (the reduceat) and every leaf cost more than scoring them. Here each
+    scored row finds its leaf (``ptr``: leaf i owns rows [ptr[i], ptr[i+1])), and the maxima are
+    taken over the scored rows only. Same values: same float32 maxima, same min-max range.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    values = np.asarray(values)
+    if len(rows) > 1 and bool(np.any(rows[1:] < rows[:-1])):
+        order = np.argsort(rows, kind="stable")
+        rows, values = rows[order], values[order]
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    ok = np.isfinite(values)
+    finite = values[ok]
+    if not ok.all():  # a non-finite score counts as not scored, as min_max_normalize treats it
+        values = np.where(ok, values, -np.inf)
+    leaf = np.searchsorted(ptr, rows, side="right") - 1  # a leaf without rows starts where the next does
+    first = np.flatnonzero(np.concatenate([[True], leaf[1:] != leaf[:-1]]))
+    best = np.maximum.reduceat(values.astype(np.float32), first)
+    out = np.zeros(len(first), dtype=np.float64)
+    scored = np.isfinite(best)
+    if finite.size:
+        out[scored] = min_max_normalize(best[scored], lo=float(finite.min()), hi=float(finite.max()))
+    return leaf[first], out
+
+
+SPARSE_ROW_SHARE = 8
+"""Scored rows fewer than 1/8 of the index: the leaf maxima are taken per scored row (an ANN question,
+a scope), else in one pass over every row (an exact whole-collection scan)."""
+
+
 def hybrid_leaf_scores(index: Index, query: Query, config: Config,
-                       doc_paths: set[str] | None = None) -> tuple[Sequence[TreeNode], np.ndarray]:
+                       doc_paths: set[str] | None = None) -> tuple[Sequence[TreeNode], ScoreArray]:
     """Score every leaf in scope; higher is better.
 
     A leaf is as good as its best chunk (dense and BM25, each min-max
     normalised across the scope) plus how well its heading path + summary
-    matches the query densely.
+    matches the query densely. When few rows were scored (the ANN's candidates, a scope) the
+    result is a ``SparseScores``: only the leaves with a scored row or a heading similarity
+    above 0 can score above 0, and everything after follows those leaves, not the forest.
     """
     leaves = scoped_leaves(index, doc_paths)
     if not leaves:
         return leaves, np.zeros(0, dtype=np.float32)
     scores = flat_scores(index, query, config, doc_paths, idf_scope="corpus")
-    starts, has_rows = _leaf_row_starts(index)
     n = len(index.chunks)
-    best_dense_all = np.where(has_rows, _leaf_max_scaled(scores.dense, scores.rows, n, starts), 0.0)
-    best_bm25_all = np.where(has_rows, _leaf_max_scaled(scores.lexical, scores.rows, n, starts), 0.0)
     leaf_idx = index.leaf_positions(doc_paths)
-    best_dense = best_dense_all[leaf_idx]
-    best_bm25 = best_bm25_all[leaf_idx]
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
     leaf_dense = np.clip(index.search.leaf_dense(query, None if doc_paths is None else leaf_idx,
                                                  score_params(config)), 0.0, 1.0)
-    chunk_part = config.dense_weight * best_dense + config.bm25_weight * best_bm25
     w = config.locator_leaf_weight
+    if len(scores.rows) * SPARSE_ROW_SHARE < n:
+        ptr = np.asarray(index.leaf_ptr)
+        owners, best_dense = _leaf_max_sparse(scores.dense, scores.rows, ptr)
+        _, best_bm25 = _leaf_max_sparse(scores.lexical, scores.rows, ptr)  # the same rows: the same leaves
+        pos = np.searchsorted(leaf_idx, owners)
+        inside = pos < len(leaf_idx)
+        inside[inside] = leaf_idx[pos[inside]] == owners[inside]
+        at = np.union1d(pos[inside], np.flatnonzero(leaf_dense > 0))
+        chunk_part = np.zeros(len(at), dtype=np.float64)
+        chunk_part[np.searchsorted(at, pos[inside])] = (config.dense_weight * best_dense[inside]
+                                                        + config.bm25_weight * best_bm25[inside])
+        total = (1 - w) * chunk_part + w * leaf_dense[at]
+        return leaves, SparseScores(len(leaf_idx), at.astype(np.int64), total.astype(np.float32))
+    starts, has_rows = _leaf_row_starts(index)
+    best_dense_all = np.where(has_rows, _leaf_max_scaled(scores.dense, scores.rows, n, starts), 0.0)
+    best_bm25_all = np.where(has_rows, _leaf_max_scaled(scores.lexical, scores.rows, n, starts), 0.0)
+    chunk_part = config.dense_weight * best_dense_all[leaf_idx] + config.bm25_weight * best_bm25_all[leaf_idx]
     total = (1 - w) * chunk_part + w * leaf_dense
     return leaves, total.astype(np.float32)
 

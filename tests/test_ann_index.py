@@ -230,7 +230,11 @@ def test_verify_catches_codes_that_do_not_match_the_vectors(tmp_path: Path, buil
         verify_index(index_dir)
 
 
-def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path) -> None:
+@pytest.mark.parametrize("quantizer", ["flat", "hnsw"])
+def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path, quantizer: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    if quantizer == "hnsw":
+        monkeypatch.setattr(ann_index, "HNSW_MIN_LISTS", 1)
     docs = _corpus(tmp_path / "docs", 30)
     emb = make_embedder("hash", ON)
     build_index(docs, tmp_path / "index", ON, emb)
@@ -239,6 +243,7 @@ def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path
     assert report.update is not None and report.update.changed == 1
     meta = json.loads((tmp_path / "index" / "metadata.json").read_text())
     assert 0 < meta["ann"]["chunks"]["reused_rows"] < meta["counts"]["chunks"]
+    assert meta["ann"]["chunks"]["quantizer"] == quantizer
     index = load_index(tmp_path / "index")
     verify_index(tmp_path / "index")
     ann = index.search.ann["chunks"]
@@ -261,8 +266,26 @@ def test_plan_keeps_k_means_fed() -> None:
     small = ann_index.plan(300, 384)
     assert small.nlist == 300 // ann_index.MIN_PER_CENTROID and small.nbits < 8 and 384 % small.m == 0
     big = ann_index.plan(1_000_000, 384)
-    assert (big.nlist, big.m, big.nbits) == (4000, 48, 8)
+    assert (big.nlist, big.m, big.nbits, big.quantizer) == (4000, 48, 8, "flat")
     assert ann_index.plan(979_420, 384).nlist == 3959  # 10,000 generated documents
+    # past a million rows the lists stay ~250 rows long; the graph quantizer only where it is asked for
+    assert ann_index.plan(10_500_000, 384) == ann_index.AnnShape(42_000, 48, 8, "flat")
+    assert ann_index.plan(4_100_000, 384).nlist == 16_400
+
+
+def test_many_lists_train_two_level_centroids_filed_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ann_index, "TWO_LEVEL_MIN_LISTS", 1)
+    x = _clusters(6000, 32, 40)
+    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_index.AnnShape(60, 8, 6))
+    assert ann.quantizer == "flat"
+    centroids = ann.index.quantizer.reconstruct_n(0, 60)
+    lists, _ = ann_index.by_row(ann.index, len(x), "mem")
+    scores = x @ centroids.T  # exact filing: every row under its nearest centroid (float slack for ties)
+    assert (scores.max(axis=1) - scores[np.arange(len(x)), lists] <= 1e-5).all()
+    ann_index.verify(ann, x)
+    qvec = _clusters(1, 32, 40, seed=9)[0]
+    exact = set(np.argsort(-(x @ qvec))[:20].tolist())
+    assert len(exact & set(ann.search(qvec, 200, 0.3).tolist())) >= 16
     assert ann_index.plan(10, 7).m == 1
 
 
@@ -306,3 +329,157 @@ def test_row_reader_takes_a_sparse_sample_row_by_row(tmp_path: Path) -> None:
     np.testing.assert_array_equal(ann_index._take(reader, dense), x[dense])  # the block path
     with pytest.raises(IndexError):
         reader.take(np.array([5000]))
+
+
+# --------------------------------------------------------------------------- the HNSW coarse quantizer
+
+@pytest.fixture(scope="module")
+def built_hnsw(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """An index whose ANN files use the HNSW quantizer (its threshold lowered to every list count)."""
+    root = tmp_path_factory.mktemp("ann_hnsw")
+    docs = _corpus(root / "docs", 40)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ann_index, "HNSW_MIN_LISTS", 1)
+        build_index(docs, root / "index", ON, make_embedder("hash", ON))
+    return docs, root / "index"
+
+
+def _clusters(n: int, dim: int, centres: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(centres, dim))
+    x = c[rng.integers(0, centres, n)] + 0.6 * rng.normal(size=(n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_hnsw_index_is_written_loaded_memory_mapped_and_found_by_recall(built_hnsw: tuple[Path, Path],
+                                                                      built: tuple[Path, Path]) -> None:
+    """Same corpus and settings as ``built`` (flat quantizer): the recall stays within a few points."""
+    meta = json.loads((built_hnsw[1] / "metadata.json").read_text())
+    assert {e["quantizer"] for e in meta["ann"].values()} == {"hnsw"}
+    recall = {}
+    for name, index_dir in (("hnsw", built_hnsw[1]), ("flat", built[1])):
+        index = load_index(index_dir)
+        ann = index.search.ann["chunks"]
+        assert ann.quantizer == name and ann.shape.quantizer == name
+        embedder = make_embedder("hash", ON)
+        got = []
+        for q in _queries(index):
+            qvec = embedder.embed_query(q)
+            exact = np.argsort(-(np.asarray(index.embeddings) @ qvec), kind="stable")[:20]
+            got.append(len(set(exact.tolist()) & set(ann.search(qvec, ON.ann_candidates, ON.ann_probe).tolist())) / 20)
+        recall[name] = float(np.mean(got))
+    assert recall["hnsw"] >= 0.85 and recall["hnsw"] >= recall["flat"] - 0.05, recall
+    assert "ANN" in verify_index(built_hnsw[1]).line(built_hnsw[1])
+
+
+def test_hnsw_build_is_deterministic_and_round_trips(built_hnsw: tuple[Path, Path],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ann_index, "HNSW_MIN_LISTS", 1)
+    index = load_index(built_hnsw[1])
+    loaded = index.search.ann["chunks"]
+    fresh = ann_index.AnnIndex.build(index.embeddings, len(index.chunks), index.embeddings.shape[1], "mem")
+    assert fresh.quantizer == "hnsw"
+    for a, b in zip(ann_index.entries(loaded.index), ann_index.entries(fresh.index)):
+        np.testing.assert_array_equal(a, b)
+    qvec = make_embedder("hash", ON).embed_query("alpha beta")
+    np.testing.assert_array_equal(loaded.search(qvec, 50, 0.5), fresh.search(qvec, 50, 0.5))
+
+
+def test_hnsw_probing_equals_a_flat_quantizer_over_the_same_centroids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the filing is approximate: a question scans exactly the lists a flat quantizer would pick."""
+    import faiss
+
+    monkeypatch.setattr(ann_index, "HNSW_MIN_LISTS", 1)
+    x = _clusters(6000, 32, 40)
+    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_index.AnnShape(60, 8, 6, "hnsw"))
+    flat = ann_index.empty_copy(ann.index)
+    assert ann_index.quantizer_kind(flat) == "hnsw"
+    q = faiss.IndexFlatIP(32)
+    q.add(ann.index.quantizer.reconstruct_n(0, 60))
+    as_flat = faiss.IndexIVFPQ(q, 32, 60, 8, 6, faiss.METRIC_INNER_PRODUCT)
+    faiss.copy_array_to_vector(faiss.vector_to_array(ann.index.pq.centroids), as_flat.pq.centroids)
+    as_flat.is_trained = True
+    lists, codes = ann_index.by_row(ann.index, len(x), "mem")
+    il = as_flat.invlists
+    for lst in range(60):
+        ids = np.flatnonzero(lists == lst).astype(np.int64)
+        part = np.ascontiguousarray(codes[ids])
+        if len(ids):
+            il.add_entries(lst, len(ids), faiss.swig_ptr(ids), faiss.swig_ptr(part))
+    as_flat.ntotal = len(x)
+    flat_ann = ann_index.AnnIndex(as_flat, len(x), "flat")
+    assert flat_ann.quantizer == "flat"
+    for seed in range(5):
+        qvec = _clusters(1, 32, 40, seed=100 + seed)[0]
+        for probe in (0.05, 0.3, 1.0):
+            np.testing.assert_array_equal(ann.search(qvec, 200, probe), flat_ann.search(qvec, 200, probe))
+
+
+def test_hnsw_verify_accepts_a_better_list_and_catches_a_worse_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph's filing is approximate: a row stored under a list at least as good as the graph's pick
+    (e.g. its exact nearest) is not damage; a row stored under a worse list is."""
+    monkeypatch.setattr(ann_index, "HNSW_MIN_LISTS", 1)
+    monkeypatch.setattr(ann_index, "HNSW_M", 2)  # a sparse graph with a short search misses often
+    monkeypatch.setattr(ann_index, "HNSW_EF_SEARCH", 1)
+    x = _clusters(8000, 32, 150, seed=3)
+    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_index.AnnShape(200, 8, 6, "hnsw"))
+    centroids = ann.index.quantizer.reconstruct_n(0, 200)
+    graph_lists, _ = ann_index.by_row(ann.index, len(x), "mem")
+    exact = np.argmax(x @ centroids.T, axis=1)
+    assert (exact != graph_lists).sum() > 50  # the graph really is approximate here
+    codes = ann.index.pq.compute_codes(np.ascontiguousarray(x - centroids[exact]))
+    better = ann_index.AnnIndex(ann_index.assemble(ann_index.empty_copy(ann.index), exact, codes), len(x), "better")
+    ann_index.verify(better, x)  # every row under its exact nearest list: as good as the graph's pick or better
+    ann_index.verify(ann, x)
+    worst = np.argmin(x @ centroids.T, axis=1)
+    lists = graph_lists.copy()
+    lists[:3] = worst[:3]
+    worse = ann_index.AnnIndex(ann_index.assemble(ann_index.empty_copy(ann.index), lists,
+                                                  ann_index.by_row(ann.index, len(x), "mem")[1]), len(x), "worse")
+    with pytest.raises(IndexFormatError, match="3 of 8000 rows"):
+        ann_index.verify(worse, x)
+
+
+def test_a_quantizer_other_than_metadata_says_is_refused(tmp_path: Path, built_hnsw: tuple[Path, Path]) -> None:
+    index_dir = _copy(built_hnsw[1], tmp_path / "idx")
+    meta_path = index_dir / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    meta["ann"]["chunks"]["quantizer"] = "flat"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(IndexFormatError, match="metadata.json says"):
+        load_index(index_dir)
+    meta["ann"]["chunks"]["quantizer"] = "graph"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(IndexFormatError, match="quantizer must be one of"):
+        load_index(index_dir)
+
+
+def test_two_level_centroids_gives_every_list() -> None:
+    x = _clusters(4000, 16, 30, seed=5)
+    c = ann_index.two_level_centroids(x, 90)
+    assert c.shape == (90, 16) and np.isfinite(c).all()
+
+
+@pytest.mark.parametrize("ann", ["on", "off"])
+def test_leaf_ranking_per_scored_row_equals_the_pass_over_every_leaf(built: tuple[Path, Path], ann: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The locator ranks the leaves of the scored rows (``SparseScores``) when few rows were scored; the
+    located leaves, their scores, the candidates and the TOC are those of the pass over every leaf."""
+    from retrieval import node_locator
+
+    index = load_index(built[1])
+    config = ON.replace(ann=ann)
+    emb = make_embedder("hash", ON)
+    doc = sorted({c.doc_path for c in index.chunks})[3]
+    got: dict[str, list[object]] = {}
+    for mode, share in (("sparse", 0), ("dense", 10 ** 9)):
+        monkeypatch.setattr(node_locator, "SPARSE_ROW_SHARE", share)
+        out = got.setdefault(mode, [])
+        for q in _queries(index, n=8):
+            for scope in (None, {doc}):
+                query = Query.build(q, emb)
+                r = node_locator.hybrid_locate(index, query, config.replace(toc_budget_tokens=400), scope)
+                out.append([(n.node_id, n.score) for n in r.nodes] + [(n.node_id, n.score) for n in r.candidates])
+                out.append(node_locator.toc_for_prompt(index, Query.build(q, emb), config.replace(toc_budget_tokens=400),
+                                                       scope))
+    assert got["sparse"] == got["dense"]

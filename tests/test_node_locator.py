@@ -232,7 +232,7 @@ def test_leaf_max_of_raw_scores_equals_max_of_normalised_rows(case: str) -> None
     equal scaling every row first (the plain computation), for subsets and degenerate scores too."""
     import numpy as np
 
-    from retrieval.node_locator import _leaf_max_scaled
+    from retrieval.node_locator import _leaf_max_scaled, _leaf_max_sparse
     from utils.similarity import min_max_normalize
 
     rng = np.random.default_rng(7)
@@ -249,6 +249,12 @@ def test_leaf_max_of_raw_scores_equals_max_of_normalised_rows(case: str) -> None
     want = np.where(has, np.maximum.reduceat(full, starts), 0.0)
     got = np.where(has, _leaf_max_scaled(values, rows, n, starts), 0.0)
     np.testing.assert_allclose(got, want, atol=1e-6)
+    # per scored row (the ANN's candidates): the same maxima at the leaves that own a scored row, bit for bit
+    owners, best = _leaf_max_sparse(values, rows, ptr)
+    sparse = np.zeros(len(starts))
+    sparse[owners] = best
+    np.testing.assert_array_equal(sparse, got)
+    assert set(owners.tolist()) == set((np.searchsorted(ptr, rows, side="right") - 1).tolist())
 
 
 def test_leaf_max_counts_a_non_finite_score_as_not_scored() -> None:
@@ -260,3 +266,8 @@ def test_leaf_max_counts_a_non_finite_score_as_not_scored() -> None:
     got = _leaf_max_scaled(values, np.arange(5), 5, np.array([0, 2, 3]))  # leaves: rows 0-1, 2, 3-4
     np.testing.assert_allclose(got, [0.0, 1.0, 0.5], atol=1e-6)
     assert _leaf_max_scaled(np.array([np.nan], dtype=np.float32), np.arange(1), 1, np.array([0])).tolist() == [0.0]
+    from retrieval.node_locator import _leaf_max_sparse
+
+    owners, best = _leaf_max_sparse(values, np.arange(5), np.array([0, 2, 3, 5]))
+    assert owners.tolist() == [0, 1, 2]
+    np.testing.assert_allclose(best, [0.0, 1.0, 0.5], atol=1e-6)

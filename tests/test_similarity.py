@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from utils.similarity import PARALLEL_ROWS, best_first, matvec, min_max_normalize, rrf_scores, top_order
+from utils.similarity import (PARALLEL_ROWS, SparseScores, best_first, matvec, min_max_normalize, rrf_scores,
+                              top_order)
 
 
 def test_min_max_regular() -> None:
@@ -100,3 +101,23 @@ def test_relative_fusion_gives_a_compressed_dense_signal_its_spread() -> None:
     assert weighted[1] > weighted[0], "whole-scope scaling: the BM25 spread decides"
     assert relative[0] > relative[1], "top-candidate scaling: the dense lead counts as much"
     assert relative.min() >= 0.0 and relative.max() <= 1.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sparse_scores_rank_exactly_as_their_dense_array(seed: int) -> None:
+    """Positive, zero (scored or not) and negative scores, with ties: the same order as the dense array."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    at = np.sort(rng.choice(n, size=int(rng.integers(0, min(n, 200) + 1)), replace=False))
+    values = rng.integers(-3, 5, size=len(at)).astype(np.float32)  # ties, exact zeros, negatives
+    sparse = SparseScores(n, at, values)
+    dense = sparse.dense()
+    full = np.lexsort((np.arange(n), -dense))
+    for k in (0, 1, 3, len(at), len(at) + 5, n, n + 10):
+        assert top_order(sparse, k).tolist() == full[:k].tolist()
+    assert list(best_first(sparse, first=2)) == full.tolist()
+    assert len(sparse) == n
+    for i in rng.integers(0, n, 20).tolist():
+        assert sparse[i] == dense[i]
+    with pytest.raises(IndexError):
+        sparse[n]
