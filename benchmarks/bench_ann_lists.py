@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, Headline, Report, banner, base_parser, limit_blas_threads, machine_info,  # noqa: E402
-                    machine_line, stats, table, workdir_of)
+                    machine_line, scale_index, stats, table)
 
 sys.path.insert(0, str(ROOT))
 
@@ -45,11 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=None, help="questions (quick 20, full 60)")
     ap.add_argument("--cap", type=int, default=4096, help="the capped list count at 100,000 documents")
     args = ap.parse_args(argv)
-    index_dir = args.index or workdir_of(args) / "scale" / "index-10000"
-    qfile = index_dir.parent / f"queries-{index_dir.name.rsplit('-', 1)[-1]}.json"
-    if not (index_dir / "metadata.json").is_file() or not qfile.is_file():
-        print(f"error: needs bench_scale's index and questions ({index_dir}, {qfile})", file=sys.stderr)
+    found = scale_index(args)
+    if found is None:
         return 2
+    index_dir, qfile = found
     n_q = args.queries or (20 if args.quick else 60)
     limit_blas_threads(1)
     index = load_index(index_dir)

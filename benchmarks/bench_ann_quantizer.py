@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, Headline, Report, banner, base_parser, bench_env, limit_blas_threads,  # noqa: E402
-                    machine_info, machine_line, python, ratio, run_proc, stats, table, workdir_of)
+                    machine_info, machine_line, python, ratio, run_proc, scale_index, stats, table)
 
 sys.path.insert(0, str(ROOT))
 
@@ -151,11 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probe-groups", default="4,8", help="groups a two-level quantizer searches per row")
     ap.add_argument("--ef", default=None, help="comma list of HNSW search breadths (default: 16 and the build's)")
     args = ap.parse_args(argv)
-    index_dir = args.index or workdir_of(args) / "scale" / "index-10000"
-    qfile = index_dir.parent / f"queries-{index_dir.name.rsplit('-', 1)[-1]}.json"
-    if not (index_dir / "metadata.json").is_file() or not qfile.is_file():
-        print(f"error: needs bench_scale's index and questions ({index_dir}, {qfile})", file=sys.stderr)
+    found = scale_index(args)
+    if found is None:
         return 2
+    index_dir, qfile = found
     n_q = args.queries or (20 if args.quick else 40)
     limit_blas_threads(1)
     import faiss

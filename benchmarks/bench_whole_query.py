@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, Headline, Report, banner, base_parser, bench_env, machine_info,  # noqa: E402
-                    machine_line, python, ratio, run_proc, stats, table, workdir_of)
+                    machine_line, python, ratio, run_proc, scale_index, stats, table)
 
 GOAL_MS = 100.0
 VOLATILE = ("run_id", "created_at", "timing_ms", "logged")
@@ -101,11 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-code", type=Path, default=None, help="another TreeRAG checkout: the baseline")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of this code's questions")
     args = ap.parse_args(argv)
-    index_dir = args.index or workdir_of(args) / "scale" / "index-10000"
-    qfile = index_dir.parent / f"queries-{index_dir.name.rsplit('-', 1)[-1]}.json"
-    if not (index_dir / "metadata.json").is_file() or not qfile.is_file():
-        print(f"error: needs an index and its questions ({index_dir}, {qfile})", file=sys.stderr)
+    found = scale_index(args)
+    if found is None:
         return 2
+    index_dir, qfile = found
     settings = [a.strip() for a in args.ann.split(",") if a.strip()]
     if not settings or any(a not in ("auto", "on", "off") for a in settings):
         print(f"error: --ann takes auto, on, off (got {args.ann!r})", file=sys.stderr)

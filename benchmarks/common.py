@@ -59,6 +59,17 @@ def workdir_of(args: argparse.Namespace) -> Path:
     return wd
 
 
+def scale_index(args: argparse.Namespace) -> tuple[Path, Path] | None:
+    """``bench_scale``'s 10,000-document index (or ``--index``) and its questions file; None, with
+    one ``error:`` line printed, when either is missing."""
+    index_dir = args.index or workdir_of(args) / "scale" / "index-10000"
+    qfile = index_dir.parent / f"queries-{index_dir.name.rsplit('-', 1)[-1]}.json"
+    if not (index_dir / "metadata.json").is_file() or not qfile.is_file():
+        print(f"error: needs bench_scale's index and its questions ({index_dir}, {qfile})", file=sys.stderr)
+        return None
+    return index_dir, qfile
+
+
 def pick(args_value: Any, quick: bool, quick_default: Any, full_default: Any) -> Any:
     """An explicit flag wins; otherwise the quick or full default."""
     if args_value is not None:
