@@ -235,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(work / f"index-{n}-{name}", ignore_errors=True)
         results[str(n)] = entry
         (work / "results.json").write_text(json.dumps(results, indent=1))
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
 
 
