@@ -23,6 +23,7 @@ refused, so ids are unique by construction.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Iterable, Iterator, Mapping, Sequence, overload
 
 import numpy as np
@@ -147,6 +148,7 @@ class NodeTable:
         self._doc_bounds = np.zeros(0, dtype=np.int64)
         self._texts: dict[int, str] = {}
         self._text_chars = 0
+        self._texts_lock = threading.Lock()  # questions on several threads share one loaded index
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -226,12 +228,13 @@ class NodeTable:
         text = self.contents.raw(row)
         if not isinstance(text, str):
             raise IndexFormatError(f"{self.contents.where(row)}: not a JSON string")
-        if self._text_chars + len(text) > CONTENT_CACHE_CHARS:
-            self._texts.clear()
-            self._text_chars = 0
-        if len(text) <= CONTENT_CACHE_CHARS:
-            self._texts[row] = text
-            self._text_chars += len(text)
+        with self._texts_lock:
+            if self._text_chars + len(text) > CONTENT_CACHE_CHARS:
+                self._texts.clear()
+                self._text_chars = 0
+            if len(text) <= CONTENT_CACHE_CHARS and row not in self._texts:
+                self._texts[row] = text
+                self._text_chars += len(text)
         return text
 
 
