@@ -8,6 +8,7 @@ its own statistics, whatever statistics scope is asked for: ``Scores.lexical_kin
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -29,6 +30,8 @@ EF_SEARCH_FACTOR = 2
 """The HNSW search beam, as a multiple of the candidates asked for. The engine's default beam (64, or the
 LIMIT when larger) found 62% of the true 1,000 nearest of 200k clustered vectors; twice the LIMIT found
 80% (+11 ms)."""
+LEAVES_AHEAD = "seekdb leaves kNN"
+"""The question's memo key of a leaf kNN started ahead (``SeekdbSearch._leaves_ahead``)."""
 EF_SEARCH_MAX = 100_000
 """The engine refuses a larger ob_hnsw_ef_search."""
 
@@ -52,6 +55,9 @@ class SeekdbSearch:
         self.side: Engine | None = Engine(engine.uri) if parallel else None
         """A second connection: the full-text candidate scan runs on it while the kNN scan runs on
         ``engine`` (None: both in one statement)."""
+        self.ahead: Engine | None = Engine(engine.uri) if parallel else None
+        """A third connection: a whole-collection question's leaf kNN, started with its chunk scans
+        (None: run when asked for)."""
 
     # ---------------------------------------------------------- chunk side
 
@@ -104,8 +110,12 @@ class SeekdbSearch:
                                [q, *params, *last])
         return {int(r): float(s) for r, s in got}
 
+    @staticmethod
+    def _beam(limit: int) -> int:
+        return min(EF_SEARCH_MAX, max(64, EF_SEARCH_FACTOR * int(limit)))
+
     def _set_beam(self, limit: int) -> None:
-        self.engine.set_session("ob_hnsw_ef_search", min(EF_SEARCH_MAX, max(64, EF_SEARCH_FACTOR * int(limit))))
+        self.engine.set_session("ob_hnsw_ef_search", self._beam(limit))
 
     def _knn_sql(self, table: str, key: str, where: Where | None) -> tuple[str, list[Any]]:
         """The engine's approximate nearest rows with their exact inner products, computed where the
@@ -114,12 +124,15 @@ class SeekdbSearch:
         return (f"SELECT {key}, inner_product(emb, %s) AS d FROM `{self.tables[table]}`{cond} "
                 f"ORDER BY cosine_distance(emb, %s) APPROXIMATE LIMIT %s", params)
 
-    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: Where | None = None) -> dict[int, float]:
-        """The approximate ``limit`` nearest rows -> their inner products with ``qvec``."""
-        self._set_beam(limit)
+    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: Where | None = None,
+             engine: Engine | None = None) -> dict[int, float]:
+        """The approximate ``limit`` nearest rows -> their inner products with ``qvec`` (on ``engine``,
+        default this search's connection)."""
+        engine = engine or self.engine
+        engine.set_session("ob_hnsw_ef_search", self._beam(limit))
         sql, params = self._knn_sql(table, key, where)
         vec = vector_text(qvec)
-        got = self.engine.rows(sql, [vec, *params, vec, int(limit)])
+        got = engine.rows(sql, [vec, *params, vec, int(limit)])
         return {int(r): float(d) for r, d in got}
 
     def _scan_words(self, words: Sequence[str], max_share: float) -> list[str]:
@@ -240,7 +253,30 @@ class SeekdbSearch:
         if scope.documents is not None:
             return concat_scores([self._filtered(query, s, e, ("doc = %s", [int(self.doc_numbers[path])]), params)
                                   for path, s, e in self.rows.documents(scope.documents)], ENGINE_RELEVANCE)
+        self._leaves_ahead(query, params)
         return self._filtered(query, 0, self.n_chunks, None, params)
+
+    def _leaves_ahead(self, query: Probe, params: ScoreParams) -> None:
+        """Start the leaves' kNN of a whole-collection question on the third connection, to run while its
+        chunks are scored: the no-LLM locator asks for it next (``leaf_dense`` over every leaf), and
+        waiting for it after the chunk scans cost a third of the question's time on a large index. A
+        question that never asks (a flat ranking) has cost the engine one kNN search and nothing else."""
+        if query.vector is None or self.ahead is None or self.n_leaves <= params.exact_rows:
+            return
+        key = (LEAVES_AHEAD, params.candidates)
+        if query.memo.get(key) is not None:
+            return
+        pending: Future[dict[int, float]] = Future()
+        query.memo.put(key, pending)
+        qvec, engine = query.vector, self.ahead
+
+        def work() -> None:
+            try:
+                pending.set_result(self._knn(qvec, "leaves", "leaf", params.candidates, engine=engine))
+            except BaseException as exc:  # noqa: BLE001 - raised to whoever asks for the result
+                pending.set_exception(exc)
+
+        threading.Thread(target=work, name="seekdb-leaves", daemon=True).start()
 
     def rescore(self, query: Probe, rows: np.ndarray, idf: IdfScope, params: ScoreParams) -> Scores:
         rows = np.asarray(rows, dtype=np.int64)
@@ -269,7 +305,10 @@ class SeekdbSearch:
             return np.zeros(self.n_leaves if leaves is None else len(leaves), dtype=np.float32)
         if leaves is None and self.n_leaves > params.exact_rows:
             out = np.zeros(self.n_leaves, dtype=np.float32)
-            for leaf, s in self._knn(qvec, "leaves", "leaf", params.candidates).items():
+            pending = query.memo.get((LEAVES_AHEAD, params.candidates))
+            near = pending.result() if isinstance(pending, Future) else self._knn(qvec, "leaves", "leaf",
+                                                                                  params.candidates)
+            for leaf, s in near.items():
                 out[leaf] = s
             return check_finite(out, f"{table}.emb")
         want = np.arange(self.n_leaves) if leaves is None else np.asarray(leaves, dtype=np.int64)
