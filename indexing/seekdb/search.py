@@ -153,8 +153,8 @@ class SeekdbSearch:
     def _candidate_sql(self, qvec: np.ndarray | None, tokens: Sequence[str], where: Where | None, limit: int,
                        max_share: float) -> list[tuple[str, list[Any]]]:
         """The kNN scan and the full-text scan of ``_candidates``, each with its parameters; columns
-        (row, inner product, relevance or NULL). The full-text scan searches ``_scan_words`` and orders
-        by the relevance of every word, which each row reports."""
+        (row, inner product, relevance or NULL[, the searched words' relevance]). The full-text scan
+        searches ``_scan_words``, keeps the rows best for those, and reports every word's relevance."""
         q = fulltext_query(tokens)
         vec = None if qvec is None else vector_text(qvec)
         scan = None if q is None else fulltext_query(self._scan_words(q.split(" "), max_share))
@@ -182,8 +182,8 @@ class SeekdbSearch:
         for every candidate, row -> relevance for the full-text ones). With ``max_share`` 1 the same rows
         and values as ``_knn`` and ``_fulltext`` followed by ``dense`` of their union (tested).
 
-        Both scans at once on two connections when the engine allows it (the engine's work is in the
-        scans, the client only waits), else one UNION ALL statement: one round trip instead of two."""
+        Both scans at once on two connections (the engine's work is in the scans, the client only waits;
+        the server and the embedded engine both run them side by side), else one UNION ALL statement."""
         parts = self._candidate_sql(qvec, tokens, where, limit, max_share)
         if not parts:
             return {}, {}
