@@ -467,7 +467,7 @@ def _load_engine(files: IndexDir, path: Path, meta: dict[str, Any]) -> Index:
     """An index whose records, vectors and full text live in seekdb/OceanBase (indexing/seekdb/)."""
     from indexing.seekdb.engine import Engine  # noqa: PLC0415 - the engine loads only when used
     from indexing.seekdb.rows import EngineRecords, EngineRows
-    from indexing.seekdb.schema import table_names
+    from indexing.seekdb.schema import ensure_memory_budget, memory_budget_needed, table_names
     from indexing.seekdb.search import SeekdbSearch
     from indexing.seekdb.uri import store_uri_of
 
@@ -485,6 +485,8 @@ def _load_engine(files: IndexDir, path: Path, meta: dict[str, Any]) -> Index:
     leaf_emb = EngineRows(engine, names["leaves"], "leaf", "emb", n_leaves, dim, "vector")
     records = EngineRecords(engine, names["chunks"], "record", n_chunks)
     doc_numbers = {d["path"]: i for i, d in enumerate(meta["documents"])}
+    if uri.embedded:  # its vector indexes load into this process's engine: the budget must hold them
+        ensure_memory_budget(engine, memory_budget_needed(counts["chunks"] + len(tree.leaf_rows), dim))
     search = SeekdbSearch(engine, prefix, dim, ChunkRows(leaf_ptr, _doc_rows(tree, leaf_ptr)), doc_numbers,
                           frozenset(s for s in scripts if isinstance(s, str)))
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)  # type: ignore[arg-type]

@@ -136,6 +136,9 @@ class ScoreParams:
     """An engine scores a scope of at most this many rows exactly; a larger one from candidates."""
     candidates: int = 1000
     """Rows each of an engine's kNN and full-text search contributes for a larger scope."""
+    fulltext_max_share: float = 1.0
+    """An engine's full-text candidates are searched without the question's words found in more than this
+    share of the chunks (each candidate's relevance still counts every word); 1: every word."""
     ann: str = "auto"
     """The file store's whole-collection dense search: auto/on = from its ANN index, off = exact (config.ann)."""
     ann_candidates: int = 1000

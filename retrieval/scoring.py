@@ -19,7 +19,8 @@ from utils.similarity import min_max_normalize, rrf_scores
 
 def score_params(config: Config) -> ScoreParams:
     return ScoreParams(k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon,
-                       exact_rows=config.store_exact_rows, candidates=config.store_candidates, ann=config.ann,
+                       exact_rows=config.store_exact_rows, candidates=config.store_candidates,
+                       fulltext_max_share=config.store_fulltext_max_share, ann=config.ann,
                        ann_candidates=config.ann_candidates, ann_probe=config.ann_probe)
 
 

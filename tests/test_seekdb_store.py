@@ -717,19 +717,26 @@ def _statements(monkeypatch: pytest.MonkeyPatch, engine) -> list[str]:
     return seen
 
 
-def test_one_statement_scores_equal_the_separate_statements(both, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A whole collection is scored from one UNION ALL of the kNN and full-text scans, each candidate's
-    inner product computed in the scan; a leaf or document by one statement computing both scores.
-    Rows and values are exactly those of the former separate statements (kNN ids, full-text top, then the
-    inner products of their union read by row id; a filtered full-text scan)."""
+@pytest.mark.parametrize("parallel", [False, True])
+def test_one_statement_scores_equal_the_separate_statements(both, monkeypatch: pytest.MonkeyPatch,
+                                                             parallel: bool) -> None:
+    """A whole collection is scored from the kNN and full-text scans, each candidate's inner product
+    computed in the scan: one UNION ALL, or the two scans at once on two connections; a leaf or
+    document by one statement computing both scores. Rows and values are exactly those of the former
+    separate statements (kNN ids, full-text top, then the inner products of their union read by row id;
+    a filtered full-text scan)."""
+    import copy
+
     from indexing.search import Scope, ScoreParams
-    from indexing.seekdb.sql import vector_text
+    from indexing.seekdb.sql import fulltext_query, vector_text
     from indexing.embedders.factory import make_embedder
     from config import Config
     from retrieval.query import Query
 
     _, eng, _ = both
-    search = eng.search
+    search = copy.copy(eng.search)
+    if not parallel:
+        search.side = search.ahead = None
     table = search.tables["chunks"]
     emb = make_embedder("hash", Config())
     probes = [Query.build("contextual bandit router accuracy", emb), Query.build("zzzunknownword", emb),
@@ -738,9 +745,13 @@ def test_one_statement_scores_equal_the_separate_statements(both, monkeypatch: p
         for k in (7, 40):
             params = ScoreParams(exact_rows=1, candidates=k)
             seen = _statements(monkeypatch, search.engine)
+            side = _statements(monkeypatch, search.side) if search.side is not None else []
             got = search.score(q, Scope.everything(), "corpus", params)
             monkeypatch.undo()
-            assert len([s for s in seen if not s.startswith("SET ")]) == 1
+            sent = [s for s in seen + side if not s.startswith("SET ")]
+            both_scans = q.vector is not None and fulltext_query(q.tokens) is not None
+            assert len(sent) == (2 if parallel and both_scans else 1)
+            assert ("UNION ALL" in sent[0]) == (both_scans and not parallel)
             cand: set[int] = set()
             if q.vector is not None:
                 cand.update(int(r[0]) for r in search.engine.rows(
@@ -864,3 +875,110 @@ def test_long_cjk_words_in_computed_columns_are_read_back(both) -> None:
     for params in (ScoreParams(), ScoreParams(exact_rows=1)):  # every row exactly; the candidates
         assert (eng.search.score(q, Scope.everything(), "corpus", params).lexical > 0).any()
     assert len(eng.search.rescore(q, np.array([0, 1, 2]), "document", ScoreParams()).rows) == 3
+
+
+def _probe_with_common_and_rare_words(eng):
+    """A question holding the test paper's most common word and a rare one, with their chunk counts."""
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from retrieval.query import Query
+
+    search = eng.search
+    terms = search.engine.rows(f"SELECT term, df FROM `{search.tables['terms']}` ORDER BY df DESC, term")
+    common, df_common = str(terms[0][0]), int(terms[0][1])
+    rare, df_rare = next((str(t), int(d)) for t, d in terms if 3 <= int(d) <= 10)
+    assert df_common > 0.3 * search.n_chunks  # the paper has a word in most chunks
+    vec = make_embedder("hash", Config()).embed_query(f"{common} {rare}")
+    return Query(f"{common} {rare}", (common, rare), vec), common, rare
+
+
+def test_the_fulltext_scan_leaves_out_the_collections_most_common_words(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``fulltext_max_share`` below a word's share of the chunks, the full-text candidates are the
+    chunks best for the rarer words; each candidate's relevance is still the engine's relevance of
+    every word (equal to a filtered scan's of the whole question); the kNN side is unchanged."""
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb.sql import vector_text
+
+    _, eng, _ = both
+    search = eng.search
+    q, common, rare = _probe_with_common_and_rare_words(eng)
+    table = search.tables["chunks"]
+    k = 4
+    exact = search.score(q, Scope.everything(), "corpus", ScoreParams(exact_rows=1, candidates=k))
+    seen = _statements(monkeypatch, search.side)
+    narrow = search.score(q, Scope.everything(), "corpus",
+                          ScoreParams(exact_rows=1, candidates=k, fulltext_max_share=0.3))
+    monkeypatch.undo()
+    assert any("MATCH(body) AGAINST(%s) AS o" in s for s in seen)
+    knn = {int(r[0]) for r in search.engine.rows(
+        f"SELECT row_id FROM `{table}` ORDER BY cosine_distance(emb, %s) APPROXIMATE LIMIT %s",
+        [vector_text(q.vector), k])}
+    best_rare = search._fulltext([rare], None, k)
+    assert narrow.rows.tolist() == sorted(knn | set(best_rare))
+    everywhere = search._fulltext(q.tokens, ("row_id IN (%s)" % ",".join(["%s"] * len(narrow.rows)),
+                                             narrow.rows.tolist()))
+    lexical = dict(zip(narrow.rows.tolist(), narrow.lexical.tolist()))
+    for r in best_rare:
+        assert lexical[r] == pytest.approx(everywhere[r], rel=1e-6) and everywhere[r] > best_rare[r]
+    # 1 (the default of ScoreParams) searches every word: the exact candidates
+    again = search.score(q, Scope.everything(), "corpus", ScoreParams(exact_rows=1, candidates=k, fulltext_max_share=1))
+    assert again.rows.tolist() == exact.rows.tolist() and again.lexical.tolist() == exact.lexical.tolist()
+
+
+def test_the_scan_keeps_the_rarest_word_when_every_word_is_common(both) -> None:
+    _, eng, _ = both
+    search = eng.search
+    terms = search.engine.rows(f"SELECT term, df FROM `{search.tables['terms']}` ORDER BY df DESC, term LIMIT 2")
+    (a, df_a), (b, df_b) = ((str(t), int(d)) for t, d in terms)
+    assert search._scan_words([a, b], 0.0) == [b if df_b < df_a else a]
+    assert search._scan_words([a, b], 1.0) == [a, b]
+    assert search._scan_words([a, "zzzunknownword"], 0.0) == ["zzzunknownword"]  # found nowhere: the rarest
+
+
+def test_a_whole_collection_question_starts_its_leaf_knn_ahead(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scoring the whole collection starts the leaves' kNN on a third connection; the locator's
+    ``leaf_dense`` then takes its result, equal to asking for it on demand, without a statement of its own."""
+    import copy
+
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb.search import LEAVES_AHEAD
+
+    _, eng, _ = both
+    q, _, _ = _probe_with_common_and_rare_words(eng)
+    params = ScoreParams(exact_rows=1, candidates=5)
+    ahead = copy.copy(eng.search)
+    ahead.score(q, Scope.everything(), "corpus", params)
+    assert q.memo.get((LEAVES_AHEAD, 5)) is not None
+    seen = _statements(monkeypatch, ahead.engine)
+    got = ahead.leaf_dense(q, None, params)
+    monkeypatch.undo()
+    assert seen == []
+    on_demand = copy.copy(eng.search)
+    on_demand.side = on_demand.ahead = None
+    q2, _, _ = _probe_with_common_and_rare_words(eng)
+    on_demand.score(q2, Scope.everything(), "corpus", params)
+    assert q2.memo.get((LEAVES_AHEAD, 5)) is None
+    want = on_demand.leaf_dense(q2, None, params)
+    assert got.tolist() == want.tolist() and 0 < int((got != 0).sum()) <= 5
+
+
+def test_opening_an_embedded_index_makes_room_for_its_vector_indexes(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine that built an index on a smaller budget could not load its HNSW indexes back (code
+    7604): opening an embedded index raises the budget to what its vectors need, never lowers it."""
+    from indexing.index_store import load_index
+    from indexing.seekdb import schema
+    from indexing.seekdb.engine import _hint
+
+    _, eng, root = both
+
+    def budget() -> int:
+        return schema.parse_capacity(str(eng.search.engine.rows("SHOW PARAMETERS LIKE 'memory_budget'")[0][3]))
+
+    before = budget()
+    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim: before + 1)
+    load_index(root / "engine")
+    assert budget() == before + schema.GIB
+    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim: schema.GIB)
+    load_index(root / "engine")
+    assert budget() == before + schema.GIB
+    assert "memory budget" in _hint("(7604, 'Using the vsag interface returns an error')")

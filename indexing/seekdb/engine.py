@@ -201,4 +201,7 @@ def _hint(exc: object) -> str:
     if "code=4013" in str(exc) or "memory limit reached" in str(exc):
         return (" - the engine's memory budget is too small for this index: raise it as its administrator "
                 "(ALTER SYSTEM SET memory_budget = '8G'), or use a server with more memory")
+    if "7604" in str(exc):
+        return (" - the engine could not use a vector index; when its log says 'Not enough memory', raise "
+                "its memory budget (ALTER SYSTEM SET memory_budget = '8G')")
     return ""

@@ -80,10 +80,12 @@ def memory_budget_needed(vector_rows: int, dim: int) -> int:
 
     seekdb holds an HNSW index in memory (the vectors, float32, plus the graph) and pylibseekdb creates
     an embedded database with a 1 GB budget: copying 10,000 documents (1.46M vectors) failed with
-    "No memory or server runtime memory limit reached" (code 4013). Twice the vectors' bytes covers
-    the graph and the build's working set; 1 GB is left for everything else the engine keeps.
+    "No memory or server runtime memory limit reached" (code 4013), and an engine that built them on
+    5 GB (1.39M vectors, 2.1 GB) could not load them back for a query (code 7604, "Not enough memory"
+    in its log) where 8 GB could. Three times the vectors' bytes covers the graph, the build's working
+    set and a load; 1 GB is left for everything else the engine keeps.
     """
-    return GIB + 2 * vector_rows * dim * 4
+    return GIB + 3 * vector_rows * dim * 4
 
 
 def _physical_memory() -> int:

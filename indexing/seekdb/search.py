@@ -7,6 +7,8 @@ its own statistics, whatever statistics scope is asked for: ``Scores.lexical_kin
 """
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -28,6 +30,8 @@ EF_SEARCH_FACTOR = 2
 """The HNSW search beam, as a multiple of the candidates asked for. The engine's default beam (64, or the
 LIMIT when larger) found 62% of the true 1,000 nearest of 200k clustered vectors; twice the LIMIT found
 80% (+11 ms)."""
+LEAVES_AHEAD = "seekdb leaves kNN"
+"""The question's memo key of a leaf kNN started ahead (``SeekdbSearch._leaves_ahead``)."""
 EF_SEARCH_MAX = 100_000
 """The engine refuses a larger ob_hnsw_ef_search."""
 
@@ -38,7 +42,7 @@ class SeekdbSearch:
     store = "seekdb"
 
     def __init__(self, engine: Engine, prefix: str, dim: int, rows: ChunkRows, doc_numbers: Mapping[str, int],
-                 scripts: frozenset[str]) -> None:
+                 scripts: frozenset[str], parallel: bool = True) -> None:
         self.engine = engine
         self.tables = table_names(prefix)
         self.dim = dim
@@ -48,6 +52,12 @@ class SeekdbSearch:
         self.doc_numbers = dict(doc_numbers)
         """Document path -> the ``doc`` column's value."""
         self._scripts = scripts
+        self.side: Engine | None = Engine(engine.uri) if parallel else None
+        """A second connection: the full-text candidate scan runs on it while the kNN scan runs on
+        ``engine`` (None: both in one statement)."""
+        self.ahead: Engine | None = Engine(engine.uri) if parallel else None
+        """A third connection: a whole-collection question's leaf kNN, started with its chunk scans
+        (None: run when asked for)."""
 
     # ---------------------------------------------------------- chunk side
 
@@ -100,8 +110,12 @@ class SeekdbSearch:
                                [q, *params, *last])
         return {int(r): float(s) for r, s in got}
 
+    @staticmethod
+    def _beam(limit: int) -> int:
+        return min(EF_SEARCH_MAX, max(64, EF_SEARCH_FACTOR * int(limit)))
+
     def _set_beam(self, limit: int) -> None:
-        self.engine.set_session("ob_hnsw_ef_search", min(EF_SEARCH_MAX, max(64, EF_SEARCH_FACTOR * int(limit))))
+        self.engine.set_session("ob_hnsw_ef_search", self._beam(limit))
 
     def _knn_sql(self, table: str, key: str, where: Where | None) -> tuple[str, list[Any]]:
         """The engine's approximate nearest rows with their exact inner products, computed where the
@@ -110,45 +124,106 @@ class SeekdbSearch:
         return (f"SELECT {key}, inner_product(emb, %s) AS d FROM `{self.tables[table]}`{cond} "
                 f"ORDER BY cosine_distance(emb, %s) APPROXIMATE LIMIT %s", params)
 
-    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: Where | None = None) -> dict[int, float]:
-        """The approximate ``limit`` nearest rows -> their inner products with ``qvec``."""
-        self._set_beam(limit)
+    def _knn(self, qvec: np.ndarray, table: str, key: str, limit: int, where: Where | None = None,
+             engine: Engine | None = None) -> dict[int, float]:
+        """The approximate ``limit`` nearest rows -> their inner products with ``qvec`` (on ``engine``,
+        default this search's connection)."""
+        engine = engine or self.engine
+        engine.set_session("ob_hnsw_ef_search", self._beam(limit))
         sql, params = self._knn_sql(table, key, where)
         vec = vector_text(qvec)
-        got = self.engine.rows(sql, [vec, *params, vec, int(limit)])
+        got = engine.rows(sql, [vec, *params, vec, int(limit)])
         return {int(r): float(d) for r, d in got}
 
-    def _candidates(self, qvec: np.ndarray | None, tokens: Sequence[str], where: Where | None,
-                    limit: int) -> tuple[dict[int, float], dict[int, float]]:
-        """The kNN and full-text top ``limit`` rows of the chunks ``where`` selects, in one statement
-        (a UNION ALL of both index scans): (row -> inner product for every candidate, row -> relevance
-        for the full-text ones). The same rows and values as ``_knn`` and ``_fulltext`` followed by
-        ``dense`` of their union, in one round trip instead of three."""
+    def _scan_words(self, words: Sequence[str], max_share: float) -> list[str]:
+        """The words the full-text candidate scan searches: ``words`` without those found in more than
+        ``max_share`` of the chunks (the terms table's counts), the rarest one kept when none remain.
+
+        Why: the engine scores every chunk that holds any searched word before it keeps the best, and a
+        word in most chunks makes that most of the collection, for little relevance (its IDF is near
+        zero). A chunk that holds only such words ranks low in the full-text list anyway."""
+        if max_share >= 1 or len(words) < 2:
+            return list(words)
+        got = self.engine.rows(f"SELECT term, df FROM `{self.tables['terms']}` WHERE term IN "
+                               f"({placeholders(len(words))})", list(words))
+        df = {str(t): int(c) for t, c in got}
+        keep = [w for w in words if df.get(w, 0) <= max_share * self.n_chunks]
+        return keep or [min(words, key=lambda w: df.get(w, 0))]
+
+    def _candidate_sql(self, qvec: np.ndarray | None, tokens: Sequence[str], where: Where | None, limit: int,
+                       max_share: float) -> list[tuple[str, list[Any]]]:
+        """The kNN scan and the full-text scan of ``_candidates``, each with its parameters; columns
+        (row, inner product, relevance or NULL[, the searched words' relevance]). The full-text scan
+        searches ``_scan_words``, keeps the rows best for those, and reports every word's relevance."""
         q = fulltext_query(tokens)
         vec = None if qvec is None else vector_text(qvec)
-        parts, params = [], []
+        scan = None if q is None else fulltext_query(self._scan_words(q.split(" "), max_share))
+        # searching fewer words: rows ordered by those words' relevance (ordering by every word's makes
+        # the engine score every word for every row found), reported with every word's
+        narrow = scan is not None and scan != q
+        extra = ", NULL AS o" if narrow else ""
+        parts: list[tuple[str, list[Any]]] = []
         if vec is not None:
-            self._set_beam(limit)
             sql, where_params = self._knn_sql("chunks", "row_id", where)
-            parts.append(sql.replace(" AS d FROM", " AS d, NULL AS s FROM", 1))
-            params += [vec, *where_params, vec, int(limit)]
-        if q is not None:
+            parts.append((sql.replace(" AS d FROM", f" AS d, NULL AS s{extra} FROM", 1),
+                          [vec, *where_params, vec, int(limit)]))
+        if q is not None and scan is not None:
             match = "MATCH(body) AGAINST(%s)"
-            cond, cond_params = (f"{where[0]} AND {match}", [*where[1], q]) if where else (match, [q])
-            dense = "inner_product(emb, %s)" if vec is not None else "0"
-            parts.append(f"SELECT row_id, {dense} AS d, {match} AS s FROM `{self.tables['chunks']}` WHERE {cond} "
-                         f"ORDER BY s DESC LIMIT %s")
-            params += [*([vec] if vec is not None else []), q, *cond_params, int(limit)]
+            cond, cond_params = (f"{where[0]} AND {match}", [*where[1], scan]) if where else (match, [scan])
+            dense, dense_params = ("inner_product(emb, %s)", [vec]) if vec is not None else ("0", [])
+            cols, order, col_params = (f"{match} AS s, {match} AS o", "o", [q, scan]) if narrow else (f"{match} AS s", "s", [q])
+            parts.append((f"SELECT row_id, {dense} AS d, {cols} FROM `{self.tables['chunks']}` WHERE {cond} "
+                          f"ORDER BY {order} DESC LIMIT %s", [*dense_params, *col_params, *cond_params, int(limit)]))
+        return parts
+
+    def _candidates(self, qvec: np.ndarray | None, tokens: Sequence[str], where: Where | None,
+                    limit: int, max_share: float = 1.0) -> tuple[dict[int, float], dict[int, float]]:
+        """The kNN and full-text top ``limit`` rows of the chunks ``where`` selects: (row -> inner product
+        for every candidate, row -> relevance for the full-text ones). With ``max_share`` 1 the same rows
+        and values as ``_knn`` and ``_fulltext`` followed by ``dense`` of their union (tested).
+
+        Both scans at once on two connections (the engine's work is in the scans, the client only waits;
+        the server and the embedded engine both run them side by side), else one UNION ALL statement."""
+        parts = self._candidate_sql(qvec, tokens, where, limit, max_share)
         if not parts:
             return {}, {}
-        sql = parts[0] if len(parts) == 1 else " UNION ALL ".join(f"({p})" for p in parts)
+        if qvec is not None:
+            self._set_beam(limit)
+        if len(parts) == 2 and self.side is not None:
+            got = self._both(parts[0], parts[1])
+        else:
+            sql = parts[0][0] if len(parts) == 1 else " UNION ALL ".join(f"({p})" for p, _ in parts)
+            got = self.engine.rows(sql, [v for _, ps in parts for v in ps])
         dense: dict[int, float] = {}
         lexical: dict[int, float] = {}
-        for r, d, s in self.engine.rows(sql, params):
+        for r, d, s, *_ in got:
             dense[int(r)] = float(d)
             if s is not None:
                 lexical[int(r)] = float(s)
         return dense, lexical
+
+    def _both(self, here: tuple[str, list[Any]], there: tuple[str, list[Any]]) -> list[tuple[Any, ...]]:
+        """``here`` on this search's connection and ``there`` on the side connection, at once: the rows of
+        both, ``here``'s first (the order of the UNION ALL they replace)."""
+        assert self.side is not None
+        out: list[list[tuple[Any, ...]]] = []
+        failure: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                out.append(self.side.rows(*there))  # type: ignore[union-attr]
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+                failure.append(exc)
+
+        worker = threading.Thread(target=work, name="seekdb-fulltext", daemon=True)
+        worker.start()
+        try:
+            first = self.engine.rows(*here)
+        finally:
+            worker.join()
+        if failure:
+            raise failure[0]
+        return first + out[0]
 
     def _filtered(self, query: Probe, start: int, end: int, where: Where | None, params: ScoreParams) -> Scores:
         """The chunks ``[start, end)`` that ``where`` selects (None: every chunk): all of them exactly when
@@ -161,7 +236,7 @@ class SeekdbSearch:
             dense, lexical = self._exact_scores(qvec, tokens, rows, where or (
                 "row_id >= %s AND row_id < %s", [int(start), int(end)]))
             return Scores(rows, dense, lexical, ENGINE_RELEVANCE)
-        near, bm = self._candidates(qvec, tokens, where, params.candidates)
+        near, bm = self._candidates(qvec, tokens, where, params.candidates, params.fulltext_max_share)
         rows = np.array(sorted(r for r in near if start <= r < end), dtype=np.int64)
         if not len(rows):
             return empty_scores(ENGINE_RELEVANCE)
@@ -178,7 +253,30 @@ class SeekdbSearch:
         if scope.documents is not None:
             return concat_scores([self._filtered(query, s, e, ("doc = %s", [int(self.doc_numbers[path])]), params)
                                   for path, s, e in self.rows.documents(scope.documents)], ENGINE_RELEVANCE)
+        self._leaves_ahead(query, params)
         return self._filtered(query, 0, self.n_chunks, None, params)
+
+    def _leaves_ahead(self, query: Probe, params: ScoreParams) -> None:
+        """Start the leaves' kNN of a whole-collection question on the third connection, to run while its
+        chunks are scored: the no-LLM locator asks for it next (``leaf_dense`` over every leaf), and
+        waiting for it after the chunk scans cost a third of the question's time on a large index. A
+        question that never asks (a flat ranking) has cost the engine one kNN search and nothing else."""
+        if query.vector is None or self.ahead is None or self.n_leaves <= params.exact_rows:
+            return
+        key = (LEAVES_AHEAD, params.candidates)
+        if query.memo.get(key) is not None:
+            return
+        pending: Future[dict[int, float]] = Future()
+        query.memo.put(key, pending)
+        qvec, engine = query.vector, self.ahead
+
+        def work() -> None:
+            try:
+                pending.set_result(self._knn(qvec, "leaves", "leaf", params.candidates, engine=engine))
+            except BaseException as exc:  # noqa: BLE001 - raised to whoever asks for the result
+                pending.set_exception(exc)
+
+        threading.Thread(target=work, name="seekdb-leaves", daemon=True).start()
 
     def rescore(self, query: Probe, rows: np.ndarray, idf: IdfScope, params: ScoreParams) -> Scores:
         rows = np.asarray(rows, dtype=np.int64)
@@ -207,7 +305,10 @@ class SeekdbSearch:
             return np.zeros(self.n_leaves if leaves is None else len(leaves), dtype=np.float32)
         if leaves is None and self.n_leaves > params.exact_rows:
             out = np.zeros(self.n_leaves, dtype=np.float32)
-            for leaf, s in self._knn(qvec, "leaves", "leaf", params.candidates).items():
+            pending = query.memo.get((LEAVES_AHEAD, params.candidates))
+            near = pending.result() if isinstance(pending, Future) else self._knn(qvec, "leaves", "leaf",
+                                                                                  params.candidates)
+            for leaf, s in near.items():
                 out[leaf] = s
             return check_finite(out, f"{table}.emb")
         want = np.arange(self.n_leaves) if leaves is None else np.asarray(leaves, dtype=np.int64)
