@@ -20,7 +20,8 @@ from utils.similarity import min_max_normalize, rrf_scores
 def score_params(config: Config) -> ScoreParams:
     return ScoreParams(k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon,
                        exact_rows=config.store_exact_rows, candidates=config.store_candidates, ann=config.ann,
-                       ann_candidates=config.ann_candidates, ann_probe=config.ann_probe)
+                       ann_candidates=config.ann_candidates, ann_probe=config.ann_probe,
+                       mapped_mb=config.query_mapped_mb)
 
 
 def documents_scope(doc_paths: set[str] | None) -> Scope:
