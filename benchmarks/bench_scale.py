@@ -67,6 +67,9 @@ GOAL_QUERY_MS = 200.0
 COLD_BUDGET_S = 1.5
 TARGET_DOCS = 10_000
 ANN_QUALITY_QUERIES = 40
+UPDATE_DISK_RESERVE = 10e9
+"""``--update-one`` writes a whole new index: it is skipped unless this much disk stays free beside it
+(other jobs, a large build, write to the same disk)."""
 
 # --------------------------------------------------------------------------- corpus generator
 
@@ -436,8 +439,9 @@ def update_one(work: Path, docs: Path, index_dir: Path, env: dict[str, str]) -> 
     copies of the documents and the index; {"skipped": why} when the disk cannot hold the new index."""
     index_bytes = sum(f.stat().st_size for f in index_dir.iterdir() if f.is_file())
     free = shutil.disk_usage(work).free
-    if free < 1.2 * index_bytes:
-        return {"skipped": f"{free / 1e9:.1f} GB free, the updated index needs ~{index_bytes / 1e9:.1f} GB"}
+    if free - 1.2 * index_bytes < UPDATE_DISK_RESERVE:
+        return {"skipped": f"{free / 1e9:.1f} GB free: the updated index (~{index_bytes / 1e9:.1f} GB) would leave "
+                           f"less than {UPDATE_DISK_RESERVE / 1e9:.0f} GB for everything else on the disk"}
     tmp = work / f"update-{index_dir.name}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
