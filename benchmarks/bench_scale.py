@@ -507,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exact-max-docs", type=int, default=None,
                     help="skip the ann=off worker (every vector read per question) above this many documents; "
                          "recall@100 is then measured in one pass over the vector file")
+    ap.add_argument("--target-docs", type=int, default=TARGET_DOCS,
+                    help="the document count the growth table extrapolates to (default 10,000; e.g. 1000000)")
     ap.add_argument("--update-one", action="store_true",
                     help="also time an index update after one changed document, on hard-linked copies (cp -al) "
                          "of the index and its documents, against the full build's wall time")
@@ -604,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.update_one:
             w["update_one"] = update_one(work, docs, index_dir, env)
             u = w["update_one"]
-            print(f"    one changed document: " + (f"skipped ({u['skipped']})" if "skipped" in u else
+            print("    one changed document: " + (f"skipped ({u['skipped']})" if "skipped" in u else
                   f"update wall {u['wall_s']:.1f} s, CPU {u['cpu_s']:.1f} s, peak RSS {u['rss_mb']:.0f} MB = "
                   f"{u['wall_s'] / build['wall_s']:.3f} of the full build's wall ({build['wall_s']:.0f} s)"),
                   flush=True)
@@ -668,8 +670,9 @@ def main(argv: list[str] | None = None) -> int:
         ("full TOC (tokens, summed per node)", lambda r: r["full_toc_tokens"], "tok", None),
         ("TOC sent (tokens, p95)", lambda r: r["toc_tokens"]["p95"], "tok", None),
     ]
+    target = args.target_docs
     headers = ["metric"] + [f"{n} docs" for n in sizes] + [f"x vs {base_n}", "growth exp.",
-                                                            f"{TARGET_DOCS:,} (linear)", f"{TARGET_DOCS:,} (power)",
+                                                            f"{target:,} (linear)", f"{target:,} (power)",
                                                             "limit", "limit reached at"]
     rows = []
     extrap: dict[str, Any] = {}
@@ -677,12 +680,13 @@ def main(argv: list[str] | None = None) -> int:
         vals = [float(get(per[n])) for n in sizes]
         if len(sizes) >= 2:
             a, b, k = fit(sizes, vals)
-            linear = a + b * TARGET_DOCS
-            power = vals[-1] * (TARGET_DOCS / sizes[-1]) ** k if not math.isnan(k) else float("nan")
+            linear = a + b * target
+            power = vals[-1] * (target / sizes[-1]) ** k if not math.isnan(k) else float("nan")
             cross = crossing(sizes, vals, a, b, limit) if limit else float("nan")
         else:
             k = linear = power = cross = float("nan")
-        extrap[name] = {"values": vals, "unit": unit, "exponent": k, "at_10k_linear": linear, "at_10k_power": power,
+        extrap[name] = {"values": vals, "unit": unit, "exponent": k, "target_docs": target,
+                        "at_target_linear": linear, "at_target_power": power,
                         "limit": limit, "crosses_at_docs": cross}
         rows.append([f"{name} ({unit})" if unit else name, *vals, vals[-1] / vals[0] if vals[0] else float("nan"),
                      k, linear, power, limit if limit else "",
@@ -691,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     report.results["extrapolation"] = extrap
     print()
     print(f"growth {sizes[0]} -> {sizes[-1]} documents (x = ratio to the {base_n}-document run; growth exponent = "
-          f"log-log slope, 1 = linear) and the trend to {TARGET_DOCS:,} documents (least-squares line over all "
+          f"log-log slope, 1 = linear) and the trend to {target:,} documents (least-squares line over all "
           f"sizes; the power law shown beside it); a limit already passed is located between the measured sizes:")
     print(table(headers, rows))
 
@@ -719,7 +723,7 @@ def main(argv: list[str] | None = None) -> int:
             report.notes.append(f"first limit reached as documents grow: {first_name} ({first['limit']:g} "
                                 f"{first['unit']}) at ~{first['crosses_at_docs']:,.0f} documents")
     for name, e in limited:
-        report.results.setdefault("at_10k_linear", {})[name] = e["at_10k_linear"]
+        report.results.setdefault("at_target_linear", {})[name] = e["at_target_linear"]
 
     n = sizes[-1]
     if args.update_one:
