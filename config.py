@@ -124,6 +124,11 @@ class Config:
     ann_probe: float = 0.3
     """Share of the IVF lists a query scans. Hash embeddings cluster weakly: recall@100 of the exact
     top 100 at 0.1 is below 0.95 on the generated corpus (benchmarks/bench_scale.py)."""
+    query_mapped_mb: int = 768
+    """The vector and posting pages a whole-collection question read stay mapped in the query process
+    (page cache, shared and clean) until its resident size passes this many MB; then they are
+    released. Mapped, the next questions find many of their scattered rows without a page fault;
+    released, the process stays small. 0: release them after every question."""
 
     # --- query pipeline ---------------------------------------------------
     locator: str = "auto"
@@ -303,7 +308,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "embed_batch_size": (1, math.inf), "embed_workers": (1, 64), "hash_dim": (1, math.inf),
     "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
     "store_exact_rows": (1, math.inf), "store_candidates": (1, math.inf), "store_fulltext_max_share": (0, 1),
-    "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_probe": (0.0001, 1),
+    "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_probe": (0.0001, 1), "query_mapped_mb": (0, math.inf),
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
     "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1),

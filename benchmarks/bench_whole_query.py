@@ -13,14 +13,17 @@ locator would be shown (``toc_for_prompt``) for each question.
 
 ``--baseline-code DIR`` (e.g. ``git worktree add ../base main``): the same worker run from that
 checkout on the same index, interleaved with this code's (``--runs`` rounds), is the baseline of
-the latency ratios. Every answer (the run record without its ids, times and dates), leaf ranking
+the latency ratios. Every answer (the run record without its ids, times and dates, and without
+settings only one checkout has), leaf ranking
 and TOC is digested per question; the benchmark reports how many questions differ between the
 two checkouts, for each ``--ann`` setting.
 """
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +47,8 @@ from retrieval.node_locator import hybrid_leaf_scores, toc_for_prompt
 from retrieval.query import Query
 from utils.similarity import top_order
 
-index_dir, queries_file, n, ann, volatile, profile = sys.argv[1:7]
+index_dir, queries_file, n, ann, volatile, profile, shared_file = sys.argv[1:8]
+shared = set(json.loads(open(shared_file).read())) if shared_file != "-" else set(Config.__dataclass_fields__)
 queries = [q["query"] for q in json.loads(open(queries_file).read())][:int(n)]
 index = load_index(index_dir)
 config = Config(ann=ann)
@@ -68,7 +72,10 @@ for q in queries:
         prof.disable()
     out["locate_ms"].append(r.timing_ms.get("locate", 0.0))
     d = r.to_dict() if hasattr(r, "to_dict") else dict(r)
-    out["answers"].append(digest({k: v for k, v in d.items() if k not in volatile.split(",")}))
+    d = {k: v for k, v in d.items() if k not in volatile.split(",")}
+    # the settings both checkouts share: a setting one of them added is not part of the answer
+    d["config"] = {k: v for k, v in (d.get("config") or {}).items() if k in shared}
+    out["answers"].append(digest(d))
     question = Query.build(q, backends.embedder)
     _, total = hybrid_leaf_scores(index, question, config)
     top = top_order(total, 50)
@@ -82,11 +89,21 @@ print(json.dumps(out))
 """
 
 
-def run_worker(code: Path, index_dir: Path, qfile: Path, n: int, ann: str, profile: bool) -> dict[str, Any]:
+def config_fields(code: Path) -> set[str]:
+    """The settings (``Config`` fields) a checkout has."""
     env = bench_env()
     env["PYTHONPATH"] = str(code)
-    r = run_proc(python("-c", WORKER, index_dir, qfile, n, ann, ",".join(VOLATILE), int(profile)), cwd=code,
-                 env=env).check()
+    r = run_proc(python("-c", "import json, config; print(json.dumps(sorted(config.Config.__dataclass_fields__)))"),
+                 cwd=code, env=env).check()
+    return set(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def run_worker(code: Path, index_dir: Path, qfile: Path, n: int, ann: str, profile: bool,
+               shared: Path | None) -> dict[str, Any]:
+    env = bench_env()
+    env["PYTHONPATH"] = str(code)
+    r = run_proc(python("-c", WORKER, index_dir, qfile, n, ann, ",".join(VOLATILE), int(profile),
+                        shared if shared else "-"), cwd=code, env=env).check()
     res: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
     res["maxrss_mb"] = r.maxrss_mb
     return res
@@ -121,12 +138,19 @@ def main(argv: list[str] | None = None) -> int:
     report = Report("whole_query", sys.argv[1:] if argv is None else list(argv), info,
                     params={"index": str(index_dir), "queries": n, "runs": runs, "ann": settings,
                             "baseline_code": str(args.baseline_code) if args.baseline_code else None})
+    shared = None
+    if len(codes) > 1:  # a setting only one checkout has shows in its run record's config: not an answer
+        fields = set.intersection(*(config_fields(code) for code in codes.values()))
+        shared = Path(tempfile.mkdtemp(prefix="whole-query-")) / "shared-settings.json"
+        shared.write_text(json.dumps(sorted(fields)), encoding="utf-8")
     got: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for _ in range(runs):
         for ann in settings:
             for label, code in codes.items():  # interleaved: the machine's load falls on both alike
                 got.setdefault((label, ann), []).append(
-                    run_worker(code, index_dir, qfile, n, ann, args.profile and label == "this code"))
+                    run_worker(code, index_dir, qfile, n, ann, args.profile and label == "this code", shared))
+    if shared is not None:
+        shutil.rmtree(shared.parent, ignore_errors=True)
     rows, results = [], {}
     for ann in settings:
         base = got.get(("baseline", ann))

@@ -13,9 +13,10 @@ import numpy as np
 
 from config import IdfScope
 from indexing.bm25_builder import BM25Index
-from indexing.index_files import release_pages
-from indexing.search import (EVERYTHING, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
+from indexing.index_files import release_over, touch_rows
+from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores)
+from utils.beside import Beside
 from utils.similarity import matvec
 from utils.tokenizer import vocabulary_scripts
 
@@ -26,6 +27,8 @@ FAR_CANDIDATES = 16
 """Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
 ANN_ROWS = "files.ann_rows"
 """Memo key (with the settings): the chunk rows the ANN path scored for this question."""
+LEAF_NEAR = "files.leaf_near"
+"""Memo key (with the settings): the leaves' ANN nearest rows, found beside the chunks' scans."""
 
 
 class FileSearch:
@@ -74,24 +77,55 @@ class FileSearch:
         Why the least similar: callers min-max normalise dense scores over the rows they are given;
         without a row near the collection's minimum the dense scale would shrink to the candidates'
         and outweigh BM25 differently than an exact scan does.
+
+        Why two threads: the IVF scans (with the page faults of their rows) and the BM25 scores of
+        the whole collection (with those of its best rows) do not depend on each other; on two cores
+        they overlap. When the caller says it will rank every leaf next (``LEAVES_WANTED``), the
+        leaves' ANN scan and their rows' page faults are done here too, beside the chunks' scans.
+        The values computed are the same as one after the other.
         """
         n = len(self.embeddings)
-        if idf == "corpus":
-            bm25 = self._bm25(query.tokens, 0, n, (0, n), params)
-        else:  # each chunk with its own leaf's or document's statistics
-            bm25 = self._grouped_bm25(query.tokens, np.arange(n, dtype=np.int64), idf, params)
-        hits = np.flatnonzero(bm25 > 0)
-        if len(hits) > params.ann_candidates:
-            top = np.argpartition(-bm25[hits], params.ann_candidates - 1)[:params.ann_candidates]
-            hits = hits[top]
-        near = ann.search(qvec, params.ann_candidates, params.ann_probe)
-        far = ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4)  # the far end need only be near
-        far_dense = self.dense(qvec, np.sort(far))
-        rows = np.union1d(np.union1d(near, hits), np.sort(far)[np.argmin(far_dense)] if len(far) else near[:0])
+        leaf_ann = self._ann_for("leaves", params) if query.memo.get(LEAVES_WANTED) else None
+        side = Beside(lambda: self._ann_dense_side(ann, leaf_ann, qvec, params))
+        try:
+            if idf == "corpus":
+                bm25 = self._bm25(query.tokens, 0, n, (0, n), params)
+            else:  # each chunk with its own leaf's or document's statistics
+                bm25 = self._grouped_bm25(query.tokens, np.arange(n, dtype=np.int64), idf, params)
+            hits = np.flatnonzero(bm25 > 0)
+            if len(hits) > params.ann_candidates:
+                top = np.argpartition(-bm25[hits], params.ann_candidates - 1)[:params.ann_candidates]
+                hits = hits[top]
+            touch_rows(self.embeddings, hits)
+            if leaf_ann is not None:
+                near_leaves = leaf_ann.search(qvec, params.ann_candidates, params.ann_probe)
+                query.memo.put((LEAF_NEAR, params), near_leaves)
+                touch_rows(self.leaf_embeddings, near_leaves)
+                touch_rows(self.leaf_embeddings, self._leaf_of(hits))
+        finally:
+            near, far = side.result()  # joined even when this thread failed: no scan outlives the question
+        far_dense = self.dense(qvec, far)
+        rows = np.union1d(np.union1d(near, hits), far[np.argmin(far_dense)] if len(far) else near[:0])
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
         dense = self.dense(qvec, rows)
-        release_pages(self.embeddings, self.bm25.rows, self.bm25.tf)  # read once per question: not kept mapped
+        release_over(params.mapped_mb, self.embeddings, self.bm25.rows, self.bm25.tf)  # kept while the process is small
         return Scores(rows, dense, bm25[rows], bm25_kind(idf), complete=False)
+
+    def _ann_dense_side(self, ann: AnnIndex, leaf_ann: AnnIndex | None, qvec: np.ndarray,
+                        params: ScoreParams) -> tuple[np.ndarray, np.ndarray]:
+        """The chunks' nearest rows and (sorted) least similar rows, their vector pages read in; with
+        ``leaf_ann``, the pages of the nearest rows' leaves too."""
+        near = ann.search(qvec, params.ann_candidates, params.ann_probe)
+        touch_rows(self.embeddings, near)
+        far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4))  # the far end need only be near
+        touch_rows(self.embeddings, far)
+        if leaf_ann is not None:
+            touch_rows(self.leaf_embeddings, self._leaf_of(near))
+        return near, far
+
+    def _leaf_of(self, rows: np.ndarray) -> np.ndarray:
+        """The leaf that owns each chunk row (a leaf without rows starts where the next one does)."""
+        return np.searchsorted(self.rows.leaf_ptr, rows, side="right") - 1
 
     def _range(self, query: Probe, start: int, end: int, idf: IdfScope, params: ScoreParams) -> Scores:
         """Every row of one leaf or document, exactly."""
@@ -163,15 +197,16 @@ class FileSearch:
         """Every leaf's dot product: exact for the ANN's nearest leaves and for the leaves of the
         chunk candidates this question's whole-collection scoring found (a leaf can rank high on its
         heading or on its chunks); 0 for the rest, as an engine leaves them."""
-        picked = [ann.search(qvec, params.ann_candidates, params.ann_probe)]
+        near = query.memo.get((LEAF_NEAR, params))  # found beside the chunks' scans (LEAVES_WANTED)
+        picked = [near if isinstance(near, np.ndarray) else ann.search(qvec, params.ann_candidates, params.ann_probe)]
         seen = query.memo.get((ANN_ROWS, params))
         if isinstance(seen, np.ndarray):
-            picked.append(np.searchsorted(self.rows.leaf_ptr, seen, side="right") - 1)
+            picked.append(self._leaf_of(seen))
         leaves = np.unique(np.concatenate(picked))
         leaves = leaves[(leaves >= 0) & (leaves < len(self.leaf_embeddings))]
         out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
         out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
-        release_pages(self.leaf_embeddings)
+        release_over(params.mapped_mb, self.leaf_embeddings)
         return out
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:

@@ -143,6 +143,15 @@ class ScoreParams:
     """The file store's whole-collection dense search: auto/on = from its ANN index, off = exact (config.ann)."""
     ann_candidates: int = 1000
     ann_probe: float = 0.3
+    mapped_mb: int = 768
+    """The file store keeps the pages a question read mapped until the process's RSS passes this (config
+    ``query_mapped_mb``; 0: released after every question)."""
+
+
+LEAVES_WANTED = "search.leaves_wanted"
+"""Memo key a caller sets (to True) before scoring the whole collection when it will ask for every
+leaf's dense similarity (``leaf_dense(query, None, ...)``) right after: the hybrid locator and the
+TOC it cuts. A store may start that work beside the chunks' scoring; the results do not change."""
 
 
 class QueryMemo:

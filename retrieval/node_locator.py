@@ -18,6 +18,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from indexing.node_table import LeafList, node_id_of, row_of
+from indexing.search import LEAVES_WANTED
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.scoring import score_params
 from retrieval.types import Fallback, LocatedNode, LocateResult
@@ -150,6 +151,8 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
     leaves = scoped_leaves(index, doc_paths)
     if not leaves:
         return leaves, np.zeros(0, dtype=np.float32)
+    if doc_paths is None:  # every leaf's heading similarity is asked for next: a store may start on it now
+        query.memo.put(LEAVES_WANTED, True)
     scores = flat_scores(index, query, config, doc_paths, idf_scope="corpus")
     n = len(index.chunks)
     leaf_idx = index.leaf_positions(doc_paths)

@@ -483,3 +483,65 @@ def test_leaf_ranking_per_scored_row_equals_the_pass_over_every_leaf(built: tupl
                 out.append(node_locator.toc_for_prompt(index, Query.build(q, emb), config.replace(toc_budget_tokens=400),
                                                        scope))
     assert got["sparse"] == got["dense"]
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_whole_collection_scores_with_leaves_found_beside_equal_those_found_after(
+        built: tuple[Path, Path], threaded: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller that says it will rank every leaf next (``LEAVES_WANTED``) gets the leaves' ANN scan done
+    beside the chunks' scoring, on a second thread or not: the chunk scores and the leaf similarities are
+    the same values as without the hint, and the memo holds the leaves' scan for ``leaf_dense``."""
+    from indexing import file_search
+    from indexing.search import LEAVES_WANTED
+    from utils import beside
+
+    real = beside.Beside
+    monkeypatch.setattr(file_search, "Beside", lambda fn: real(fn, threaded=threaded))
+    index = load_index(built[1])
+    emb = make_embedder("hash", ON)
+    params = score_params(ON)
+    for q in _queries(index, n=6):
+        got = []
+        for hint in (False, True):
+            query = Query.build(q, emb)
+            if hint:
+                query.memo.put(LEAVES_WANTED, True)
+            whole = index.search.score(query, Scope.everything(), "corpus", params)
+            found_beside = query.memo.get((file_search.LEAF_NEAR, params))
+            assert (found_beside is not None) == hint
+            got.append((whole.rows, whole.dense, whole.lexical, index.search.leaf_dense(query, None, params)))
+        for a, b in zip(*got):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_failing_scan_beside_is_raised_in_the_question(built: tuple[Path, Path],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    index = load_index(built[1])
+    query = Query.build(_queries(index, n=1)[0], make_embedder("hash", ON))
+
+    def broken(*_: object) -> np.ndarray:
+        raise RuntimeError("scan failed")
+
+    monkeypatch.setattr(index.search.ann["chunks"], "search", broken)
+    with pytest.raises(RuntimeError, match="scan failed"):
+        index.search.score(query, Scope.everything(), "corpus", score_params(ON))
+
+
+def test_read_pages_are_released_only_past_the_mapped_budget(built: tuple[Path, Path],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexing import index_files
+
+    index = load_index(built[1])
+    emb = make_embedder("hash", ON)
+    released: list[int] = []
+    monkeypatch.setattr(index_files, "release_pages", lambda *arrays: released.append(len(arrays)))
+    for budget, resident, want in ((0, 10.0, True), (768, 10.0, False), (768, 900.0, True), (768, None, True)):
+        released.clear()
+        monkeypatch.setattr(index_files, "resident_mb", lambda r=resident: r)
+        query = Query.build(_queries(index, n=1)[0], emb)
+        params = score_params(ON.replace(query_mapped_mb=budget))
+        index.search.score(query, Scope.everything(), "corpus", params)
+        index.search.leaf_dense(query, None, params)
+        assert bool(released) == want, (budget, resident)
+        if want:
+            assert released == [3, 1]  # vectors and postings, then the leaves' vectors

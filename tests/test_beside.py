@@ -1,0 +1,64 @@
+"""``utils.beside.Beside`` and the page helpers a whole-collection question uses beside it."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexing.index_files import release_over, resident_mb, touch_rows
+from utils.beside import Beside
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_result_is_the_value_of_the_call(threaded: bool) -> None:
+    where: list[str] = []
+    side = Beside(lambda: where.append(threading.current_thread().name) or 42, threaded=threaded)
+    assert side.result() == 42
+    assert side.result() == 42  # asked twice: the same value, the call made once
+    assert len(where) == 1
+    assert (where[0] == "treerag-beside") == threaded
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_an_exception_is_raised_in_the_caller(threaded: bool) -> None:
+    def fail() -> None:
+        raise ValueError("broken scan")
+
+    side = Beside(fail, threaded=threaded)
+    with pytest.raises(ValueError, match="broken scan"):
+        side.result()
+
+
+def test_unthreaded_call_waits_for_result() -> None:
+    calls: list[int] = []
+    side = Beside(lambda: calls.append(1), threaded=False)
+    assert calls == []
+    side.result()
+    assert calls == [1]
+
+
+def test_touch_rows_reads_only_rows_inside_a_mapped_array(tmp_path: Path) -> None:
+    arr = np.arange(40, dtype=np.float32).reshape(10, 4)
+    np.save(tmp_path / "v.npy", arr)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    touch_rows(mapped, np.array([0, 3, 9, 10, -1, 12]))  # out-of-range rows are skipped, not an error
+    touch_rows(mapped, np.zeros(0, dtype=np.int64))
+    touch_rows(arr, np.array([1]))  # not mapped: nothing to read in
+    np.testing.assert_array_equal(mapped, arr)
+
+
+def test_release_over_follows_the_resident_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexing import index_files
+
+    size = resident_mb()
+    assert size is None or size > 0
+    released: list[int] = []
+    monkeypatch.setattr(index_files, "release_pages", lambda *a: released.append(len(a)))
+    monkeypatch.setattr(index_files, "resident_mb", lambda: 500.0)
+    assert release_over(0, "a") and released == [1]
+    assert not release_over(768, "a", "b") and released == [1]
+    assert release_over(400, "a", "b") and released == [1, 2]
+    monkeypatch.setattr(index_files, "resident_mb", lambda: None)
+    assert release_over(768, "a") and released == [1, 2, 1]
