@@ -15,7 +15,6 @@ with its ratio to the baseline. Questions: ``queries-10000.json`` beside the ind
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, Headline, Report, banner, base_parser, limit_blas_threads, machine_info,  # noqa: E402
-                    machine_line, scale_index, stats, table)
+                    machine_line, scale_index, scale_questions, stats, table)
 
 sys.path.insert(0, str(ROOT))
 
@@ -37,7 +36,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from config import Config
     from indexing import ann_index
-    from indexing.embedders.factory import make_embedder
     from indexing.index_store import load_index
 
     ap = base_parser(__doc__)
@@ -53,11 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     limit_blas_threads(1)
     index = load_index(index_dir)
     config = Config()
-    embedder = make_embedder(index.embedder_identity["name"], config)
     vecs = np.asarray(index.embeddings)
     rows, dim = vecs.shape
-    questions = [q["query"] for q in json.loads(qfile.read_text())][:n_q]
-    qvecs = [embedder.embed_query(q) for q in questions]
+    questions, qvecs = scale_questions(index, qfile, n_q)
     exact = [set(np.argsort(-(vecs @ q), kind="stable")[:100].tolist()) for q in qvecs]
     info = machine_info()
     banner(f"ANN list count at {rows:,} rows: the rule vs the cap's rows per list")

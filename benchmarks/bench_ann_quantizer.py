@@ -37,7 +37,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, Headline, Report, banner, base_parser, bench_env, limit_blas_threads,  # noqa: E402
-                    machine_info, machine_line, python, ratio, run_proc, scale_index, stats, table)
+                    machine_info, machine_line, python, ratio, run_proc, scale_index, scale_questions,
+                    stats, table)
 
 sys.path.insert(0, str(ROOT))
 
@@ -134,7 +135,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from config import Config
     from indexing import ann_index
-    from indexing.embedders.factory import make_embedder
     from indexing.index_store import load_index
 
     ap = base_parser(__doc__)
@@ -162,7 +162,6 @@ def main(argv: list[str] | None = None) -> int:
     faiss.omp_set_num_threads(1)
     index = load_index(index_dir)
     config = Config()
-    embedder = make_embedder(index.embedder_identity["name"], config)
     every = max(1, args.every or 1)
     vecs = np.asarray(index.embeddings)[::every] if every > 1 else index.embeddings
     rows, dim = vecs.shape
@@ -174,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                             "candidates": config.ann_candidates, "hnsw_m": ann_index.HNSW_M,
                             "ef_search": ann_index.HNSW_EF_SEARCH})
     if args.coverage:
-        questions = [q["query"] for q in json.loads(qfile.read_text())][:n_q]
-        qv = [embedder.embed_query(q) for q in questions]
+        _, qv = scale_questions(index, qfile, n_q)
         cov = coverage(index, qv, sorted({int(e) for e in args.coverage.split(",")}), config.ann_probe)
         print(table(["filing of the exact top 100 rows", "lists", "under the exact nearest list",
                      "under a scanned list"],
@@ -186,8 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     here = ann_index.plan(rows, dim)
     nlist = max(1, round(rows / ann_index.ROWS_PER_LIST))
-    questions = [q["query"] for q in json.loads(qfile.read_text())][:n_q]
-    qvecs = [embedder.embed_query(q) for q in questions]
+    _, qvecs = scale_questions(index, qfile, n_q)
     dense = np.asarray(vecs)
     exact = [set(np.argsort(-(dense @ q), kind="stable")[:100].tolist()) for q in qvecs]
     sample = np.sort(np.random.default_rng(1).choice(rows, AGREEMENT_SAMPLE, replace=False))

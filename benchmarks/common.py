@@ -70,6 +70,17 @@ def scale_index(args: argparse.Namespace) -> tuple[Path, Path] | None:
     return index_dir, qfile
 
 
+
+def scale_questions(index: Any, qfile: Path, n: int) -> tuple[list[str], list[Any]]:
+    """The first ``n`` questions of a ``bench_scale`` questions file and their vectors, embedded with the
+    index's own embedder (hash embeddings for the generated corpus)."""
+    from config import Config  # noqa: PLC0415 - the project's modules load only for benchmarks that need them
+    from indexing.embedders.factory import make_embedder  # noqa: PLC0415
+
+    questions = [q["query"] for q in json.loads(qfile.read_text())][:n]
+    embedder = make_embedder(index.embedder_identity["name"], Config())
+    return questions, [embedder.embed_query(q) for q in questions]
+
 def pick(args_value: Any, quick: bool, quick_default: Any, full_default: Any) -> Any:
     """An explicit flag wins; otherwise the quick or full default."""
     if args_value is not None:
