@@ -7,8 +7,6 @@ its own statistics, whatever statistics scope is asked for: ``Scores.lexical_kin
 """
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -19,6 +17,7 @@ from indexing.search import (ENGINE_RELEVANCE, EVERYTHING, ChunkRows, Probe, Sco
 from indexing.seekdb.engine import Engine, FETCH_ROWS
 from indexing.seekdb.schema import table_names
 from indexing.seekdb.sql import fulltext_query, int_list, placeholders, vector_text
+from utils.beside import Beside
 from utils.errors import IndexFormatError
 
 
@@ -205,25 +204,18 @@ class SeekdbSearch:
     def _both(self, here: tuple[str, list[Any]], there: tuple[str, list[Any]]) -> list[tuple[Any, ...]]:
         """``here`` on this search's connection and ``there`` on the side connection, at once: the rows of
         both, ``here``'s first (the order of the UNION ALL they replace)."""
-        assert self.side is not None
-        out: list[list[tuple[Any, ...]]] = []
-        failure: list[BaseException] = []
-
-        def work() -> None:
-            try:
-                out.append(self.side.rows(*there))  # type: ignore[union-attr]
-            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
-                failure.append(exc)
-
-        worker = threading.Thread(target=work, name="seekdb-fulltext", daemon=True)
-        worker.start()
+        side = self.side
+        assert side is not None
+        beside = Beside(lambda: side.rows(*there), threaded=True)  # the engine works, this thread only waits
         try:
             first = self.engine.rows(*here)
-        finally:
-            worker.join()
-        if failure:
-            raise failure[0]
-        return first + out[0]
+        except BaseException:
+            try:  # joined even when this statement failed (no scan outlives the question); its error wins
+                beside.result()
+            except BaseException:  # noqa: BLE001,S110 - the caller sees this statement's failure
+                pass
+            raise
+        return first + beside.result()
 
     def _filtered(self, query: Probe, start: int, end: int, where: Where | None, params: ScoreParams) -> Scores:
         """The chunks ``[start, end)`` that ``where`` selects (None: every chunk): all of them exactly when
@@ -266,17 +258,8 @@ class SeekdbSearch:
         key = (LEAVES_AHEAD, params.candidates)
         if query.memo.get(key) is not None:
             return
-        pending: Future[dict[int, float]] = Future()
-        query.memo.put(key, pending)
-        qvec, engine = query.vector, self.ahead
-
-        def work() -> None:
-            try:
-                pending.set_result(self._knn(qvec, "leaves", "leaf", params.candidates, engine=engine))
-            except BaseException as exc:  # noqa: BLE001 - raised to whoever asks for the result
-                pending.set_exception(exc)
-
-        threading.Thread(target=work, name="seekdb-leaves", daemon=True).start()
+        qvec, engine, limit = query.vector, self.ahead, params.candidates
+        query.memo.put(key, Beside(lambda: self._knn(qvec, "leaves", "leaf", limit, engine=engine), threaded=True))
 
     def rescore(self, query: Probe, rows: np.ndarray, idf: IdfScope, params: ScoreParams) -> Scores:
         rows = np.asarray(rows, dtype=np.int64)
@@ -306,7 +289,7 @@ class SeekdbSearch:
         if leaves is None and self.n_leaves > params.exact_rows:
             out = np.zeros(self.n_leaves, dtype=np.float32)
             pending = query.memo.get((LEAVES_AHEAD, params.candidates))
-            near = pending.result() if isinstance(pending, Future) else self._knn(qvec, "leaves", "leaf",
+            near = pending.result() if isinstance(pending, Beside) else self._knn(qvec, "leaves", "leaf",
                                                                                   params.candidates)
             for leaf, s in near.items():
                 out[leaf] = s
