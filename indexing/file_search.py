@@ -15,7 +15,7 @@ from config import IdfScope
 from indexing.bm25_builder import BM25Index
 from indexing.index_files import release_over, touch_rows
 from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
-                             concat_scores, empty_scores)
+                             concat_scores, empty_scores, leaves_of_rows)
 from utils.beside import Beside
 from utils.similarity import matvec
 from utils.tokenizer import vocabulary_scripts
@@ -125,7 +125,7 @@ class FileSearch:
 
     def _leaf_of(self, rows: np.ndarray) -> np.ndarray:
         """The leaf that owns each chunk row (a leaf without rows starts where the next one does)."""
-        return np.searchsorted(self.rows.leaf_ptr, rows, side="right") - 1
+        return leaves_of_rows(self.rows.leaf_ptr, rows)
 
     def _range(self, query: Probe, start: int, end: int, idf: IdfScope, params: ScoreParams) -> Scores:
         """Every row of one leaf or document, exactly."""

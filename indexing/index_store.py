@@ -48,7 +48,7 @@ from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSE
 from indexing.row_layout import RowLayout, row_layout
 from indexing.records import Records, check_offsets, check_spans, require, typed_fields
 from indexing.file_search import FileSearch
-from indexing.search import ChunkRows, Search
+from indexing.search import ChunkRows, Search, leaves_of_rows
 from tree_builder.tree import TreeNode
 from utils.atomic import recover_directory
 from utils.errors import IndexFormatError
@@ -199,7 +199,7 @@ class Index:
         want = want[(want >= 0) & (want < len(self._chunk_table))]
         if not len(want):
             return
-        self.prefetch_leaves(np.unique(np.searchsorted(self.leaf_ptr, want, side="right") - 1).tolist())
+        self.prefetch_leaves(np.unique(leaves_of_rows(self.leaf_ptr, want)).tolist())
         self._chunk_table.prefetch(want.tolist())
 
     def prefetch_leaves(self, positions: Iterable[int]) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Literal, Mapping, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Hashable, Literal, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 
@@ -250,6 +250,13 @@ class Search(Protocol):
         ...
 
 
+def leaves_of_rows(leaf_ptr: np.ndarray, rows: Any) -> np.ndarray:
+    """The leaf position that owns each chunk row (leaf i owns rows ``[leaf_ptr[i], leaf_ptr[i+1])``; a
+    leaf without rows starts where the next one does, so a row belongs to the last leaf starting at or
+    before it)."""
+    return np.searchsorted(leaf_ptr, np.asarray(rows, dtype=np.int64), side="right") - 1
+
+
 @dataclass(frozen=True)
 class ChunkRows:
     """Where a scope's chunks are, as every store lays them out: leaf ``j`` owns rows
@@ -320,7 +327,7 @@ class ChunkRows:
             def span(k: int) -> tuple[int, int]:
                 return int(self._doc_starts[k]), int(self._doc_ends[k])
         else:
-            keys = np.searchsorted(self.leaf_ptr, rows, side="right") - 1
+            keys = leaves_of_rows(self.leaf_ptr, rows)
             span = self.leaf
         order = np.argsort(keys, kind="stable")
         uniq, first = np.unique(keys[order], return_index=True)

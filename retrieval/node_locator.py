@@ -18,7 +18,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from indexing.node_table import LeafList, node_id_of, row_of
-from indexing.search import LEAVES_WANTED
+from indexing.search import LEAVES_WANTED, leaves_of_rows
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.scoring import score_params
 from retrieval.types import Fallback, LocatedNode, LocateResult
@@ -123,7 +123,7 @@ def _leaf_max_sparse(values: np.ndarray, rows: np.ndarray, ptr: np.ndarray) -> t
     finite = values[ok]
     if not ok.all():  # a non-finite score counts as not scored, as min_max_normalize treats it
         values = np.where(ok, values, -np.inf)
-    leaf = np.searchsorted(ptr, rows, side="right") - 1  # a leaf without rows starts where the next does
+    leaf = leaves_of_rows(ptr, rows)
     first = np.flatnonzero(np.concatenate([[True], leaf[1:] != leaf[:-1]]))
     best = np.maximum.reduceat(values.astype(np.float32), first)
     out = np.zeros(len(first), dtype=np.float64)
