@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from config import IdfScope
-from indexing.bm25_builder import BM25Index
+from indexing.bm25_builder import BM25Index, rows_between
 from indexing.index_files import release_over, touch_rows
 from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores, leaves_of_rows)
@@ -256,7 +256,7 @@ class FileSearch:
                 df = hi_p - lo_p
             else:
                 postings = bm.postings(tid)[2]  # checked on its first read, like every query read
-                df = sum(int(b - a) for a, b in (np.searchsorted(postings, span) for span in spans))
+                df = sum(hi - lo for lo, hi in (rows_between(postings, *span) for span in spans))
             if df:
                 out[t] = df
         return n, out
