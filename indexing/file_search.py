@@ -13,6 +13,7 @@ import numpy as np
 
 from config import IdfScope
 from indexing.bm25_builder import BM25Index, rows_between
+from indexing.bm25_corpus import score_rows, top_positive, top_rows
 from indexing.index_files import release_over, touch_rows
 from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores, leaves_of_rows)
@@ -88,14 +89,13 @@ class FileSearch:
         leaf_ann = self._ann_for("leaves", params) if query.memo.get(LEAVES_WANTED) else None
         side = Beside(lambda: self._ann_dense_side(ann, leaf_ann, qvec, params))
         try:
-            if idf == "corpus":
-                bm25 = self._bm25(query.tokens, 0, n, (0, n), params)
+            bm25: np.ndarray | None = None
+            if idf == "corpus":  # the best rows without scoring every row (indexing/bm25_corpus.py)
+                hits = top_rows(self.bm25, query.tokens, params.ann_candidates, params.k1, params.b, params.epsilon)
             else:  # each chunk with its own leaf's or document's statistics
                 bm25 = self._grouped_bm25(query.tokens, np.arange(n, dtype=np.int64), idf, params)
-            hits = np.flatnonzero(bm25 > 0)
-            if len(hits) > params.ann_candidates:
-                top = np.argpartition(-bm25[hits], params.ann_candidates - 1)[:params.ann_candidates]
-                hits = hits[top]
+                positive = np.flatnonzero(bm25 > 0)
+                hits = top_positive(positive, bm25[positive], params.ann_candidates)
             touch_rows(self.embeddings, hits)
             if leaf_ann is not None:
                 near_leaves = leaf_ann.search(qvec, params.ann_candidates, params.ann_probe)
@@ -109,7 +109,9 @@ class FileSearch:
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
         dense = self.dense(qvec, rows)
         release_over(params.mapped_mb, self.embeddings, self.bm25.rows, self.bm25.tf)  # kept while the process is small
-        return Scores(rows, dense, bm25[rows], bm25_kind(idf), complete=False)
+        lexical = bm25[rows] if bm25 is not None else score_rows(self.bm25, query.tokens, rows, params.k1, params.b,
+                                                                  params.epsilon)
+        return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
 
     def _ann_dense_side(self, ann: AnnIndex, leaf_ann: AnnIndex | None, qvec: np.ndarray,
                         params: ScoreParams) -> tuple[np.ndarray, np.ndarray]:
