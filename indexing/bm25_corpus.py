@@ -141,9 +141,12 @@ def top_rows(index: "BM25Index", tokens: Sequence[str], k: int, k1: float = 1.5,
         partial[r] += mult * index._corpus_term_weights(tid, k1, b, avgdl)
         met.append(r)
         n_met += len(r)
-        seen = _union(met, partial, n_met)
         if e == len(terms):
+            seen = _union(met, partial, n_met)
             return top_positive(seen, score_rows(index, tokens, seen, k1, b, epsilon), k)
+        if n_met < k or rest[e] >= rest[0] - rest[e]:
+            continue  # too few rows yet, or no partial score can pass what the unscored words may add
+        seen = _union(met, partial, n_met)
         if len(seen) < k:
             continue
         vals = partial[seen]
@@ -172,7 +175,8 @@ def _union(met: list[np.ndarray], partial: np.ndarray, n_met: int) -> np.ndarray
     if len(met) == 1:
         return met[0]
     if n_met * 64 < len(partial):
-        return np.unique(np.concatenate(met))
+        rows = np.sort(np.concatenate(met), kind="stable")  # a merge of ascending runs
+        return rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
     return np.flatnonzero(partial)
 
 
