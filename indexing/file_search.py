@@ -7,6 +7,7 @@ when the index has one (indexing/ann_index.py), re-scored exactly.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -38,7 +39,8 @@ class FileSearch:
     store = "files"
 
     def __init__(self, embeddings: np.ndarray, leaf_embeddings: np.ndarray, bm25: BM25Index,
-                 leaf_terms: BM25Index, rows: ChunkRows, ann: dict[str, AnnIndex] | None = None) -> None:
+                 leaf_terms: BM25Index, rows: ChunkRows, ann: dict[str, AnnIndex] | None = None,
+                 directory: Path | None = None) -> None:
         self.embeddings = embeddings
         self.leaf_embeddings = leaf_embeddings
         self.bm25 = bm25
@@ -47,6 +49,9 @@ class FileSearch:
         self.rows = rows
         self.ann: dict[str, AnnIndex] = dict(ann or {})
         """kind ("chunks", "leaves") -> AnnIndex: loaded from the index, or built in memory for ann=on."""
+        self.directory = directory
+        """The index directory whose mapped pages a whole-collection question releases past ``query_mapped_mb``
+        (None: only the arrays' own)."""
         self._ann_lock = threading.Lock()
         self._scripts: frozenset[str] | None = None
 
@@ -108,7 +113,8 @@ class FileSearch:
         rows = np.union1d(np.union1d(near, hits), far[np.argmin(far_dense)] if len(far) else near[:0])
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
         dense = self.dense(qvec, rows)
-        release_over(params.mapped_mb, self.embeddings, self.bm25.rows, self.bm25.tf)  # kept while the process is small
+        release_over(params.mapped_mb, self.embeddings, self.bm25.rows, self.bm25.tf,  # kept while the process is small
+                     directory=self.directory)
         lexical = bm25[rows] if bm25 is not None else score_rows(self.bm25, query.tokens, rows, params.k1, params.b,
                                                                   params.epsilon)
         return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
