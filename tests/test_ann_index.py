@@ -545,3 +545,19 @@ def test_read_pages_are_released_only_past_the_mapped_budget(built: tuple[Path, 
         assert bool(released) == want, (budget, resident)
         if want:
             assert released == [3, 1]  # vectors and postings, then the leaves' vectors
+
+
+@pytest.mark.parametrize("budget", [400, 1500])
+def test_whole_collection_toc_equals_the_toc_of_every_document(built: tuple[Path, Path], budget: int) -> None:
+    """The whole-collection TOC walks leaf numbers and sums the costs without listing every node; what
+    it shows is what the same question shows scoped to every document (exact scoring: the same scores)."""
+    from retrieval import node_locator
+
+    index = load_index(built[1])
+    config = ON.replace(ann="off", toc_budget_tokens=budget)
+    emb = make_embedder("hash", ON)
+    every = {c.doc_path for c in index.chunks} | set(index.tree.doc_paths)
+    for q in _queries(index, n=6):
+        whole = node_locator.toc_for_prompt(index, Query.build(q, emb), config)
+        scoped = node_locator.toc_for_prompt(index, Query.build(q, emb), config, every)
+        assert whole == scoped and 0 < whole[1] < len(index.tree) - 1
