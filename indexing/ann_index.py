@@ -395,6 +395,11 @@ def by_row(index: Any, rows: int, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 # --------------------------------------------------------------------------- the query side
 
+GROWTH_LISTS = 4096
+"""The list count from which the ANN's proposals grow (``AnnIndex.proposals``): ~1M rows at ~4 sqrt(n)
+lists, a little above the 10,000-document index's 3,959, where ``ann_candidates`` reaches recall@100 0.958."""
+
+
 class AnnIndex:
     """One loaded IVF-PQ index over a vector set (chunks or leaves)."""
 
@@ -461,6 +466,11 @@ class AnnIndex:
                                    f"{want}; rebuild the index")
         if sum(index.invlists.list_size(i) for i in range(index.nlist)) != index.ntotal:
             raise IndexFormatError(f"{self.name}: its lists do not hold its {index.ntotal} rows; rebuild the index")
+
+    def proposals(self, base: int, growth: float) -> int:
+        """How many rows to propose for re-scoring: ``base`` x (lists / GROWTH_LISTS) ** ``growth``, at
+        least ``base`` (see config ``ann_candidates_growth``)."""
+        return max(int(base), math.ceil(base * (self.index.nlist / GROWTH_LISTS) ** growth))
 
     def search(self, qvec: np.ndarray, k: int, probe: float) -> np.ndarray:
         """Row numbers of (up to) the ``k`` best rows by approximate inner product, best first."""

@@ -561,3 +561,25 @@ def test_whole_collection_toc_equals_the_toc_of_every_document(built: tuple[Path
         whole = node_locator.toc_for_prompt(index, Query.build(q, emb), config)
         scoped = node_locator.toc_for_prompt(index, Query.build(q, emb), config, every)
         assert whole == scoped and 0 < whole[1] < len(index.tree) - 1
+
+
+def test_proposals_grow_with_the_list_count(built: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below GROWTH_LISTS lists the ANN proposes ann_candidates; past it, more (the cube root of the
+    list ratio by default), and a whole-collection question re-scores them all."""
+    index = load_index(built[1])
+    ann = index.search.ann["chunks"]
+    nlist = int(ann.index.nlist)
+    assert ann.proposals(60, 1 / 3) == 60 and ann.proposals(60, 0) == 60
+    monkeypatch.setattr(ann_index, "GROWTH_LISTS", nlist / 8)
+    assert ann.proposals(60, 1 / 3) == 120 and ann.proposals(60, 0) == 60
+    emb = make_embedder("hash", ON)
+    query = Query.build(_queries(index, n=1)[0], emb)
+    asked: list[int] = []
+    real = ann.search
+    monkeypatch.setattr(ann, "search", lambda q, k, probe: asked.append(k) or real(q, k, probe))
+    index.search.score(query, Scope.everything(), "corpus", score_params(ON))
+    assert asked[0] == 120  # the nearest rows; then the few least similar
+    asked.clear()
+    index.search.score(Query.build(_queries(index, n=1)[0], emb), Scope.everything(), "corpus",
+                       score_params(ON.replace(ann_candidates_growth=0)))
+    assert asked[0] == 60
