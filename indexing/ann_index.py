@@ -464,7 +464,7 @@ class AnnIndex:
         if got != want or index.quantizer.ntotal != index.nlist or not well_formed:
             raise IndexFormatError(f"{self.name} has (dim, rows, lists, m, bits, quantizer) {got}, metadata.json says "
                                    f"{want}; rebuild the index")
-        if sum(index.invlists.list_size(i) for i in range(index.nlist)) != index.ntotal:
+        if int(index.invlists.compute_ntotal()) != index.ntotal:  # one C++ loop (55,000 Python calls at 100,000 documents)
             raise IndexFormatError(f"{self.name}: its lists do not hold its {index.ntotal} rows; rebuild the index")
 
     def proposals(self, base: int, growth: float) -> int:

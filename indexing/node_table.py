@@ -186,17 +186,20 @@ class NodeTable:
     def check(self, name: str) -> None:
         """Structure, checked with numpy at load: a tree, shallow enough, documents contiguous."""
         n, parent, kind, doc = len(self), self.parent, self.kind, self.doc
-        rows = np.arange(n, dtype=parent.dtype)
         if n == 0 or parent[0] != -1 or kind[0] != 0 or doc[0] != -1:
             raise IndexFormatError(f"{name}: row 0 must be the root")
-        if n > 1 and (np.any(parent[1:] < 0) or np.any(parent[1:] >= rows[1:])):
+        if n == 1:
+            self.depth = depths(parent)
+            return
+        # whole-column minima, maxima and one gather: ~5 passes over 5.3M rows at 100,000 documents
+        up, kinds, docs = parent[1:], kind[1:], doc[1:]
+        if int(up.min()) < 0 or bool(np.any(up >= np.arange(1, n, dtype=up.dtype))):
             raise IndexFormatError(f"{name}: every node's parent must come before it")
-        if np.any((kind[1:] < 1) | (kind[1:] >= len(KINDS))):
+        if int(kinds.min()) < 1 or int(kinds.max()) >= len(KINDS):
             raise IndexFormatError(f"{name}: unknown node kind")
-        if np.any((doc[1:] < 0) | (doc[1:] >= len(self.doc_paths))):
+        if int(docs.min()) < 0 or int(docs.max()) >= len(self.doc_paths):
             raise IndexFormatError(f"{name}: a node names a document metadata.json does not list")
-        inner = rows[1:][parent[1:] > 0]
-        if np.any(doc[inner] != doc[parent[inner]]):
+        if bool(np.any((doc[up] != docs) & (up > 0))):
             raise IndexFormatError(f"{name}: a node belongs to another document than its parent")
         try:
             self.depth = depths(parent)
