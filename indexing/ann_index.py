@@ -5,8 +5,8 @@ documents that is 1.05M chunk rows of 384 float32 (1.6 GB) per query process, an
 at 100,000 documents 16 GB, more than fits beside anything else. An IVF-PQ index
 keeps each vector as 48 bytes (product quantisation of its residual to one of
 ~4*sqrt(n) k-means centroids); a query scans ``ann_probe`` of the lists, takes its
-``ann_candidates`` best rows and the caller re-scores only those on their float
-vectors. Leaf and document scopes never come here: they are scored exactly.
+``ann_candidates`` best rows (more as the lists multiply: ``AnnIndex.proposals``) and
+the caller re-scores only those on their float vectors. Leaf and document scopes never come here: they are scored exactly.
 
 Why faiss IVF-PQ (measured on this project's generated corpus, hash embeddings,
 98k rows, one thread; docs/scale.md): HNSW (faiss or usearch, int8) reached a
