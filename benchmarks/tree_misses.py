@@ -40,7 +40,6 @@ from evaluation.dataset import load_eval_set, sample_questions  # noqa: E402
 from evaluation.metrics import SpanTable, is_relevant, question_relevance, read_context  # noqa: E402
 from evaluation.peer import load_peer_arms  # noqa: E402
 from indexing.embedders.factory import make_embedder  # noqa: E402
-from indexing.embedders.memo import memoized  # noqa: E402
 from indexing.index_store import load_index  # noqa: E402
 from pipeline import Backends, run_retrieval  # noqa: E402
 from retrieval.node_locator import hybrid_leaf_scores  # noqa: E402
@@ -103,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-arm", default="li-hybrid-256")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override, every arm")
     ap.add_argument("--out", type=Path, default=None, help="per-item classes as JSON")
+    ap.add_argument("--query-vectors", type=Path, default=None,
+                    help="JSON {question: vector} of query vectors, read when present and written back")
     args = ap.parse_args(argv)
     try:
         return run(args)
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--index {args.index} was built with {index.embedder_identity.get('name')!r}, "
                          f"not {args.embedder!r}")
     leaf_at = LeafFinder(index)
-    embedder = memoized(make_embedder(args.embedder, base))
+    embedder = VectorCache(make_embedder(args.embedder, base), args.query_vectors)
     backends = Backends(embedder, None, None)
     ctx = ArmContext(index=index, backends=backends)
     table = SpanTable.from_index(index)
@@ -194,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         if bands[(name, b)]:
             print("  gold leaf's rank in the locator's scoring (not located): "
                   + ", ".join(f"{band} {k}" for band, k in sorted(bands[(name, b)].items(), key=_band_key)))
+    embedder.save()
     if args.out is not None:
         tmp = args.out.with_suffix(args.out.suffix + ".tmp")
         tmp.write_text(json.dumps(records), encoding="utf-8")
@@ -211,6 +213,33 @@ def _band(rank0: int) -> str:
 
 def _band_key(kv: tuple[str, int]) -> int:
     return {"1-5": 0, "6-10": 1, "11-20": 2, "21-50": 3, ">50": 4}.get(kv[0], 5)
+
+
+class VectorCache:
+    """The embedder, with question vectors kept in a JSON file between runs (embedding 1,234
+    questions with e5 costs more CPU than the analysis itself on a shared machine)."""
+
+    def __init__(self, inner: Any, path: Path | None) -> None:
+        self.inner, self.path, self.dirty = inner, path, False
+        self.memo: dict[str, np.ndarray] = {}
+        if path is not None and path.is_file():
+            self.memo = {k: np.asarray(v, dtype=np.float32) for k, v in json.loads(path.read_text()).items()}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        v = self.memo.get(text)
+        if v is None:
+            v = self.memo[text] = np.asarray(self.inner.embed_query(text), dtype=np.float32)
+            self.dirty = True
+        return v
+
+    def save(self) -> None:
+        if self.path is not None and self.dirty:
+            tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+            tmp.write_text(json.dumps({k: v.tolist() for k, v in self.memo.items()}))
+            tmp.replace(self.path)
 
 
 class LeafFinder:
