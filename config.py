@@ -169,10 +169,10 @@ class Config:
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
     leaf_prior_weight: float = 0.4
     """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
-    union_flat_top_k: int = 0
+    union_flat_top_k: int = 20
     """candidate_order=union: the flat ranking's best this-many chunks join the located leaves'
     candidates, each weighted by the locator's belief in its leaf (its ranked candidate leaves), so
-    a leaf ranked just below the located ones still competes (0: off)."""
+    a leaf ranked just below the located ones still competes (0: off). Half the context pool."""
     safety_net: bool = False
     """candidate_order fused/union: also merge the flat top results (section order scores everything)."""
     safety_net_top_k: int = 5
@@ -182,9 +182,11 @@ class Config:
     paragraphs or sentence-aligned windows, merged where they touch, spread over sections, then grown
     to their paragraph and section while the budget lasts (retrieval/context_assembly.py)."""
     context_pool: int = 40
-    collection_fusion: Literal["same", "weighted", "relative", "rrf"] = "same"
+    collection_fusion: Literal["same", "weighted", "relative", "rrf"] = "rrf"
     """How the flat ranking a collection question's tree retrieval draws on (the union's flat
-    candidates, the pool's continuation) fuses its two signals (same: ``fusion``)."""
+    candidates, the pool's continuation) fuses its two signals (same: ``fusion``). Rank fusion: over
+    a whole collection min-max scaling squeezes every plausible chunk's cosine into the top few
+    hundredths while BM25 keeps its spread and decides (docs/evaluation.md)."""
     """Ranked hits the context may be assembled from (step 2's list is the first final_top_k)."""
     context_leaf_share: float = 0.5
     """Share of the context budget one leaf may take before hits of other leaves are read (a detail
