@@ -174,6 +174,10 @@ class Config:
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
     leaf_prior_weight: float = 0.4
     """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
+    union_flat_top_k: int = 20
+    """candidate_order=union: the flat ranking's best this-many chunks join the located leaves'
+    candidates, each weighted by the locator's belief in its leaf (its ranked candidate leaves), so
+    a leaf ranked just below the located ones still competes (0: off). Half the context pool."""
     safety_net: bool = False
     """candidate_order fused/union: also merge the flat top results (section order scores everything)."""
     safety_net_top_k: int = 5
@@ -183,6 +187,11 @@ class Config:
     paragraphs or sentence-aligned windows, merged where they touch, spread over sections, then grown
     to their paragraph and section while the budget lasts (retrieval/context_assembly.py)."""
     context_pool: int = 40
+    collection_fusion: Literal["same", "weighted", "relative", "rrf"] = "rrf"
+    """How the flat ranking a collection question's tree retrieval draws on (the union's flat
+    candidates, the pool's continuation) fuses its two signals (same: ``fusion``). Rank fusion: over
+    a whole collection min-max scaling squeezes every plausible chunk's cosine into the top few
+    hundredths while BM25 keeps its spread and decides (docs/evaluation.md)."""
     """Ranked hits the context may be assembled from (step 2's list is the first final_top_k)."""
     context_leaf_share: float = 0.5
     """Share of the context budget one leaf may take before hits of other leaves are read (a detail
@@ -317,7 +326,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
     "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1),
-    "safety_net_top_k": (1, math.inf), "toc_budget_tokens": (1, math.inf),
+    "safety_net_top_k": (1, math.inf), "union_flat_top_k": (0, math.inf), "toc_budget_tokens": (1, math.inf),
     "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "context_leaf_share": (0.05, 1),
     "context_first_unit_share": (0, 1), "context_units_per_budget": (1, 1000),
     "kg_min_leaf_chars": (0, math.inf), "kg_max_nodes": (1, 100_000), "kg_max_leaves": (1, math.inf),

@@ -209,7 +209,8 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
         on_step("step1", {**to_json(locate_step(loc, plan)), "fallbacks": [f.to_dict() for f in fallbacks]})
 
     t = time.perf_counter()
-    candidates = retrieve(index, backends.embedder, question, loc.nodes, config, doc_paths, stages)
+    candidates = retrieve(index, backends.embedder, question, loc.nodes, config, doc_paths, stages,
+                          beliefs=loc.candidates)
     graph_uses: list[GraphUse] = []
     if getattr(index, "kg", None) is not None and config.kg_channel:
         from retrieval.graph_channel import apply_graph_channel
@@ -233,8 +234,10 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
 
         def for_part(text: str) -> list[RetrievedChunk]:
             q = Query.build(text, backends.embedder)
-            located = locate(q, index, part_config, backends, doc_paths, usage).nodes
-            found = retrieve(index, backends.embedder, q, located, part_config, doc_paths)
+            part_loc = locate(q, index, part_config, backends, doc_paths, usage)
+            located = part_loc.nodes
+            found = retrieve(index, backends.embedder, q, located, part_config, doc_paths,
+                             beliefs=part_loc.candidates)
             if getattr(index, "kg", None) is not None and config.kg_channel:
                 from retrieval.graph_channel import apply_graph_channel
 

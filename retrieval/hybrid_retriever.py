@@ -10,6 +10,7 @@ Edge cases are defined, not accidental:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 import numpy as np
 
@@ -100,7 +101,7 @@ def dedupe_best(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
     return sorted(best.values(), key=lambda r: (-r.score, r.row))
 
 
-def leaf_priors(located: list[LocatedNode]) -> dict[str, float]:
+def leaf_priors(located: Sequence[LocatedNode]) -> dict[str, float]:
     """How strongly the locator believed in each leaf, in [0, 1].
 
     Locators with scores (hybrid, keyword) are scaled by their best; an LLM's
@@ -117,7 +118,7 @@ def leaf_priors(located: list[LocatedNode]) -> dict[str, float]:
     return {n.node_id: 1.0 - i / k for i, n in enumerate(located)}
 
 
-def order_union(index: Index, query: Query, cands: list[RetrievedChunk], located: list[LocatedNode],
+def order_union(index: Index, query: Query, cands: list[RetrievedChunk], located: Sequence[LocatedNode],
                 config: Config) -> list[RetrievedChunk]:
     """Order candidates of several leaves on one scale.
 
@@ -229,10 +230,12 @@ def candidate_order(index: Index, doc_paths: set[str] | None, config: Config) ->
 
 def retrieve(index: Index, embedder: QueryEmbedder, query: Query, located: list[LocatedNode],
              config: Config, doc_paths: set[str] | None = None,
-             stages: StageHits | None = None) -> list[RetrievedChunk]:
+             stages: StageHits | None = None, beliefs: Sequence[LocatedNode] = ()) -> list[RetrievedChunk]:
     """All candidates before rerank: per-leaf top-k, plus the flat safety net when on.
 
-    ``embedder`` embeds the locator's sub-queries (leaves sharing one: one model call)."""
+    ``embedder`` embeds the locator's sub-queries (leaves sharing one: one model call).
+    ``beliefs``: the locator's ranked candidate leaves with their scores (beyond the located ones),
+    the prior of a union candidate outside the located leaves (``union_flat_top_k``)."""
     embedder = memoized(embedder)
     order = candidate_order(index, doc_paths, config)
     if order == "section":
@@ -243,10 +246,22 @@ def retrieve(index: Index, embedder: QueryEmbedder, query: Query, located: list[
     if config.safety_net:
         scores = flat_scores(index, query, config, doc_paths)
         out.extend(rank_scored(index, scores, config.safety_net_top_k, config, query.text, "net", stages))
+    if order == "union" and config.union_flat_top_k > 0:
+        scores = flat_scores(index, query, config, doc_paths)
+        out.extend(rank_scored(index, scores, config.union_flat_top_k, collection_config(config), query.text,
+                               "net", stages))
     out = dedupe_best(out)
     if order == "union":
-        out = order_union(index, query, out, located, config)
+        known = {n.node_id for n in located}
+        scored = all(n.score is not None for n in [*located, *beliefs])  # an LLM's list has ranks, not scores
+        wider = [b for b in beliefs if b.node_id not in known] if scored else []
+        out = order_union(index, query, out, [*located, *wider], config)
     return out
+
+
+def collection_config(config: Config) -> Config:
+    """``config`` with the fusion of the flat ranking a collection question draws on."""
+    return config if config.collection_fusion == "same" else config.replace(fusion=config.collection_fusion)
 
 
 def document_order(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
@@ -266,5 +281,6 @@ def with_flat_tail(pool: list[RetrievedChunk], index: Index, query: Query, confi
     if len(pool) >= limit:
         return pool
     have = {h.row for h in pool}
-    tail = rank_scored(index, flat_scores(index, query, config, doc_paths), limit, config, query.text, "net")
+    tail = rank_scored(index, flat_scores(index, query, config, doc_paths), limit, collection_config(config),
+                       query.text, "net")
     return pool + [h for h in tail if h.row not in have][:limit - len(pool)]

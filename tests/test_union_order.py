@@ -52,3 +52,78 @@ def test_without_prior_weight_the_question_decides(paper_index) -> None:
     out = order_union(paper_index, Query.build(query, emb), cands, located, Config(leaf_prior_weight=0.0))
     assert out[0].chunk.chunk_id == target.chunk_id
     assert order_union(paper_index, Query.build(query, emb), [], located, Config()) == []
+
+
+def _epochs_setup(index):
+    """A question whose answer lies outside the one located leaf, and the leaf that holds it."""
+    from retrieval.hybrid_retriever import flat_scores, rank_scored
+
+    emb = make_embedder("hash", Config())
+    q = Query.build("How many epochs was the model trained for?", emb)
+    abstract = next(n.node_id for n in index.leaves if n.heading == "Abstract")
+    best = rank_scored(index, flat_scores(index, q, Config()), 1, Config(), q.text, "flat")[0]
+    assert best.chunk.source_node_id != abstract and "50 epochs" in best.chunk.text
+    return emb, q, abstract, best.chunk.source_node_id
+
+
+def test_the_flat_rankings_best_chunks_join_the_union_with_the_locators_belief(paper_index) -> None:
+    """A leaf the locator ranked just below the located ones is not a zero prior: its chunks that the
+    flat ranking finds compete with the located leaves' chunks on that belief."""
+    from retrieval.hybrid_retriever import retrieve
+
+    emb, q, abstract, holder = _epochs_setup(paper_index)
+    located = [LocatedNode(abstract, q.text, score=0.8)]
+    beliefs = [LocatedNode(abstract, q.text, score=0.8), LocatedNode(holder, q.text, score=0.6)]
+    cfg = Config(candidate_order="union", union_flat_top_k=5)
+    off = retrieve(paper_index, emb, q, located, cfg.replace(union_flat_top_k=0), beliefs=beliefs)
+    assert all(rc.source == "tree" for rc in off)
+    on = retrieve(paper_index, emb, q, located, cfg, beliefs=beliefs)
+    net = [rc for rc in on if rc.source == "net" and "50 epochs" in rc.chunk.text]
+    assert net and net[0].retrieval_detail["leaf_prior"] == 0.75  # 0.6 / 0.8, the belief scaled by the best
+    unbelieved = retrieve(paper_index, emb, q, located, cfg, beliefs=located)
+    assert [rc.retrieval_detail["leaf_prior"] for rc in unbelieved if rc.chunk.source_node_id == holder] \
+        and all(rc.retrieval_detail["leaf_prior"] == 0.0 for rc in unbelieved if rc.chunk.source_node_id == holder)
+    # the belief lifts the answering chunk's score by the prior's share of it
+    score0 = next(rc.score for rc in unbelieved if rc.chunk.chunk_id == net[0].chunk.chunk_id)
+    assert net[0].score == pytest.approx(score0 + cfg.leaf_prior_weight * 0.75, abs=1e-6)
+
+
+def test_an_unscored_located_list_keeps_rank_priors_and_ignores_the_beliefs(paper_index) -> None:
+    """An LLM's located leaves have ranks, not scores: mixing in the hybrid candidates' scores
+    would put two scales in one prior, so the candidates outside its list get none."""
+    from retrieval.hybrid_retriever import retrieve
+
+    emb, q, abstract, holder = _epochs_setup(paper_index)
+    located = [LocatedNode(abstract, q.text)]
+    beliefs = [LocatedNode(holder, q.text, score=0.6)]
+    out = retrieve(paper_index, emb, q, located, Config(candidate_order="union", union_flat_top_k=5),
+                   beliefs=beliefs)
+    assert {rc.retrieval_detail["leaf_prior"] for rc in out if rc.chunk.source_node_id == abstract} == {1.0}
+    assert all(rc.retrieval_detail["leaf_prior"] == 0.0 for rc in out if rc.chunk.source_node_id == holder)
+
+
+def test_the_pools_flat_continuation_fuses_as_collection_fusion_says(paper_index) -> None:
+    from retrieval.hybrid_retriever import flat_scores, rank_scored, with_flat_tail
+
+    emb, q, _, _ = _epochs_setup(paper_index)
+    for fusion in ("rrf", "weighted"):
+        cfg = Config(collection_fusion=fusion)
+        tail = with_flat_tail([], paper_index, q, cfg, None, 8)
+        want = rank_scored(paper_index, flat_scores(paper_index, q, cfg), 8, Config(fusion=fusion), q.text, "net")
+        assert [h.row for h in tail] == [h.row for h in want] and all(h.source == "net" for h in tail)
+    same = with_flat_tail([], paper_index, q, Config(collection_fusion="same", fusion="rrf"), None, 8)
+    assert [h.row for h in same] == [h.row for h in with_flat_tail([], paper_index, q, Config(collection_fusion="rrf"), None, 8)]
+
+
+def test_the_pipeline_hands_the_locators_ranked_candidates_to_the_union(paper_index) -> None:
+    from pipeline import Backends, run_retrieval
+
+    emb = make_embedder("hash", Config())
+    cfg = Config(candidate_order="union", locator="hybrid", hybrid_top_leaves=1, union_flat_top_k=10,
+                 embedder="hash")
+    r = run_retrieval("How many epochs was the model trained for?", paper_index, cfg, Backends(emb, None, None))
+    located = {n.node_id for n in r.located.nodes}
+    ranked = {n.node_id: n.score for n in r.located.candidates}
+    outside = [h for h in r.pool if h.source == "net" and h.chunk.source_node_id in ranked.keys() - located
+               and "leaf_prior" in h.retrieval_detail]
+    assert outside and all(h.retrieval_detail["leaf_prior"] > 0 for h in outside)
