@@ -103,7 +103,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                          progress=make_progress(not args.quiet), summarizer=summarizer,
                          summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
                          store=_store(args.store or config.store, output),
-                         kg_llm=llm if config.kg_mode == "llm" else None)
+                         kg_llm=llm if config.kg_mode == "llm" else None, compact=args.compact)
     if report.rebuild_reason:
         _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
     for n in report.notes:
@@ -638,6 +638,9 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                          "--output already lives")
     pi.add_argument("--rebuild", action="store_true",
                     help="re-embed every document even when an index with the same settings is there")
+    pi.add_argument("--compact", action="store_true",
+                    help="rewrite an updated index as one merged index (a full build's files; unchanged "
+                         "documents' vectors and summaries are lent) instead of adding a delta segment")
     pi.add_argument("--mock", action="store_true", help="offline mock models (hash embeddings)")
     pi.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default=None,
                     help=f"embedding backend (default {d.embedder}: {auto_embedder_help()})")
