@@ -72,11 +72,10 @@ _DELTA_RE = re.compile(r"^delta[1-9][0-9]*\.(?P<name>.+)$")
 
 def _delta_file(name: str) -> bool:
     """A delta segment's file (indexing/delta_update.py) or an update's temporary manifest."""
-    from indexing.delta_update import MANIFEST_TMP, SOURCES  # noqa: PLC0415
+    from indexing.delta_update import MANIFEST_TMP, SOURCES_PREFIX  # noqa: PLC0415
 
     m = _DELTA_RE.match(name)
-    return (m is not None and (m.group("name") in OWN_FILES or m.group("name") == SOURCES)) \
-        or name.startswith(MANIFEST_TMP)
+    return (m is not None and m.group("name") in OWN_FILES) or name.startswith((MANIFEST_TMP, SOURCES_PREFIX))
 
 
 def _pid_alive(pid: int) -> bool:

@@ -47,9 +47,9 @@ from utils.progress import stage as progress_stage
 if TYPE_CHECKING:
     from indexing.index_builder import BuildReport
 
-SOURCES = "sources.json"
-"""Per delta: every live document's file size and modification time, so the next update can tell an
-unchanged file without reading it."""
+SOURCES_PREFIX = "sources."
+"""``sources.<build id>.json``, one per update: every live document's file size and modification time,
+so the next update can tell an unchanged file without reading it (named in metadata.json's segments)."""
 MANIFEST_TMP = ".metadata.json.delta-"
 TEXT_KINDS = ("md", "txt")
 """Formats whose content hash is the decoded text's: digested without parsing."""
@@ -165,8 +165,6 @@ def _not_deltable(request: BuildRequest, meta: dict[str, Any]) -> str | None:
         return "a single-file input is rebuilt whole"
     if request.config.kg_mode != "off" or ("kg" in meta and (meta["kg"] or {}).get("mode", "off") != "off"):
         return "long-leaf graphs are rebuilt whole"
-    if request.summarizer is not None and getattr(request.summarizer, "summarizer_id", "extractive") != "extractive":
-        return None
     return None
 
 
@@ -264,13 +262,12 @@ def find_changes(request: BuildRequest, meta: dict[str, Any], segments: Segments
 
 
 def _recorded_stamps(output: Path, meta: dict[str, Any], segments: SegmentsMeta) -> dict[str, list[int]]:
-    """The file stamps the last delta recorded (none for a fully built index)."""
-    if not segments.deltas:
+    """The file stamps the last update recorded (none for a fully built index)."""
+    name = (meta.get(SEGMENTS) or {}).get("sources")
+    if not isinstance(name, str) or not name.startswith(SOURCES_PREFIX):
         return {}
-    from indexing.index_files import IndexDir  # noqa: PLC0415
-    from indexing.index_files import parse_manifest  # noqa: PLC0415
+    from indexing.index_files import IndexDir, parse_manifest  # noqa: PLC0415
 
-    name = delta_prefix(segments.deltas) + SOURCES
     try:
         with IndexDir(output) as files:
             files.manifest = parse_manifest(meta["files"], "metadata.json")
@@ -284,7 +281,8 @@ def _recorded_stamps(output: Path, meta: dict[str, Any], segments: SegmentsMeta)
 
 @dataclass(frozen=True)
 class DeltaWritten:
-    segment: int
+    segment: int | None
+    """The delta segment written (None: the update only deleted documents)."""
     chunks: int
     counts: dict[str, int]
     embed_seconds: float
@@ -318,7 +316,9 @@ def write_delta(request: BuildRequest, meta: dict[str, Any], segments: SegmentsM
 def publish(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta, changes: Changes, embedder: Any,
             reason: str, identity: dict[str, Any], settings: dict[str, Any], t0: float) -> DeltaWritten:
     """Write the delta beside the index, move its files in under a fresh prefix, then rename the new
-    manifest over the old one (the one step that changes what a reader sees)."""
+    manifest over the old one (the one step that changes what a reader sees). Only removals: no delta,
+    a manifest with more deleted documents."""
+    from indexing.index_files import write_manifest_entry  # noqa: PLC0415
     from indexing.index_store import load_index  # noqa: PLC0415
 
     output = request.output
@@ -326,61 +326,73 @@ def publish(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta,
     index = load_index(output)  # the version this delta extends (the build holds the index's lock)
     if index.metadata["build_id"] != meta["build_id"]:
         raise IndexFormatError(f"the index at {output} changed while it was being updated")
-    k = segments.deltas + 1
-    prefix = delta_prefix(k)
+    build_id = uuid.uuid4().hex
+    sources = f"{SOURCES_PREFIX}{build_id}.json"
+    k = segments.deltas + 1 if changes.documents else None
+    prefix = delta_prefix(k) if k is not None else ""
     staged = staging_dir(output)
+    entries: dict[str, Any] = {}
+    staged_meta: dict[str, Any] | None = None
+    written = None
     try:
-        written = write_delta(request, meta, segments, changes, embedder, reason, identity, settings, staged, t0)
-        staged_meta = json.loads((staged / "metadata.json").read_text(encoding="utf-8"))
-        _write_json(staged / SOURCES, changes.stamps)
-        entries = dict(staged_meta["files"])
-        from indexing.index_files import write_manifest_entry  # noqa: PLC0415
-
-        entries[SOURCES] = write_manifest_entry(staged, SOURCES)
+        if k is not None:
+            written = write_delta(request, meta, segments, changes, embedder, reason, identity, settings, staged, t0)
+            staged_meta = json.loads((staged / "metadata.json").read_text(encoding="utf-8"))
+            entries = {prefix + n: e for n, e in staged_meta["files"].items()}
+        _write_json(staged / sources, changes.stamps)
+        entries[sources] = write_manifest_entry(staged, sources)
         fsync_directory(staged)
         checkpoint("staged")
         for name in sorted(entries):
-            os.rename(staged / name, output / (prefix + name))
+            os.rename(staged / (name[len(prefix):] if name.startswith(prefix) and prefix else name), output / name)
             checkpoint("moved " + name)
         fsync_directory(output)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-    new_meta = _next_metadata(index, meta, segments, changes, staged_meta, prefix, entries)
+    new_meta = _next_metadata(index, meta, segments, changes, staged_meta, prefix, entries, build_id, sources)
     _replace_manifest(output, new_meta)
-    return DeltaWritten(segment=k, chunks=written.chunks, counts=dict(new_meta["counts"]),
-                        embed_seconds=written.embed_seconds, bytes_written=sum(e["size"] for e in entries.values()))
+    old_sources = (meta.get(SEGMENTS) or {}).get("sources")
+    if isinstance(old_sources, str) and old_sources.startswith(SOURCES_PREFIX):
+        try:  # no reader reads it (only an update, which holds the lock): unlisted now, removed
+            os.unlink(output / old_sources)
+        except OSError:
+            pass
+    return DeltaWritten(segment=k, chunks=written.chunks if written else 0, counts=dict(new_meta["counts"]),
+                        embed_seconds=written.embed_seconds if written else 0.0,
+                        bytes_written=sum(e["size"] for e in entries.values()))
 
 
 def _next_metadata(index: Any, meta: dict[str, Any], segments: SegmentsMeta, changes: Changes,
-                   staged_meta: dict[str, Any], prefix: str, entries: dict[str, Any]) -> dict[str, Any]:
-    """The manifest after this delta: segments, deletes, live documents and counts, every file."""
+                   staged_meta: dict[str, Any] | None, prefix: str, entries: dict[str, Any], build_id: str,
+                   sources: str) -> dict[str, Any]:
+    """The manifest after this update: segments, deletes, live documents and counts, every file."""
     physical = segments.physical_documents()
     live_number = {p: i for i, p in enumerate(physical) if i not in segments.deleted}
     gone = {live_number[p] for p in changes.changed + changes.removed}
-    new_docs = [d["path"] for d in staged_meta["documents"]]
-    delta = SegmentInfo(prefix, staged_meta["counts"]["nodes"] + 1, staged_meta["counts"]["leaves"],
-                        staged_meta["counts"]["chunks"], tuple(new_docs))
     deleted = segments.deleted | frozenset(gone)
     numbers = {p: i for i, p in enumerate(physical) if i not in deleted}
-    numbers.update({p: len(physical) + j for j, p in enumerate(new_docs)})
-    seg = SegmentsMeta(segments.segments + (delta,), deleted, tuple(numbers[p] for p in changes.order))
+    parts = segments.segments
+    c = {"nodes": 0, "leaves": 0, "chunks": 0}
     records = {d["path"]: d for d in meta["documents"]}
-    records.update({d["path"]: d for d in staged_meta["documents"]})
-    live = list(changes.order)
+    if staged_meta is not None:
+        new_docs = [d["path"] for d in staged_meta["documents"]]
+        c = staged_meta["counts"]
+        parts = parts + (SegmentInfo(prefix, c["nodes"] + 1, c["leaves"], c["chunks"], tuple(new_docs)),)
+        numbers.update({p: len(physical) + j for j, p in enumerate(new_docs)})
+        records.update({d["path"]: d for d in staged_meta["documents"]})
+    seg = SegmentsMeta(parts, deleted, tuple(numbers[p] for p in changes.order))
     out = dict(meta)
-    out["documents"] = [records[p] for p in live]
-    c = staged_meta["counts"]
+    out["documents"] = [records[p] for p in changes.order]
     old = meta["counts"]
     removed = _removed_counts(index, set(changes.changed + changes.removed))
-    out["counts"] = dict(old, documents=len(live), nodes=old["nodes"] - removed[0] + c["nodes"],
-                         leaves=old["leaves"] - removed[1] + c["leaves"], chunks=old["chunks"] - removed[2] + c["chunks"])
-    out.pop("vocabulary", None)
-    out["counts"].pop("vocabulary", None)
-    out[SEGMENTS] = seg.to_dict()
-    files = dict(meta["files"])
-    files.update({prefix + n: e for n, e in entries.items()})
+    out["counts"] = {k: v for k, v in old.items() if k != "vocabulary"} | {
+        "documents": len(changes.order), "nodes": old["nodes"] - removed[0] + c["nodes"],
+        "leaves": old["leaves"] - removed[1] + c["leaves"], "chunks": old["chunks"] - removed[2] + c["chunks"]}
+    out[SEGMENTS] = seg.to_dict() | {"sources": sources}
+    files = {n: e for n, e in meta["files"].items() if not n.startswith(SOURCES_PREFIX)}
+    files.update(entries)
     out["files"] = files
-    out["build_id"] = uuid.uuid4().hex
+    out["build_id"] = build_id
     out["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     out["warnings"] = changes.warnings
     out["skipped"] = [{"path": s.rel, "reason": s.reason} for s in changes.skipped]
@@ -434,7 +446,7 @@ def remove_unlisted(output: Path, meta: dict[str, Any]) -> list[str]:
     listed = set(meta.get("files", {}))
     removed = []
     for name in _names(output):
-        if (name.startswith("delta") or name.startswith(MANIFEST_TMP)) and name not in listed:
+        if (name.startswith(("delta", SOURCES_PREFIX, MANIFEST_TMP))) and name not in listed:
             try:
                 os.unlink(output / name)
                 removed.append(name)

@@ -43,6 +43,7 @@ class SegmentBM25:
         self._lock = threading.Lock()
         self._vocab: tuple[list[str], dict[str, int], list[np.ndarray]] | None = None
         self._corpus_stats: tuple[np.ndarray, float, float] | None = None
+        self._indptr: np.ndarray | None = None
         self._postings: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._held = 0
         self._weights: dict[tuple[int, float, float, float], np.ndarray] = {}
@@ -144,8 +145,11 @@ class SegmentBM25:
 
     @property
     def indptr(self) -> np.ndarray:
-        df = self._corpus()[0]
-        return np.r_[0, np.cumsum(df)].astype(np.int64)
+        """Where each word's live postings would start in one postings array (the live frequencies summed)."""
+        if self._indptr is None:
+            df = self._corpus()[0]
+            self._indptr = np.r_[0, np.cumsum(df)].astype(np.int64)
+        return self._indptr
 
     def check_postings(self) -> None:
         for p in self.parts:

@@ -115,7 +115,7 @@ def test_an_update_writes_a_delta_and_answers_as_a_full_build(tmp_path: Path) ->
     after = _files(idx)
     assert {n: after[n] for n in before if n != "metadata.json"} == \
         {n: v for n, v in before.items() if n != "metadata.json"}  # no existing file written, not even touched
-    assert all(n.startswith("delta1.") for n in set(after) - set(before))
+    assert all(n.startswith(("delta1.", "sources.")) for n in set(after) - set(before))
     _build(src, full, update=False)
     a, b = load_index(idx), load_index(full)
     assert a.tree.doc_paths == b.tree.doc_paths
@@ -154,6 +154,22 @@ def test_a_second_update_on_top_of_a_delta(tmp_path: Path) -> None:
     assert report.update.delta is None and report.update.changed == 0 and _files(idx) == before
 
 
+def test_an_update_that_only_removes_documents(tmp_path: Path) -> None:
+    src = _write(tmp_path / "docs", _first(tmp_path))
+    idx, full = tmp_path / "idx", tmp_path / "full"
+    _build(src, idx)
+    docs = _first(tmp_path)
+    del docs["r2.md"], docs["sub/a.md"]
+    _write(src, docs)
+    report = _build(src, idx)
+    assert (report.update.removed, report.update.delta) == (2, None)
+    assert not any(n.startswith("delta") for n in os.listdir(idx))
+    _build(src, full, update=False)
+    assert _collection_scores(idx) == _collection_scores(full)
+    assert _answers(idx) == _answers(full)
+    assert "intact" in verify_index(idx).line(idx)
+
+
 def test_only_changed_and_new_documents_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tree_builder.readers as readers
 
@@ -175,7 +191,7 @@ def test_only_changed_and_new_documents_are_read(tmp_path: Path, monkeypatch: py
     assert read == ["r2.md"] and digested == ["r2.md"]  # the others: size and time as recorded
 
 
-@pytest.mark.parametrize("step", ["staged", "moved chunks.jsonl", "moved sources.json",
+@pytest.mark.parametrize("step", ["staged", "moved delta1.chunks.jsonl", "moved sources.",
                                   "manifest written", "manifest renamed"])
 def test_a_crash_at_any_publishing_step_leaves_a_readable_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 step: str) -> None:
@@ -185,7 +201,7 @@ def test_a_crash_at_any_publishing_step_leaves_a_readable_index(tmp_path: Path, 
     old_answers = _answers(idx)
 
     def crash(at: str) -> None:
-        if at == step:
+        if at.startswith(step):
             raise KeyboardInterrupt  # what kill -9 there leaves behind, without the process dying
 
     monkeypatch.setattr(delta_update, "checkpoint", crash)
