@@ -292,6 +292,8 @@ def test_the_cli_updates_with_a_delta_and_verify_reads_it(tmp_path: Path) -> Non
     assert r.returncode == 0 and "1 changed, 0 new, 0 removed" in r.stdout and "as delta segment 1" in r.stdout
     r = run_cli("verify", "--index", str(idx))
     assert r.returncode == 0 and "intact" in r.stdout
+    r = run_cli("info", "--index", str(idx))
+    assert "1 delta segment(s), 1 replaced or removed document(s) deleted" in r.stdout
     r = run_cli("index", "--input", str(src), "--output", str(idx), "--mock", "--compact")
     assert r.returncode == 0 and "delta segment" not in r.stdout
     assert not any(n.startswith("delta") for n in os.listdir(idx))
