@@ -124,11 +124,8 @@ def try_delta_update(request: BuildRequest, t0: float) -> Outcome:
                            f"{len(changes.changed)} changed, {len(changes.new)} new, {len(changes.removed)} removed")
     from indexing.index_builder import BuildReport, UpdateReport  # noqa: PLC0415
 
-    written = None
-    if changes.any:
-        written = publish(request, meta, segments, changes, embedder, reason, identity, settings, t0)
-    else:
-        _write_stamps_only(request, meta, segments, changes)
+    # nothing changed: nothing is written (files only touched are digested again next time)
+    written = publish(request, meta, segments, changes, embedder, reason, identity, settings, t0) if changes.any else None
     counts = meta["counts"] if written is None else written.counts
     report = BuildReport(documents=counts["documents"], nodes=counts["nodes"], leaves=counts["leaves"],
                          chunks=counts["chunks"], seconds=time.perf_counter() - t0,
@@ -286,7 +283,6 @@ class DeltaWritten:
     chunks: int
     counts: dict[str, int]
     embed_seconds: float
-    bytes_written: int
 
 
 def write_delta(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta, changes: Changes,
@@ -358,8 +354,7 @@ def publish(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta,
         except OSError:
             pass
     return DeltaWritten(segment=k, chunks=written.chunks if written else 0, counts=dict(new_meta["counts"]),
-                        embed_seconds=written.embed_seconds if written else 0.0,
-                        bytes_written=sum(e["size"] for e in entries.values()))
+                        embed_seconds=written.embed_seconds if written else 0.0)
 
 
 def _next_metadata(index: Any, meta: dict[str, Any], segments: SegmentsMeta, changes: Changes,
@@ -434,10 +429,6 @@ def _replace_manifest(output: Path, new_meta: dict[str, Any]) -> None:
     os.rename(tmp, output / "metadata.json")
     checkpoint("manifest renamed")
     fsync_directory(output)
-
-
-def _write_stamps_only(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta, changes: Changes) -> None:
-    """Nothing changed: nothing is written (the stamps are refreshed by the next delta)."""
 
 
 def remove_unlisted(output: Path, meta: dict[str, Any]) -> list[str]:

@@ -29,10 +29,6 @@ POSTINGS_CACHE = 1 << 23
 """Live postings (rows, tf, length) kept per index, mapped to logical rows: the words asked recently."""
 
 
-class _MergedIds(dict):  # type: ignore[type-arg]
-    """Word -> id over every segment's vocabulary: the base's ids, then words only deltas hold."""
-
-
 class SegmentBM25:
     """The ``BM25Index`` surface FileSearch reads (scores, postings, vocabulary), over segments."""
 
