@@ -8,8 +8,9 @@ document (``bench_scale.change_one_document``): two delta segments and two delet
 worker of ``bench_whole_query.py`` (a fresh process: ``load_index``, three warm-up questions, then every
 question over the whole collection through ``run_pipeline``, hybrid locator, mock answer; wall and CPU
 per question) runs on the original (the baseline) and on the updated copy, interleaved ``--runs`` times.
-Printed: p50/p95 of each and their ratio, the query processes' peak RSS, and how many answers differ
-(only questions whose evidence touches the two changed documents can).
+Printed: p50/p95 of each and their ratio, and the query processes' peak RSS. (The answers are not
+compared here: two documents differ, so every BM25 score moves a little; that a segmented index answers
+as a full build of the changed folder is tested in tests/test_delta_update.py.)
 """
 from __future__ import annotations
 
@@ -82,8 +83,6 @@ def main(argv: list[str] | None = None) -> int:
                  f"{seg['cpu'].p50 / base['cpu'].p50:.2f} / {seg['cpu'].p95 / base['cpu'].p95:.2f}",
                  f"{seg['rss_mb'] / base['rss_mb']:.2f}"])
     print(table(["index", "wall ms p50 / p95", "CPU ms p50 / p95", "peak RSS MB"], rows))
-    a, b = results["full build"][0]["answers"], results["with 2 deltas"][0]["answers"]
-    print(f"answers differing: {sum(x != y for x, y in zip(a, b))} of {len(a)} (the two changed documents may)")
     report = Report("delta_query", sys.argv[1:] if argv is None else list(argv), info,
                     params={"index": str(index), "queries": n, "runs": args.runs, "ann": args.ann})
     report.results = summary
