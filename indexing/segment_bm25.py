@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from indexing.bm25_builder import WEIGHT_CACHE_POSTINGS, BM25Index
+from indexing.bm25_builder import BM25Index
 from indexing.segments import Runs
 
 POSTINGS_CACHE = 1 << 23
@@ -42,8 +42,6 @@ class SegmentBM25:
         self._indptr: np.ndarray | None = None
         self._postings: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._held = 0
-        self._weights: dict[tuple[int, float, float, float], np.ndarray] = {}
-        self._weights_held = 0
         self.names = self.parts[0].names
 
     # ------------------------------------------------------------ vocabulary
@@ -103,29 +101,38 @@ class SegmentBM25:
 
     # ------------------------------------------------------------ postings
 
+    def _pieces(self, tid: int, a: int, b: int) -> list[tuple[int, int, int, int, int, int]]:
+        """Word ``tid``'s postings among logical rows [a, b), run by run in logical order: (segment, the
+        segment's id of the word, its first posting, the slice [i, j) of its postings inside the run,
+        the logical row of the run's local row 0). A run is contiguous in both numberings, so a
+        posting's logical row is its local row plus that offset, and the pieces come out ascending."""
+        local_ids = self._local_ids(tid)
+        out = []
+        log = a
+        for s, lo, hi in self.runs.spans(a, b):
+            local = local_ids[s]
+            if local is not None:
+                p0, _, r = self.parts[s].postings(local)
+                i, j = (int(x) for x in np.searchsorted(r, (lo, hi)))
+                if j > i:
+                    out.append((s, local, p0, i, j, log - lo))
+            log += hi - lo
+        return out
+
     def _live(self, tid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Logical rows (ascending), term frequencies and row lengths of word ``tid``'s live postings."""
         hit = self._postings.get(tid)
         if hit is not None:
             return hit
         rows, tfs, lens = [], [], []
-        starts = self.runs.seg_start
-        for s, local in enumerate(self._local_ids(tid)):
-            if local is None:
-                continue
+        for s, _, p0, i, j, off in self._pieces(tid, 0, self.n_rows):
             part = self.parts[s]
-            p0, p1, r = part.postings(local)
-            r = np.asarray(r, dtype=np.int64)
-            log = self.runs.to_log(r + int(starts[s]))
-            keep = log >= 0
-            rows.append(log[keep])
-            tfs.append(np.asarray(part.tf[p0:p1])[keep])
-            lens.append(np.asarray(part.doc_len[r[keep]]))
+            r = np.asarray(part.rows[p0 + i:p0 + j], dtype=np.int64)
+            rows.append(r + off)
+            tfs.append(np.asarray(part.tf[p0 + i:p0 + j]))
+            lens.append(np.asarray(part.doc_len[r]))
         out = ((np.concatenate(rows), np.concatenate(tfs), np.concatenate(lens)) if rows else
                (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)))
-        if len(out[0]) > 1 and not bool(np.all(np.diff(out[0]) > 0)):  # a moved document's rows: merge
-            by = np.argsort(out[0], kind="stable")  # a few sorted stretches: linear in timsort
-            out = (out[0][by], out[1][by], out[2][by])
         with self._lock:
             if self._held + len(out[0]) > POSTINGS_CACHE:
                 self._postings, self._held = {}, 0
@@ -230,14 +237,15 @@ class SegmentBM25:
             return out
         n, avgdl, eps_idf = stats
         ids = self.term_ids
+        live_df = self._corpus()[0] if whole else None
         for term, count in Counter(query_tokens).items():
             tid = ids.get(term)
             if tid is None:
                 continue
-            rows, tf, dl = self._live(tid)
-            if whole:
-                df = len(rows)
+            if live_df is not None:
+                df = int(live_df[tid])
             else:
+                rows, tf, dl = self._live(tid)
                 lo, hi = np.searchsorted(rows, (a, z))
                 df = int(hi - lo)
             if df == 0:
@@ -247,13 +255,16 @@ class SegmentBM25:
                 idf = eps_idf
             if idf == 0.0:
                 continue
-            lo, hi = (int(x) for x in np.searchsorted(rows, (start, end)))
-            if hi <= lo:
-                continue
-            r = rows[lo:hi]
-            if whole:  # float32 weights, as the collection scope of BM25Index computes them
-                out[r - start] += (idf * count) * self._weights_of(tid, tf, dl, k1, b, avgdl)[lo:hi]
+            if whole:  # each segment's postings with its float32 weights, as BM25Index's collection scope
+                for s, local, p0, i, j, off in self._pieces(tid, start, end):
+                    part = self.parts[s]
+                    r = np.asarray(part.rows[p0 + i:p0 + j], dtype=np.int64)
+                    out[r + (off - start)] += (idf * count) * part._corpus_term_weights(local, k1, b, avgdl)[i:j]
             else:
+                lo, hi = (int(x) for x in np.searchsorted(rows, (start, end)))
+                if hi <= lo:
+                    continue
+                r = rows[lo:hi]
                 f = np.asarray(tf[lo:hi], dtype=np.float64)
                 d = np.asarray(dl[lo:hi], dtype=np.float64)
                 out[r - start] += (idf * count) * (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * d / avgdl)))
@@ -275,22 +286,6 @@ class SegmentBM25:
         if la == 0 and lz == self.parts[s].n_rows:
             return None
         return s, l0 + (start - lo), l0 + (end - lo), la, lz
-
-    def _weights_of(self, tid: int, tf: np.ndarray, dl: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
-        key = (tid, k1, b, avgdl)
-        hit = self._weights.get(key)
-        if hit is not None:
-            return hit
-        f = np.asarray(tf, dtype=np.float64)
-        d = np.asarray(dl, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            w = (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * d / avgdl))).astype(np.float32)
-        with self._lock:
-            if self._weights_held + len(w) > WEIGHT_CACHE_POSTINGS:
-                self._weights, self._weights_held = {}, 0
-            self._weights[key] = w
-            self._weights_held += len(w)
-        return w
 
 
 def _true_spans(mask: np.ndarray) -> list[tuple[int, int]]:
