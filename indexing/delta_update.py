@@ -120,8 +120,8 @@ def try_delta_update(request: BuildRequest, t0: float) -> Outcome:
                                    f"more than delta_max_share {share:.0%} of {len(changes.stamps)}")
     if changes.documents and segments.deltas + 1 > request.config.delta_max_segments:
         return Outcome(full_reason=f"compacting: the index holds {segments.deltas} delta segments")
-    note(request.progress, f"plan: update {request.output} with a delta segment: {len(changes.unchanged)} unchanged, "
-                           f"{len(changes.changed)} changed, {len(changes.new)} new, {len(changes.removed)} removed")
+    plan_line = _describe(request, changes, identity, reason)
+    note(request.progress, plan_line)
     from indexing.index_builder import BuildReport, UpdateReport  # noqa: PLC0415
 
     # nothing changed: nothing is written (files only touched are digested again next time)
@@ -135,8 +135,21 @@ def try_delta_update(request: BuildRequest, t0: float) -> Outcome:
                                              new=len(changes.new), removed=len(changes.removed),
                                              embedded_chunks=written.chunks if written else 0,
                                              delta=written.segment if written else None),
-                         embedder=dict(identity), embedder_reason=reason)
+                         embedder=dict(identity), embedder_reason=reason, plan=plan_line)
     return Outcome(report=report)
+
+
+def _describe(request: BuildRequest, changes: Changes, identity: dict[str, Any], reason: str) -> str:
+    """The plan's line, as ``BuildPlan.describe`` words a full build's, saying it is a delta segment."""
+    from tree_builder.folder_walk import printable_name  # noqa: PLC0415
+
+    n = len(changes.order)
+    source = f"{printable_name(str(request.input_path))} ({n} document{'s' if n != 1 else ''})"
+    summaries = getattr(request.summarizer, "summarizer_id", None) or "extractive"
+    return (f"plan: update {printable_name(str(request.output))} from {source}: {len(changes.unchanged)} unchanged, "
+            f"{len(changes.changed)} changed, {len(changes.new)} new, {len(changes.removed)} removed; a delta "
+            f"segment; embedder {identity.get('name')} ({identity.get('model_id')}; {reason}); summaries "
+            f"{summaries}; graphs off; store files")
 
 
 # --------------------------------------------------------------------------- what may be updated
