@@ -141,8 +141,15 @@ class SegmentBM25:
         return out
 
     def postings(self, tid: int) -> tuple[int, int, np.ndarray]:
-        """(first, end, logical rows) of word ``tid``: as ``BM25Index.postings``, over the live rows."""
-        rows = self._live(tid)[0]
+        """(first, end, logical rows) of word ``tid``: as ``BM25Index.postings``, over the live rows (the
+        rows alone: what the leaf-word scores and the counts of a scope read)."""
+        hit = self._postings.get(tid)
+        if hit is not None:
+            rows = hit[0]
+        else:
+            parts = [np.asarray(self.parts[s].rows[p0 + i:p0 + j], dtype=np.int64) + off
+                     for s, _, p0, i, j, off in self._pieces(tid, 0, self.n_rows)]
+            rows = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         p0 = int(self.indptr[tid])
         return p0, p0 + len(rows), rows
 
