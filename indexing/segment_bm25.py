@@ -42,6 +42,8 @@ class SegmentBM25:
         self._indptr: np.ndarray | None = None
         self._postings: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._held = 0
+        self._rows: dict[int, np.ndarray] = {}
+        self._rows_held = 0
         self.names = self.parts[0].names
 
     # ------------------------------------------------------------ vocabulary
@@ -144,12 +146,16 @@ class SegmentBM25:
         """(first, end, logical rows) of word ``tid``: as ``BM25Index.postings``, over the live rows (the
         rows alone: what the leaf-word scores and the counts of a scope read)."""
         hit = self._postings.get(tid)
-        if hit is not None:
-            rows = hit[0]
-        else:
+        rows = hit[0] if hit is not None else self._rows.get(tid)
+        if rows is None:
             parts = [np.asarray(self.parts[s].rows[p0 + i:p0 + j], dtype=np.int64) + off
                      for s, _, p0, i, j, off in self._pieces(tid, 0, self.n_rows)]
             rows = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            with self._lock:
+                if self._rows_held + len(rows) > POSTINGS_CACHE:
+                    self._rows, self._rows_held = {}, 0
+                self._rows[tid] = rows
+                self._rows_held += len(rows)
         p0 = int(self.indptr[tid])
         return p0, p0 + len(rows), rows
 
@@ -265,8 +271,9 @@ class SegmentBM25:
             if whole:  # each segment's postings with its float32 weights, as BM25Index's collection scope
                 for s, local, p0, i, j, off in self._pieces(tid, start, end):
                     part = self.parts[s]
-                    r = np.asarray(part.rows[p0 + i:p0 + j], dtype=np.int64)
-                    out[r + (off - start)] += (idf * count) * part._corpus_term_weights(local, k1, b, avgdl)[i:j]
+                    r = part.rows[p0 + i:p0 + j]
+                    at = r if off == start else np.asarray(r, dtype=np.int64) + (off - start)
+                    out[at] += (idf * count) * part._corpus_term_weights(local, k1, b, avgdl)[i:j]
             else:
                 lo, hi = (int(x) for x in np.searchsorted(rows, (start, end)))
                 if hi <= lo:
