@@ -447,10 +447,12 @@ def _replace_manifest(output: Path, new_meta: dict[str, Any]) -> None:
 def remove_unlisted(output: Path, meta: dict[str, Any]) -> list[str]:
     """Delete files of deltas a crash left unpublished (named ``deltaN.*`` or a temporary manifest,
     not in the manifest): they were never part of any version a reader could open."""
+    from indexing.build_output import is_delta_file  # noqa: PLC0415
+
     listed = set(meta.get("files", {}))
     removed = []
     for name in _names(output):
-        if (name.startswith(("delta", SOURCES_PREFIX, MANIFEST_TMP))) and name not in listed:
+        if is_delta_file(name) and name not in listed:
             try:
                 os.unlink(output / name)
                 removed.append(name)
