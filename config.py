@@ -121,6 +121,11 @@ class Config:
     ann_candidates: int = 1000
     """Rows the ANN proposes per whole-collection query (each re-scored on its float vector), and
     the BM25 best rows added beside them."""
+    ann_candidates_growth: float = 1 / 3
+    """The ANN proposes ann_candidates x (its lists / 4096) ** this (never fewer than ann_candidates):
+    with ten times the rows and lists the exact top 100 is spread over more lists and crowded by more
+    near rows, so the same count re-scored finds less of it (recall@100 0.958 at 3,959 lists, 0.928 at
+    39,145 on the generated corpus). 0: a constant count (docs/scale.md)."""
     ann_probe: float = 0.3
     """Share of the IVF lists a query scans. Hash embeddings cluster weakly: recall@100 of the exact
     top 100 at 0.1 is below 0.95 on the generated corpus (benchmarks/bench_scale.py)."""
@@ -316,7 +321,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "embed_batch_size": (1, math.inf), "embed_workers": (1, 64), "hash_dim": (1, math.inf),
     "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
     "store_exact_rows": (1, math.inf), "store_candidates": (1, math.inf), "store_fulltext_max_share": (0, 1),
-    "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_probe": (0.0001, 1), "query_mapped_mb": (0, math.inf),
+    "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_candidates_growth": (0, 1), "ann_probe": (0.0001, 1), "query_mapped_mb": (0, math.inf),
     "delta_max_share": (0, 1), "delta_max_segments": (0, 1 << 16),
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),

@@ -256,7 +256,7 @@ def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder
         question = Query.build(q["query"], embedder)
         qvec = question.dense_vector
         exact = np.argsort(-(np.asarray(index.embeddings) @ qvec), kind="stable")[:100]
-        cand = ann.search(qvec, on.ann_candidates, on.ann_probe)
+        cand = ann.search(qvec, ann.proposals(on.ann_candidates, on.ann_candidates_growth), on.ann_probe)
         rec.append(len(set(exact.tolist()) & set(cand.tolist())) / 100)
         # the question's memo keys its scores by the settings: exact and ANN are two entries
         a = {h.row for h in rank_scored(index, flat_scores(index, question, off), 10, off, "", "flat")}
@@ -264,7 +264,7 @@ def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder
         top10.append(len(a & b) / max(1, len(a)))
     return {"recall_at_100": float(np.mean(rec)), "recall_at_100_min": float(np.min(rec)),
             "flat_top10_overlap": float(np.mean(top10)), "queries": len(rec),
-            "probe": on.ann_probe, "candidates": on.ann_candidates}
+            "probe": on.ann_probe, "candidates": ann.proposals(on.ann_candidates, on.ann_candidates_growth)}
 
 
 def recall_worker(index_dir: Path, queries_file: Path, out_file: Path) -> None:
@@ -307,13 +307,14 @@ def recall_worker(index_dir: Path, queries_file: Path, out_file: Path) -> None:
             order = np.lexsort((r_all, -s_all))[:k]
             top_s[j], top_r[j] = s_all[order], r_all[order]
     scan_s = time.perf_counter() - t
+    proposals = ann.proposals(config.ann_candidates, config.ann_candidates_growth)  # what a question re-scores
     rec = []
     for j, qvec in enumerate(qv):
-        cand = ann.search(qvec, config.ann_candidates, config.ann_probe)
+        cand = ann.search(qvec, proposals, config.ann_probe)
         rec.append(len(set(top_r[j].tolist()) & set(cand.tolist())) / k)
     out_file.write_text(json.dumps({"recall_at_100": float(np.mean(rec)), "recall_at_100_min": float(np.min(rec)),
                                     "queries": len(rec), "probe": config.ann_probe,
-                                    "candidates": config.ann_candidates, "exact_pass_s": scan_s}))
+                                    "candidates": proposals, "exact_pass_s": scan_s}))
 
 
 def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budget_s: float, ann: str) -> None:
@@ -695,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{w['llm_locator_whole']['total']['p95']:.1f} / {x['llm_locator_whole']['total']['p95']:.1f} ms; "
               f"query process peak RSS {wr.maxrss_mb:.0f} / {x['query_rss_mb']:.0f} MB "
               f"(x{wr.maxrss_mb / x['query_rss_mb']:.2f})"
-              + (f"; recall@100 of the exact dense top 100 {q['recall_at_100']:.3f} (min {q['recall_at_100_min']:.2f})"
+              + (f"; recall@100 of the exact dense top 100 among {q.get('candidates')} candidates {q['recall_at_100']:.3f} (min {q['recall_at_100_min']:.2f})"
                  + (f", flat top-10 overlap {q['flat_top10_overlap']:.3f}" if "flat_top10_overlap" in q else "")
                  + f" over {q['queries']} queries" if q else "")
               + ("; ann=off not run at this size (--exact-max-docs)" if x.get("skipped") else "")

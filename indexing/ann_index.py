@@ -5,8 +5,8 @@ documents that is 1.05M chunk rows of 384 float32 (1.6 GB) per query process, an
 at 100,000 documents 16 GB, more than fits beside anything else. An IVF-PQ index
 keeps each vector as 48 bytes (product quantisation of its residual to one of
 ~4*sqrt(n) k-means centroids); a query scans ``ann_probe`` of the lists, takes its
-``ann_candidates`` best rows and the caller re-scores only those on their float
-vectors. Leaf and document scopes never come here: they are scored exactly.
+``ann_candidates`` best rows (more as the lists multiply: ``AnnIndex.proposals``) and
+the caller re-scores only those on their float vectors. Leaf and document scopes never come here: they are scored exactly.
 
 Why faiss IVF-PQ (measured on this project's generated corpus, hash embeddings,
 98k rows, one thread; docs/scale.md): HNSW (faiss or usearch, int8) reached a
@@ -395,6 +395,11 @@ def by_row(index: Any, rows: int, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 # --------------------------------------------------------------------------- the query side
 
+GROWTH_LISTS = 4096
+"""The list count from which the ANN's proposals grow (``AnnIndex.proposals``): ~1M rows at ~4 sqrt(n)
+lists, a little above the 10,000-document index's 3,959, where ``ann_candidates`` reaches recall@100 0.958."""
+
+
 class AnnIndex:
     """One loaded IVF-PQ index over a vector set (chunks or leaves)."""
 
@@ -459,8 +464,13 @@ class AnnIndex:
         if got != want or index.quantizer.ntotal != index.nlist or not well_formed:
             raise IndexFormatError(f"{self.name} has (dim, rows, lists, m, bits, quantizer) {got}, metadata.json says "
                                    f"{want}; rebuild the index")
-        if sum(index.invlists.list_size(i) for i in range(index.nlist)) != index.ntotal:
+        if int(index.invlists.compute_ntotal()) != index.ntotal:  # one C++ loop (55,000 Python calls at 100,000 documents)
             raise IndexFormatError(f"{self.name}: its lists do not hold its {index.ntotal} rows; rebuild the index")
+
+    def proposals(self, base: int, growth: float) -> int:
+        """How many rows to propose for re-scoring: ``base`` x (lists / GROWTH_LISTS) ** ``growth``, at
+        least ``base`` (see config ``ann_candidates_growth``)."""
+        return max(int(base), math.ceil(base * (self.index.nlist / GROWTH_LISTS) ** growth))
 
     def search(self, qvec: np.ndarray, k: int, probe: float) -> np.ndarray:
         """Row numbers of (up to) the ``k`` best rows by approximate inner product, best first."""

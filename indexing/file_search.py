@@ -7,12 +7,14 @@ when the index has one (indexing/ann_index.py), re-scored exactly.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from config import IdfScope
-from indexing.bm25_builder import BM25Index
+from indexing.bm25_builder import BM25Index, rows_between
+from indexing.bm25_corpus import score_rows, top_positive, top_rows
 from indexing.index_files import release_over, touch_rows
 from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores, leaves_of_rows)
@@ -37,7 +39,8 @@ class FileSearch:
     store = "files"
 
     def __init__(self, embeddings: np.ndarray, leaf_embeddings: np.ndarray, bm25: BM25Index,
-                 leaf_terms: BM25Index, rows: ChunkRows, ann: dict[str, AnnIndex] | None = None) -> None:
+                 leaf_terms: BM25Index, rows: ChunkRows, ann: dict[str, AnnIndex] | None = None,
+                 directory: Path | None = None) -> None:
         self.embeddings = embeddings
         self.leaf_embeddings = leaf_embeddings
         self.bm25 = bm25
@@ -46,6 +49,9 @@ class FileSearch:
         self.rows = rows
         self.ann: dict[str, AnnIndex] = dict(ann or {})
         """kind ("chunks", "leaves") -> AnnIndex: loaded from the index, or built in memory for ann=on."""
+        self.directory = directory
+        """The index directory whose mapped pages a whole-collection question releases past ``query_mapped_mb``
+        (None: only the arrays' own)."""
         self._ann_lock = threading.Lock()
         self._scripts: frozenset[str] | None = None
 
@@ -88,17 +94,19 @@ class FileSearch:
         leaf_ann = self._ann_for("leaves", params) if query.memo.get(LEAVES_WANTED) else None
         side = Beside(lambda: self._ann_dense_side(ann, leaf_ann, qvec, params))
         try:
-            if idf == "corpus":
-                bm25 = self._bm25(query.tokens, 0, n, (0, n), params)
-            else:  # each chunk with its own leaf's or document's statistics
-                bm25 = self._grouped_bm25(query.tokens, np.arange(n, dtype=np.int64), idf, params)
-            hits = np.flatnonzero(bm25 > 0)
-            if len(hits) > params.ann_candidates:
-                top = np.argpartition(-bm25[hits], params.ann_candidates - 1)[:params.ann_candidates]
-                hits = hits[top]
+            bm25: np.ndarray | None = None
+            if idf == "corpus" and isinstance(self.bm25, BM25Index):  # the best rows without scoring every row
+                hits = top_rows(self.bm25, query.tokens, params.ann_candidates, params.k1, params.b, params.epsilon)
+            else:  # each chunk with its own leaf's or document's statistics; or an index with delta segments
+                # (indexing/segment_bm25.py), every row scored: the same rows and scores bm25_corpus finds
+                bm25 = (self._bm25(query.tokens, 0, n, (0, n), params) if idf == "corpus" else
+                        self._grouped_bm25(query.tokens, np.arange(n, dtype=np.int64), idf, params))
+                positive = np.flatnonzero(bm25 > 0)
+                hits = top_positive(positive, bm25[positive], params.ann_candidates)
             touch_rows(self.embeddings, hits)
             if leaf_ann is not None:
-                near_leaves = leaf_ann.search(qvec, params.ann_candidates, params.ann_probe)
+                near_leaves = leaf_ann.search(qvec, leaf_ann.proposals(params.ann_candidates, params.ann_candidates_growth),
+                                              params.ann_probe)
                 query.memo.put((LEAF_NEAR, params), near_leaves)
                 touch_rows(self.leaf_embeddings, near_leaves)
                 touch_rows(self.leaf_embeddings, self._leaf_of(hits))
@@ -108,14 +116,17 @@ class FileSearch:
         rows = np.union1d(np.union1d(near, hits), far[np.argmin(far_dense)] if len(far) else near[:0])
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
         dense = self.dense(qvec, rows)
-        release_over(params.mapped_mb, self.embeddings, self.bm25.rows, self.bm25.tf)  # kept while the process is small
-        return Scores(rows, dense, bm25[rows], bm25_kind(idf), complete=False)
+        release_over(params.mapped_mb, self.embeddings, self.bm25.rows, self.bm25.tf,  # kept while the process is small
+                     directory=self.directory)
+        lexical = bm25[rows] if bm25 is not None else score_rows(self.bm25, query.tokens, rows, params.k1, params.b,
+                                                                  params.epsilon)
+        return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
 
     def _ann_dense_side(self, ann: AnnIndex, leaf_ann: AnnIndex | None, qvec: np.ndarray,
                         params: ScoreParams) -> tuple[np.ndarray, np.ndarray]:
         """The chunks' nearest rows and (sorted) least similar rows, their vector pages read in; with
         ``leaf_ann``, the pages of the nearest rows' leaves too."""
-        near = ann.search(qvec, params.ann_candidates, params.ann_probe)
+        near = ann.search(qvec, ann.proposals(params.ann_candidates, params.ann_candidates_growth), params.ann_probe)
         touch_rows(self.embeddings, near)
         far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4))  # the far end need only be near
         touch_rows(self.embeddings, far)
@@ -198,7 +209,8 @@ class FileSearch:
         chunk candidates this question's whole-collection scoring found (a leaf can rank high on its
         heading or on its chunks); 0 for the rest, as an engine leaves them."""
         near = query.memo.get((LEAF_NEAR, params))  # found beside the chunks' scans (LEAVES_WANTED)
-        picked = [near if isinstance(near, np.ndarray) else ann.search(qvec, params.ann_candidates, params.ann_probe)]
+        picked = [near if isinstance(near, np.ndarray) else
+                  ann.search(qvec, ann.proposals(params.ann_candidates, params.ann_candidates_growth), params.ann_probe)]
         seen = query.memo.get((ANN_ROWS, params))
         if isinstance(seen, np.ndarray):
             picked.append(self._leaf_of(seen))
@@ -256,7 +268,7 @@ class FileSearch:
                 df = hi_p - lo_p
             else:
                 postings = bm.postings(tid)[2]  # checked on its first read, like every query read
-                df = sum(int(b - a) for a, b in (np.searchsorted(postings, span) for span in spans))
+                df = sum(hi - lo for lo, hi in (rows_between(postings, *span) for span in spans))
             if df:
                 out[t] = df
         return n, out

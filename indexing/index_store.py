@@ -415,7 +415,7 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     if leaf_terms.n_rows != n_leaves:
         raise IndexFormatError(f"{LEAF_TERMS_PREFIX}* covers {leaf_terms.n_rows} leaves but {NODE_TABLE} has {n_leaves}")
     search = FileSearch(emb, leaf_emb, bm25, leaf_terms, ChunkRows(leaf_ptr, _doc_rows(tree, leaf_ptr)),
-                        _load_ann(files, meta, n_chunks, n_leaves, dim))
+                        _load_ann(files, meta, n_chunks, n_leaves, dim), directory=path)
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)
     if not files.verify:
         _advise_scattered(index, records, tree)

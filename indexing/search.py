@@ -142,6 +142,7 @@ class ScoreParams:
     ann: str = "auto"
     """The file store's whole-collection dense search: auto/on = from its ANN index, off = exact (config.ann)."""
     ann_candidates: int = 1000
+    ann_candidates_growth: float = 1 / 3
     ann_probe: float = 0.3
     mapped_mb: int = 768
     """The file store keeps the pages a question read mapped until the process's RSS passes this (config

@@ -83,7 +83,7 @@ def load_segmented(files: IndexDir, path: Path, meta: dict[str, Any], mmap: bool
     ann = _segment_ann(files, meta, seg, c, emb, leaf_emb, dim)
     doc_rows = st._doc_rows(tree, c.leaf_ptr)
     search = FileSearch(emb, leaf_emb, SegmentBM25(bm25s, c.chunks), SegmentBM25(terms, c.leaves),  # type: ignore[arg-type]
-                        ChunkRows(c.leaf_ptr, doc_rows), ann)
+                        ChunkRows(c.leaf_ptr, doc_rows), ann, directory=path)
     index = st.Index(path, meta, tree, PieceRecords(chunks, c.chunks), emb, leaf_emb, c.leaf_ptr, search)  # type: ignore[arg-type]
     for name, parts in keys.items():
         index.text_keys[name] = PiecewiseRows(parts, c.chunks if name == st.CHUNK_KEYS else c.leaves)  # type: ignore[assignment]
@@ -128,6 +128,10 @@ class SegmentAnn:
     @property
     def index(self) -> Any:
         return self.base.index
+
+    def proposals(self, base: int, growth: float) -> int:
+        """As the base's ANN proposes (``AnnIndex.proposals``)."""
+        return int(self.base.proposals(base, growth))
 
     def search(self, qvec: np.ndarray, k: int, probe: float) -> np.ndarray:
         ids = self.base.search(qvec, int(k) + min(self.deleted, int(k)), probe)

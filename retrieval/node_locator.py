@@ -341,20 +341,23 @@ def toc_for_prompt(index: Index, query: Query, config: Config,
     """
     tree = index.tree
     costs = tree.toc_tokens
+    allowed: np.ndarray | None = None  # None: every node but the root (no 5.3M-row list per question)
     if doc_paths is None:
-        allowed = np.arange(1, len(tree))
+        total = int(costs[1:].sum())
     else:
         numbers = [i for i, p in enumerate(tree.doc_paths) if p in doc_paths]
         allowed = np.flatnonzero(np.isin(tree.doc, numbers)) if numbers else np.zeros(0, dtype=np.int64)
+        total = int(costs[allowed].sum())
     header = estimate_tokens(HEADER) + 2
-    if header + int(costs[allowed].sum()) <= config.toc_budget_tokens or query.vector is None:
-        return _serialize_rows(index, allowed), len(allowed)
+    if header + total <= config.toc_budget_tokens or query.vector is None:
+        rows = np.arange(1, len(tree)) if allowed is None else allowed
+        return _serialize_rows(index, rows), len(rows)
     _, scores = hybrid_leaf_scores(index, query, config, doc_paths)
-    positions = index.leaf_positions(doc_paths)
+    positions = None if doc_paths is None else index.leaf_positions(doc_paths)  # None: leaf i is position i
     included = np.zeros(len(tree), dtype=bool)
     used = header
     for i in best_first(scores):
-        new = [int(tree.leaf_rows[positions[i]])]
+        new = [int(tree.leaf_rows[i if positions is None else positions[i]])]
         parent = int(tree.parent[new[0]])
         while parent > 0 and not included[parent]:  # row 0, the root, is never shown
             new.append(parent)

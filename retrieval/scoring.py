@@ -20,7 +20,8 @@ def score_params(config: Config) -> ScoreParams:
     return ScoreParams(k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon,
                        exact_rows=config.store_exact_rows, candidates=config.store_candidates,
                        fulltext_max_share=config.store_fulltext_max_share, ann=config.ann,
-                       ann_candidates=config.ann_candidates, ann_probe=config.ann_probe,
+                       ann_candidates=config.ann_candidates, ann_candidates_growth=config.ann_candidates_growth,
+                       ann_probe=config.ann_probe,
                        mapped_mb=config.query_mapped_mb)
 
 

@@ -545,3 +545,41 @@ def test_read_pages_are_released_only_past_the_mapped_budget(built: tuple[Path, 
         assert bool(released) == want, (budget, resident)
         if want:
             assert released == [3, 1]  # vectors and postings, then the leaves' vectors
+
+
+@pytest.mark.parametrize("budget", [400, 1500])
+def test_whole_collection_toc_equals_the_toc_of_every_document(built: tuple[Path, Path], budget: int) -> None:
+    """The whole-collection TOC walks leaf numbers and sums the costs without listing every node; what
+    it shows is what the same question shows scoped to every document (exact scoring: the same scores)."""
+    from retrieval import node_locator
+
+    index = load_index(built[1])
+    config = ON.replace(ann="off", toc_budget_tokens=budget)
+    emb = make_embedder("hash", ON)
+    every = {c.doc_path for c in index.chunks} | set(index.tree.doc_paths)
+    for q in _queries(index, n=6):
+        whole = node_locator.toc_for_prompt(index, Query.build(q, emb), config)
+        scoped = node_locator.toc_for_prompt(index, Query.build(q, emb), config, every)
+        assert whole == scoped and 0 < whole[1] < len(index.tree) - 1
+
+
+def test_proposals_grow_with_the_list_count(built: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below GROWTH_LISTS lists the ANN proposes ann_candidates; past it, more (the cube root of the
+    list ratio by default), and a whole-collection question re-scores them all."""
+    index = load_index(built[1])
+    ann = index.search.ann["chunks"]
+    nlist = int(ann.index.nlist)
+    assert ann.proposals(60, 1 / 3) == 60 and ann.proposals(60, 0) == 60
+    monkeypatch.setattr(ann_index, "GROWTH_LISTS", nlist / 8)
+    assert ann.proposals(60, 1 / 3) == 120 and ann.proposals(60, 0) == 60
+    emb = make_embedder("hash", ON)
+    query = Query.build(_queries(index, n=1)[0], emb)
+    asked: list[int] = []
+    real = ann.search
+    monkeypatch.setattr(ann, "search", lambda q, k, probe: asked.append(k) or real(q, k, probe))
+    index.search.score(query, Scope.everything(), "corpus", score_params(ON))
+    assert asked[0] == 120  # the nearest rows; then the few least similar
+    asked.clear()
+    index.search.score(Query.build(_queries(index, n=1)[0], emb), Scope.everything(), "corpus",
+                       score_params(ON.replace(ann_candidates_growth=0)))
+    assert asked[0] == 60
