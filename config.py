@@ -135,6 +135,14 @@ class Config:
     released. Mapped, the next questions find many of their scattered rows without a page fault;
     released, the process stays small. 0: release them after every question."""
 
+    # --- index updates (indexing/delta_update.py, docs/index-format.md) ---
+    delta_max_share: float = 0.10
+    """An update writes the changed documents as a delta segment until the documents written into
+    deltas since the last full build (deleted ones included) pass this share of the live documents;
+    then it compacts (rewrites one merged index). 0: every update compacts."""
+    delta_max_segments: int = 16
+    """Delta segments an index may hold before an update compacts it."""
+
     # --- query pipeline ---------------------------------------------------
     locator: str = "auto"
     """auto | llm | llm-rerank | keyword | hybrid.  auto = llm when one is configured, else hybrid.
@@ -323,6 +331,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
     "store_exact_rows": (1, math.inf), "store_candidates": (1, math.inf), "store_fulltext_max_share": (0, 1),
     "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_candidates_growth": (0, 1), "ann_probe": (0.0001, 1), "query_mapped_mb": (0, math.inf),
+    "delta_max_share": (0, 1), "delta_max_segments": (0, 1 << 16),
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
     "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1),

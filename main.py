@@ -103,7 +103,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                          progress=make_progress(not args.quiet), summarizer=summarizer,
                          summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
                          store=_store(args.store or config.store, output),
-                         kg_llm=llm if config.kg_mode == "llm" else None)
+                         kg_llm=llm if config.kg_mode == "llm" else None, compact=args.compact)
     if report.rebuild_reason:
         _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
     for n in report.notes:
@@ -496,7 +496,18 @@ def index_info(path: Path) -> dict[str, Any]:
                   if isinstance(store, dict) else {"kind": "files"}),
         "disk": {"files": files, "bytes": size},
         "kg": meta.get("kg") if isinstance(meta.get("kg"), dict) else {"mode": "off"},
+        "segments": _segments_info(meta),
     }
+
+
+def _segments_info(meta: dict[str, Any]) -> dict[str, Any]:
+    """A segmented index's deltas and deleted documents (indexing/delta_update.py); 0 and 0 when fully built."""
+    seg = meta.get("segments")
+    if not isinstance(seg, dict):
+        return {"deltas": 0, "deleted_documents": 0}
+    parts = seg.get("segments") if isinstance(seg.get("segments"), list) else []
+    deleted = seg.get("deleted") if isinstance(seg.get("deleted"), list) else []
+    return {"deltas": max(len(parts) - 1, 0), "deleted_documents": len(deleted), "updated_at": meta.get("updated_at")}
 
 
 def _megabytes(n: int) -> str:
@@ -532,6 +543,11 @@ def render_info(info: dict[str, Any]) -> str:
         f"on disk:    {_megabytes(info['disk']['bytes'])} in {info['disk']['files']} files"
         + ("" if store["kind"] == "files" else " (the engine's tables not counted)"),
     ]
+    seg = info.get("segments") or {}
+    if seg.get("deltas") or seg.get("deleted_documents"):
+        lines.append(f"updates:    {seg['deltas']} delta segment(s), {seg['deleted_documents']} replaced or removed "
+                     f"document(s) deleted" + (f", last {seg['updated_at']}" if seg.get("updated_at") else "")
+                     + "; index --compact merges them")
     kg = info.get("kg")
     if isinstance(kg, dict) and kg.get("mode", "off") != "off":
         from indexing.kg_graph import GraphStats
@@ -638,6 +654,9 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                          "--output already lives")
     pi.add_argument("--rebuild", action="store_true",
                     help="re-embed every document even when an index with the same settings is there")
+    pi.add_argument("--compact", action="store_true",
+                    help="rewrite an updated index as one merged index (a full build's files; unchanged "
+                         "documents' vectors and summaries are lent) instead of adding a delta segment")
     pi.add_argument("--mock", action="store_true", help="offline mock models (hash embeddings)")
     pi.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default=None,
                     help=f"embedding backend (default {d.embedder}: {auto_embedder_help()})")

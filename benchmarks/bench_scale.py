@@ -2,7 +2,7 @@
 
     python benchmarks/bench_scale.py [--quick] [--sizes 100,300,1000] [--queries N] [--seed S] [--json OUT]
                                      [--drop-caches] [--reuse-index N=DIR ...] [--exact-max-docs N]
-                                     [--update-one]
+                                     [--update-one [--update-only]]
 
 For each size a seeded generator writes N documents (front-matter title,
 10 numbered sections x 3 subsections x 2-3 paragraphs, Zipf-distributed
@@ -29,10 +29,12 @@ metadata.json names, and its build figures are that build's own wall time from m
 peak RSS of a build not run here are not measured). ``--exact-max-docs N`` skips the ``ann=off`` worker
 above N documents (it reads every vector per question: ~15 GB at 100,000 documents); recall@100 is then
 measured in a process of its own, one pass over the vector file for all its questions. ``--update-one``
-times an index update after one changed document (``main.py index`` without ``--rebuild``) on
-hard-linked copies of the index and its documents (``cp -al``: an update writes a new directory and
-renames it, so the originals are never written; the changed document is a new file), against the full
-build's wall time; skipped, with a note, when the disk cannot hold the new index.
+times an index update after one changed document (``main.py index`` without ``--rebuild``: a delta
+segment and a new manifest, indexing/delta_update.py), then a second one on top of it, on hard-linked
+copies of the index and its documents (``cp -al``: an update writes only new files and renames a new
+manifest in, so the originals are never written; the changed document is a new file), then ``verify``:
+wall, CPU, peak RSS and bytes written against the full build's. ``--update-only`` runs only the builds
+and the updates (no query workers).
 
 Baseline in the same run: the smallest size; every figure is also shown as
 its growth factor against it, and extrapolated to 10,000 documents (a least-squares line over the sizes, with
@@ -67,9 +69,11 @@ GOAL_QUERY_MS = 200.0
 COLD_BUDGET_S = 1.5
 TARGET_DOCS = 10_000
 ANN_QUALITY_QUERIES = 40
-UPDATE_DISK_RESERVE = 10e9
-"""``--update-one`` writes a whole new index: it is skipped unless this much disk stays free beside it
-(other jobs, a large build, write to the same disk)."""
+UPDATE_VERIFY_MAX_BYTES = 5e9
+"""``--update-one`` runs ``verify`` on the updated index up to this size (it hashes every byte)."""
+UPDATE_DISK_RESERVE = 3e9
+"""``--update-one`` writes a delta segment (proportional to the change) into hard-linked copies: it is
+skipped when less than this is free on the disk (other jobs write to the same disk)."""
 
 # --------------------------------------------------------------------------- corpus generator
 
@@ -422,11 +426,11 @@ def reused_corpus(index_dir: Path) -> tuple[Path, float] | str:
     return docs, build_s
 
 
-def change_one_document(docs: Path) -> Path:
-    """Add a sentence to the middle paragraph of the middle document, written as a new file (the folder
-    may be a hard-linked copy: writing the old file would change the original too)."""
+def change_one_document(docs: Path, nth: float = 0.5) -> Path:
+    """Add a sentence to the middle paragraph of one document (the middle one by default), written as a
+    new file (the folder may be a hard-linked copy: writing the old file would change the original too)."""
     files = sorted(docs.rglob("*.md"))
-    path = files[len(files) // 2]
+    path = files[min(int(len(files) * nth), len(files) - 1)]
     paras = path.read_text(encoding="utf-8").split("\n\n")
     body = [i for i, p in enumerate(paras) if p.strip() and not p.lstrip().startswith(("#", "---"))]
     paras[body[len(body) // 2]] += " This sentence was added to measure an index update."
@@ -435,28 +439,86 @@ def change_one_document(docs: Path) -> Path:
     return path
 
 
+def _written_bytes(index: Path) -> int:
+    """Bytes of the files an update wrote into a hard-linked copy of an index: those no longer links."""
+    return sum(f.stat().st_size for f in index.iterdir() if f.is_file() and f.stat().st_nlink == 1)
+
+
 def update_one(work: Path, docs: Path, index_dir: Path, env: dict[str, str]) -> dict[str, Any]:
-    """Wall, CPU and peak RSS of ``main.py index`` (an update) after one changed document, on hard-linked
-    copies of the documents and the index; {"skipped": why} when the disk cannot hold the new index."""
-    index_bytes = sum(f.stat().st_size for f in index_dir.iterdir() if f.is_file())
+    """Wall, CPU, peak RSS and bytes written of ``main.py index`` (an update) after one changed document, on
+    hard-linked copies of the documents and the index (an update writes a delta segment and renames a new
+    manifest in: no existing file is written), then of a second update after another changed document
+    (on top of the delta: unchanged files are recognised by their recorded size and time), then
+    ``verify``; {"skipped": why} when the disk is nearly full."""
     free = shutil.disk_usage(work).free
-    if free - 1.2 * index_bytes < UPDATE_DISK_RESERVE:
-        return {"skipped": f"{free / 1e9:.1f} GB free: the updated index (~{index_bytes / 1e9:.1f} GB) would leave "
-                           f"less than {UPDATE_DISK_RESERVE / 1e9:.0f} GB for everything else on the disk"}
+    if free < UPDATE_DISK_RESERVE:
+        return {"skipped": f"{free / 1e9:.1f} GB free, less than {UPDATE_DISK_RESERVE / 1e9:.0f} GB"}
     tmp = work / f"update-{index_dir.name}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         for src, dst in ((docs, tmp / "docs"), (index_dir, tmp / "index")):
             subprocess.run(["cp", "-al", str(src), str(dst)], check=True)
-        changed = change_one_document(tmp / "docs")
-        r = run_proc(python("main.py", "index", "--input", tmp / "docs", "--output", tmp / "index", "--mock",
-                            "--quiet"), env=env).check()
+        out: dict[str, Any] = {}
+        for key, nth in (("first", 0.5), ("second", 0.25)):
+            changed = change_one_document(tmp / "docs", nth)
+            r = run_proc(python("main.py", "index", "--input", tmp / "docs", "--output", tmp / "index", "--mock",
+                                "--quiet"), env=env).check()
+            out[key] = {"wall_s": r.wall_s, "cpu_s": r.cpu_s, "rss_mb": r.maxrss_mb, "summary": r.stdout.strip(),
+                        "changed": str(changed.relative_to(tmp / "docs")),
+                        "written_mb": _written_bytes(tmp / "index") / 1e6}
         meta = json.loads((tmp / "index" / "metadata.json").read_text(encoding="utf-8"))
-        return {"wall_s": r.wall_s, "cpu_s": r.cpu_s, "rss_mb": r.maxrss_mb, "summary": r.stdout.strip(),
-                "changed": str(changed.relative_to(tmp / "docs")), "ann": meta.get("ann", {})}
+        found = {"ann": meta.get("ann", {}), "segments": len(meta.get("segments", {}).get("segments", []))}
+        size = sum(f.stat().st_size for f in (tmp / "index").iterdir() if f.is_file())
+        if size <= UPDATE_VERIFY_MAX_BYTES:
+            v = run_proc(python("main.py", "verify", "--index", tmp / "index"), env=env)
+            found.update(verify_ok=v.returncode == 0, verify=(v.stdout or v.stderr).strip()[:200])
+        else:
+            found.update(verify_ok=None, verify=f"not run: it reads all {size / 1e9:.0f} GB")
+        return {**out["first"], "second": out["second"], **found}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def update_only(args: Any, sizes: list[int], reuse: dict[int, Path], work: Path, env: dict[str, str]) -> int:
+    """``--update-only``: per size, a full build (timed here, or a reused index's recorded wall) and the
+    updates of ``update_one``, their ratios to the build printed; no query workers."""
+    rows = []
+    for n in sizes:
+        if n in reuse:
+            index_dir = reuse[n]
+            found = reused_corpus(index_dir)
+            if isinstance(found, str):
+                print(f"error: {found}", file=sys.stderr)
+                return 2
+            docs, build_wall = found
+            build = {"wall_s": build_wall, "cpu_s": float("nan"), "rss_mb": float("nan")}
+        else:
+            docs = generate_corpus(work / f"docs-{n}-s{args.seed}-g{GEN_VERSION}", n, args.seed)
+            index_dir = work / f"index-{n}"
+            pr = run_proc(python("main.py", "index", "--input", docs, "--output", index_dir, "--mock", "--quiet",
+                                 "--rebuild"), env=env).check()
+            build = {"wall_s": pr.wall_s, "cpu_s": pr.cpu_s, "rss_mb": pr.maxrss_mb}
+        disk_mb = sum(f.stat().st_size for f in index_dir.iterdir() if f.is_file()) / 1e6
+        u = update_one(work, docs, index_dir, env)
+        rows.append((n, build, disk_mb, u))
+        print(f"[{n} docs] full build: wall {build['wall_s']:.1f} s, CPU {build['cpu_s']:.1f} s, peak RSS "
+              f"{build['rss_mb']:.0f} MB, {disk_mb:.0f} MB on disk"
+              + (" (reused index: its recorded build wall)" if n in reuse else ""))
+        if "skipped" in u:
+            print(f"    update skipped: {u['skipped']}")
+            continue
+        for key, x in (("first update", u), ("second update", u["second"])):
+            print(f"    {key} ({x['changed']}): wall {x['wall_s']:.2f} s ({x['wall_s'] / build['wall_s']:.4f} of the "
+                  f"build), CPU {x['cpu_s']:.2f} s ({x['cpu_s'] / build['cpu_s']:.4f}), peak RSS {x['rss_mb']:.0f} MB "
+                  f"({x['rss_mb'] / build['rss_mb']:.3f}), written {x['written_mb']:.2f} MB "
+                  f"({x['written_mb'] / disk_mb:.5f} of the index); {x['summary']}")
+        ok = {True: "ok", False: "FAILED", None: "skipped"}[u["verify_ok"]]
+        print(f"    verify after both: {ok}: {u['verify']}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"sizes": [{"docs": n, "build": b, "disk_mb": d, "update": u}
+                                                         for n, b, d, u in rows]}, indent=2))
+    return 0
 
 
 def fit(sizes: list[int], values: list[float]) -> tuple[float, float, float]:
@@ -513,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--update-one", action="store_true",
                     help="also time an index update after one changed document, on hard-linked copies (cp -al) "
                          "of the index and its documents, against the full build's wall time")
+    ap.add_argument("--update-only", action="store_true",
+                    help="with --update-one: only the full build and the updates (no query workers)")
     ap.add_argument("--worker", nargs=6, metavar=("INDEX", "QUERIES", "OUT", "NTOC", "BUDGET", "ANN"),
                     help=argparse_hidden())
     ap.add_argument("--recall-worker", nargs=3, metavar=("INDEX", "QUERIES", "OUT"), help=argparse_hidden())
@@ -545,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     report = Report("scale", sys.argv[1:] if argv is None else list(argv), info,
                     params={"sizes": sizes, "queries": n_q, "toc_queries": n_toc, "seed": args.seed,
                             "budget_s": budget})
+    if args.update_only:
+        return update_only(args, sizes, reuse, work, env)
     per: dict[int, dict[str, Any]] = {}
     for n in sizes:
         if n in reuse:

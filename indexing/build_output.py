@@ -64,7 +64,18 @@ def _foreign_files(output: Path) -> list[str]:
     """Entries of an existing index directory that no TreeRAG build wrote."""
     if not (output / METADATA).is_file():
         return []
-    return sorted(e.name for e in output.iterdir() if e.name not in OWN_FILES)
+    return sorted(e.name for e in output.iterdir() if e.name not in OWN_FILES and not is_delta_file(e.name))
+
+
+_DELTA_RE = re.compile(r"^delta[1-9][0-9]*\.(?P<name>.+)$")
+
+
+def is_delta_file(name: str) -> bool:
+    """A delta segment's file (indexing/delta_update.py) or an update's temporary manifest."""
+    from indexing.delta_update import MANIFEST_TMP, SOURCES_PREFIX  # noqa: PLC0415
+
+    m = _DELTA_RE.match(name)
+    return (m is not None and m.group("name") in OWN_FILES) or name.startswith((MANIFEST_TMP, SOURCES_PREFIX))
 
 
 def _pid_alive(pid: int) -> bool:

@@ -44,6 +44,8 @@ class BuildRequest:
     update: bool = True
     store: "StoreURI | None" = None
     kg_llm: "LLMClient | None" = None
+    compact: bool = False
+    """Rewrite one merged index even when the update could be a delta segment (indexing/delta_update.py)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,9 @@ class BuildPlan:
     summary_workers: int
     kg_llm: "LLMClient | None"
     progress: Progress | None
+    first_node: int = 1
+    """The id of the first node below the root: 1, or after the last id of an index a delta segment
+    is written for (indexing/delta_update.py)."""
 
     @property
     def embeds_anything(self) -> bool:

@@ -33,7 +33,7 @@ class DocumentSections:
 def section_batches(plan: BuildPlan, documents: Iterable[Document]) -> Iterator[list[DocumentSections]]:
     """The documents' trees, a batch at a time, in order; summaries lent by the previous index for
     unchanged documents, else written (by the LLM across ``summary_workers`` threads, or extractively)."""
-    next_id = 1
+    next_id = plan.first_node
     unchanged = set(plan.changes.unchanged) if plan.previous is not None and plan.changes is not None else set()
     batch: list[Document] = []
     try:

@@ -105,7 +105,7 @@ def write_files(plan: BuildPlan, staged: Path, documents: Iterable[Document], me
     batch of documents at a time: their nodes, chunks with vectors, leaf vectors, BM25 and graph
     input; then the BM25 merge, graphs, the ANN and ``metadata`` (completed with counts) with the
     manifest."""
-    writer = IndexWriter(staged, int(plan.identity["dim"]))
+    writer = IndexWriter(staged, int(plan.identity["dim"]), plan.first_node)
     written = Written()
     try:
         bar = progress_stage(plan.progress, "indexing documents", len(plan.documents), "documents")

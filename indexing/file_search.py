@@ -95,10 +95,12 @@ class FileSearch:
         side = Beside(lambda: self._ann_dense_side(ann, leaf_ann, qvec, params))
         try:
             bm25: np.ndarray | None = None
-            if idf == "corpus":  # the best rows without scoring every row (indexing/bm25_corpus.py)
+            if idf == "corpus" and isinstance(self.bm25, BM25Index):  # the best rows without scoring every row
                 hits = top_rows(self.bm25, query.tokens, params.ann_candidates, params.k1, params.b, params.epsilon)
-            else:  # each chunk with its own leaf's or document's statistics
-                bm25 = self._grouped_bm25(query.tokens, np.arange(n, dtype=np.int64), idf, params)
+            else:  # each chunk with its own leaf's or document's statistics; or an index with delta segments
+                # (indexing/segment_bm25.py), every row scored: the same rows and scores bm25_corpus finds
+                bm25 = (self._bm25(query.tokens, 0, n, (0, n), params) if idf == "corpus" else
+                        self._grouped_bm25(query.tokens, np.arange(n, dtype=np.int64), idf, params))
                 positive = np.flatnonzero(bm25 > 0)
                 hits = top_positive(positive, bm25[positive], params.ann_candidates)
             touch_rows(self.embeddings, hits)

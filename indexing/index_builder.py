@@ -48,6 +48,8 @@ class UpdateReport:
     new: int
     removed: int
     embedded_chunks: int
+    delta: int | None = None
+    """The delta segment the update was written as (indexing/delta_update.py); None: a full rewrite."""
 
 
 @dataclass
@@ -92,8 +94,9 @@ class BuildReport:
         emb = self.embedder_text()
         if self.update is not None:
             u = self.update
+            how = f" as delta segment {u.delta}" if u.delta is not None else ""
             return (f"updated {self.documents} document(s): {u.changed} changed, {u.new} new, {u.removed} removed "
-                    f"(re-embedded {u.embedded_chunks} chunks) in {self.seconds:.1f} s" + (f"; {emb}" if emb else ""))
+                    f"(re-embedded {u.embedded_chunks} chunks){how} in {self.seconds:.1f} s" + (f"; {emb}" if emb else ""))
         kinds = f" ({self.loaded.kind_counts()})" if self.loaded else ""
         skipped = f"; {self.loaded.skipped_text()}" if self.loaded and self.loaded.skipped else ""
         return (f"indexed {self.documents} document(s){kinds}: {self.nodes} nodes, {self.leaves} leaves, "
@@ -123,6 +126,7 @@ def build_index(
     update: bool = True,
     store: "StoreURI | None" = None,
     kg_llm: "LLMClient | None" = None,
+    compact: bool = False,
 ) -> BuildReport:
     """Build the index of ``input_path`` into ``output`` (``embedder`` None: ``auto``).
 
@@ -140,7 +144,7 @@ def build_index(
     output = index_dir_path(output, "--output")
     prepare_output(output)
     request = BuildRequest(Path(input_path), output, config, embedder, progress, summarizer, summary_workers,
-                           follow_links, update, store, kg_llm)
+                           follow_links, update, store, kg_llm, compact)
     with exclusive(output):  # a second updater now would compute against a version about to be replaced
         return _build_locked(request)
 
@@ -151,6 +155,14 @@ def _build_locked(request: BuildRequest) -> BuildReport:
     recover_directory(request.output, looks_like_index)  # a swap a crash interrupted is finished first
     check_store(request.store)
     clean_stale_builds(request.output)
+    if request.update and not request.compact:
+        from indexing.delta_update import try_delta_update  # noqa: PLC0415
+
+        outcome = try_delta_update(request, t0)
+        if outcome.report is not None:
+            return outcome.report
+        if outcome.full_reason and outcome.full_reason.startswith("compacting"):
+            note(request.progress, outcome.full_reason)
     spill = DocumentSpill(staging_dir(request.output))
     try:
         loaded = read_documents(request, spill)

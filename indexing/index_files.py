@@ -329,7 +329,7 @@ def release_pages(*arrays: Any) -> None:
     """Unmap the resident pages of memory-mapped arrays from this process (the data stays in the page
     cache; a later read maps it again). Why: a check that reads a whole file, or a query that reads
     scattered rows, leaves every touched page counted in the process's memory until it exits."""
-    for a in arrays:
+    for a in _flat(arrays):
         m = getattr(a, "_mmap", None)
         if isinstance(a, np.memmap) and isinstance(m, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
             try:
@@ -374,6 +374,10 @@ def touch_rows(array: Any, rows: np.ndarray) -> None:
     Why: page faults are the largest part of reading a few thousand scattered vector rows; a thread
     that touches them while another works moves that cost off the question's critical path.
     """
+    own = getattr(array, "touch_rows", None)
+    if own is not None:  # rows of several segments' files (indexing/segments.PiecewiseRows)
+        own(rows)
+        return
     rows = np.asarray(rows, dtype=np.int64)
     if isinstance(array, np.memmap) and array.ndim == 2 and len(rows) and array.shape[1]:
         rows = rows[(rows >= 0) & (rows < len(array))]
@@ -389,13 +393,25 @@ def advise_random(*maps: Any) -> None:
     from disk, so after the page cache is dropped a first question read ~0.5 GB for ~10 MB it used.
     Only for files a query reads scattered: a whole scan wants the read-ahead.
     """
-    for a in maps:
+    for a in _flat(maps):
         m = getattr(a, "_mmap", a) if isinstance(a, np.memmap) else a
         if isinstance(m, mmap.mmap) and hasattr(mmap, "MADV_RANDOM"):
             try:
                 m.madvise(mmap.MADV_RANDOM)
             except (OSError, ValueError):
                 pass  # an advice only
+
+
+def _flat(arrays: Any) -> list[Any]:
+    """Arrays, with those of a segmented index's parts (tuples, lists, ``parts``) listed one by one."""
+    out: list[Any] = []
+    for a in arrays:
+        parts = a if isinstance(a, (tuple, list)) else getattr(a, "parts", None)
+        if parts is not None and not isinstance(a, np.ndarray):
+            out.extend(_flat(parts))
+        else:
+            out.append(a)
+    return out
 
 
 def write_manifest_entry(directory: Path, name: str) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from indexing.row_layout import RowLayout, row_layout
 from indexing.records import Records, check_offsets, check_spans, require, typed_fields
 from indexing.file_search import FileSearch
 from indexing.search import ChunkRows, Search, leaves_of_rows
+from indexing.segments import SEGMENTS
 from tree_builder.tree import TreeNode
 from utils.atomic import recover_directory
 from utils.errors import IndexFormatError
@@ -182,6 +183,8 @@ class Index:
         """CHUNK_KEYS / LEAF_KEYS -> (rows, KEY_BYTES) digests of the texts the vectors embed (for updates)."""
         self.kg: Any = None
         """The long-leaf graphs (indexing/kg_store.GraphTable), when the build made them."""
+        self.segments: Any = None
+        """A segmented index's ``segments.SegmentsMeta`` (a base and deltas), None for a fully built one."""
 
     @property
     def root(self) -> TreeNode:
@@ -384,6 +387,13 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     files.hold_all(parse_manifest(meta["files"], METADATA))
     if "store" in meta:  # an engine holds the records, vectors and full text; this directory the structure
         return _load_engine(files, path, meta)
+    if SEGMENTS in meta:  # a base and delta segments (indexing/segments.py)
+        from indexing.segment_load import load_segmented  # noqa: PLC0415
+
+        index = load_segmented(files, path, meta, mmap)
+        if not files.verify:
+            _advise_scattered(index, index.chunks.records, index.tree)
+        return index
     counts = meta["counts"]
     dim = meta["embedder"]["dim"]
     tree, leaf_ptr = _tree_structure(files, meta, lambda n: _load_records(files, NODES, NODE_OFFSETS, n),
@@ -548,7 +558,10 @@ def verify_index(path: Path) -> Verified:
         from indexing import ann_index  # noqa: PLC0415
 
         for kind, a in ann.items():
-            ann_index.verify(a, index.embeddings if kind == "chunks" else index.leaf_embeddings)
+            vectors = index.embeddings if kind == "chunks" else index.leaf_embeddings
+            if hasattr(a, "base"):  # a segmented index: the base's ANN files hold the base's vectors
+                a, vectors = a.base, vectors.parts[0]
+            ann_index.verify(a, vectors)
     from indexing.kg_store import verify_graphs  # noqa: PLC0415
 
     return Verified(files=len(index.metadata["files"]), chunks=len(index.chunks), nodes=len(index.nodes),

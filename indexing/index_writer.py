@@ -114,8 +114,10 @@ class IndexWriter:
     tell every file of this build from any other.
     """
 
-    def __init__(self, directory: Path, dim: int) -> None:
+    def __init__(self, directory: Path, dim: int, first_node: int = 1) -> None:
         self.directory = Path(directory)
+        self.first_node = first_node
+        """Id of the node at row 1 (a delta segment's nodes continue the ids of the index it extends)."""
         self._pending_leaves: dict[str, int] = {}
         """Leaves (id -> position) whose chunks may still come: later than the last chunk's leaf."""
         self._leaf_counts = array("q")
@@ -175,7 +177,7 @@ class IndexWriter:
         from utils.tokenizer import estimate_tokens  # noqa: PLC0415
 
         row = self.n_nodes
-        if node.node_id != node_id_of(row):
+        if node.node_id != node_id_of(row if row == 0 else row - 1 + self.first_node):
             raise ValueError(f"node {node.node_id!r} is at pre-order row {row}: ids must be pre-order rows")
         self._table.extend((parent, doc_number, KINDS.index(node.kind)))
         self._toc.append(0 if parent < 0 else estimate_tokens(node_block(node, depth)) + 2)

@@ -123,10 +123,8 @@ class GraphTable:
 
     def for_leaf(self, leaf_id: str) -> LeafGraph | None:
         """The leaf's graph, or None when the leaf is short (or unknown)."""
-        from indexing.node_table import row_of  # noqa: PLC0415
-
         tree = self.index.tree
-        node_row = row_of(leaf_id, len(tree))
+        node_row = tree.row_of_id(leaf_id)
         pos = -1 if node_row is None else int(tree.leaf_of_row[node_row])
         if pos < 0:
             return None

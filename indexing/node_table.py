@@ -24,13 +24,16 @@ refused, so ids are unique by construction.
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Iterator, Mapping, Sequence, overload
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, overload
 
 import numpy as np
 
 from indexing.records import Records, check_spans, typed_fields
 from tree_builder.tree import TreeNode
 from utils.errors import IndexFormatError
+
+if TYPE_CHECKING:
+    from indexing.segments import Runs
 
 NODES = "nodes.jsonl"
 NODE_OFFSETS = "node_offsets.npy"
@@ -126,8 +129,12 @@ def depths(parent: np.ndarray) -> np.ndarray:
 class NodeTable:
     """The flat tree of one index: numpy arrays for structure, records read on demand."""
 
-    def __init__(self, table: np.ndarray, records: Records, contents: Records, doc_paths: list[str]) -> None:
+    def __init__(self, table: np.ndarray, records: Records, contents: Records, doc_paths: list[str],
+                 id_rows: "Runs | None" = None) -> None:
         self.records = records
+        self.id_rows = id_rows
+        """A segmented index (indexing/segments.py): its rows' ids are their physical rows, mapped by these
+        runs; None: a node's id is its row."""
         self.contents = contents
         self.doc_paths = doc_paths
         # int32 as stored (the table's own type): at 100,000 documents (5.3M rows) each int64 copy of a
@@ -159,6 +166,22 @@ class NodeTable:
 
     def __len__(self) -> int:
         return len(self.parent)
+
+    def id_of(self, row: int) -> str:
+        """The node id of ``row`` (its row, or in a segmented index the physical row it was written at)."""
+        if self.id_rows is None:
+            return node_id_of(row)
+        return node_id_of(int(self.id_rows.to_phys(np.array([row]))[0]))
+
+    def row_of_id(self, node_id: Any) -> int | None:
+        """The row of the node ``node_id`` names, or None when it names no node of this table."""
+        if self.id_rows is None:
+            return row_of(node_id, len(self))
+        phys = row_of(node_id, 1 << 62)
+        if phys is None:
+            return None
+        row = int(self.id_rows.to_log(np.array([phys]))[0])
+        return row if row >= 0 else None
 
     def _children_index(self) -> tuple[np.ndarray, np.ndarray]:
         """(child_ptr, child_rows), built on first use: only a walk of the tree (an update, the engine's
@@ -232,8 +255,8 @@ class NodeTable:
         where = self.records.where(row)
         fields = typed_fields(self.records.raw(row) if raw is None else raw, _TYPES, where)
         check_spans(fields, NODE_INTS, where)
-        if fields["node_id"] != node_id_of(row):
-            raise IndexFormatError(f"{where}: node id {fields['node_id']!r} is not its row ({node_id_of(row)})")
+        if fields["node_id"] != self.id_of(row):
+            raise IndexFormatError(f"{where}: node id {fields['node_id']!r} is not its row ({self.id_of(row)})")
         if fields["kind"] != KINDS[self.kind[row]]:
             raise IndexFormatError(f"{where}: kind {fields['kind']!r} differs from the node table's")
         if row and fields["doc_path"] != self.doc_paths[self.doc[row]]:
@@ -326,19 +349,19 @@ class NodeMap(Mapping[str, TreeNode]):
         self.table = table
 
     def __getitem__(self, node_id: str) -> TreeNode:
-        row = row_of(node_id, len(self.table))
+        row = self.table.row_of_id(node_id)
         if row is None:
             raise KeyError(node_id)
         return self.table.node(row)
 
     def __iter__(self) -> Iterator[str]:
-        return (node_id_of(r) for r in range(len(self.table)))
+        return (self.table.id_of(r) for r in range(len(self.table)))
 
     def __len__(self) -> int:
         return len(self.table)
 
     def __contains__(self, node_id: object) -> bool:
-        return row_of(node_id, len(self.table)) is not None
+        return self.table.row_of_id(node_id) is not None
 
 
 class LeafList(Sequence[TreeNode]):
@@ -373,14 +396,14 @@ class LeafRows(Mapping[str, tuple[int, int]]):
         self._with_rows = np.flatnonzero(np.diff(leaf_ptr) > 0)
 
     def __getitem__(self, node_id: str) -> tuple[int, int]:
-        row = row_of(node_id, len(self.table))
+        row = self.table.row_of_id(node_id)
         leaf = -1 if row is None else int(self.table.leaf_of_row[row])
         if leaf < 0 or self.ptr[leaf + 1] == self.ptr[leaf]:
             raise KeyError(node_id)
         return int(self.ptr[leaf]), int(self.ptr[leaf + 1])
 
     def __iter__(self) -> Iterator[str]:
-        return (node_id_of(int(self.table.leaf_rows[i])) for i in self._with_rows)
+        return (self.table.id_of(int(self.table.leaf_rows[i])) for i in self._with_rows)
 
     def __len__(self) -> int:
         return len(self._with_rows)

@@ -17,7 +17,7 @@ import numpy as np
 
 from config import Config
 from indexing.index_store import Index
-from indexing.node_table import LeafList, node_id_of, row_of
+from indexing.node_table import LeafList
 from indexing.search import LEAVES_WANTED, leaves_of_rows
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.scoring import score_params
@@ -248,11 +248,11 @@ class ScopeIds(Collection[str]):
         return np.flatnonzero(np.isin(self.tree.doc, self.docs))
 
     def __contains__(self, node_id: object) -> bool:
-        row = row_of(node_id, len(self.tree))
+        row = self.tree.row_of_id(node_id)
         return bool(row) and (self.docs is None or int(self.tree.doc[row]) in self.docs)
 
     def __iter__(self) -> Iterator[str]:
-        return (node_id_of(int(r)) for r in self._rows())
+        return (self.tree.id_of(int(r)) for r in self._rows())
 
     def __len__(self) -> int:
         return len(self._rows())

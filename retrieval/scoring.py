@@ -11,7 +11,6 @@ import numpy as np
 
 from config import Config, IdfScope
 from indexing.index_store import Index
-from indexing.node_table import row_of
 from indexing.search import Scope, ScoreParams, Scores
 from retrieval.query import Query
 from utils.similarity import min_max_normalize, rrf_scores
@@ -33,7 +32,7 @@ def documents_scope(doc_paths: set[str] | None) -> Scope:
 
 def leaf_scope(index: Index, node_id: str) -> Scope | None:
     """The scope of one leaf's chunks; None for a node that is not a leaf with chunks."""
-    row = row_of(node_id, len(index.tree))
+    row = index.tree.row_of_id(node_id)
     leaf = -1 if row is None else int(index.tree.leaf_of_row[row])
     if leaf < 0 or index.leaf_ptr[leaf + 1] == index.leaf_ptr[leaf]:
         return None

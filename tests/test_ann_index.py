@@ -239,7 +239,7 @@ def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path
     emb = make_embedder("hash", ON)
     build_index(docs, tmp_path / "index", ON, emb)
     _corpus(tmp_path / "docs", 30, changed=4)
-    report = build_index(docs, tmp_path / "index", ON, emb)
+    report = build_index(docs, tmp_path / "index", ON, emb, compact=True)  # the full rewrite (not a delta)
     assert report.update is not None and report.update.changed == 1
     meta = json.loads((tmp_path / "index" / "metadata.json").read_text())
     assert 0 < meta["ann"]["chunks"]["reused_rows"] < meta["counts"]["chunks"]

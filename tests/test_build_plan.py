@@ -82,9 +82,13 @@ def test_index_prints_the_plan_before_the_work_and_the_report_keeps_it(tmp_path:
     assert lines.index(expected) < next(i for i, x in enumerate(lines) if x.startswith("indexing documents"))
     again = _plan(src, out, Config()).describe()
     assert again.startswith(f"plan: update {out} from {src} (2 documents): 2 unchanged, 0 changed")
+    head, tail = again.split("; ", 1)  # an update writes a delta segment (indexing/delta_update.py)
+    delta = f"{head}; a delta segment; {tail}"
     r = run_cli("index", "--input", str(src), "--output", str(out), "--mock")
-    assert r.returncode == 0 and again in r.stderr.splitlines()
+    assert r.returncode == 0 and delta in r.stderr.splitlines()
     report = build_index(src, out, Config(), make_embedder("hash", Config()))
+    assert report.plan == delta
+    report = build_index(src, out, Config(), make_embedder("hash", Config()), compact=True)
     assert report.plan == again
     quiet = run_cli("index", "--input", str(src), "--output", str(out), "--mock", "--quiet")
     assert quiet.returncode == 0 and "plan:" not in quiet.stderr

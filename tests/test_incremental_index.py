@@ -218,7 +218,9 @@ def test_a_damaged_index_is_rebuilt_not_reused(tmp_path: Path) -> None:
     meta["files"]["embeddings.npy"] = write_manifest_entry(idx, "embeddings.npy")
     (idx / "metadata.json").write_text(json.dumps(meta))
     emb = CountingEmbedder(config)
-    report = build_index(src, idx, config, emb)
+    # an update that changes nothing writes nothing (a delta segment never reads the base's vectors);
+    # a compaction lends them, finds the damage and rebuilds
+    report = build_index(src, idx, config, emb, compact=True)
     assert report.update is None and "damaged" in report.rebuild_reason
     assert len(emb.texts) == report.chunks + report.leaves
     build_index(src, tmp_path / "full", config, CountingEmbedder(config), update=False)

@@ -41,8 +41,8 @@ def digests(index: Path) -> dict[str, str]:
     return out
 
 
-def _build(src: Path, out: Path, embedder: object | None = None) -> object:
-    return build_index(src, out, Config(embedder="hash"), embedder or HashEmbedder(384))
+def _build(src: Path, out: Path, embedder: object | None = None, compact: bool = False) -> object:
+    return build_index(src, out, Config(embedder="hash"), embedder or HashEmbedder(384), compact=compact)
 
 
 def test_a_folder_and_a_file_give_the_bytes_the_whole_tree_build_gave(tmp_path: Path) -> None:
@@ -116,12 +116,12 @@ def test_a_build_stopped_halfway_leaves_the_index_and_no_staging(tmp_path: Path,
     assert [n for n in os.listdir(tmp_path) if ".building-" in n] == []  # no staging, no set-aside documents
 
 
-def test_an_update_of_one_changed_document_equals_a_full_build(tmp_path: Path) -> None:
+def test_a_compacting_update_of_one_changed_document_equals_a_full_build(tmp_path: Path) -> None:
     docs = _corpus(tmp_path / "docs", 40)
     out = tmp_path / "idx"
     _build(docs, out)
     (docs / "d017.md").write_text("# Paper 17\n\nChanged.\n\n## Part 0\n\nA new gadget.\n", encoding="utf-8")
-    report = _build(docs, out)
+    report = _build(docs, out, compact=True)
     assert report.update is not None and report.update.changed == 1 and report.update.unchanged == 39
     full = tmp_path / "full"
     _build(docs, full)

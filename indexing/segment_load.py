@@ -1,0 +1,144 @@
+"""Loading a segmented index (a base and delta segments, indexing/segments.py) as one ``Index``.
+
+Each segment's files are read and checked as a full build's are (shapes, offset tables, pointer
+tables, BM25 vocabularies); the logical tree is composed from their node tables and checked as one
+tree; every other read goes through the segments' runs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexing.bm25_builder import BM25Index
+from indexing.file_search import FileSearch
+from indexing.index_files import IndexDir
+from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
+from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS,
+                                 NODES, NodeTable)
+from indexing.search import ChunkRows
+from indexing.segment_bm25 import SegmentBM25
+from indexing.segments import SEGMENTS, PiecewiseRows, PieceRecords, Runs, SegmentsMeta, compose
+from utils.errors import IndexFormatError
+
+
+def load_segmented(files: IndexDir, path: Path, meta: dict[str, Any], mmap: bool) -> Any:
+    """The ``Index`` of a segmented index directory (index_store.load_index calls this)."""
+    from indexing import index_store as st  # noqa: PLC0415 - index_store imports this module lazily
+
+    seg = SegmentsMeta.parse(meta.get(SEGMENTS))
+    if "kg" in meta and isinstance(meta["kg"], dict) and meta["kg"].get("mode", "off") != "off":
+        raise IndexFormatError("metadata.json: an index with long-leaf graphs cannot have delta segments")
+    dim = meta["embedder"]["dim"]
+    tables, tocs, ptrs, nodes, contents, chunks, embs, leaf_embs, bm25s, terms = ([] for _ in range(10))
+    keys: dict[str, list[np.ndarray]] = {st.CHUNK_KEYS: [], st.LEAF_KEYS: []}
+    for k, s in enumerate(seg.segments):
+        p = s.prefix
+        table = files.read_array(p + NODE_TABLE, mmap=False)
+        if table.dtype != np.int32 or table.shape != (s.nodes, 3):
+            raise IndexFormatError(f"{p}{NODE_TABLE} has shape {table.shape} {table.dtype}, expected ({s.nodes}, 3) int32")
+        toc = files.read_array(p + NODE_TOC_TOKENS, mmap=False)
+        if toc.dtype != np.int32 or toc.shape != (s.nodes,) or (s.nodes and int(toc.min()) < 0):
+            raise IndexFormatError(f"{p}{NODE_TOC_TOKENS} has shape {toc.shape} {toc.dtype}, expected ({s.nodes},)")
+        ptr = files.read_array(p + st.LEAF_CHUNKS, mmap=False)
+        if (ptr.dtype != np.int64 or ptr.shape != (s.leaves + 1,) or ptr[0] != 0 or ptr[-1] != s.chunks
+                or bool(np.any(np.diff(ptr) < 0))):
+            raise IndexFormatError(f"{p}{st.LEAF_CHUNKS} does not split the {s.chunks} chunks among {s.leaves} leaves")
+        tables.append(table)
+        tocs.append(toc)
+        ptrs.append(ptr)
+        nodes.append(st._load_records(files, p + NODES, p + NODE_OFFSETS, s.nodes))
+        contents.append(st._load_records(files, p + NODE_CONTENTS, p + NODE_CONTENT_OFFSETS, s.nodes))
+        chunks.append(st._load_records(files, p + st.CHUNKS, p + st.CHUNK_OFFSETS, s.chunks))
+        for name, rows, out in ((st.EMBEDDINGS, s.chunks, embs), (st.LEAF_EMBEDDINGS, s.leaves, leaf_embs)):
+            a = files.read_array(p + name, mmap)
+            if a.dtype != np.float32 or a.shape != (rows, dim):
+                raise IndexFormatError(f"{p}{name} has shape {a.shape} {a.dtype}, expected ({rows}, {dim}) float32")
+            out.append(a)
+        for name, rows in ((st.CHUNK_KEYS, s.chunks), (st.LEAF_KEYS, s.leaves)):
+            a = files.read_array(p + name, mmap)
+            if a.dtype != np.uint8 or a.shape != (rows, st.KEY_BYTES):
+                raise IndexFormatError(f"{p}{name} has shape {a.shape} {a.dtype}, expected ({rows}, {st.KEY_BYTES}) uint8")
+            keys[name].append(a)
+        b = BM25Index.load(path, mmap=mmap, files=files, prefix=p + "bm25_")
+        t = BM25Index.load(path, mmap=mmap, files=files, prefix=p + LEAF_TERMS_PREFIX)
+        if b.n_rows != s.chunks or t.n_rows != s.leaves:
+            raise IndexFormatError(f"segment {k}: its BM25 files cover {b.n_rows} chunks and {t.n_rows} leaves, "
+                                   f"metadata.json says {s.chunks} and {s.leaves}")
+        bm25s.append(b)
+        terms.append(t)
+    c = compose(seg, tables, tocs, ptrs)
+    tree = NodeTable(c.table, PieceRecords(nodes, c.nodes), PieceRecords(contents, c.nodes), c.doc_paths, c.nodes)
+    tree.check(NODE_TABLE)
+    tree.toc_tokens = c.toc
+    counts = meta["counts"]
+    if (len(tree) - 1, len(tree.leaf_rows), c.chunks.n, len(c.doc_paths)) != \
+            (counts["nodes"], counts["leaves"], counts["chunks"], counts["documents"]):
+        raise IndexFormatError("metadata.json counts differ from what its segments hold")
+    if [d["path"] for d in meta["documents"]] != c.doc_paths:
+        raise IndexFormatError("metadata.json documents differ from its segments' live documents")
+    emb = PiecewiseRows(embs, c.chunks)
+    leaf_emb = PiecewiseRows(leaf_embs, c.leaves)
+    ann = _segment_ann(files, meta, seg, c, emb, leaf_emb, dim)
+    doc_rows = st._doc_rows(tree, c.leaf_ptr)
+    search = FileSearch(emb, leaf_emb, SegmentBM25(bm25s, c.chunks), SegmentBM25(terms, c.leaves),  # type: ignore[arg-type]
+                        ChunkRows(c.leaf_ptr, doc_rows), ann, directory=path)
+    index = st.Index(path, meta, tree, PieceRecords(chunks, c.chunks), emb, leaf_emb, c.leaf_ptr, search)  # type: ignore[arg-type]
+    for name, parts in keys.items():
+        index.text_keys[name] = PiecewiseRows(parts, c.chunks if name == st.CHUNK_KEYS else c.leaves)  # type: ignore[assignment]
+    index.segments = seg
+    return index
+
+
+def _segment_ann(files: IndexDir, meta: dict[str, Any], seg: SegmentsMeta, c: Any, emb: PiecewiseRows,
+                 leaf_emb: PiecewiseRows, dim: int) -> dict[str, Any]:
+    """The base's ANN files, their rows mapped to logical ones; the deltas' rows are scanned exactly."""
+    if "ann" not in meta:
+        return {}
+    from indexing import ann_index  # noqa: PLC0415
+
+    base = seg.segments[0]
+    entries = ann_index.parse_meta(meta["ann"], {"chunks": base.chunks, "leaves": base.leaves})
+    out = {}
+    for kind, e in entries.items():
+        ann = ann_index.AnnIndex.open(files, e["file"], e["rows"], dim, e)
+        runs, vecs = (c.chunks, emb) if kind == "chunks" else (c.leaves, leaf_emb)
+        out[kind] = SegmentAnn(ann, runs, vecs)
+    return out
+
+
+class SegmentAnn:
+    """``AnnIndex.search`` over a segmented index: the base's ANN (its deleted rows dropped, as many
+    more asked for, up to twice the rows wanted) and every delta row scored exactly, the best kept."""
+
+    def __init__(self, base: Any, runs: Runs, vectors: PiecewiseRows) -> None:
+        self.base = base
+        self.runs = runs
+        self.vectors = vectors
+        self.name = base.name
+        self.rows = runs.n
+        base_rows = int(runs.seg_start[1])
+        in_base = runs.phys_start < base_rows
+        self.deleted = base_rows - int(runs.length[in_base].sum())
+        self.extra = np.concatenate([np.arange(ls, ls + ln) for ls, ln, b in
+                                     zip(runs.log_start.tolist(), runs.length.tolist(), in_base.tolist()) if not b]
+                                    or [np.zeros(0, dtype=np.int64)]).astype(np.int64)
+
+    @property
+    def index(self) -> Any:
+        return self.base.index
+
+    def proposals(self, base: int, growth: float) -> int:
+        """As the base's ANN proposes (``AnnIndex.proposals``)."""
+        return int(self.base.proposals(base, growth))
+
+    def search(self, qvec: np.ndarray, k: int, probe: float) -> np.ndarray:
+        ids = self.base.search(qvec, int(k) + min(self.deleted, int(k)), probe)
+        log = self.runs.to_log(ids)
+        log = log[log >= 0][:int(k)]
+        if not len(self.extra):
+            return log
+        scores = np.asarray(self.vectors[self.extra] @ np.asarray(qvec, dtype=np.float32))
+        best = self.extra[np.argsort(-scores, kind="stable")[:int(k)]]
+        return np.concatenate([log, best])
