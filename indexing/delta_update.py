@@ -38,7 +38,7 @@ from indexing.build_plan import BuildPlan, BuildRequest
 from indexing.index_files import fsync_directory
 from indexing.reuse import build_settings, settings_change
 from indexing.segments import SEGMENTS, SegmentInfo, SegmentsMeta, delta_prefix
-from tree_builder.document import Document, DocumentInfo, EmptyDocumentError
+from tree_builder.document import Document, DocumentInfo
 from tree_builder.folder_walk import FoundFile, Skipped, walk_folder
 from utils.errors import IndexFormatError, InputError
 from utils.progress import note
@@ -221,7 +221,7 @@ def _text_digest(f: FoundFile, limit: int) -> str | None:
 
 def find_changes(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta) -> Changes:
     """Compare the folder with the index's documents; read only what is new or changed."""
-    from tree_builder.readers import read_document  # noqa: PLC0415
+    from tree_builder.loader import read_or_skip, walk_warnings  # noqa: PLC0415
     from tree_builder.readers.limits import ReadLimits  # noqa: PLC0415
 
     limits = ReadLimits.from_config(request.config)
@@ -230,9 +230,7 @@ def find_changes(request: BuildRequest, meta: dict[str, Any], segments: Segments
     known = {d["path"]: d for d in meta["documents"]}
     stamps = _recorded_stamps(request.output, meta, segments)
     out = Changes(skipped=list(walk.skipped))
-    for s in walk.skipped:
-        if s.reason not in ("image", "unsupported") and not s.reason.startswith("old Word"):
-            out.warnings.append(f"skipped {s.rel}: {s.reason}")
+    out.warnings.extend(walk_warnings(walk.skipped))
     seen: set[str] = set()
     for f in walk.files:
         stamp = _stamp(f)
@@ -246,18 +244,8 @@ def find_changes(request: BuildRequest, meta: dict[str, Any], segments: Segments
                 out.stamps[f.rel] = stamp
                 seen.add(f.rel)
                 continue
-        try:
-            doc = read_document(f.path, f.rel, limits, inside)
-        except EmptyDocumentError:
-            out.skipped.append(Skipped(f.rel, "empty"))
-            out.warnings.append(f"skipped empty document: {f.rel}")
-            continue
-        except InputError as exc:
-            from tree_builder.loader import _reason  # noqa: PLC0415
-
-            reason = _reason(exc, f.rel)
-            out.skipped.append(Skipped(f.rel, reason))
-            out.warnings.append(f"skipped {f.rel}: {reason}")
+        doc = read_or_skip(f, limits, inside, out.skipped, out.warnings)
+        if doc is None:
             continue
         seen.add(f.rel)
         out.stamps[f.rel] = stamp or [0, 0]

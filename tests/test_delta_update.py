@@ -171,7 +171,7 @@ def test_an_update_that_only_removes_documents(tmp_path: Path) -> None:
 
 
 def test_only_changed_and_new_documents_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tree_builder.readers as readers
+    import tree_builder.loader as readers  # every folder read goes through the loader's read_document
 
     src = _write(tmp_path / "docs", _first(tmp_path))
     idx = tmp_path / "idx"

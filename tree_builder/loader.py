@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from tree_builder.folder_walk import Skipped, printable_name, walk_folder
+from tree_builder.folder_walk import FoundFile, Skipped, printable_name, walk_folder
 from tree_builder.readers import KIND_ORDER, SUFFIX_KINDS, read_document
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits
 from tree_builder.document import Document, DocumentInfo, EmptyDocumentError
@@ -48,6 +48,27 @@ def _reason(exc: InputError, rel: str) -> str:
     return msg[len(rel) + 2:] if msg.startswith(f"{rel}: ") else msg
 
 
+def walk_warnings(skipped: list[Skipped]) -> list[str]:
+    """The walk's skips worth a warning: images and unsupported formats are expected in a folder."""
+    return [f"skipped {s.rel}: {s.reason}" for s in skipped
+            if s.reason not in ("image", "unsupported") and not s.reason.startswith("old Word")]
+
+
+def read_or_skip(f: FoundFile, limits: ReadLimits, inside: Path | None,
+                 skipped: list[Skipped], warnings: list[str]) -> Document | None:
+    """One walked file read, or None with why it was skipped recorded: one bad file never stops a folder."""
+    try:
+        return read_document(f.path, f.rel, limits, inside)
+    except EmptyDocumentError:
+        skipped.append(Skipped(f.rel, "empty"))
+        warnings.append(f"skipped empty document: {f.rel}")
+    except InputError as exc:
+        reason = _reason(exc, f.rel)
+        skipped.append(Skipped(f.rel, reason))
+        warnings.append(f"skipped {f.rel}: {reason}")
+    return None
+
+
 def load_input(input_path: Path, follow_links: bool = False, limits: ReadLimits = DEFAULT_LIMITS) -> LoadedInput:
     """Read a file or every supported file of a folder (every document held: see ``read_input``)."""
     loaded = LoadedInput([])
@@ -79,21 +100,11 @@ def read_input(input_path: Path, loaded: LoadedInput, follow_links: bool = False
     walk = walk_folder(input_path, follow_links)
     loaded.skipped.extend(walk.skipped)
     inside = None if follow_links else input_path
-    for s in walk.skipped:
-        if s.reason not in ("image", "unsupported") and not s.reason.startswith("old Word"):
-            loaded.warnings.append(f"skipped {s.rel}: {s.reason}")
+    loaded.warnings.extend(walk_warnings(walk.skipped))
     read = 0
     for f in walk.files:
-        try:
-            doc = read_document(f.path, f.rel, limits, inside)
-        except EmptyDocumentError:
-            loaded.skipped.append(Skipped(f.rel, "empty"))
-            loaded.warnings.append(f"skipped empty document: {f.rel}")
-            continue
-        except InputError as exc:
-            reason = _reason(exc, f.rel)
-            loaded.skipped.append(Skipped(f.rel, reason))
-            loaded.warnings.append(f"skipped {f.rel}: {reason}")
+        doc = read_or_skip(f, limits, inside, loaded.skipped, loaded.warnings)
+        if doc is None:
             continue
         read += 1
         yield doc
