@@ -480,25 +480,36 @@ def update_one(work: Path, docs: Path, index_dir: Path, env: dict[str, str]) -> 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def index_for_size(n: int, seed: int, reuse: dict[int, Path], work: Path,
+                   env: dict[str, str]) -> tuple[Path, Path, dict[str, Any]] | str:
+    """(corpus, index, the build's figures) for ``n`` documents: a reused index with its recorded build
+    wall, or a corpus generated and fully built here; an error line if a reused index has no corpus."""
+    if n in reuse:
+        index_dir = reuse[n]
+        found = reused_corpus(index_dir)
+        if isinstance(found, str):
+            return found
+        docs, build_wall = found
+        return docs, index_dir, {"wall_s": build_wall, "cpu_s": float("nan"), "rss_mb": float("nan"),
+                                 "summary": f"reused index {index_dir} (build not run here)"}
+    docs = generate_corpus(work / f"docs-{n}-s{seed}-g{GEN_VERSION}", n, seed)
+    index_dir = work / f"index-{n}"
+    pr = run_proc(python("main.py", "index", "--input", docs, "--output", index_dir, "--mock", "--quiet",
+                         "--rebuild"), env=env).check()
+    return docs, index_dir, {"wall_s": pr.wall_s, "cpu_s": pr.cpu_s, "rss_mb": pr.maxrss_mb,
+                             "summary": pr.stdout.strip()}
+
+
 def update_only(args: Any, sizes: list[int], reuse: dict[int, Path], work: Path, env: dict[str, str]) -> int:
     """``--update-only``: per size, a full build (timed here, or a reused index's recorded wall) and the
     updates of ``update_one``, their ratios to the build printed; no query workers."""
     rows = []
     for n in sizes:
-        if n in reuse:
-            index_dir = reuse[n]
-            found = reused_corpus(index_dir)
-            if isinstance(found, str):
-                print(f"error: {found}", file=sys.stderr)
-                return 2
-            docs, build_wall = found
-            build = {"wall_s": build_wall, "cpu_s": float("nan"), "rss_mb": float("nan")}
-        else:
-            docs = generate_corpus(work / f"docs-{n}-s{args.seed}-g{GEN_VERSION}", n, args.seed)
-            index_dir = work / f"index-{n}"
-            pr = run_proc(python("main.py", "index", "--input", docs, "--output", index_dir, "--mock", "--quiet",
-                                 "--rebuild"), env=env).check()
-            build = {"wall_s": pr.wall_s, "cpu_s": pr.cpu_s, "rss_mb": pr.maxrss_mb}
+        got = index_for_size(n, args.seed, reuse, work, env)
+        if isinstance(got, str):
+            print(f"error: {got}", file=sys.stderr)
+            return 2
+        docs, index_dir, build = got
         disk_mb = sum(f.stat().st_size for f in index_dir.iterdir() if f.is_file()) / 1e6
         u = update_one(work, docs, index_dir, env)
         rows.append((n, build, disk_mb, u))
@@ -613,21 +624,11 @@ def main(argv: list[str] | None = None) -> int:
         return update_only(args, sizes, reuse, work, env)
     per: dict[int, dict[str, Any]] = {}
     for n in sizes:
-        if n in reuse:
-            index_dir = reuse[n]
-            found = reused_corpus(index_dir)
-            if isinstance(found, str):
-                print(f"error: {found}", file=sys.stderr)
-                return 2
-            docs, build_wall = found
-            build = {"wall_s": build_wall, "cpu_s": float("nan"), "rss_mb": float("nan"),
-                     "summary": f"reused index {index_dir} (build not run here)"}
-        else:
-            docs = generate_corpus(work / f"docs-{n}-s{args.seed}-g{GEN_VERSION}", n, args.seed)
-            index_dir = work / f"index-{n}"
-            pr = run_proc(python("main.py", "index", "--input", docs, "--output", index_dir, "--mock", "--quiet",
-                                 "--rebuild"), env=env).check()
-            build = {"wall_s": pr.wall_s, "cpu_s": pr.cpu_s, "rss_mb": pr.maxrss_mb, "summary": pr.stdout.strip()}
+        got = index_for_size(n, args.seed, reuse, work, env)
+        if isinstance(got, str):
+            print(f"error: {got}", file=sys.stderr)
+            return 2
+        docs, index_dir, build = got
         size_mb = sum(f.stat().st_size for f in docs.rglob("*.md")) / 1e6
         print(f"[{n} docs, {size_mb:.1f} MB] {build['summary']}; wall {build['wall_s']:.1f} s, CPU "
               f"{build['cpu_s']:.1f} s, peak RSS {build['rss_mb']:.0f} MB", flush=True)
