@@ -761,8 +761,11 @@ def test_one_statement_scores_equal_the_separate_statements(both, monkeypatch: p
             cand.update(bm)
             rows = np.array(sorted(cand), dtype=np.int64)
             assert got.rows.tolist() == rows.tolist() and not got.complete
-            if q.vector is not None:
-                assert got.dense.tolist() == search.dense(q.vector, rows).tolist()
+            if q.vector is not None:  # a full-text candidate's exactly; a kNN one's from the index's distance
+                want = search.dense(q.vector, rows)
+                assert got.dense == pytest.approx(want, abs=2e-7, rel=0)
+                fulltext = np.isin(rows, np.array(sorted(bm), dtype=np.int64))
+                assert got.dense[fulltext].tolist() == want[fulltext].tolist()
             assert got.lexical.tolist() == np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32).tolist()
         for leaf in range(min(6, len(eng.leaf_ptr) - 1)):
             a, b = int(eng.leaf_ptr[leaf]), int(eng.leaf_ptr[leaf + 1])
@@ -982,3 +985,30 @@ def test_opening_an_embedded_index_makes_room_for_its_vector_indexes(both, monke
     load_index(root / "engine")
     assert budget() == before + schema.GIB
     assert "memory budget" in _hint("(7604, 'Using the vsag interface returns an error')")
+
+
+def test_the_knns_inner_products_come_from_the_vector_indexs_distances(both) -> None:
+    """A kNN's inner products are ``(1 - cosine distance) * |q|`` from the index (no table reads): within
+    2e-7 of the engine's ``inner_product`` for every leaf and chunk the kNN returns; a zero vector, which
+    the engine gives no distance, has inner product 0."""
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb.search import inner_products
+
+    _, eng, _ = both
+    search = eng.search
+    q, _, _ = _probe_with_common_and_rare_words(eng)
+    params = ScoreParams(exact_rows=1, candidates=12)
+    near = search._knn(q.vector, "leaves", "leaf", 12)
+    leaves = np.array(sorted(near), dtype=np.int64)
+    assert len(leaves) == min(12, search.n_leaves)
+    exact = search.leaf_dense(q, leaves, params)  # read by leaf id: the engine's inner_product
+    assert np.array([near[int(j)] for j in leaves]) == pytest.approx(exact, abs=2e-7, rel=0)
+    chunks = search._knn(q.vector, "chunks", "row_id", 12)
+    rows = np.array(sorted(chunks), dtype=np.int64)
+    assert np.array([chunks[int(r)] for r in rows]) == pytest.approx(search.dense(q.vector, rows), abs=2e-7, rel=0)
+    whole = search.score(q, Scope.everything(), "corpus", params)
+    assert whole.dense == pytest.approx(search.dense(q.vector, whole.rows), abs=2e-7, rel=0)
+    assert inner_products([None, 0.25, 1.0, 2.0], 2 * q.vector) == pytest.approx([0.0, 1.5, 0.0, -2.0])
+    zero = search.engine.rows("SELECT cosine_distance(emb, %s) FROM `%s` LIMIT 1" % ("%s", search.tables["leaves"]),
+                              ["[" + ",".join(["0"] * len(q.vector)) + "]"])
+    assert zero[0][0] is None  # what inner_products reads as 0
