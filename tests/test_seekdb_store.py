@@ -1012,3 +1012,41 @@ def test_the_knns_inner_products_come_from_the_vector_indexs_distances(both) -> 
     zero = search.engine.rows("SELECT cosine_distance(emb, %s) FROM `%s` LIMIT 1" % ("%s", search.tables["leaves"]),
                               ["[" + ",".join(["0"] * len(q.vector)) + "]"])
     assert zero[0][0] is None  # what inner_products reads as 0
+
+
+def test_packed_candidates_keep_zero_vectors_and_a_cut_result_is_an_error(seekdb_uri: str) -> None:
+    """A scan's rows come back packed in one row: a zero vector (no distance: NULL) keeps its row with
+    inner product 0, the numbers read back are the driver's own, and a result the engine cut short
+    (group_concat_max_len) is an error, never fewer candidates."""
+    from indexing.seekdb.engine import Engine
+    from indexing.seekdb.search import KNN_DISTANCE, inner_products, pack_sql, unpack
+    from indexing.seekdb.uri import parse_store_uri
+    from utils.errors import IndexFormatError
+
+    engine = Engine(parse_store_uri(seekdb_uri), create=True)
+    try:
+        engine.run("DROP TABLE IF EXISTS pack_probe")
+        engine.run("CREATE TABLE pack_probe (row_id INT PRIMARY KEY, emb VECTOR(3) NOT NULL, "
+                   "VECTOR INDEX vi (emb) WITH (distance=cosine, type=hnsw, lib=vsag))")
+        engine.run("INSERT INTO pack_probe VALUES (1, '[1,0,0]'), (2, '[0,0,0]'), (3, '[0,0.6,0.8]'), (4, '[0.6,0.8,0]')")
+        q = np.array([0.6, 0.8, 0.0], dtype=np.float32)
+        knn = ("SELECT row_id, cosine_distance(emb, %s) AS d FROM pack_probe "
+               "ORDER BY cosine_distance(emb, %s) APPROXIMATE LIMIT %s")
+        engine.set_session("group_concat_max_len", 1 << 20)
+        (k, n, text), = engine.rows(pack_sql(knn, ["row_id", KNN_DISTANCE], 1), ["[0.6,0.8,0]", "[0.6,0.8,0]", 4])
+        got = unpack(n, text, 2, "probe")
+        ips = dict(zip((int(r) for r, _ in got), inner_products([d for _, d in got], q)))
+        assert int(k) == 1 and ips == pytest.approx({1: 0.6, 2: 0.0, 3: 0.48, 4: 1.0}, abs=2e-7)
+        plain = "SELECT row_id, inner_product(emb, %s) AS d FROM pack_probe"
+        (_, n, text), = engine.rows(pack_sql(plain, ["row_id", "d"], 0), ["[0.6,0.8,0]"])
+        rows = engine.rows(plain, ["[0.6,0.8,0]"])
+        assert {int(r): float(d) for r, d in unpack(n, text, 2, "probe")} == {int(r): float(d) for r, d in rows}
+        (_, n, text), = engine.rows(pack_sql(plain + " WHERE row_id > 9", ["row_id", "d"], 0), ["[0.6,0.8,0]"])
+        assert unpack(n, text, 2, "probe") == []
+        engine.set_session("group_concat_max_len", 8)  # the engine cuts the packed text at 8 bytes
+        (_, n, text), = engine.rows(pack_sql(plain, ["row_id", "d"], 0), ["[0.6,0.8,0]"])
+        with pytest.raises(IndexFormatError, match="cut"):
+            unpack(n, text, 2, "probe")
+        engine.run("DROP TABLE pack_probe")
+    finally:
+        engine.close()
