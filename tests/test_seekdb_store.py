@@ -1008,6 +1008,11 @@ def test_the_knns_inner_products_come_from_the_vector_indexs_distances(both) -> 
     assert np.array([chunks[int(r)] for r in rows]) == pytest.approx(search.dense(q.vector, rows), abs=2e-7, rel=0)
     whole = search.score(q, Scope.everything(), "corpus", params)
     assert whole.dense == pytest.approx(search.dense(q.vector, whole.rows), abs=2e-7, rel=0)
+    doc = sorted(eng.doc_rows)[0]  # a document past exact_rows: the filtered kNN and full-text scans
+    start, end = eng.doc_rows[doc]
+    part = search.score(q, Scope.of_documents({doc}), "corpus", params)
+    assert len(part.rows) and all(start <= r < end for r in part.rows.tolist())
+    assert part.dense == pytest.approx(search.dense(q.vector, part.rows), abs=2e-7, rel=0)
     assert inner_products([None, 0.25, 1.0, 2.0], 2 * q.vector) == pytest.approx([0.0, 1.5, 0.0, -2.0])
     zero = search.engine.rows("SELECT cosine_distance(emb, %s) FROM `%s` LIMIT 1" % ("%s", search.tables["leaves"]),
                               ["[" + ",".join(["0"] * len(q.vector)) + "]"])
