@@ -75,8 +75,11 @@ def _settle(engine: list[int]) -> float:
     return time.perf_counter() - t0
 
 
-def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, n: int, server_pid: int) -> None:
-    """Timed questions with ``checkout``'s code (imported first: this file's own tree is not on the path)."""
+def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, n: int, server_pid: int,
+           warm_all: bool = False) -> None:
+    """Timed questions with ``checkout``'s code (imported first: this file's own tree is not on the path);
+    ``warm_all``: every question asked once before (the engine's caches then hold what they read, as in
+    a long-running process; a new embedded engine otherwise spends its first questions reading its tables)."""
     sys.path[:] = [str(checkout)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     import os
 
@@ -95,7 +98,7 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
                                "code": str(Path(sys.modules["pipeline"].__file__ or "").resolve().parent)}
         config = Config()
         backends = make_backends(index, config, None)
-        for q in queries[:3]:
+        for q in (queries if warm_all else queries[:3]):
             run_pipeline(q["query"], index, config, backends)
         engine = _engine_pids(server_pid)
         res["engine_settle_s"] = _settle(engine)
@@ -125,7 +128,7 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--worker":
     worker(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[6]),
-           int(sys.argv[7]))
+           int(sys.argv[7]), sys.argv[8:] == ["--warm-all"])
     raise SystemExit(0)
 
 
@@ -147,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries-n", type=int, default=None, help="timed questions per mode (quick 20, full 60)")
     ap.add_argument("--rounds", type=int, default=None, help="worker processes per store and code (quick 1, full 2)")
     ap.add_argument("--baseline", type=Path, default=None, help="a checkout of the code to compare with")
+    ap.add_argument("--warm-all", action="store_true",
+                    help="ask every question once before timing them (warm engine caches, as a long-running process)")
     ap.add_argument("--server-pid", type=int, default=0,
                     help="the seekdb server's process id: its CPU time per question is reported (an embedded "
                          "engine's is found as the worker's child)")
@@ -173,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     banner(f"engine-backed query latency, {n} questions, {rounds} round(s), " + ", ".join(n for n, _ in stores))
     print(machine_line(info), flush=True)
     report = Report("bench_seekdb_query", sys.argv[1:] if argv is None else argv, info,
-                    params={"queries": n, "rounds": rounds, "baseline": str(args.baseline or "")})
+                    params={"queries": n, "rounds": rounds, "baseline": str(args.baseline or ""),
+                            "warm_all": args.warm_all})
     times: dict[tuple[str, str], dict[str, list[float]]] = {}
     opens: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], list[list[float]]] = {}
@@ -187,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                 uri = str((json.loads((index_dir / "metadata.json").read_text()).get("store") or {}).get("uri", ""))
                 server_pid = args.server_pid if uri.startswith("seekdb://") and not uri.startswith("seekdb:///") else 0
                 run_proc(python(Path(__file__).resolve(), "--worker", checkout, index_dir.resolve(),
-                                args.queries.resolve(), out, n, server_pid), cwd=checkout, env=env).check()
+                                args.queries.resolve(), out, n, server_pid,
+                                *(["--warm-all"] if args.warm_all else [])), cwd=checkout, env=env).check()
                 got = json.loads(out.read_text())
                 if Path(got["code"]) != checkout.resolve():
                     raise RuntimeError(f"the {code} worker ran the code in {got['code']}, not {checkout}")
