@@ -102,13 +102,14 @@ class Config:
     score everything exactly (LeCoQA: tree -2.9% -> -0.6% of the file store, about twice the latency)."""
     store_candidates: int = 1000
     """Chunks each of kNN and full-text search contributes for a larger scope."""
-    store_fulltext_max_share: float = 1.0
+    store_fulltext_max_share: float = 0.1
     """Below 1, the full-text candidates of a larger scope are searched without the question's words that
     occur in more than this share of the collection's chunks (the rarest word is always searched); each
-    candidate's relevance still counts every word. Such a word adds little to a chunk's relevance and
-    costs the engine a scan of most of the collection (a question holding one took 0.3-1 s at a million
-    chunks; 0.1 cut the scan's p95 by half). 1, the default until its parity on the evaluation sets is
-    measured: every word, the exact full-text top (docs/seekdb.md)."""
+    candidate's relevance still counts every word. Such a word adds little to a chunk's relevance (its IDF
+    is near zero) and costs the engine a scan of most of the collection (a question holding one took
+    0.3-1 s at a million chunks; 0.1 cut the scan's p95 by half). A share, not a word list: it means the
+    same on any collection. 0.1 held parity with every word on LeCoQA (docs/seekdb.md); 1 searches every
+    word, the exact full-text top."""
 
     # --- approximate nearest neighbours (file store; indexing/ann_index.py, docs/scale.md) ---
     ann: Literal["auto", "on", "off"] = "auto"

@@ -11,7 +11,8 @@ a server named by an index must be running). QUERIES is a JSON list of ``{"query
 Each store is queried by fresh worker processes, alternately with the code of this checkout and of
 ``--baseline`` (another checkout, e.g. ``git worktree add --detach ../base main``; default: none), in
 the order baseline, new, new, baseline... so that a change in the machine's load hits both. A worker
-opens the index, warms up on 3 questions, then times the no-LLM hybrid pipeline on every question over
+opens the index, warms up on 3 questions, waits until the engine idles (an embedded engine keeps
+loading its vector indexes for a while after it starts), then times the no-LLM hybrid pipeline on every question over
 the whole collection and scoped to the question's document (``run_pipeline``, as ``bench_seekdb.py``).
 p50/p95 pool all rounds; ratios are new / baseline of the same store in the same run.
 """
@@ -54,10 +55,31 @@ def _engine_pids(server_pid: int) -> list[int]:
 
 IDLE_S = 5.0
 """Seconds the engine's idle CPU is sampled before the timed questions."""
+SETTLED_MS_PER_S = 60.0
+"""An engine idling below this CPU rate has settled (a settled seekdb idles at 20-35 ms/s here)."""
+SETTLE_MAX_S = 90.0
 
 
-def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, n: int, server_pid: int) -> None:
-    """Timed questions with ``checkout``'s code (imported first: this file's own tree is not on the path)."""
+def _settle(engine: list[int]) -> float:
+    """Wait (at most SETTLE_MAX_S) until the engine idles below SETTLED_MS_PER_S over 2 s; the seconds waited.
+
+    Why: an embedded engine started by this worker keeps loading its vector indexes in the background
+    for tens of seconds after the warm-up questions (100-180 ms/s of CPU); timed then, every question
+    looked ~3x its engine cost, and the old and new code alike."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < SETTLE_MAX_S:
+        e0 = sum(_cpu_s(p) for p in engine)
+        time.sleep(2.0)
+        if (sum(_cpu_s(p) for p in engine) - e0) / 2.0 * 1000 < SETTLED_MS_PER_S:
+            break
+    return time.perf_counter() - t0
+
+
+def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, n: int, server_pid: int,
+           warm_all: bool = False) -> None:
+    """Timed questions with ``checkout``'s code (imported first: this file's own tree is not on the path);
+    ``warm_all``: every question asked once before (the engine's caches then hold what they read, as in
+    a long-running process; a new embedded engine otherwise spends its first questions reading its tables)."""
     sys.path[:] = [str(checkout)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     import os
 
@@ -76,9 +98,10 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
                                "code": str(Path(sys.modules["pipeline"].__file__ or "").resolve().parent)}
         config = Config()
         backends = make_backends(index, config, None)
-        for q in queries[:3]:
+        for q in (queries if warm_all else queries[:3]):
             run_pipeline(q["query"], index, config, backends)
         engine = _engine_pids(server_pid)
+        res["engine_settle_s"] = _settle(engine)
         # the engine's background threads burn CPU while it answers nothing (~175 ms/s on a seekdb
         # server here): measured first, then taken out of its CPU per question, which would otherwise
         # grow with the wall time a busy machine adds
@@ -105,7 +128,7 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--worker":
     worker(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[6]),
-           int(sys.argv[7]))
+           int(sys.argv[7]), sys.argv[8:] == ["--warm-all"])
     raise SystemExit(0)
 
 
@@ -127,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries-n", type=int, default=None, help="timed questions per mode (quick 20, full 60)")
     ap.add_argument("--rounds", type=int, default=None, help="worker processes per store and code (quick 1, full 2)")
     ap.add_argument("--baseline", type=Path, default=None, help="a checkout of the code to compare with")
+    ap.add_argument("--warm-all", action="store_true",
+                    help="ask every question once before timing them (warm engine caches, as a long-running process)")
     ap.add_argument("--server-pid", type=int, default=0,
                     help="the seekdb server's process id: its CPU time per question is reported (an embedded "
                          "engine's is found as the worker's child)")
@@ -153,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     banner(f"engine-backed query latency, {n} questions, {rounds} round(s), " + ", ".join(n for n, _ in stores))
     print(machine_line(info), flush=True)
     report = Report("bench_seekdb_query", sys.argv[1:] if argv is None else argv, info,
-                    params={"queries": n, "rounds": rounds, "baseline": str(args.baseline or "")})
+                    params={"queries": n, "rounds": rounds, "baseline": str(args.baseline or ""),
+                            "warm_all": args.warm_all})
     times: dict[tuple[str, str], dict[str, list[float]]] = {}
     opens: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], list[list[float]]] = {}
@@ -167,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                 uri = str((json.loads((index_dir / "metadata.json").read_text()).get("store") or {}).get("uri", ""))
                 server_pid = args.server_pid if uri.startswith("seekdb://") and not uri.startswith("seekdb:///") else 0
                 run_proc(python(Path(__file__).resolve(), "--worker", checkout, index_dir.resolve(),
-                                args.queries.resolve(), out, n, server_pid), cwd=checkout, env=env).check()
+                                args.queries.resolve(), out, n, server_pid,
+                                *(["--warm-all"] if args.warm_all else [])), cwd=checkout, env=env).check()
                 got = json.loads(out.read_text())
                 if Path(got["code"]) != checkout.resolve():
                     raise RuntimeError(f"the {code} worker ran the code in {got['code']}, not {checkout}")
@@ -180,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{store} / {code} / round {r + 1}] whole p50 {w.p50:.1f} p95 {w.p95:.1f} ms "
                       f"(CPU per question: {got['whole_cpu_ms'][0]:.0f} ms here, {got['whole_cpu_ms'][1]:.0f} ms "
                       f"in the engine, {got['whole_cpu_ms'][2]:.0f} ms net of its idle "
-                      f"{got['engine_idle_ms_per_s']:.0f} ms/s); scoped p95 {stats(got['scoped']).p95:.1f} ms", flush=True)
+                      f"{got['engine_idle_ms_per_s']:.0f} ms/s, settled after {got.get('engine_settle_s', 0):.0f} s); "
+                      f"scoped p95 {stats(got['scoped']).p95:.1f} ms", flush=True)
     rows = []
     for (store, code), t in times.items():
         w, s = stats(t["whole"]), stats(t["scoped"])

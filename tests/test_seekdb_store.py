@@ -761,8 +761,11 @@ def test_one_statement_scores_equal_the_separate_statements(both, monkeypatch: p
             cand.update(bm)
             rows = np.array(sorted(cand), dtype=np.int64)
             assert got.rows.tolist() == rows.tolist() and not got.complete
-            if q.vector is not None:
-                assert got.dense.tolist() == search.dense(q.vector, rows).tolist()
+            if q.vector is not None:  # a full-text candidate's exactly; a kNN one's from the index's distance
+                want = search.dense(q.vector, rows)
+                assert got.dense == pytest.approx(want, abs=2e-7, rel=0)
+                fulltext = np.isin(rows, np.array(sorted(bm), dtype=np.int64))
+                assert got.dense[fulltext].tolist() == want[fulltext].tolist()
             assert got.lexical.tolist() == np.array([bm.get(int(r), 0.0) for r in rows], dtype=np.float32).tolist()
         for leaf in range(min(6, len(eng.leaf_ptr) - 1)):
             a, b = int(eng.leaf_ptr[leaf]), int(eng.leaf_ptr[leaf + 1])
@@ -982,3 +985,73 @@ def test_opening_an_embedded_index_makes_room_for_its_vector_indexes(both, monke
     load_index(root / "engine")
     assert budget() == before + schema.GIB
     assert "memory budget" in _hint("(7604, 'Using the vsag interface returns an error')")
+
+
+def test_the_knns_inner_products_come_from_the_vector_indexs_distances(both) -> None:
+    """A kNN's inner products are ``(1 - cosine distance) * |q|`` from the index (no table reads): within
+    2e-7 of the engine's ``inner_product`` for every leaf and chunk the kNN returns; a zero vector, which
+    the engine gives no distance, has inner product 0."""
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb.search import inner_products
+
+    _, eng, _ = both
+    search = eng.search
+    q, _, _ = _probe_with_common_and_rare_words(eng)
+    params = ScoreParams(exact_rows=1, candidates=12)
+    near = search._knn(q.vector, "leaves", "leaf", 12)
+    leaves = np.array(sorted(near), dtype=np.int64)
+    assert len(leaves) == min(12, search.n_leaves)
+    exact = search.leaf_dense(q, leaves, params)  # read by leaf id: the engine's inner_product
+    assert np.array([near[int(j)] for j in leaves]) == pytest.approx(exact, abs=2e-7, rel=0)
+    chunks = search._knn(q.vector, "chunks", "row_id", 12)
+    rows = np.array(sorted(chunks), dtype=np.int64)
+    assert np.array([chunks[int(r)] for r in rows]) == pytest.approx(search.dense(q.vector, rows), abs=2e-7, rel=0)
+    whole = search.score(q, Scope.everything(), "corpus", params)
+    assert whole.dense == pytest.approx(search.dense(q.vector, whole.rows), abs=2e-7, rel=0)
+    doc = sorted(eng.doc_rows)[0]  # a document past exact_rows: the filtered kNN and full-text scans
+    start, end = eng.doc_rows[doc]
+    part = search.score(q, Scope.of_documents({doc}), "corpus", params)
+    assert len(part.rows) and all(start <= r < end for r in part.rows.tolist())
+    assert part.dense == pytest.approx(search.dense(q.vector, part.rows), abs=2e-7, rel=0)
+    assert inner_products([None, 0.25, 1.0, 2.0], 2 * q.vector) == pytest.approx([0.0, 1.5, 0.0, -2.0])
+    zero = search.engine.rows("SELECT cosine_distance(emb, %s) FROM `%s` LIMIT 1" % ("%s", search.tables["leaves"]),
+                              ["[" + ",".join(["0"] * len(q.vector)) + "]"])
+    assert zero[0][0] is None  # what inner_products reads as 0
+
+
+def test_packed_candidates_keep_zero_vectors_and_a_cut_result_is_an_error(seekdb_uri: str) -> None:
+    """A scan's rows come back packed in one row: a zero vector (no distance: NULL) keeps its row with
+    inner product 0, the numbers read back are the driver's own, and a result the engine cut short
+    (group_concat_max_len) is an error, never fewer candidates."""
+    from indexing.seekdb.engine import Engine
+    from indexing.seekdb.search import KNN_DISTANCE, inner_products, pack_sql, unpack
+    from indexing.seekdb.uri import parse_store_uri
+    from utils.errors import IndexFormatError
+
+    engine = Engine(parse_store_uri(seekdb_uri), create=True)
+    try:
+        engine.run("DROP TABLE IF EXISTS pack_probe")
+        engine.run("CREATE TABLE pack_probe (row_id INT PRIMARY KEY, emb VECTOR(3) NOT NULL, "
+                   "VECTOR INDEX vi (emb) WITH (distance=cosine, type=hnsw, lib=vsag))")
+        engine.run("INSERT INTO pack_probe VALUES (1, '[1,0,0]'), (2, '[0,0,0]'), (3, '[0,0.6,0.8]'), (4, '[0.6,0.8,0]')")
+        q = np.array([0.6, 0.8, 0.0], dtype=np.float32)
+        knn = ("SELECT row_id, cosine_distance(emb, %s) AS d FROM pack_probe "
+               "ORDER BY cosine_distance(emb, %s) APPROXIMATE LIMIT %s")
+        engine.set_session("group_concat_max_len", 1 << 20)
+        (k, n, text), = engine.rows(pack_sql(knn, ["row_id", KNN_DISTANCE], 1), ["[0.6,0.8,0]", "[0.6,0.8,0]", 4])
+        got = unpack(n, text, 2, "probe")
+        ips = dict(zip((int(r) for r, _ in got), inner_products([d for _, d in got], q)))
+        assert int(k) == 1 and ips == pytest.approx({1: 0.6, 2: 0.0, 3: 0.48, 4: 1.0}, abs=2e-7)
+        plain = "SELECT row_id, inner_product(emb, %s) AS d FROM pack_probe"
+        (_, n, text), = engine.rows(pack_sql(plain, ["row_id", "d"], 0), ["[0.6,0.8,0]"])
+        rows = engine.rows(plain, ["[0.6,0.8,0]"])
+        assert {int(r): float(d) for r, d in unpack(n, text, 2, "probe")} == {int(r): float(d) for r, d in rows}
+        (_, n, text), = engine.rows(pack_sql(plain + " WHERE row_id > 9", ["row_id", "d"], 0), ["[0.6,0.8,0]"])
+        assert unpack(n, text, 2, "probe") == []
+        engine.set_session("group_concat_max_len", 8)  # the engine cuts the packed text at 8 bytes
+        (_, n, text), = engine.rows(pack_sql(plain, ["row_id", "d"], 0), ["[0.6,0.8,0]"])
+        with pytest.raises(IndexFormatError, match="cut"):
+            unpack(n, text, 2, "probe")
+        engine.run("DROP TABLE pack_probe")
+    finally:
+        engine.close()
