@@ -287,6 +287,43 @@ class SegmentBM25:
             out[bad] = 0.0
         return out.astype(np.float32, copy=False)
 
+    def corpus_postings(self, tid: int, k1: float, b: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """(logical rows, float32 weights) of word ``tid``'s live postings under the collection's avgdl:
+        each segment's own cached weights, sliced run by run as ``score_range``'s collection scope adds
+        them, so a row's weight is the same float32 (bm25_corpus.CorpusPostings)."""
+        rows, weights = [], []
+        for s, local, p0, i, j, off in self._pieces(tid, 0, self.n_rows):
+            part = self.parts[s]
+            rows.append(np.asarray(part.rows[p0 + i:p0 + j], dtype=np.int64) + off)
+            weights.append(part._corpus_term_weights(local, k1, b, avgdl)[i:j])
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.concatenate(rows), np.concatenate(weights)
+
+    def corpus_weights_at(self, tid: int, keys: np.ndarray, k1: float, b: float,
+                          avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """(which of the ascending logical rows ``keys`` hold word ``tid``, their float32 weights): each
+        row looked up in its own segment's postings (a live row's local row; deleted rows are never
+        asked for), the weights as ``corpus_postings`` gives them."""
+        keys = np.asarray(keys, dtype=np.int64)
+        found = np.zeros(len(keys), dtype=bool)
+        weights = np.zeros(len(keys), dtype=np.float32)
+        if not len(keys):
+            return found, weights
+        local_ids = self._local_ids(tid)
+        seg, loc = self.runs.locate(keys)
+        for s in np.unique(seg).tolist():
+            local = local_ids[s]
+            if local is None:
+                continue
+            m = np.flatnonzero(seg == s)
+            order = np.argsort(loc[m], kind="stable")  # a segment's local rows need not follow logical order
+            at = m[order]
+            hit, w = self.parts[s].corpus_weights_at(local, loc[at], k1, b, avgdl)
+            found[at[hit]] = True
+            weights[at[hit]] = w
+        return found, weights[found]
+
     def _inside_one_part(self, start: int, end: int, a: int, z: int) -> tuple[int, int, int, int, int] | None:
         """The segment and its local rows when the scored rows and the statistics' rows lie in one run
         (a leaf or a document) and are not that whole segment (whose own statistics would take
