@@ -434,6 +434,17 @@ class BM25Index:
         at = pos[found]
         return found, saturated_weights(self.tf[p0 + at], self.doc_len[keys[found]], k1, b, avgdl)
 
+    def corpus_scores_at(self, terms: Sequence[tuple[int, float]], keys: np.ndarray, k1: float, b: float,
+                         avgdl: float) -> np.ndarray:
+        """The collection-scope BM25 (float32) of the ascending rows ``keys``, given (term, idf * count)
+        in the order ``score_range`` adds them: bit-identical to its scores at those rows."""
+        out = np.zeros(len(keys), dtype=np.float32)
+        for tid, mult in terms:
+            found, weights = self.corpus_weights_at(tid, keys, k1, b, avgdl)
+            if found.any():
+                out[found] += mult * weights
+        return out
+
 
 def saturated_weights(tf: np.ndarray, doc_len: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
     """BM25's saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` in float64, stored

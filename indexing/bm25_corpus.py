@@ -58,9 +58,9 @@ class CorpusPostings(Protocol):
         """(rows ascending, float32 weights) of word ``tid`` under the collection's avgdl."""
         ...
 
-    def corpus_weights_at(self, tid: int, keys: np.ndarray, k1: float, b: float,
-                          avgdl: float) -> tuple[np.ndarray, np.ndarray]:
-        """(mask of the ascending ``keys`` holding ``tid``, their float32 weights, bit-identical)."""
+    def corpus_scores_at(self, terms: Sequence[tuple[int, float]], keys: np.ndarray, k1: float, b: float,
+                         avgdl: float) -> np.ndarray:
+        """BM25 (float32) of the ascending rows ``keys``: (term, idf * count) added in the given order."""
         ...
 
 
@@ -104,11 +104,7 @@ def score_rows(index: CorpusPostings, tokens: Sequence[str], rows: np.ndarray, k
         return out
     order = np.argsort(rows, kind="stable")
     keys = rows[order]
-    for tid, mult in terms:
-        found, weights = index.corpus_weights_at(tid, keys, k1, b, avgdl)
-        if not found.any():
-            continue
-        out[order[found]] += mult * weights
+    out[order] = index.corpus_scores_at(terms, keys, k1, b, avgdl)
     bad = ~np.isfinite(out)
     if bad.any():
         out[bad] = 0.0

@@ -300,29 +300,35 @@ class SegmentBM25:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         return np.concatenate(rows), np.concatenate(weights)
 
-    def corpus_weights_at(self, tid: int, keys: np.ndarray, k1: float, b: float,
-                          avgdl: float) -> tuple[np.ndarray, np.ndarray]:
-        """(which of the ascending logical rows ``keys`` hold word ``tid``, their float32 weights): each
-        row looked up in its own segment's postings (a live row's local row; deleted rows are never
-        asked for), the weights as ``corpus_postings`` gives them."""
+    def corpus_scores_at(self, terms: Sequence[tuple[int, float]], keys: np.ndarray, k1: float, b: float,
+                         avgdl: float) -> np.ndarray:
+        """The collection-scope BM25 (float32) of the logical rows ``keys``, given (word, idf * count) in
+        the order ``score_range`` adds them: each row looked up in its own segment's postings (a live
+        row's local row; deleted rows are never asked for). The rows are sorted into segments once, not
+        once per word; a row's words are still added in the given order, so its sum is bit-identical."""
         keys = np.asarray(keys, dtype=np.int64)
-        found = np.zeros(len(keys), dtype=bool)
-        weights = np.zeros(len(keys), dtype=np.float32)
-        if not len(keys):
-            return found, weights
-        local_ids = self._local_ids(tid)
+        out = np.zeros(len(keys), dtype=np.float32)
+        if not len(keys) or not terms:
+            return out
+        local_ids = [self._local_ids(tid) for tid, _ in terms]
         seg, loc = self.runs.locate(keys)
-        for s in np.unique(seg).tolist():
-            local = local_ids[s]
-            if local is None:
+        by = np.lexsort((loc, seg))  # by segment, then local row: each segment's keys ascending
+        cut = np.searchsorted(seg[by], np.arange(len(self.parts) + 1))
+        for s, part in enumerate(self.parts):
+            at = by[int(cut[s]):int(cut[s + 1])]
+            if not len(at):
                 continue
-            m = np.flatnonzero(seg == s)
-            order = np.argsort(loc[m], kind="stable")  # a segment's local rows need not follow logical order
-            at = m[order]
-            hit, w = self.parts[s].corpus_weights_at(local, loc[at], k1, b, avgdl)
-            found[at[hit]] = True
-            weights[at[hit]] = w
-        return found, weights[found]
+            local_keys = loc[at]
+            sub = np.zeros(len(at), dtype=np.float32)
+            for (_, mult), ids in zip(terms, local_ids):
+                local = ids[s]
+                if local is None:
+                    continue
+                hit, w = part.corpus_weights_at(local, local_keys, k1, b, avgdl)
+                if hit.any():
+                    sub[hit] += mult * w
+            out[at] = sub
+        return out
 
     def _inside_one_part(self, start: int, end: int, a: int, z: int) -> tuple[int, int, int, int, int] | None:
         """The segment and its local rows when the scored rows and the statistics' rows lie in one run
