@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from indexing.bm25_builder import BM25Index
+from indexing.bm25_builder import BM25Index, rows_between
 from indexing.segments import Runs
 
 POSTINGS_CACHE = 1 << 23
@@ -115,7 +115,7 @@ class SegmentBM25:
             local = local_ids[s]
             if local is not None:
                 p0, _, r = self.parts[s].postings(local)
-                i, j = (int(x) for x in np.searchsorted(r, (lo, hi)))
+                i, j = rows_between(r, lo, hi)  # keys in the postings' dtype: no int64 copy of them
                 if j > i:
                     out.append((s, local, p0, i, j, log - lo))
             log += hi - lo
