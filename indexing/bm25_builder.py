@@ -415,7 +415,6 @@ class BM25Index:
             self._corpus_weights[tid] = w
         return w
 
-
     def corpus_postings(self, tid: int, k1: float, b: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
         """(rows, float32 weights) of term ``tid``'s postings under the collection's avgdl: what the
         collection scope adds per posting (bm25_corpus.CorpusPostings)."""

@@ -109,8 +109,8 @@ def test_segments_take_the_bound_path_not_every_row(indexes: tuple[SegmentBM25, 
     assert frequent and not set(frequent) & set(weighed)
 
 
-def test_a_segmented_index_answers_whole_collection_candidates_from_top_rows(
-        indexes: tuple[SegmentBM25, BM25Index], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_segmented_index_answers_whole_collection_candidates_from_top_rows(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """FileSearch's ANN path on a segmented index asks ``top_rows`` and gets a full build's candidates."""
     src = _write(tmp_path / "docs", _first(tmp_path))
     idx, full = tmp_path / "idx", tmp_path / "full"
