@@ -407,16 +407,52 @@ class BM25Index:
         if hit is not None:
             return hit
         p0, p1 = int(self.indptr[tid]), int(self.indptr[tid + 1])
-        f = np.asarray(self.tf[p0:p1], dtype=np.float64)
-        dl = np.asarray(self.doc_len[np.asarray(self.rows[p0:p1])], dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            w = (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))).astype(np.float32)
+        w = saturated_weights(self.tf[p0:p1], self.doc_len[np.asarray(self.rows[p0:p1])], k1, b, avgdl)
         with self._lock:
             if self._weights_of != key or sum(map(len, self._corpus_weights.values())) + len(w) > WEIGHT_CACHE_POSTINGS:
                 self._corpus_weights = {}
                 self._weights_of = key
             self._corpus_weights[tid] = w
         return w
+
+    def corpus_postings(self, tid: int, k1: float, b: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, float32 weights) of term ``tid``'s postings under the collection's avgdl: what the
+        collection scope adds per posting (bm25_corpus.CorpusPostings)."""
+        return (np.asarray(self.postings(tid)[2], dtype=np.int64),
+                self._corpus_term_weights(tid, k1, b, avgdl))
+
+    def corpus_weights_at(self, tid: int, keys: np.ndarray, k1: float, b: float,
+                          avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """(which of the ascending rows ``keys`` hold term ``tid``, their float32 weights): found by
+        binary search, bit-identical to ``_corpus_term_weights`` at those postings."""
+        p0, p1, postings = self.postings(tid)
+        pos = np.searchsorted(postings, keys.astype(postings.dtype, copy=False))
+        inside = pos < (p1 - p0)
+        found = np.zeros(len(keys), dtype=bool)
+        found[inside] = np.asarray(postings[pos[inside]]) == keys[inside]
+        at = pos[found]
+        return found, saturated_weights(self.tf[p0 + at], self.doc_len[keys[found]], k1, b, avgdl)
+
+    def corpus_scores_at(self, terms: Sequence[tuple[int, float]], keys: np.ndarray, k1: float, b: float,
+                         avgdl: float) -> np.ndarray:
+        """The collection-scope BM25 (float32) of the ascending rows ``keys``, given (term, idf * count)
+        in the order ``score_range`` adds them: bit-identical to its scores at those rows."""
+        out = np.zeros(len(keys), dtype=np.float32)
+        for tid, mult in terms:
+            found, weights = self.corpus_weights_at(tid, keys, k1, b, avgdl)
+            if found.any():
+                out[found] += mult * weights
+        return out
+
+
+def saturated_weights(tf: np.ndarray, doc_len: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
+    """BM25's saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` in float64, stored
+    float32: the one formula every collection-scope weight goes through, so that a weight computed for
+    a few rows equals the one computed for a whole term's postings bit for bit."""
+    f = np.asarray(tf, dtype=np.float64)
+    dl = np.asarray(doc_len, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))).astype(np.float32)
 
 
 class BM25Builder:

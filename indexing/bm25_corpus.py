@@ -15,17 +15,19 @@ plus that sum reaches the ``k``-th can. Those few are scored exactly, term by te
 ``BM25Index.score_range`` adds them (float32, same operations), so their scores are bit-identical
 to it, and the top ``k`` is taken by score, ties by row. Whenever a bound cannot be trusted (a
 negative term weight, a check that fails by rounding) the answer comes from scoring every row.
+
+Segmented indexes (indexing/segment_bm25.py) take the same path over their logical rows: the
+statistics (N, df, avgdl) are the live collection's, each word's live postings come segment by
+segment with that segment's float32 weights, and a candidate's weight is looked up in the segment
+that holds it; so the bounds, the top ``k`` and the scores are those of scoring every live row.
 """
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from indexing.bm25_builder import BM25Index
 
 REFINE = 4
 """Candidates per wanted row above which the floor of the k-th score is first raised (see ``top_rows``)."""
@@ -33,7 +35,36 @@ SLACK = 1e-4
 """Relative room left for float32 rounding between a bound and the scores it bounds."""
 
 
-def _query_terms(index: "BM25Index", tokens: Sequence[str], epsilon: float) -> tuple[list[tuple[int, float]], float]:
+class CorpusPostings(Protocol):
+    """What the collection scope's top rows read: ``BM25Index`` (one postings array) and
+    ``SegmentBM25`` (base and delta segments, rows in logical order) both provide it."""
+
+    indptr: Any
+    """Where each word's postings start: consecutive differences are the collection's (live) df."""
+
+    @property
+    def n_rows(self) -> int: ...
+
+    @property
+    def term_ids(self) -> dict[str, int]: ...
+
+    def _scope_stats(self, a: int, b: int, epsilon: float) -> tuple[int, float, float] | None: ...
+
+    def score_range(self, query_tokens: Sequence[str], start: int, end: int, idf_start: int | None = None,
+                    idf_end: int | None = None, k1: float = 1.5, b: float = 0.75,
+                    epsilon: float = 0.25) -> np.ndarray: ...
+
+    def corpus_postings(self, tid: int, k1: float, b: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """(rows ascending, float32 weights) of word ``tid`` under the collection's avgdl."""
+        ...
+
+    def corpus_scores_at(self, terms: Sequence[tuple[int, float]], keys: np.ndarray, k1: float, b: float,
+                         avgdl: float) -> np.ndarray:
+        """BM25 (float32) of the ascending rows ``keys``: (term, idf * count) added in the given order."""
+        ...
+
+
+def _query_terms(index: CorpusPostings, tokens: Sequence[str], epsilon: float) -> tuple[list[tuple[int, float]], float]:
     """(term id, idf * count) per distinct query term in ``score_range``'s order (first occurrence),
     terms that add nothing left out; and the corpus avgdl (0 when BM25 is undefined)."""
     stats = index._scope_stats(0, index.n_rows, epsilon)
@@ -58,17 +89,7 @@ def _query_terms(index: "BM25Index", tokens: Sequence[str], epsilon: float) -> t
     return out, avgdl
 
 
-def _weights(index: "BM25Index", positions: np.ndarray, rows: np.ndarray, k1: float, b: float,
-             avgdl: float) -> np.ndarray:
-    """The saturated tf weights (float32) of the postings at ``positions`` (rows ``rows``), computed as
-    ``BM25Index._corpus_term_weights`` computes each one."""
-    f = np.asarray(index.tf[positions], dtype=np.float64)
-    dl = np.asarray(index.doc_len[rows], dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))).astype(np.float32)
-
-
-def score_rows(index: "BM25Index", tokens: Sequence[str], rows: np.ndarray, k1: float = 1.5, b: float = 0.75,
+def score_rows(index: CorpusPostings, tokens: Sequence[str], rows: np.ndarray, k1: float = 1.5, b: float = 0.75,
                epsilon: float = 0.25) -> np.ndarray:
     """BM25 with corpus statistics of the given rows (float32, in the given order): bit-identical to
     ``index.score_range(tokens, 0, n_rows)[rows]``, found by binary search in each term's postings."""
@@ -83,16 +104,7 @@ def score_rows(index: "BM25Index", tokens: Sequence[str], rows: np.ndarray, k1: 
         return out
     order = np.argsort(rows, kind="stable")
     keys = rows[order]
-    for tid, mult in terms:
-        p0, p1, postings = index.postings(tid)
-        pos = np.searchsorted(postings, keys.astype(postings.dtype, copy=False))
-        inside = pos < (p1 - p0)
-        found = np.zeros(len(keys), dtype=bool)
-        found[inside] = np.asarray(postings[pos[inside]]) == keys[inside]
-        if not found.any():
-            continue
-        at = order[found]
-        out[at] += mult * _weights(index, p0 + pos[found], keys[found], k1, b, avgdl)
+    out[order] = index.corpus_scores_at(terms, keys, k1, b, avgdl)
     bad = ~np.isfinite(out)
     if bad.any():
         out[bad] = 0.0
@@ -114,7 +126,7 @@ def top_positive(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
     return rows[pick]
 
 
-def top_rows(index: "BM25Index", tokens: Sequence[str], k: int, k1: float = 1.5, b: float = 0.75,
+def top_rows(index: CorpusPostings, tokens: Sequence[str], k: int, k1: float = 1.5, b: float = 0.75,
              epsilon: float = 0.25) -> np.ndarray:
     """The ``k`` rows with the highest positive corpus BM25 (ties by the lower row), ascending: the
     same rows as ``top_positive`` over ``score_range(tokens, 0, n_rows)`` (see the module docstring)."""
@@ -134,11 +146,11 @@ def top_rows(index: "BM25Index", tokens: Sequence[str], k: int, k1: float = 1.5,
     n_met = 0
     for e, i in enumerate(by_bound, start=1):
         tid, mult = terms[i]
-        p0, p1, postings = index.postings(tid)
-        if e == len(terms) and n_met + (p1 - p0) > 8 * k:
+        df = int(index.indptr[tid + 1] - index.indptr[tid])
+        if e == len(terms) and n_met + df > 8 * k:
             break  # no bound held before the last term: scoring every row is as cheap
-        r = np.asarray(postings, dtype=np.int64)
-        partial[r] += mult * index._corpus_term_weights(tid, k1, b, avgdl)
+        r, weights = index.corpus_postings(tid, k1, b, avgdl)
+        partial[r] += mult * weights
         met.append(r)
         n_met += len(r)
         if e == len(terms):
@@ -180,7 +192,7 @@ def _union(met: list[np.ndarray], partial: np.ndarray, n_met: int) -> np.ndarray
     return np.flatnonzero(partial)
 
 
-def _every_row(index: "BM25Index", tokens: Sequence[str], k: int, k1: float, b: float, epsilon: float) -> np.ndarray:
+def _every_row(index: CorpusPostings, tokens: Sequence[str], k: int, k1: float, b: float, epsilon: float) -> np.ndarray:
     """The reference: every row scored (``score_range``), then the best ``k``."""
     scores = index.score_range(tokens, 0, index.n_rows, k1=k1, b=b, epsilon=epsilon)
     hits = np.flatnonzero(scores > 0)

@@ -16,6 +16,7 @@ from config import IdfScope
 from indexing.bm25_builder import BM25Index, rows_between
 from indexing.bm25_corpus import score_rows, top_positive, top_rows
 from indexing.index_files import release_over, touch_rows
+from indexing.segment_bm25 import SegmentBM25
 from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores, leaves_of_rows)
 from utils.beside import Beside
@@ -95,10 +96,10 @@ class FileSearch:
         side = Beside(lambda: self._ann_dense_side(ann, leaf_ann, qvec, params))
         try:
             bm25: np.ndarray | None = None
-            if idf == "corpus" and isinstance(self.bm25, BM25Index):  # the best rows without scoring every row
+            if idf == "corpus" and isinstance(self.bm25, (BM25Index, SegmentBM25)):
+                # the best rows without scoring every row, over one index or its live segments
                 hits = top_rows(self.bm25, query.tokens, params.ann_candidates, params.k1, params.b, params.epsilon)
-            else:  # each chunk with its own leaf's or document's statistics; or an index with delta segments
-                # (indexing/segment_bm25.py), every row scored: the same rows and scores bm25_corpus finds
+            else:  # each chunk with its own leaf's or document's statistics, every row scored
                 bm25 = (self._bm25(query.tokens, 0, n, (0, n), params) if idf == "corpus" else
                         self._grouped_bm25(query.tokens, np.arange(n, dtype=np.int64), idf, params))
                 positive = np.flatnonzero(bm25 > 0)

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from indexing.bm25_builder import BM25Index
+from indexing.bm25_builder import BM25Index, rows_between
 from indexing.segments import Runs
 
 POSTINGS_CACHE = 1 << 23
@@ -115,7 +115,7 @@ class SegmentBM25:
             local = local_ids[s]
             if local is not None:
                 p0, _, r = self.parts[s].postings(local)
-                i, j = (int(x) for x in np.searchsorted(r, (lo, hi)))
+                i, j = rows_between(r, lo, hi)  # keys in the postings' dtype: no int64 copy of them
                 if j > i:
                     out.append((s, local, p0, i, j, log - lo))
             log += hi - lo
@@ -286,6 +286,49 @@ class SegmentBM25:
         if bad.any():
             out[bad] = 0.0
         return out.astype(np.float32, copy=False)
+
+    def corpus_postings(self, tid: int, k1: float, b: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """(logical rows, float32 weights) of word ``tid``'s live postings under the collection's avgdl:
+        each segment's own cached weights, sliced run by run as ``score_range``'s collection scope adds
+        them, so a row's weight is the same float32 (bm25_corpus.CorpusPostings)."""
+        rows, weights = [], []
+        for s, local, p0, i, j, off in self._pieces(tid, 0, self.n_rows):
+            part = self.parts[s]
+            rows.append(np.asarray(part.rows[p0 + i:p0 + j], dtype=np.int64) + off)
+            weights.append(part._corpus_term_weights(local, k1, b, avgdl)[i:j])
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.concatenate(rows), np.concatenate(weights)
+
+    def corpus_scores_at(self, terms: Sequence[tuple[int, float]], keys: np.ndarray, k1: float, b: float,
+                         avgdl: float) -> np.ndarray:
+        """The collection-scope BM25 (float32) of the logical rows ``keys``, given (word, idf * count) in
+        the order ``score_range`` adds them: each row looked up in its own segment's postings (a live
+        row's local row; deleted rows are never asked for). The rows are sorted into segments once, not
+        once per word; a row's words are still added in the given order, so its sum is bit-identical."""
+        keys = np.asarray(keys, dtype=np.int64)
+        out = np.zeros(len(keys), dtype=np.float32)
+        if not len(keys) or not terms:
+            return out
+        local_ids = [self._local_ids(tid) for tid, _ in terms]
+        seg, loc = self.runs.locate(keys)
+        by = np.lexsort((loc, seg))  # by segment, then local row: each segment's keys ascending
+        cut = np.searchsorted(seg[by], np.arange(len(self.parts) + 1))
+        for s, part in enumerate(self.parts):
+            at = by[int(cut[s]):int(cut[s + 1])]
+            if not len(at):
+                continue
+            local_keys = loc[at]
+            sub = np.zeros(len(at), dtype=np.float32)
+            for (_, mult), ids in zip(terms, local_ids):
+                local = ids[s]
+                if local is None:
+                    continue
+                hit, w = part.corpus_weights_at(local, local_keys, k1, b, avgdl)
+                if hit.any():
+                    sub[hit] += mult * w
+            out[at] = sub
+        return out
 
     def _inside_one_part(self, start: int, end: int, a: int, z: int) -> tuple[int, int, int, int, int] | None:
         """The segment and its local rows when the scored rows and the statistics' rows lie in one run
