@@ -93,6 +93,14 @@ def rows_between(postings: np.ndarray, start: int, end: int) -> tuple[int, int]:
     return lo, max(lo, hi)
 
 
+def term_idf(n: float, df: int, eps_idf: float) -> float:
+    """Okapi BM25's IDF of a word found in ``df`` of ``n`` rows; a negative one (a word in more than half
+    of them) is floored to ``eps_idf``, as rank_bm25 does. One function because every scoring path (a
+    range, the collection's candidates, a segmented index) must give bit-identical scores."""
+    idf = math.log(n - df + 0.5) - math.log(df + 0.5)
+    return eps_idf if idf < 0 else idf
+
+
 class BM25Index:
     """Immutable BM25 statistics for N rows (chunks), scored by row range.
 
@@ -375,9 +383,7 @@ class BM25Index:
                 df = hi - lo
             if df == 0:
                 continue
-            idf = math.log(n - df + 0.5) - math.log(df + 0.5)
-            if idf < 0:
-                idf = eps_idf
+            idf = term_idf(n, df, eps_idf)
             if idf == 0.0:
                 continue
             if start == 0 and end == self.n_rows:

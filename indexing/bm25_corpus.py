@@ -23,11 +23,12 @@ that holds it; so the bounds, the top ``k`` and the scores are those of scoring 
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Any, Protocol, Sequence
 
 import numpy as np
+
+from indexing.bm25_builder import term_idf
 
 REFINE = 4
 """Candidates per wanted row above which the floor of the k-th score is first raised (see ``top_rows``)."""
@@ -80,9 +81,7 @@ def _query_terms(index: CorpusPostings, tokens: Sequence[str], epsilon: float) -
         df = int(index.indptr[tid + 1] - index.indptr[tid])
         if df == 0:
             continue
-        idf = math.log(n - df + 0.5) - math.log(df + 0.5)
-        if idf < 0:
-            idf = eps_idf
+        idf = term_idf(n, df, eps_idf)
         if idf == 0.0:
             continue
         out.append((tid, idf * count))

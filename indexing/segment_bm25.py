@@ -15,14 +15,13 @@ build's; the two sums can differ in the last bits of a float64.
 """
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter
 from typing import Any, Sequence
 
 import numpy as np
 
-from indexing.bm25_builder import BM25Index, rows_between
+from indexing.bm25_builder import BM25Index, rows_between, term_idf
 from indexing.segments import Runs
 
 POSTINGS_CACHE = 1 << 23
@@ -263,9 +262,7 @@ class SegmentBM25:
                 df = int(hi - lo)
             if df == 0:
                 continue
-            idf = math.log(n - df + 0.5) - math.log(df + 0.5)
-            if idf < 0:
-                idf = eps_idf
+            idf = term_idf(n, df, eps_idf)
             if idf == 0.0:
                 continue
             if whole:  # each segment's postings with its float32 weights, as BM25Index's collection scope
