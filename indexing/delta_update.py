@@ -23,7 +23,6 @@ it), which lends every unchanged vector and summary and equals a full build.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -209,12 +208,11 @@ def _stamp(f: FoundFile) -> list[int] | None:
 
 def _text_digest(f: FoundFile, limit: int) -> str | None:
     """The content hash a Markdown or text file would get, from its bytes, without parsing it."""
-    from tree_builder.decoding import normalise_text, text_from_bytes  # noqa: PLC0415
+    from tree_builder.documents import text_content_hash  # noqa: PLC0415
     from utils.bounded_read import read_bounded  # noqa: PLC0415
 
     try:
-        data = read_bounded(f.path, limit=limit, what=f.rel)
-        return hashlib.sha256(normalise_text(text_from_bytes(data, f.rel)).encode("utf-8")).hexdigest()
+        return text_content_hash(read_bounded(f.path, limit=limit, what=f.rel), f.rel)
     except (InputError, OSError):
         return None
 

@@ -58,6 +58,17 @@ def split_front_matter(text: str) -> tuple[dict, int]:
     return _json_safe(data), end
 
 
+def content_hash(text: str) -> str:
+    """A document's content hash: sha256 of its normalised text. One definition, because an update
+    compares it with the digest of a Markdown or text file it has not parsed (``text_content_hash``)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def text_content_hash(data: bytes, rel_path: str) -> str:
+    """The content hash ``text_document_from_bytes`` would give ``data``, without parsing it."""
+    return content_hash(normalise_text(text_from_bytes(data, rel_path)))
+
+
 def text_document_from_bytes(data: bytes, rel_path: str, kind: str = "md") -> Document:
     """Markdown or plain text bytes -> Document."""
     return document_from_text(text_from_bytes(data, rel_path), rel_path, kind)
@@ -76,8 +87,7 @@ def document_from_text(raw_text: str, rel_path: str, kind: str = "md") -> Docume
     front_matter, body_start = split_front_matter(text)
     if not text[body_start:].strip():
         raise EmptyDocumentError(f"{rel_path}: empty or whitespace-only document")
-    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    doc = Document(path=rel_path, text=text, title="", content_hash=content_hash,
+    doc = Document(path=rel_path, text=text, title="", content_hash=content_hash(text),
                    front_matter=front_matter, body_start=body_start, kind=kind)
     if not markdown_headings(text, body_start):
         found = detect_headings(text, body_start)
@@ -101,7 +111,7 @@ def document_from_parts(text: str, rel_path: str, kind: str, headings: list[Head
     if not headings:
         headings = detect_headings(text, 0)
     doc = Document(path=rel_path, text=text, title="",
-                   content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                   content_hash=content_hash(text),
                    kind=kind, headings=tuple(headings), page_starts=list(page_starts or []))
     fallback = _WS.sub(" ", title).strip() or PurePosixPath(rel_path).stem or rel_path
     doc.title = document_title(doc, fallback)
