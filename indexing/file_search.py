@@ -106,8 +106,7 @@ class FileSearch:
                 hits = top_positive(positive, bm25[positive], params.ann_candidates)
             touch_rows(self.embeddings, hits)
             if leaf_ann is not None:
-                near_leaves = leaf_ann.search(qvec, leaf_ann.proposals(params.ann_candidates, params.ann_candidates_growth),
-                                              params.ann_probe)
+                near_leaves = _proposed(leaf_ann, qvec, params)
                 query.memo.put((LEAF_NEAR, params), near_leaves)
                 touch_rows(self.leaf_embeddings, near_leaves)
                 touch_rows(self.leaf_embeddings, self._leaf_of(hits))
@@ -127,7 +126,7 @@ class FileSearch:
                         params: ScoreParams) -> tuple[np.ndarray, np.ndarray]:
         """The chunks' nearest rows and (sorted) least similar rows, their vector pages read in; with
         ``leaf_ann``, the pages of the nearest rows' leaves too."""
-        near = ann.search(qvec, ann.proposals(params.ann_candidates, params.ann_candidates_growth), params.ann_probe)
+        near = _proposed(ann, qvec, params)
         touch_rows(self.embeddings, near)
         far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4))  # the far end need only be near
         touch_rows(self.embeddings, far)
@@ -210,8 +209,7 @@ class FileSearch:
         chunk candidates this question's whole-collection scoring found (a leaf can rank high on its
         heading or on its chunks); 0 for the rest, as an engine leaves them."""
         near = query.memo.get((LEAF_NEAR, params))  # found beside the chunks' scans (LEAVES_WANTED)
-        picked = [near if isinstance(near, np.ndarray) else
-                  ann.search(qvec, ann.proposals(params.ann_candidates, params.ann_candidates_growth), params.ann_probe)]
+        picked = [near if isinstance(near, np.ndarray) else _proposed(ann, qvec, params)]
         seen = query.memo.get((ANN_ROWS, params))
         if isinstance(seen, np.ndarray):
             picked.append(self._leaf_of(seen))
@@ -279,3 +277,8 @@ class FileSearch:
             self._scripts = vocabulary_scripts(self.bm25.terms)
         return self._scripts
 
+
+def _proposed(ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
+    """The rows the ANN proposes for exact re-scoring: ``ann_candidates``, more as its lists multiply
+    (``AnnIndex.proposals``), from ``ann_probe`` of its lists."""
+    return ann.search(qvec, ann.proposals(params.ann_candidates, params.ann_candidates_growth), params.ann_probe)
