@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from indexing.bm25_builder import BM25Index, rows_between, term_idf
-from indexing.segments import Runs
+from indexing.segments import Runs, true_spans
 
 POSTINGS_CACHE = 1 << 23
 """Live postings (rows, tf, length) kept per index, mapped to logical rows: the words asked recently."""
@@ -343,5 +343,5 @@ class SegmentBM25:
 
 
 def _true_spans(mask: np.ndarray) -> list[tuple[int, int]]:
-    edges = np.flatnonzero(np.diff(np.r_[False, mask, False].astype(np.int8)))
-    return list(zip(edges[0::2].tolist(), edges[1::2].tolist()))
+    starts, ends = true_spans(mask)
+    return list(zip(starts.tolist(), ends.tolist()))

@@ -32,6 +32,12 @@ def delta_prefix(k: int) -> str:
     return f"delta{k}."
 
 
+def true_spans(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the runs of True in ``mask``: the live (or deleted) rows as ranges."""
+    edges = np.flatnonzero(np.diff(np.r_[False, np.asarray(mask, dtype=bool), False].astype(np.int8)))
+    return edges[0::2], edges[1::2]
+
+
 @dataclass(frozen=True, eq=False)
 class Runs:
     """Logical rows -> (segment, local row) for one kind of row (nodes, leaves or chunks).
@@ -76,8 +82,7 @@ class Runs:
     def from_mask(cls, live: np.ndarray, seg_start: Sequence[int], local0: Sequence[int] | None = None) -> "Runs":
         """Runs of the live rows in physical order."""
         live = np.asarray(live, dtype=bool)
-        edges = np.flatnonzero(np.diff(np.r_[False, live, False].astype(np.int8)))
-        starts, ends = edges[0::2], edges[1::2]
+        starts, ends = true_spans(live)
         seg = np.asarray(seg_start, dtype=np.int64)
         cuts = seg[1:-1]
         bounds = np.unique(np.concatenate([starts, ends, cuts[(cuts > 0)]]))
