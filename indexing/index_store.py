@@ -496,7 +496,8 @@ def _load_engine(files: IndexDir, path: Path, meta: dict[str, Any]) -> Index:
     records = EngineRecords(engine, names["chunks"], "record", n_chunks)
     doc_numbers = {d["path"]: i for i, d in enumerate(meta["documents"])}
     if uri.embedded:  # its vector indexes load into this process's engine: the budget must hold them
-        ensure_memory_budget(engine, memory_budget_needed(counts["chunks"] + len(tree.leaf_rows), dim))
+        kind = str(meta["store"].get("vector_index", "hnsw"))  # indexes built before the choice: hnsw
+        ensure_memory_budget(engine, memory_budget_needed(counts["chunks"] + len(tree.leaf_rows), dim, kind))
     search = SeekdbSearch(engine, prefix, dim, ChunkRows(leaf_ptr, _doc_rows(tree, leaf_ptr)), doc_numbers,
                           frozenset(s for s in scripts if isinstance(s, str)))
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)  # type: ignore[arg-type]

@@ -489,12 +489,12 @@ def test_an_embedded_build_raises_the_engines_memory_budget_and_says_so(tmp_path
             engine.close()
 
     before = budget()
-    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim: before + 1)
+    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim, kind="hnsw": before + 1)
     report = _build(TEST_PAPER, tmp_path / "big", seekdb_uri)
     assert budget() == before + GIB
     assert len(report.notes) == 1 and "memory budget" in report.notes[0]
     assert "note" not in json.loads((tmp_path / "big" / "metadata.json").read_text())["store"]
-    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim: GIB)
+    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim, kind="hnsw": GIB)
     report = _build(TEST_PAPER, tmp_path / "small", seekdb_uri)
     assert budget() == before + GIB and report.notes == []
 
@@ -978,10 +978,10 @@ def test_opening_an_embedded_index_makes_room_for_its_vector_indexes(both, monke
         return schema.parse_capacity(str(eng.search.engine.rows("SHOW PARAMETERS LIKE 'memory_budget'")[0][3]))
 
     before = budget()
-    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim: before + 1)
+    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim, kind="hnsw": before + 1)
     load_index(root / "engine")
     assert budget() == before + schema.GIB
-    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim: schema.GIB)
+    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim, kind="hnsw": schema.GIB)
     load_index(root / "engine")
     assert budget() == before + schema.GIB
     assert "memory budget" in _hint("(7604, 'Using the vsag interface returns an error')")
