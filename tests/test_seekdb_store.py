@@ -1055,3 +1055,79 @@ def test_packed_candidates_keep_zero_vectors_and_a_cut_result_is_an_error(seekdb
         engine.run("DROP TABLE pack_probe")
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("defer", [False, True])
+def test_the_vector_index_type_and_insert_sessions_are_the_builds_settings(tmp_path: Path, seekdb_uri: str, both,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           defer: bool) -> None:
+    """store_vector_index names the engine's index type (created with the table, or after the rows
+    are in for a large table); store_copy_sessions inserts on several connections; the manifest
+    records the type, and the index answers as the default build does (scores are exact either way)."""
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb import schema
+    from indexing.seekdb.uri import parse_store_uri
+    from retrieval.query import Query
+
+    if defer:
+        monkeypatch.setattr(schema, "DEFER_INDEX_ROWS", 0)
+    config = Config().replace(store_vector_index="hnsw_sq", store_copy_sessions=3)
+    build_index(TEST_PAPER, tmp_path / "sq", config, make_embedder("hash", config), store=parse_store_uri(seekdb_uri))
+    meta = json.loads((tmp_path / "sq" / "metadata.json").read_text())
+    assert meta["store"]["vector_index"] == "hnsw_sq"
+    sq = load_index(tmp_path / "sq")
+    for table in ("chunks", "leaves"):
+        ddl = str(sq.search.engine.rows(f"SHOW CREATE TABLE `{sq.search.tables[table]}`")[0][1]).lower()
+        assert "type=hnsw_sq" in ddl.replace(" ", "")
+    files, eng, _ = both
+    assert [sq.chunks[i] for i in range(len(files.chunks))] == [files.chunks[i] for i in range(len(files.chunks))]
+    q = Query.build("contextual bandit router accuracy", make_embedder("hash", config))
+    for params in (ScoreParams(), ScoreParams(exact_rows=1)):
+        a = sq.search.score(q, Scope.everything(), "corpus", params)
+        b = eng.search.score(q, Scope.everything(), "corpus", params)
+        assert sorted(a.rows.tolist()) == sorted(b.rows.tolist())
+        assert np.allclose(a.dense[np.argsort(a.rows)], b.dense[np.argsort(b.rows)], atol=1e-6)
+    sq.search.engine.close()
+
+
+def test_a_vector_index_type_the_engine_does_not_know_never_reaches_sql() -> None:
+    from indexing.seekdb.schema import GIB, memory_budget_needed, vector_with
+
+    assert "TYPE=hnsw_bq" in vector_with("hnsw_bq")
+    with pytest.raises(ValueError):
+        vector_with("hnsw) ; DROP TABLE x; --")
+    # a quantised index needs about a third of the float index's memory at 384 dimensions
+    assert memory_budget_needed(10**6, 384, "hnsw_sq") - GIB < (memory_budget_needed(10**6, 384) - GIB) / 2
+
+
+def test_a_questions_section_texts_are_read_in_batches(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paragraph order of a question's pool and its context read the section texts of their hits'
+    leaves in one statement each (a whole-collection question read ~29 texts one by one); the texts
+    are the file store's."""
+    from config import Config
+    from indexing.index_store import load_index
+    from pipeline import make_backends, run_pipeline
+
+    files, _, root = both
+    eng = load_index(root / "engine")  # nothing read yet
+    ids = [eng.leaves[j].node_id for j in (0, 2, 3, 5)]
+    seen = _statements(monkeypatch, eng.search.engine)
+    eng.prefetch_contents(ids + ids[:1])
+    texts = [eng.get_node(i).content for i in ids]
+    reads = [s for s in seen if "content FROM" in s]
+    assert len(reads) == 1 and reads[0].startswith("SELECT row_id, content FROM")
+    assert texts == [files.get_node(i).content for i in ids]
+    monkeypatch.undo()
+
+    eng = load_index(root / "engine")
+    config = Config()
+    backends = make_backends(eng, config, None)
+    seen = _statements(monkeypatch, eng.search.engine)
+    record = run_pipeline("contextual bandit router accuracy", eng, config, backends)
+    assert record.context.passages
+    assert sum("content FROM" in s for s in seen) <= 2
+    eng.search.engine.close()
