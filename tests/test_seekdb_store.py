@@ -1131,3 +1131,23 @@ def test_a_questions_section_texts_are_read_in_batches(both, monkeypatch: pytest
     assert record.context.passages
     assert sum("content FROM" in s for s in seen) <= 2
     eng.search.engine.close()
+
+
+def test_the_answer_steps_word_counts_of_several_documents_are_one_statement(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """term_stats_many counts every document's (and leaf's) rows in one statement and returns what
+    term_stats returns scope by scope, the file store's counts; the whole collection comes from the
+    terms table as before."""
+    from indexing.search import Scope
+
+    files, eng, _ = both
+    docs = sorted(files.doc_rows)
+    words = ["bandit", "router", "the", "accuracy", "合同", "no-such-word-here", "a b"]
+    scopes = [Scope.of_documents([d]) for d in docs] + [Scope.of_leaf(0), Scope.of_leaf(3), Scope.everything(),
+                                                        Scope.of_documents(docs)]
+    seen = _statements(monkeypatch, eng.search.engine)
+    got = eng.search.term_stats_many(words, scopes)
+    monkeypatch.undo()
+    assert sum(" UNION ALL " in s for s in seen) == 1 and len(seen) == 2  # the terms table for everything
+    assert got == [eng.search.term_stats(words, s) for s in scopes]
+    assert got == [files.search.term_stats(words, s) for s in scopes]
+    assert eng.search.term_stats_many(words, []) == []
