@@ -119,7 +119,9 @@ class Config:
     its stored vector); only which rows become candidates can change (docs/seekdb.md has the figures)."""
     store_copy_sessions: int = 1
     """Connections that insert rows at once while an index is copied into the engine (each gets its
-    own batches; the vector and full-text indexes are built once all rows are in)."""
+    own batches; the vector and full-text indexes are built once all rows are in). For an engine with
+    more cores than this machine's 2, where a second session did not copy faster (the engine, not the
+    client, was the bottleneck)."""
 
     # --- approximate nearest neighbours (file store; indexing/ann_index.py, docs/scale.md) ---
     ann: Literal["auto", "on", "off"] = "auto"
