@@ -111,6 +111,18 @@ class Config:
     same on any collection. 0.1 held parity with every word on LeCoQA (docs/seekdb.md); 1 searches every
     word, the exact full-text top."""
 
+    store_vector_index: Literal["hnsw", "hnsw_sq", "hnsw_bq"] = "hnsw"
+    """The engine's vector index over chunks and leaves, chosen when an index is copied into the engine:
+    hnsw holds every vector as float32 in the engine's memory (at 10,000 generated documents the server
+    peaked at 6.9 GB); hnsw_sq holds 8-bit codes (about a third of the memory), hnsw_bq one bit a
+    dimension. Scores stay exact with any of them (the engine re-computes a candidate's distance from
+    its stored vector); only which rows become candidates can change (docs/seekdb.md has the figures)."""
+    store_copy_sessions: int = 1
+    """Connections that insert rows at once while an index is copied into the engine (each gets its
+    own batches; the vector and full-text indexes are built once all rows are in). For an engine with
+    more cores than this machine's 2, where a second session did not copy faster (the engine, not the
+    client, was the bottleneck)."""
+
     # --- approximate nearest neighbours (file store; indexing/ann_index.py, docs/scale.md) ---
     ann: Literal["auto", "on", "off"] = "auto"
     """Whole-collection dense search from compressed vectors (IVF-PQ) instead of every float vector.
@@ -331,6 +343,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "embed_batch_size": (1, math.inf), "embed_workers": (1, 64), "hash_dim": (1, math.inf),
     "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
     "store_exact_rows": (1, math.inf), "store_candidates": (1, math.inf), "store_fulltext_max_share": (0, 1),
+    "store_copy_sessions": (1, 16),
     "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_candidates_growth": (0, 1), "ann_probe": (0.0001, 1), "query_mapped_mb": (0, math.inf),
     "delta_max_share": (0, 1), "delta_max_segments": (0, 1 << 16),
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),

@@ -72,7 +72,7 @@ def _free_port() -> int:
 class Server:
     """The wheel's seekdb binary on a free port with its own base directory; stopped on exit."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, memory_budget: str = "8G") -> None:
         import pylibseekdb
 
         self.base = base
@@ -81,7 +81,7 @@ class Server:
         self.log = open(base / "server.log", "wb")
         self.proc = subprocess.Popen(
             [str(Path(pylibseekdb.__file__).parent / "seekdb"), "--nodaemon", "--port", str(self.port),
-             "--base-dir", str(base), "--parameter", "memory_budget=8G", "--parameter", "cpu_count=2"],
+             "--base-dir", str(base), "--parameter", f"memory_budget={memory_budget}", "--parameter", "cpu_count=2"],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             env={**os.environ, "TELEMETRY_ENABLED": "false"})
         import pymysql

@@ -265,7 +265,8 @@ def publish(plan: BuildPlan, staged: Path, written: Written) -> _Built:
     from indexing.seekdb.publish import publish as copy_rows  # noqa: PLC0415
 
     with progress_stage(plan.progress, "copying into seekdb", written.chunks, "chunks") as st:
-        fields = copy_rows(staged, plan.store, st.advance)
+        fields = copy_rows(staged, plan.store, st.advance, plan.config.store_vector_index,
+                           plan.config.store_copy_sessions)
     prefix = str(fields["prefix"])
     notes = [str(fields.pop("note"))] if "note" in fields else []
     try:

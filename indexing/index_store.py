@@ -211,6 +211,12 @@ class Index:
         pos = np.fromiter((int(p) for p in positions), dtype=np.int64)
         self.tree.prefetch(self.tree.leaf_rows[pos[(pos >= 0) & (pos < len(self.tree.leaf_rows))]].tolist())
 
+    def prefetch_contents(self, node_ids: Iterable[str]) -> None:
+        """The section texts of ``node_ids`` read together before they are used one by one (an
+        engine: one statement instead of one per text); on files nothing to do."""
+        rows = (self.tree.row_of_id(i) for i in dict.fromkeys(node_ids))
+        self.tree.prefetch_contents(r for r in rows if r is not None)
+
     def get_node(self, node_id: str) -> TreeNode | None:
         return self.nodes.get(node_id)
 
@@ -496,7 +502,8 @@ def _load_engine(files: IndexDir, path: Path, meta: dict[str, Any]) -> Index:
     records = EngineRecords(engine, names["chunks"], "record", n_chunks)
     doc_numbers = {d["path"]: i for i, d in enumerate(meta["documents"])}
     if uri.embedded:  # its vector indexes load into this process's engine: the budget must hold them
-        ensure_memory_budget(engine, memory_budget_needed(counts["chunks"] + len(tree.leaf_rows), dim))
+        kind = str(meta["store"].get("vector_index", "hnsw"))  # indexes built before the choice: hnsw
+        ensure_memory_budget(engine, memory_budget_needed(counts["chunks"] + len(tree.leaf_rows), dim, kind))
     search = SeekdbSearch(engine, prefix, dim, ChunkRows(leaf_ptr, _doc_rows(tree, leaf_ptr)), doc_numbers,
                           frozenset(s for s in scripts if isinstance(s, str)))
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)  # type: ignore[arg-type]

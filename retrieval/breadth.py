@@ -67,6 +67,9 @@ def paragraph_first(pool: Sequence[RetrievedChunk], index: Any) -> list[Retrieve
     first: list[RetrievedChunk] = []
     later: list[RetrievedChunk] = []
     seen: set[tuple[str, int]] = set()
+    prefetch = getattr(index, "prefetch_contents", None)
+    if prefetch is not None:  # every hit's leaf text is read below: one statement on an engine
+        prefetch(hit.chunk.source_node_id for hit in pool)
     for hit in pool:
         key = _paragraph_key(hit, index, paragraphs)
         (later if key in seen else first).append(hit)

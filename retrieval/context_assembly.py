@@ -209,6 +209,9 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
     left = budget
     hits_read = 0
     waiting: list[tuple[int, _Leaf, list[tuple[int, int]]]] = []
+    prefetch = getattr(index, "prefetch_contents", None)
+    if prefetch is not None:  # the leaves of the hits that may be read, in one statement on an engine
+        prefetch(rc.chunk.source_node_id for rc in ranked)
 
     def take(rank: int, leaf: _Leaf, units: list[tuple[int, int]]) -> None:
         """Read the first unit that fits; if none does, the hit's first characters up to the budget."""

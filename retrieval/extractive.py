@@ -344,7 +344,10 @@ def _idf(index: Index | None, tokens: list[str], doc_path: str, config: Config) 
     (``Search.term_stats``). No index (quotes of bare chunks): no IDF, so no BM25 term."""
     if index is None or not tokens:
         return {}
-    n, dfs = index.search.term_stats(tokens, idf_scope(index, doc_path, config))
+    return _idf_of(*index.search.term_stats(tokens, idf_scope(index, doc_path, config)), config)
+
+
+def _idf_of(n: int, dfs: dict[str, int], config: Config) -> dict[str, float]:
     out: dict[str, float] = {}
     for t, df in dfs.items():
         if 0 < df <= n:
@@ -362,6 +365,11 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     toks = [tokenize(s.text) for s in sentences]
     avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
     idf_memo: dict[str, dict[str, float]] = {}
+    many = getattr(index.search, "term_stats_many", None) if index is not None and q_tokens else None
+    if many is not None and index is not None:  # every quoted document's counts in one round trip
+        docs = list(dict.fromkeys(passages[s.passage].chunk.doc_path for s in sentences))
+        for doc, (n, dfs) in zip(docs, many(q_tokens, [idf_scope(index, d, config) for d in docs])):
+            idf_memo[doc] = _idf_of(n, dfs, config)
     bm25 = np.zeros(len(sentences), dtype=np.float32)
     k1, b = config.bm25_k1, config.bm25_b
     for i, (s, t) in enumerate(zip(sentences, toks)):

@@ -489,12 +489,12 @@ def test_an_embedded_build_raises_the_engines_memory_budget_and_says_so(tmp_path
             engine.close()
 
     before = budget()
-    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim: before + 1)
+    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim, kind="hnsw": before + 1)
     report = _build(TEST_PAPER, tmp_path / "big", seekdb_uri)
     assert budget() == before + GIB
     assert len(report.notes) == 1 and "memory budget" in report.notes[0]
     assert "note" not in json.loads((tmp_path / "big" / "metadata.json").read_text())["store"]
-    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim: GIB)
+    monkeypatch.setattr(seekdb_publish, "memory_budget_needed", lambda rows, dim, kind="hnsw": GIB)
     report = _build(TEST_PAPER, tmp_path / "small", seekdb_uri)
     assert budget() == before + GIB and report.notes == []
 
@@ -978,10 +978,10 @@ def test_opening_an_embedded_index_makes_room_for_its_vector_indexes(both, monke
         return schema.parse_capacity(str(eng.search.engine.rows("SHOW PARAMETERS LIKE 'memory_budget'")[0][3]))
 
     before = budget()
-    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim: before + 1)
+    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim, kind="hnsw": before + 1)
     load_index(root / "engine")
     assert budget() == before + schema.GIB
-    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim: schema.GIB)
+    monkeypatch.setattr(schema, "memory_budget_needed", lambda rows, dim, kind="hnsw": schema.GIB)
     load_index(root / "engine")
     assert budget() == before + schema.GIB
     assert "memory budget" in _hint("(7604, 'Using the vsag interface returns an error')")
@@ -1055,3 +1055,99 @@ def test_packed_candidates_keep_zero_vectors_and_a_cut_result_is_an_error(seekdb
         engine.run("DROP TABLE pack_probe")
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("defer", [False, True])
+def test_the_vector_index_type_and_insert_sessions_are_the_builds_settings(tmp_path: Path, seekdb_uri: str, both,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           defer: bool) -> None:
+    """store_vector_index names the engine's index type (created with the table, or after the rows
+    are in for a large table); store_copy_sessions inserts on several connections; the manifest
+    records the type, and the index answers as the default build does (scores are exact either way)."""
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb import schema
+    from indexing.seekdb.uri import parse_store_uri
+    from retrieval.query import Query
+
+    if defer:
+        monkeypatch.setattr(schema, "DEFER_INDEX_ROWS", 0)
+    config = Config().replace(store_vector_index="hnsw_sq", store_copy_sessions=3)
+    build_index(TEST_PAPER, tmp_path / "sq", config, make_embedder("hash", config), store=parse_store_uri(seekdb_uri))
+    meta = json.loads((tmp_path / "sq" / "metadata.json").read_text())
+    assert meta["store"]["vector_index"] == "hnsw_sq"
+    sq = load_index(tmp_path / "sq")
+    for table in ("chunks", "leaves"):
+        ddl = str(sq.search.engine.rows(f"SHOW CREATE TABLE `{sq.search.tables[table]}`")[0][1]).lower()
+        assert "type=hnsw_sq" in ddl.replace(" ", "")
+    files, eng, _ = both
+    assert [sq.chunks[i] for i in range(len(files.chunks))] == [files.chunks[i] for i in range(len(files.chunks))]
+    q = Query.build("contextual bandit router accuracy", make_embedder("hash", config))
+    for params in (ScoreParams(), ScoreParams(exact_rows=1)):
+        a = sq.search.score(q, Scope.everything(), "corpus", params)
+        b = eng.search.score(q, Scope.everything(), "corpus", params)
+        assert sorted(a.rows.tolist()) == sorted(b.rows.tolist())
+        assert np.allclose(a.dense[np.argsort(a.rows)], b.dense[np.argsort(b.rows)], atol=1e-6)
+    sq.search.engine.close()
+
+
+def test_a_vector_index_type_the_engine_does_not_know_never_reaches_sql() -> None:
+    from indexing.seekdb.schema import GIB, memory_budget_needed, vector_with
+
+    assert "TYPE=hnsw_bq" in vector_with("hnsw_bq")
+    with pytest.raises(ValueError):
+        vector_with("hnsw) ; DROP TABLE x; --")
+    # a quantised index needs about a third of the float index's memory at 384 dimensions
+    assert memory_budget_needed(10**6, 384, "hnsw_sq") - GIB < (memory_budget_needed(10**6, 384) - GIB) / 2
+
+
+def test_a_questions_section_texts_are_read_in_batches(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paragraph order of a question's pool and its context read the section texts of their hits'
+    leaves in one statement each (a whole-collection question read ~29 texts one by one); the texts
+    are the file store's."""
+    from config import Config
+    from indexing.index_store import load_index
+    from pipeline import make_backends, run_pipeline
+
+    files, _, root = both
+    eng = load_index(root / "engine")  # nothing read yet
+    ids = [eng.leaves[j].node_id for j in (0, 2, 3, 5)]
+    seen = _statements(monkeypatch, eng.search.engine)
+    eng.prefetch_contents(ids + ids[:1])
+    texts = [eng.get_node(i).content for i in ids]
+    reads = [s for s in seen if "content FROM" in s]
+    assert len(reads) == 1 and reads[0].startswith("SELECT row_id, content FROM")
+    assert texts == [files.get_node(i).content for i in ids]
+    monkeypatch.undo()
+
+    eng = load_index(root / "engine")
+    config = Config()
+    backends = make_backends(eng, config, None)
+    seen = _statements(monkeypatch, eng.search.engine)
+    record = run_pipeline("contextual bandit router accuracy", eng, config, backends)
+    assert record.context.passages
+    assert sum("content FROM" in s for s in seen) <= 2
+    eng.search.engine.close()
+
+
+def test_the_answer_steps_word_counts_of_several_documents_are_one_statement(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """term_stats_many counts every document's (and leaf's) rows in one statement and returns what
+    term_stats returns scope by scope, the file store's counts; the whole collection comes from the
+    terms table as before."""
+    from indexing.search import Scope
+
+    files, eng, _ = both
+    docs = sorted(files.doc_rows)
+    words = ["bandit", "router", "the", "accuracy", "合同", "no-such-word-here", "a b"]
+    scopes = [Scope.of_documents([d]) for d in docs] + [Scope.of_leaf(0), Scope.of_leaf(3), Scope.everything(),
+                                                        Scope.of_documents(docs)]
+    seen = _statements(monkeypatch, eng.search.engine)
+    got = eng.search.term_stats_many(words, scopes)
+    monkeypatch.undo()
+    assert sum(" UNION ALL " in s for s in seen) == 1 and len(seen) == 2  # the terms table for everything
+    assert got == [eng.search.term_stats(words, s) for s in scopes]
+    assert got == [files.search.term_stats(words, s) for s in scopes]
+    assert eng.search.term_stats_many(words, []) == []

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
+import queue
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -54,12 +55,56 @@ def prepared(make: Callable[[int, int], list[Row]], n: int,
             yield b - a, values
 
 
-def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None = None) -> dict[str, Any]:
+def send_batches(engine: Engine, sessions: int, table: str, columns: Sequence[str],
+                 batches: Iterator[tuple[int, list[Row]]], advance: Callable[[int], None] | None = None) -> None:
+    """Every batch inserted into ``table``, on ``sessions`` connections at once (``engine`` and more to
+    its store): each inserts whole batches while the next are formatted. At most ``sessions`` batches
+    are in flight, so memory stays that of a few batches; the first failure stops the copy."""
+    if sessions <= 1:
+        for count, values in batches:
+            insert_rows(engine, table, columns, values)
+            if advance:
+                advance(count)
+        return
+    idle: queue.SimpleQueue[Engine] = queue.SimpleQueue()
+    opened = [Engine(engine.uri, create=True) for _ in range(sessions - 1)]
+    for e in (engine, *opened):
+        idle.put(e)
+
+    def insert(values: list[Row]) -> None:
+        e = idle.get()
+        try:
+            insert_rows(e, table, columns, values)
+        finally:
+            idle.put(e)
+
+    try:
+        with ThreadPoolExecutor(max_workers=sessions, thread_name_prefix="seekdb-insert") as pool:
+            flying: list[tuple[int, Future[None]]] = []
+            for count, values in batches:
+                while len(flying) >= sessions:
+                    n, done = flying.pop(0)
+                    done.result()
+                    if advance:
+                        advance(n)
+                flying.append((count, pool.submit(insert, values)))
+            for n, done in flying:
+                done.result()
+                if advance:
+                    advance(n)
+    finally:
+        for e in opened:
+            e.close()
+
+
+def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None = None,
+            vector_index: str = "hnsw", sessions: int = 1) -> dict[str, Any]:
     """Copy a complete file index (``staged``) into new engine tables; the manifest fields for metadata.json.
 
     On any failure the new tables are dropped and the error propagates: the previous index (its
     manifest and tables) is untouched. ``advance(n)`` is told of every n chunks copied (a progress bar).
     A ``note`` field, when present, is for the person building and not for the manifest.
+    ``vector_index`` and ``sessions``: Config.store_vector_index and store_copy_sessions.
     """
     index = load_index(staged)
     meta = index.metadata
@@ -69,8 +114,9 @@ def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None =
     try:
         n_chunks, n_leaves = len(index.chunks), len(index.leaves)
         sizes = {"chunks": n_chunks, "leaves": n_leaves}
-        note = ensure_memory_budget(engine, memory_budget_needed(n_chunks + n_leaves, dim)) if uri.embedded else None
-        names = create_tables(engine, prefix, dim, sizes)
+        needed = memory_budget_needed(n_chunks + n_leaves, dim, vector_index)
+        note = ensure_memory_budget(engine, needed) if uri.embedded else None
+        names = create_tables(engine, prefix, dim, sizes, vector_index)
         search = index.search
         if not isinstance(search, FileSearch):
             raise IndexFormatError(f"{staged} is not a file index: only a staged file build is published")
@@ -106,14 +152,11 @@ def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None =
             return [(r, json.dumps(tree.records.raw(r), ensure_ascii=False),
                      json.dumps(tree.contents.raw(r), ensure_ascii=False)) for r in range(a, b)]
 
-        for count, values in prepared(chunk_values, n_chunks):
-            insert_rows(engine, names["chunks"], ("row_id", "leaf", "doc", "body", "record", "tkey", "emb"), values)
-            if advance:
-                advance(count)
-        for _, values in prepared(leaf_values, n_leaves):
-            insert_rows(engine, names["leaves"], ("leaf", "doc", "body", "tkey", "emb"), values)
-        for _, values in prepared(node_values, len(tree)):
-            insert_rows(engine, names["nodes"], ("row_id", "record", "content"), values)
+        send_batches(engine, sessions, names["chunks"], ("row_id", "leaf", "doc", "body", "record", "tkey", "emb"),
+                     prepared(chunk_values, n_chunks), advance)
+        send_batches(engine, sessions, names["leaves"], ("leaf", "doc", "body", "tkey", "emb"),
+                     prepared(leaf_values, n_leaves))
+        send_batches(engine, sessions, names["nodes"], ("row_id", "record", "content"), prepared(node_values, len(tree)))
         df = np.diff(np.asarray(bm.indptr))
         # a "word" over 512 characters (a run of symbols) is left out: the relevance floor then
         # counts it as unseen, the most informative, as it counts any word the index lacks
@@ -125,8 +168,8 @@ def publish(staged: Path, uri: StoreURI, advance: Callable[[int], None] | None =
             insert_rows(engine, names["kg"], ("row_id", "leaf", "record"),
                         [(r, owner[r], json.dumps(graphs.records.raw(r), ensure_ascii=False))
                          for r in range(len(graphs))])
-        index_tables(engine, names, sizes)
-        fields: dict[str, Any] = {"uri": uri.public(), "prefix": prefix,
+        index_tables(engine, names, sizes, vector_index)
+        fields: dict[str, Any] = {"uri": uri.public(), "prefix": prefix, "vector_index": vector_index,
                                   "scripts": sorted(vocabulary_scripts(bm.terms))}
         if note:
             fields["note"] = note

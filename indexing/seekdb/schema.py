@@ -23,21 +23,38 @@ def table_names(prefix: str) -> dict[str, str]:
 
 
 FULLTEXT = "FULLTEXT INDEX ft_body (body) WITH PARSER space PARSER_PROPERTIES=(min_token_size=1)"
-VECTOR_INDEX = "VECTOR INDEX vi_emb (emb) WITH (DISTANCE=cosine, TYPE=hnsw, LIB=vsag)"
+VECTOR_INDEX_TYPES = ("hnsw", "hnsw_sq", "hnsw_bq")
+"""The engine's in-memory graph indexes (Config.store_vector_index): float32, 8-bit and 1-bit vectors.
+Its table-based IVF indexes were not taken: their recall and latency were not measured here."""
+
+
+def vector_with(vector_index: str) -> str:
+    """The WITH clause of a vector index of ``vector_index`` type (checked: it becomes SQL text)."""
+    if vector_index not in VECTOR_INDEX_TYPES:
+        raise ValueError(f"unknown vector index type {vector_index!r}")
+    return f"WITH (DISTANCE=cosine, TYPE={vector_index}, LIB=vsag)"
+
+
+def vector_index_sql(vector_index: str) -> str:
+    """The vector index clause of a CREATE TABLE."""
+    return f"VECTOR INDEX vi_emb (emb) {vector_with(vector_index)}"
+
 DEFER_INDEX_ROWS = 20_000
 """A table of more rows gets its full-text and vector indexes after its rows are loaded: 20k rows
 loaded at 13,700 rows/s then indexed (4 s FTS, 16 s HNSW) beat 760 rows/s indexing row by row;
 a small table pays ~1 s per index built afterwards, so it is indexed as it is filled."""
 
 
-def create_tables(engine: Engine, prefix: str, dim: int, rows: Mapping[str, int]) -> dict[str, str]:
+def create_tables(engine: Engine, prefix: str, dim: int, rows: Mapping[str, int],
+                  vector_index: str = "hnsw") -> dict[str, str]:
     names = table_names(prefix)
     dim = int(dim)
+    vector = vector_index_sql(vector_index)
     for t in names.values():
         engine.run(f"DROP TABLE IF EXISTS `{t}`")
 
     def indexes(table: str) -> str:
-        return "" if rows[table] > DEFER_INDEX_ROWS else f", {FULLTEXT}, {VECTOR_INDEX}"
+        return "" if rows[table] > DEFER_INDEX_ROWS else f", {FULLTEXT}, {vector}"
 
     engine.run(f"CREATE TABLE `{names['chunks']}` (row_id BIGINT PRIMARY KEY, leaf INT NOT NULL, doc INT NOT NULL, "
                f"body LONGTEXT, record LONGTEXT NOT NULL, tkey CHAR(32) NOT NULL, emb VECTOR({dim}) NOT NULL, "
@@ -58,24 +75,25 @@ def build_parallelism() -> int:
     return max(1, min(os.cpu_count() or 1, 16))
 
 
-def index_tables(engine: Engine, names: Mapping[str, str], rows: Mapping[str, int]) -> None:
+def index_tables(engine: Engine, names: Mapping[str, str], rows: Mapping[str, int],
+                 vector_index: str = "hnsw") -> None:
     """Full-text (TreeRAG's tokens, split on spaces) and HNSW (cosine) indexes over the loaded rows
     of the tables ``create_tables`` left without them."""
     hint = f"/*+ PARALLEL({build_parallelism()}) */"
+    vector = vector_with(vector_index)
     for kind in ("chunks", "leaves"):
         if rows[kind] <= DEFER_INDEX_ROWS:
             continue
         table = names[kind]
         engine.run(f"CREATE {hint} FULLTEXT INDEX ft_body ON `{table}` (body) WITH PARSER space "
                    f"PARSER_PROPERTIES=(min_token_size=1)")
-        engine.run(f"CREATE {hint} VECTOR INDEX vi_emb ON `{table}` (emb) "
-                   f"WITH (DISTANCE=cosine, TYPE=hnsw, LIB=vsag)")
+        engine.run(f"CREATE {hint} VECTOR INDEX vi_emb ON `{table}` (emb) {vector}")
 
 
 GIB = 1 << 30
 
 
-def memory_budget_needed(vector_rows: int, dim: int) -> int:
+def memory_budget_needed(vector_rows: int, dim: int, vector_index: str = "hnsw") -> int:
     """Bytes an embedded engine should be allowed for HNSW indexes over ``vector_rows`` vectors.
 
     seekdb holds an HNSW index in memory (the vectors, float32, plus the graph) and pylibseekdb creates
@@ -83,9 +101,13 @@ def memory_budget_needed(vector_rows: int, dim: int) -> int:
     "No memory or server runtime memory limit reached" (code 4013), and an engine that built them on
     5 GB (1.39M vectors, 2.1 GB) could not load them back for a query (code 7604, "Not enough memory"
     in its log) where 8 GB could. Three times the vectors' bytes covers the graph, the build's working
-    set and a load; 1 GB is left for everything else the engine keeps.
+    set and a load; 1 GB is left for everything else the engine keeps. A quantised index holds a
+    byte a dimension at most (8-bit codes; the 1-bit index's re-ranking codes) and its graph's
+    neighbour lists (16 links of 4 bytes at the base layer, twice that counted), three times over.
     """
-    return GIB + 3 * vector_rows * dim * 4
+    if vector_index == "hnsw":
+        return GIB + 3 * vector_rows * dim * 4
+    return GIB + 3 * vector_rows * (dim + 128)
 
 
 def _physical_memory() -> int:
