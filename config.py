@@ -227,7 +227,12 @@ class Config:
     off: every question is a detail question."""
     aspect_retrieval: bool = True
     """Multi-part questions: each part is located and retrieved as a sub-query of its own, and the
-    parts take turns in the context pool (retrieval/breadth.py)."""
+    parts' ranked lists join the whole question's in the context pool (retrieval/breadth.py)."""
+    aspect_merge: Literal["turns", "rrf"] = "turns"
+    """How the whole question's and the parts' ranked lists make the context pool: taking turns (the
+    whole question first in every round), or reciprocal-rank fusion (a chunk two lists rank high
+    comes first: the flat arms read more on statutes, the default tree arm the same on both sets,
+    docs/evaluation.md)."""
 
     # --- long-leaf graphs (docs/graph.md) ------------------------------------
     kg_mode: Literal["off", "rules", "llm"] = "off"
