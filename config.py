@@ -209,10 +209,12 @@ class Config:
     to their paragraph and section while the budget lasts (retrieval/context_assembly.py)."""
     context_pool: int = 40
     collection_fusion: Literal["same", "weighted", "relative", "rrf"] = "rrf"
-    """How the flat ranking a collection question's tree retrieval draws on (the union's flat
-    candidates, the pool's continuation) fuses its two signals (same: ``fusion``). Rank fusion: over
+    """How a collection question's tree retrieval fuses the two signals where chunks of several
+    documents meet: the flat ranking it draws on (the union's flat candidates, the pool's
+    continuation) and the union ordering of all candidates (same: ``fusion``). Rank fusion: over
     a whole collection min-max scaling squeezes every plausible chunk's cosine into the top few
-    hundredths while BM25 keeps its spread and decides (docs/evaluation.md)."""
+    hundredths while BM25 keeps its spread and decides, and each statute's BM25 scores come with
+    its own statistics, so their scales differ (docs/evaluation.md)."""
     """Ranked hits the context may be assembled from (step 2's list is the first final_top_k)."""
     context_leaf_share: float = 0.5
     """Share of the context budget one leaf may take before hits of other leaves are read (a detail
@@ -237,7 +239,12 @@ class Config:
     off: every question is a detail question."""
     aspect_retrieval: bool = True
     """Multi-part questions: each part is located and retrieved as a sub-query of its own, and the
-    parts take turns in the context pool (retrieval/breadth.py)."""
+    parts' ranked lists join the whole question's in the context pool (retrieval/breadth.py)."""
+    aspect_merge: Literal["turns", "rrf"] = "turns"
+    """How the whole question's and the parts' ranked lists make the context pool: taking turns (the
+    whole question first in every round), or reciprocal-rank fusion (a chunk two lists rank high
+    comes first: the flat arms read more on statutes, the default tree arm the same on both sets,
+    docs/evaluation.md)."""
 
     # --- long-leaf graphs (docs/graph.md) ------------------------------------
     kg_mode: Literal["off", "rules", "llm"] = "off"

@@ -244,7 +244,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
                 found, _ = apply_graph_channel(index, q, located, found, part_config)  # each part its own seeds
             return paragraph_first(rerank(text, found, backends.reranker, limit, fallbacks), index)
 
-        pool = aspect_pool(pool, parts, for_part, limit)
+        pool = aspect_pool(pool, parts, for_part, limit, config.aspect_merge, config.rrf_k)
         timing["parts"] = (time.perf_counter() - t) * 1000
     return Retrieval(loc, final, stages, fallbacks, timing, question=question, pool=pool, plan=plan,
                      graph=graph_uses)

@@ -240,7 +240,7 @@ def flat_pools(arm: Arm, ctx: ArmContext, query: str, plan: QueryPlan, doc_paths
     ranked = ranked_for(query)
     if not (cfg.aspect_retrieval and plan.route == "multi-part"):
         return ranked, ranked
-    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, limit)
+    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, limit, cfg.aspect_merge, cfg.rrf_k)
 
 
 def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -> ArmOutput:

@@ -71,6 +71,20 @@ def test_aspect_pool_retrieves_each_part_and_leaves_single_questions_alone() -> 
     assert aspect_pool(whole, ["only"], retrieve_for, 10) == whole and asked == ["a", "b"]
 
 
+def test_the_parts_lists_merge_by_reciprocal_rank_or_by_turns() -> None:
+    """A chunk the whole question and both parts rank high comes first under rank fusion (equal ranks
+    tie, broken by document order); taking turns keeps the whole question first in every round.
+    Each chunk is listed once, as its first list gave it."""
+    whole = [_hit(1), _hit(2), _hit(3), _hit(4)]
+    parts = {"a": [_hit(3), _hit(7), _hit(8)], "b": [_hit(3), _hit(9)]}
+    fused = aspect_pool(whole, ["a", "b"], parts.__getitem__, 10, merge="rrf")
+    assert [h.row for h in fused] == [3, 1, 2, 7, 9, 8, 4]
+    turns = aspect_pool(whole, ["a", "b"], parts.__getitem__, 10)
+    assert [h.row for h in turns] == [1, 3, 9, 2, 7, 4, 8]
+    assert [h.row for h in aspect_pool(whole, ["a", "b"], parts.__getitem__, 3, merge="rrf")] == [3, 1, 2]
+    assert len({h.row for h in fused}) == len(fused)
+
+
 def test_sub_questions_come_from_the_plan_or_from_an_llm_locators_sub_queries() -> None:
     detail = QueryPlan("detail", ("q",), "")
     same = [LocatedNode("1", "q"), LocatedNode("2", "q")]

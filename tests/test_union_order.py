@@ -127,3 +127,44 @@ def test_the_pipeline_hands_the_locators_ranked_candidates_to_the_union(paper_in
     outside = [h for h in r.pool if h.source == "net" and h.chunk.source_node_id in ranked.keys() - located
                and "leaf_prior" in h.retrieval_detail]
     assert outside and all(h.retrieval_detail["leaf_prior"] > 0 for h in outside)
+
+
+def test_the_union_fuses_by_rank_on_a_unit_scale_as_collection_fusion_says() -> None:
+    """Candidates of several statutes carry BM25 scores of different documents' statistics: one huge
+    score must not decide by scale alone. Rank fusion is scaled so a chunk first on both signals
+    scores 1 (the leaf prior's weight keeps its meaning); ``same`` is the config's own fusion."""
+    import numpy as np
+
+    from retrieval.hybrid_retriever import union_fusion
+    from retrieval.scoring import fuse
+
+    dense = np.array([0.91, 0.90, 0.60, 0.50])
+    lexical = np.array([9.0, 8.0, 400.0, 0.0])  # the third from a document whose BM25 runs high
+    by_rank = union_fusion(dense, lexical, Config(collection_fusion="rrf"))
+    assert np.all((by_rank > 0) & (by_rank < 1)) and list(np.argsort(-by_rank)) == [0, 2, 1, 3]
+    top = union_fusion(dense, np.array([500.0, 8.0, 400.0, 0.0]), Config(collection_fusion="rrf"))
+    assert top[0] == pytest.approx(1.0) and top[3] == pytest.approx(61 / 2 / 64)  # no BM25: dense rank only
+    by_scale = union_fusion(dense, lexical, Config(collection_fusion="same"))
+    assert np.argmax(by_scale) == 2  # min-max over the union: the outlier's BM25 decides
+    assert np.allclose(by_scale, fuse(dense, lexical, Config()))
+    assert np.allclose(union_fusion(dense, lexical, Config(collection_fusion="weighted", fusion="rrf")), by_scale)
+
+
+def test_the_union_ordering_uses_the_collection_fusion(paper_index) -> None:
+    """The same candidates ordered with rank fusion and with the config's min-max fusion get the
+    scores each fusion gives (prior weight 0: the fused score alone)."""
+    import numpy as np
+
+    from retrieval.hybrid_retriever import union_fusion
+    from retrieval.scoring import score_params
+
+    emb = make_embedder("hash", Config())
+    q = Query.build("How many epochs was the model trained for?", emb)
+    rows = list(range(min(12, len(paper_index.chunks))))
+    cands = [retrieved_chunk(paper_index, r, 0.5, 0.5, 0.5, "q", "tree") for r in rows]
+    for fusion in ("rrf", "same"):
+        cfg = Config(collection_fusion=fusion, leaf_prior_weight=0.0)
+        out = order_union(paper_index, q, cands, [], cfg)
+        scored = paper_index.search.rescore(q, np.array(rows), "document", score_params(cfg))
+        want = dict(zip(rows, union_fusion(scored.dense, scored.lexical, cfg)))
+        assert [pytest.approx(want[h.row], abs=1e-6) for h in out] == [h.score for h in out]
