@@ -208,6 +208,7 @@ class Config:
     paragraphs or sentence-aligned windows, merged where they touch, spread over sections, then grown
     to their paragraph and section while the budget lasts (retrieval/context_assembly.py)."""
     context_pool: int = 40
+    """Ranked hits the context may be assembled from (step 2's list is the first final_top_k)."""
     collection_fusion: Literal["same", "weighted", "relative", "rrf"] = "rrf"
     """How a collection question's tree retrieval fuses the two signals where chunks of several
     documents meet: the flat ranking it draws on (the union's flat candidates, the pool's
@@ -215,7 +216,6 @@ class Config:
     a whole collection min-max scaling squeezes every plausible chunk's cosine into the top few
     hundredths while BM25 keeps its spread and decides, and each statute's BM25 scores come with
     its own statistics, so their scales differ (docs/evaluation.md)."""
-    """Ranked hits the context may be assembled from (step 2's list is the first final_top_k)."""
     context_leaf_share: float = 0.5
     """Share of the context budget one leaf may take before hits of other leaves are read (a detail
     question allows more, an overview or multi-part question less: retrieval/query_plan.py)."""
