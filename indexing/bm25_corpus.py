@@ -7,7 +7,10 @@ word found in most chunks (7.8M postings of 9.8M rows at 100,000 documents), who
 and the partition of the ~8M positive rows cost ~300 ms of a question.
 
 How (MaxScore, exact): each term's contribution to a row is at most ``idf * count * (k1 + 1)`` (the
-saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` stays below ``k1 + 1``). Terms are
+saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` stays below ``k1 + 1``), or
+``idf * count`` times the word's largest stored weight when the index stores its weights
+(indexing/bm25_impacts.py: a frequent word's rows are mostly of average length with tf 1, so its
+largest weight is often half of ``k1 + 1``, and the bound holds after fewer words). Terms are
 scored from the largest bound down (the rare words) into a partial score; once the ``k``-th best
 partial score exceeds the summed bounds of the terms not yet scored (the frequent words), no row
 outside the rows already met can enter the top ``k``, and of those only rows whose partial score
@@ -57,6 +60,10 @@ class CorpusPostings(Protocol):
 
     def corpus_postings(self, tid: int, k1: float, b: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
         """(rows ascending, float32 weights) of word ``tid`` under the collection's avgdl."""
+        ...
+
+    def term_bound(self, tid: int, k1: float, b: float, avgdl: float) -> float:
+        """An upper bound of word ``tid``'s weight in any row (``k1 + 1`` holds for every word)."""
         ...
 
     def corpus_scores_at(self, terms: Sequence[tuple[int, float]], keys: np.ndarray, k1: float, b: float,
@@ -135,7 +142,7 @@ def top_rows(index: CorpusPostings, tokens: Sequence[str], k: int, k1: float = 1
         return np.zeros(0, dtype=np.int64)
     if any(mult < 0 for _, mult in terms) or k1 < 0 or not 0 <= b <= 1:
         return _every_row(index, tokens, k, k1, b, epsilon)
-    bound = [mult * (k1 + 1.0) for _, mult in terms]
+    bound = [mult * index.term_bound(tid, k1, b, avgdl) for tid, mult in terms]
     by_bound = sorted(range(len(terms)), key=lambda i: (-bound[i], i))  # rare words (high idf) first
     rest = [0.0] * (len(terms) + 1)  # rest[e]: summed bounds of the terms after the first e of by_bound
     for e in range(len(terms) - 1, -1, -1):
