@@ -33,9 +33,12 @@ import numpy as np
 
 from indexing.bm25_builder import term_idf
 
-SEARCH_COST = 8
+SEARCH_COST = 15
 """What scoring one candidate row for one word by binary search costs, in postings added by reading
-a word whole (measured at 100,000 documents: ~80 ns against ~10 ns)."""
+a word whole (measured at 100,000 documents: ~150 ns against ~10 ns)."""
+DENSE_COST = 1 / 3
+"""What finding the rows met costs per row of the collection, in postings, once they are too many to
+merge (``_union`` then scans the partial scores of every row)."""
 SLACK = 1e-4
 """Relative room left for float32 rounding between a bound and the scores it bounds."""
 
@@ -172,7 +175,7 @@ def top_rows(index: CorpusPostings, tokens: Sequence[str], k: int, k1: float = 1
         theta = max(theta, kth * (1 - SLACK))  # a row's exact score is at least its partial one
         exact = None
         if left >= theta * (1 - SLACK):  # raise theta with exact scores: the words left add to the rows met too
-            nxt = df[order[e]]
+            nxt = _read_cost(df[order[e]], n_met, len(partial))
             if len(seen) * len(terms) * SEARCH_COST <= nxt:  # every row met, exactly: the k-th best of them
                 exact = score_rows(index, tokens, seen, k1, b, epsilon)
                 theta = max(theta, float(np.partition(exact, len(exact) - k)[len(exact) - k]))
@@ -186,7 +189,7 @@ def top_rows(index: CorpusPostings, tokens: Sequence[str], k: int, k1: float = 1
             cand, scores = seen, exact
         else:
             cand = seen[vals.astype(np.float64) + left >= theta * (1 - SLACK)]
-            if e < len(terms) and len(cand) * len(terms) * SEARCH_COST > df[order[e]]:
+            if e < len(terms) and len(cand) * len(terms) * SEARCH_COST > _read_cost(df[order[e]], n_met, len(partial)):
                 continue  # reading the next word whole narrows the candidates for less than scoring them
             scores = score_rows(index, tokens, cand, k1, b, epsilon)
         top = top_positive(cand, scores, k)
@@ -194,6 +197,12 @@ def top_rows(index: CorpusPostings, tokens: Sequence[str], k: int, k1: float = 1
             return top.astype(np.int64, copy=False)
         break  # fewer than k positive rows, or rounding beat the slack: be exact
     return _every_row(index, tokens, k, k1, b, epsilon)
+
+
+def _read_cost(df: int, n_met: int, n_rows: int) -> float:
+    """What reading a word of ``df`` postings whole costs, in postings: its postings, and a scan of every
+    row's partial score when the rows met become too many to merge (``_union``)."""
+    return df + (n_rows * DENSE_COST if (n_met + df) * 64 >= n_rows else 0.0)
 
 
 def _union(met: list[np.ndarray], partial: np.ndarray, n_met: int) -> np.ndarray:
