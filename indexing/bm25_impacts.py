@@ -95,12 +95,17 @@ def _block_maxima(indptr: np.ndarray, a: int, z: int, w: np.ndarray, out: np.nda
 def compute(index: "BM25Index", k1: float, b: float, weights_out: Any) -> tuple[float, np.ndarray]:
     """Fill ``weights_out`` (nnz float32, an array or a writable map) with every posting's weight;
     (avgdl, per-word maxima)."""
+    from indexing.index_files import release_pages  # noqa: PLC0415
+
     avgdl = corpus_avgdl(index.doc_len)
     maxima = np.zeros(len(index.terms), dtype=np.float32)
     for a, z, w in _blocks(index, k1, b, avgdl):
         weights_out[a:z] = w
         if z > a:
             _block_maxima(index.indptr, a, z, w, maxima)
+        if isinstance(weights_out, np.memmap):  # written pages leave the process (they stay in the page cache)
+            weights_out.flush()
+        release_pages(index.rows, index.tf, weights_out)  # a build's peak memory must not grow with the postings
     return avgdl, maxima
 
 
@@ -196,6 +201,8 @@ def _prefix_of(index: "BM25Index") -> str:
 
 def verify(index: "BM25Index", impacts: Impacts) -> None:
     """Every stored weight and maximum equals the one computed from the postings (``verify``)."""
+    from indexing.index_files import release_pages  # noqa: PLC0415
+
     weights_name, max_name, params_name = impact_names(_prefix_of(index))
     if impacts.avgdl != corpus_avgdl(index.doc_len):
         raise IndexFormatError(f"{params_name}: the average row length differs from the rows' lengths")
@@ -208,11 +215,9 @@ def verify(index: "BM25Index", impacts: Impacts) -> None:
                                    f"in postings {a}..{z - 1}; rebuild the index")
         if z > a:
             _block_maxima(index.indptr, a, z, w, maxima)
+        release_pages(index.rows, index.tf, impacts.weights)
     if not np.array_equal(maxima.view(np.uint32), np.asarray(impacts.maxima).view(np.uint32)):
         raise IndexFormatError(f"{max_name} does not match the largest weight of each word; rebuild the index")
-    from indexing.index_files import release_pages  # noqa: PLC0415
-
-    release_pages(impacts.weights)
 
 
 def upgrade(path: Path, k1: float, b: float) -> list[str]:
