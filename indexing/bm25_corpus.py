@@ -9,15 +9,17 @@ and the partition of the ~8M positive rows cost ~300 ms of a question.
 How (MaxScore, exact): each term's contribution to a row is at most ``idf * count * (k1 + 1)`` (the
 saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` stays below ``k1 + 1``), or
 ``idf * count`` times the word's largest stored weight when the index stores its weights
-(indexing/bm25_impacts.py: a frequent word's rows are mostly of average length with tf 1, so its
-largest weight is often half of ``k1 + 1``, and the bound holds after fewer words). Terms are
-scored from the largest bound down (the rare words) into a partial score; once the ``k``-th best
-partial score exceeds the summed bounds of the terms not yet scored (the frequent words), no row
-outside the rows already met can enter the top ``k``, and of those only rows whose partial score
-plus that sum reaches the ``k``-th can. Those few are scored exactly, term by term in the order
-``BM25Index.score_range`` adds them (float32, same operations), so their scores are bit-identical
-to it, and the top ``k`` is taken by score, ties by row. Whenever a bound cannot be trusted (a
-negative term weight, a check that fails by rounding) the answer comes from scoring every row.
+(indexing/bm25_impacts.py). Terms are read whole from the rarest into a partial score; after any set
+of terms is read, a row not met scores at most the summed bounds of the terms left. The k-th best
+score is bounded from below by the rows met: their k-th best partial score, or exact scores (by binary
+search) of the best of them, or of all of them when that costs less than reading the next term. Once
+that floor exceeds the bounds of the terms left (the frequent words), only rows already met can enter
+the top ``k``, and of those only rows whose partial score plus that sum reaches the floor; they are
+scored exactly, term by term in the order ``BM25Index.score_range`` adds them (float32, same
+operations), so their scores are bit-identical to it, and the top ``k`` is taken by score, ties by
+row. Between scoring candidates and reading the next term whole, the cheaper goes first
+(``SEARCH_COST``, ``DENSE_COST``). Whenever a bound cannot be trusted (a negative term weight, a check
+that fails by rounding) the answer comes from scoring every row.
 
 Segmented indexes (indexing/segment_bm25.py) take the same path over their logical rows: the
 statistics (N, df, avgdl) are the live collection's, each word's live postings come segment by
