@@ -228,7 +228,7 @@ def upgrade(path: Path, k1: float, b: float) -> list[str]:
     files are written (an index whose files are hard links to another's leaves that one unchanged).
     """
     from indexing.bm25_builder import BM25Index  # noqa: PLC0415
-    from indexing.index_files import IndexDir, parse_manifest, write_manifest_entry  # noqa: PLC0415
+    from indexing.index_files import IndexDir, fsync_directory, parse_manifest, write_manifest_entry  # noqa: PLC0415
     from indexing.index_store import METADATA, METADATA_MAX_BYTES  # noqa: PLC0415
     from indexing.segments import SEGMENTS  # noqa: PLC0415
     from utils.errors import InputError  # noqa: PLC0415
@@ -247,20 +247,26 @@ def upgrade(path: Path, k1: float, b: float) -> list[str]:
         if impact_names()[2] in meta["files"]:
             return []
         index = BM25Index.load(path, files=files)
-        written = write(index, path, PREFIX, k1, b, publish=True)
-    entries = dict(meta["files"])
-    for name in written:
-        entries[name] = write_manifest_entry(path, name)
-    new_meta = dict(meta, files=dict(sorted(entries.items())))
-    fd, tmp = tempfile.mkstemp(prefix=f".{METADATA}.", suffix=".tmp", dir=path)
-    os.fchmod(fd, os.stat(path / METADATA).st_mode & 0o777)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(new_meta, fh, ensure_ascii=False, indent=2, allow_nan=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path / METADATA)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        # every write goes to the directory opened above: a rebuild swapping another in cannot receive them
+        here = Path(f"/proc/self/fd/{files.fd}")
+        here = here if here.is_dir() else path
+        written = write(index, here, PREFIX, k1, b, publish=True)
+        entries = dict(meta["files"])
+        for name in written:
+            entries[name] = write_manifest_entry(here, name)
+        new_meta = dict(meta, files=dict(sorted(entries.items())))
+        fd, tmp = tempfile.mkstemp(prefix=f".{METADATA}.", suffix=".tmp", dir=here)
+        os.fchmod(fd, os.stat(here / METADATA).st_mode & 0o777)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(new_meta, fh, ensure_ascii=False, indent=2, allow_nan=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if files.replaced():
+                raise InputError(f"the index at {path} was replaced while it was upgraded; run upgrade again")
+            os.replace(tmp, here / METADATA)
+            fsync_directory(here)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return written
