@@ -556,6 +556,19 @@ def render_info(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    """Add what a newer build writes and a query can use to an index, without rebuilding it."""
+    from indexing.bm25_impacts import upgrade
+    from utils.paths import index_dir_path
+
+    path = index_dir_path(args.index, "--index")
+    config = _base_config(args)
+    added = upgrade(path, config.bm25_k1, config.bm25_b)
+    print(f"{path}: added {', '.join(added)} (BM25 weights for k1 {config.bm25_k1}, b {config.bm25_b})" if added
+          else f"{path}: already up to date")
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from utils.paths import index_dir_path
 
@@ -779,6 +792,10 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pv = sub.add_parser("verify", help="check every byte of an index (a load checks structure and samples)")
     pv.add_argument("--index", required=True, help="index directory built by `index`")
     pv.set_defaults(func=cmd_verify)
+
+    pu = sub.add_parser("upgrade", help="add the stored BM25 weights of newer builds to an existing index (no rebuild)")
+    pu.add_argument("--index", required=True, help="index directory built by `index`")
+    pu.set_defaults(func=cmd_upgrade)
 
     pg = sub.add_parser("graph", help="print the graph of a long leaf (or list the leaves that have one)")
     pg.add_argument("--index", required=True, help="index directory built with `index --kg rules|llm`")

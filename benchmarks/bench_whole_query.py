@@ -7,7 +7,8 @@ The index defaults to the 10,000-document index of ``bench_scale.py`` (``WORKDIR
 the questions to that run's generated questions (``queries-10000.json`` beside it). Each worker is a
 fresh process that loads the index once, answers three questions to warm up, then every question
 over the whole collection (``run_pipeline``, hybrid locator, mock answer), timed in process (wall,
-and CPU seconds of the process: on a shared machine the CPU figure moves far less); it also
+and CPU seconds of the process: on a shared machine the CPU figure moves far less), then the same
+question on the LLM locator's path (TOC under its budget, ``bench_scale``'s instant scripted LLM); it also
 ranks the leaves (``hybrid_leaf_scores``: the 50 best and their scores) and cuts the TOC the LLM
 locator would be shown (``toc_for_prompt``) for each question.
 
@@ -42,8 +43,10 @@ from benchmarks.common import limit_blas_threads
 limit_blas_threads(1)  # as main.py does
 from config import Config
 from indexing.index_store import load_index
-from pipeline import make_backends, run_pipeline
+from pipeline import Backends, make_backends, run_pipeline
 from retrieval.node_locator import hybrid_leaf_scores, toc_for_prompt
+sys.path.insert(0, "benchmarks")
+from bench_scale import InstantLLM
 from retrieval.query import Query
 from utils.similarity import top_order
 
@@ -57,9 +60,13 @@ backends = make_backends(index, config, None)
 def digest(obj):
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+config_llm = config.replace(locator="llm")
+backends_llm = Backends(embedder=backends.embedder, reranker=backends.reranker, llm=InstantLLM())
 for q in queries[:3]:
     run_pipeline(q, index, config, backends)
-out = {"total_ms": [], "cpu_ms": [], "locate_ms": [], "answers": [], "leaves": [], "toc": []}
+    run_pipeline(q, index, config_llm, backends_llm)
+out = {"total_ms": [], "cpu_ms": [], "locate_ms": [], "answers": [], "leaves": [], "toc": [], "llm_ms": [],
+       "llm_cpu_ms": [], "llm_fallbacks": 0}
 prof = cProfile.Profile() if profile == "1" else None
 for q in queries:
     if prof:
@@ -81,6 +88,11 @@ for q in queries:
     top = top_order(total, 50)
     out["leaves"].append(digest([[int(i), round(float(total[int(i)]), 6)] for i in top]))
     out["toc"].append(digest(toc_for_prompt(index, question, config)))
+    t, c = time.perf_counter(), time.process_time()
+    r = run_pipeline(q, index, config_llm, backends_llm)  # the LLM locator's path, the model costing nothing
+    out["llm_ms"].append((time.perf_counter() - t) * 1000)
+    out["llm_cpu_ms"].append((time.process_time() - c) * 1000)
+    out["llm_fallbacks"] += bool(r.fallbacks)
 if prof:
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(14)
@@ -178,6 +190,22 @@ def main(argv: list[str] | None = None) -> int:
     print(table(["code", "ann", "p50 ms", "p95 ms", "CPU p50", "CPU p95", "locate p95", "peak RSS MB", "x p95",
                  "x CPU p95",
                  "same answers / leaves / TOC"], rows))
+    llm_rows = []
+    for ann in settings:
+        base = got.get(("baseline", ann))
+        base_cpu = stats([t for w in base for t in w.get("llm_cpu_ms", [])]).p95 if base and "llm_cpu_ms" in base[0] else None
+        for label in codes:
+            workers = got[(label, ann)]
+            if "llm_ms" not in workers[0]:
+                continue
+            wall = stats([t for w in workers for t in w["llm_ms"]])
+            cpu = stats([t for w in workers for t in w["llm_cpu_ms"]])
+            results[f"{label} ann={ann}"].update(llm_ms=wall.to_dict(), llm_cpu_ms=cpu.to_dict(),
+                                                 llm_fallbacks=sum(w["llm_fallbacks"] for w in workers))
+            llm_rows.append([label, ann, wall.p50, wall.p95, cpu.p50, cpu.p95,
+                             ratio(cpu.p95, base_cpu) if base_cpu else "-", sum(w["llm_fallbacks"] for w in workers)])
+    print("LLM locator path (TOC budget, an instant scripted LLM):")
+    print(table(["code", "ann", "p50 ms", "p95 ms", "CPU p50", "CPU p95", "x CPU p95", "fallbacks"], llm_rows))
     report.results["runs"] = results
     for ann in settings:
         mine = results[f"this code ann={ann}"]

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from indexing import bm25_impacts
+from indexing.bm25_impacts import Impacts
 from indexing.bm25_spill import PostingSpill, place_file
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
@@ -138,6 +140,9 @@ class BM25Index:
         """File name -> the finished ``.npy`` a spilled build wrote (``save`` moves it into place)."""
         self.spill_owner: object = None
         """Keeps a spilled build's scratch directory alive as long as this index reads from it."""
+        self.impacts: Impacts | None = None
+        """The postings' stored collection-scope weights (indexing/bm25_impacts.py), when the index has them."""
+        self._impacts_checked: set[int] = set()
 
     # ------------------------------------------------------------------ build
 
@@ -167,8 +172,9 @@ class BM25Index:
 
     # ------------------------------------------------------------------ disk
 
-    def save(self, directory: Path, prefix: str = PREFIX) -> None:
-        """Write the files listed in ``file_names(prefix)`` into ``directory`` (which must exist)."""
+    def save(self, directory: Path, prefix: str = PREFIX, impacts: tuple[float, float] | None = None) -> None:
+        """Write the files listed in ``file_names(prefix)`` into ``directory`` (which must exist); with
+        ``impacts`` = (k1, b), the postings' weights under those settings too (``bm25_impacts``)."""
         directory = Path(directory)
         vocab_file, indptr_file, rows_file, tf_file, doc_len_file, row_indptr_file, row_terms_file = \
             file_names(prefix)
@@ -187,6 +193,8 @@ class BM25Index:
                 self.spilled[own] = place_file(spilled, directory / name)
                 continue
             np.save(directory / name, np.ascontiguousarray(arr, dtype=dtype), allow_pickle=False)
+        if impacts is not None:
+            bm25_impacts.write(self, directory, prefix, *impacts)
 
     @classmethod
     def load(cls, directory: Path, mmap: bool = True, files: "IndexDir | None" = None,
@@ -241,8 +249,11 @@ class BM25Index:
             raise IndexFormatError(f"{row_indptr_file} is not a valid row pointer")
         index = cls(terms, indptr, rows, tf, doc_len, row_indptr, row_terms, vocab["tokenizer"])
         index.names = (rows_file, tf_file, row_terms_file)
+        index.impacts = bm25_impacts.load(files, prefix, n_terms, nnz, mmap)
         if files.verify:
             index.check_postings()
+            if index.impacts is not None:
+                bm25_impacts.verify(index, index.impacts)
         return index
 
     def check_postings(self) -> None:
@@ -406,8 +417,30 @@ class BM25Index:
             out[bad] = 0.0
         return out.astype(np.float32, copy=False)
 
+    def _stored(self, tid: int, k1: float, b: float, avgdl: float) -> Impacts | None:
+        """The stored weights when they were computed for these settings (word ``tid`` checked on its
+        first read), else None."""
+        imp = self.impacts
+        if imp is None or not imp.matches(k1, b, avgdl):
+            return None
+        if tid not in self._impacts_checked:
+            bm25_impacts.check_term(self, imp, tid)
+            with self._lock:
+                self._impacts_checked.add(tid)
+        return imp
+
+    def term_bound(self, tid: int, k1: float, b: float, avgdl: float) -> float:
+        """The largest collection-scope weight a posting of word ``tid`` has: the stored maximum when
+        the stored weights apply, else ``k1 + 1`` (the weight's limit)."""
+        imp = self._stored(tid, k1, b, avgdl)
+        return float(imp.maxima[tid]) if imp is not None else k1 + 1.0
+
     def _corpus_term_weights(self, tid: int, k1: float, b: float, avgdl: float) -> np.ndarray:
-        """Saturated tf weight of each posting of term ``tid`` under corpus avgdl (cached per term)."""
+        """Saturated tf weight of each posting of term ``tid`` under corpus avgdl: stored (a slice of
+        the mapped file), or computed and cached per term."""
+        imp = self._stored(tid, k1, b, avgdl)
+        if imp is not None:
+            return imp.weights[int(self.indptr[tid]):int(self.indptr[tid + 1])]
         key = (k1, b, avgdl)
         hit = self._corpus_weights.get(tid) if self._weights_of == key else None
         if hit is not None:
@@ -437,6 +470,9 @@ class BM25Index:
         found = np.zeros(len(keys), dtype=bool)
         found[inside] = np.asarray(postings[pos[inside]]) == keys[inside]
         at = pos[found]
+        imp = self._stored(tid, k1, b, avgdl)
+        if imp is not None:
+            return found, np.asarray(imp.weights[p0 + at])
         return found, saturated_weights(self.tf[p0 + at], self.doc_len[keys[found]], k1, b, avgdl)
 
     def corpus_scores_at(self, terms: Sequence[tuple[int, float]], keys: np.ndarray, k1: float, b: float,

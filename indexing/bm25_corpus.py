@@ -7,14 +7,19 @@ word found in most chunks (7.8M postings of 9.8M rows at 100,000 documents), who
 and the partition of the ~8M positive rows cost ~300 ms of a question.
 
 How (MaxScore, exact): each term's contribution to a row is at most ``idf * count * (k1 + 1)`` (the
-saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` stays below ``k1 + 1``). Terms are
-scored from the largest bound down (the rare words) into a partial score; once the ``k``-th best
-partial score exceeds the summed bounds of the terms not yet scored (the frequent words), no row
-outside the rows already met can enter the top ``k``, and of those only rows whose partial score
-plus that sum reaches the ``k``-th can. Those few are scored exactly, term by term in the order
-``BM25Index.score_range`` adds them (float32, same operations), so their scores are bit-identical
-to it, and the top ``k`` is taken by score, ties by row. Whenever a bound cannot be trusted (a
-negative term weight, a check that fails by rounding) the answer comes from scoring every row.
+saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` stays below ``k1 + 1``), or
+``idf * count`` times the word's largest stored weight when the index stores its weights
+(indexing/bm25_impacts.py). Terms are read whole from the rarest into a partial score; after any set
+of terms is read, a row not met scores at most the summed bounds of the terms left. The k-th best
+score is bounded from below by the rows met: their k-th best partial score, or exact scores (by binary
+search) of the best of them, or of all of them when that costs less than reading the next term. Once
+that floor exceeds the bounds of the terms left (the frequent words), only rows already met can enter
+the top ``k``, and of those only rows whose partial score plus that sum reaches the floor; they are
+scored exactly, term by term in the order ``BM25Index.score_range`` adds them (float32, same
+operations), so their scores are bit-identical to it, and the top ``k`` is taken by score, ties by
+row. Between scoring candidates and reading the next term whole, the cheaper goes first
+(``SEARCH_COST``, ``DENSE_COST``). Whenever a bound cannot be trusted (a negative term weight, a check
+that fails by rounding) the answer comes from scoring every row.
 
 Segmented indexes (indexing/segment_bm25.py) take the same path over their logical rows: the
 statistics (N, df, avgdl) are the live collection's, each word's live postings come segment by
@@ -30,8 +35,12 @@ import numpy as np
 
 from indexing.bm25_builder import term_idf
 
-REFINE = 4
-"""Candidates per wanted row above which the floor of the k-th score is first raised (see ``top_rows``)."""
+SEARCH_COST = 15
+"""What scoring one candidate row for one word by binary search costs, in postings added by reading
+a word whole (measured at 100,000 documents: ~150 ns against ~10 ns)."""
+DENSE_COST = 1 / 3
+"""What finding the rows met costs per row of the collection, in postings, once they are too many to
+merge (``_union`` then scans the partial scores of every row)."""
 SLACK = 1e-4
 """Relative room left for float32 rounding between a bound and the scores it bounds."""
 
@@ -57,6 +66,10 @@ class CorpusPostings(Protocol):
 
     def corpus_postings(self, tid: int, k1: float, b: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
         """(rows ascending, float32 weights) of word ``tid`` under the collection's avgdl."""
+        ...
+
+    def term_bound(self, tid: int, k1: float, b: float, avgdl: float) -> float:
+        """An upper bound of word ``tid``'s weight in any row (``k1 + 1`` holds for every word)."""
         ...
 
     def corpus_scores_at(self, terms: Sequence[tuple[int, float]], keys: np.ndarray, k1: float, b: float,
@@ -129,55 +142,69 @@ def top_rows(index: CorpusPostings, tokens: Sequence[str], k: int, k1: float = 1
              epsilon: float = 0.25) -> np.ndarray:
     """The ``k`` rows with the highest positive corpus BM25 (ties by the lower row), ascending: the
     same rows as ``top_positive`` over ``score_range(tokens, 0, n_rows)`` (see the module docstring)."""
-    n = index.n_rows
     terms, avgdl = _query_terms(index, tokens, epsilon)
     if not terms or k <= 0 or avgdl <= 0.0:
         return np.zeros(0, dtype=np.int64)
     if any(mult < 0 for _, mult in terms) or k1 < 0 or not 0 <= b <= 1:
         return _every_row(index, tokens, k, k1, b, epsilon)
-    bound = [mult * (k1 + 1.0) for _, mult in terms]
-    by_bound = sorted(range(len(terms)), key=lambda i: (-bound[i], i))  # rare words (high idf) first
-    rest = [0.0] * (len(terms) + 1)  # rest[e]: summed bounds of the terms after the first e of by_bound
+    df = [int(index.indptr[tid + 1] - index.indptr[tid]) for tid, _ in terms]
+    bound = [mult * index.term_bound(tid, k1, b, avgdl) for tid, mult in terms]
+    # Rare words first: a word is read whole only while the words left can still lift an unmet row
+    # into the top k, and the rare words' rows, scored exactly, usually settle that before a frequent
+    # word's millions of postings are read. (Any order is exact; this one reads the fewest postings.)
+    order = sorted(range(len(terms)), key=lambda i: (df[i], -bound[i], i))
+    rest = [0.0] * (len(terms) + 1)  # rest[e]: summed bounds of the words after the first e of order
     for e in range(len(terms) - 1, -1, -1):
-        rest[e] = rest[e + 1] + bound[by_bound[e]]
-    partial = np.zeros(n, dtype=np.float32)  # pages are touched only where a scored posting falls
+        rest[e] = rest[e + 1] + bound[order[e]]
+    partial = np.zeros(index.n_rows, dtype=np.float32)  # pages are touched only where a scored posting falls
     met: list[np.ndarray] = []
     n_met = 0
-    for e, i in enumerate(by_bound, start=1):
+    theta = 0.0  # a lower bound of the k-th best exact score (k rows are known to reach it)
+    for e, i in enumerate(order, start=1):
         tid, mult = terms[i]
-        df = int(index.indptr[tid + 1] - index.indptr[tid])
-        if e == len(terms) and n_met + df > 8 * k:
-            break  # no bound held before the last term: scoring every row is as cheap
         r, weights = index.corpus_postings(tid, k1, b, avgdl)
         partial[r] += mult * weights
         met.append(r)
         n_met += len(r)
-        if e == len(terms):
-            seen = _union(met, partial, n_met)
-            return top_positive(seen, score_rows(index, tokens, seen, k1, b, epsilon), k)
-        if n_met < k or rest[e] >= rest[0] - rest[e]:
-            continue  # too few rows yet, or no partial score can pass what the unscored words may add
+        left = rest[e] * (1 + SLACK)  # the most the words not read yet add to any row
+        if n_met < k:
+            continue
         seen = _union(met, partial, n_met)
         if len(seen) < k:
             continue
         vals = partial[seen]
         kth = float(np.partition(vals, len(vals) - k)[len(vals) - k])
-        if rest[e] * (1 + SLACK) < kth * (1 - SLACK):
-            reach = vals.astype(np.float64) + rest[e] * (1 + SLACK)
-            cand = seen[reach >= kth * (1 - SLACK)]
-            if len(cand) > REFINE * k:
-                # The k best partial scores, scored exactly, are k rows at or above their least exact
-                # score: a higher floor for the k-th (the frequent words add to most rows), fewer candidates.
+        theta = max(theta, kth * (1 - SLACK))  # a row's exact score is at least its partial one
+        exact = None
+        if left >= theta * (1 - SLACK):  # raise theta with exact scores: the words left add to the rows met too
+            nxt = _read_cost(df[order[e]], n_met, len(partial))
+            if len(seen) * len(terms) * SEARCH_COST <= nxt:  # every row met, exactly: the k-th best of them
+                exact = score_rows(index, tokens, seen, k1, b, epsilon)
+                theta = max(theta, float(np.partition(exact, len(exact) - k)[len(exact) - k]))
+            else:  # the k best partial scores, exactly: k rows at or above the least of them
                 above = np.flatnonzero(vals > kth)  # fewer than k; with the first rows at kth: k rows
                 best = np.sort(seen[np.concatenate([above, np.flatnonzero(vals == kth)[:k - len(above)]])])
-                kth = max(kth, float(score_rows(index, tokens, best, k1, b, epsilon).min()))
-                cand = seen[reach >= kth * (1 - SLACK)]
+                theta = max(theta, float(score_rows(index, tokens, best, k1, b, epsilon).min()))
+            if left >= theta * (1 - SLACK):
+                continue  # the words left may still lift a row not met into the top k
+        if exact is not None:
+            cand, scores = seen, exact
+        else:
+            cand = seen[vals.astype(np.float64) + left >= theta * (1 - SLACK)]
+            if e < len(terms) and len(cand) * len(terms) * SEARCH_COST > _read_cost(df[order[e]], n_met, len(partial)):
+                continue  # reading the next word whole narrows the candidates for less than scoring them
             scores = score_rows(index, tokens, cand, k1, b, epsilon)
-            top = top_positive(cand, scores, k)
-            if len(top) == k and rest[e] * (1 + SLACK) < float(scores[np.searchsorted(cand, top)].min()) * (1 - SLACK):
-                return top
-            break  # rounding beat the slack: be exact
+        top = top_positive(cand, scores, k)
+        if len(top) == k and left < float(scores[np.searchsorted(cand, top)].min()) * (1 - SLACK):
+            return top.astype(np.int64, copy=False)
+        break  # fewer than k positive rows, or rounding beat the slack: be exact
     return _every_row(index, tokens, k, k1, b, epsilon)
+
+
+def _read_cost(df: int, n_met: int, n_rows: int) -> float:
+    """What reading a word of ``df`` postings whole costs, in postings: its postings, and a scan of every
+    row's partial score when the rows met become too many to merge (``_union``)."""
+    return df + (n_rows * DENSE_COST if (n_met + df) * 64 >= n_rows else 0.0)
 
 
 def _union(met: list[np.ndarray], partial: np.ndarray, n_met: int) -> np.ndarray:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from indexing.ann_index import FILES as ANN_FILES
 from indexing.bm25_builder import file_names as bm25_file_names
+from indexing.bm25_impacts import impact_names
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA
 from indexing.kg_store import KG_FILES
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 _TMP_RE = re.compile(r"^\.(?P<name>.+)\.building-(?P<pid>\d+)-")
 
 OWN_FILES = frozenset({*STORE_FILES, *LEGACY_FILES, *KG_FILES, *bm25_file_names(),
-                       *bm25_file_names(LEAF_TERMS_PREFIX), *ANN_FILES})
+                       *bm25_file_names(LEAF_TERMS_PREFIX), *impact_names(), *ANN_FILES})
 """Every file an index build writes (all format versions)."""
 
 

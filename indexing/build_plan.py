@@ -79,6 +79,9 @@ class BuildPlan:
     first_node: int = 1
     """The id of the first node below the root: 1, or after the last id of an index a delta segment
     is written for (indexing/delta_update.py)."""
+    bm25_impacts: bool = True
+    """Store the postings' collection-scope weights (indexing/bm25_impacts.py). Not in a delta segment:
+    its weights would hold only under the average length of its own rows, never the live collection's."""
 
     @property
     def embeds_anything(self) -> bool:

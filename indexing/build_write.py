@@ -124,7 +124,9 @@ def write_files(plan: BuildPlan, staged: Path, documents: Iterable[Document], me
                 written.kg = stream.graphs.stats
             metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
             writer.finish(metadata, index, stream.leaf_terms.finish(),
-                          derived=lambda d: _ann_fields(d, metadata, plan, stream.vectors.previous_rows()))
+                          derived=lambda d: _ann_fields(d, metadata, plan, stream.vectors.previous_rows()),
+                          impacts=(plan.config.bm25_k1, plan.config.bm25_b)
+                          if plan.bm25_impacts and plan.store is None else None)  # an engine keeps its own postings
             st.count(written.chunks, "chunks")
     finally:
         writer.close()

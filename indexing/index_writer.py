@@ -220,9 +220,11 @@ class IndexWriter:
             f.close()
 
     def finish(self, metadata: dict[str, Any], bm25: BM25Index, leaf_terms: BM25Index,
-               derived: Callable[[Path], dict[str, Any]] | None = None) -> None:
+               derived: Callable[[Path], dict[str, Any]] | None = None,
+               impacts: tuple[float, float] | None = None) -> None:
         """``derived``: writes files computed from the finished vectors (the ANN index) and returns
-        the metadata fields that describe them; called before the manifest, so they are listed."""
+        the metadata fields that describe them; called before the manifest, so they are listed.
+        ``impacts``: (k1, b) to store the chunk postings' collection-scope weights for."""
         directory = self.directory
         self._chunks.close()
         n_leaves = len(self._leaf_counts)
@@ -244,7 +246,7 @@ class IndexWriter:
         np.save(directory / NODE_TOC_TOKENS, np.frombuffer(self._toc, dtype=np.int32), allow_pickle=False)
         self._nodes.finish()
         self._contents.finish()
-        bm25.save(directory)
+        bm25.save(directory, impacts=impacts)
         leaf_terms.save(directory, LEAF_TERMS_PREFIX)
         meta = dict(metadata)
         if derived is not None:

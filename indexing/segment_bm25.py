@@ -284,6 +284,11 @@ class SegmentBM25:
             out[bad] = 0.0
         return out.astype(np.float32, copy=False)
 
+    def term_bound(self, tid: int, k1: float, b: float, avgdl: float) -> float:
+        """``k1 + 1``, the weight's limit: the stored maxima are a segment's (deleted rows included) and
+        apply only under its own average length, which an update moves (bm25_impacts.py)."""
+        return k1 + 1.0
+
     def corpus_postings(self, tid: int, k1: float, b: float, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
         """(logical rows, float32 weights) of word ``tid``'s live postings under the collection's avgdl:
         each segment's own cached weights, sliced run by run as ``score_range``'s collection scope adds
