@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_seekdb import Server  # noqa: E402
 from common import (Headline, Report, banner, base_parser, machine_info, machine_line, percentile,  # noqa: E402
                     table, workdir_of)
+from bench_seekdb_query import process_cpu_s  # noqa: E402
 
 GIB = 1 << 30
 
@@ -54,14 +55,6 @@ def du(path: Path) -> int:
 
 class DiskFull(RuntimeError):
     pass
-
-
-def _cpu_s(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def exact_top(emb: Any, qvecs: Any, k: int) -> list[set[int]]:
@@ -117,11 +110,11 @@ def run_arm(args: Any, arm: str, work: Path, queries: list[dict[str, Any]], exac
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        c0, s0, t0 = time.process_time(), _cpu_s(server.proc.pid), time.perf_counter()
+        c0, s0, t0 = time.process_time(), process_cpu_s(server.proc.pid), time.perf_counter()
         fields = publish(Path(args.index), uri, advance, kind, int(sessions))
         res["copy_s"] = time.perf_counter() - t0
         res["copy_cpu_s"] = time.process_time() - c0
-        res["copy_server_cpu_s"] = _cpu_s(server.proc.pid) - s0
+        res["copy_server_cpu_s"] = process_cpu_s(server.proc.pid) - s0
         res["copy_rss_mb"] = server.rss_mb()
         res["disk_mb"] = (du(base) - disk0) / (1 << 20)
         meta = json.loads((Path(args.index) / METADATA).read_text())
@@ -151,7 +144,7 @@ def run_arm(args: Any, arm: str, work: Path, queries: list[dict[str, Any]], exac
         for phase in ("first", "warm"):
             for mode in ("whole", "scoped"):
                 times = []
-                c0, s0 = time.process_time(), _cpu_s(server.proc.pid)
+                c0, s0 = time.process_time(), process_cpu_s(server.proc.pid)
                 for q in queries:
                     t = time.perf_counter()
                     run_pipeline(q["query"], index, config, backends,
@@ -159,7 +152,7 @@ def run_arm(args: Any, arm: str, work: Path, queries: list[dict[str, Any]], exac
                     times.append((time.perf_counter() - t) * 1000)
                 res[f"{phase}_{mode}"] = {"p50": percentile(times, 50), "p95": percentile(times, 95),
                                           "cpu_ms": (time.process_time() - c0) * 1000 / len(times),
-                                          "server_cpu_ms": (_cpu_s(server.proc.pid) - s0) * 1000 / len(times)}
+                                          "server_cpu_ms": (process_cpu_s(server.proc.pid) - s0) * 1000 / len(times)}
         res["rss_mb"] = server.rss_mb()
         w, s = res["warm_whole"], res["warm_scoped"]
         print(f"[{arm}] kNN recall of the exact top 100 / 1,000: {res['recall_top100']:.3f} / "

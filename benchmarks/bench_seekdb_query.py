@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (0 when it is gone)."""
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when it is gone). Here, not in
+    common.py: a worker must not import common, which puts this checkout's tree on the path."""
     import os
 
     try:
@@ -68,9 +69,9 @@ def _settle(engine: list[int]) -> float:
     looked ~3x its engine cost, and the old and new code alike."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < SETTLE_MAX_S:
-        e0 = sum(_cpu_s(p) for p in engine)
+        e0 = sum(process_cpu_s(p) for p in engine)
         time.sleep(2.0)
-        if (sum(_cpu_s(p) for p in engine) - e0) / 2.0 * 1000 < SETTLED_MS_PER_S:
+        if (sum(process_cpu_s(p) for p in engine) - e0) / 2.0 * 1000 < SETTLED_MS_PER_S:
             break
     return time.perf_counter() - t0
 
@@ -105,13 +106,13 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
         # the engine's background threads burn CPU while it answers nothing (~175 ms/s on a seekdb
         # server here): measured first, then taken out of its CPU per question, which would otherwise
         # grow with the wall time a busy machine adds
-        e0 = sum(_cpu_s(p) for p in engine)
+        e0 = sum(process_cpu_s(p) for p in engine)
         time.sleep(IDLE_S)
-        idle_rate = (sum(_cpu_s(p) for p in engine) - e0) / IDLE_S
+        idle_rate = (sum(process_cpu_s(p) for p in engine) - e0) / IDLE_S
         res["engine_idle_ms_per_s"] = idle_rate * 1000
         for mode in ("whole", "scoped"):
             times = []
-            c0, e0, w0 = time.process_time(), sum(_cpu_s(p) for p in engine), time.perf_counter()
+            c0, e0, w0 = time.process_time(), sum(process_cpu_s(p) for p in engine), time.perf_counter()
             for q in queries:
                 t = time.perf_counter()
                 run_pipeline(q["query"], index, config, backends,
@@ -120,7 +121,7 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
             res[mode] = times
             # CPU per question, this process and the engine's (gross, and net of its idle rate): what a
             # busy machine's wall time hides
-            engine_ms = (sum(_cpu_s(p) for p in engine) - e0) * 1000
+            engine_ms = (sum(process_cpu_s(p) for p in engine) - e0) * 1000
             res[mode + "_cpu_ms"] = [(time.process_time() - c0) * 1000 / len(queries), engine_ms / len(queries),
                                      (engine_ms - idle_rate * 1000 * (time.perf_counter() - w0)) / len(queries)]
     out_file.write_text(json.dumps(res))
