@@ -277,6 +277,20 @@ class BM25Index:
         release_pages(self.rows, self.tf, self.row_terms)  # checked whole; a query reads a few terms' postings
         self._checked_terms.update(range(n_terms))
 
+    def will_need(self, tids: Sequence[int]) -> None:
+        """Request the postings (rows and term frequencies) of terms ``tids`` from the disk together,
+        before a question reads them term by term (index_files.will_need_spans): a first question
+        after the page cache is dropped waits for one round of parallel reads, not for each term's
+        pages in turn. An advice only; nothing for arrays in memory."""
+        from indexing.index_files import will_need_spans  # noqa: PLC0415
+
+        t = np.asarray([int(x) for x in tids if 0 <= int(x) < len(self.terms)], dtype=np.int64)
+        if not len(t):
+            return
+        starts, ends = np.asarray(self.indptr[t], dtype=np.int64), np.asarray(self.indptr[t + 1], dtype=np.int64)
+        for arr in (self.rows, self.tf):
+            will_need_spans(arr, starts, ends)
+
     def postings(self, tid: int) -> tuple[int, int, np.ndarray]:
         """(first posting, end, rows) of term ``tid``, its rows and tfs checked the first time they are
         read: a damaged postings file is a one-line IndexFormatError where a query touches it, never a
@@ -371,6 +385,7 @@ class BM25Index:
         n, avgdl, eps_idf = stats
         ids = self.term_ids
         whole = a == 0 and z == self.n_rows
+        self.will_need([ids[t] for t in set(query_tokens) if t in ids])
         for term, count in Counter(query_tokens).items():
             tid = ids.get(term)
             if tid is None:
