@@ -618,6 +618,21 @@ def write_all(directory: Path, counts: Mapping[str, int], dim: int, mode: str, m
     return out
 
 
+HNSW_NODE_BYTES = 512
+"""An HNSW quantizer's graph per centroid, about (M 32: 64 level-0 neighbours and the levels above)."""
+
+
+def head_bytes(entry: Mapping[str, Any], dim: int) -> int:
+    """About how many bytes at the start of an ANN file opening it reads (the quantizer's centroids,
+    and graph, the PQ codebooks, the list sizes; 1 MiB over); the lists after them are mapped. For
+    read-ahead only (IndexDir.will_need), so an estimate; -1 (all) when ``entry`` is not one."""
+    nlist, m, nbits = (entry.get(k) for k in ("nlist", "m", "nbits"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 40 for v in (nlist, m, nbits, dim)):
+        return -1
+    per_list = dim * 4 + 8 + (HNSW_NODE_BYTES if entry.get("quantizer") == "hnsw" else 0)
+    return nlist * per_list + dim * 4 * (1 << min(nbits, 16)) + (1 << 20)
+
+
 def parse_meta(meta: Any, counts: Mapping[str, int]) -> dict[str, dict[str, Any]]:
     """metadata.json's "ann", checked: kind -> {file, rows, nlist, m, nbits}."""
     if meta is None:

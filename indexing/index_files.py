@@ -190,6 +190,26 @@ class IndexDir:
             except OSError:
                 continue
 
+    def will_need(self, spans: dict[str, int]) -> None:
+        """Ask the kernel for the first ``spans[name]`` bytes of each held file (-1: all of it) at once.
+
+        Why: a load reads some files whole (the node table, the leaf -> chunk table, the BM25
+        pointers and vocabularies, the ANN's centroids) one after another; after the page cache is
+        dropped each would wait for the disk in turn, requested together the disk reads them in
+        parallel while the first ones are parsed. An advice only, like ``_prefetch_samples``.
+        """
+        if not hasattr(os, "posix_fadvise") or self.manifest is None:
+            return
+        for name, length in spans.items():
+            fd, entry = self._held.get(name), self.manifest.get(name)
+            if fd is None or entry is None:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, entry.size if length < 0 else min(length, entry.size),
+                                 os.POSIX_FADV_WILLNEED)
+            except OSError:
+                continue
+
     def close(self) -> None:
         for fd in self._held.values():
             os.close(fd)

@@ -396,6 +396,8 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
         return index
     counts = meta["counts"]
     dim = meta["embedder"]["dim"]
+    if not files.verify:
+        files.will_need(_read_at_load(meta, dim))
     tree, leaf_ptr = _tree_structure(files, meta, lambda n: _load_records(files, NODES, NODE_OFFSETS, n),
                                      lambda n: _load_records(files, NODE_CONTENTS, NODE_CONTENT_OFFSETS, n))
     n_leaves, n_chunks = len(tree.leaf_rows), counts["chunks"]
@@ -428,6 +430,26 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
 
     attach_graphs(index, files)
     return index
+
+
+def _read_at_load(meta: dict[str, Any], dim: int) -> dict[str, int]:
+    """File name -> the bytes ``_load_from`` reads of it (-1: all), requested together beforehand
+    (IndexDir.will_need). The ANN files: their head (centroids, codebooks, list sizes); their lists
+    are mapped and read by the questions that scan them."""
+    from indexing.bm25_builder import file_names  # noqa: PLC0415
+
+    whole = [NODE_TABLE, NODE_TOC_TOKENS, LEAF_CHUNKS]
+    for names in (file_names(), file_names(LEAF_TERMS_PREFIX)):
+        vocab, indptr, _, _, doc_len, _, _ = names
+        whole += [vocab, indptr, doc_len]
+    out = dict.fromkeys(whole, -1)
+    if isinstance(meta.get("ann"), dict):
+        from indexing.ann_index import head_bytes  # noqa: PLC0415
+
+        for entry in meta["ann"].values():
+            if isinstance(entry, dict) and isinstance(entry.get("file"), str):
+                out[entry["file"]] = head_bytes(entry, dim)
+    return out
 
 
 def _advise_scattered(index: Index, records: Records, tree: NodeTable) -> None:
