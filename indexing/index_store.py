@@ -456,10 +456,11 @@ def _advise_scattered(index: Index, records: Records, tree: NodeTable) -> None:
     """A question reads scattered records, and scattered vectors when an ANN picks them (not the
     exact path, which scans a range): no read-ahead around each (index_files.advise_random). The
     postings too: a question reads its terms' postings, which it requests together beforehand
-    (BM25Index.will_need), and a scope's few rows of term ids; the disk's read-ahead (8 MB on this
-    machine) around each of those reads made a first question read most of bm25_row_terms.npy."""
+    (BM25Index.will_need), and a scope's few rows of term ids and their row pointers; the disk's
+    read-ahead (8 MB on this machine) around each of those reads made a first question read most of
+    bm25_row_terms.npy."""
     ann = getattr(index.search, "ann", {})
-    postings = [(bm.rows, bm.tf, bm.row_terms) for bm in (getattr(index.search, "bm25", None),
+    postings = [(bm.rows, bm.tf, bm.row_terms, bm.row_indptr) for bm in (getattr(index.search, "bm25", None),
                                                           getattr(index.search, "leaf_terms", None))
                 if isinstance(bm, BM25Index)]
     advise_random(records.data, tree.records.data, tree.contents.data, *postings,
