@@ -178,7 +178,8 @@ class Index:
         self.leaf_rows: Mapping[str, tuple[int, int]] = LeafRows(tree, leaf_ptr)
         self._chunk_table = ChunkTable(records, leaf_ptr, self.leaves)
         self.chunks: Sequence[Chunk] = self._chunk_table
-        self.doc_rows = _doc_rows(tree, leaf_ptr)
+        self.doc_rows = search.rows.doc_rows if isinstance(getattr(search, "rows", None), ChunkRows) \
+            else _doc_rows(tree, leaf_ptr)  # the search's own table when it has one (100,000 documents: ~0.15 s)
         self.text_keys: dict[str, np.ndarray] = {}
         """CHUNK_KEYS / LEAF_KEYS -> (rows, KEY_BYTES) digests of the texts the vectors embed (for updates)."""
         self.kg: Any = None
@@ -247,16 +248,14 @@ def text_key(text: str) -> bytes:
 def _doc_rows(tree: NodeTable, leaf_ptr: np.ndarray) -> dict[str, tuple[int, int]]:
     """Document path -> its contiguous chunk rows (documents with chunks only)."""
     docs = tree.doc[tree.leaf_rows]
-    out: dict[str, tuple[int, int]] = {}
     if not len(docs):
-        return out
+        return {}
     starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
     ends = np.r_[starts[1:], len(docs)]
+    first, end = leaf_ptr[starts], leaf_ptr[ends]
+    keep = end > first
     paths = tree.doc_paths
-    for d, s, e in zip(docs[starts].tolist(), leaf_ptr[starts].tolist(), leaf_ptr[ends].tolist()):
-        if e > s:
-            out[paths[d]] = (s, e)
-    return out
+    return {paths[d]: (s, e) for d, s, e in zip(docs[starts][keep].tolist(), first[keep].tolist(), end[keep].tolist())}
 
 
 # --------------------------------------------------------------------------- read
