@@ -331,6 +331,9 @@ class BM25Index:
     def _row_term_ids(self, a: int, b: int) -> np.ndarray:
         """Distinct term ids of rows [a, b), checked against the vocabulary (they index arrays)."""
         x, y = self.row_span(a, b)
+        from indexing.index_files import will_need_spans  # noqa: PLC0415
+
+        will_need_spans(self.row_terms, np.array([x]), np.array([y]))  # no read-ahead here (index_store)
         tids = np.asarray(self.row_terms[x:y])
         if tids.size and (int(tids.min()) < 0 or int(tids.max()) >= len(self.terms)):
             raise IndexFormatError(f"{self.names[2]} points at terms outside the vocabulary; "

@@ -419,6 +419,17 @@ def will_need_rows(array: Any, rows: np.ndarray) -> None:
     will_need(first, first + step)
 
 
+def will_need_range(array: Any, start: int, end: int) -> None:
+    """As ``will_need_rows`` for the rows [start, end) of a memory-mapped array (one leaf's or
+    document's vectors, read whole by a scoped question)."""
+    if not isinstance(array, np.memmap) or array.ndim < 1 or not array.size or not 0 <= start < end <= len(array):
+        return
+    from utils.mapped_pages import will_need  # noqa: PLC0415
+
+    step, base = int(array.strides[0]), array.ctypes.data
+    will_need(np.array([base + start * step]), np.array([base + end * step]))
+
+
 def will_need_spans(array: Any, starts: np.ndarray, ends: np.ndarray) -> None:
     """As ``will_need_rows`` for element ranges [starts, ends) of a 1-D memory-mapped array (the
     postings of a question's terms)."""

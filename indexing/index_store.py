@@ -124,13 +124,18 @@ class ChunkTable(Sequence[Chunk]):
 
     def prefetch(self, rows: Iterable[int]) -> None:
         """Read the records of ``rows`` not yet kept in one batch, when the store reads in batches
-        (an engine: one statement instead of one per record); elsewhere nothing is done here."""
+        (an engine: one statement instead of one per record); files: their lines requested from the
+        disk together (``Records.will_need``), read when used."""
         many = getattr(self.records, "raw_many", None)
-        if many is None:
+        ahead = getattr(self.records, "will_need", None)
+        if many is None and ahead is None:
             return
         n = len(self)
         want = sorted({int(r) for r in rows if 0 <= int(r) < n and int(r) not in self._cache})
         if not want:
+            return
+        if many is None:  # files: the lines requested from the disk together, read when used
+            ahead(want)
             return
         if len(self._cache) + len(want) > RECORD_CACHE:
             self._cache.clear()
@@ -197,7 +202,8 @@ class Index:
 
     def prefetch_chunks(self, rows: Iterable[int]) -> None:
         """The chunk records of ``rows`` read together before they are used one by one: on an engine
-        one statement instead of one per record (a question reads tens); on files nothing to do.
+        one statement instead of one per record (a question reads tens); on files their lines are
+        requested from the disk together.
         Their leaves' node records too: a chunk is checked against its leaf when read."""
         want = np.fromiter((int(r) for r in rows), dtype=np.int64)
         want = want[(want >= 0) & (want < len(self._chunk_table))]
