@@ -131,6 +131,8 @@ class BM25Index:
         self._corpus_weights: dict[int, np.ndarray] = {}
         self._weights_of: tuple[float, float, float] | None = None
         self._checked_terms: set[int] = set()
+        self._requested: set[int] = set()
+        """Terms whose postings were requested from the disk ahead (``will_need``), once a process."""
         self._lock = threading.Lock()
         self.names: tuple[str, str, str] = (ROWS_FILE, TF_FILE, ROW_TERMS_FILE)
         """The postings' file names (rows, tf, row terms), for errors about them."""
@@ -289,9 +291,11 @@ class BM25Index:
         pages in turn. An advice only; nothing for arrays in memory."""
         from indexing.index_files import will_need_spans  # noqa: PLC0415
 
-        t = np.asarray([int(x) for x in tids if 0 <= int(x) < len(self.terms)], dtype=np.int64)
+        t = np.asarray([int(x) for x in tids if 0 <= int(x) < len(self.terms) and int(x) not in self._requested],
+                       dtype=np.int64)
         if not len(t):
             return
+        self._requested.update(t.tolist())  # once a process: later reads find them cached, or fault
         starts, ends = np.asarray(self.indptr[t], dtype=np.int64), np.asarray(self.indptr[t + 1], dtype=np.int64)
         for arr in (self.rows, self.tf):
             will_need_spans(arr, starts, ends)

@@ -48,7 +48,7 @@ class Records:
         record would wait for the disk twice in turn; a question reads tens. An advice only: the
         offsets are checked, as always, when a record is read."""
         from indexing.index_files import will_need_rows  # noqa: PLC0415
-        from utils.mapped_pages import page_spans  # noqa: PLC0415
+        from utils.mapped_pages import SAMPLE_PAGES, cached, page_spans  # noqa: PLC0415
 
         if not isinstance(self.data, mmap.mmap) or not hasattr(mmap, "MADV_WILLNEED"):
             return
@@ -59,7 +59,14 @@ class Records:
         will_need_rows(self.offsets, np.concatenate([r, r + 1]))
         a, b = np.asarray(self.offsets[r], dtype=np.int64), np.asarray(self.offsets[r + 1], dtype=np.int64)
         ok = (a >= 0) & (a <= b) & (b <= len(self.data))
-        for start, end in zip(*(x.tolist() for x in page_spans(a[ok], b[ok]))):
+        a, b = a[ok], b[ok]
+        view = np.frombuffer(self.data, dtype=np.uint8)  # the mapping's address, for a residency sample
+        try:
+            if not len(a) or cached(view.ctypes.data + a[::-(-len(a) // SAMPLE_PAGES)]):
+                return  # a warm process: no advice
+        finally:
+            del view  # no export left on the mapping (it could not be closed)
+        for start, end in zip(*(x.tolist() for x in page_spans(a, b))):
             try:
                 self.data.madvise(mmap.MADV_WILLNEED, start, min(end, len(self.data)) - start)
             except (OSError, ValueError):
