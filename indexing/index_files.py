@@ -339,10 +339,15 @@ class IndexDir:
             if mmap:
                 return np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
             fh.seek(offset)
-            data = fh.read(count * dtype.itemsize)
-            if len(data) != count * dtype.itemsize:
-                raise IndexChanged(f"{name} changed size while being read")
-            return np.frombuffer(data, dtype=dtype).reshape(shape, order=order).copy()
+            out = np.empty(count, dtype=dtype)  # read straight into the array: no bytes object, no copy
+            view = out.view(np.uint8)
+            got = 0
+            while got < len(view):
+                n = fh.readinto(memoryview(view[got:]))
+                if not n:
+                    raise IndexChanged(f"{name} changed size while being read")
+                got += n
+            return out.reshape(shape, order=order)
 
 
 def release_pages(*arrays: Any) -> None:
