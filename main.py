@@ -640,13 +640,23 @@ def version() -> str:
         return VERSION
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, the version looked up only when asked: the lookup imports importlib.metadata
+    (and email, some thirty files), which every other command would otherwise read at start-up."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"treerag {version()}")
+        parser.exit(0)
+
+
 def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     d = Config()  # every stated default comes from here, so help cannot drift from what runs
     p = OneLineParser(
         prog=prog,
         description="TreeRAG: structure-aware retrieval-augmented QA over long documents "
                     "(Markdown, text, PDF, Word, HTML; English and Chinese), with a citation for every claim.")
-    p.add_argument("--version", action="version", version=f"treerag {version()}")
+    p.add_argument("--version", action=_VersionAction, nargs=0, help="show program's version number and exit")
     p.add_argument("--config", default=None,
                    help="TOML file of config.py settings (default: $TREERAG_CONFIG or ./treerag.toml)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")

@@ -181,6 +181,10 @@ class ProcResult:
     """Peak resident set of the child (ru_maxrss of that one process, KiB on Linux)."""
     stdout: str
     stderr: str
+    read_mb: float = float("nan")
+    """Bytes the child read from the block device (ru_inblock, 512-byte units): what a cold start costs."""
+    major_faults: int = -1
+    """Page faults that waited for the disk (ru_majflt): mapped files and libraries read in."""
 
     def check(self) -> "ProcResult":
         if self.returncode != 0:
@@ -209,7 +213,7 @@ _, status, ru = os.wait4(pid, 0)
 wall = time.perf_counter() - t0
 with open(out, "w") as fh:
     json.dump({"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
-               "rc": os.waitstatus_to_exitcode(status)}, fh)
+               "inblock": ru.ru_inblock, "majflt": ru.ru_majflt, "rc": os.waitstatus_to_exitcode(status)}, fh)
 """
 
 
@@ -250,7 +254,7 @@ def run_proc(cmd: Sequence[str], cwd: Path = ROOT, env: dict[str, str] | None = 
         return ProcResult(cmd, proc.returncode or -9, float("nan"), float("nan"), float("nan"), stdout,
                           stderr + "\n(timed out or launcher failed)")
     return ProcResult(cmd, int(r["rc"]), float(r["wall"]), float(r["cpu"]), r["maxrss_kb"] / 1024.0,
-                      stdout, stderr)
+                      stdout, stderr, r.get("inblock", float("nan")) * 512 / 1e6, int(r.get("majflt", -1)))
 
 
 def bench_env(bytecode_cache: bool = True) -> dict[str, str]:

@@ -40,6 +40,7 @@ the collection has grown or shrunk past what it was trained for.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 from dataclasses import dataclass
@@ -410,6 +411,14 @@ class AnnIndex:
         self.quantizer = quantizer_kind(index)
         self._centroids: Any = None
         """An HNSW quantizer's centroids as a flat index: a question's lists are chosen exactly."""
+        self._spans = mapped_list_spans(index)
+        """(lists, 4) addresses of each list's codes and ids in the file faiss maps, or None (lists in
+        memory): the lists a question scans are requested from the disk together before the scan."""
+        if self._spans is not None:
+            from utils.mapped_pages import advise_random_range  # noqa: PLC0415
+
+            lists = _faiss().downcast_InvertedLists(index.invlists)
+            advise_random_range(int(lists.ptr), int(lists.totsize))  # no read-ahead: the lists come by will_need
 
     @property
     def shape(self) -> AnnShape:
@@ -478,12 +487,17 @@ class AnnIndex:
         k = max(1, min(int(k), self.rows))
         nprobe = max(1, math.ceil(probe * self.index.nlist))
         x = np.ascontiguousarray(qvec, dtype=np.float32).reshape(1, -1)
-        if self.quantizer == "hnsw":
-            # the lists to scan are chosen exactly (one product with the centroids: 42,000 x 384 at 100,000
-            # documents, a few ms), as a flat quantizer chooses them; only the filing is approximate
-            if self._centroids is None:
-                self._centroids = faiss.downcast_index(faiss.downcast_index(self.index.quantizer).storage)
-            dist, lists = self._centroids.search(x, nprobe)
+        if self.quantizer == "hnsw" or self._spans is not None:
+            # the lists to scan chosen first (as IndexIVF.search chooses them), requested from the disk
+            # together, then scanned; for HNSW they are chosen exactly (one product with the centroids:
+            # 42,000 x 384 at 100,000 documents, a few ms), as a flat quantizer chooses them
+            if self.quantizer == "hnsw":
+                if self._centroids is None:
+                    self._centroids = faiss.downcast_index(faiss.downcast_index(self.index.quantizer).storage)
+                dist, lists = self._centroids.search(x, nprobe)
+            else:
+                dist, lists = self.index.quantizer.search(x, nprobe)
+            self._will_need(lists[0])
             found = np.empty((1, k), dtype=np.float32)
             ids = np.empty((1, k), dtype=np.int64)
             # the C entry point: the Python wrapper reads nprobe from the index, not from the parameters
@@ -494,6 +508,62 @@ class AnnIndex:
             _, ids = self.index.search(x, k, params=faiss.SearchParametersIVF(nprobe=nprobe))
         ids = ids[0]
         return ids[(ids >= 0) & (ids < self.rows)].astype(np.int64)
+
+    def _will_need(self, lists: np.ndarray) -> None:
+        """Request the codes and ids of ``lists`` from the disk at once (utils.mapped_pages.will_need)."""
+        if self._spans is None:
+            return
+        lists = lists[(lists >= 0) & (lists < len(self._spans))]
+        from utils.mapped_pages import will_need  # noqa: PLC0415
+
+        spans = self._spans[lists]
+        will_need(np.concatenate([spans[:, 0], spans[:, 2]]), np.concatenate([spans[:, 1], spans[:, 3]]))
+
+
+SPAN_CHECKS = 16
+"""Lists whose span ``mapped_list_spans`` compares with faiss's own answers."""
+
+
+def mapped_list_spans(index: Any) -> np.ndarray | None:
+    """(lists, 4) int64 addresses [codes start, codes end, ids start, ids end] of every list of an
+    IVF index whose lists faiss maps from its file (``IO_FLAG_MMAP``: ``OnDiskInvertedLists``); None
+    for lists held in memory, or when the table cannot be read as expected.
+
+    Why the table is read from faiss's memory: asking faiss for each probed list's pointers costs three
+    Python calls a list (12,600 lists at 100,000 documents: ~35 ms a question); the table of list
+    sizes, capacities and offsets is one array of ``OnDiskOneList`` (three size_t each), copied once.
+    Its layout is checked against faiss's answers (``list_size``, ``get_codes``, ``get_ids``) for a
+    spread of lists and its sizes against the row count; anything else and the lists are not advised
+    (only read ahead of time: nothing read here decides a result).
+    """
+    faiss = _faiss()
+    try:
+        il = faiss.downcast_InvertedLists(index.invlists)
+    except (AttributeError, RuntimeError, TypeError):
+        return None
+    nlist = int(getattr(index, "nlist", 0))
+    if not isinstance(il, faiss.OnDiskInvertedLists) or nlist <= 0 or int(il.lists.size()) != nlist:
+        return None
+    try:
+        base, total = int(il.ptr), int(il.totsize)
+        table = np.array((ctypes.c_uint64 * (3 * nlist)).from_address(int(il.lists.data().this)),
+                         dtype=np.int64).reshape(nlist, 3)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    size, cap, off = table[:, 0], table[:, 1], table[:, 2]
+    cs = int(index.code_size)
+    if (int(size.sum()) != int(index.ntotal) or bool(np.any(size > cap)) or bool(np.any(off < 0))
+            or bool(np.any(off + cap * (cs + 8) > total))):
+        return None
+    for lst in np.unique(np.linspace(0, nlist - 1, min(SPAN_CHECKS, nlist)).astype(np.int64)).tolist():
+        if int(il.list_size(lst)) != int(size[lst]):
+            return None
+        if size[lst] and (int(il.get_codes(lst)) != base + int(off[lst])
+                          or int(il.get_ids(lst)) != base + int(off[lst] + cap[lst] * cs)):
+            return None
+    codes = base + off
+    ids = codes + cap * cs
+    return np.stack([codes, codes + size * cs, ids, ids + size * 8], axis=1)
 
 
 # --------------------------------------------------------------------------- build, update, verify
@@ -546,6 +616,21 @@ def write_all(directory: Path, counts: Mapping[str, int], dim: int, mode: str, m
             out[kind] = write(directory, kind, int(counts[kind]), dim, (previous or {}).get(kind),
                               (old_rows or {}).get(kind))
     return out
+
+
+HNSW_NODE_BYTES = 512
+"""An HNSW quantizer's graph per centroid, about (M 32: 64 level-0 neighbours and the levels above)."""
+
+
+def head_bytes(entry: Mapping[str, Any], dim: int) -> int:
+    """About how many bytes at the start of an ANN file opening it reads (the quantizer's centroids,
+    and graph, the PQ codebooks, the list sizes; 1 MiB over); the lists after them are mapped. For
+    read-ahead only (IndexDir.will_need), so an estimate; -1 (all) when ``entry`` is not one."""
+    nlist, m, nbits = (entry.get(k) for k in ("nlist", "m", "nbits"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 40 for v in (nlist, m, nbits, dim)):
+        return -1
+    per_list = dim * 4 + 8 + (HNSW_NODE_BYTES if entry.get("quantizer") == "hnsw" else 0)
+    return nlist * per_list + dim * 4 * (1 << min(nbits, 16)) + (1 << 20)
 
 
 def parse_meta(meta: Any, counts: Mapping[str, int]) -> dict[str, dict[str, Any]]:

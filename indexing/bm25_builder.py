@@ -133,9 +133,12 @@ class BM25Index:
         self._corpus_weights: dict[int, np.ndarray] = {}
         self._weights_of: tuple[float, float, float] | None = None
         self._checked_terms: set[int] = set()
+        self._requested: set[int] = set()
+        """Terms whose postings were requested from the disk ahead (``will_need``), once a process."""
         self._lock = threading.Lock()
         self.names: tuple[str, str, str] = (ROWS_FILE, TF_FILE, ROW_TERMS_FILE)
         """The postings' file names (rows, tf, row terms), for errors about them."""
+        self.row_indptr_name = ROW_INDPTR_FILE
         self.spilled: dict[str, Path] = {}
         """File name -> the finished ``.npy`` a spilled build wrote (``save`` moves it into place)."""
         self.spill_owner: object = None
@@ -245,11 +248,15 @@ class BM25Index:
             raise IndexFormatError(f"{doc_len_file} holds NaN, infinite or negative lengths")
         row_indptr = arr(row_indptr_file, np.int64, n_rows + 1)
         row_terms = arr(row_terms_file, np.int32, nnz)
-        if row_indptr[0] != 0 or row_indptr[-1] != nnz or (n_rows and np.any(np.diff(row_indptr) < 0)):
+        # its order is checked in full by verify and, for the rows read, by row_span: a question reads the
+        # term ids of a few rows, and the whole table is 8 bytes a row (78 MB at 100,000 documents)
+        if row_indptr[0] != 0 or row_indptr[-1] != nnz or (
+                files.verify and n_rows and np.any(np.diff(row_indptr) < 0)):
             raise IndexFormatError(f"{row_indptr_file} is not a valid row pointer")
         index = cls(terms, indptr, rows, tf, doc_len, row_indptr, row_terms, vocab["tokenizer"])
         index.names = (rows_file, tf_file, row_terms_file)
         index.impacts = bm25_impacts.load(files, prefix, n_terms, nnz, mmap)
+        index.row_indptr_name = row_indptr_file
         if files.verify:
             index.check_postings()
             if index.impacts is not None:
@@ -288,6 +295,22 @@ class BM25Index:
         release_pages(self.rows, self.tf, self.row_terms)  # checked whole; a query reads a few terms' postings
         self._checked_terms.update(range(n_terms))
 
+    def will_need(self, tids: Sequence[int]) -> None:
+        """Request the postings (rows and term frequencies) of terms ``tids`` from the disk together,
+        before a question reads them term by term (index_files.will_need_spans): a first question
+        after the page cache is dropped waits for one round of parallel reads, not for each term's
+        pages in turn. An advice only; nothing for arrays in memory."""
+        from indexing.index_files import will_need_spans  # noqa: PLC0415
+
+        t = np.asarray([int(x) for x in tids if 0 <= int(x) < len(self.terms) and int(x) not in self._requested],
+                       dtype=np.int64)
+        if not len(t):
+            return
+        self._requested.update(t.tolist())  # once a process: later reads find them cached, or fault
+        starts, ends = np.asarray(self.indptr[t], dtype=np.int64), np.asarray(self.indptr[t + 1], dtype=np.int64)
+        for arr in (self.rows, self.tf):
+            will_need_spans(arr, starts, ends)
+
     def postings(self, tid: int) -> tuple[int, int, np.ndarray]:
         """(first posting, end, rows) of term ``tid``, its rows and tfs checked the first time they are
         read: a damaged postings file is a one-line IndexFormatError where a query touches it, never a
@@ -310,9 +333,23 @@ class BM25Index:
                 self._checked_terms.add(tid)
         return p0, p1, rows
 
+    def row_span(self, a: int, b: int) -> tuple[int, int]:
+        """The term ids of rows [a, b) are ``row_terms[x:y]``: (x, y), their part of the row pointer
+        checked (ascending, within the postings) where it is read, as ``load_index`` leaves it."""
+        ptr = np.asarray(self.row_indptr[a:b + 1])
+        nnz = len(self.row_terms)
+        if len(ptr) and (int(ptr[0]) < 0 or int(ptr[-1]) > nnz or bool(np.any(np.diff(ptr) < 0))):
+            raise IndexFormatError(f"{self.row_indptr_name} is not a valid row pointer; "
+                                   "run python main.py verify, then rebuild the index")
+        return (int(ptr[0]), int(ptr[-1])) if len(ptr) else (0, 0)
+
     def _row_term_ids(self, a: int, b: int) -> np.ndarray:
         """Distinct term ids of rows [a, b), checked against the vocabulary (they index arrays)."""
-        tids = np.asarray(self.row_terms[self.row_indptr[a]:self.row_indptr[b]])
+        x, y = self.row_span(a, b)
+        from indexing.index_files import will_need_spans  # noqa: PLC0415
+
+        will_need_spans(self.row_terms, np.array([x]), np.array([y]))  # no read-ahead here (index_store)
+        tids = np.asarray(self.row_terms[x:y])
         if tids.size and (int(tids.min()) < 0 or int(tids.max()) >= len(self.terms)):
             raise IndexFormatError(f"{self.names[2]} points at terms outside the vocabulary; "
                                    "run python main.py verify, then rebuild the index")
@@ -382,6 +419,7 @@ class BM25Index:
         n, avgdl, eps_idf = stats
         ids = self.term_ids
         whole = a == 0 and z == self.n_rows
+        self.will_need([ids[t] for t in set(query_tokens) if t in ids])
         for term, count in Counter(query_tokens).items():
             tid = ids.get(term)
             if tid is None:

@@ -98,6 +98,9 @@ def _query_terms(index: CorpusPostings, tokens: Sequence[str], epsilon: float) -
         if idf == 0.0:
             continue
         out.append((tid, idf * count))
+    will_need = getattr(index, "will_need", None)  # the postings requested together (BM25Index.will_need)
+    if will_need is not None:
+        will_need([tid for tid, _ in out])
     return out, avgdl
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from config import IdfScope
 from indexing.bm25_builder import BM25Index, rows_between
 from indexing.bm25_corpus import score_rows, top_positive, top_rows
-from indexing.index_files import release_over, touch_rows
+from indexing.index_files import release_over, touch_rows, will_need_range, will_need_rows
 from indexing.segment_bm25 import SegmentBM25
 from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores, leaves_of_rows)
@@ -145,6 +145,8 @@ class FileSearch:
             return empty_scores(kind)
         qvec = query.vector
         rows = np.arange(start, end, dtype=np.int64)
+        if qvec is not None:
+            will_need_range(self.embeddings, start, end)  # no read-ahead when an ANN picks rows: asked for here
         dense = (np.zeros(end - start, dtype=np.float32) if qvec is None else
                  check_finite(matvec(self.embeddings[start:end], qvec), "embeddings.npy"))
         lexical = self._bm25(query.tokens, start, end, self.rows.idf_rows(start, end, idf), params)
@@ -190,7 +192,9 @@ class FileSearch:
         return Scores(rows, dense, self._grouped_bm25(query.tokens, rows, idf, params), kind)
 
     def dense(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return check_finite(matvec(self.embeddings[np.asarray(rows, dtype=np.int64)], vector), "embeddings.npy")
+        rows = np.asarray(rows, dtype=np.int64)
+        will_need_rows(self.embeddings, rows[(rows >= 0) & (rows < len(self.embeddings))])
+        return check_finite(matvec(self.embeddings[rows], vector), "embeddings.npy")
 
     # ---------------------------------------------------------- leaf side
 
@@ -201,7 +205,10 @@ class FileSearch:
         ann = self._ann_for("leaves", params) if leaves is None else None
         if ann is not None:
             return self._ann_leaf_dense(ann, query, qvec, params)
-        vecs = self.leaf_embeddings if leaves is None else self.leaf_embeddings[np.asarray(leaves, dtype=np.int64)]
+        if leaves is not None:
+            leaves = np.asarray(leaves, dtype=np.int64)
+            will_need_rows(self.leaf_embeddings, leaves[(leaves >= 0) & (leaves < len(self.leaf_embeddings))])
+        vecs = self.leaf_embeddings if leaves is None else self.leaf_embeddings[leaves]
         return check_finite(matvec(vecs, qvec), "leaf_embeddings.npy")
 
     def _ann_leaf_dense(self, ann: AnnIndex, query: Probe, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
@@ -216,6 +223,7 @@ class FileSearch:
         leaves = np.unique(np.concatenate(picked))
         leaves = leaves[(leaves >= 0) & (leaves < len(self.leaf_embeddings))]
         out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
+        will_need_rows(self.leaf_embeddings, leaves)
         out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
         release_over(params.mapped_mb, self.leaf_embeddings)
         return out

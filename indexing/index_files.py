@@ -190,6 +190,26 @@ class IndexDir:
             except OSError:
                 continue
 
+    def will_need(self, spans: dict[str, int]) -> None:
+        """Ask the kernel for the first ``spans[name]`` bytes of each held file (-1: all of it) at once.
+
+        Why: a load reads some files whole (the node table, the leaf -> chunk table, the BM25
+        pointers and vocabularies, the ANN's centroids) one after another; after the page cache is
+        dropped each would wait for the disk in turn, requested together the disk reads them in
+        parallel while the first ones are parsed. An advice only, like ``_prefetch_samples``.
+        """
+        if not hasattr(os, "posix_fadvise") or self.manifest is None:
+            return
+        for name, length in spans.items():
+            fd, entry = self._held.get(name), self.manifest.get(name)
+            if fd is None or entry is None:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, entry.size if length < 0 else min(length, entry.size),
+                                 os.POSIX_FADV_WILLNEED)
+            except OSError:
+                continue
+
     def close(self) -> None:
         for fd in self._held.values():
             os.close(fd)
@@ -319,10 +339,15 @@ class IndexDir:
             if mmap:
                 return np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
             fh.seek(offset)
-            data = fh.read(count * dtype.itemsize)
-            if len(data) != count * dtype.itemsize:
-                raise IndexChanged(f"{name} changed size while being read")
-            return np.frombuffer(data, dtype=dtype).reshape(shape, order=order).copy()
+            out = np.empty(count, dtype=dtype)  # read straight into the array: no bytes object, no copy
+            view = out.view(np.uint8)
+            got = 0
+            while got < len(view):
+                n = fh.readinto(memoryview(view[got:]))
+                if not n:
+                    raise IndexChanged(f"{name} changed size while being read")
+                got += n
+            return out.reshape(shape, order=order)
 
 
 def release_pages(*arrays: Any) -> None:
@@ -381,8 +406,44 @@ def touch_rows(array: Any, rows: np.ndarray) -> None:
     rows = np.asarray(rows, dtype=np.int64)
     if isinstance(array, np.memmap) and array.ndim == 2 and len(rows) and array.shape[1]:
         rows = rows[(rows >= 0) & (rows < len(array))]
+        will_need_rows(array, rows)
         array[rows, 0]
         array[rows, array.shape[1] - 1]
+
+
+def will_need_rows(array: Any, rows: np.ndarray) -> None:
+    """Request the pages of ``rows`` of a memory-mapped array from the disk together, before they are
+    read (``utils.mapped_pages.will_need``): scattered rows then cost one round of parallel reads
+    after the page cache is dropped, not one disk wait each. Nothing for an array in memory."""
+    if not isinstance(array, np.memmap) or not len(rows) or array.ndim < 1 or not array.size:
+        return
+    from utils.mapped_pages import will_need  # noqa: PLC0415
+
+    step = int(array.strides[0])
+    first = np.asarray(rows, dtype=np.int64) * step + array.ctypes.data
+    will_need(first, first + step)
+
+
+def will_need_range(array: Any, start: int, end: int) -> None:
+    """As ``will_need_rows`` for the rows [start, end) of a memory-mapped array (one leaf's or
+    document's vectors, read whole by a scoped question)."""
+    if not isinstance(array, np.memmap) or array.ndim < 1 or not array.size or not 0 <= start < end <= len(array):
+        return
+    from utils.mapped_pages import will_need  # noqa: PLC0415
+
+    step, base = int(array.strides[0]), array.ctypes.data
+    will_need(np.array([base + start * step]), np.array([base + end * step]))
+
+
+def will_need_spans(array: Any, starts: np.ndarray, ends: np.ndarray) -> None:
+    """As ``will_need_rows`` for element ranges [starts, ends) of a 1-D memory-mapped array (the
+    postings of a question's terms)."""
+    if not isinstance(array, np.memmap) or array.ndim != 1 or not array.size or not len(starts):
+        return
+    from utils.mapped_pages import will_need  # noqa: PLC0415
+
+    size, base = int(array.itemsize), array.ctypes.data
+    will_need(np.asarray(starts, dtype=np.int64) * size + base, np.asarray(ends, dtype=np.int64) * size + base)
 
 
 def advise_random(*maps: Any) -> None:

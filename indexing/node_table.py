@@ -233,12 +233,19 @@ class NodeTable:
 
     def prefetch(self, rows: Iterable[int]) -> None:
         """Read the records of ``rows`` not yet kept in one batch, when the store reads in batches
-        (an engine: one statement instead of one per node); elsewhere nothing is done here."""
+        (an engine: one statement instead of one per node); files: their lines requested from the
+        disk together (``Records.will_need``), read when used."""
         many = getattr(self.records, "raw_many", None)
-        if many is None:
+        ahead = getattr(self.records, "will_need", None)
+        if many is None and ahead is None:
             return
         want = [int(r) for r in rows if 0 <= int(r) < len(self) and int(r) not in self._cache]
-        if want:
+        if want and many is None:  # files: the lines requested from the disk together, read when used
+            ahead(want)
+            texts = getattr(self.contents, "will_need", None)
+            if texts is not None:  # and their section texts, which a question reads for the leaves it keeps
+                texts([r for r in want if r not in self._texts])
+        elif want:
             for row, raw in many(want).items():
                 self.node(row, raw)
 

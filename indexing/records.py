@@ -8,6 +8,7 @@ query actually uses it.
 """
 from __future__ import annotations
 
+import mmap
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +40,37 @@ class Records:
 
     def where(self, i: int) -> str:
         return f"{self.name} line {i + 1}"
+
+    def will_need(self, rows: Any) -> None:
+        """Request the lines of ``rows`` from the disk together before they are read one by one: their
+        two offsets first (one round of parallel reads, then read), then the lines' bytes. Why: the
+        files are read without read-ahead (scattered lines), so after the page cache is dropped each
+        record would wait for the disk twice in turn; a question reads tens. An advice only: the
+        offsets are checked, as always, when a record is read."""
+        from indexing.index_files import will_need_rows  # noqa: PLC0415
+        from utils.mapped_pages import SAMPLE_PAGES, cached, page_spans  # noqa: PLC0415
+
+        if not isinstance(self.data, mmap.mmap) or not hasattr(mmap, "MADV_WILLNEED"):
+            return
+        r = np.unique(np.asarray([int(x) for x in rows], dtype=np.int64))
+        r = r[(r >= 0) & (r < len(self))]
+        if not len(r):
+            return
+        will_need_rows(self.offsets, np.concatenate([r, r + 1]))
+        a, b = np.asarray(self.offsets[r], dtype=np.int64), np.asarray(self.offsets[r + 1], dtype=np.int64)
+        ok = (a >= 0) & (a <= b) & (b <= len(self.data))
+        a, b = a[ok], b[ok]
+        view = np.frombuffer(self.data, dtype=np.uint8)  # the mapping's address, for a residency sample
+        try:
+            if not len(a) or cached(view.ctypes.data + a[::-(-len(a) // SAMPLE_PAGES)]):
+                return  # a warm process: no advice
+        finally:
+            del view  # no export left on the mapping (it could not be closed)
+        for start, end in zip(*(x.tolist() for x in page_spans(a, b))):
+            try:
+                self.data.madvise(mmap.MADV_WILLNEED, start, min(end, len(self.data)) - start)
+            except (OSError, ValueError):
+                return  # an advice only
 
 
 def check_offsets(offsets: np.ndarray, count: int, size: int, name: str, table: str, whole: bool = True) -> None:

@@ -271,10 +271,15 @@ class ChunkRows:
     _doc_paths: tuple[str, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        spans = sorted((rng, path) for path, rng in self.doc_rows.items())
-        object.__setattr__(self, "_doc_starts", np.array([s for (s, _), _ in spans], dtype=np.int64))
-        object.__setattr__(self, "_doc_ends", np.array([e for (_, e), _ in spans], dtype=np.int64))
-        object.__setattr__(self, "_doc_paths", tuple(p for _, p in spans))
+        paths = list(self.doc_rows)
+        n = len(paths)
+        rngs = self.doc_rows.values()
+        starts = np.fromiter((a for a, _ in rngs), dtype=np.int64, count=n)
+        ends = np.fromiter((b for _, b in rngs), dtype=np.int64, count=n)
+        order = np.lexsort((ends, starts))  # by (start, end): the order sorting the spans gave
+        object.__setattr__(self, "_doc_starts", starts[order])
+        object.__setattr__(self, "_doc_ends", ends[order])
+        object.__setattr__(self, "_doc_paths", tuple(paths[i] for i in order.tolist()))
 
     @property
     def n_chunks(self) -> int:

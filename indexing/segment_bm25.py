@@ -189,7 +189,8 @@ class SegmentBM25:
                 if a <= ps < z:
                     live[ps - a:ps - a + ln] = True
             for lo, hi in _true_spans(~live):  # deleted rows' words
-                tids = np.asarray(part.row_terms[int(part.row_indptr[lo]):int(part.row_indptr[hi])], dtype=np.int64)
+                x, y = part.row_span(lo, hi)
+                tids = np.asarray(part.row_terms[x:y], dtype=np.int64)
                 np.subtract.at(df, maps[s][tids], 1)
             for lo, hi in _true_spans(live):
                 total += float(np.sum(part.doc_len[lo:hi], dtype=np.float64))

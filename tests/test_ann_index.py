@@ -311,6 +311,10 @@ def test_scattered_reads_are_advised_only_where_a_question_reads_scattered(built
     advice = _read_advice(built[1].resolve())
     assert advice["chunks.jsonl"] and advice["nodes.jsonl"] and advice["chunk_offsets.npy"]
     assert advice["embeddings.npy"] and advice["leaf_embeddings.npy"]
+    # the postings and row pointers (a question requests its terms' postings itself) and faiss's lists
+    assert all(advice[f"{p}_{n}.npy"] for p in ("bm25", "leafterms") for n in ("rows", "tf", "row_terms", "row_indptr"))
+    assert advice["ann_chunks.faiss"] and advice["ann_leaves.faiss"]
+    assert not advice["bm25_doc_len.npy"]  # summed whole: read-ahead is right
     exact = load_index(paper_index_dir)
     advice = _read_advice(paper_index_dir.resolve())
     assert advice["chunks.jsonl"] and not advice["embeddings.npy"] and not advice["leaf_embeddings.npy"]
@@ -583,3 +587,52 @@ def test_proposals_grow_with_the_list_count(built: tuple[Path, Path], monkeypatc
     index.search.score(Query.build(_queries(index, n=1)[0], emb), Scope.everything(), "corpus",
                        score_params(ON.replace(ann_candidates_growth=0)))
     assert asked[0] == 60
+
+
+@pytest.mark.parametrize("which", ["flat", "hnsw"])
+def test_a_mapped_index_reads_ahead_the_lists_it_scans_and_finds_what_faiss_finds(
+        which: str, built: tuple[Path, Path], built_hnsw: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The list table read from faiss's memory agrees with faiss's own answers for every list; a search
+    requests exactly the codes and ids of the lists it probes, then returns what faiss's search returns."""
+    import faiss
+
+    from utils import mapped_pages
+
+    index = load_index((built if which == "flat" else built_hnsw)[1])
+    for kind, ann in index.search.ann.items():
+        spans = ann._spans
+        assert spans is not None, kind
+        il = faiss.downcast_InvertedLists(ann.index.invlists)
+        for lst in range(ann.index.nlist):
+            size = il.list_size(lst)
+            assert spans[lst, 1] - spans[lst, 0] == size * ann.index.code_size
+            assert spans[lst, 3] - spans[lst, 2] == size * 8
+            if size:
+                assert spans[lst, 0] == int(il.get_codes(lst)) and spans[lst, 2] == int(il.get_ids(lst))
+        advised: list[tuple[np.ndarray, np.ndarray]] = []
+        monkeypatch.setattr(mapped_pages, "will_need", lambda s, e: advised.append((s, e)) or len(s))
+        vecs = index.embeddings if kind == "chunks" else index.leaf_embeddings
+        rng = np.random.default_rng(5)
+        for _ in range(5):
+            qvec = np.asarray(vecs[int(rng.integers(len(vecs)))], dtype=np.float32)
+            advised.clear()
+            got = ann.search(qvec, 50, 0.3)
+            nprobe = int(np.ceil(0.3 * ann.index.nlist))
+            if which == "flat":
+                _, want = ann.index.search(qvec.reshape(1, -1), 50, params=faiss.SearchParametersIVF(nprobe=nprobe))
+                assert np.array_equal(got, want[0][want[0] >= 0])
+            _, lists = ann.index.quantizer.search(qvec.reshape(1, -1), nprobe) if which == "flat" else \
+                faiss.downcast_index(faiss.downcast_index(ann.index.quantizer).storage).search(qvec.reshape(1, -1), nprobe)
+            (starts, ends), = advised
+            want_spans = spans[lists[0]]
+            assert sorted(zip(starts.tolist(), ends.tolist())) == sorted(
+                [*zip(want_spans[:, 0].tolist(), want_spans[:, 1].tolist()),
+                 *zip(want_spans[:, 2].tolist(), want_spans[:, 3].tolist())])
+
+
+def test_an_index_in_memory_has_no_list_table_and_searches_as_before(built: tuple[Path, Path]) -> None:
+    index = load_index(built[1])
+    vecs = np.asarray(index.embeddings)
+    ann = ann_index.AnnIndex.build(vecs, len(vecs), vecs.shape[1], "in memory")
+    assert ann._spans is None
+    assert len(ann.search(vecs[3], 20, 0.5)) == 20

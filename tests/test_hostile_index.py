@@ -175,6 +175,36 @@ def test_damaged_postings_in_an_index_are_caught_by_load_verify_and_the_query_re
         assert "bm25_rows.npy" in proc.stderr
 
 
+def test_a_row_pointer_that_goes_back_is_caught_by_verify_and_where_its_rows_are_read(
+        paper_index_dir: Path, tmp_path: Path) -> None:
+    """Loading checks the BM25 row pointer's ends; its order is checked in full by ``verify`` and, for
+    the rows read, where a scope's term ids are read (a whole table is 8 bytes a row, mostly unread)."""
+    import numpy as np
+
+    d = tmp_path / "idx"
+    shutil.copytree(paper_index_dir, d)
+    ptr = np.load(d / "bm25_row_indptr.npy")
+    row = len(ptr) // 2
+    ptr[row] = ptr[row + 1] + 3  # row's term ids would end before they start
+    np.save(d / "bm25_row_indptr.npy", ptr)
+    _restamp(d)
+    index = load_index(d)
+    bm25 = index.search.bm25
+    assert bm25.row_span(0, row - 1) == (0, int(ptr[row - 1]))  # rows before it read as before
+    with pytest.raises(IndexFormatError) as info:
+        bm25.row_span(row - 1, row + 1)
+    assert "bm25_row_indptr.npy" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(IndexFormatError) as info:
+        verify_index(d)
+    assert "bm25_row_indptr.npy" in str(info.value)
+    _one_line_error(run_cli("verify", "--index", str(d)))
+    # BM25 under the statistics of the leaf that holds the row (a scoped question's path) reads them
+    leaf = int(np.searchsorted(index.leaf_ptr, row, side="right")) - 1
+    a, b = int(index.leaf_ptr[leaf]), int(index.leaf_ptr[leaf + 1])
+    with pytest.raises(IndexFormatError, match="bm25_row_indptr.npy"):
+        bm25.score_range(["encoder"], a, b)
+
+
 def test_an_offset_table_that_goes_back_is_caught_by_verify_and_by_the_record_read(
         paper_index_dir: Path, tmp_path: Path) -> None:
     """Loading checks an offset table's shape, first and last entries; its order is checked in full by
@@ -189,6 +219,7 @@ def test_an_offset_table_that_goes_back_is_caught_by_verify_and_by_the_record_re
     np.save(d / "chunk_offsets.npy", offsets)
     _restamp(d)
     index = load_index(d)
+    index.prefetch_chunks(range(len(index.chunks)))  # the lines requested ahead: an advice, never an error
     index.chunks[0]  # untouched records read as before
     for bad in (row - 1, row):
         with pytest.raises(IndexFormatError) as info:

@@ -543,3 +543,16 @@ def test_a_tree_deeper_than_any_document_is_refused() -> None:
         NodeTable(table, empty, empty, ["a.md"]).check("node_table.npy")
     table[1:, 0] = 0  # a flat tree of the same size is fine
     NodeTable(table, empty, empty, ["a.md"]).check("node_table.npy")
+
+
+def test_records_requested_ahead_read_the_same(paper_index_dir: Path) -> None:
+    """``prefetch_chunks`` on files asks the disk for the lines (and their leaves' nodes and texts)
+    together; what is read afterwards is what a plain read returns."""
+    plain = load_index(paper_index_dir)
+    ahead = load_index(paper_index_dir)
+    rows = list(range(0, len(ahead.chunks), 3))
+    ahead.prefetch_chunks(rows)
+    ahead.prefetch_chunks([-5, len(ahead.chunks) + 9])  # out of range: nothing to ask for
+    assert [ahead.chunks[r] for r in rows] == [plain.chunks[r] for r in rows]
+    leaf_rows = ahead.tree.leaf_rows[:5].tolist()
+    assert [ahead.tree.content(r) for r in leaf_rows] == [plain.tree.content(r) for r in leaf_rows]

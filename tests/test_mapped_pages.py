@@ -53,3 +53,43 @@ def test_writable_and_other_mappings_left_alone(tmp_path: Path) -> None:
     assert release_mappings(tmp_path / "index") == 0
     assert _resident_kb((tmp_path / "other" / "a.npy").resolve()) > 3000
     assert float(writable[123]) == 2.0
+
+
+def test_page_spans_cover_exactly_the_pages_of_the_ranges_merged() -> None:
+    """The fewest page-aligned ranges that cover every page any range touches, and no other page."""
+    import mmap
+
+    from utils.mapped_pages import page_spans
+
+    page = mmap.PAGESIZE
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        n = int(rng.integers(0, 40))
+        starts = rng.integers(0, 60 * page, n)
+        ends = starts + rng.integers(-page, 4 * page, n)  # some empty or reversed: nothing to read
+        a, b = page_spans(starts, ends)
+        assert np.all(a % page == 0) and np.all(b % page == 0) and np.all(b > a)
+        assert np.all(a[1:] > b[:-1])  # sorted, neither overlapping nor touching
+        want = {p for s, e in zip(starts.tolist(), ends.tolist()) if e > s for p in range(s // page, (e - 1) // page + 1)}
+        got = {p for s, e in zip(a.tolist(), b.tolist()) for p in range(s // page, e // page)}
+        assert got == want
+
+
+def test_will_need_requests_uncached_pages_and_skips_cached_ones(tmp_path: Path) -> None:
+    """The rows read afterwards are the file's; a batch already cached costs no advice."""
+    from utils.mapped_pages import cached, will_need
+
+    data = np.arange(4_000_000, dtype=np.int32)  # 16 MB
+    np.save(tmp_path / "rows.npy", data)
+    with open(tmp_path / "rows.npy", "rb") as fh:
+        os.fsync(fh.fileno())
+        os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    mapped = np.load(tmp_path / "rows.npy", mmap_mode="r")
+    picks = np.sort(np.random.default_rng(1).choice(len(data), 300, replace=False))
+    starts = mapped.ctypes.data + picks * 4
+    if not cached(starts):  # a file system whose pages can be dropped (not tmpfs)
+        assert will_need(starts, starts + 4) > 0
+    assert np.array_equal(mapped[picks], data[picks])
+    assert cached(starts)
+    assert will_need(starts, starts + 4) == 0
+    assert will_need(starts[:0], starts[:0]) == 0

@@ -12,11 +12,19 @@ import functools
 import re
 from typing import Any
 
-from markdown_it.common.utils import MD_TRIM_CHARS
-
 from tree_builder.document import Document, Heading
 
 _WS = re.compile(r"\s+")
+
+
+@functools.lru_cache(maxsize=1)
+def _trim_chars() -> str:
+    """markdown-it's trim set for a heading's text, imported when a heading is first read: a query
+    imports this module (for the tree's line helpers) but parses no Markdown, and importing
+    markdown_it reads some sixty files, from disk on a cold start."""
+    from markdown_it.common.utils import MD_TRIM_CHARS  # noqa: PLC0415
+
+    return MD_TRIM_CHARS
 
 
 @functools.lru_cache(maxsize=1)
@@ -95,6 +103,7 @@ def _plain_headings(text: str, body_start: int) -> tuple[Heading, ...]:
     out: list[Heading] = []
     line = text.count("\n", 0, body_start)
     pos = body_start
+    trim = _trim_chars()
     for m in _ATX_LINE.finditer(text, body_start):
         line += text.count("\n", pos, m.start())
         pos = m.start()
@@ -107,7 +116,7 @@ def _plain_headings(text: str, body_start: int) -> tuple[Heading, ...]:
             tmp -= 1
         if tmp > 0 and rest[tmp - 1] in " \t":
             end = tmp
-        inline = rest[:end].strip(MD_TRIM_CHARS)
+        inline = rest[:end].strip(trim)
         end_char = m.end() + 1 if m.end() < len(text) else len(text)
         out.append(Heading(text=_inline_plain_text(inline, {}), marker_level=len(m.group(1)),
                            line=line + 1, start_char=m.start(), end_char=end_char, end_line=line + 1))
