@@ -227,7 +227,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "answer_quality.json")
     ap.add_argument("--analyse-only", action="store_true", help="re-analyse the records in --json")
     args = ap.parse_args(argv)
-    from config import Config
 
     if args.analyse_only:
         records = json.loads(args.json.read_text())["records"]

@@ -9,15 +9,12 @@ query actually uses it.
 from __future__ import annotations
 
 import mmap
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from indexing.index_files import loads_strict
 from utils.errors import IndexFormatError
-
-if TYPE_CHECKING:
-    import mmap
 
 
 class Records:
