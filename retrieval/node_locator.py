@@ -155,24 +155,32 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
         query.memo.put(LEAVES_WANTED, True)
     scores = flat_scores(index, query, config, doc_paths, idf_scope="corpus")
     n = len(index.chunks)
-    leaf_idx = index.leaf_positions(doc_paths)
+    # whole collection: leaf i is position i (no arange of millions of leaves a question)
+    leaf_idx = None if doc_paths is None else index.leaf_positions(doc_paths)
+    n_leaves = len(leaves)
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
-    leaf_dense = np.clip(index.search.leaf_dense(query, None if doc_paths is None else leaf_idx,
-                                                 score_params(config)), 0.0, 1.0)
+    raw_dense = index.search.leaf_dense(query, leaf_idx, score_params(config))
     w = config.locator_leaf_weight
     if len(scores.rows) * SPARSE_ROW_SHARE < n:
         ptr = np.asarray(index.leaf_ptr)
         owners, best_dense = _leaf_max_sparse(scores.dense, scores.rows, ptr)
         _, best_bm25 = _leaf_max_sparse(scores.lexical, scores.rows, ptr)  # the same rows: the same leaves
-        pos = np.searchsorted(leaf_idx, owners)
-        inside = pos < len(leaf_idx)
-        inside[inside] = leaf_idx[pos[inside]] == owners[inside]
-        at = np.union1d(pos[inside], np.flatnonzero(leaf_dense > 0))
+        if leaf_idx is None:
+            pos, inside = owners, owners < n_leaves
+        else:
+            pos = np.searchsorted(leaf_idx, owners)
+            inside = pos < n_leaves
+            inside[inside] = leaf_idx[pos[inside]] == owners[inside]
+        # clipped only where read: one pass over the leaves (the > 0 test), not three
+        at = np.union1d(pos[inside], np.flatnonzero(raw_dense > 0))
         chunk_part = np.zeros(len(at), dtype=np.float64)
         chunk_part[np.searchsorted(at, pos[inside])] = (config.dense_weight * best_dense[inside]
                                                         + config.bm25_weight * best_bm25[inside])
-        total = (1 - w) * chunk_part + w * leaf_dense[at]
-        return leaves, SparseScores(len(leaf_idx), at.astype(np.int64), total.astype(np.float32))
+        total = (1 - w) * chunk_part + w * np.clip(raw_dense[at], 0.0, 1.0)
+        return leaves, SparseScores(n_leaves, at.astype(np.int64), total.astype(np.float32))
+    leaf_dense = np.clip(raw_dense, 0.0, 1.0)
+    if leaf_idx is None:
+        leaf_idx = np.arange(n_leaves)
     starts, has_rows = _leaf_row_starts(index)
     best_dense_all = np.where(has_rows, _leaf_max_scaled(scores.dense, scores.rows, n, starts), 0.0)
     best_bm25_all = np.where(has_rows, _leaf_max_scaled(scores.lexical, scores.rows, n, starts), 0.0)
@@ -187,8 +195,10 @@ def hybrid_locate(index: Index, query: Query, config: Config,
     leaves, total = hybrid_leaf_scores(index, query, config, doc_paths)
     order = top_order(total, max(config.hybrid_top_leaves, LOCATOR_CANDIDATES))
     picked = [i for i in order[:config.hybrid_top_leaves] if total[i] > 0]
-    positions = np.asarray(index.leaf_positions(doc_paths))  # leaves[i] is leaf positions[i] of the index
-    index.prefetch_leaves(positions[np.asarray(order[:LOCATOR_CANDIDATES], dtype=np.int64)].tolist())
+    shown = np.asarray(order[:LOCATOR_CANDIDATES], dtype=np.int64)
+    if doc_paths is not None:  # leaves[i] is leaf positions[i] of the index (whole collection: i)
+        shown = np.asarray(index.leaf_positions(doc_paths))[shown]
+    index.prefetch_leaves(shown.tolist())
     text = query.text
     nodes = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
              for i in picked]
