@@ -231,10 +231,13 @@ def upgrade(path: Path, k1: float, b: float) -> list[str]:
     from indexing.index_files import IndexDir, fsync_directory, parse_manifest, write_manifest_entry  # noqa: PLC0415
     from indexing.index_store import METADATA, METADATA_MAX_BYTES  # noqa: PLC0415
     from indexing.segments import SEGMENTS  # noqa: PLC0415
+    from utils.dir_lock import exclusive  # noqa: PLC0415
     from utils.errors import InputError  # noqa: PLC0415
 
     path = Path(path)
-    with IndexDir(path) as files:
+    # the lock every build and update holds: an update renaming in its metadata.json meanwhile would
+    # otherwise be replaced by this one, and its delta segment forgotten
+    with exclusive(path), IndexDir(path) as files:
         meta = files.read_json(METADATA, METADATA_MAX_BYTES)
         if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
             raise IndexFormatError(f"{path / METADATA} is not a TreeRAG index manifest")

@@ -222,3 +222,24 @@ def test_damaged_weights_are_one_line_errors(tmp_path: Path) -> None:
 def test_upgrade_refuses_what_is_not_an_index(tmp_path: Path) -> None:
     r = run_cli("upgrade", "--index", str(tmp_path / "nothing"))
     assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_upgrade_refuses_while_an_update_holds_the_index(tmp_path: Path) -> None:
+    """An update renaming in its metadata.json while upgrade writes its own would lose the update's
+    delta segment: upgrade takes the lock builds and updates hold, and refuses in one line if taken."""
+    from utils.dir_lock import exclusive  # noqa: PLC0415
+
+    src = _write(tmp_path / "src", _first(tmp_path))
+    _build(src, tmp_path / "idx")
+    meta = json.loads((tmp_path / "idx" / "metadata.json").read_text())
+    for name in (IMPACT, MAXIMA, PARAMS):
+        (tmp_path / "idx" / name).unlink()
+        del meta["files"][name]
+    (tmp_path / "idx" / "metadata.json").write_text(json.dumps(meta))
+    with exclusive(tmp_path / "idx"):
+        r = run_cli("upgrade", "--index", str(tmp_path / "idx"))
+        assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert IMPACT not in json.loads((tmp_path / "idx" / "metadata.json").read_text())["files"]
+    r = run_cli("upgrade", "--index", str(tmp_path / "idx"))
+    assert r.returncode == 0, r.stderr
+    assert IMPACT in json.loads((tmp_path / "idx" / "metadata.json").read_text())["files"]
