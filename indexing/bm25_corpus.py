@@ -179,7 +179,10 @@ def top_rows(index: CorpusPostings, tokens: Sequence[str], k: int, k1: float = 1
         kth = float(np.partition(vals, len(vals) - k)[len(vals) - k])
         theta = max(theta, kth * (1 - SLACK))  # a row's exact score is at least its partial one
         exact = None
-        if left >= theta * (1 - SLACK):  # raise theta with exact scores: the words left add to the rows met too
+        # raise theta with exact scores (the words left add to the rows met too), to decide whether the
+        # next word must be read: none is left after the last (a k-th score of 0, from weights too small
+        # for float32, must not ask for one), and the candidates are scored below
+        if e < len(terms) and left >= theta * (1 - SLACK):
             nxt = _read_cost(df[order[e]], n_met, len(partial))
             if len(seen) * len(terms) * SEARCH_COST <= nxt:  # every row met, exactly: the k-th best of them
                 exact = score_rows(index, tokens, seen, k1, b, epsilon)
