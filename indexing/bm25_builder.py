@@ -366,7 +366,7 @@ class BM25Index:
         key = (a, b)
         cached = self._scope_cache.get(key)
         if cached is None:
-            avgdl = float(np.sum(self.doc_len[a:b], dtype=np.float64)) / n
+            avgdl = bm25_impacts.corpus_avgdl(self.doc_len[a:b])
             if a == 0 and b == self.n_rows:
                 df = np.diff(self.indptr)
                 df = df[df > 0]

@@ -66,8 +66,9 @@ class Impacts:
 
 
 def corpus_avgdl(doc_len: Any) -> float:
-    """The collection's average row length, computed as ``BM25Index._scope_stats`` computes it (the value
-    the weights are keyed on must be the same float)."""
+    """The average length of the rows ``doc_len`` (of the collection, or of a scope): the one
+    computation ``BM25Index._scope_stats`` scores with too, so the value the stored weights are keyed
+    on is the same float a question compares with."""
     n = int(doc_len.shape[0])
     return float(np.sum(doc_len, dtype=np.float64)) / n if n else 0.0
 
@@ -115,6 +116,8 @@ def write(index: "BM25Index", directory: Path, prefix: str, k1: float, b: float,
     ``publish``: each file is written under a temporary name and renamed in (an existing index gains
     them, see ``upgrade``); a build writes into its staging directory directly.
     """
+    from utils.atomic import process_umask  # noqa: PLC0415
+
     directory = Path(directory)
     weights_name, max_name, params_name = impact_names(prefix)
     nnz = int(index.indptr[-1])
@@ -123,7 +126,7 @@ def write(index: "BM25Index", directory: Path, prefix: str, k1: float, b: float,
         if not publish:
             return directory / name
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-        os.fchmod(fd, 0o644 & ~_umask())  # as an ordinary file write would create it
+        os.fchmod(fd, 0o644 & ~process_umask())  # as an ordinary file write would create it
         os.close(fd)
         return Path(tmp)
 
@@ -149,12 +152,6 @@ def write(index: "BM25Index", directory: Path, prefix: str, k1: float, b: float,
                 tmp.unlink(missing_ok=True)
         raise
     return [weights_name, max_name, params_name]
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def load(files: "IndexDir", prefix: str, n_terms: int, nnz: int, mmap: bool) -> Impacts | None:
