@@ -415,35 +415,26 @@ def will_need_rows(array: Any, rows: np.ndarray) -> None:
     """Request the pages of ``rows`` of a memory-mapped array from the disk together, before they are
     read (``utils.mapped_pages.will_need``): scattered rows then cost one round of parallel reads
     after the page cache is dropped, not one disk wait each. Nothing for an array in memory."""
-    if not isinstance(array, np.memmap) or not len(rows) or array.ndim < 1 or not array.size:
-        return
-    from utils.mapped_pages import will_need  # noqa: PLC0415
-
-    step = int(array.strides[0])
-    first = np.asarray(rows, dtype=np.int64) * step + array.ctypes.data
-    will_need(first, first + step)
+    rows = np.asarray(rows, dtype=np.int64)
+    will_need_spans(array, rows, rows + 1)
 
 
 def will_need_range(array: Any, start: int, end: int) -> None:
     """As ``will_need_rows`` for the rows [start, end) of a memory-mapped array (one leaf's or
     document's vectors, read whole by a scoped question)."""
-    if not isinstance(array, np.memmap) or array.ndim < 1 or not array.size or not 0 <= start < end <= len(array):
+    if 0 <= start < end <= len(array):
+        will_need_spans(array, np.array([start]), np.array([end]))
+
+
+def will_need_spans(array: Any, starts: np.ndarray, ends: np.ndarray) -> None:
+    """As ``will_need_rows`` for the row ranges [starts, ends) of a memory-mapped array (of a 1-D
+    one, element ranges: the postings of a question's terms). The one place rows become addresses."""
+    if not isinstance(array, np.memmap) or array.ndim < 1 or not array.size or not len(starts):
         return
     from utils.mapped_pages import will_need  # noqa: PLC0415
 
     step, base = int(array.strides[0]), array.ctypes.data
-    will_need(np.array([base + start * step]), np.array([base + end * step]))
-
-
-def will_need_spans(array: Any, starts: np.ndarray, ends: np.ndarray) -> None:
-    """As ``will_need_rows`` for element ranges [starts, ends) of a 1-D memory-mapped array (the
-    postings of a question's terms)."""
-    if not isinstance(array, np.memmap) or array.ndim != 1 or not array.size or not len(starts):
-        return
-    from utils.mapped_pages import will_need  # noqa: PLC0415
-
-    size, base = int(array.itemsize), array.ctypes.data
-    will_need(np.asarray(starts, dtype=np.int64) * size + base, np.asarray(ends, dtype=np.int64) * size + base)
+    will_need(np.asarray(starts, dtype=np.int64) * step + base, np.asarray(ends, dtype=np.int64) * step + base)
 
 
 def advise_random(*maps: Any) -> None:
