@@ -45,7 +45,7 @@ class Records:
         record would wait for the disk twice in turn; a question reads tens. An advice only: the
         offsets are checked, as always, when a record is read."""
         from indexing.index_files import will_need_rows  # noqa: PLC0415
-        from utils.mapped_pages import SAMPLE_PAGES, cached, page_spans  # noqa: PLC0415
+        from utils.mapped_pages import will_need  # noqa: PLC0415
 
         if not isinstance(self.data, mmap.mmap) or not hasattr(mmap, "MADV_WILLNEED"):
             return
@@ -57,17 +57,10 @@ class Records:
         a, b = np.asarray(self.offsets[r], dtype=np.int64), np.asarray(self.offsets[r + 1], dtype=np.int64)
         ok = (a >= 0) & (a <= b) & (b <= len(self.data))
         a, b = a[ok], b[ok]
-        view = np.frombuffer(self.data, dtype=np.uint8)  # the mapping's address, for a residency sample
-        try:
-            if not len(a) or cached(view.ctypes.data + a[::-(-len(a) // SAMPLE_PAGES)]):
-                return  # a warm process: no advice
-        finally:
-            del view  # no export left on the mapping (it could not be closed)
-        for start, end in zip(*(x.tolist() for x in page_spans(a, b))):
-            try:
-                self.data.madvise(mmap.MADV_WILLNEED, start, min(end, len(self.data)) - start)
-            except (OSError, ValueError):
-                return  # an advice only
+        view = np.frombuffer(self.data, dtype=np.uint8)  # the mapping's address
+        base = view.ctypes.data
+        del view  # no export left on the mapping (it could not be closed); the address stays valid
+        will_need(base + a, base + b)  # sampled first: a warm process gives no advice
 
 
 def check_offsets(offsets: np.ndarray, count: int, size: int, name: str, table: str, whole: bool = True) -> None:
