@@ -1,9 +1,11 @@
 """Shared fixtures: the bundled test paper indexed once per session with hash embeddings."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,26 @@ if str(ROOT) not in sys.path:
 TEST_PAPER = ROOT / "test_data" / "test_paper.md"
 SHARED = ROOT.parent / "shared"
 BENCH = SHARED / "bench"
+
+
+
+def load_benchmark(name: str) -> Any:
+    """``benchmarks/<name>.py`` as a module, once per session: registered (its dataclasses need their
+    module) and imported with benchmarks/ on the path (it imports its ``common``)."""
+    key = f"_bench_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location(key, ROOT / "benchmarks" / f"{name}.py")
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
 
 # never reach a model hub from tests
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -7,9 +7,7 @@ depends on.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -17,23 +15,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load(name: str) -> Any:
-    """A benchmark script as a module (registered: its dataclasses need their module)."""
-    key = f"_bench_{name}"
-    if key in sys.modules:
-        return sys.modules[key]
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location(key, ROOT / "benchmarks" / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[key] = mod
-        spec.loader.exec_module(mod)  # type: ignore[union-attr]
-        return mod
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+from tests.conftest import load_benchmark
 
 
 class ScriptedModel:
@@ -45,7 +27,7 @@ class ScriptedModel:
 
     def complete(self, messages, max_tokens, temperature, json_mode):
         self.calls.append({"messages": messages, "max_tokens": max_tokens, "json_mode": json_mode})
-        srv = _load("gguf_server")
+        srv = load_benchmark("gguf_server")
         words = self.reply.split(" ")
         text = " ".join(words[:max_tokens])
         return srv.Completion(text, 17, min(len(words), max_tokens),
@@ -54,7 +36,7 @@ class ScriptedModel:
 
 @pytest.fixture()
 def server(tmp_path: Path):
-    mod = _load("gguf_server")
+    mod = load_benchmark("gguf_server")
     model = ScriptedModel('{"entities": [{"name": "ZetaCorpus", "type": "entity"}], "relations": []}')
 
     class H(mod.Handler):
@@ -99,7 +81,7 @@ def test_gguf_server_speaks_what_treerags_openai_client_sends(server, tmp_path: 
 
 
 def test_reply_tally_tells_clean_repaired_and_unusable(tmp_path: Path) -> None:
-    bench = _load("bench_kg_llm")
+    bench = load_benchmark("bench_kg_llm")
     log = tmp_path / "replies.jsonl"
     rows = [('{"entities": [{"name": "A"}], "relations": []}', "stop"),
             ('Here it is: {"entities": [{"name": "A"}, {"name": "B"}]}', "stop"),
@@ -113,7 +95,7 @@ def test_reply_tally_tells_clean_repaired_and_unusable(tmp_path: Path) -> None:
 
 
 def test_question_rule_takes_long_leaf_questions_of_cheap_papers_only(tmp_path: Path) -> None:
-    bench = _load("bench_kg_llm")
+    bench = load_benchmark("bench_kg_llm")
     docs = tmp_path / "set" / "docs"
     docs.mkdir(parents=True)
     para = "The model reads sentence number {i} of the corpus with care. "

@@ -2,35 +2,21 @@
 listed from strace, evicted one by one, and what stays cached is counted."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load() -> Any:
-    key = "_bench_page_cache"
-    if key in sys.modules:
-        return sys.modules[key]
-    spec = importlib.util.spec_from_file_location(key, ROOT / "benchmarks" / "page_cache.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[key] = mod
-    spec.loader.exec_module(mod)
-    return mod
+from tests.conftest import load_benchmark
 
 
 def test_opened_files_are_read_from_strace_lines(tmp_path: Path) -> None:
     """Successful opens name the descriptor's resolved path (``-y``), relative opens included; execve
     names the program; pseudo files and directories are left out."""
-    pc = _load()
+    pc = load_benchmark("page_cache")
     data = tmp_path / "data.npy"
     data.write_bytes(b"x" * 10)
     (tmp_path / "sub").mkdir()
@@ -49,7 +35,7 @@ def test_opened_files_are_read_from_strace_lines(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("strace") is None or not hasattr(os, "posix_fadvise"), reason="needs strace, Linux")
 def test_a_traced_command_lists_its_files_which_are_then_evicted(tmp_path: Path) -> None:
-    pc = _load()
+    pc = load_benchmark("page_cache")
     target = tmp_path / "read.bin"
     target.write_bytes(os.urandom(1 << 20))
     cmd = [sys.executable, "-c", f"open({str(target)!r}, 'rb').read()"]

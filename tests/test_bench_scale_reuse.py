@@ -2,36 +2,16 @@
 names, and the one-document change made on a hard-linked copy without touching the original."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load() -> Any:
-    """bench_scale as a module (it imports its ``common`` from benchmarks/)."""
-    key = "_bench_scale_reuse"
-    if key in sys.modules:
-        return sys.modules[key]
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location(key, ROOT / "benchmarks" / "bench_scale.py")
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[key] = mod
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+from tests.conftest import load_benchmark
 
 
 def test_reuse_values_are_checked(tmp_path: Path) -> None:
-    b = _load()
+    b = load_benchmark("bench_scale")
     (tmp_path / "idx").mkdir()
     assert "not an index directory" in b.parse_reuse([f"10={tmp_path / 'idx'}"])
     (tmp_path / "idx" / "metadata.json").write_text(json.dumps({"input": str(tmp_path / "gone")}))
@@ -46,7 +26,7 @@ def test_reuse_values_are_checked(tmp_path: Path) -> None:
 
 
 def test_the_changed_document_of_a_hard_linked_copy_leaves_the_original(tmp_path: Path) -> None:
-    b = _load()
+    b = load_benchmark("bench_scale")
     docs = tmp_path / "docs" / "part-000"
     docs.mkdir(parents=True)
     for i in range(3):
