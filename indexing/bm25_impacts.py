@@ -225,7 +225,7 @@ def upgrade(path: Path, k1: float, b: float) -> list[str]:
     files are written (an index whose files are hard links to another's leaves that one unchanged).
     """
     from indexing.bm25_builder import BM25Index  # noqa: PLC0415
-    from indexing.index_files import IndexDir, fsync_directory, parse_manifest, write_manifest_entry  # noqa: PLC0415
+    from indexing.index_files import IndexDir, parse_manifest, replace_manifest, write_manifest_entry  # noqa: PLC0415
     from indexing.index_store import METADATA, METADATA_MAX_BYTES  # noqa: PLC0415
     from indexing.segments import SEGMENTS  # noqa: PLC0415
     from utils.dir_lock import exclusive  # noqa: PLC0415
@@ -255,18 +255,10 @@ def upgrade(path: Path, k1: float, b: float) -> list[str]:
         for name in written:
             entries[name] = write_manifest_entry(here, name)
         new_meta = dict(meta, files=dict(sorted(entries.items())))
-        fd, tmp = tempfile.mkstemp(prefix=f".{METADATA}.", suffix=".tmp", dir=here)
-        os.fchmod(fd, os.stat(here / METADATA).st_mode & 0o777)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(new_meta, fh, ensure_ascii=False, indent=2, allow_nan=False)
-                fh.flush()
-                os.fsync(fh.fileno())
+
+        def still_ours() -> None:
             if files.replaced():
                 raise InputError(f"the index at {path} was replaced while it was upgraded; run upgrade again")
-            os.replace(tmp, here / METADATA)
-            fsync_directory(here)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+
+        replace_manifest(here, new_meta, before_rename=still_ours)
     return written

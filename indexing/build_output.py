@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from indexing.ann_index import FILES as ANN_FILES
 from indexing.bm25_builder import file_names as bm25_file_names
 from indexing.bm25_impacts import impact_names
+from indexing.index_files import MANIFEST_TMP
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA
 from indexing.kg_store import KG_FILES
@@ -73,7 +74,7 @@ _DELTA_RE = re.compile(r"^delta[1-9][0-9]*\.(?P<name>.+)$")
 
 def is_delta_file(name: str) -> bool:
     """A delta segment's file (indexing/delta_update.py) or an update's temporary manifest."""
-    from indexing.delta_update import MANIFEST_TMP, SOURCES_PREFIX  # noqa: PLC0415
+    from indexing.delta_update import SOURCES_PREFIX  # noqa: PLC0415
 
     m = _DELTA_RE.match(name)
     return (m is not None and m.group("name") in OWN_FILES) or name.startswith((MANIFEST_TMP, SOURCES_PREFIX))

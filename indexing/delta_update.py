@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from indexing.build_output import staging_dir
 from indexing.build_plan import BuildPlan, BuildRequest
-from indexing.index_files import fsync_directory
+from indexing.index_files import fsync_directory, replace_manifest
 from indexing.reuse import build_settings, settings_change
 from indexing.segments import SEGMENTS, SegmentInfo, SegmentsMeta, delta_prefix
 from tree_builder.document import Document, DocumentInfo
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 SOURCES_PREFIX = "sources."
 """``sources.<build id>.json``, one per update: every live document's file size and modification time,
 so the next update can tell an unchanged file without reading it (named in metadata.json's segments)."""
-MANIFEST_TMP = ".metadata.json.delta-"
 TEXT_KINDS = ("md", "txt")
 """Formats whose content hash is the decoded text's: digested without parsing."""
 
@@ -345,7 +344,7 @@ def publish(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta,
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     new_meta = _next_metadata(index, meta, segments, changes, staged_meta, prefix, entries, build_id, sources)
-    _replace_manifest(output, new_meta)
+    replace_manifest(output, new_meta, checkpoint=checkpoint)
     old_sources = (meta.get(SEGMENTS) or {}).get("sources")
     if isinstance(old_sources, str) and old_sources.startswith(SOURCES_PREFIX):
         try:  # no reader reads it (only an update, which holds the lock): unlisted now, removed
@@ -414,20 +413,6 @@ def _write_json(path: Path, value: Any) -> None:
         json.dump(value, fh, ensure_ascii=False, allow_nan=False)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def _replace_manifest(output: Path, new_meta: dict[str, Any]) -> None:
-    """metadata.json replaced by one rename: before it the old manifest, after it the new one."""
-    tmp = output / f"{MANIFEST_TMP}{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(new_meta, fh, ensure_ascii=False, indent=2, allow_nan=False)
-        fh.flush()
-        os.fsync(fh.fileno())
-    checkpoint("manifest written")
-    fsync_directory(output)
-    os.rename(tmp, output / "metadata.json")
-    checkpoint("manifest renamed")
-    fsync_directory(output)
 
 
 def remove_unlisted(output: Path, meta: dict[str, Any]) -> list[str]:

@@ -483,3 +483,46 @@ def fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+MANIFEST_TMP = ".metadata.json.delta-"
+"""Prefix of a manifest being replaced; a leftover after a crash is recognised (and removed) as the
+index's own file."""
+
+
+def replace_manifest(directory: Path, meta: dict[str, Any], *,
+                     checkpoint: Callable[[str], None] = lambda step: None,
+                     before_rename: Callable[[], None] = lambda: None) -> None:
+    """The one way an existing index's metadata.json changes: written beside it, forced to disk, then
+    renamed over it, so a reader sees the old manifest or the new one and a crash leaves the old one.
+    The file keeps the old one's permissions: a shared index stays readable by whoever could read it.
+    ``before_rename`` may raise to abandon the change (the temporary file is removed);
+    ``checkpoint`` marks the steps for crash tests."""
+    directory = Path(directory)
+    target = directory / "metadata.json"
+    tmp = directory / f"{MANIFEST_TMP}{os.getpid()}"
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = None
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        if mode is not None:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(meta, fh, ensure_ascii=False, indent=2, allow_nan=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    checkpoint("manifest written")  # a crash from here on leaves the temporary file, as a kill would
+    fsync_directory(directory)
+    try:
+        before_rename()
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.rename(tmp, target)
+    checkpoint("manifest renamed")
+    fsync_directory(directory)

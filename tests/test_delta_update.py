@@ -221,6 +221,18 @@ def test_a_crash_at_any_publishing_step_leaves_a_readable_index(tmp_path: Path, 
     assert _answers(idx) == _answers(full)
 
 
+def test_an_update_keeps_the_manifests_permissions(tmp_path: Path) -> None:
+    src = _write(tmp_path / "docs", _first(tmp_path))
+    idx = tmp_path / "idx"
+    _build(src, idx)
+    os.chmod(idx / "metadata.json", 0o640)  # e.g. an index shared with one group only
+    _change(src, _first(tmp_path))
+    report = _build(src, idx)
+    assert report.update.delta == 1
+    assert os.stat(idx / "metadata.json").st_mode & 0o777 == 0o640
+    assert not [n for n in os.listdir(idx) if n.startswith(".metadata.json")]
+
+
 def test_compaction_equals_a_full_build(tmp_path: Path) -> None:
     src = _write(tmp_path / "docs", _first(tmp_path))
     idx, full = tmp_path / "idx", tmp_path / "full"
