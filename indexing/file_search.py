@@ -15,7 +15,8 @@ import numpy as np
 from config import IdfScope
 from indexing.bm25_builder import BM25Index, rows_between
 from indexing.bm25_corpus import score_rows, top_positive, top_rows
-from indexing.index_files import release_over, touch_rows, will_need_range, will_need_rows
+from indexing.index_files import touch_rows, will_need_range, will_need_rows
+from indexing.page_release import PageRelease
 from indexing.segment_bm25 import SegmentBM25
 from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores, leaves_of_rows)
@@ -53,6 +54,8 @@ class FileSearch:
         self.directory = directory
         """The index directory whose mapped pages a whole-collection question releases past ``query_mapped_mb``
         (None: only the arrays' own)."""
+        self.pages = PageRelease((embeddings, leaf_embeddings, bm25.rows, bm25.tf), directory)
+        """The release of the pages a whole-collection question mapped, run once its answer is built."""
         self._ann_lock = threading.Lock()
         self._scripts: frozenset[str] | None = None
 
@@ -92,6 +95,7 @@ class FileSearch:
         The values computed are the same as one after the other.
         """
         n = len(self.embeddings)
+        self.pages.settle()  # the last question's pages released before this one maps its own
         leaf_ann = self._ann_for("leaves", params) if query.memo.get(LEAVES_WANTED) else None
         side = Beside(lambda: self._ann_dense_side(ann, leaf_ann, qvec, params))
         try:
@@ -116,8 +120,7 @@ class FileSearch:
         rows = np.union1d(np.union1d(near, hits), far[np.argmin(far_dense)] if len(far) else near[:0])
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
         dense = self.dense(qvec, rows)
-        release_over(params.mapped_mb, self.embeddings, self.bm25.rows, self.bm25.tf,  # kept while the process is small
-                     directory=self.directory)
+        self.pages.due(params.mapped_mb)  # released after the answer (after_question), kept while the process is small
         lexical = bm25[rows] if bm25 is not None else score_rows(self.bm25, query.tokens, rows, params.k1, params.b,
                                                                   params.epsilon)
         return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
@@ -225,7 +228,7 @@ class FileSearch:
         out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
         will_need_rows(self.leaf_embeddings, leaves)
         out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
-        release_over(params.mapped_mb, self.leaf_embeddings)
+        self.pages.due(params.mapped_mb)
         return out
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
@@ -279,6 +282,11 @@ class FileSearch:
             if df:
                 out[t] = df
         return n, out
+
+    def after_question(self) -> None:
+        """The question's answer is built: release the pages it mapped past ``query_mapped_mb`` in the
+        background (``PageRelease``)."""
+        self.pages.start()
 
     def scripts(self) -> frozenset[str]:
         if self._scripts is None:
