@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from indexing.page_release import PageRelease
 from indexing.segment_bm25 import SegmentBM25
 from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores, leaves_of_rows)
-from utils.beside import Beside
+from utils.beside import SharedCalls
 from utils.similarity import matvec
 from utils.tokenizer import vocabulary_scripts
 
@@ -91,13 +91,20 @@ class FileSearch:
         Why two threads: the IVF scans (with the page faults of their rows) and the BM25 scores of
         the whole collection (with those of its best rows) do not depend on each other; on two cores
         they overlap. When the caller says it will rank every leaf next (``LEAVES_WANTED``), the
-        leaves' ANN scan and their rows' page faults are done here too, beside the chunks' scans.
-        The values computed are the same as one after the other.
+        leaves' ANN scan and their rows' page faults are done here too. The scans are taken in turn
+        (``SharedCalls``): the second thread starts on the longest, this one on BM25, and each then
+        takes the next scan left, so neither waits long for the other. The values computed are the
+        same as one after the other.
         """
         n = len(self.embeddings)
         self.pages.settle()  # the last question's pages released before this one maps its own
         leaf_ann = self._ann_for("leaves", params) if query.memo.get(LEAVES_WANTED) else None
-        side = Beside(lambda: self._ann_dense_side(ann, leaf_ann, qvec, params))
+        # the longest scan first: the second thread starts on it while this one scores BM25
+        calls: list[tuple[str, Callable[[], object]]] = [("near", lambda: self._near_rows(ann, leaf_ann, qvec, params))]
+        if leaf_ann is not None:
+            calls.append(("leaves", lambda: self._near_leaves(leaf_ann, qvec, params)))
+        calls.append(("far", lambda: self._far_rows(ann, qvec, params)))
+        shared = SharedCalls(calls)
         try:
             bm25: np.ndarray | None = None
             if idf == "corpus" and isinstance(self.bm25, (BM25Index, SegmentBM25)):
@@ -110,12 +117,15 @@ class FileSearch:
                 hits = top_positive(positive, bm25[positive], params.ann_candidates)
             touch_rows(self.embeddings, hits)
             if leaf_ann is not None:
-                near_leaves = _proposed(leaf_ann, qvec, params)
-                query.memo.put((LEAF_NEAR, params), near_leaves)
-                touch_rows(self.leaf_embeddings, near_leaves)
                 touch_rows(self.leaf_embeddings, self._leaf_of(hits))
-        finally:
-            near, far = side.result()  # joined even when this thread failed: no scan outlives the question
+        except BaseException:
+            shared.stop()  # no scan outlives the question
+            raise
+        found = shared.finish()  # the scans left are taken on this thread too
+        near, far = found["near"], found["far"]
+        assert isinstance(near, np.ndarray) and isinstance(far, np.ndarray)
+        if leaf_ann is not None:
+            query.memo.put((LEAF_NEAR, params), found["leaves"])
         far_dense = self.dense(qvec, far)
         rows = np.union1d(np.union1d(near, hits), far[np.argmin(far_dense)] if len(far) else near[:0])
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
@@ -125,17 +135,26 @@ class FileSearch:
                                                                   params.epsilon)
         return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
 
-    def _ann_dense_side(self, ann: AnnIndex, leaf_ann: AnnIndex | None, qvec: np.ndarray,
-                        params: ScoreParams) -> tuple[np.ndarray, np.ndarray]:
-        """The chunks' nearest rows and (sorted) least similar rows, their vector pages read in; with
-        ``leaf_ann``, the pages of the nearest rows' leaves too."""
+    def _near_rows(self, ann: AnnIndex, leaf_ann: AnnIndex | None, qvec: np.ndarray,
+                   params: ScoreParams) -> np.ndarray:
+        """The chunks' nearest rows, their vector pages read in; with ``leaf_ann``, their leaves' too."""
         near = _proposed(ann, qvec, params)
         touch_rows(self.embeddings, near)
-        far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4))  # the far end need only be near
-        touch_rows(self.embeddings, far)
         if leaf_ann is not None:
             touch_rows(self.leaf_embeddings, self._leaf_of(near))
-        return near, far
+        return near
+
+    def _far_rows(self, ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
+        """The chunks' least similar rows (sorted), their vector pages read in."""
+        far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4))  # the far end need only be near
+        touch_rows(self.embeddings, far)
+        return far
+
+    def _near_leaves(self, leaf_ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
+        """The leaves' nearest rows, their vector pages read in."""
+        near = _proposed(leaf_ann, qvec, params)
+        touch_rows(self.leaf_embeddings, near)
+        return near
 
     def _leaf_of(self, rows: np.ndarray) -> np.ndarray:
         """The leaf that owns each chunk row (a leaf without rows starts where the next one does)."""

@@ -500,8 +500,8 @@ def test_whole_collection_scores_with_leaves_found_beside_equal_those_found_afte
     from indexing.search import LEAVES_WANTED
     from utils import beside
 
-    real = beside.Beside
-    monkeypatch.setattr(file_search, "Beside", lambda fn: real(fn, threaded=threaded))
+    real = beside.SharedCalls
+    monkeypatch.setattr(file_search, "SharedCalls", lambda calls: real(calls, threaded=threaded))
     index = load_index(built[1])
     emb = make_embedder("hash", ON)
     params = score_params(ON)
