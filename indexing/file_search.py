@@ -6,6 +6,7 @@ when the index has one (indexing/ann_index.py), re-scored exactly.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
 FAR_CANDIDATES = 16
 """Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
+NEAR_PARTS = 2
+"""Shares of the lists the chunks' nearest-row scan is split into: the question's two threads take them
+in turn (``SharedCalls``)."""
 ANN_ROWS = "files.ann_rows"
 """Memo key (with the settings): the chunk rows the ANN path scored for this question."""
 LEAF_NEAR = "files.leaf_near"
@@ -99,8 +103,11 @@ class FileSearch:
         n = len(self.embeddings)
         self.pages.settle()  # the last question's pages released before this one maps its own
         leaf_ann = self._ann_for("leaves", params) if query.memo.get(LEAVES_WANTED) else None
-        # the longest scan first: the second thread starts on it while this one scores BM25
-        calls: list[tuple[str, Callable[[], object]]] = [("near", lambda: self._near_rows(ann, leaf_ann, qvec, params))]
+        # the longest scan first, in halves: the second thread starts on one while this one scores BM25
+        k = ann.proposals(params.ann_candidates, params.ann_candidates_growth)
+        halves = ann.search_parts(qvec, k, params.ann_probe, NEAR_PARTS)
+        calls: list[tuple[str, Callable[[], object]]] = [
+            (f"near{i}", functools.partial(self._near_part, part, leaf_ann is not None)) for i, part in enumerate(halves)]
         if leaf_ann is not None:
             calls.append(("leaves", lambda: self._near_leaves(leaf_ann, qvec, params)))
         calls.append(("far", lambda: self._far_rows(ann, qvec, params)))
@@ -122,8 +129,9 @@ class FileSearch:
             shared.stop()  # no scan outlives the question
             raise
         found = shared.finish()  # the scans left are taken on this thread too
-        near, far = found["near"], found["far"]
-        assert isinstance(near, np.ndarray) and isinstance(far, np.ndarray)
+        near = ann.merge_parts([found[f"near{i}"] for i in range(len(halves))], k)  # type: ignore[misc]
+        far = found["far"]
+        assert isinstance(far, np.ndarray)
         if leaf_ann is not None:
             query.memo.put((LEAF_NEAR, params), found["leaves"])
         far_dense = self.dense(qvec, far)
@@ -135,14 +143,18 @@ class FileSearch:
                                                                   params.epsilon)
         return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
 
-    def _near_rows(self, ann: AnnIndex, leaf_ann: AnnIndex | None, qvec: np.ndarray,
-                   params: ScoreParams) -> np.ndarray:
-        """The chunks' nearest rows, their vector pages read in; with ``leaf_ann``, their leaves' too."""
-        near = _proposed(ann, qvec, params)
-        touch_rows(self.embeddings, near)
-        if leaf_ann is not None:
-            touch_rows(self.leaf_embeddings, self._leaf_of(near))
-        return near
+    def _near_part(self, scan: Callable[[], tuple[np.ndarray, np.ndarray]],
+                   leaves: bool) -> tuple[np.ndarray, np.ndarray]:
+        """One share of the chunks' nearest-row scan (``AnnIndex.search_parts``), the vector pages of its
+        best rows read in (with ``leaves``, their leaves' too). A part's best rows are a superset of
+        what it adds to the merged answer: reading them all in on this thread costs less than reading the
+        merged ones after both parts, on the question's path."""
+        scores, rows = scan()
+        rows_in = rows[rows >= 0]
+        touch_rows(self.embeddings, rows_in)
+        if leaves:
+            touch_rows(self.leaf_embeddings, self._leaf_of(rows_in))
+        return scores, rows
 
     def _far_rows(self, ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
         """The chunks' least similar rows (sorted), their vector pages read in."""

@@ -3,6 +3,7 @@ damaged files, updates equal to a fresh encoding, ``verify``, and that only whol
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -625,14 +626,31 @@ def test_proposals_grow_with_the_list_count(built: tuple[Path, Path], monkeypatc
     emb = make_embedder("hash", ON)
     query = Query.build(_queries(index, n=1)[0], emb)
     asked: list[int] = []
-    real = ann.search
-    monkeypatch.setattr(ann, "search", lambda q, k, probe: asked.append(k) or real(q, k, probe))
+    real = ann.search_parts
+    monkeypatch.setattr(ann, "search_parts", lambda q, k, probe, parts: asked.append(k) or real(q, k, probe, parts))
     index.search.score(query, Scope.everything(), "corpus", score_params(ON))
-    assert asked[0] == 120  # the nearest rows; then the few least similar
+    assert asked[0] == 120  # the nearest rows (the few least similar come from search)
     asked.clear()
     index.search.score(Query.build(_queries(index, n=1)[0], emb), Scope.everything(), "corpus",
                        score_params(ON.replace(ann_candidates_growth=0)))
     assert asked[0] == 60
+
+
+@pytest.mark.parametrize("which", ["flat", "hnsw"])
+def test_a_scan_split_into_parts_and_merged_finds_what_one_scan_finds(
+        which: str, built: tuple[Path, Path], built_hnsw: tuple[Path, Path]) -> None:
+    """search_parts deals the chosen lists to the parts; merge_parts of their best rows is search's answer."""
+    index = load_index((built if which == "flat" else built_hnsw)[1])
+    ann = index.search.ann["chunks"]
+    emb = make_embedder("hash", ON)
+    for q in _queries(index, n=6):
+        qvec = Query.build(q, emb).vector
+        for k, probe, parts in ((60, 0.3, 2), (200, 0.1, 2), (25, 0.5, 3), (60, 0.3, 1)):
+            calls = ann.search_parts(qvec, k, probe, parts)
+            assert len(calls) == min(parts, math.ceil(probe * ann.index.nlist))
+            got = ann.merge_parts([c() for c in calls], k)
+            want = ann.search(qvec, k, probe)
+            assert sorted(got.tolist()) == sorted(want.tolist()) and len(got) == len(want)
 
 
 @pytest.mark.parametrize("which", ["flat", "hnsw"])
