@@ -44,6 +44,7 @@ import ctypes
 import functools
 import math
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
@@ -508,15 +509,25 @@ class AnnIndex:
         Why: at 100,000 documents the chunks' scan is the longest piece of a whole-collection question
         (~150 ms of CPU); split, the question's two threads take its halves in turn instead of one
         waiting for the other. The lists are dealt in turn in their order of closeness, so each part
-        gets a like share of near and far lists."""
+        gets a like share of near and far lists. The lists are chosen by the first part that runs (on
+        whichever thread takes it), not by the caller."""
         k = max(1, min(int(k), self.rows))
         nprobe = max(1, math.ceil(probe * self.index.nlist))
         x = np.ascontiguousarray(qvec, dtype=np.float32).reshape(1, -1)
-        dist, lists = self._choose(x, nprobe)
-        self._will_need(lists[0])
-        shares = [(np.ascontiguousarray(dist[:, i::parts]), np.ascontiguousarray(lists[:, i::parts]))
-                  for i in range(max(1, parts)) if i < nprobe]
-        return [functools.partial(self._scan, x, k, d, ls) for d, ls in shares]
+        parts = max(1, min(int(parts), nprobe))
+        lock = threading.Lock()
+        chosen: list[tuple[np.ndarray, np.ndarray]] = []
+
+        def share(i: int) -> tuple[np.ndarray, np.ndarray]:
+            with lock:  # the first part to run chooses the lists (and requests them) for all
+                if not chosen:
+                    dist, lists = self._choose(x, nprobe)
+                    self._will_need(lists[0])
+                    chosen.append((dist, lists))
+            dist, lists = chosen[0]
+            return self._scan(x, k, np.ascontiguousarray(dist[:, i::parts]), np.ascontiguousarray(lists[:, i::parts]))
+
+        return [functools.partial(share, i) for i in range(parts)]
 
     def merge_parts(self, found: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> np.ndarray:
         """The ``k`` best rows of the parts' results (``search_parts``), best first."""
