@@ -318,6 +318,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     record.usage = Usage(**usage.to_dict())
     record.index = index_use(index)
     record.config = query_settings(config.to_dict())
+    index.search.after_question()  # the answer is built: the store's housekeeping, off the question's path
     return record
 
 

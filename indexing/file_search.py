@@ -6,20 +6,22 @@ when the index has one (indexing/ann_index.py), re-scored exactly.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from config import IdfScope
 from indexing.bm25_builder import BM25Index, rows_between
 from indexing.bm25_corpus import score_rows, top_positive, top_rows
-from indexing.index_files import release_over, touch_rows, will_need_range, will_need_rows
+from indexing.index_files import touch_rows, will_need_range, will_need_rows
+from indexing.page_release import PageRelease
 from indexing.segment_bm25 import SegmentBM25
 from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope, ScoreParams, Scores, bm25_kind, check_finite,
                              concat_scores, empty_scores, leaves_of_rows)
-from utils.beside import Beside
+from utils.beside import SharedCalls
 from utils.similarity import matvec
 from utils.tokenizer import vocabulary_scripts
 
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 
 FAR_CANDIDATES = 16
 """Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
+NEAR_PARTS = 2
+"""Shares of the lists the chunks' nearest-row scan is split into: the question's two threads take them
+in turn (``SharedCalls``)."""
 ANN_ROWS = "files.ann_rows"
 """Memo key (with the settings): the chunk rows the ANN path scored for this question."""
 LEAF_NEAR = "files.leaf_near"
@@ -53,6 +58,8 @@ class FileSearch:
         self.directory = directory
         """The index directory whose mapped pages a whole-collection question releases past ``query_mapped_mb``
         (None: only the arrays' own)."""
+        self.pages = PageRelease((embeddings, leaf_embeddings, bm25.rows, bm25.tf), directory)
+        """The release of the pages a whole-collection question mapped, run once its answer is built."""
         self._ann_lock = threading.Lock()
         self._scripts: frozenset[str] | None = None
 
@@ -88,12 +95,24 @@ class FileSearch:
         Why two threads: the IVF scans (with the page faults of their rows) and the BM25 scores of
         the whole collection (with those of its best rows) do not depend on each other; on two cores
         they overlap. When the caller says it will rank every leaf next (``LEAVES_WANTED``), the
-        leaves' ANN scan and their rows' page faults are done here too, beside the chunks' scans.
-        The values computed are the same as one after the other.
+        leaves' ANN scan and their rows' page faults are done here too. The scans are taken in turn
+        (``SharedCalls``): the second thread starts on the longest, this one on BM25, and each then
+        takes the next scan left, so neither waits long for the other. The values computed are the
+        same as one after the other.
         """
         n = len(self.embeddings)
+        self.pages.settle()  # the last question's pages released before this one maps its own
         leaf_ann = self._ann_for("leaves", params) if query.memo.get(LEAVES_WANTED) else None
-        side = Beside(lambda: self._ann_dense_side(ann, leaf_ann, qvec, params))
+        # the longest scan first, in halves: the second thread starts on one while this one scores BM25
+        k = ann.proposals(params.ann_candidates, params.ann_candidates_growth)
+        near_scan = _NearScan(ann, ann.search_parts(qvec, k, params.ann_probe, NEAR_PARTS), k,
+                              lambda rows: self._touch_near(rows, leaf_ann is not None))
+        calls: list[tuple[str, Callable[[], object]]] = [
+            (f"near{i}", functools.partial(near_scan.part, i)) for i in range(near_scan.parts)]
+        if leaf_ann is not None:
+            calls.append(("leaves", lambda: self._near_leaves(leaf_ann, qvec, params)))
+        calls.append(("far", lambda: self._far_rows(ann, qvec, params)))
+        shared = SharedCalls(calls)
         try:
             bm25: np.ndarray | None = None
             if idf == "corpus" and isinstance(self.bm25, (BM25Index, SegmentBM25)):
@@ -106,33 +125,42 @@ class FileSearch:
                 hits = top_positive(positive, bm25[positive], params.ann_candidates)
             touch_rows(self.embeddings, hits)
             if leaf_ann is not None:
-                near_leaves = _proposed(leaf_ann, qvec, params)
-                query.memo.put((LEAF_NEAR, params), near_leaves)
-                touch_rows(self.leaf_embeddings, near_leaves)
                 touch_rows(self.leaf_embeddings, self._leaf_of(hits))
-        finally:
-            near, far = side.result()  # joined even when this thread failed: no scan outlives the question
+        except BaseException:
+            shared.stop()  # no scan outlives the question
+            raise
+        found = shared.finish()  # the scans left are taken on this thread too
+        near = near_scan.rows
+        far = found["far"]
+        assert isinstance(far, np.ndarray)
+        if leaf_ann is not None:
+            query.memo.put((LEAF_NEAR, params), found["leaves"])
         far_dense = self.dense(qvec, far)
         rows = np.union1d(np.union1d(near, hits), far[np.argmin(far_dense)] if len(far) else near[:0])
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
         dense = self.dense(qvec, rows)
-        release_over(params.mapped_mb, self.embeddings, self.bm25.rows, self.bm25.tf,  # kept while the process is small
-                     directory=self.directory)
+        self.pages.due(params.mapped_mb)  # released after the answer (after_question), kept while the process is small
         lexical = bm25[rows] if bm25 is not None else score_rows(self.bm25, query.tokens, rows, params.k1, params.b,
                                                                   params.epsilon)
         return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
 
-    def _ann_dense_side(self, ann: AnnIndex, leaf_ann: AnnIndex | None, qvec: np.ndarray,
-                        params: ScoreParams) -> tuple[np.ndarray, np.ndarray]:
-        """The chunks' nearest rows and (sorted) least similar rows, their vector pages read in; with
-        ``leaf_ann``, the pages of the nearest rows' leaves too."""
-        near = _proposed(ann, qvec, params)
-        touch_rows(self.embeddings, near)
+    def _touch_near(self, rows: np.ndarray, leaves: bool) -> None:
+        """The vector pages of the chunks' nearest rows read in; with ``leaves``, their leaves' too."""
+        touch_rows(self.embeddings, rows)
+        if leaves:
+            touch_rows(self.leaf_embeddings, self._leaf_of(rows))
+
+    def _far_rows(self, ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
+        """The chunks' least similar rows (sorted), their vector pages read in."""
         far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4))  # the far end need only be near
         touch_rows(self.embeddings, far)
-        if leaf_ann is not None:
-            touch_rows(self.leaf_embeddings, self._leaf_of(near))
-        return near, far
+        return far
+
+    def _near_leaves(self, leaf_ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
+        """The leaves' nearest rows, their vector pages read in."""
+        near = _proposed(leaf_ann, qvec, params)
+        touch_rows(self.leaf_embeddings, near)
+        return near
 
     def _leaf_of(self, rows: np.ndarray) -> np.ndarray:
         """The leaf that owns each chunk row (a leaf without rows starts where the next one does)."""
@@ -225,7 +253,7 @@ class FileSearch:
         out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
         will_need_rows(self.leaf_embeddings, leaves)
         out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
-        release_over(params.mapped_mb, self.leaf_embeddings)
+        self.pages.due(params.mapped_mb)
         return out
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
@@ -280,10 +308,45 @@ class FileSearch:
                 out[t] = df
         return n, out
 
+    def after_question(self) -> None:
+        """The question's answer is built: release the pages it mapped past ``query_mapped_mb`` in the
+        background (``PageRelease``)."""
+        self.pages.start()
+
     def scripts(self) -> frozenset[str]:
         if self._scripts is None:
             self._scripts = vocabulary_scripts(self.bm25.terms)
         return self._scripts
+
+
+class _NearScan:
+    """The chunks' nearest-row scan in parts (``AnnIndex.search_parts``): whichever thread finishes the
+    last part merges them and reads in the merged rows' pages.
+
+    Why the last part: the merged rows are known only then; read in there, their page faults overlap
+    the other thread's work, and only the rows proposed are read (a part's own best rows are up to
+    twice as many: more disk reads on a cold start)."""
+
+    def __init__(self, ann: AnnIndex, calls: list[Callable[[], tuple[np.ndarray, np.ndarray]]], k: int,
+                 touch: Callable[[np.ndarray], None]) -> None:
+        self._ann, self._calls, self._k, self._touch = ann, calls, k, touch
+        self._found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
+        self.rows: np.ndarray = np.zeros(0, dtype=np.int64)
+        """The merged nearest rows, once every part has run."""
+
+    @property
+    def parts(self) -> int:
+        return len(self._calls)
+
+    def part(self, i: int) -> None:
+        found = self._calls[i]()
+        with self._lock:
+            self._found[i] = found
+            last = len(self._found) == len(self._calls)
+        if last:
+            self.rows = self._ann.merge_parts([self._found[j] for j in range(len(self._calls))], self._k)
+            self._touch(self.rows)
 
 
 def _proposed(ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:

@@ -250,6 +250,11 @@ class Search(Protocol):
         """Writing systems ("latin", "cjk") that occur in the index's vocabulary."""
         ...
 
+    def after_question(self) -> None:
+        """A question's answer is built: housekeeping that must not delay it (the file store releases
+        the pages it mapped, in the background) starts now; a store with none does nothing."""
+        ...
+
 
 def leaves_of_rows(leaf_ptr: np.ndarray, rows: Any) -> np.ndarray:
     """The leaf position that owns each chunk row (leaf i owns rows ``[leaf_ptr[i], leaf_ptr[i+1])``; a

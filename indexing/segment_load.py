@@ -7,7 +7,7 @@ tree; every other read goes through the segments' runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -142,3 +142,13 @@ class SegmentAnn:
         scores = np.asarray(self.vectors[self.extra] @ np.asarray(qvec, dtype=np.float32))
         best = self.extra[np.argsort(-scores, kind="stable")[:int(k)]]
         return np.concatenate([log, best])
+
+    def search_parts(self, qvec: np.ndarray, k: int, probe: float,
+                     parts: int) -> list[Callable[[], tuple[np.ndarray, np.ndarray]]]:
+        """``AnnIndex.search_parts`` in one part: the base's proposals with its deleted rows dropped are
+        known only after the whole scan, so a segmented index's scan is not split."""
+        return [lambda: (np.zeros(0, dtype=np.float32), self.search(qvec, k, probe))]
+
+    def merge_parts(self, found: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> np.ndarray:
+        """The one part's rows (``search_parts``), as ``search`` returns them."""
+        return found[0][1]

@@ -152,6 +152,7 @@ def run_search(snapshot: Snapshot, ask: Ask, cancel: threading.Event) -> SearchR
     out.fallbacks = [FallbackRecord(f.step, f.reason, f.used) for f in r.fallbacks]
     out.timing_ms = {**{k: round(v, 2) for k, v in r.timing_ms.items()},
                      "total": round((time.perf_counter() - t) * 1000, 2)}
+    rag.index.search.after_question()  # the hits are built: the store's housekeeping, off the question's path
     return out
 
 

@@ -3,6 +3,7 @@ damaged files, updates equal to a fresh encoding, ``verify``, and that only whol
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from indexing.index_files import write_manifest_entry
 from indexing.index_store import load_index, verify_index
 from retrieval.hybrid_retriever import flat_scores, rank_scored
 from indexing.search import Scope
+from pipeline import make_backends, run_pipeline
 from retrieval.query import Query
 from retrieval.scoring import score_params
 from tests.conftest import run_cli
@@ -499,8 +501,8 @@ def test_whole_collection_scores_with_leaves_found_beside_equal_those_found_afte
     from indexing.search import LEAVES_WANTED
     from utils import beside
 
-    real = beside.Beside
-    monkeypatch.setattr(file_search, "Beside", lambda fn: real(fn, threaded=threaded))
+    real = beside.SharedCalls
+    monkeypatch.setattr(file_search, "SharedCalls", lambda calls: real(calls, threaded=threaded))
     index = load_index(built[1])
     emb = make_embedder("hash", ON)
     params = score_params(ON)
@@ -533,6 +535,8 @@ def test_a_failing_scan_beside_is_raised_in_the_question(built: tuple[Path, Path
 
 def test_read_pages_are_released_only_past_the_mapped_budget(built: tuple[Path, Path],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the budget a question's pages are released once its answer is built (after_question, on a
+    background thread), never in the middle of the question."""
     from indexing import index_files
 
     index = load_index(built[1])
@@ -546,9 +550,52 @@ def test_read_pages_are_released_only_past_the_mapped_budget(built: tuple[Path, 
         params = score_params(ON.replace(query_mapped_mb=budget))
         index.search.score(query, Scope.everything(), "corpus", params)
         index.search.leaf_dense(query, None, params)
+        assert released == []  # not while the question is being answered
+        index.search.after_question()
+        index.search.pages.wait()
         assert bool(released) == want, (budget, resident)
         if want:
-            assert released == [3, 1]  # vectors and postings, then the leaves' vectors
+            assert released == [4]  # the chunks' and leaves' vectors and the postings, in one release
+        index.search.after_question()
+        index.search.pages.wait()
+        assert len(released) == int(want)  # nothing due: nothing released again
+
+
+def test_pages_due_are_released_before_the_next_question_without_after_question(
+        built: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller that only retrieves (never calls after_question) still keeps the process small: the
+    release due from one question runs before the next whole-collection question maps anything."""
+    from indexing import index_files
+
+    index = load_index(built[1])
+    emb = make_embedder("hash", ON)
+    events: list[str] = []
+    monkeypatch.setattr(index_files, "release_pages", lambda *arrays: events.append("release"))
+    monkeypatch.setattr(index_files, "resident_mb", lambda: 900.0)
+    ann = index.search.ann["chunks"]
+    real = ann.search
+    monkeypatch.setattr(ann, "search", lambda *a, **k: (events.append("scan"), real(*a, **k))[1])
+    params = score_params(ON)
+    first, second = (Query.build(q, emb) for q in _queries(index, n=2))
+    index.search.score(first, Scope.everything(), "corpus", params)
+    assert "release" not in events
+    events.clear()
+    index.search.score(second, Scope.everything(), "corpus", params)
+    assert events[0] == "release" and events.count("release") == 1 and "scan" in events
+
+
+def test_run_pipeline_releases_after_the_answer(built: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole question through run_pipeline leaves its pages' release to the background, after its record."""
+    from indexing import index_files
+
+    index = load_index(built[1])
+    released: list[int] = []
+    monkeypatch.setattr(index_files, "release_pages", lambda *arrays: released.append(len(arrays)))
+    monkeypatch.setattr(index_files, "resident_mb", lambda: 900.0)
+    config = ON.replace(query_mapped_mb=768)
+    record = run_pipeline(_queries(index, n=1)[0], index, config, make_backends(index, config, None))
+    index.search.pages.wait()
+    assert record.retrieve.hits and released == [4]
 
 
 @pytest.mark.parametrize("budget", [400, 1500])
@@ -579,14 +626,31 @@ def test_proposals_grow_with_the_list_count(built: tuple[Path, Path], monkeypatc
     emb = make_embedder("hash", ON)
     query = Query.build(_queries(index, n=1)[0], emb)
     asked: list[int] = []
-    real = ann.search
-    monkeypatch.setattr(ann, "search", lambda q, k, probe: asked.append(k) or real(q, k, probe))
+    real = ann.search_parts
+    monkeypatch.setattr(ann, "search_parts", lambda q, k, probe, parts: asked.append(k) or real(q, k, probe, parts))
     index.search.score(query, Scope.everything(), "corpus", score_params(ON))
-    assert asked[0] == 120  # the nearest rows; then the few least similar
+    assert asked[0] == 120  # the nearest rows (the few least similar come from search)
     asked.clear()
     index.search.score(Query.build(_queries(index, n=1)[0], emb), Scope.everything(), "corpus",
                        score_params(ON.replace(ann_candidates_growth=0)))
     assert asked[0] == 60
+
+
+@pytest.mark.parametrize("which", ["flat", "hnsw"])
+def test_a_scan_split_into_parts_and_merged_finds_what_one_scan_finds(
+        which: str, built: tuple[Path, Path], built_hnsw: tuple[Path, Path]) -> None:
+    """search_parts deals the chosen lists to the parts; merge_parts of their best rows is search's answer."""
+    index = load_index((built if which == "flat" else built_hnsw)[1])
+    ann = index.search.ann["chunks"]
+    emb = make_embedder("hash", ON)
+    for q in _queries(index, n=6):
+        qvec = Query.build(q, emb).vector
+        for k, probe, parts in ((60, 0.3, 2), (200, 0.1, 2), (25, 0.5, 3), (60, 0.3, 1)):
+            calls = ann.search_parts(qvec, k, probe, parts)
+            assert len(calls) == min(parts, math.ceil(probe * ann.index.nlist))
+            got = ann.merge_parts([c() for c in calls], k)
+            want = ann.search(qvec, k, probe)
+            assert sorted(got.tolist()) == sorted(want.tolist()) and len(got) == len(want)
 
 
 @pytest.mark.parametrize("which", ["flat", "hnsw"])

@@ -62,3 +62,58 @@ def test_release_over_follows_the_resident_size(monkeypatch: pytest.MonkeyPatch)
     assert release_over(400, "a", "b") and released == [1, 2]
     monkeypatch.setattr(index_files, "resident_mb", lambda: None)
     assert release_over(768, "a") and released == [1, 2, 1]
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_shared_calls_run_each_call_once_and_return_every_value(threaded: bool) -> None:
+    from utils.beside import SharedCalls
+
+    ran: list[str] = []
+    names = [f"c{i}" for i in range(6)]
+    shared = SharedCalls([(n, lambda n=n: ran.append(n) or n.upper()) for n in names], threaded=threaded)
+    values = shared.finish()
+    assert sorted(ran) == names and values == {n: n.upper() for n in names}
+
+
+def test_shared_calls_the_caller_takes_what_the_second_thread_has_not_started() -> None:
+    """The second thread holds the first call; the caller runs the others instead of waiting."""
+    from utils.beside import SharedCalls
+
+    release = threading.Event()
+    where: dict[str, str] = {}
+
+    def long() -> int:
+        where["long"] = threading.current_thread().name
+        assert release.wait(10)
+        return 1
+
+    def short(name: str) -> int:
+        where[name] = threading.current_thread().name
+        return 2
+
+    shared = SharedCalls([("long", long), ("a", lambda: short("a")), ("b", lambda: short("b"))], threaded=True)
+    while "long" not in where:  # the second thread has taken the first call
+        threading.Event().wait(0.001)
+    mine = threading.current_thread().name
+    done = threading.Thread(target=lambda: (threading.Event().wait(0.05), release.set()))
+    done.start()
+    assert shared.finish() == {"long": 1, "a": 2, "b": 2}
+    done.join()
+    assert where["long"] == "treerag-beside" and where["a"] == mine and where["b"] == mine
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_shared_calls_raise_in_the_caller_and_stop_starting_calls(threaded: bool) -> None:
+    from utils.beside import SharedCalls
+
+    ran: list[str] = []
+
+    def fail() -> None:
+        raise ValueError("broken scan")
+
+    shared = SharedCalls([("x", fail), ("y", lambda: ran.append("y"))], threaded=threaded)
+    with pytest.raises(ValueError, match="broken scan"):
+        shared.finish()
+    stopped = SharedCalls([("z", lambda: ran.append("z"))], threaded=False)
+    stopped.stop()
+    assert "z" not in ran

@@ -480,3 +480,6 @@ class SeekdbSearch:
 
     def scripts(self) -> frozenset[str]:
         return self._scripts
+
+    def after_question(self) -> None:
+        """Nothing to do: the engine holds no pages in this process."""
