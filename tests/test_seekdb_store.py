@@ -1257,3 +1257,27 @@ def test_opening_backends_starts_the_stores_warming_with_the_configured_level(bo
     make_backends(eng, Config(store_prewarm="tables"), None, long_running=True)
     assert asked == [("auto", False), ("tables", True)]
     files.search.warm("tables", long_running=True)  # the file store has nothing to warm
+
+
+def test_a_one_shot_query_warms_the_indexes_unless_scoped_and_interactive_reads_the_tables(both) -> None:
+    """``query`` loads the vector indexes (its whole-collection question needs them); a question scoped
+    to documents is scored by filters, so nothing is loaded beside it; a long-running session reads the
+    tables too."""
+    import main
+
+    _, eng, root = both
+    doc = eng.metadata["documents"][0]["path"]
+
+    def session(*extra: str, long_running: bool = False):
+        args = main.build_parser().parse_args(["query", "--index", str(root / "engine"), "--query", "x",
+                                               "--mock", "--no-log", *extra])
+        return main.Session(args, long_running=long_running)
+
+    one_shot = session()
+    assert one_shot.index.search.warmer is not None and one_shot.index.search.warmer.join(120)
+    assert set(one_shot.index.search.warmer.report.seconds) == {"chunks index", "leaves index"}
+    scoped = session("--doc", doc)
+    assert scoped.rag.config.store_prewarm == "off" and scoped.index.search.warmer is None
+    long_running = session(long_running=True)
+    assert long_running.index.search.warmer is not None and long_running.index.search.warmer.join(120)
+    assert "chunks table" in long_running.index.search.warmer.report.seconds
