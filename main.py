@@ -214,18 +214,24 @@ def _query_config(args: argparse.Namespace) -> Config:
 class Session:
     """The CLI's flags over the Python API: one TreeRAG, opened once (interactive mode reuses it)."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, long_running: bool = False) -> None:
+        """``long_running``: interactive, serve and mcp answer many questions (Config.store_prewarm)."""
         from pipeline import TreeRAG
         from utils.run_log import default_log_path
 
         config = _query_config(args)
         config = config.replace(llm_query_budget_s=_llm_budget(args, config.llm_query_budget_s))
+        if not long_running and getattr(args, "doc", None) and config.store_prewarm == "auto":
+            # one question scoped to documents: scored by filters, it needs no vector index, and loading
+            # one beside it cost a scoped one-shot query ~140 ms of the 2 cores (an engine index)
+            config = config.replace(store_prewarm="off")
         log = None if args.no_log else (Path(args.log) if args.log else default_log_path(os.environ))
         from utils.paths import index_dir_path
 
         self.rag = TreeRAG.open(index_dir_path(args.index, "--index"), llm="mock" if args.mock else args.llm, embedder=args.embedder,
                                 log=log, env=os.environ, llm_timeout=_llm_timeout(args, config),
-                                use_cache=not args.no_cache, notice=_stderr, config=config)
+                                use_cache=not args.no_cache, notice=_stderr, config=config,
+                                long_running=long_running)
         self.index = self.rag.index
 
     def ask(self, query: str, documents: list[str] | None = None) -> RunRecord:
@@ -327,7 +333,7 @@ INTERACTIVE_HELP = """Type a question and press Enter.
 
 
 def cmd_interactive(args: argparse.Namespace) -> int:
-    session = Session(args)
+    session = Session(args, long_running=True)
     try:
         import readline  # noqa: F401  (line editing and history for input())
 
@@ -604,7 +610,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from utils.paths import index_dir_path
 
     settings = _serve_settings(args)
-    session = Session(args)
+    session = Session(args, long_running=True)
     return serve(session.rag, index_dir_path(args.index, "--index"), settings, version(), args.embedder, _stderr)
 
 
@@ -613,7 +619,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from utils.paths import index_dir_path
 
     settings = _serve_settings(args)
-    session = Session(args)
+    session = Session(args, long_running=True)
     return serve_mcp_stdio(session.rag, index_dir_path(args.index, "--index"), settings, version(), args.embedder,
                            _stderr)
 

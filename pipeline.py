@@ -381,8 +381,13 @@ def query_embedder(identity: dict[str, Any], config: Config, name: str | None = 
 
 
 def make_backends(index: Index, config: Config, llm: LLMClient | None,
-                  embedder_name: str | None = None) -> Backends:
-    """Embedder from the index's own identity (so queries match the build), reranker from config."""
+                  embedder_name: str | None = None, long_running: bool = False) -> Backends:
+    """Embedder from the index's own identity (so queries match the build), reranker from config.
+
+    The store starts warming first (Config.store_prewarm), so that an engine loads its vector indexes
+    while the embedder loads and the first question is embedded; ``long_running``: this process will
+    answer many questions."""
+    index.search.warm(config.store_prewarm, long_running)
     embedder = query_embedder(index.embedder_identity, config, embedder_name)
     return Backends(embedder=embedder, reranker=make_reranker(config), llm=llm)
 
@@ -479,12 +484,13 @@ class TreeRAG:
     def open(cls, index_dir: Any, llm: str | None = "auto", *, embedder: str | None = None, log: Any = None,
              env: Any = None, llm_timeout: float = 60.0, use_cache: bool | None = None,
              notice: Callable[[str], None] | None = None, config: Config | None = None,
-             **settings: Any) -> "TreeRAG":
+             long_running: bool = False, **settings: Any) -> "TreeRAG":
         """The one way an index is opened for questions (``main.py query``/``interactive`` use it too).
 
         ``config`` (already validated) or ``settings`` (config.py names, validated here) or both;
         ``use_cache`` False asks the LLM every time but still refreshes its cache (default:
-        ``config.llm_cache``); ``notice`` gets one-line notices (default: none).
+        ``config.llm_cache``); ``notice`` gets one-line notices (default: none); ``long_running``: this
+        process will answer many questions, so an embedded engine warms its tables too (Config.store_prewarm).
         """
         import os
         import sys
@@ -516,7 +522,7 @@ class TreeRAG:
         client = make_llm(spec, env, cache_dir=default_cache_dir(env),
                           use_cache=config.llm_cache if use_cache is None else use_cache,
                           timeout=llm_timeout, notice=notice)
-        backends = make_backends(index, config, client, embedder)
+        backends = make_backends(index, config, client, embedder, long_running)
         run_log = None
         if log is not None:
             from utils.run_log import RunLog

@@ -11,8 +11,10 @@ a server named by an index must be running). QUERIES is a JSON list of ``{"query
 Each store is queried by fresh worker processes, alternately with the code of this checkout and of
 ``--baseline`` (another checkout, e.g. ``git worktree add --detach ../base main``; default: none), in
 the order baseline, new, new, baseline... so that a change in the machine's load hits both. A worker
-opens the index, warms up on 3 questions, waits until the engine idles (an embedded engine keeps
-loading its vector indexes for a while after it starts), then times the no-LLM hybrid pipeline on every question over
+opens the index as a long-running process does (Config.store_prewarm: an embedded engine warms its
+tables too), times its first question (open + first question: what a one-shot query pays), warms up on
+3 questions, waits for the store's warming to end (its seconds are reported) and the engine to idle,
+then times the no-LLM hybrid pipeline on every question over
 the whole collection and scoped to the question's document (``run_pipeline``, as ``bench_seekdb.py``).
 p50/p95 pool all rounds; ratios are new / baseline of the same store in the same run.
 """
@@ -77,11 +79,13 @@ def _settle(engine: list[int]) -> float:
 
 
 def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, n: int, server_pid: int,
-           warm_all: bool = False) -> None:
+           warm_all: bool = False, prewarm: str = "") -> None:
     """Timed questions with ``checkout``'s code (imported first: this file's own tree is not on the path);
     ``warm_all``: every question asked once before (the engine's caches then hold what they read, as in
-    a long-running process; a new embedded engine otherwise spends its first questions reading its tables)."""
+    a long-running process; a new embedded engine otherwise spends its first questions reading its tables);
+    ``prewarm``: Config.store_prewarm for ``checkout``'s code (empty: its default)."""
     sys.path[:] = [str(checkout)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+    import inspect
     import os
 
     os.environ.setdefault("TELEMETRY_ENABLED", "false")
@@ -97,10 +101,26 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
         index = load_index(index_dir)
         res: dict[str, Any] = {"open_s": time.perf_counter() - t,
                                "code": str(Path(sys.modules["pipeline"].__file__ or "").resolve().parent)}
-        config = Config()
-        backends = make_backends(index, config, None)
-        for q in (queries if warm_all else queries[:3]):
+        config = Config() if not prewarm else Config(store_prewarm=prewarm)
+        t = time.perf_counter()
+        # many questions follow: a long-running process (Config.store_prewarm "auto"), where the code knows one
+        if "long_running" in inspect.signature(make_backends).parameters:
+            backends = make_backends(index, config, None, long_running=True)
+        else:
+            backends = make_backends(index, config, None)
+        warm_from = t
+        warm_up = queries if warm_all else queries[:3]
+        t = time.perf_counter()
+        run_pipeline(warm_up[0]["query"], index, config, backends)
+        res["first_s"] = time.perf_counter() - t  # a one-shot query's question: what open + this cost is the sum
+        for q in warm_up[1:]:
             run_pipeline(q["query"], index, config, backends)
+        warmer = getattr(index.search, "warmer", None)
+        if warmer is not None:  # the warming started at open, to its end: reported, not hidden by the settling
+            warmer.join()
+            res["warm_s"] = time.perf_counter() - warm_from
+            res["warm_steps_s"] = dict(warmer.report.seconds)
+            res["warm_error"] = warmer.report.error
         engine = _engine_pids(server_pid)
         res["engine_settle_s"] = _settle(engine)
         # the engine's background threads burn CPU while it answers nothing (~175 ms/s on a seekdb
@@ -129,7 +149,7 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--worker":
     worker(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[6]),
-           int(sys.argv[7]), sys.argv[8:] == ["--warm-all"])
+           int(sys.argv[7]), sys.argv[8] == "--warm-all", sys.argv[9])
     raise SystemExit(0)
 
 
@@ -153,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", type=Path, default=None, help="a checkout of the code to compare with")
     ap.add_argument("--warm-all", action="store_true",
                     help="ask every question once before timing them (warm engine caches, as a long-running process)")
+    ap.add_argument("--prewarm", default="", choices=["", "auto", "off", "indexes", "tables"],
+                    help="Config.store_prewarm for this checkout's workers (default: the code's own, for a "
+                         "long-running process); the baseline keeps its own")
     ap.add_argument("--server-pid", type=int, default=0,
                     help="the seekdb server's process id: its CPU time per question is reported (an embedded "
                          "engine's is found as the worker's child)")
@@ -183,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                             "warm_all": args.warm_all})
     times: dict[tuple[str, str], dict[str, list[float]]] = {}
     opens: dict[tuple[str, str], list[float]] = {}
+    firsts: dict[tuple[str, str], list[float]] = {}
+    warms: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], list[list[float]]] = {}
     for store, index_dir in stores:
         for r in range(rounds):
@@ -195,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
                 server_pid = args.server_pid if uri.startswith("seekdb://") and not uri.startswith("seekdb:///") else 0
                 run_proc(python(Path(__file__).resolve(), "--worker", checkout, index_dir.resolve(),
                                 args.queries.resolve(), out, n, server_pid,
-                                *(["--warm-all"] if args.warm_all else [])), cwd=checkout, env=env).check()
+                                "--warm-all" if args.warm_all else "-",
+                                args.prewarm if code == "new" else ""), cwd=checkout, env=env).check()
                 got = json.loads(out.read_text())
                 if Path(got["code"]) != checkout.resolve():
                     raise RuntimeError(f"the {code} worker ran the code in {got['code']}, not {checkout}")
@@ -204,12 +230,17 @@ def main(argv: list[str] | None = None) -> int:
                     slot[mode] += got[mode]
                 cpu.setdefault((store, code), []).append(got["whole_cpu_ms"])
                 opens.setdefault((store, code), []).append(got["open_s"])
+                firsts.setdefault((store, code), []).append(got["first_s"])
+                warms.setdefault((store, code), []).append(got.get("warm_s", 0.0))
                 w = stats(got["whole"])
                 print(f"[{store} / {code} / round {r + 1}] whole p50 {w.p50:.1f} p95 {w.p95:.1f} ms "
                       f"(CPU per question: {got['whole_cpu_ms'][0]:.0f} ms here, {got['whole_cpu_ms'][1]:.0f} ms "
                       f"in the engine, {got['whole_cpu_ms'][2]:.0f} ms net of its idle "
                       f"{got['engine_idle_ms_per_s']:.0f} ms/s, settled after {got.get('engine_settle_s', 0):.0f} s); "
-                      f"scoped p95 {stats(got['scoped']).p95:.1f} ms", flush=True)
+                      f"scoped p95 {stats(got['scoped']).p95:.1f} ms; open {got['open_s']:.2f} s + first question "
+                      f"{got['first_s']:.2f} s = {got['open_s'] + got['first_s']:.2f} s; warming done "
+                      f"{got.get('warm_s', 0):.1f} s after open {got.get('warm_steps_s', '')}"
+                      f"{' (error: ' + got['warm_error'] + ')' if got.get('warm_error') else ''}", flush=True)
     rows = []
     for (store, code), t in times.items():
         w, s = stats(t["whole"]), stats(t["scoped"])
@@ -217,9 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         bw = stats(base["whole"]) if base and code == "new" else None
         client, engine, net = (statistics_mean(c[i] for c in cpu[(store, code)]) for i in (0, 1, 2))
         rows.append([store, code, w.p50, w.p95, ratio(w.p95, bw.p95) if bw else "-", client, engine, net, s.p50,
-                     s.p95, min(opens[(store, code)])])
+                     s.p95, min(opens[(store, code)]), statistics_mean(firsts[(store, code)]),
+                     statistics_mean(o + f for o, f in zip(opens[(store, code)], firsts[(store, code)])),
+                     statistics_mean(warms[(store, code)])])
         report.results[f"{store}/{code}"] = {"whole": w.to_dict(), "scoped": s.to_dict(),
-                                             "open_s": opens[(store, code)],
+                                             "open_s": opens[(store, code)], "first_s": firsts[(store, code)],
+                                             "warm_s": warms[(store, code)],
                                              "whole_cpu_ms_per_question": {"client": client, "engine": engine,
                                                                            "engine_net_of_idle": net}}
         if code == "new":
@@ -228,9 +262,12 @@ def main(argv: list[str] | None = None) -> int:
                                              ratio_of="baseline checkout, same run" if bw else ""))
     print()
     print(table(["store", "code", "whole p50 ms", "whole p95 ms", "x baseline", "whole CPU ms/q here",
-                 "whole CPU ms/q engine", "engine net of idle", "scoped p50 ms", "scoped p95 ms", "open s"], rows))
+                 "whole CPU ms/q engine", "engine net of idle", "scoped p50 ms", "scoped p95 ms", "open s",
+                 "first question s", "open + first s", "warming s"], rows))
     print("(CPU per question: means over the rounds; a busy machine's wall time is mostly waiting for a core; "
-          "net of idle: less the engine's CPU rate while idle times the questions' wall time)")
+          "net of idle: less the engine's CPU rate while idle times the questions' wall time; open s: the "
+          "fastest worker's; first question: the first warm-up question, what a one-shot query pays after "
+          "opening; warming: from opening the backends until the store's warming ended, 0 without)")
     report.finish(args.json)
     return 0
 

@@ -555,7 +555,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     if any(a.name.endswith(KG) for a in arms) and getattr(index, "kg", None) is None:
         opts.notice(f"the index has no long-leaf graphs: the {KG} arms equal their plain arms (add graphs with "
                     "`index --input DOCS --output COPY_OF_INDEX --kg rules`, then --index COPY_OF_INDEX)")
-    backends = make_backends(index, base, opts.llm)
+    backends = make_backends(index, base, opts.llm, long_running=True)
     backends.embedder = MemoQueryEmbedder(backends.embedder)  # every arm reuses a question's vector
     ctx = ArmContext(index=index, backends=backends, rerank_pool=opts.rerank_pool)
 

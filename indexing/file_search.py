@@ -313,6 +313,10 @@ class FileSearch:
         background (``PageRelease``)."""
         self.pages.start()
 
+    def warm(self, level: str, long_running: bool = False) -> None:
+        """Nothing: mapped files are read on demand by the page cache, and a read-ahead of every vector
+        would cost a one-shot query the memory the ANN index exists to save."""
+
     def scripts(self) -> frozenset[str]:
         if self._scripts is None:
             self._scripts = vocabulary_scripts(self.bm25.terms)

@@ -255,6 +255,12 @@ class Search(Protocol):
         the pages it mapped, in the background) starts now; a store with none does nothing."""
         ...
 
+    def warm(self, level: str, long_running: bool = False) -> None:
+        """Start, in the background, what a first question would otherwise wait for (Config.store_prewarm;
+        ``long_running``: the process will answer many questions). Returns at once; a store with
+        nothing to warm does nothing."""
+        ...
+
 
 def leaves_of_rows(leaf_ptr: np.ndarray, rows: Any) -> np.ndarray:
     """The leaf position that owns each chunk row (leaf i owns rows ``[leaf_ptr[i], leaf_ptr[i+1])``; a

@@ -113,8 +113,9 @@ class IndexHolder:
         index = load_index(self.path)
         if index.embedder_identity == old.index.embedder_identity:
             backends = old.rag.backends
+            index.search.warm(old.rag.config.store_prewarm, long_running=True)
         else:
-            backends = make_backends(index, old.rag.config, self._llm_client, self._embedder_name)
+            backends = make_backends(index, old.rag.config, self._llm_client, self._embedder_name, long_running=True)
         self.reloads += 1
         self._warn(f"note: index rebuilt: now answering from build {index.metadata.get('build_id')} "
                    f"(was {old.build_id})")

@@ -1151,3 +1151,133 @@ def test_the_answer_steps_word_counts_of_several_documents_are_one_statement(bot
     assert got == [eng.search.term_stats(words, s) for s in scopes]
     assert got == [files.search.term_stats(words, s) for s in scopes]
     assert eng.search.term_stats_many(words, []) == []
+
+
+# --------------------------------------------------------------------------- warming at open
+
+
+def test_what_auto_warming_means_for_each_engine_and_process() -> None:
+    from indexing.seekdb.warm import resolve_level
+
+    assert resolve_level("auto", embedded=True, long_running=True) == "tables"
+    assert resolve_level("auto", embedded=True, long_running=False) == "indexes"  # a one-shot query
+    assert resolve_level("auto", embedded=False, long_running=True) == "indexes"  # a server's cache is its own
+    for level in ("off", "indexes", "tables"):
+        assert resolve_level(level, embedded=True, long_running=False) == level
+        assert resolve_level(level, embedded=False, long_running=True) == level
+
+
+def test_warming_loads_the_indexes_reads_the_tables_and_changes_no_score(both) -> None:
+    """Warming runs every step on connections of its own and ends; a whole-collection question after it
+    scores exactly as one on a search that never warmed."""
+    import copy
+
+    from indexing.search import Scope, ScoreParams
+
+    _, eng, _ = both
+    params = ScoreParams(exact_rows=1, candidates=5)
+    cold = copy.copy(eng.search)
+    q, _, _ = _probe_with_common_and_rare_words(eng)
+    want = cold.score(q, Scope.everything(), "corpus", params)
+    warm = copy.copy(eng.search)
+    warm.warmer = None
+    warm.warm("tables")
+    assert warm.warmer is not None and warm.warmer.join(120)
+    assert warm.warmer.report.error is None
+    assert set(warm.warmer.report.seconds) == {"chunks index", "leaves index", "chunks table", "leaves table"}
+    first = warm.warmer
+    warm.warm("tables")  # once per search
+    assert warm.warmer is first
+    q2, _, _ = _probe_with_common_and_rare_words(eng)
+    got = warm.score(q2, Scope.everything(), "corpus", params)
+    assert got.rows.tolist() == want.rows.tolist()
+    assert got.dense.tolist() == want.dense.tolist() and got.lexical.tolist() == want.lexical.tolist()
+    only_indexes = copy.copy(eng.search)
+    only_indexes.warmer = None
+    only_indexes.warm("auto", long_running=False)  # an embedded one-shot query: the indexes only
+    assert only_indexes.warmer is not None and only_indexes.warmer.join(120)
+    assert set(only_indexes.warmer.report.seconds) == {"chunks index", "leaves index"}
+    off = copy.copy(eng.search)
+    off.warmer = None
+    off.warm("off", long_running=True)
+    assert off.warmer is None
+
+
+def test_a_questions_knn_waits_for_the_index_load_warming_started(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two kNN searches reaching an index while it loads each load it (twice the engine's work): the
+    question's kNN is sent only once warming has loaded that table's index; its full-text scan is not held."""
+    import copy
+    import threading
+
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb.warm import Warmer
+
+    _, eng, _ = both
+    search = copy.copy(eng.search)
+    held = Warmer(search.engine.uri, search.tables, search.dim, read_tables=False)
+    held._threads = [threading.Thread(target=lambda: None)]  # a load under way that has not finished
+    search.warmer = held
+    seen = _statements(monkeypatch, search.engine)
+    q, _, _ = _probe_with_common_and_rare_words(eng)
+    done: list[object] = []
+    asker = threading.Thread(target=lambda: done.append(search.score(q, Scope.everything(), "corpus",
+                                                                     ScoreParams(exact_rows=1, candidates=5))))
+    asker.start()
+    asker.join(1.0)
+    assert asker.is_alive() and not any("APPROXIMATE" in s for s in seen)
+    held._loaded["chunks"].set()
+    held._loaded["leaves"].set()
+    asker.join(60)
+    assert not asker.is_alive() and done and any("APPROXIMATE" in s for s in seen)
+
+
+def test_a_warming_failure_is_kept_and_never_holds_a_question(both) -> None:
+    from indexing.seekdb.warm import Warmer
+
+    _, eng, _ = both
+    broken = Warmer(eng.search.engine.uri, {"chunks": "treerag_0000000000000000_chunks",
+                                            "leaves": "treerag_0000000000000000_leaves"},
+                    eng.search.dim, read_tables=True)
+    broken.start()
+    assert broken.join(60)
+    assert broken.report.error and "doesn't exist" in broken.report.error
+    broken.wait_index("chunks")  # returns: the load ended, in failure
+    broken.wait_index("leaves")
+    assert broken.report.seconds.keys() == {"chunks index", "leaves index"}
+
+
+def test_opening_backends_starts_the_stores_warming_with_the_configured_level(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    from config import Config
+    from pipeline import make_backends
+
+    files, eng, _ = both
+    asked: list[tuple[str, bool]] = []
+    monkeypatch.setattr(type(eng.search), "warm", lambda self, level, long_running=False: asked.append((level, long_running)))
+    make_backends(eng, Config(), None)
+    make_backends(eng, Config(store_prewarm="tables"), None, long_running=True)
+    assert asked == [("auto", False), ("tables", True)]
+    files.search.warm("tables", long_running=True)  # the file store has nothing to warm
+
+
+def test_a_one_shot_query_warms_the_indexes_unless_scoped_and_interactive_reads_the_tables(both) -> None:
+    """``query`` loads the vector indexes (its whole-collection question needs them); a question scoped
+    to documents is scored by filters, so nothing is loaded beside it; a long-running session reads the
+    tables too."""
+    import main
+
+    _, eng, root = both
+    doc = eng.metadata["documents"][0]["path"]
+
+    def session(*extra: str, long_running: bool = False):
+        args = main.build_parser().parse_args(["query", "--index", str(root / "engine"), "--query", "x",
+                                               "--mock", "--no-log", *extra])
+        return main.Session(args, long_running=long_running)
+
+    one_shot = session()
+    assert one_shot.index.search.warmer is not None and one_shot.index.search.warmer.join(120)
+    assert set(one_shot.index.search.warmer.report.seconds) == {"chunks index", "leaves index"}
+    scoped = session("--doc", doc)
+    assert scoped.rag.config.store_prewarm == "off" and scoped.index.search.warmer is None
+    long_running = session(long_running=True)
+    assert long_running.index.search.warmer is not None and long_running.index.search.warmer.join(120)
+    assert "chunks table" in long_running.index.search.warmer.report.seconds

@@ -7,7 +7,7 @@ its own statistics, whatever statistics scope is asked for: ``Scores.lexical_kin
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from indexing.search import (ENGINE_RELEVANCE, EVERYTHING, ChunkRows, Probe, Sco
 from indexing.seekdb.engine import Engine, FETCH_ROWS
 from indexing.seekdb.schema import table_names
 from indexing.seekdb.sql import fulltext_query, int_list, placeholders, vector_text
+from indexing.seekdb.warm import Warmer, WarmLevel, resolve_level
 from utils.beside import Beside
 from utils.errors import IndexFormatError
 
@@ -101,6 +102,21 @@ class SeekdbSearch:
         self.ahead: Engine | None = Engine(engine.uri) if parallel else None
         """A third connection: a whole-collection question's leaf kNN, started with its chunk scans
         (None: run when asked for)."""
+        self.warmer: Warmer | None = None
+        """Warming started by ``warm`` (None: none): a kNN waits for its table's vector index to load."""
+
+    def warm(self, level: WarmLevel, long_running: bool = False) -> None:
+        """Start loading the engine's vector indexes (and, per ``resolve_level``, reading its tables) on
+        connections of their own; returns at once. Once per search: a second call does nothing."""
+        what = resolve_level(level, self.engine.uri.embedded, long_running)
+        if what == "off" or self.warmer is not None:
+            return
+        self.warmer = Warmer(self.engine.uri, self.tables, self.dim, read_tables=what == "tables")
+        self.warmer.start()
+
+    def _wait_index(self, table: str) -> None:
+        if self.warmer is not None:
+            self.warmer.wait_index(table)
 
     # ---------------------------------------------------------- chunk side
 
@@ -176,6 +192,7 @@ class SeekdbSearch:
         """The approximate ``limit`` nearest rows -> their inner products with ``qvec`` (on ``engine``,
         default this search's connection)."""
         engine = engine or self.engine
+        self._wait_index(table)
         engine.set_session("ob_hnsw_ef_search", self._beam(limit))
         engine.set_session("group_concat_max_len", PACK_MAX_BYTES)
         sql, params = self._knn_sql(table, key, where)
@@ -244,8 +261,10 @@ class SeekdbSearch:
             if engine is not None:
                 engine.set_session("group_concat_max_len", PACK_MAX_BYTES)
         if len(parts) == 2 and self.side is not None:
-            got = self._both(parts[0], parts[1])
+            got = self._both(parts[0], parts[1], before=lambda: self._wait_index("chunks"))
         else:
+            if qvec is not None:
+                self._wait_index("chunks")
             sql = parts[0][0] if len(parts) == 1 else " UNION ALL ".join(f"({p})" for p, _ in parts)
             got = self.engine.rows(sql, [v for _, ps in parts for v in ps])
         dense: dict[int, float] = {}
@@ -262,13 +281,16 @@ class SeekdbSearch:
                 lexical[int(r)] = float(s)
         return dense, lexical
 
-    def _both(self, here: tuple[str, list[Any]], there: tuple[str, list[Any]]) -> list[tuple[Any, ...]]:
+    def _both(self, here: tuple[str, list[Any]], there: tuple[str, list[Any]],
+              before: Callable[[], None] = lambda: None) -> list[tuple[Any, ...]]:
         """``here`` on this search's connection and ``there`` on the side connection, at once: the rows of
-        both, ``here``'s first (the order of the UNION ALL they replace)."""
+        both, ``here``'s first (the order of the UNION ALL they replace). ``before`` runs after ``there``
+        has started and before ``here`` (the kNN waiting for its index to load while the full-text scan runs)."""
         side = self.side
         assert side is not None
         beside = Beside(lambda: side.rows(*there), threaded=True)  # the engine works, this thread only waits
         try:
+            before()
             first = self.engine.rows(*here)
         except BaseException:
             try:  # joined even when this statement failed (no scan outlives the question); its error wins
