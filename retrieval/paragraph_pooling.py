@@ -22,52 +22,74 @@ import numpy as np
 from indexing.chunker import paragraph_at, paragraph_spans
 
 
+Leaves = dict[str, "tuple[int, list[tuple[int, int]]] | None"]
+
+
 def pooled_scores(index: Any, rows: np.ndarray, scores: np.ndarray, n: int, temperature: float) -> np.ndarray:
     """``scores`` of the scope's ``rows`` with each paragraph's best window pooled (module docstring),
     exact for the ``n`` best after pooling.
 
     Pooling never raises a score, so a row whose own score is below the ``n``-th best pooled score
-    cannot enter the ``n`` best: only the leaves of the best rows are read (their chunks' spans and
-    paragraphs), widening until the next row's own score falls below that bar. Within a paper that
-    is a few leaves; over a collection it avoids reading every chunk of every document."""
+    cannot enter the ``n`` best: only the paragraphs of the best rows are read (a paragraph's windows
+    are consecutive rows of its leaf), widening until the next row's own score falls below that bar.
+    Over a collection that reads a few hundred chunk records instead of every one."""
     out = np.asarray(scores, dtype=np.float64).copy()
     if len(out) == 0 or n <= 0 or temperature <= 0:
         return out
     order = np.lexsort((rows, -out))
-    leaf_of = index.layout.row_leaf[rows]
-    by_leaf = np.argsort(leaf_of, kind="stable")
-    leaf_sorted = leaf_of[by_leaf]
-    done: set[int] = set()
+    at = {int(r): j for j, r in enumerate(rows.tolist())}
+    memo: Leaves = {}
+    done = np.zeros(len(out), dtype=bool)
     m = min(len(out), 2 * n)
     while True:
-        for leaf in {int(x) for x in leaf_of[order[:m]]} - done:
-            lo, hi = np.searchsorted(leaf_sorted, [leaf, leaf + 1])
-            pos = by_leaf[lo:hi]
-            out[pos] = pool_paragraphs(out[pos], paragraph_ids(index, rows[pos]), temperature)
-            done.add(leaf)
-        computed = np.flatnonzero(np.isin(leaf_of, list(done)))
-        bar = np.sort(out[computed])[::-1][min(n, len(computed)) - 1]
+        for j in order[:m]:
+            if done[j]:
+                continue
+            members = np.asarray(_paragraph_rows(index, int(rows[j]), at, memo), dtype=np.int64)
+            if len(members) > 1:  # a paragraph of one window keeps its score
+                out[members] = pool_paragraphs(out[members], np.zeros(len(members), dtype=np.int64), temperature)
+            done[members] = True
+        computed = out[done]
+        bar = np.sort(computed)[::-1][min(n, len(computed)) - 1]
         if m >= len(out) or scores[order[m]] < bar:
             return out
         m = min(len(out), 2 * m)
 
 
+def _paragraph_rows(index: Any, row: int, at: dict[int, int], memo: Leaves) -> list[int]:
+    """Scope positions of the windows in ``row``'s paragraph: the consecutive rows around it with the
+    same (leaf, paragraph) key."""
+    key = _paragraph_of(index, row, memo)
+    found = [at[row]]
+    if key[1] < 0:
+        return found
+    for step in (-1, 1):
+        r = row + step
+        while r in at and 0 <= r < len(index.chunks) and _paragraph_of(index, r, memo) == key:
+            found.append(at[r])
+            r += step
+    return found
+
+
+def _paragraph_of(index: Any, row: int, memo: Leaves) -> tuple[str, int]:
+    """(leaf, paragraph number) of the row's middle character; (row, -1) between paragraphs or when
+    the leaf's text cannot be read."""
+    c = index.chunks[row]
+    if c.source_node_id not in memo:
+        node = index.get_node(c.source_node_id)
+        memo[c.source_node_id] = None if node is None else (node.content_start, paragraph_spans(node.content))
+    leaf = memo[c.source_node_id]
+    p = -1 if leaf is None else paragraph_at(leaf[1], (c.start_char + c.end_char) // 2 - leaf[0])
+    return (c.source_node_id, p) if p >= 0 else (f"row:{row}", -1)
+
+
 def paragraph_ids(index: Any, rows: np.ndarray) -> np.ndarray:
-    """A paragraph number per row, equal for rows whose middle character lies in one paragraph of
-    one leaf; a row between paragraphs, or in a leaf whose text cannot be read, is its own."""
-    memo: dict[str, tuple[int, list[tuple[int, int]]] | None] = {}
+    """A paragraph number per row of ``rows`` (every row read: the whole-scope form of the walk above),
+    equal for rows whose middle character lies in one paragraph of one leaf."""
+    memo: Leaves = {}
     keys: dict[tuple[str, int], int] = {}
-    out = np.empty(len(rows), dtype=np.int64)
-    for j, row in enumerate(rows.tolist()):
-        c = index.chunks[int(row)]
-        if c.source_node_id not in memo:
-            node = index.get_node(c.source_node_id)
-            memo[c.source_node_id] = None if node is None else (node.content_start, paragraph_spans(node.content))
-        leaf = memo[c.source_node_id]
-        p = -1 if leaf is None else paragraph_at(leaf[1], (c.start_char + c.end_char) // 2 - leaf[0])
-        key = (c.source_node_id, p) if p >= 0 else (f"row:{int(row)}", -1)
-        out[j] = keys.setdefault(key, len(keys))
-    return out
+    return np.array([keys.setdefault(_paragraph_of(index, int(r), memo), len(keys)) for r in rows.tolist()],
+                    dtype=np.int64)
 
 
 def pool_paragraphs(scores: np.ndarray, paragraphs: np.ndarray, temperature: float) -> np.ndarray:
