@@ -199,6 +199,13 @@ class Config:
     section_evidence: Literal["once", "every"] = "once"
     """candidate_order=section: a section's evidence lifts only its best chunk (the section's entry;
     every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is)."""
+    paragraph_pooling: Literal["max", "soft"] = "max"
+    """candidate_order=section: how a paragraph's windows make its rank. max = its best window (the
+    default); soft = the log-mean-exp of its windows' scores at paragraph_pooling_temperature, so a
+    paragraph that matches throughout beats one where a single window does (retrieval/paragraph_pooling.py;
+    on papers the flat learner gains, the tree stays level: docs/evaluation.md)."""
+    paragraph_pooling_temperature: float = 0.5
+    """paragraph_pooling=soft: in the ranker's standardised score units; towards 0 it is the best window."""
     ranker_weights: str | None = None
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
     leaf_prior_weight: float = 0.4
@@ -363,7 +370,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "delta_max_share": (0, 1), "delta_max_segments": (0, 1 << 16),
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
-    "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1),
+    "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1), "paragraph_pooling_temperature": (0.01, 100),
     "safety_net_top_k": (1, math.inf), "union_flat_top_k": (0, math.inf), "toc_budget_tokens": (1, math.inf),
     "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "context_leaf_share": (0.05, 1),
     "context_first_unit_share": (0, 1), "context_units_per_budget": (1, 1000),

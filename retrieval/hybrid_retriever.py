@@ -19,6 +19,7 @@ from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from indexing.search import Scores
 from retrieval.learned_ranker import LinearRanker, load_ranker, model_name
+from retrieval.paragraph_pooling import pooled_scores
 from retrieval.query import Query, QueryEmbedder
 from retrieval.scoring import documents_scope, fuse, leaf_scope, score_params, score_scope
 from retrieval.section_features import chunk_features
@@ -179,7 +180,10 @@ def rank_in_sections(index: Index, question: Query, located: list[LocatedNode],
     s = ranker.score(X)
     if kind == "tree" and config.section_evidence == "once":
         s = _section_evidence_once(index, scores.rows, X, ranker, s, config, scope_documents(index, doc_paths))
-    order = np.lexsort((scores.rows, -s))[:max(config.final_top_k, config.context_pool)]  # rerank + context pool
+    keep = max(config.final_top_k, config.context_pool)  # rerank + context pool
+    if config.paragraph_pooling == "soft":
+        s = pooled_scores(index, scores.rows, s, keep, config.paragraph_pooling_temperature)
+    order = np.lexsort((scores.rows, -s))[:keep]
     fused = fuse(scores.dense, scores.lexical, config)
     subs = {n.node_id: n.sub_query for n in located}
     out: list[RetrievedChunk] = []

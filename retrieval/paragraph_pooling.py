@@ -1,0 +1,110 @@
+"""A paragraph judged by all of its windows, not only by its best one.
+
+Chunks are 200-character windows; a ranked list lists each paragraph's best window first
+(``retrieval.breadth.paragraph_first``), so a paragraph is ranked by its single best window. A
+1,400-character chunk of a long-chunk retriever is judged on all of its text: a paragraph whose
+every window matches the question beats one where a single window happens to. Here each
+paragraph's best window is re-scored by a soft mean of its windows' scores (log-mean-exp at a
+temperature ``t``): with one window, or windows scoring alike, the best window's score is kept;
+a window that matches inside a long paragraph whose other windows do not loses up to
+``t * log(windows)``. As ``t`` goes to 0 this is the plain best window. Only the paragraph's
+best window moves, so its further windows keep their place behind every paragraph's first.
+
+Measured on papers (docs/evaluation.md, the outside anchor): the section-free learner's figures
+rise (any@2k +6%, cov@2k +5%), the tree's by 0-2% within noise; not the default.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from indexing.chunker import paragraph_at, paragraph_spans
+
+
+Leaves = dict[str, "tuple[int, list[tuple[int, int]]] | None"]
+
+
+def pooled_scores(index: Any, rows: np.ndarray, scores: np.ndarray, n: int, temperature: float) -> np.ndarray:
+    """``scores`` of the scope's ``rows`` with each paragraph's best window pooled (module docstring),
+    exact for the ``n`` best after pooling.
+
+    Pooling never raises a score, so a row whose own score is below the ``n``-th best pooled score
+    cannot enter the ``n`` best: only the paragraphs of the best rows are read (a paragraph's windows
+    are consecutive rows of its leaf), widening until the next row's own score falls below that bar.
+    Over a collection that reads a few hundred chunk records instead of every one."""
+    out = np.asarray(scores, dtype=np.float64).copy()
+    if len(out) == 0 or n <= 0 or temperature <= 0:
+        return out
+    order = np.lexsort((rows, -out))
+    at = {int(r): j for j, r in enumerate(rows.tolist())}
+    memo: Leaves = {}
+    done = np.zeros(len(out), dtype=bool)
+    m = min(len(out), 2 * n)
+    while True:
+        for j in order[:m]:
+            if done[j]:
+                continue
+            members = np.asarray(_paragraph_rows(index, int(rows[j]), at, memo), dtype=np.int64)
+            if len(members) > 1:  # a paragraph of one window keeps its score
+                out[members] = pool_paragraphs(out[members], np.zeros(len(members), dtype=np.int64), temperature)
+            done[members] = True
+        computed = out[done]
+        bar = np.sort(computed)[::-1][min(n, len(computed)) - 1]
+        if m >= len(out) or scores[order[m]] < bar:
+            return out
+        m = min(len(out), 2 * m)
+
+
+def _paragraph_rows(index: Any, row: int, at: dict[int, int], memo: Leaves) -> list[int]:
+    """Scope positions of the windows in ``row``'s paragraph: the consecutive rows around it with the
+    same (leaf, paragraph) key."""
+    key = _paragraph_of(index, row, memo)
+    found = [at[row]]
+    if key[1] < 0:
+        return found
+    for step in (-1, 1):
+        r = row + step
+        while r in at and 0 <= r < len(index.chunks) and _paragraph_of(index, r, memo) == key:
+            found.append(at[r])
+            r += step
+    return found
+
+
+def _paragraph_of(index: Any, row: int, memo: Leaves) -> tuple[str, int]:
+    """(leaf, paragraph number) of the row's middle character; (row, -1) between paragraphs or when
+    the leaf's text cannot be read."""
+    c = index.chunks[row]
+    if c.source_node_id not in memo:
+        node = index.get_node(c.source_node_id)
+        memo[c.source_node_id] = None if node is None else (node.content_start, paragraph_spans(node.content))
+    leaf = memo[c.source_node_id]
+    p = -1 if leaf is None else paragraph_at(leaf[1], (c.start_char + c.end_char) // 2 - leaf[0])
+    return (c.source_node_id, p) if p >= 0 else (f"row:{row}", -1)
+
+
+def paragraph_ids(index: Any, rows: np.ndarray) -> np.ndarray:
+    """A paragraph number per row of ``rows`` (every row read: the whole-scope form of the walk above),
+    equal for rows whose middle character lies in one paragraph of one leaf."""
+    memo: Leaves = {}
+    keys: dict[tuple[str, int], int] = {}
+    return np.array([keys.setdefault(_paragraph_of(index, int(r), memo), len(keys)) for r in rows.tolist()],
+                    dtype=np.int64)
+
+
+def pool_paragraphs(scores: np.ndarray, paragraphs: np.ndarray, temperature: float) -> np.ndarray:
+    """``scores`` with each paragraph's best window re-scored as the log-mean-exp of the paragraph's
+    windows at ``temperature`` (module docstring); every other window unchanged."""
+    out = np.asarray(scores, dtype=np.float64).copy()
+    if len(out) == 0 or temperature <= 0:
+        return out
+    order = np.lexsort((-out, paragraphs))  # by paragraph, best window first
+    para = paragraphs[order]
+    starts = np.flatnonzero(np.r_[True, para[1:] != para[:-1]])
+    best = order[starts]
+    top = out[best]
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
+    shifted = np.exp((out[order] - top[group]) / temperature)
+    means = np.bincount(group, weights=shifted) / np.bincount(group)
+    out[best] = top + temperature * np.log(means)
+    return out
