@@ -199,6 +199,11 @@ class Config:
     """candidate_order=union: the flat ranking's best this-many chunks join the located leaves'
     candidates, each weighted by the locator's belief in its leaf (its ranked candidate leaves), so
     a leaf ranked just below the located ones still competes (0: off). Half the context pool."""
+    union_repeat_decay: float = 1.0
+    """candidate_order=union: the n-th candidate (from 0) of a leaf or document already represented
+    higher up scores ``decay ** n`` of its union score, so the first places go to different leaves
+    or documents before seconds of one (1.0: off; ``union_repeat_scope`` says which)."""
+    union_repeat_scope: Literal["leaf", "document"] = "document"
     safety_net: bool = False
     """candidate_order fused/union: also merge the flat top results (section order scores everything)."""
     safety_net_top_k: int = 5
@@ -355,7 +360,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "delta_max_share": (0, 1), "delta_max_segments": (0, 1 << 16),
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
     "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
-    "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1),
+    "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1), "union_repeat_decay": (0, 1),
     "safety_net_top_k": (1, math.inf), "union_flat_top_k": (0, math.inf), "toc_budget_tokens": (1, math.inf),
     "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "context_leaf_share": (0.05, 1),
     "context_first_unit_share": (0, 1), "context_units_per_budget": (1, 1000),

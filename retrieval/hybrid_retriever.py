@@ -140,7 +140,32 @@ def order_union(index: Index, query: Query, cands: list[RetrievedChunk], located
         prior = priors.get(c.chunk.source_node_id, 0.0)
         score = float((1 - w) * f + w * prior)
         out.append(c.with_scores(score, leaf_prior=round(prior, 4), union_score=round(score, 4)))
-    return sorted(out, key=lambda r: (-r.score, r.row))
+    out.sort(key=lambda r: (-r.score, r.row))
+    return diversify(out, config.union_repeat_decay, config.union_repeat_scope)
+
+
+def diversify(ranked: list[RetrievedChunk], decay: float, scope: str) -> list[RetrievedChunk]:
+    """Each further candidate of one leaf (or document) discounted by ``decay`` per earlier one.
+
+    A statute question's evidence is often articles of two or three laws; a law whose chunks all
+    score high would otherwise fill the first places with its second and third chunks. A greedy pass
+    (as MMR with "same leaf/document" as the similarity) keeps the order when ``decay`` is 1.
+    """
+    if decay >= 1.0 or len(ranked) < 2:
+        return ranked
+    def group(c: RetrievedChunk) -> str:
+        return c.chunk.doc_path if scope == "document" else c.chunk.source_node_id
+    seen: dict[str, int] = {}
+    pending = list(ranked)
+    out: list[RetrievedChunk] = []
+    while pending:
+        best = max(range(len(pending)), key=lambda i: (pending[i].score * decay ** seen.get(group(pending[i]), 0), -pending[i].row))
+        c = pending.pop(best)
+        g = group(c)
+        eff = c.score * decay ** seen.get(g, 0)
+        seen[g] = seen.get(g, 0) + 1
+        out.append(c.with_scores(eff, diversified_score=round(eff, 4)))
+    return out
 
 
 def union_fusion(dense: np.ndarray, lexical: np.ndarray, config: Config) -> np.ndarray:

@@ -168,3 +168,23 @@ def test_the_union_ordering_uses_the_collection_fusion(paper_index) -> None:
         scored = paper_index.search.rescore(q, np.array(rows), "document", score_params(cfg))
         want = dict(zip(rows, union_fusion(scored.dense, scored.lexical, cfg)))
         assert [pytest.approx(want[h.row], abs=1e-6) for h in out] == [h.score for h in out]
+
+
+def test_a_repeat_decay_puts_other_documents_before_seconds_of_one() -> None:
+    """With ``union_repeat_decay`` below 1 a document's second chunk yields to another document's
+    first unless it scores more than 1/decay times higher; at 1 the order is the score order."""
+    from indexing.chunker import Chunk
+    from retrieval.hybrid_retriever import diversify
+    from retrieval.types import RetrievedChunk
+
+    def rc(row: int, doc: str, leaf: str, score: float) -> RetrievedChunk:
+        return RetrievedChunk(Chunk(f"{leaf}_chunk_{row:02d}", "t", leaf, "", doc_path=doc), score, {}, row=row)
+
+    ranked = [rc(0, "a.md", "a1", 0.9), rc(1, "a.md", "a2", 0.85), rc(2, "a.md", "a1", 0.8),
+              rc(3, "b.md", "b1", 0.7), rc(4, "c.md", "c1", 0.3)]
+    assert diversify(ranked, 1.0, "document") == ranked
+    by_doc = diversify(ranked, 0.8, "document")
+    assert [c.row for c in by_doc] == [0, 3, 1, 2, 4]  # 0.85*0.8=0.68 < 0.7; 0.8*0.64=0.51 > 0.3
+    assert by_doc[2].score == pytest.approx(0.68) and by_doc[2].retrieval_detail["diversified_score"] == 0.68
+    assert [c.row for c in diversify(ranked, 0.8, "leaf")] == [0, 1, 3, 2, 4]  # a2 is another leaf
+    assert sorted(c.row for c in diversify(ranked, 0.1, "document")) == [0, 1, 2, 3, 4]  # nothing dropped
