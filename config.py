@@ -204,6 +204,7 @@ class Config:
     higher up scores ``decay ** n`` of its union score, so the first places go to different leaves
     or documents before seconds of one (1.0: off; ``union_repeat_scope`` says which)."""
     union_repeat_scope: Literal["leaf", "document"] = "document"
+    """What ``union_repeat_decay`` counts as a repeat: another chunk of the same leaf or document."""
     safety_net: bool = False
     """candidate_order fused/union: also merge the flat top results (section order scores everything)."""
     safety_net_top_k: int = 5

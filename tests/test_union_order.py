@@ -188,3 +188,18 @@ def test_a_repeat_decay_puts_other_documents_before_seconds_of_one() -> None:
     assert by_doc[2].score == pytest.approx(0.68) and by_doc[2].retrieval_detail["diversified_score"] == 0.68
     assert [c.row for c in diversify(ranked, 0.8, "leaf")] == [0, 1, 3, 2, 4]  # a2 is another leaf
     assert sorted(c.row for c in diversify(ranked, 0.1, "document")) == [0, 1, 2, 3, 4]  # nothing dropped
+
+
+def test_the_union_ordering_applies_the_repeat_decay(paper_index) -> None:
+    """A strong decay per leaf lists every leaf's best candidate before any leaf's second."""
+    emb = make_embedder("hash", Config())
+    q = Query.build("How many epochs was the model trained for?", emb)
+    rows = list(range(min(12, len(paper_index.chunks))))
+    cands = [retrieved_chunk(paper_index, r, 0.5, 0.5, 0.5, "q", "tree") for r in rows]
+    plain = order_union(paper_index, q, cands, [], Config())
+    spread = order_union(paper_index, q, cands, [], Config(union_repeat_decay=0.01, union_repeat_scope="leaf"))
+    leaves = [c.chunk.source_node_id for c in spread]
+    n = len(set(leaves))
+    assert 1 < n < len(leaves) and len(set(leaves[:n])) == n
+    assert sorted(c.row for c in spread) == sorted(c.row for c in plain)
+    assert len({c.chunk.source_node_id for c in plain[:n]}) < n  # the decay is what spread them
