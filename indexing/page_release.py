@@ -7,7 +7,7 @@ path and dropped pages (records, leaf vectors) the rest of the same question the
 Now a question only marks the release as due; ``start`` (called once the answer is built) runs it
 on a background thread, and the next whole-collection question waits for it before it maps
 anything, so a release never races the pages a question is reading. A caller that never calls
-``start`` (retrieval alone, the server's search) gets the release at the start of its next
+``start`` (retrieval alone, as in `eval`) gets the release at the start of its next
 whole-collection question, in line: the process stays as small as before, the cost moves between
 questions instead of inside one.
 """
