@@ -139,22 +139,17 @@ class Config:
     off: neither (exact scans). Leaf and document scopes are always scored exactly."""
     ann_min_rows: int = 250_000
     """Chunk (or leaf) vectors from which ann=auto builds the ANN: below it an exact scan is cheap."""
-    ann_candidates: int = 1414
+    ann_candidates: int = 1000
     """Rows the ANN proposes per whole-collection query (each re-scored on its float vector), and
-    the BM25 best rows added beside them. With ``ann_probe`` 0.2 the PQ-approximate order is coarser
-    than at 0.3, so more of the scanned rows are re-scored: 1,414 (3,001 at 100,000 documents, see
-    ``ann_candidates_growth``) keep recall@100 of the exact top 100 at 0.956 / 0.955 on the generated
-    corpus, where 1,000 gave 0.950 / 0.948 (docs/scale.md)."""
+    the BM25 best rows added beside them."""
     ann_candidates_growth: float = 1 / 3
     """The ANN proposes ann_candidates x (its lists / 4096) ** this (never fewer than ann_candidates):
     with ten times the rows and lists the exact top 100 is spread over more lists and crowded by more
     near rows, so the same count re-scored finds less of it (recall@100 0.958 at 3,959 lists, 0.928 at
     39,145 on the generated corpus). 0: a constant count (docs/scale.md)."""
-    ann_probe: float = 0.2
-    """Share of the IVF lists a query scans: the scan is the largest single cost of a whole-collection
-    question at 100,000 documents, and recall@100 depends more on how many scanned rows are re-scored
-    than on how many lists are scanned. 0.2 with ``ann_candidates`` 1,414 keeps recall at 0.955-0.956
-    for ~0.6x the scan's CPU of 0.3 with 1,000; 0.1 falls below 0.95 (hash embeddings cluster weakly)."""
+    ann_probe: float = 0.3
+    """Share of the IVF lists a query scans. Hash embeddings cluster weakly: recall@100 of the exact
+    top 100 at 0.1 is below 0.95 on the generated corpus (benchmarks/bench_scale.py)."""
     query_mapped_mb: int = 768
     """The vector and posting pages a whole-collection question read stay mapped in the query process
     (page cache, shared and clean) until its resident size passes this many MB; then they are
