@@ -1203,6 +1203,88 @@ def test_warming_loads_the_indexes_reads_the_tables_and_changes_no_score(both) -
     assert off.warmer is None
 
 
+def test_the_warm_budget_gives_the_block_cache_twice_the_vectors() -> None:
+    """At 10,000 generated documents (1.39M vectors of 384) the rule asks 12 GB where the vector indexes
+    alone ask 8 GB (the budget measured to stop the cache dropping blocks); never less than them."""
+    from indexing.seekdb.schema import GIB, memory_budget_needed, warm_memory_budget_needed
+
+    rows, dim = 979_420 + 410_000, 384
+    assert -(-warm_memory_budget_needed(rows, dim) // GIB) == 12
+    assert -(-memory_budget_needed(rows, dim) // GIB) == 8
+    for n in (0, 1000, 10**6, 10**7):
+        assert warm_memory_budget_needed(n, dim) >= memory_budget_needed(n, dim, "hnsw_sq")
+        assert warm_memory_budget_needed(n, dim) >= memory_budget_needed(n, dim)
+
+
+def test_warming_the_tables_first_raises_the_engines_block_cache_and_changes_no_score(
+        both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-running embedded engine (level ``tables``) gets the budget ``warm_memory_budget_needed``
+    asks before its tables are read (persisted, never lowered); ``indexes`` (a one-shot query) and a
+    server never raise it; a question then scores exactly as on a search that never warmed."""
+    import copy
+
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb import schema
+    from indexing.seekdb import search as seekdb_search
+    from indexing.seekdb.uri import parse_store_uri
+
+    _, eng, _ = both
+
+    def budget() -> int:
+        return schema.parse_capacity(str(eng.search.engine.rows("SHOW PARAMETERS LIKE 'memory_budget'")[0][3]))
+
+    params = ScoreParams(exact_rows=1, candidates=5)
+    q, _, _ = _probe_with_common_and_rare_words(eng)
+    want = copy.copy(eng.search).score(q, Scope.everything(), "corpus", params)
+    before = budget()
+    asked: list[tuple[int, int]] = []
+
+    def needed(rows: int, dim: int) -> int:
+        asked.append((rows, dim))
+        return before + 1
+
+    monkeypatch.setattr(seekdb_search, "warm_memory_budget_needed", needed)
+    only_indexes = copy.copy(eng.search)
+    only_indexes.warmer = None
+    only_indexes.warm("indexes", long_running=True)
+    assert only_indexes.warmer is not None and only_indexes.warmer.join(120)
+    assert budget() == before and only_indexes.warmer.report.budget is None and asked == []
+
+    warm = copy.copy(eng.search)
+    warm.warmer = None
+    warm.warm("auto", long_running=True)  # an embedded engine in a long-running process: tables
+    assert warm.warmer is not None and warm.warmer.join(120)
+    assert warm.warmer.report.error is None and "chunks table" in warm.warmer.report.seconds
+    assert asked == [(eng.search.n_chunks + eng.search.n_leaves, eng.search.dim)]
+    assert budget() == before + schema.GIB
+    assert warm.warmer.report.budget is not None and "memory budget" in warm.warmer.report.budget
+    q2, _, _ = _probe_with_common_and_rare_words(eng)
+    got = warm.score(q2, Scope.everything(), "corpus", params)
+    assert got.rows.tolist() == want.rows.tolist()
+    assert got.dense.tolist() == want.dense.tolist() and got.lexical.tolist() == want.lexical.tolist()
+
+    again = copy.copy(eng.search)  # already large enough: nothing raised, nothing lowered
+    again.warmer = None
+    monkeypatch.setattr(seekdb_search, "warm_memory_budget_needed", lambda rows, dim: schema.GIB)
+    again.warm("tables")
+    assert again.warmer is not None and again.warmer.join(120)
+    assert budget() == before + schema.GIB and again.warmer.report.budget is None
+
+    started: list[object] = []
+    monkeypatch.setattr(seekdb_search, "Warmer", lambda *a, **k: started.append(k) or _NoWarm())
+    server = copy.copy(eng.search)
+    server.warmer = None
+    server.engine = copy.copy(eng.search.engine)
+    server.engine.uri = parse_store_uri("seekdb://root@127.0.0.1:2881/treerag", env={})
+    server.warm("tables", long_running=True)  # a server's budget is its administrator's
+    assert started == [{"read_tables": True, "budget": None}]
+
+
+class _NoWarm:
+    def start(self) -> None:
+        pass
+
+
 def test_a_questions_knn_waits_for_the_index_load_warming_started(both, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two kNN searches reaching an index while it loads each load it (twice the engine's work): the
     question's kNN is sent only once warming has loaded that table's index; its full-text scan is not held."""

@@ -15,7 +15,7 @@ from config import IdfScope
 from indexing.search import (ENGINE_RELEVANCE, EVERYTHING, ChunkRows, Probe, Scope, ScoreParams, Scores,
                              check_finite, concat_scores, empty_scores)
 from indexing.seekdb.engine import Engine, FETCH_ROWS
-from indexing.seekdb.schema import table_names
+from indexing.seekdb.schema import table_names, warm_memory_budget_needed
 from indexing.seekdb.sql import fulltext_query, int_list, placeholders, vector_text
 from indexing.seekdb.warm import Warmer, WarmLevel, resolve_level
 from utils.beside import Beside
@@ -111,7 +111,11 @@ class SeekdbSearch:
         what = resolve_level(level, self.engine.uri.embedded, long_running)
         if what == "off" or self.warmer is not None:
             return
-        self.warmer = Warmer(self.engine.uri, self.tables, self.dim, read_tables=what == "tables")
+        # an embedded engine whose tables are read gets a block cache that holds them (this process
+        # owns its budget; a server's is its administrator's)
+        budget = (warm_memory_budget_needed(self.n_chunks + self.n_leaves, self.dim)
+                  if what == "tables" and self.engine.uri.embedded else None)
+        self.warmer = Warmer(self.engine.uri, self.tables, self.dim, read_tables=what == "tables", budget=budget)
         self.warmer.start()
 
     def _wait_index(self, table: str) -> None:
