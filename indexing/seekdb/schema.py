@@ -128,8 +128,9 @@ def warm_memory_budget_needed(vector_rows: int, dim: int) -> int:
     Why: the budget the vector indexes need (``memory_budget_needed``) leaves a block cache too small
     for the tables it warms. At 10,000 generated documents (1.39M vectors, 2.1 GB) an 8 GB engine's
     3.2 GB cache kept re-reading and decompressing blocks from disk on new questions and on questions
-    asked again; 12 GB (a 4.8 GB cache) cut those reads by about two thirds and the engine's CPU per
-    question by 10-20% (docs/seekdb.md). The memory is taken only as blocks are read."""
+    asked again; 12 GB (a 4.8 GB cache) cut that decompression by about two thirds and, in three
+    benchmark runs of four, the engine's CPU per new question by 9-13% (docs/seekdb.md). The memory
+    is taken only as blocks are read."""
     return GIB + int(WARM_CACHE_VECTORS * vector_rows * dim * 4 / BLOCK_CACHE_SHARE)
 
 
