@@ -123,9 +123,8 @@ class Config:
     engine otherwise loads each on the first question that needs it: 3.0 + 1.3 s at 10,000 documents,
     and a kNN reaching an index while it loads would load it a second time); ``tables`` also reads the
     tables' blocks once (3.5 s and 6 s of the engine's CPU at 10,000 documents; every later question
-    then finds them in the engine's cache), an embedded engine's memory budget first raised so that its
-    block cache holds them (12 GB at 10,000 documents, persisted, never lowered); ``auto``: tables for
-    an embedded engine in a long-running process (interactive, serve, eval), else indexes."""
+    then finds them in the engine's cache); ``auto``: tables for an embedded engine in a long-running
+    process (interactive, serve, eval), else indexes."""
     store_copy_sessions: int = 1
     """Connections that insert rows at once while an index is copied into the engine (each gets its
     own batches; the vector and full-text indexes are built once all rows are in). For an engine with

@@ -18,9 +18,9 @@ then times the no-LLM hybrid pipeline on every question over
 the whole collection and scoped to the question's document (``run_pipeline``, as ``bench_seekdb.py``).
 p50/p95 pool all rounds; ratios are new / baseline of the same store in the same run.
 
-An embedded database keeps its memory_budget between processes, and a long-running process of this
-checkout raises it (a block cache for the tables it warms): ``--embedded-budget 8G`` sets it back before
-every worker, so that each code starts its engine from the same database (what the build left).
+An embedded database keeps its memory_budget between processes (a build or an earlier run may have raised
+it): ``--embedded-budget 8G`` sets it before every worker, so that each code starts its engine from the
+same database.
 """
 from __future__ import annotations
 
@@ -154,7 +154,6 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
             res["warm_s"] = time.perf_counter() - warm_from
             res["warm_steps_s"] = dict(warmer.report.seconds)
             res["warm_error"] = warmer.report.error
-            res["warm_budget"] = getattr(warmer.report, "budget", None)
         engine = _engine_pids(server_pid)
         res["engine_settle_s"] = _settle(engine)
         # the engine's background threads burn CPU while it answers nothing (~175 ms/s on a seekdb
@@ -221,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                          "long-running process); the baseline keeps its own")
     ap.add_argument("--embedded-budget", default="", metavar="SIZE",
                     help="set an embedded database's memory_budget to SIZE (e.g. 8G) before every worker, so "
-                         "that both codes start from the same database (a long-running process may raise it)")
+                         "that both codes start from the same database (its budget persists between processes)")
     ap.add_argument("--server-pid", type=int, default=0,
                     help="the seekdb server's process id: its CPU time per question is reported (an embedded "
                          "engine's is found as the worker's child)")
@@ -295,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{got['first_s']:.2f} s = {got['open_s'] + got['first_s']:.2f} s; warming done "
                       f"{got.get('warm_s', 0):.1f} s after open {got.get('warm_steps_s', '')}"
                       f"{' (error: ' + got['warm_error'] + ')' if got.get('warm_error') else ''}"
-                      f"{'; ' + got['warm_budget'] if got.get('warm_budget') else ''}; peak RSS "
+                      f"; peak RSS "
                       f"{got.get('peak_rss_mb', 0):.0f} MB here, {got.get('engine_peak_rss_mb', 0):.0f} MB engine",
                       flush=True)
     rows = []

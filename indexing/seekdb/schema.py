@@ -110,30 +110,6 @@ def memory_budget_needed(vector_rows: int, dim: int, vector_index: str = "hnsw")
     return GIB + 3 * vector_rows * (dim + 128)
 
 
-BLOCK_CACHE_SHARE = 0.4
-"""The share of an embedded engine's memory_budget its block cache may fill (the engine's automatic
-kvcache_memory_limit: 40% of the budget)."""
-WARM_CACHE_VECTORS = 2.2
-"""The block cache a warm engine is given, in multiples of its stored vectors' float32 bytes: room for the
-tables a question reads (vectors, texts) and the full-text index, decompressed. At 10,000 generated
-documents this asks 12 GB once rounded up to whole GB, the budget measured (a 4.8 GB cache for 2.0 GB of
-vectors)."""
-
-
-def warm_memory_budget_needed(vector_rows: int, dim: int) -> int:
-    """Bytes an embedded engine whose tables are read at open (Config.store_prewarm ``tables``) should be
-    allowed: 1 GB plus a block cache (BLOCK_CACHE_SHARE of the budget) of WARM_CACHE_VECTORS times the
-    vectors' bytes.
-
-    Why: the budget the vector indexes need (``memory_budget_needed``) leaves a block cache too small
-    for the tables it warms. At 10,000 generated documents (1.39M vectors, 2.1 GB) an 8 GB engine's
-    3.2 GB cache kept re-reading and decompressing blocks from disk on new questions and on questions
-    asked again; 12 GB (a 4.8 GB cache) cut that decompression by about two thirds and, in three
-    benchmark runs of four, the engine's CPU per new question by 9-13% (docs/seekdb.md). The memory
-    is taken only as blocks are read."""
-    return GIB + int(WARM_CACHE_VECTORS * vector_rows * dim * 4 / BLOCK_CACHE_SHARE)
-
-
 def _physical_memory() -> int:
     try:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -141,7 +117,7 @@ def _physical_memory() -> int:
         return 0
 
 
-def ensure_memory_budget(engine: Engine, needed: int, why: str = "its vector indexes are held in memory") -> str | None:
+def ensure_memory_budget(engine: Engine, needed: int) -> str | None:
     """Raise an embedded engine's memory_budget to ``needed`` (whole GB, at most 80% of this machine's
     memory, the engine's own automatic ceiling); never lowers it. The setting persists in the database
     directory, so later queries open with it. Returns a note when it changed.
@@ -160,7 +136,7 @@ def ensure_memory_budget(engine: Engine, needed: int, why: str = "its vector ind
         return None
     engine.run("ALTER SYSTEM SET memory_budget = %s", (f"{want // GIB}G",))
     return (f"raised the embedded seekdb database's memory budget from {_capacity(current)} to "
-            f"{_capacity(want)} ({why})")
+            f"{_capacity(want)} (its vector indexes are held in memory)")
 
 
 def parse_capacity(text: str) -> int:

@@ -6,9 +6,7 @@ generated documents 3.0 s for the chunks' index and 1.3 s for the leaves', most 
 time), and reads every table block from disk and decompresses it on first touch (a whole-collection
 question on a cold engine cost ~230 ms of the engine's CPU more than on a warm one). Two kNN searches
 that reach an index while it loads each load it again (measured: twice the CPU and memory), so a
-question's kNN waits here for the load this started instead of starting its own. An engine whose
-tables are read is first given a block cache that holds them (``warm_memory_budget_needed``): with
-the budget its vector indexes need, its cache kept dropping blocks a new question then read again.
+question's kNN waits here for the load this started instead of starting its own.
 """
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ from typing import Literal, Mapping
 import numpy as np
 
 from indexing.seekdb.engine import Engine
-from indexing.seekdb.schema import ensure_memory_budget
 from indexing.seekdb.sql import vector_text
 from indexing.seekdb.uri import StoreURI
 from utils.oneline import one_line
@@ -47,12 +44,10 @@ def resolve_level(level: WarmLevel, embedded: bool, long_running: bool) -> Liter
 
 @dataclass
 class WarmReport:
-    """What warming did: seconds per step (``chunks index``, ``chunks table``...), the first failure, and
-    the memory budget it raised (the engine's own note; None: unchanged)."""
+    """What warming did: seconds per step (``chunks index``, ``chunks table``...), and the first failure."""
 
     seconds: dict[str, float] = field(default_factory=dict)
     error: str | None = None
-    budget: str | None = None
 
 
 class Warmer:
@@ -61,24 +56,17 @@ class Warmer:
     cache), one table per thread and connection. A failure is kept in ``report`` and never raised: a
     question's own statements report a broken engine in their own words."""
 
-    def __init__(self, uri: StoreURI, tables: Mapping[str, str], dim: int, read_tables: bool,
-                 budget: int | None = None) -> None:
+    def __init__(self, uri: StoreURI, tables: Mapping[str, str], dim: int, read_tables: bool) -> None:
         self.uri = uri
         self.tables = dict(tables)
         self.dim = dim
         self.read_tables = read_tables
-        self.budget = budget
-        """Bytes of memory_budget to ensure before the tables are read (an embedded engine's; None: none)."""
         self.report = WarmReport()
         self._loaded = {name: threading.Event() for name, _ in VECTOR_TABLES}
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        """Raise the budget (one statement, here: the table reads must find the larger cache), then
-        start one thread per table."""
-        if self.budget is not None:
-            self._ensure_budget(self.budget)
         for name, key in VECTOR_TABLES:
             t = threading.Thread(target=self._warm, args=(name, key), name=f"seekdb-warm-{name}", daemon=True)
             self._threads.append(t)
@@ -118,15 +106,6 @@ class Warmer:
         except Exception as exc:  # noqa: BLE001 - kept for the report; the question's statements raise their own
             with self._lock:
                 self.report.error = self.report.error or one_line(exc, 200)
-        finally:
-            engine.close()
-
-    def _ensure_budget(self, needed: int) -> None:
-        engine = Engine(self.uri)
-        try:
-            self.report.budget = ensure_memory_budget(engine, needed, "a block cache for the tables read at open")
-        except Exception as exc:  # noqa: BLE001 - kept like any warming failure; questions still run
-            self.report.error = one_line(exc, 200)
         finally:
             engine.close()
 
