@@ -17,10 +17,15 @@ tables too), times its first question (open + first question: what a one-shot qu
 then times the no-LLM hybrid pipeline on every question over
 the whole collection and scoped to the question's document (``run_pipeline``, as ``bench_seekdb.py``).
 p50/p95 pool all rounds; ratios are new / baseline of the same store in the same run.
+
+An embedded database keeps its memory_budget between processes (a build or an earlier run may have raised
+it): ``--embedded-budget 8G`` sets it before every worker, so that each code starts its engine from the
+same database.
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -37,6 +42,34 @@ def process_cpu_s(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The peak resident memory of process ``pid`` so far (VmHWM), in MB; 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+def set_budget(checkout: Path, index_dir: Path, size: str) -> None:
+    """Set the memory_budget of the embedded database ``index_dir`` names to ``size`` (this process
+    starts the engine for it, before any worker does)."""
+    sys.path[:] = [str(checkout)] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+    import os
+
+    os.environ.setdefault("TELEMETRY_ENABLED", "false")
+    from indexing.seekdb.engine import Engine
+    from indexing.seekdb.uri import store_uri_of
+
+    engine = Engine(store_uri_of(json.loads((index_dir / "metadata.json").read_text())))
+    try:
+        engine.run("ALTER SYSTEM SET memory_budget = %s", (size,))
+    finally:
+        engine.close()
 
 
 def _engine_pids(server_pid: int) -> list[int]:
@@ -144,12 +177,21 @@ def worker(checkout: Path, index_dir: Path, queries_file: Path, out_file: Path, 
             engine_ms = (sum(process_cpu_s(p) for p in engine) - e0) * 1000
             res[mode + "_cpu_ms"] = [(time.process_time() - c0) * 1000 / len(queries), engine_ms / len(queries),
                                      (engine_ms - idle_rate * 1000 * (time.perf_counter() - w0)) / len(queries)]
+    import resource
+
+    # peak resident memory: this process (TreeRAG), and the engine (an embedded one is this worker's own;
+    # a server's is its peak since it started)
+    res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res["engine_peak_rss_mb"] = sum(peak_rss_mb(p) for p in engine)
     out_file.write_text(json.dumps(res))
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--worker":
     worker(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[6]),
            int(sys.argv[7]), sys.argv[8] == "--warm-all", sys.argv[9])
+    raise SystemExit(0)
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--set-budget":
+    set_budget(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4])
     raise SystemExit(0)
 
 
@@ -176,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prewarm", default="", choices=["", "auto", "off", "indexes", "tables"],
                     help="Config.store_prewarm for this checkout's workers (default: the code's own, for a "
                          "long-running process); the baseline keeps its own")
+    ap.add_argument("--embedded-budget", default="", metavar="SIZE",
+                    help="set an embedded database's memory_budget to SIZE (e.g. 8G) before every worker, so "
+                         "that both codes start from the same database (its budget persists between processes)")
     ap.add_argument("--server-pid", type=int, default=0,
                     help="the seekdb server's process id: its CPU time per question is reported (an embedded "
                          "engine's is found as the worker's child)")
@@ -192,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.queries.is_file():
         print(f"error: --queries {args.queries}: no such file", file=sys.stderr)
         return 2
+    if args.embedded_budget and not re.fullmatch(r"[1-9][0-9]*[MG]", args.embedded_budget):
+        print(f"error: --embedded-budget {args.embedded_budget}: expected a size such as 8G", file=sys.stderr)
+        return 2
     if args.baseline is not None and not (args.baseline / "pipeline.py").is_file():
         print(f"error: --baseline {args.baseline}: not a TreeRAG checkout", file=sys.stderr)
         return 2
@@ -203,12 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line(info), flush=True)
     report = Report("bench_seekdb_query", sys.argv[1:] if argv is None else argv, info,
                     params={"queries": n, "rounds": rounds, "baseline": str(args.baseline or ""),
-                            "warm_all": args.warm_all})
+                            "warm_all": args.warm_all, "embedded_budget": args.embedded_budget})
     times: dict[tuple[str, str], dict[str, list[float]]] = {}
     opens: dict[tuple[str, str], list[float]] = {}
     firsts: dict[tuple[str, str], list[float]] = {}
     warms: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], list[list[float]]] = {}
+    rss: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for store, index_dir in stores:
         for r in range(rounds):
             order = codes if r % 2 else list(reversed(codes))
@@ -218,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
                 out = work / f"{store}-{code}-{r}.json"
                 uri = str((json.loads((index_dir / "metadata.json").read_text()).get("store") or {}).get("uri", ""))
                 server_pid = args.server_pid if uri.startswith("seekdb://") and not uri.startswith("seekdb:///") else 0
+                if args.embedded_budget and uri.startswith("seekdb:///"):
+                    run_proc(python(Path(__file__).resolve(), "--set-budget", ROOT, index_dir.resolve(),
+                                    args.embedded_budget), cwd=ROOT, env=bench_env()).check()
                 run_proc(python(Path(__file__).resolve(), "--worker", checkout, index_dir.resolve(),
                                 args.queries.resolve(), out, n, server_pid,
                                 "--warm-all" if args.warm_all else "-",
@@ -232,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                 opens.setdefault((store, code), []).append(got["open_s"])
                 firsts.setdefault((store, code), []).append(got["first_s"])
                 warms.setdefault((store, code), []).append(got.get("warm_s", 0.0))
+                rss.setdefault((store, code), []).append((got.get("peak_rss_mb", 0.0), got.get("engine_peak_rss_mb", 0.0)))
                 w = stats(got["whole"])
                 print(f"[{store} / {code} / round {r + 1}] whole p50 {w.p50:.1f} p95 {w.p95:.1f} ms "
                       f"(CPU per question: {got['whole_cpu_ms'][0]:.0f} ms here, {got['whole_cpu_ms'][1]:.0f} ms "
@@ -240,7 +293,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"scoped p95 {stats(got['scoped']).p95:.1f} ms; open {got['open_s']:.2f} s + first question "
                       f"{got['first_s']:.2f} s = {got['open_s'] + got['first_s']:.2f} s; warming done "
                       f"{got.get('warm_s', 0):.1f} s after open {got.get('warm_steps_s', '')}"
-                      f"{' (error: ' + got['warm_error'] + ')' if got.get('warm_error') else ''}", flush=True)
+                      f"{' (error: ' + got['warm_error'] + ')' if got.get('warm_error') else ''}"
+                      f"; peak RSS "
+                      f"{got.get('peak_rss_mb', 0):.0f} MB here, {got.get('engine_peak_rss_mb', 0):.0f} MB engine",
+                      flush=True)
     rows = []
     for (store, code), t in times.items():
         w, s = stats(t["whole"]), stats(t["scoped"])
@@ -250,10 +306,13 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([store, code, w.p50, w.p95, ratio(w.p95, bw.p95) if bw else "-", client, engine, net, s.p50,
                      s.p95, min(opens[(store, code)]), statistics_mean(firsts[(store, code)]),
                      statistics_mean(o + f for o, f in zip(opens[(store, code)], firsts[(store, code)])),
-                     statistics_mean(warms[(store, code)])])
+                     statistics_mean(warms[(store, code)]), max(r for r, _ in rss[(store, code)]),
+                     max(e for _, e in rss[(store, code)])])
         report.results[f"{store}/{code}"] = {"whole": w.to_dict(), "scoped": s.to_dict(),
                                              "open_s": opens[(store, code)], "first_s": firsts[(store, code)],
                                              "warm_s": warms[(store, code)],
+                                             "peak_rss_mb": [r for r, _ in rss[(store, code)]],
+                                             "engine_peak_rss_mb": [e for _, e in rss[(store, code)]],
                                              "whole_cpu_ms_per_question": {"client": client, "engine": engine,
                                                                            "engine_net_of_idle": net}}
         if code == "new":
@@ -263,11 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(["store", "code", "whole p50 ms", "whole p95 ms", "x baseline", "whole CPU ms/q here",
                  "whole CPU ms/q engine", "engine net of idle", "scoped p50 ms", "scoped p95 ms", "open s",
-                 "first question s", "open + first s", "warming s"], rows))
+                 "first question s", "open + first s", "warming s", "peak RSS MB", "engine peak RSS MB"], rows))
     print("(CPU per question: means over the rounds; a busy machine's wall time is mostly waiting for a core; "
           "net of idle: less the engine's CPU rate while idle times the questions' wall time; open s: the "
           "fastest worker's; first question: the first warm-up question, what a one-shot query pays after "
-          "opening; warming: from opening the backends until the store's warming ended, 0 without)")
+          "opening; warming: from opening the backends until the store's warming ended, 0 without; peak RSS: "
+          "the largest over the workers, TreeRAG's process and the engine's (a server's since it started))")
     report.finish(args.json)
     return 0
 

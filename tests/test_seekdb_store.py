@@ -928,6 +928,37 @@ def test_the_fulltext_scan_leaves_out_the_collections_most_common_words(both, mo
     assert again.rows.tolist() == exact.rows.tolist() and again.lexical.tolist() == exact.lexical.tolist()
 
 
+def test_the_narrowed_scan_adds_the_other_words_relevance_to_its_own_and_scores_as_before(
+        both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's relevance of every word is the searched words' (which the scan computes) plus the
+    others': the narrowed scan asks MATCH only for the words it left out, and returns the rows and the
+    float32 relevances that asking for every word returned (the statement this replaced, run here)."""
+    from indexing.search import Scope, ScoreParams
+    from indexing.seekdb.search import rest_relevance
+    from indexing.seekdb.sql import fulltext_query
+
+    assert rest_relevance("a b c d", "b d") == "a c" and rest_relevance("x y", "y") == "x"
+    _, eng, _ = both
+    search = eng.search
+    q, common, rare = _probe_with_common_and_rare_words(eng)
+    k = 4
+    seen: list[tuple[str, tuple]] = []
+    real = search.side.rows
+    monkeypatch.setattr(search.side, "rows", lambda sql, params=None: seen.append((sql, tuple(params or ()))) or real(sql, params))
+    narrow = search.score(q, Scope.everything(), "corpus", ScoreParams(exact_rows=1, candidates=k, fulltext_max_share=0.3))
+    monkeypatch.undo()
+    (sql, params), = [(s_, p_) for s_, p_ in seen if "AS o" in s_]
+    every = fulltext_query(q.tokens)
+    assert "r + o" in sql and every not in params and common in params and rare in params
+    before = search.engine.rows(
+        f"SELECT row_id, MATCH(body) AGAINST(%s) AS s, MATCH(body) AGAINST(%s) AS o FROM `{search.tables['chunks']}` "
+        "WHERE MATCH(body) AGAINST(%s) ORDER BY o DESC LIMIT %s", [every, rare, rare, k])
+    lexical = dict(zip(narrow.rows.tolist(), narrow.lexical.tolist()))
+    assert before and all(int(r) in lexical for r, _, _ in before)
+    for r, s_all, _ in before:
+        assert lexical[int(r)] == float(np.float32(float(s_all)))
+
+
 def test_the_scan_keeps_the_rarest_word_when_every_word_is_common(both) -> None:
     _, eng, _ = both
     search = eng.search
