@@ -423,6 +423,13 @@ class AnnIndex:
             advise_random_range(int(lists.ptr), int(lists.totsize))  # no read-ahead: the lists come by will_need
 
     @property
+    def mapped_bytes(self) -> int:
+        """Bytes of the file faiss maps for this index's lists (``IO_FLAG_MMAP``); 0 for lists in memory."""
+        if self._spans is None:
+            return 0
+        return int(_faiss().downcast_InvertedLists(self.index.invlists).totsize)
+
+    @property
     def shape(self) -> AnnShape:
         return AnnShape(int(self.index.nlist), int(self.index.pq.M), int(self.index.pq.nbits), self.quantizer)
 

@@ -7,6 +7,7 @@ when the index has one (indexing/ann_index.py), re-scored exactly.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -139,7 +140,8 @@ class FileSearch:
         rows = np.union1d(np.union1d(near, hits), far[np.argmin(far_dense)] if len(far) else near[:0])
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
         dense = self.dense(qvec, rows)
-        self.pages.due(params.mapped_mb)  # released after the answer (after_question), kept while the process is small
+        # released after the answer (after_question), kept while the process is small
+        self.pages.due(params.mapped_mb, self._ann_kept(params))
         lexical = bm25[rows] if bm25 is not None else score_rows(self.bm25, query.tokens, rows, params.k1, params.b,
                                                                   params.epsilon)
         return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
@@ -253,8 +255,22 @@ class FileSearch:
         out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
         will_need_rows(self.leaf_embeddings, leaves)
         out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
-        self.pages.due(params.mapped_mb)
+        self.pages.due(params.mapped_mb, self._ann_kept(params))
         return out
+
+    def _ann_kept(self, params: ScoreParams) -> frozenset[str]:
+        """The ANN files (real paths) whose pages a release leaves mapped: all of the index's mapped ANN
+        files while together they are at most ``ann_kept_mb`` (config ``query_ann_kept_mb``), else none.
+
+        Why all or none: a question scans 30% of every list file's lists, different ones each question,
+        so a kept file ends up resident whole; its size is the bound on what keeping it costs."""
+        if self.directory is None or params.ann_kept_mb <= 0:
+            return frozenset()
+        mapped = [(ann.name, ann.mapped_bytes) for ann in self.ann.values()]
+        mapped = [(name, size) for name, size in mapped if size > 0]
+        if not mapped or sum(size for _, size in mapped) > params.ann_kept_mb * (1 << 20):
+            return frozenset()
+        return frozenset(os.path.realpath(self.directory / name) for name, _ in mapped)
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         terms = self.leaf_terms
