@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 
 FAR_CANDIDATES = 16
 """Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
+FAR_MAX_LISTS = 1024
+"""At most this many lists are scanned for the least similar rows (``ann_probe`` / 4 of the lists below
+~13,650 lists, unchanged there). Why a cap: the least similar row lies in the lists least similar to the
+question, and how far down it is found depends on the rows scanned, not on the share: at 100,000
+generated documents (39,145 lists) scanning 734 instead of 2,936 lists found the same row for 60 of 60
+questions for ~0.4x the CPU (docs/scale.md)."""
 NEAR_PARTS = 2
 """Shares of the lists the chunks' nearest-row scan is split into: the question's two threads take them
 in turn (``SharedCalls``)."""
@@ -154,7 +160,8 @@ class FileSearch:
 
     def _far_rows(self, ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
         """The chunks' least similar rows (sorted), their vector pages read in."""
-        far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4))  # the far end need only be near
+        # the far end need only be near: a quarter of the probe share, at most FAR_MAX_LISTS lists
+        far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4, max_lists=FAR_MAX_LISTS))
         touch_rows(self.embeddings, far)
         return far
 

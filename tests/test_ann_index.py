@@ -525,7 +525,7 @@ def test_a_failing_scan_beside_is_raised_in_the_question(built: tuple[Path, Path
     index = load_index(built[1])
     query = Query.build(_queries(index, n=1)[0], make_embedder("hash", ON))
 
-    def broken(*_: object) -> np.ndarray:
+    def broken(*_: object, **__: object) -> np.ndarray:
         raise RuntimeError("scan failed")
 
     monkeypatch.setattr(index.search.ann["chunks"], "search", broken)
@@ -634,6 +634,28 @@ def test_ann_files_are_kept_only_within_the_budget(built: tuple[Path, Path], mon
     search.pages.due(768, frozenset())
     search.pages.settle()
     assert seen == [frozenset(want), frozenset()]
+
+
+def test_the_least_similar_rows_come_from_at_most_far_max_lists(built: tuple[Path, Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The least similar rows are searched in ann_probe / 4 of the lists, at most FAR_MAX_LISTS of them."""
+    from indexing import file_search
+
+    index = load_index(built[1])
+    ann = index.search.ann["chunks"]
+    nlist = int(ann.index.nlist)
+    chosen: list[int] = []
+    real = ann._choose
+    monkeypatch.setattr(ann, "_choose", lambda x, nprobe: chosen.append(nprobe) or real(x, nprobe))
+    monkeypatch.setattr(ann, "_spans", ann._spans if ann._spans is not None else np.zeros((nlist, 4), np.int64))
+    query = Query.build(_queries(index, n=1)[0], make_embedder("hash", ON))
+    near = math.ceil(ON.ann_probe * nlist)
+    for cap, want in ((1 << 20, math.ceil(ON.ann_probe / 4 * nlist)), (2, 2)):
+        chosen.clear()
+        monkeypatch.setattr(file_search, "FAR_MAX_LISTS", cap)
+        index.search.score(query, Scope.everything(), "corpus", score_params(ON))
+        assert sorted(chosen) == sorted([near, want]), (cap, chosen)
+    assert len(ann.search(query.vector, 5, 1.0, max_lists=1)) == 5  # one list still gives rows
 
 
 def test_pages_due_are_released_before_the_next_question_without_after_question(
