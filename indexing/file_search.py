@@ -7,6 +7,7 @@ when the index has one (indexing/ann_index.py), re-scored exactly.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 from pathlib import Path
@@ -146,8 +147,7 @@ class FileSearch:
         rows = np.union1d(np.union1d(near, hits), far[np.argmin(far_dense)] if len(far) else near[:0])
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
         dense = self.dense(qvec, rows)
-        # released after the answer (after_question), kept while the process is small
-        self.pages.due(params.mapped_mb, self._ann_kept(params))
+        self._release_due(params)  # after the answer (after_question), and only once the process is large
         lexical = bm25[rows] if bm25 is not None else score_rows(self.bm25, query.tokens, rows, params.k1, params.b,
                                                                   params.epsilon)
         return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
@@ -262,22 +262,31 @@ class FileSearch:
         out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
         will_need_rows(self.leaf_embeddings, leaves)
         out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
-        self.pages.due(params.mapped_mb, self._ann_kept(params))
+        self._release_due(params)
         return out
 
-    def _ann_kept(self, params: ScoreParams) -> frozenset[str]:
-        """The ANN files (real paths) whose pages a release leaves mapped: all of the index's mapped ANN
-        files while together they are at most ``ann_kept_mb`` (config ``query_ann_kept_mb``), else none.
+    def _release_due(self, params: ScoreParams) -> None:
+        """Mark this question's pages for release once it is answered: past ``mapped_mb`` of resident size
+        beside the ANN files kept mapped (``_ann_kept``), whose size is added to the budget; 0: always."""
+        keep, kept_bytes = self._ann_kept(params)
+        limit = params.mapped_mb + math.ceil(kept_bytes / (1 << 20)) if params.mapped_mb > 0 else 0
+        self.pages.due(limit, keep)
+
+    def _ann_kept(self, params: ScoreParams) -> tuple[frozenset[str], int]:
+        """The ANN files (real paths) whose pages a release leaves mapped, and their bytes: all of the
+        index's mapped ANN files while together they are at most ``ann_kept_mb`` (config
+        ``query_ann_kept_mb``), else none.
 
         Why all or none: a question scans 30% of every list file's lists, different ones each question,
         so a kept file ends up resident whole; its size is the bound on what keeping it costs."""
         if self.directory is None or params.ann_kept_mb <= 0:
-            return frozenset()
+            return frozenset(), 0
         mapped = [(ann.name, ann.mapped_bytes) for ann in self.ann.values()]
         mapped = [(name, size) for name, size in mapped if size > 0]
-        if not mapped or sum(size for _, size in mapped) > params.ann_kept_mb * (1 << 20):
-            return frozenset()
-        return frozenset(os.path.realpath(self.directory / name) for name, _ in mapped)
+        total = sum(size for _, size in mapped)
+        if not mapped or total > params.ann_kept_mb * (1 << 20):
+            return frozenset(), 0
+        return frozenset(os.path.realpath(self.directory / name) for name, _ in mapped), total
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         terms = self.leaf_terms

@@ -618,14 +618,19 @@ def test_ann_files_are_kept_only_within_the_budget(built: tuple[Path, Path], mon
     search = index.search
     total = sum(a.mapped_bytes for a in search.ann.values())
     want = {str((built[1] / a.name).resolve()) for a in search.ann.values()}
-    small = score_params(ON)
-    assert set(search._ann_kept(small)) == want
-    assert search._ann_kept(score_params(ON.replace(query_ann_kept_mb=0))) == frozenset()
+    assert search._ann_kept(score_params(ON)) == (frozenset(want), total) and total > 0
+    assert search._ann_kept(score_params(ON.replace(query_ann_kept_mb=0))) == (frozenset(), 0)
     below = math.floor(total / (1 << 20)) if total >= 1 << 20 else 0
-    assert search._ann_kept(score_params(ON.replace(query_ann_kept_mb=below))) == frozenset()
+    assert search._ann_kept(score_params(ON.replace(query_ann_kept_mb=below))) == (frozenset(), 0)
+    # the kept files' size is added to the budget the process's resident size is compared with
+    budgets: list[int] = []
+    monkeypatch.setattr(search.pages, "due", lambda limit, keep=frozenset(): budgets.append(limit))
+    for mapped_mb in (768, 0):
+        search._release_due(score_params(ON.replace(query_mapped_mb=mapped_mb)))
+    search._release_due(score_params(ON.replace(query_ann_kept_mb=0)))
+    assert budgets == [768 + math.ceil(total / (1 << 20)), 0, 768]
+    monkeypatch.undo()
     seen: list[frozenset[str]] = []
-    monkeypatch.setattr(index_files, "release_mappings", lambda directory, keep=frozenset(): seen.append(keep),
-                        raising=False)
     monkeypatch.setattr("utils.mapped_pages.release_mappings", lambda directory, keep=frozenset(): seen.append(keep))
     monkeypatch.setattr(index_files, "resident_mb", lambda: 900.0)
     search.pages.due(768, frozenset(want))
