@@ -561,14 +561,16 @@ def test_read_pages_are_released_only_past_the_mapped_budget(built: tuple[Path, 
         assert len(released) == int(want)  # nothing due: nothing released again
 
 
-def _mapped_kb(name: str) -> int:
-    """Resident kB of this process's mappings of files named ``name`` (/proc/self/smaps)."""
+def _mapped_kb(path: Path) -> int:
+    """Resident kB of this process's mappings of the file ``path`` (/proc/self/smaps; other tests' indexes
+    may map files of the same name)."""
     total, inside = 0, False
+    want = str(path.resolve())
     with open("/proc/self/smaps", encoding="utf-8", errors="replace") as fh:
         for line in fh:
             head = line.split()
             if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
-                inside = line.rstrip("\n").endswith("/" + name)
+                inside = line.rstrip("\n").endswith(want)
             elif inside and line.startswith("Rss:"):
                 total += int(line.split()[1])
     return total
@@ -582,7 +584,8 @@ def test_the_ann_lists_stay_mapped_across_questions_within_their_budget(built: t
     with 0 they are released with the rest. The answers are the same either way."""
     index = load_index(built[1])
     meta = json.loads((built[1] / "metadata.json").read_text())
-    ann_files = [e["file"] for e in meta["ann"].values()]
+    ann_files = [built[1] / e["file"] for e in meta["ann"].values()]
+    vectors = built[1] / "embeddings.npy"
     assert all(index.search.ann[k].mapped_bytes > 0 for k in meta["ann"])  # faiss maps the lists
     emb = make_embedder("hash", ON)
     config = ON.replace(query_mapped_mb=0, query_ann_kept_mb=kept_mb)  # 0: released after every question
@@ -592,14 +595,14 @@ def test_the_ann_lists_stay_mapped_across_questions_within_their_budget(built: t
         scores = index.search.score(query, Scope.everything(), "corpus", score_params(config))
         leaves = index.search.leaf_dense(query, None, score_params(config))
         got.append((scores.rows.tolist(), scores.dense.tolist(), leaves.tolist()))
-        assert all(_mapped_kb(f) > 0 for f in ann_files) and _mapped_kb("embeddings.npy") > 0  # read: resident
+        assert all(_mapped_kb(f) > 0 for f in ann_files) and _mapped_kb(vectors) > 0  # read: resident
         index.search.after_question()
         index.search.pages.wait()
         if kept_mb:
             assert all(_mapped_kb(f) > 0 for f in ann_files)
         else:
             assert sum(_mapped_kb(f) for f in ann_files) == 0
-        assert _mapped_kb("embeddings.npy") == 0  # every other file's pages released
+        assert _mapped_kb(vectors) == 0  # every other file's pages released
     reference = load_index(built[1])
     for q, want in zip(_queries(reference, n=3), got):
         query = Query.build(q, emb)
