@@ -36,8 +36,8 @@ FAR_MAX_LISTS = 1024
 """At most this many lists are scanned for the least similar rows (``ann_probe`` / 4 of the lists below
 ~13,650 lists, unchanged there). Why a cap: the least similar row lies in the lists least similar to the
 question, and how far down it is found depends on the rows scanned, not on the share: at 100,000
-generated documents (39,145 lists) scanning 734 instead of 2,936 lists found the same row for 60 of 60
-questions for ~0.4x the CPU (docs/scale.md)."""
+generated documents (39,145 lists) 1,024 and 512 lists found the row the quarter share's 2,936 find for
+60 of 60 questions, 256 for 59 (benchmarks/bench_ann_far.py, docs/scale.md)."""
 NEAR_PARTS = 2
 """Shares of the lists the chunks' nearest-row scan is split into: the question's two threads take them
 in turn (``SharedCalls``)."""

@@ -13,7 +13,7 @@ questions instead of inside one.
 
 A release can keep some files' pages mapped (``due``'s ``keep``: the ANN files while they are small
 enough, config ``query_ann_kept_mb``): a question scans 30% of the IVF lists, so lists released after
-one question were faulted in again by the next, ~60 ms of CPU a question at 100,000 documents.
+one question were faulted in again by the next, ~40-60 ms of CPU a question at 100,000 documents.
 """
 from __future__ import annotations
 
