@@ -423,6 +423,13 @@ class AnnIndex:
             advise_random_range(int(lists.ptr), int(lists.totsize))  # no read-ahead: the lists come by will_need
 
     @property
+    def mapped_bytes(self) -> int:
+        """Bytes of the file faiss maps for this index's lists (``IO_FLAG_MMAP``); 0 for lists in memory."""
+        if self._spans is None:
+            return 0
+        return int(_faiss().downcast_InvertedLists(self.index.invlists).totsize)
+
+    @property
     def shape(self) -> AnnShape:
         return AnnShape(int(self.index.nlist), int(self.index.pq.M), int(self.index.pq.nbits), self.quantizer)
 
@@ -483,11 +490,14 @@ class AnnIndex:
         least ``base`` (see config ``ann_candidates_growth``)."""
         return max(int(base), math.ceil(base * (self.index.nlist / GROWTH_LISTS) ** growth))
 
-    def search(self, qvec: np.ndarray, k: int, probe: float) -> np.ndarray:
-        """Row numbers of (up to) the ``k`` best rows by approximate inner product, best first."""
+    def search(self, qvec: np.ndarray, k: int, probe: float, max_lists: int | None = None) -> np.ndarray:
+        """Row numbers of (up to) the ``k`` best rows by approximate inner product, best first, from the
+        ``probe`` share of the lists closest to ``qvec`` (at most ``max_lists`` of them)."""
         faiss = _faiss()
         k = max(1, min(int(k), self.rows))
         nprobe = max(1, math.ceil(probe * self.index.nlist))
+        if max_lists is not None:
+            nprobe = max(1, min(nprobe, int(max_lists)))
         x = np.ascontiguousarray(qvec, dtype=np.float32).reshape(1, -1)
         if self.quantizer == "hnsw" or self._spans is not None:
             # the lists to scan chosen first (as IndexIVF.search chooses them), requested from the disk

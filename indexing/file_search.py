@@ -7,6 +7,8 @@ when the index has one (indexing/ann_index.py), re-scored exactly.
 from __future__ import annotations
 
 import functools
+import math
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -30,6 +32,12 @@ if TYPE_CHECKING:
 
 FAR_CANDIDATES = 16
 """Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
+FAR_MAX_LISTS = 1024
+"""At most this many lists are scanned for the least similar rows (``ann_probe`` / 4 of the lists below
+~13,650 lists, unchanged there). Why a cap: the least similar row lies in the lists least similar to the
+question, and how far down it is found depends on the rows scanned, not on the share: at 100,000
+generated documents (39,145 lists) 1,024 and 512 lists found the row the quarter share's 2,936 find for
+60 of 60 questions, 256 for 59 (benchmarks/bench_ann_far.py, docs/scale.md)."""
 NEAR_PARTS = 2
 """Shares of the lists the chunks' nearest-row scan is split into: the question's two threads take them
 in turn (``SharedCalls``)."""
@@ -139,7 +147,7 @@ class FileSearch:
         rows = np.union1d(np.union1d(near, hits), far[np.argmin(far_dense)] if len(far) else near[:0])
         query.memo.put((ANN_ROWS, params), rows)  # leaf_dense of the same question reads them
         dense = self.dense(qvec, rows)
-        self.pages.due(params.mapped_mb)  # released after the answer (after_question), kept while the process is small
+        self._release_due(params)  # after the answer (after_question), and only once the process is large
         lexical = bm25[rows] if bm25 is not None else score_rows(self.bm25, query.tokens, rows, params.k1, params.b,
                                                                   params.epsilon)
         return Scores(rows, dense, lexical, bm25_kind(idf), complete=False)
@@ -152,7 +160,8 @@ class FileSearch:
 
     def _far_rows(self, ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
         """The chunks' least similar rows (sorted), their vector pages read in."""
-        far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4))  # the far end need only be near
+        # the far end need only be near: a quarter of the probe share, at most FAR_MAX_LISTS lists
+        far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4, max_lists=FAR_MAX_LISTS))
         touch_rows(self.embeddings, far)
         return far
 
@@ -253,8 +262,31 @@ class FileSearch:
         out = np.zeros(len(self.leaf_embeddings), dtype=np.float32)
         will_need_rows(self.leaf_embeddings, leaves)
         out[leaves] = check_finite(matvec(self.leaf_embeddings[leaves], qvec), "leaf_embeddings.npy")
-        self.pages.due(params.mapped_mb)
+        self._release_due(params)
         return out
+
+    def _release_due(self, params: ScoreParams) -> None:
+        """Mark this question's pages for release once it is answered: past ``mapped_mb`` of resident size
+        beside the ANN files kept mapped (``_ann_kept``), whose size is added to the budget; 0: always."""
+        keep, kept_bytes = self._ann_kept(params)
+        limit = params.mapped_mb + math.ceil(kept_bytes / (1 << 20)) if params.mapped_mb > 0 else 0
+        self.pages.due(limit, keep)
+
+    def _ann_kept(self, params: ScoreParams) -> tuple[frozenset[str], int]:
+        """The ANN files (real paths) whose pages a release leaves mapped, and their bytes: all of the
+        index's mapped ANN files while together they are at most ``ann_kept_mb`` (config
+        ``query_ann_kept_mb``), else none.
+
+        Why all or none: a question scans 30% of every list file's lists, different ones each question,
+        so a kept file ends up resident whole; its size is the bound on what keeping it costs."""
+        if self.directory is None or params.ann_kept_mb <= 0:
+            return frozenset(), 0
+        mapped = [(ann.name, ann.mapped_bytes) for ann in self.ann.values()]
+        mapped = [(name, size) for name, size in mapped if size > 0]
+        total = sum(size for _, size in mapped)
+        if not mapped or total > params.ann_kept_mb * (1 << 20):
+            return frozenset(), 0
+        return frozenset(os.path.realpath(self.directory / name) for name, _ in mapped), total
 
     def leaf_keyword(self, tokens: Sequence[str], leaves: np.ndarray | None, params: ScoreParams) -> np.ndarray:
         terms = self.leaf_terms

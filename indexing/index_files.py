@@ -372,10 +372,12 @@ def resident_mb() -> float | None:
         return None
 
 
-def release_over(limit_mb: int, *arrays: Any, directory: Path | None = None) -> bool:
+def release_over(limit_mb: int, *arrays: Any, directory: Path | None = None,
+                 keep: frozenset[str] = frozenset()) -> bool:
     """``release_pages`` once the process's resident size passes ``limit_mb`` (0: always); whether it did.
     With ``directory``, every read-only mapping of a file under it too (``utils.mapped_pages``: the ANN
-    lists faiss maps, the records, the postings of the question's terms).
+    lists faiss maps, the records, the postings of the question's terms), except the files in ``keep``
+    (real paths: the ANN files while they are small enough to keep, config ``query_ann_kept_mb``).
 
     Why not every time: a question's scattered rows fault in whole read-around windows, and a window
     kept mapped is one the next question's rows often fall into again (at 10,000 documents the faults
@@ -388,7 +390,7 @@ def release_over(limit_mb: int, *arrays: Any, directory: Path | None = None) -> 
     if directory is not None:
         from utils.mapped_pages import release_mappings  # noqa: PLC0415
 
-        release_mappings(directory)
+        release_mappings(directory, keep)
     return True
 
 

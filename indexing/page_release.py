@@ -10,6 +10,10 @@ anything, so a release never races the pages a question is reading. A caller tha
 ``start`` (retrieval alone, as in `eval`) gets the release at the start of its next
 whole-collection question, in line: the process stays as small as before, the cost moves between
 questions instead of inside one.
+
+A release can keep some files' pages mapped (``due``'s ``keep``: the ANN files while they are small
+enough, config ``query_ann_kept_mb``): a question scans 30% of the IVF lists, so lists released after
+one question were faulted in again by the next, ~40-60 ms of CPU a question at 100,000 documents.
 """
 from __future__ import annotations
 
@@ -30,30 +34,35 @@ class PageRelease:
         self._lock = threading.Lock()
         self._due: int | None = None
         """The smallest ``query_mapped_mb`` a question asked for since the last release; None: none due."""
+        self._keep: frozenset[str] = frozenset()
+        """Files (real paths) whose pages the due release leaves mapped: those every question since the
+        last release asked to keep."""
         self._thread: threading.Thread | None = None
 
-    def due(self, limit_mb: int) -> None:
-        """A question read mapped pages under a budget of ``limit_mb``: release them once it is answered."""
+    def due(self, limit_mb: int, keep: frozenset[str] = frozenset()) -> None:
+        """A question read mapped pages under a budget of ``limit_mb``: release them once it is answered,
+        except the pages of the files in ``keep`` (real paths)."""
         with self._lock:
+            self._keep = frozenset(keep) if self._due is None else self._keep & frozenset(keep)
             self._due = limit_mb if self._due is None else min(self._due, limit_mb)
 
-    def _take(self) -> int | None:
+    def _take(self) -> tuple[int, frozenset[str]] | None:
         with self._lock:
             limit, self._due = self._due, None
-            return limit
+            return None if limit is None else (limit, self._keep)
 
-    def _release(self, limit_mb: int) -> None:
-        release_over(limit_mb, *self._arrays, directory=self._directory)
+    def _release(self, limit_mb: int, keep: frozenset[str] = frozenset()) -> None:
+        release_over(limit_mb, *self._arrays, directory=self._directory, keep=keep)
 
     def start(self) -> bool:
         """Run the due release on a background thread (the question's answer is built); whether one started.
 
         The thread holds this object and so the index's arrays: no mapping it advises is unmapped under it."""
         self.wait()
-        limit = self._take()
-        if limit is None:
+        taken = self._take()
+        if taken is None:
             return False
-        thread = threading.Thread(target=self._release, args=(limit,), daemon=True, name="treerag-release")
+        thread = threading.Thread(target=self._release, args=taken, daemon=True, name="treerag-release")
         with self._lock:
             self._thread = thread
         thread.start()
@@ -69,6 +78,6 @@ class PageRelease:
     def settle(self) -> None:
         """Before a question maps pages: the background release finished, and one still due done now."""
         self.wait()
-        limit = self._take()
-        if limit is not None:
-            self._release(limit)
+        taken = self._take()
+        if taken is not None:
+            self._release(*taken)

@@ -147,6 +147,9 @@ class ScoreParams:
     mapped_mb: int = 768
     """The file store keeps the pages a question read mapped until the process's RSS passes this (config
     ``query_mapped_mb``; 0: released after every question)."""
+    ann_kept_mb: int = 1024
+    """The file store keeps its ANN files' pages mapped across questions when those files together are at
+    most this many MB, whatever ``mapped_mb`` says (config ``query_ann_kept_mb``; 0: never)."""
 
 
 LEAVES_WANTED = "search.leaves_wanted"

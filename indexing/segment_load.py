@@ -129,12 +129,17 @@ class SegmentAnn:
     def index(self) -> Any:
         return self.base.index
 
+    @property
+    def mapped_bytes(self) -> int:
+        """The base ANN's mapped file (``AnnIndex.mapped_bytes``): the deltas have none."""
+        return int(self.base.mapped_bytes)
+
     def proposals(self, base: int, growth: float) -> int:
         """As the base's ANN proposes (``AnnIndex.proposals``)."""
         return int(self.base.proposals(base, growth))
 
-    def search(self, qvec: np.ndarray, k: int, probe: float) -> np.ndarray:
-        ids = self.base.search(qvec, int(k) + min(self.deleted, int(k)), probe)
+    def search(self, qvec: np.ndarray, k: int, probe: float, max_lists: int | None = None) -> np.ndarray:
+        ids = self.base.search(qvec, int(k) + min(self.deleted, int(k)), probe, max_lists)
         log = self.runs.to_log(ids)
         log = log[log >= 0][:int(k)]
         if not len(self.extra):

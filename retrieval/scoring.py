@@ -22,7 +22,7 @@ def score_params(config: Config) -> ScoreParams:
                        fulltext_max_share=config.store_fulltext_max_share, ann=config.ann,
                        ann_candidates=config.ann_candidates, ann_candidates_growth=config.ann_candidates_growth,
                        ann_probe=config.ann_probe,
-                       mapped_mb=config.query_mapped_mb)
+                       mapped_mb=config.query_mapped_mb, ann_kept_mb=config.query_ann_kept_mb)
 
 
 def documents_scope(doc_paths: set[str] | None) -> Scope:

@@ -525,7 +525,7 @@ def test_a_failing_scan_beside_is_raised_in_the_question(built: tuple[Path, Path
     index = load_index(built[1])
     query = Query.build(_queries(index, n=1)[0], make_embedder("hash", ON))
 
-    def broken(*_: object) -> np.ndarray:
+    def broken(*_: object, **__: object) -> np.ndarray:
         raise RuntimeError("scan failed")
 
     monkeypatch.setattr(index.search.ann["chunks"], "search", broken)
@@ -559,6 +559,111 @@ def test_read_pages_are_released_only_past_the_mapped_budget(built: tuple[Path, 
         index.search.after_question()
         index.search.pages.wait()
         assert len(released) == int(want)  # nothing due: nothing released again
+
+
+def _mapped_kb(path: Path) -> int:
+    """Resident kB of this process's mappings of the file ``path`` (/proc/self/smaps; other tests' indexes
+    may map files of the same name)."""
+    total, inside = 0, False
+    want = str(path.resolve())
+    with open("/proc/self/smaps", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                inside = line.rstrip("\n").endswith(want)
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("kept_mb", [1024, 0])
+def test_the_ann_lists_stay_mapped_across_questions_within_their_budget(built: tuple[Path, Path], kept_mb: int) -> None:
+    """Past query_mapped_mb a question's pages are released, but the ANN files' pages stay mapped while
+    those files total at most query_ann_kept_mb (the next question scans 30% of the lists again);
+    with 0 they are released with the rest. The answers are the same either way."""
+    index = load_index(built[1])
+    meta = json.loads((built[1] / "metadata.json").read_text())
+    ann_files = [built[1] / e["file"] for e in meta["ann"].values()]
+    vectors = built[1] / "embeddings.npy"
+    assert all(index.search.ann[k].mapped_bytes > 0 for k in meta["ann"])  # faiss maps the lists
+    emb = make_embedder("hash", ON)
+    config = ON.replace(query_mapped_mb=0, query_ann_kept_mb=kept_mb)  # 0: released after every question
+    got = []
+    for q in _queries(index, n=3):
+        query = Query.build(q, emb)
+        scores = index.search.score(query, Scope.everything(), "corpus", score_params(config))
+        leaves = index.search.leaf_dense(query, None, score_params(config))
+        got.append((scores.rows.tolist(), scores.dense.tolist(), leaves.tolist()))
+        assert all(_mapped_kb(f) > 0 for f in ann_files) and _mapped_kb(vectors) > 0  # read: resident
+        index.search.after_question()
+        index.search.pages.wait()
+        if kept_mb:
+            assert all(_mapped_kb(f) > 0 for f in ann_files)
+        else:
+            assert sum(_mapped_kb(f) for f in ann_files) == 0
+        assert _mapped_kb(vectors) == 0  # every other file's pages released
+    reference = load_index(built[1])
+    for q, want in zip(_queries(reference, n=3), got):
+        query = Query.build(q, emb)
+        params = score_params(ON.replace(query_mapped_mb=1 << 20))
+        scores = reference.search.score(query, Scope.everything(), "corpus", params)
+        assert (scores.rows.tolist(), scores.dense.tolist(),
+                reference.search.leaf_dense(query, None, params).tolist()) == want
+
+
+def test_ann_files_are_kept_only_within_the_budget(built: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release keeps the ANN files (real paths) when they total at most ann_kept_mb, none past it; two
+    questions due before one release keep only what both asked to keep."""
+    from indexing import index_files
+
+    index = load_index(built[1])
+    search = index.search
+    total = sum(a.mapped_bytes for a in search.ann.values())
+    want = {str((built[1] / a.name).resolve()) for a in search.ann.values()}
+    assert search._ann_kept(score_params(ON)) == (frozenset(want), total) and total > 0
+    assert search._ann_kept(score_params(ON.replace(query_ann_kept_mb=0))) == (frozenset(), 0)
+    below = math.floor(total / (1 << 20)) if total >= 1 << 20 else 0
+    assert search._ann_kept(score_params(ON.replace(query_ann_kept_mb=below))) == (frozenset(), 0)
+    # the kept files' size is added to the budget the process's resident size is compared with
+    budgets: list[int] = []
+    monkeypatch.setattr(search.pages, "due", lambda limit, keep=frozenset(): budgets.append(limit))
+    for mapped_mb in (768, 0):
+        search._release_due(score_params(ON.replace(query_mapped_mb=mapped_mb)))
+    search._release_due(score_params(ON.replace(query_ann_kept_mb=0)))
+    assert budgets == [768 + math.ceil(total / (1 << 20)), 0, 768]
+    monkeypatch.undo()
+    seen: list[frozenset[str]] = []
+    monkeypatch.setattr("utils.mapped_pages.release_mappings", lambda directory, keep=frozenset(): seen.append(keep))
+    monkeypatch.setattr(index_files, "resident_mb", lambda: 900.0)
+    search.pages.due(768, frozenset(want))
+    search.pages.settle()
+    search.pages.due(768, frozenset(want))
+    search.pages.due(768, frozenset())
+    search.pages.settle()
+    assert seen == [frozenset(want), frozenset()]
+
+
+def test_the_least_similar_rows_come_from_at_most_far_max_lists(built: tuple[Path, Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The least similar rows are searched in ann_probe / 4 of the lists, at most FAR_MAX_LISTS of them."""
+    from indexing import file_search
+
+    index = load_index(built[1])
+    ann = index.search.ann["chunks"]
+    nlist = int(ann.index.nlist)
+    chosen: list[int] = []
+    real = ann._choose
+    monkeypatch.setattr(ann, "_choose", lambda x, nprobe: chosen.append(nprobe) or real(x, nprobe))
+    monkeypatch.setattr(ann, "_spans", ann._spans if ann._spans is not None else np.zeros((nlist, 4), np.int64))
+    query = Query.build(_queries(index, n=1)[0], make_embedder("hash", ON))
+    near = math.ceil(ON.ann_probe * nlist)
+    for cap, want in ((1 << 20, math.ceil(ON.ann_probe / 4 * nlist)), (2, 2)):
+        chosen.clear()
+        monkeypatch.setattr(file_search, "FAR_MAX_LISTS", cap)
+        index.search.score(query, Scope.everything(), "corpus", score_params(ON))
+        assert sorted(chosen) == sorted([near, want]), (cap, chosen)
+    assert len(ann.search(query.vector, 5, 1.0, max_lists=1)) == 5  # one list still gives rows
 
 
 def test_pages_due_are_released_before_the_next_question_without_after_question(

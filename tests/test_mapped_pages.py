@@ -41,6 +41,25 @@ def test_read_only_mapping_released_and_still_readable(tmp_path: Path) -> None:
     assert np.array_equal(mapped, data)  # read again from the page cache
 
 
+def test_files_kept_stay_resident_and_the_others_are_released(tmp_path: Path) -> None:
+    """``keep`` names files (real paths) whose pages a release leaves mapped: the ANN lists the next
+    question scans again."""
+    index_dir = tmp_path / "index"
+    index_dir.mkdir()
+    data = np.arange(1_000_000, dtype=np.int32)  # 4 MB each
+    np.save(index_dir / "lists.npy", data)
+    np.save(index_dir / "rows.npy", data)
+    lists = np.load(index_dir / "lists.npy", mmap_mode="r")
+    rows = np.load(index_dir / "rows.npy", mmap_mode="r")
+    assert int(lists.sum(dtype=np.int64)) == int(rows.sum(dtype=np.int64))  # every page of both read in
+    kept, other = (index_dir / "lists.npy").resolve(), (index_dir / "rows.npy").resolve()
+    assert release_mappings(index_dir, frozenset({str(kept)})) >= data.nbytes
+    assert _resident_kb(kept) > 3000 and _resident_kb(other) < 500
+    assert release_mappings(index_dir) >= 2 * data.nbytes  # nothing kept: both released
+    assert _resident_kb(kept) < 500
+    assert np.array_equal(lists, data) and np.array_equal(rows, data)
+
+
 def test_writable_and_other_mappings_left_alone(tmp_path: Path) -> None:
     (tmp_path / "index").mkdir()
     (tmp_path / "other").mkdir()

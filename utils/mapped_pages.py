@@ -58,13 +58,16 @@ def read_only_mappings(directory: Path) -> list[tuple[int, int, str]]:
     return out
 
 
-def release_mappings(directory: Path) -> int:
-    """Drop the resident pages of the read-only mappings under ``directory``; bytes advised."""
+def release_mappings(directory: Path, keep: frozenset[str] = frozenset()) -> int:
+    """Drop the resident pages of the read-only mappings under ``directory``, except those of the files
+    in ``keep`` (real paths); bytes advised."""
     libc = _libc()
     if libc is None:
         return 0
     done = 0
-    for start, end, _ in read_only_mappings(directory):
+    for start, end, path in read_only_mappings(directory):
+        if path in keep:
+            continue
         if libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
             done += end - start
     return done
