@@ -249,6 +249,10 @@ class Config:
     context_hit_unit: Literal["window", "sentences"] = "window"
     """How a hit in a paragraph longer than its unit is read: window = its sentences and those around
     them up to the unit; sentences = only the sentences the hit touches (the earlier behaviour)."""
+    context_packed_read: Literal["whole", "matched"] = "whole"
+    """How a hit spanning several paragraphs (a packed chunk: a statute's articles) is read on the first
+    pass: whole, or (matched) as the paragraphs carrying the question's words, its other paragraphs
+    waiting for the second pass (retrieval/packed_reading.py; docs/evaluation.md)."""
     query_routing: bool = True
     """Tell overview, detail and multi-part questions apart and spend the context budget accordingly;
     off: every question is a detail question."""
