@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from indexing.chunker import Chunk, paragraph_at, paragraph_spans
 from retrieval.extractive import sentence_window, widen_to_sentences
-from retrieval.packed_reading import QuestionWords, matched_part
+from retrieval.packed_reading import QuestionWords, around_part, matched_part
 from retrieval.types import RetrievedChunk
 
 if TYPE_CHECKING:
@@ -176,10 +176,10 @@ def assemble_planned(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
     """``assemble_context`` as the question's plan and the config say: the query pipeline, every
     evaluation arm and the benchmarks read through this one call, so they cannot drift apart."""
     words = QuestionWords.of(index, plan.aspects) if config.context_packed_read == "matched" else None
-    return assemble_context(index, ranked, budget, leaf_share=plan.leaf_share(config.context_leaf_share),
+    return assemble_context(index, ranked, budget, leaf_share=plan.leaf_share(config.context_leaf_share, config.context_part_share),
                             units_per_budget=plan.units_per_budget(config.context_units_per_budget),
                             first_unit_share=config.context_first_unit_share, hit_unit=config.context_hit_unit,
-                            packed_words=words)
+                            packed_words=words, packed_around=config.context_packed_read == "around")
 
 
 @dataclass
@@ -198,7 +198,7 @@ class AssembledContext:
 def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, *,
                      leaf_share: float = 0.5, units_per_budget: int = UNITS_PER_BUDGET,
                      first_unit_share: float = 0.0, hit_unit: HitUnit = "window",
-                     packed_words: QuestionWords | None = None) -> AssembledContext:
+                     packed_words: QuestionWords | None = None, packed_around: bool = False) -> AssembledContext:
     """The passages (reading order) the answer step reads from ``ranked`` within ``budget`` characters.
 
     ``units_per_budget``: a hit is read as at most ``budget / units_per_budget`` characters on the first
@@ -256,6 +256,8 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
         rest: list[tuple[int, int]] = []
         if packed_words is not None:
             hit, rest = matched_part(leaf.content, leaf.paragraphs, *hit, packed_words)
+        elif packed_around:
+            hit = around_part(leaf.paragraphs, *hit, first_unit if rank == 1 else unit_chars)
         units = _units(leaf, *hit, first_unit if rank == 1 else unit_chars, hit_unit == "window")
         crowded = bool(leaf.chosen) and leaf.used() + _new_chars(leaf, *units[0]) > leaf_share * budget
         waiting.extend([(rank, leaf, units, True)] if crowded else [])

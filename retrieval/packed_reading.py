@@ -77,3 +77,18 @@ def matched_part(content: str, paragraphs: Sequence[Span], a: int, b: int, words
     if hi < j:
         rest.append((paragraphs[hi + 1][0], paragraphs[j][1]))
     return (paragraphs[lo][0], paragraphs[hi][1]), rest
+
+
+def around_part(paragraphs: Sequence[Span], a: int, b: int, limit: int) -> Span:
+    """A hit spanning several paragraphs, with the paragraph just after and just before it in its
+    leaf (each only while the span stays within ``limit``): short clauses that were packed together
+    continue past the chunk's edge. A hit within one paragraph is left as it is."""
+    i, j = paragraph_at(paragraphs, a), paragraph_at(paragraphs, b - 1)
+    if i < 0 or j <= i:
+        return a, b
+    lo, hi = paragraphs[i][0], paragraphs[j][1]
+    if j + 1 < len(paragraphs) and paragraphs[j + 1][1] - lo <= limit:
+        hi = paragraphs[j + 1][1]
+    if i > 0 and hi - paragraphs[i - 1][0] <= limit:
+        lo = paragraphs[i - 1][0]
+    return lo, hi
