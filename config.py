@@ -210,9 +210,6 @@ class Config:
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
     leaf_prior_weight: float = 0.4
     """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
-    leaf_prior_support: Literal["none", "best_chunk"] = "none"
-    """With candidate_order=union: best_chunk scales a leaf's prior by its best candidate's fused score
-    over the best candidate's of the union (a belief its own text does not bear out lifts less)."""
     union_flat_top_k: int = 20
     """candidate_order=union: the flat ranking's best this-many chunks join the located leaves'
     candidates, each weighted by the locator's belief in its leaf (its ranked candidate leaves), so
@@ -252,26 +249,18 @@ class Config:
     context_hit_unit: Literal["window", "sentences"] = "window"
     """How a hit in a paragraph longer than its unit is read: window = its sentences and those around
     them up to the unit; sentences = only the sentences the hit touches (the earlier behaviour)."""
-    context_packed_read: Literal["whole", "matched", "around"] = "whole"
-    """How a hit spanning several paragraphs (a packed chunk: a statute's articles) is read on the first
-    pass: whole, or (matched) as the paragraphs carrying the question's words, its other paragraphs
-    waiting for the second pass (retrieval/packed_reading.py; docs/evaluation.md)."""
     query_routing: bool = True
     """Tell overview, detail and multi-part questions apart and spend the context budget accordingly;
     off: every question is a detail question."""
     aspect_retrieval: bool = True
     """Multi-part questions: each part is located and retrieved as a sub-query of its own, and the
     parts' ranked lists join the whole question's in the context pool (retrieval/breadth.py)."""
-    aspect_scope: Literal["scope", "documents"] = "scope"
-    """Where a part of a multi-part question is searched: the question's scope, or (documents) only the
-    documents the whole question's own hits come from (retrieval/breadth.py; docs/evaluation.md)."""
-    context_part_share: bool = True
-    """A multi-part question's leaf may take only its part's share of the context budget on the first
-    pass (1 / (parts + 1), at least a quarter); off: as much as a detail question's (retrieval/query_plan.py)."""
-    collection_parts: Literal["spread", "whole"] = "spread"
-    """A multi-part question over several documents: spread (each part searched on its own, the reading
-    spread over the parts, as within one document) or whole (read as one detail question: the whole
-    question's ranking and reading; retrieval/query_plan.py read_as_one; docs/evaluation.md)."""
+    collection_parts: Literal["spread", "whole"] = "whole"
+    """A multi-part question over several documents: whole (read as one detail question: the whole
+    question's ranking and reading; retrieval/query_plan.py read_as_one) or spread (each part searched
+    on its own, the reading spread over the parts, as within one document). Whole: on the statutes
+    2-3% more of the evidence read in 2,000 characters, 8,000 level; questions within one document
+    are unchanged (docs/evaluation.md)."""
     aspect_merge: Literal["turns", "rrf"] = "turns"
     """How the whole question's and the parts' ranked lists make the context pool: taking turns (the
     whole question first in every round), or reciprocal-rank fusion (a chunk two lists rank high

@@ -18,7 +18,7 @@ from indexing.embedders.base import Embedder
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from retrieval.context_assembly import AssembledContext, assemble_planned
-from retrieval.breadth import aspect_pool, paragraph_first, part_documents, sub_questions
+from retrieval.breadth import aspect_pool, paragraph_first, sub_questions
 from retrieval.hybrid_retriever import StageHits, retrieve, scope_documents, with_flat_tail
 from retrieval.query_plan import QueryPlan, plan_query, read_as_one
 from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
@@ -242,13 +242,11 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
         t = time.perf_counter()
         part_config = config.replace(locator="hybrid")  # the parts never cost another LLM call
 
-        part_docs = part_documents(pool, doc_paths) if config.aspect_scope == "documents" else doc_paths
-
         def for_part(text: str) -> list[RetrievedChunk]:
             q = Query.build(text, backends.embedder)
-            part_loc = locate(q, index, part_config, backends, part_docs, usage)
+            part_loc = locate(q, index, part_config, backends, doc_paths, usage)
             located = part_loc.nodes
-            found = retrieve(index, backends.embedder, q, located, part_config, part_docs,
+            found = retrieve(index, backends.embedder, q, located, part_config, doc_paths,
                              beliefs=part_loc.candidates)
             if getattr(index, "kg", None) is not None and config.kg_channel:
                 from retrieval.graph_channel import apply_graph_channel

@@ -24,7 +24,7 @@ from config import Config
 from evaluation.metrics import BUDGETS
 from indexing.index_store import Index
 from pipeline import Backends, question_plan, run_retrieval
-from retrieval.breadth import aspect_pool, paragraph_first, part_documents
+from retrieval.breadth import aspect_pool, paragraph_first
 from retrieval.context_assembly import assemble_planned
 from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored
 from retrieval.query import Query
@@ -233,16 +233,14 @@ def flat_pools(arm: Arm, ctx: ArmContext, query: str, plan: QueryPlan, doc_paths
     top = max(cfg.final_top_k, cfg.context_pool, ctx.rerank_pool if ctx.backends.reranker is not None else 0)
     limit = max(cfg.final_top_k, cfg.context_pool)
 
-    def ranked_for(text: str, docs: set[str] | None = doc_paths) -> list[RetrievedChunk]:
-        cands = _flat_candidates(arm, ctx, text, docs, top)
+    def ranked_for(text: str) -> list[RetrievedChunk]:
+        cands = _flat_candidates(arm, ctx, text, doc_paths, top)
         return paragraph_first(rerank(text, cands, ctx.backends.reranker, limit, fallbacks), ctx.index)
 
     ranked = ranked_for(query)
     if not (cfg.aspect_retrieval and plan.route == "multi-part"):
         return ranked, ranked
-    part_docs = part_documents(ranked, doc_paths) if cfg.aspect_scope == "documents" else doc_paths
-    return ranked, aspect_pool(ranked, plan.aspects, lambda text: ranked_for(text, part_docs), limit,
-                               cfg.aspect_merge, cfg.rrf_k)
+    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, limit, cfg.aspect_merge, cfg.rrf_k)
 
 
 def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -> ArmOutput:

@@ -66,18 +66,6 @@ def aspect_pool(whole: list[RetrievedChunk], aspects: Sequence[str],
     return fuse_ranks(lists, limit, k) if merge == "rrf" else interleave(lists, limit)
 
 
-def part_documents(whole: Sequence[RetrievedChunk], doc_paths: set[str] | None) -> set[str] | None:
-    """Where a part of the question is searched with ``aspect_scope = "documents"``: the documents the
-    whole question's own hits come from (within its scope). A part is a fragment of the question
-    ("法人" of "法人、非法人组织的简称"); searched alone across a collection it finds whatever matches the
-    fragment anywhere, while the documents the whole question points to are where its parts are
-    answered. No hits: the question's scope."""
-    docs = {h.chunk.doc_path for h in whole}
-    if doc_paths is not None:
-        docs &= doc_paths
-    return docs or doc_paths
-
-
 def sub_questions(plan: QueryPlan, located: Sequence[LocatedNode], query: str) -> list[str]:
     """The parts to retrieve for on their own: the analyser's parts of a multi-part question, else
     the distinct sub-queries an LLM locator wrote for its leaves (its own decomposition), if two or more."""

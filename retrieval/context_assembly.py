@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from indexing.chunker import Chunk, paragraph_at, paragraph_spans
 from retrieval.extractive import sentence_window, widen_to_sentences
-from retrieval.packed_reading import QuestionWords, around_part, matched_part
 from retrieval.types import RetrievedChunk
 
 if TYPE_CHECKING:
@@ -43,7 +42,6 @@ UNITS_PER_BUDGET = 3
 """A hit is read as at most budget / this many characters on the first pass (its paragraph whole when
 that fits); Config.context_units_per_budget says why three."""
 HitUnit = Literal["window", "sentences"]
-PackedRead = Literal["whole", "matched"]
 MIN_TAKE = 40
 """Remaining budget below which no new unit is started (a fragment that short answers nothing)."""
 
@@ -175,11 +173,9 @@ def assemble_planned(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
                      config: "Config") -> AssembledContext:
     """``assemble_context`` as the question's plan and the config say: the query pipeline, every
     evaluation arm and the benchmarks read through this one call, so they cannot drift apart."""
-    words = QuestionWords.of(index, plan.aspects) if config.context_packed_read == "matched" else None
-    return assemble_context(index, ranked, budget, leaf_share=plan.leaf_share(config.context_leaf_share, config.context_part_share),
+    return assemble_context(index, ranked, budget, leaf_share=plan.leaf_share(config.context_leaf_share),
                             units_per_budget=plan.units_per_budget(config.context_units_per_budget),
-                            first_unit_share=config.context_first_unit_share, hit_unit=config.context_hit_unit,
-                            packed_words=words, packed_around=config.context_packed_read == "around")
+                            first_unit_share=config.context_first_unit_share, hit_unit=config.context_hit_unit)
 
 
 @dataclass
@@ -197,8 +193,7 @@ class AssembledContext:
 
 def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, *,
                      leaf_share: float = 0.5, units_per_budget: int = UNITS_PER_BUDGET,
-                     first_unit_share: float = 0.0, hit_unit: HitUnit = "window",
-                     packed_words: QuestionWords | None = None, packed_around: bool = False) -> AssembledContext:
+                     first_unit_share: float = 0.0, hit_unit: HitUnit = "window") -> AssembledContext:
     """The passages (reading order) the answer step reads from ``ranked`` within ``budget`` characters.
 
     ``units_per_budget``: a hit is read as at most ``budget / units_per_budget`` characters on the first
@@ -206,8 +201,6 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
     the sentences around them up to that size; ``sentences``, only the sentences the hit touches.
     ``first_unit_share``: the best hit's reading unit may be that share of the budget (its paragraph
     read whole), the others keep ``budget / units_per_budget``.
-    ``packed_words``: a hit spanning several paragraphs is read first as those that carry these
-    question words; its other paragraphs wait for the second pass (retrieval/packed_reading.py).
     """
     unit_chars = max(1, budget // max(1, units_per_budget))
     first_unit = max(unit_chars, int(budget * first_unit_share))
@@ -215,8 +208,7 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
     loose: list[ContextPassage] = []
     left = budget
     hits_read = 0
-    waiting: list[tuple[int, _Leaf, list[tuple[int, int]], bool]] = []
-    """(rank, leaf, units, whether a hit of its own) in rank order: crowded hits and packed hits' rests."""
+    waiting: list[tuple[int, _Leaf, list[tuple[int, int]]]] = []
     prefetch = getattr(index, "prefetch_contents", None)
     if prefetch is not None:  # the leaves of the hits that may be read, in one statement on an engine
         prefetch(rc.chunk.source_node_id for rc in ranked)
@@ -253,23 +245,18 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
                 continue
             leaves[c.source_node_id] = leaf
         hit = (c.start_char - leaf.start, c.end_char - leaf.start)
-        rest: list[tuple[int, int]] = []
-        if packed_words is not None:
-            hit, rest = matched_part(leaf.content, leaf.paragraphs, *hit, packed_words)
-        elif packed_around:
-            hit = around_part(leaf.paragraphs, *hit, first_unit if rank == 1 else unit_chars)
         units = _units(leaf, *hit, first_unit if rank == 1 else unit_chars, hit_unit == "window")
         crowded = bool(leaf.chosen) and leaf.used() + _new_chars(leaf, *units[0]) > leaf_share * budget
-        waiting.extend([(rank, leaf, units, True)] if crowded else [])
-        if not crowded:
-            take(rank, leaf, units)
-            hits_read += 1
-        waiting.extend((rank, leaf, [span], False) for span in rest)
-    for rank, leaf, units, own in waiting:  # second pass: what waited, best first, while budget lasts
+        if crowded:
+            waiting.append((rank, leaf, units))
+            continue
+        take(rank, leaf, units)
+        hits_read += 1
+    for rank, leaf, units in waiting:  # second pass: what waited, best first, while budget lasts
         if left < MIN_TAKE:
             break
         take(rank, leaf, units)
-        hits_read += own
+        hits_read += 1
     left = _grow(leaves, left)
     passages = [p for leaf in leaves.values() for p in _passages(leaf)] + loose
     passages.sort(key=lambda p: (p.doc_path, p.start))

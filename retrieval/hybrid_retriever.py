@@ -135,8 +135,6 @@ def order_union(index: Index, query: Query, cands: list[RetrievedChunk], located
     scored = index.search.rescore(query, rows, "document", score_params(config))
     fused = union_fusion(scored.dense, scored.lexical, config)
     priors = leaf_priors(located)
-    if config.leaf_prior_support == "best_chunk":
-        priors = supported_priors(priors, [c.chunk.source_node_id for c in cands], fused)
     w = config.leaf_prior_weight
     out = []
     for c, f in zip(cands, fused):
@@ -144,19 +142,6 @@ def order_union(index: Index, query: Query, cands: list[RetrievedChunk], located
         score = float((1 - w) * f + w * prior)
         out.append(c.with_scores(score, leaf_prior=round(prior, 4), union_score=round(score, 4)))
     return sorted(out, key=lambda r: (-r.score, r.row))
-
-
-def supported_priors(priors: dict[str, float], leaf_of: Sequence[str], fused: np.ndarray) -> dict[str, float]:
-    """Each leaf's belief scaled by how well its own best candidate matches (its fused score over the
-    best candidate's): a leaf the locator ranked high whose text answers weakly no longer lifts all
-    of its candidates past stronger chunks of other leaves."""
-    top = float(np.max(fused)) if len(fused) else 0.0
-    if top <= 0:
-        return priors
-    best: dict[str, float] = {}
-    for leaf, f in zip(leaf_of, fused):
-        best[leaf] = max(best.get(leaf, 0.0), float(f))
-    return {leaf: p * min(1.0, best.get(leaf, 0.0) / top) for leaf, p in priors.items()}
 
 
 def union_fusion(dense: np.ndarray, lexical: np.ndarray, config: Config) -> np.ndarray:

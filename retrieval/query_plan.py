@@ -12,7 +12,8 @@ shown in step 1 and the run record:
 - **multi-part**: two or more parts joined by a conjunction, list or comparison (``X and Y``,
   ``X, Y and Z``, ``X compared with Y``, ``X和Y``, ``X以及Y``, ``X、Y``), each with words of its
   own -> spread: each part gets its own sub-query, the budget is shared over the parts, and hits
-  are read as short units;
+  are read as short units. Over several documents such a question is read as a detail question
+  by default (``read_as_one``, ``Config.collection_parts``);
 - **detail**: everything else -> depth: the best section may take most of the budget, and each hit
   is read as a larger unit (a third of the budget: its paragraph, or a good part of it).
 """
@@ -57,12 +58,11 @@ class QueryPlan:
     reason: str
     """One line: why this route (shown in step 1 and kept in the run record)."""
 
-    def leaf_share(self, default: float, part_share: bool = True) -> float:
-        """The most of the context budget one leaf may take before other leaves' hits are read
-        (``part_share`` off: a multi-part question's leaf as much as a detail question's)."""
+    def leaf_share(self, default: float) -> float:
+        """The most of the context budget one leaf may take before other leaves' hits are read."""
         if self.route == "overview":
             return min(default, OVERVIEW_LEAF_SHARE)
-        if self.route == "multi-part" and part_share:
+        if self.route == "multi-part":
             return min(default, max(1.0 / (len(self.aspects) + 1), OVERVIEW_LEAF_SHARE))
         return max(default, DETAIL_LEAF_SHARE)
 
@@ -133,4 +133,3 @@ def read_as_one(plan: QueryPlan, query: str, n_documents: int) -> QueryPlan:
         return plan
     return QueryPlan("detail", (query,), f"{len(plan.aspects)} parts, but over {n_documents} documents: "
                      "read as one question")
-

@@ -5,8 +5,6 @@ paragraphs of 100-600 characters, cut into 200-character windows that overlap by
 """
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from config import Config
@@ -329,99 +327,3 @@ def test_units_per_budget_is_validated() -> None:
         Config(context_units_per_budget=0)
     with pytest.raises((InputError, ValueError)):
         Config(context_hit_unit="paragraphs")  # type: ignore[arg-type]
-
-
-LAW = """# 示例法
-
-## 第一章 总则
-
-第一条 为了规范船舶登记，制定本法。
-
-第二条 本法所称船舶，是指各类机动和非机动船只。
-
-第三条 船舶所有人应当依法办理登记手续。
-
-## 第二章 罚则
-
-第四条 违反本法规定的，由主管部门责令改正。
-
-第五条 伪造船舶证书的，处五万元以下罚款。
-
-第六条 本法自公布之日起施行。
-"""
-LAW_QUESTION = "伪造证书的罚款和办理登记手续"
-
-
-def _law_index(tmp_path):
-    """A statute of two chapters, each one packed chunk of three short articles."""
-    from indexing.index_builder import build_index
-    from indexing.index_store import load_index
-
-    doc = tmp_path / "law.md"
-    doc.write_text(LAW, encoding="utf-8")
-    build_index(doc, tmp_path / "idx", Config(), make_embedder("hash", Config()))
-    index = load_index(tmp_path / "idx")
-    assert len(index.chunks) == 2 and all(c.text.count("第") == 3 for c in index.chunks), "packed: three a chunk"
-    return index
-
-
-def _read(ctx: AssembledContext) -> str:
-    return "".join(p.text for p in ctx.passages)
-
-
-def test_a_packed_hit_is_read_first_as_its_paragraphs_that_carry_the_question_words(tmp_path) -> None:
-    from retrieval.packed_reading import QuestionWords
-
-    index = _law_index(tmp_path)
-    ranked = hits(index, *(c.chunk_id for c in index.chunks))
-    words = QuestionWords.of(index, [LAW_QUESTION])
-    budget = len(index.chunks[0].text)  # the first hit, read whole, fills it
-    whole = assemble_context(index, ranked, budget)
-    matched = assemble_context(index, ranked, budget, packed_words=words)
-    assert "第三条" in _read(whole) and "第五条" not in _read(whole)
-    # each hit's matching article first; the budget then reaches the second hit's
-    assert "第三条 船舶所有人应当依法办理登记手续。" in _read(matched)
-    assert "第五条 伪造船舶证书的，处五万元以下罚款。" in _read(matched)
-    assert matched.hits_read == 2 and whole.hits_read == 1 and matched.used <= budget
-    # the articles packed beside them wait, and are read when the budget allows: nothing is lost
-    # (the same text, cited per article where the blank line between two articles is not read)
-    big = sum(len(c.text) for c in index.chunks) + 100
-    assert re.sub(r"\s", "", _read(assemble_context(index, ranked, big, packed_words=words))) == \
-        re.sub(r"\s", "", _read(assemble_context(index, ranked, big)))
-
-
-def test_which_paragraphs_of_a_hit_match(tmp_path) -> None:
-    from indexing.chunker import paragraph_spans
-    from retrieval.packed_reading import QuestionWords, matched_part
-
-    index = _law_index(tmp_path)
-    leaf = index.get_node(index.chunks[0].source_node_id)
-    text, paras = leaf.content, paragraph_spans(leaf.content)
-    a, b = 0, len(text)
-    first, rest = matched_part(text, paras, a, b, QuestionWords.of(index, [LAW_QUESTION]))
-    assert text[first[0]:first[1]].startswith("第三条") and [text[x:y][:3] for x, y in rest] == ["第一条"]
-    assert text[rest[0][0]:rest[0][1]].endswith("船只。"), "the paragraphs before the match wait as one span"
-    # words in the first and the last article: one contiguous span, nothing waits
-    both = QuestionWords({"规范": 1.0, "手续": 1.0})
-    assert matched_part(text, paras, a, b, both) == ((paras[0][0], paras[2][1]), [])
-    # no question word in any of its paragraphs (a dense-only match), or a hit inside one paragraph: as it is
-    assert matched_part(text, paras, a, b, QuestionWords({"罚款": 1.0})) == ((a, b), [])
-    one = paras[1]
-    assert matched_part(text, paras, *one, QuestionWords({"船只": 1.0})) == (one, [])
-    # a common word that weighs less than half the best is not a match
-    weighted = QuestionWords({"船舶": 0.2, "手续": 1.0})
-    assert matched_part(text, paras, a, b, weighted)[0] == paras[2]
-
-
-def test_the_packed_reading_is_a_setting(tmp_path) -> None:
-    from retrieval.context_assembly import assemble_planned
-    from retrieval.query_plan import QueryPlan
-
-    index = _law_index(tmp_path)
-    ranked = hits(index, *(c.chunk_id for c in index.chunks))
-    plan = QueryPlan("detail", (LAW_QUESTION,), "one thing")
-    budget = len(index.chunks[0].text)
-    default = assemble_planned(index, ranked, budget, plan, Config())
-    matched = assemble_planned(index, ranked, budget, plan, Config(context_packed_read="matched"))
-    assert Config().context_packed_read == "whole" and "第五条" not in _read(default)
-    assert "第五条" in _read(matched)

@@ -123,6 +123,7 @@ def test_the_pipeline_plans_a_collection_question_by_the_setting(tmp_path) -> No
     index = load_index(tmp_path / "idx")
     q = "法人、非法人组织的简称是否受到保护？"
     whole, spread = Config(collection_parts="whole"), Config(collection_parts="spread")
+    assert Config().collection_parts == "whole"
     assert question_plan(q, index, spread, None).route == "multi-part"
     assert question_plan(q, index, whole, None).route == "detail"
     assert question_plan(q, index, whole, {"a.md"}).route == "multi-part", "one document: the parts stay"
