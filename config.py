@@ -262,6 +262,12 @@ class Config:
     aspect_retrieval: bool = True
     """Multi-part questions: each part is located and retrieved as a sub-query of its own, and the
     parts' ranked lists join the whole question's in the context pool (retrieval/breadth.py)."""
+    collection_parts: Literal["spread", "whole"] = "whole"
+    """A multi-part question over several documents: whole (read as one detail question: the whole
+    question's ranking and reading; retrieval/query_plan.py read_as_one) or spread (each part searched
+    on its own, the reading spread over the parts, as within one document). Whole: on the statutes
+    2-3% more of the evidence read in 2,000 characters, 8,000 level; questions within one document
+    are unchanged (docs/evaluation.md)."""
     aspect_merge: Literal["turns", "rrf"] = "turns"
     """How the whole question's and the parts' ranked lists make the context pool: taking turns (the
     whole question first in every round), or reciprocal-rank fusion (a chunk two lists rank high

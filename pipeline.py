@@ -19,8 +19,8 @@ from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from retrieval.context_assembly import AssembledContext, assemble_planned
 from retrieval.breadth import aspect_pool, paragraph_first, sub_questions
-from retrieval.hybrid_retriever import StageHits, retrieve, with_flat_tail
-from retrieval.query_plan import QueryPlan, plan_query
+from retrieval.hybrid_retriever import StageHits, retrieve, scope_documents, with_flat_tail
+from retrieval.query_plan import QueryPlan, plan_query, read_as_one
 from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
 from retrieval.locators import make_locator
 from retrieval.query import Query
@@ -185,6 +185,16 @@ def locate_step(loc: LocateResult, plan: QueryPlan | None) -> LocateStep:
                       route=None if plan is None else Route(plan.route, list(plan.aspects), plan.reason))
 
 
+def question_plan(query: str, index: Index, config: Config, doc_paths: set[str] | None) -> QueryPlan:
+    """The question's route, with a multi-part question over several documents read as one when
+    ``collection_parts = "whole"`` (retrieval/query_plan.py, ``read_as_one``): every arm and the
+    pipeline plan through here."""
+    plan = plan_query(query, config.query_routing)
+    if config.collection_parts == "whole":
+        plan = read_as_one(plan, query, scope_documents(index, doc_paths))
+    return plan
+
+
 def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
                   doc_paths: set[str] | None = None, usage: UsageMeter | None = None,
                   on_step: StepHook | None = None) -> Retrieval:
@@ -201,7 +211,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     timing: dict[str, float] = {}
     t = time.perf_counter()
     question = Query.build(query, backends.embedder)  # tokenised and embedded once, here
-    plan = plan_query(query, config.query_routing)
+    plan = question_plan(query, index, config, doc_paths)
     loc = locate(question, index, config, backends, doc_paths, usage)
     timing["locate"] = (time.perf_counter() - t) * 1000
     fallbacks.extend(loc.fallbacks)

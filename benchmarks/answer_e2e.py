@@ -64,14 +64,13 @@ def quotes_evidence(quotes: list[dict[str, Any]], evidence: Any) -> bool:
 def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, config: Any) -> dict[str, Any]:
     """The flat arm through the same relevance floor, context assembly and answer step the pipeline uses."""
     from evaluation.arms import flat_pools
-    from pipeline import citation
+    from pipeline import citation, question_plan
     from retrieval.context_assembly import assemble_planned
     from retrieval.query import Query
-    from retrieval.query_plan import plan_query
     from retrieval.relevance import evidence_strength, index_floor, is_answerable
     from retrieval.synthesizer import synthesize
 
-    plan = plan_query(question, config.query_routing)
+    plan = question_plan(question, ctx.index, config, doc_paths)
     ranked, pool = flat_pools(arm, ctx, question, plan, doc_paths, [])
     q = Query.build(question, ctx.backends.embedder)
     assembled = assemble_planned(ctx.index, pool, config.context_budget_chars, plan, config)

@@ -23,14 +23,14 @@ import numpy as np
 from config import Config
 from evaluation.metrics import BUDGETS
 from indexing.index_store import Index
-from pipeline import Backends, run_retrieval
+from pipeline import Backends, question_plan, run_retrieval
 from retrieval.breadth import aspect_pool, paragraph_first
 from retrieval.context_assembly import assemble_planned
 from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored
 from retrieval.query import Query
 from retrieval.rerankers import rerank
 from retrieval.scoring import documents_scope, score_scope
-from retrieval.query_plan import QueryPlan, plan_query
+from retrieval.query_plan import QueryPlan
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
 from utils.llm.types import UsageMeter
@@ -249,7 +249,7 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
     cfg = arm.config
     fallbacks: list[Fallback] = []
     if not arm.is_tree:
-        plan = plan_query(query, cfg.query_routing)
+        plan = question_plan(query, ctx.index, cfg, doc_paths)
         ranked, pool = flat_pools(arm, ctx, query, plan, doc_paths, fallbacks)
         out = _pack(ranked[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
         out.contexts = contexts_of(ctx.index, pool, plan, cfg)  # untimed: latency is retrieval's

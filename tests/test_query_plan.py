@@ -93,3 +93,41 @@ def test_sub_questions_come_from_the_plan_or_from_an_llm_locators_sub_queries() 
     assert sub_questions(detail, llm, "q") == ["router design", "EUR/USD accuracy"]
     multi = QueryPlan("multi-part", ("a", "b"), "")
     assert sub_questions(multi, llm, "q") == ["a", "b"]
+
+
+def test_a_multi_part_question_over_several_documents_can_be_read_as_one() -> None:
+    from retrieval.query_plan import read_as_one
+
+    q = "法人、非法人组织的简称是否受到保护？"
+    multi = plan_query(q)
+    assert multi.route == "multi-part" and len(multi.aspects) == 2
+    one = read_as_one(multi, q, 139)
+    assert one.route == "detail" and one.aspects == (q,) and "139 documents" in one.reason
+    assert read_as_one(multi, q, 1) is multi, "within one document the parts are searched on their own"
+    detail = plan_query("当事人达成和解协议后能否反悔？")
+    assert read_as_one(detail, "当事人达成和解协议后能否反悔？", 139) is detail
+
+
+def test_the_pipeline_plans_a_collection_question_by_the_setting(tmp_path) -> None:
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from pipeline import Backends, question_plan, run_retrieval
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# 甲法\n\n第一条 法人的名称受法律保护。\n\n第二条 非法人组织可以依法登记。\n", encoding="utf-8")
+    (docs / "b.md").write_text("# 乙法\n\n第一条 企业名称的简称受保护。\n\n第二条 本法自公布之日起施行。\n", encoding="utf-8")
+    build_index(docs, tmp_path / "idx", Config(), make_embedder("hash", Config()))
+    index = load_index(tmp_path / "idx")
+    q = "法人、非法人组织的简称是否受到保护？"
+    whole, spread = Config(collection_parts="whole"), Config(collection_parts="spread")
+    assert Config().collection_parts == "whole"
+    assert question_plan(q, index, spread, None).route == "multi-part"
+    assert question_plan(q, index, whole, None).route == "detail"
+    assert question_plan(q, index, whole, {"a.md"}).route == "multi-part", "one document: the parts stay"
+    b = Backends(make_embedder("hash", Config()), None, None)
+    r = run_retrieval(q, index, whole, b)
+    assert r.plan is not None and r.plan.route == "detail" and r.pool
+    assert run_retrieval(q, index, spread, b).plan.route == "multi-part"
