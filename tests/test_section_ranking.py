@@ -14,7 +14,7 @@ from indexing.representation import chunk_representation
 from retrieval.learned_ranker import load_ranker
 from indexing.search import Scores, bm25_kind
 from retrieval.query import Query
-from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features
+from retrieval.section_features import ALL_FEATURES, FLAT_FEATURES, TREE_FEATURES, chunk_features
 from utils.errors import InputError
 
 
@@ -199,7 +199,7 @@ def _synthetic_questions(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     qs = []
     for i in range(n):
-        X = rng.random((40, len(TREE_FEATURES)))
+        X = rng.random((40, len(ALL_FEATURES)))
         y = np.zeros(40)
         y[:3] = 1.0
         X[:3, 0] += 1.0
