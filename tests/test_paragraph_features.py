@@ -152,3 +152,20 @@ def test_cli_writes_weights_and_folds_from_cached_features(tmp_path: Path) -> No
     assert set(w["tree"]) == set(TREE_FEATURES + PARAGRAPH_FEATURES) and "para" in w
     assert sorted(p.name for p in folds.iterdir()) == ["fold-0.json", "fold-1.json", "fold-2.json",
                                                        "fold-3.json", "fold-4.json", "folds.json"]
+
+
+def test_the_best_reordering_of_a_pool_counts_each_item_found_once() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("top10_limits", Path(__file__).parents[1] / "benchmarks" / "top10_limits.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    rel = Relevance(per_evidence=(frozenset({5, 6}), frozenset({30}), frozenset({99})),
+                    relevant=frozenset({5, 6, 30, 99}), gold_leaves=frozenset())
+    rows = list(range(40))
+    from evaluation.metrics import distinct_ndcg
+
+    assert mod.oracle_dndcg(rows, rel, 10) == pytest.approx(1 / (1 + 1 / np.log2(3) + 0.5))  # one of three
+    assert mod.oracle_dndcg(rows, rel, 40) == pytest.approx((1 + 1 / np.log2(3)) / (1 + 1 / np.log2(3) + 0.5))
+    assert mod.oracle_dndcg(rows, rel, 40) >= distinct_ndcg(rows, rel)  # never below the order as it is
