@@ -29,6 +29,7 @@ from evaluation.runner import EvalOptions, obtain_index
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.learned_ranker import MULTI_SUFFIX
 from retrieval.node_locator import hybrid_locate
+from retrieval.paragraph_pooling import paragraph_ids
 from retrieval.query import Query
 from retrieval.section_features import ALL_FEATURES, FLAT_FEATURES, PARAGRAPH_FEATURES, TREE_FEATURES, chunk_features
 
@@ -48,6 +49,9 @@ class QData:
     rel: Relevance
     multi: bool = False
     """Asked of several documents (a collection) rather than of one: the ranker's two regimes."""
+    para: np.ndarray | None = None
+    """Paragraph number of each pool row (equal within a paragraph of a leaf): every ranked list
+    lists each paragraph's best window first (retrieval.breadth), so a fit and its figures can too."""
 
 
 def collect(data: Path, embedder: str, config: Config, limit: int | None = None) -> list[QData]:
@@ -79,7 +83,8 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         y = np.isin(rows, list(rel.relevant)).astype(np.float64)
         group = q.scope[0] if q.scope else q.evidence[0].doc.split("/")[0]
         multi = q.scope is None or len(q.scope) > 1
-        out.append(QData(q.id, group, rows, X[keep].astype(np.float64), y, rel, multi))
+        para = paragraph_ids(index, rows)
+        out.append(QData(q.id, group, rows, X[keep].astype(np.float64), y, rel, multi, para))
         if (i + 1) % 200 == 0:
             print(f"  {data.name}: {i + 1}/{len(questions)} questions ({time.perf_counter() - t0:.0f} s)",
                   file=sys.stderr, flush=True)
@@ -162,19 +167,52 @@ def fit_listwise(qs: list[QData], cols: list[int], l2: float = 1.0) -> np.ndarra
 
 
 def ndcg_of(qs: list[QData], scores: list[np.ndarray]) -> np.ndarray:
-    """Distinct-evidence nDCG@10 of each question's pool ranking (an evidence item counts once)."""
+    """Distinct-evidence nDCG@10 of each question's pool ranking (an evidence item counts once), each
+    paragraph's best window first as every ranked list is (when the paragraphs are known)."""
     out = []
     for q, s in zip(qs, scores):
-        order = np.lexsort((q.rows, -s))[:10]
-        out.append(distinct_ndcg(q.rows[order].tolist(), q.rel))
+        order = np.lexsort((q.rows, -s))
+        if q.para is not None:
+            _, first = np.unique(q.para[order], return_index=True)
+            is_first = np.zeros(len(order), dtype=bool)
+            is_first[first] = True
+            order = np.concatenate((order[is_first], order[~is_first]))
+        out.append(distinct_ndcg(q.rows[order[:10]].tolist(), q.rel))
     return np.asarray(out)
+
+
+def paragraph_units(qs: list[QData]) -> list[QData]:
+    """Each question's pool cut to one row per paragraph (its best by fused score), for a fit whose
+    pairs are what a paragraph-first list orders: an evidence paragraph's five windows are five
+    positives to a window-level fit, and beating them against each other teaches nothing the list
+    uses."""
+    out = []
+    fused_cols = [ALL_FEATURES.index("dense_mm"), ALL_FEATURES.index("bm25_mm")]
+    for q in qs:
+        if q.para is None:
+            out.append(q)
+            continue
+        fused = q.X[:, fused_cols].sum(axis=1)
+        order = np.lexsort((q.rows, -fused))
+        _, first = np.unique(q.para[order], return_index=True)
+        keep = np.sort(order[first])
+        y = np.zeros(len(keep))
+        for j, p in enumerate(q.para[keep]):
+            y[j] = q.y[q.para == p].max()
+        out.append(QData(q.qid, q.group, q.rows[keep], q.X[keep], y, q.rel, q.multi, q.para[keep]))
+    return out
 
 
 def score_with(qs: list[QData], cols: list[int], w: np.ndarray) -> list[np.ndarray]:
     return [q.X[:, cols] @ w for q in qs]
 
 
-FIT = {"pairwise": fit_pairwise, "listwise": fit_listwise}
+def fit_pairwise_paragraphs(qs: list[QData], cols: list[int], l2: float = 1.0) -> np.ndarray:
+    """The pairwise fit over paragraph units (``paragraph_units``): the pairs a paragraph-first list decides."""
+    return fit_pairwise(paragraph_units(qs), cols, l2)
+
+
+FIT = {"pairwise": fit_pairwise, "listwise": fit_listwise, "pairwise-paragraph": fit_pairwise_paragraphs}
 
 
 def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float = 1.0,
@@ -197,8 +235,9 @@ def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float =
 def save_features(qs: list[QData], path: Path) -> None:
     """Features as plain arrays (npz, no pickle) and relevance as JSON, so fitting reruns in seconds."""
     seg = np.cumsum([0] + [len(q.y) for q in qs])
+    para = [q.para if q.para is not None else -1 - np.arange(len(q.rows)) for q in qs]
     np.savez(path.with_suffix(".npz"), X=np.vstack([q.X for q in qs]), rows=np.concatenate([q.rows for q in qs]),
-             y=np.concatenate([q.y for q in qs]), seg=seg)
+             y=np.concatenate([q.y for q in qs]), seg=seg, para=np.concatenate(para))
     meta = [{"qid": q.qid, "group": q.group, "multi": q.multi, "relevant": sorted(q.rel.relevant),
              "per_evidence": [sorted(e) for e in q.rel.per_evidence]} for q in qs]
     path.with_suffix(".json").write_text(json.dumps({"features": list(ALL_FEATURES), "questions": meta}),
@@ -213,13 +252,15 @@ def load_features(path: Path) -> list[QData] | None:
     if meta["features"] != list(ALL_FEATURES):
         return None
     with np.load(npz, allow_pickle=False) as arr:  # each arr[key] reads the whole array: read once
-        X, rows, y, seg = arr["X"], arr["rows"], arr["y"], arr["seg"]
+        if "para" not in arr.files:
+            return None  # collected before paragraphs were kept
+        X, rows, y, seg, para = arr["X"], arr["rows"], arr["y"], arr["seg"], arr["para"]
     out = []
     for i, m in enumerate(meta["questions"]):
         a, b = int(seg[i]), int(seg[i + 1])
         rel = Relevance(per_evidence=tuple(frozenset(e) for e in m["per_evidence"]),
                         relevant=frozenset(m["relevant"]), gold_leaves=frozenset())
-        out.append(QData(m["qid"], m["group"], rows[a:b], X[a:b], y[a:b], rel, bool(m["multi"])))
+        out.append(QData(m["qid"], m["group"], rows[a:b], X[a:b], y[a:b], rel, bool(m["multi"]), para[a:b]))
     return out
 
 
