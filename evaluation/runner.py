@@ -609,7 +609,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
                          f"{len(jobs) - todo} of {len(jobs)} runs cached)", len(scored), "questions")
     try:
         if todo:
-            _warm_up(ctx, arms, scored[0][0])
+            _warm_up(ctx, next(iter(fold_arms[1].values())) if fold_arms else arms, scored[0][0])
         by_q: dict[str, QuestionResult] = {}
         for q, rel, arm, key in jobs:
             out = cache.get(q.id, arm.name, key)
