@@ -569,6 +569,13 @@ def test_ranker_folds_run_each_question_with_its_folds_weights(eval_set: Path, t
     q3_again = {r.question.id: r.outputs["tree-hybrid"].rows for r in again.results}["q3"]
     assert q3_again == q3[0] and again.computed > 0
 
+    # the folds may hold a model the shipped file lacks (the paragraph model): the run uses the folds' only
+    for f in (0, 1):
+        (folds / f"fold-{f}.json").write_text(json.dumps({**shipped, "para": {"para_mean": 1.0, "dense": 1.0}}),
+                                              encoding="utf-8")
+    para = run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds,
+                          config=Config(section_chunk_model="para")))
+    assert para.n_scored == run.n_scored
     (folds / "folds.json").write_text(json.dumps({"folds": 2, "sets": {eval_set.name: {"q1": 0}}}), encoding="utf-8")
     with pytest.raises(InputError, match="in no fold"):
         run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds))
