@@ -305,14 +305,15 @@ def model_features(paragraph: bool) -> dict[str, tuple[str, ...]]:
 
 
 def fit_models(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...]], l2: float, fit: str,
-               keep: dict[str, object] | None = None) -> dict[str, dict[str, float]]:
+               keep: dict[str, object] | None = None, only: set[str] | None = None) -> dict[str, dict[str, float]]:
     """Every model of every regime (one document / a collection) fitted on ``sets``' questions of that
-    regime; a regime without questions keeps ``keep``'s models (a refit on one set leaves the other's)."""
+    regime; a regime without questions, or a model not in ``only``, keeps ``keep``'s (a refit on one set
+    leaves the other's; a new model for one role leaves the others as they were)."""
     out: dict[str, dict[str, float]] = {}
     for suffix, multi in (("", False), (MULTI_SUFFIX, True)):
         regime = [q for qs in sets.values() for q in qs if q.multi == multi]
         for label, names in features.items():
-            if regime:
+            if regime and (only is None or label in only or not keep or label + suffix not in keep):
                 w = FIT[fit](regime, cols_of(names), l2)
                 out[label + suffix] = {n: round(float(v), 6) for n, v in zip(names, w)}
             elif keep and isinstance(keep.get(label + suffix), dict):
@@ -327,7 +328,8 @@ def write_json_atomic(path: Path, obj: object) -> None:
 
 
 def write_folds(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...]], l2: float, fit: str,
-                header: dict[str, object], keep: dict[str, object] | None, out_dir: Path, folds: int = 5) -> None:
+                header: dict[str, object], keep: dict[str, object] | None, out_dir: Path, folds: int = 5,
+                only: set[str] | None = None) -> None:
     """``fold-<f>.json``: the weights fitted without fold f's documents; ``folds.json``: each question's
     fold per set. ``eval --ranker-folds DIR`` then runs every question with weights that never saw its
     document: out-of-fold figures of the whole pipeline, context step included."""
@@ -336,7 +338,7 @@ def write_folds(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...
     for f in range(folds):
         train = {name: [q for q in qs if fold_of[(name, q.group)] != f] for name, qs in sets.items()}
         write_json_atomic(out_dir / f"fold-{f}.json",
-                          {**header, "fold": f, **fit_models(train, features, l2, fit, keep)})
+                          {**header, "fold": f, **fit_models(train, features, l2, fit, keep, only)})
     write_json_atomic(out_dir / "folds.json", {
         "folds": folds,
         "sets": {name: {q.qid: fold_of[(name, q.group)] for q in qs} for name, qs in sets.items()}})
@@ -389,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folds-out", type=Path, metavar="DIR",
                     help="also write each fold's weights (fitted without its documents) and the folds, "
                          "for `eval --ranker-folds DIR`")
+    ap.add_argument("--models", default=None, metavar="NAMES",
+                    help="comma list of the models to fit (flat, tree, para); the others are kept from --base")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--ablation", action="store_true",
                     help="also print out-of-fold nDCG@10 of the tree model with each feature group left out")
@@ -396,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     from evaluation.cli import parse_overrides
 
     config = Config().replace(**parse_overrides(args.set))
+    only = set(args.models.split(",")) if args.models else None
+    if only and (only - {"flat", "tree", "para"} or not args.base):
+        raise SystemExit("error: --models takes flat, tree, para and needs --base for the models it keeps")
     keep = None
     if args.base:
         try:
@@ -449,10 +456,11 @@ def main(argv: list[str] | None = None) -> int:
     header = {"format_version": 1, "fitted_on": names, "fit": args.fit, "l2": args.l2,
               "chunk_context": config.chunk_context}
     if args.folds_out:
-        write_folds(sets, features, args.l2, args.fit, header, keep, args.folds_out)
+        write_folds(sets, features, args.l2, args.fit, header, keep, args.folds_out, only=only)
         print(f"wrote {args.folds_out}/fold-*.json and folds.json")
     if args.out:
-        write_json_atomic(args.out, {**header, "cv": report, **fit_models(sets, features, args.l2, args.fit, keep)})
+        write_json_atomic(args.out, {**header, "cv": report,
+                                     **fit_models(sets, features, args.l2, args.fit, keep, only)})
         print(f"wrote {args.out}")
     return 0
 

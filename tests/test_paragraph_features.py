@@ -169,3 +169,33 @@ def test_the_best_reordering_of_a_pool_counts_each_item_found_once() -> None:
     assert mod.oracle_dndcg(rows, rel, 10) == pytest.approx(1 / (1 + 1 / np.log2(3) + 0.5))  # one of three
     assert mod.oracle_dndcg(rows, rel, 40) == pytest.approx((1 + 1 / np.log2(3)) / (1 + 1 / np.log2(3) + 0.5))
     assert mod.oracle_dndcg(rows, rel, 40) >= distinct_ndcg(rows, rel)  # never below the order as it is
+
+
+def test_models_not_named_are_kept_from_the_base() -> None:
+    from evaluation.learn_ranker import fit_models, model_features
+
+    sets = {"papers": _questions(20, groups=5)}
+    keep = {"flat": {"dense": 9.0}, "tree": {"dense": 8.0}, "tree_multi": {"dense": 7.0}}
+    out = fit_models(sets, model_features(paragraph=False), 1.0, "pairwise", keep, only={"tree", "para"})
+    assert out["flat"] == keep["flat"] and out["tree_multi"] == keep["tree_multi"]
+    assert out["tree"] != keep["tree"] and set(out["tree"]) == set(TREE_FEATURES) and "para" in out
+
+
+def test_paragraph_units_keep_one_row_per_paragraph_and_its_relevance() -> None:
+    from evaluation.learn_ranker import QData, ndcg_of, paragraph_units
+
+    X = np.zeros((6, len(ALL_FEATURES)))
+    X[:, ALL_FEATURES.index("dense_mm")] = [0.1, 0.9, 0.5, 0.2, 0.3, 0.8]
+    y = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+    para = np.array([0, 0, 1, 1, 2, 2])
+    rel = Relevance(per_evidence=(frozenset({10, 15}),), relevant=frozenset({10, 15}), gold_leaves=frozenset())
+    q = QData("q", "d", np.arange(10, 16), X, y, rel, False, para)
+    (u,) = paragraph_units([q])
+    assert u.rows.tolist() == [11, 12, 15]  # each paragraph's best window by fused score
+    assert u.y.tolist() == [1.0, 0.0, 1.0]  # relevant if any window of the paragraph is
+    # a list's figures count each paragraph's best window first, as every ranked list does
+    scores = np.array([6.0, 5.0, 4.0, 3.0, 2.0, 1.0])
+    q2 = QData("q", "d", np.arange(10, 16), X, np.zeros(6), Relevance(
+        per_evidence=(frozenset({10}), frozenset({12})), relevant=frozenset({10, 12}), gold_leaves=frozenset()),
+        False, np.array([0, 0, 0, 0, 1, 2]))
+    assert ndcg_of([q2], [scores])[0] < 1.0  # row 12 is a second window of paragraph 0: after paragraphs 1, 2
