@@ -198,4 +198,6 @@ def test_paragraph_units_keep_one_row_per_paragraph_and_its_relevance() -> None:
     q2 = QData("q", "d", np.arange(10, 16), X, np.zeros(6), Relevance(
         per_evidence=(frozenset({10}), frozenset({12})), relevant=frozenset({10, 12}), gold_leaves=frozenset()),
         False, np.array([0, 0, 0, 0, 1, 2]))
-    assert ndcg_of([q2], [scores])[0] < 1.0  # row 12 is a second window of paragraph 0: after paragraphs 1, 2
+    windows = QData(q2.qid, q2.group, q2.rows, q2.X, q2.y, q2.rel, False, None)
+    # row 12 is a third window of paragraph 0: listed after paragraphs 1 and 2 (rank 5, not 3)
+    assert ndcg_of([q2], [scores])[0] < ndcg_of([windows], [scores])[0] < 1.0
