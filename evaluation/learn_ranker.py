@@ -459,8 +459,9 @@ def main(argv: list[str] | None = None) -> int:
         write_folds(sets, features, args.l2, args.fit, header, keep, args.folds_out, only=only)
         print(f"wrote {args.folds_out}/fold-*.json and folds.json")
     if args.out:
-        write_json_atomic(args.out, {**header, "cv": report,
-                                     **fit_models(sets, features, args.l2, args.fit, keep, only)})
+        models = fit_models(sets, features, args.l2, args.fit, keep, only)
+        kept = sorted(m for m, w in models.items() if keep and w is keep.get(m))
+        write_json_atomic(args.out, {**header, "kept_from_base": kept, "cv": report, **models})
         print(f"wrote {args.out}")
     return 0
 
