@@ -10,6 +10,12 @@ data content).
 
     python -m evaluation.learn_ranker --data ../shared/bench/qasper-dev:onnx \\
         --data ../shared/bench/lecoqa-train:use --out retrieval/ranker_weights.json
+
+The shipped one-document models were refitted over paragraph units, the others kept
+(docs/evaluation.md, "The section ranker refitted with paragraph evidence"):
+
+    python -m evaluation.learn_ranker --data ../shared/bench/qasper-dev:onnx --base retrieval/ranker_weights.json \\
+        --fit pairwise-paragraph --models tree,para --out retrieval/ranker_weights.json --folds-out folds
 """
 from __future__ import annotations
 
