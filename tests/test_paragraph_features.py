@@ -201,3 +201,10 @@ def test_paragraph_units_keep_one_row_per_paragraph_and_its_relevance() -> None:
     windows = QData(q2.qid, q2.group, q2.rows, q2.X, q2.y, q2.rel, False, None)
     # row 12 is a third window of paragraph 0: listed after paragraphs 1 and 2 (rank 5, not 3)
     assert ndcg_of([q2], [scores])[0] < ndcg_of([windows], [scores])[0] < 1.0
+
+
+def test_the_shipped_file_holds_the_paragraph_model_the_default_uses() -> None:
+    assert Config().section_chunk_model == "para"
+    para = load_ranker("para")
+    assert set(PARAGRAPH_FEATURES) <= set(para.names) <= set(ALL_FEATURES)
+    assert load_ranker("para_multi").names == para.names  # no collection model of it: the one-document one
