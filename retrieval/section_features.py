@@ -98,7 +98,7 @@ def chunk_features(index: Index, question: Query, scores: Scores, config: Config
         cols["doc_max"] = _group_max(fused, doc_of, len(doc_ids))[doc_of]
         cols["doc_top3"] = _group_top_mean(fused, doc_of, len(doc_ids), 3)[doc_of]
         if any(n in PARAGRAPH_FEATURES for n in names):
-            cols.update(_paragraph_features(index, rows, fused, leaf_of, n_leaf))
+            cols.update(_paragraph_features(index, rows, fused, leaf_of, leaf_ids))
         if located:
             loc_leaf = np.array([index.leaves[i].node_id in located for i in leaf_ids], dtype=np.float64)
             cols["located"] = loc_leaf[leaf_of]
@@ -108,13 +108,21 @@ def chunk_features(index: Index, question: Query, scores: Scores, config: Config
 
 
 def _paragraph_features(index: Index, rows: np.ndarray, fused: np.ndarray, leaf_of: np.ndarray,
-                        n_leaf: int) -> dict[str, np.ndarray]:
+                        leaf_ids: np.ndarray) -> dict[str, np.ndarray]:
     """``PARAGRAPH_FEATURES`` for the scope's rows (ascending, so a leaf's paragraphs are consecutive).
 
-    Reading which paragraph a row lies in touches every row's chunk record: cheap within a paper, a few
-    milliseconds per thousand rows over a collection, hence computed only when a model names them."""
+    Reading which paragraph a row lies in touches every row's chunk record and its leaf's text: cheap
+    within a paper (read together first: on an engine one statement each instead of one per leaf), a
+    few milliseconds per thousand rows over a collection, hence computed only when a model names them."""
     from retrieval.paragraph_pooling import paragraph_ids
 
+    n_leaf = len(leaf_ids)
+    prefetch_chunks = getattr(index, "prefetch_chunks", None)
+    if prefetch_chunks is not None:
+        prefetch_chunks(rows.tolist())
+    prefetch_contents = getattr(index, "prefetch_contents", None)
+    if prefetch_contents is not None:
+        prefetch_contents(index.leaves[int(i)].node_id for i in leaf_ids)
     pid = paragraph_ids(index, rows)  # numbered in row order: adjacent paragraphs differ by one
     n_par = int(pid.max()) + 1
     par_leaf = np.zeros(n_par, dtype=np.int64)
