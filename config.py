@@ -206,6 +206,11 @@ class Config:
     section_evidence: Literal["once", "every"] = "once"
     """candidate_order=section: a section's evidence lifts only its best chunk (the section's entry;
     every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is)."""
+    section_chunk_model: Literal["flat", "para"] = "para"
+    """section_evidence=once: the model that orders a section's chunks past its entry. para = the chunk's
+    and its paragraph's evidence (the paragraph's mean window score, its neighbouring paragraphs' best,
+    the leaf's best chunks around it: the ``para`` model of the weights file); flat = the chunk's own
+    (the flat learner's weights). Measured out of fold on papers (docs/evaluation.md)."""
     paragraph_pooling: Literal["max", "soft"] = "max"
     """candidate_order=section: how a paragraph's windows make its rank. max = its best window (the
     default); soft = the log-mean-exp of its windows' scores at paragraph_pooling_temperature, so a

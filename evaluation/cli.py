@@ -96,7 +96,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                        config=config, llm=llm, cache_root=cache_root, use_cache=not args.no_cache,
                        rebuild=args.rebuild, resamples=args.resamples, rerank_pool=args.rerank_pool,
                        progress=not args.quiet, notice=_stderr,
-                       peers=[Path(p).expanduser() for p in args.peer or []])
+                       peers=[Path(p).expanduser() for p in args.peer or []],
+                       ranker_folds=Path(args.ranker_folds).expanduser() if args.ranker_folds else None)
     try:
         run = run_eval(opts)
     except KeyboardInterrupt:
@@ -151,6 +152,10 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     pe.add_argument("--peer", action="append", default=None, metavar="FILE",
                     help="score another system's rankings beside the arms (a file written by "
                          "benchmarks/peer_llamaindex.py; repeatable)")
+    pe.add_argument("--ranker-folds", default=None, metavar="DIR",
+                    help="run each question with the section ranker's weights fitted without its document "
+                         "(a folder written by `python -m evaluation.learn_ranker --folds-out DIR`): "
+                         "out-of-fold figures")
     pe.add_argument("--quiet", action="store_true",
                     help="no progress (index build stages and questions answered)")
     pe.set_defaults(func=cmd_eval)

@@ -10,6 +10,12 @@ data content).
 
     python -m evaluation.learn_ranker --data ../shared/bench/qasper-dev:onnx \\
         --data ../shared/bench/lecoqa-train:use --out retrieval/ranker_weights.json
+
+The shipped one-document models were refitted over paragraph units, the others kept
+(docs/evaluation.md, "The section ranker refitted with paragraph evidence"):
+
+    python -m evaluation.learn_ranker --data ../shared/bench/qasper-dev:onnx --base retrieval/ranker_weights.json \\
+        --fit pairwise-paragraph --models tree,para --out retrieval/ranker_weights.json --folds-out folds
 """
 from __future__ import annotations
 
@@ -29,8 +35,9 @@ from evaluation.runner import EvalOptions, obtain_index
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.learned_ranker import MULTI_SUFFIX
 from retrieval.node_locator import hybrid_locate
+from retrieval.paragraph_pooling import paragraph_ids
 from retrieval.query import Query
-from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features
+from retrieval.section_features import ALL_FEATURES, FLAT_FEATURES, PARAGRAPH_FEATURES, TREE_FEATURES, chunk_features
 
 POOL = 400
 """Chunks kept per question for fitting and scoring: the best by fused score and by a section
@@ -43,11 +50,14 @@ class QData:
     group: str
     rows: np.ndarray
     X: np.ndarray
-    """TREE_FEATURES columns."""
+    """ALL_FEATURES columns."""
     y: np.ndarray
     rel: Relevance
     multi: bool = False
     """Asked of several documents (a collection) rather than of one: the ranker's two regimes."""
+    para: np.ndarray | None = None
+    """Paragraph number of each pool row (equal within a paragraph of a leaf): every ranked list
+    lists each paragraph's best window first (retrieval.breadth), so a fit and its figures can too."""
 
 
 def collect(data: Path, embedder: str, config: Config, limit: int | None = None) -> list[QData]:
@@ -70,8 +80,8 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         question = Query.build(q.query, backends.embedder)
         scores = flat_scores(index, question, config, doc_paths)
         located = {n.node_id for n in hybrid_locate(index, question, config, doc_paths).nodes}
-        X = chunk_features(index, question, scores, config, located, TREE_FEATURES)
-        col = {name: X[:, i] for i, name in enumerate(TREE_FEATURES)}
+        X = chunk_features(index, question, scores, config, located, ALL_FEATURES)
+        col = {name: X[:, i] for i, name in enumerate(ALL_FEATURES)}
         fused = col["dense_mm"] * config.dense_weight + col["bm25_mm"] * config.bm25_weight
         prior = 0.5 * fused + 0.5 * col["leaf_top3"]
         keep = np.union1d(np.argsort(-fused, kind="stable")[:POOL], np.argsort(-prior, kind="stable")[:POOL])
@@ -79,7 +89,8 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         y = np.isin(rows, list(rel.relevant)).astype(np.float64)
         group = q.scope[0] if q.scope else q.evidence[0].doc.split("/")[0]
         multi = q.scope is None or len(q.scope) > 1
-        out.append(QData(q.id, group, rows, X[keep].astype(np.float64), y, rel, multi))
+        para = paragraph_ids(index, rows)
+        out.append(QData(q.id, group, rows, X[keep].astype(np.float64), y, rel, multi, para))
         if (i + 1) % 200 == 0:
             print(f"  {data.name}: {i + 1}/{len(questions)} questions ({time.perf_counter() - t0:.0f} s)",
                   file=sys.stderr, flush=True)
@@ -162,19 +173,52 @@ def fit_listwise(qs: list[QData], cols: list[int], l2: float = 1.0) -> np.ndarra
 
 
 def ndcg_of(qs: list[QData], scores: list[np.ndarray]) -> np.ndarray:
-    """Distinct-evidence nDCG@10 of each question's pool ranking (an evidence item counts once)."""
+    """Distinct-evidence nDCG@10 of each question's pool ranking (an evidence item counts once), each
+    paragraph's best window first as every ranked list is (when the paragraphs are known)."""
     out = []
     for q, s in zip(qs, scores):
-        order = np.lexsort((q.rows, -s))[:10]
-        out.append(distinct_ndcg(q.rows[order].tolist(), q.rel))
+        order = np.lexsort((q.rows, -s))
+        if q.para is not None:
+            _, first = np.unique(q.para[order], return_index=True)
+            is_first = np.zeros(len(order), dtype=bool)
+            is_first[first] = True
+            order = np.concatenate((order[is_first], order[~is_first]))
+        out.append(distinct_ndcg(q.rows[order[:10]].tolist(), q.rel))
     return np.asarray(out)
+
+
+def paragraph_units(qs: list[QData]) -> list[QData]:
+    """Each question's pool cut to one row per paragraph (its best by fused score), for a fit whose
+    pairs are what a paragraph-first list orders: an evidence paragraph's five windows are five
+    positives to a window-level fit, and beating them against each other teaches nothing the list
+    uses."""
+    out = []
+    fused_cols = [ALL_FEATURES.index("dense_mm"), ALL_FEATURES.index("bm25_mm")]
+    for q in qs:
+        if q.para is None:
+            out.append(q)
+            continue
+        fused = q.X[:, fused_cols].sum(axis=1)
+        order = np.lexsort((q.rows, -fused))
+        _, first = np.unique(q.para[order], return_index=True)
+        keep = np.sort(order[first])
+        y = np.zeros(len(keep))
+        for j, p in enumerate(q.para[keep]):
+            y[j] = q.y[q.para == p].max()
+        out.append(QData(q.qid, q.group, q.rows[keep], q.X[keep], y, q.rel, q.multi, q.para[keep]))
+    return out
 
 
 def score_with(qs: list[QData], cols: list[int], w: np.ndarray) -> list[np.ndarray]:
     return [q.X[:, cols] @ w for q in qs]
 
 
-FIT = {"pairwise": fit_pairwise, "listwise": fit_listwise}
+def fit_pairwise_paragraphs(qs: list[QData], cols: list[int], l2: float = 1.0) -> np.ndarray:
+    """The pairwise fit over paragraph units (``paragraph_units``): the pairs a paragraph-first list decides."""
+    return fit_pairwise(paragraph_units(qs), cols, l2)
+
+
+FIT = {"pairwise": fit_pairwise, "listwise": fit_listwise, "pairwise-paragraph": fit_pairwise_paragraphs}
 
 
 def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float = 1.0,
@@ -197,11 +241,12 @@ def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float =
 def save_features(qs: list[QData], path: Path) -> None:
     """Features as plain arrays (npz, no pickle) and relevance as JSON, so fitting reruns in seconds."""
     seg = np.cumsum([0] + [len(q.y) for q in qs])
+    para = [q.para if q.para is not None else -1 - np.arange(len(q.rows)) for q in qs]
     np.savez(path.with_suffix(".npz"), X=np.vstack([q.X for q in qs]), rows=np.concatenate([q.rows for q in qs]),
-             y=np.concatenate([q.y for q in qs]), seg=seg)
+             y=np.concatenate([q.y for q in qs]), seg=seg, para=np.concatenate(para))
     meta = [{"qid": q.qid, "group": q.group, "multi": q.multi, "relevant": sorted(q.rel.relevant),
              "per_evidence": [sorted(e) for e in q.rel.per_evidence]} for q in qs]
-    path.with_suffix(".json").write_text(json.dumps({"features": list(TREE_FEATURES), "questions": meta}),
+    path.with_suffix(".json").write_text(json.dumps({"features": list(ALL_FEATURES), "questions": meta}),
                                          encoding="utf-8")
 
 
@@ -210,28 +255,37 @@ def load_features(path: Path) -> list[QData] | None:
     if not (npz.is_file() and js.is_file()):
         return None
     meta = json.loads(js.read_text(encoding="utf-8"))
-    if meta["features"] != list(TREE_FEATURES):
+    if meta["features"] != list(ALL_FEATURES):
         return None
     with np.load(npz, allow_pickle=False) as arr:  # each arr[key] reads the whole array: read once
-        X, rows, y, seg = arr["X"], arr["rows"], arr["y"], arr["seg"]
+        if "para" not in arr.files:
+            return None  # collected before paragraphs were kept
+        X, rows, y, seg, para = arr["X"], arr["rows"], arr["y"], arr["seg"], arr["para"]
     out = []
     for i, m in enumerate(meta["questions"]):
         a, b = int(seg[i]), int(seg[i + 1])
         rel = Relevance(per_evidence=tuple(frozenset(e) for e in m["per_evidence"]),
                         relevant=frozenset(m["relevant"]), gold_leaves=frozenset())
-        out.append(QData(m["qid"], m["group"], rows[a:b], X[a:b], y[a:b], rel, bool(m["multi"])))
+        out.append(QData(m["qid"], m["group"], rows[a:b], X[a:b], y[a:b], rel, bool(m["multi"]), para[a:b]))
     return out
+
+
+def fold_assignment(sets: dict[str, list[QData]], folds: int = 5) -> dict[tuple[str, str], int]:
+    """(set, document group) -> fold, drawn per set in the order given: a document's questions never
+    straddle folds, so a fold's figures come from documents its weights never saw."""
+    rng = np.random.default_rng(0)
+    fold_of: dict[tuple[str, str], int] = {}
+    for name, qs in sets.items():
+        groups = sorted({q.group for q in qs})
+        fold_of.update({(name, g): int(f) for g, f in zip(groups, rng.permutation(len(groups)) % folds)})
+    return fold_of
 
 
 def pooled_cross_validate(sets: dict[str, list[QData]], cols: list[int], l2: float, fit: str,
                           folds: int = 5) -> dict[str, np.ndarray]:
     """One model fitted on the training folds of every set, scored on each set's held-out folds:
     what the shipped (pooled) model does on documents it was not fitted on."""
-    rng = np.random.default_rng(0)
-    fold_of: dict[tuple[str, str], int] = {}
-    for name, qs in sets.items():
-        groups = sorted({q.group for q in qs})
-        fold_of.update({(name, g): int(f) for g, f in zip(groups, rng.permutation(len(groups)) % folds)})
+    fold_of = fold_assignment(sets, folds)
     out = {name: np.zeros(len(qs)) for name, qs in sets.items()}
     for f in range(folds):
         train = [q for name, qs in sets.items() for q in qs if fold_of[(name, q.group)] != f]
@@ -244,6 +298,58 @@ def pooled_cross_validate(sets: dict[str, list[QData]], cols: list[int], l2: flo
     return out
 
 
+def cols_of(names: tuple[str, ...]) -> list[int]:
+    return [ALL_FEATURES.index(n) for n in names]
+
+
+def model_features(paragraph: bool) -> dict[str, tuple[str, ...]]:
+    """The models a weights file holds and their features. ``para`` (chunk + paragraph) orders a
+    section's chunks past its entry when ``section_chunk_model = "para"``; ``paragraph`` also gives the
+    tree model the paragraph features."""
+    return {"flat": FLAT_FEATURES, "tree": TREE_FEATURES + (PARAGRAPH_FEATURES if paragraph else ()),
+            "para": FLAT_FEATURES + PARAGRAPH_FEATURES}
+
+
+def fit_models(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...]], l2: float, fit: str,
+               keep: dict[str, object] | None = None, only: set[str] | None = None) -> dict[str, dict[str, float]]:
+    """Every model of every regime (one document / a collection) fitted on ``sets``' questions of that
+    regime; a regime without questions, or a model not in ``only``, keeps ``keep``'s (a refit on one set
+    leaves the other's; a new model for one role leaves the others as they were)."""
+    out: dict[str, dict[str, float]] = {}
+    for suffix, multi in (("", False), (MULTI_SUFFIX, True)):
+        regime = [q for qs in sets.values() for q in qs if q.multi == multi]
+        for label, names in features.items():
+            if regime and (only is None or label in only or not keep or label + suffix not in keep):
+                w = FIT[fit](regime, cols_of(names), l2)
+                out[label + suffix] = {n: round(float(v), 6) for n, v in zip(names, w)}
+            elif keep and isinstance(keep.get(label + suffix), dict):
+                out[label + suffix] = keep[label + suffix]  # type: ignore[assignment]
+    return out
+
+
+def write_json_atomic(path: Path, obj: object) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_folds(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...]], l2: float, fit: str,
+                header: dict[str, object], keep: dict[str, object] | None, out_dir: Path, folds: int = 5,
+                only: set[str] | None = None) -> None:
+    """``fold-<f>.json``: the weights fitted without fold f's documents; ``folds.json``: each question's
+    fold per set. ``eval --ranker-folds DIR`` then runs every question with weights that never saw its
+    document: out-of-fold figures of the whole pipeline, context step included."""
+    fold_of = fold_assignment(sets, folds)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for f in range(folds):
+        train = {name: [q for q in qs if fold_of[(name, q.group)] != f] for name, qs in sets.items()}
+        write_json_atomic(out_dir / f"fold-{f}.json",
+                          {**header, "fold": f, **fit_models(train, features, l2, fit, keep, only)})
+    write_json_atomic(out_dir / "folds.json", {
+        "folds": folds,
+        "sets": {name: {q.qid: fold_of[(name, q.group)] for q in qs} for name, qs in sets.items()}})
+
+
 ABLATION_GROUPS: dict[str, tuple[str, ...]] = {
     "leaf evidence (leaf_max, leaf_top3)": ("leaf_max", "leaf_top3"),
     "leaf heading+summary": ("leaf_heading",),
@@ -251,23 +357,24 @@ ABLATION_GROUPS: dict[str, tuple[str, ...]] = {
     "parent section": ("section_max",),
     "document (doc_max, doc_top3)": ("doc_max", "doc_top3"),
     "located prior": ("located",),
+    "paragraph (para_mean)": ("para_mean",),
+    "adjacent paragraphs (para_adjacent, para_near_top)": ("para_adjacent", "para_near_top"),
 }
 
 
-def print_ablation(sets: dict[str, list[QData]], l2: float, fit: str) -> None:
+def print_ablation(sets: dict[str, list[QData]], l2: float, fit: str, tree: tuple[str, ...]) -> None:
     """Out-of-fold nDCG@10 with each structural feature group removed, against the flat model,
     with paired-bootstrap intervals (same folds, same questions)."""
     from evaluation.metrics import paired_bootstrap
 
-    flat_cols = [TREE_FEATURES.index(n) for n in FLAT_FEATURES]
     for name, qs in sets.items():
-        flat = cross_validate(qs, flat_cols, l2=l2, fit=fit)
+        flat = cross_validate(qs, cols_of(FLAT_FEATURES), l2=l2, fit=fit)
         rows = [("flat model (chunk features only)", flat)]
-        rows.append(("tree model (all features)", cross_validate(qs, list(range(len(TREE_FEATURES))), l2=l2,
-                                                                 fit=fit)))
+        rows.append(("tree model (all features)", cross_validate(qs, cols_of(tree), l2=l2, fit=fit)))
         for label, group in ABLATION_GROUPS.items():
-            cols = [i for i, n in enumerate(TREE_FEATURES) if n not in group]
-            rows.append((f"  without {label}", cross_validate(qs, cols, l2=l2, fit=fit)))
+            if any(n in tree for n in group):
+                cols = cols_of(tuple(n for n in tree if n not in group))
+                rows.append((f"  without {label}", cross_validate(qs, cols, l2=l2, fit=fit)))
         print(f"\nablation, {name} ({len(qs)} questions; out-of-fold nDCG@10 on the candidate pool):")
         for label, vals in rows:
             ci = paired_bootstrap(vals, flat, resamples=2000)
@@ -283,6 +390,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", choices=sorted(FIT), default="pairwise")
     ap.add_argument("--features-cache", type=Path, help="folder to keep collected features in")
     ap.add_argument("--out", type=Path, help="write the weights fitted on every set here")
+    ap.add_argument("--paragraph", action="store_true",
+                    help="give the tree model the paragraph features too (the para model always has them)")
+    ap.add_argument("--base", type=Path,
+                    help="a weights file whose models of a regime no --data set covers are kept as they are")
+    ap.add_argument("--folds-out", type=Path, metavar="DIR",
+                    help="also write each fold's weights (fitted without its documents) and the folds, "
+                         "for `eval --ranker-folds DIR`")
+    ap.add_argument("--models", default=None, metavar="NAMES",
+                    help="comma list of the models to fit (flat, tree, para); the others are kept from --base")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--ablation", action="store_true",
                     help="also print out-of-fold nDCG@10 of the tree model with each feature group left out")
@@ -290,6 +406,15 @@ def main(argv: list[str] | None = None) -> int:
     from evaluation.cli import parse_overrides
 
     config = Config().replace(**parse_overrides(args.set))
+    only = set(args.models.split(",")) if args.models else None
+    if only and (only - {"flat", "tree", "para"} or not args.base):
+        raise SystemExit("error: --models takes flat, tree, para and needs --base for the models it keeps")
+    keep = None
+    if args.base:
+        try:
+            keep = json.loads(args.base.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"error: --base {args.base}: {exc}") from None
     sets: dict[str, list[QData]] = {}
     for spec in args.data:
         path, _, emb = spec.rpartition(":")
@@ -303,25 +428,27 @@ def main(argv: list[str] | None = None) -> int:
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 save_features(qs, cache)
         sets[name] = qs
-    flat_cols = [TREE_FEATURES.index(n) for n in FLAT_FEATURES]
-    tree_cols = list(range(len(TREE_FEATURES)))
-    fused_w = np.zeros(len(TREE_FEATURES))
+    features = model_features(args.paragraph)
+    flat_cols, tree_cols = cols_of(FLAT_FEATURES), cols_of(features["tree"])
+    fused_w = np.zeros(len(ALL_FEATURES))
     fused_w[1], fused_w[2] = config.dense_weight, config.bm25_weight
     report: dict[str, dict[str, float]] = {}
     pooled = {label: pooled_cross_validate(sets, cols, args.l2, args.fit)
               for label, cols in (("flat", flat_cols), ("tree", tree_cols))}
     for name, qs in sets.items():
-        base = ndcg_of(qs, score_with(qs, tree_cols, fused_w))
+        base = ndcg_of(qs, score_with(qs, cols_of(ALL_FEATURES), fused_w))
         flat = cross_validate(qs, flat_cols, l2=args.l2, fit=args.fit)
         tree = cross_validate(qs, tree_cols, l2=args.l2, fit=args.fit)
+        para = cross_validate(qs, cols_of(features["para"]), l2=args.l2, fit=args.fit)
         report[name] = {"n": len(qs), "fused": float(base.mean()), "flat_learned": float(flat.mean()),
-                        "tree_learned": float(tree.mean()), "flat_pooled": float(pooled["flat"][name].mean()),
+                        "tree_learned": float(tree.mean()), "para_learned": float(para.mean()),
+                        "flat_pooled": float(pooled["flat"][name].mean()),
                         "tree_pooled": float(pooled["tree"][name].mean())}
         print(f"{name}: n={len(qs)} dnDCG@10 (pool of {POOL}+{POOL}, out of fold): fused={base.mean():.4f} "
-              f"flat-learned={flat.mean():.4f} tree-learned={tree.mean():.4f} | pooled model: "
-              f"flat={pooled['flat'][name].mean():.4f} tree={pooled['tree'][name].mean():.4f}")
+              f"flat-learned={flat.mean():.4f} para-learned={para.mean():.4f} tree-learned={tree.mean():.4f} | "
+              f"pooled model: flat={pooled['flat'][name].mean():.4f} tree={pooled['tree'][name].mean():.4f}")
     if args.ablation:
-        print_ablation(sets, args.l2, args.fit)
+        print_ablation(sets, args.l2, args.fit, features["tree"])
     names = list(sets)
     for a in names:
         for b in names:
@@ -332,17 +459,15 @@ def main(argv: list[str] | None = None) -> int:
                 nd = ndcg_of(sets[b], score_with(sets[b], cols, w)).mean()
                 report.setdefault("transfer", {})[f"{label}: {a} -> {b}"] = float(nd)
                 print(f"transfer {label}: fit {a} -> score {b}: {nd:.4f}")
+    header = {"format_version": 1, "fitted_on": names, "fit": args.fit, "l2": args.l2,
+              "chunk_context": config.chunk_context}
+    if args.folds_out:
+        write_folds(sets, features, args.l2, args.fit, header, keep, args.folds_out, only=only)
+        print(f"wrote {args.folds_out}/fold-*.json and folds.json")
     if args.out:
-        out = {"format_version": 1, "fitted_on": names, "fit": args.fit, "l2": args.l2,
-               "chunk_context": config.chunk_context, "cv": report}
-        for suffix, multi in (("", False), (MULTI_SUFFIX, True)):
-            regime = [q for qs in sets.values() for q in qs if q.multi == multi]
-            if not regime:
-                continue
-            for label, cols in (("flat", flat_cols), ("tree", tree_cols)):
-                w = FIT[args.fit](regime, cols, args.l2)
-                out[label + suffix] = {TREE_FEATURES[c]: round(float(v), 6) for c, v in zip(cols, w)}
-        args.out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        models = fit_models(sets, features, args.l2, args.fit, keep, only)
+        kept = sorted(m for m, w in models.items() if keep and w is keep.get(m))
+        write_json_atomic(args.out, {**header, "kept_from_base": kept, "cv": report, **models})
         print(f"wrote {args.out}")
     return 0
 

@@ -91,6 +91,9 @@ class EvalOptions:
     notice: Callable[[str], None] = _stderr
     peers: list[Path] = field(default_factory=list)
     """Peer files (evaluation.peer): another system's rankings, scored beside the arms."""
+    ranker_folds: Path | None = None
+    """A folder of fold weights (``learn_ranker --folds-out``): each question runs with the weights
+    fitted without its document's fold, so the figures are out of fold."""
 
 
 @dataclass
@@ -318,7 +321,18 @@ def arm_key(arm: Arm, opts: EvalOptions, question: Question, code: str) -> str:
                getattr(opts.llm, "base_url", None)]
     return _sha({"arm": arm.name, "config": arm.config.to_dict(), "k": opts.k, "code": code,
                  "rerank_pool": opts.rerank_pool, "llm": llm, "query": question.query,
-                 "scope": question.scope, "format": RESULTS_FORMAT})[:24]
+                 "scope": question.scope, "format": RESULTS_FORMAT,
+                 "weights": _file_digest(arm.config.ranker_weights)})[:24]
+
+
+def _file_digest(path: str | None) -> str | None:
+    """A weights file named by the config is part of a result's key: a refit rewrites the same path."""
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:20]
+    except OSError:
+        return "<missing>"
 
 
 class ResultCache:
@@ -549,6 +563,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     names = opts.arms or all_arm_names(opts.llm is not None)
     base = opts.config.replace(embedder=index.embedder_identity.get("name", opts.config.embedder))
     arms = [make_arm(n, base, opts.k, paired_with_graph=n + KG in names) for n in names]
+    fold_arms = _fold_arms(opts, eval_set, names, base) if opts.ranker_folds else None
     if opts.config.kg_mode != "off" and getattr(index, "kg", None) is None:
         opts.notice("kg_mode is a build setting and the evaluation index has no graphs; add them to a copy "
                     "with `index --kg rules` and pass it as --index (docs/graph.md)")
@@ -584,7 +599,9 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     cache = ResultCache(cache_root / "eval" / "results" / f"{info['identity']}.jsonl"
                         if opts.use_cache else None)
     code = code_fingerprint()
-    jobs = [(q, rel, arm, arm_key(arm, opts, q, code)) for q, rel in scored for arm in arms]
+    per_question = ((q, rel, fold_arms[1][_fold_of(fold_arms[0], q.id)] if fold_arms else arms)
+                    for q, rel in scored)
+    jobs = [(q, rel, arm, arm_key(arm, opts, q, code)) for q, rel, q_arms in per_question for arm in q_arms]
     todo = sum(1 for q, _, arm, key in jobs if cache.get(q.id, arm.name, key) is None)
     computed = 0
     results: list[QuestionResult] = []
@@ -592,7 +609,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
                          f"{len(jobs) - todo} of {len(jobs)} runs cached)", len(scored), "questions")
     try:
         if todo:
-            _warm_up(ctx, arms, scored[0][0])
+            _warm_up(ctx, next(iter(fold_arms[1].values())) if fold_arms else arms, scored[0][0])
         by_q: dict[str, QuestionResult] = {}
         for q, rel, arm, key in jobs:
             out = cache.get(q.id, arm.name, key)
@@ -624,3 +641,35 @@ def run_eval(opts: EvalOptions) -> EvalRun:
                    sampled=len(questions), results=results, unscorable=unscorable,
                    summaries=summaries, computed=computed, cached=len(jobs) - computed,
                    seconds=time.perf_counter() - t0, slices=by_slice, peers={p.name: p for p in peers})
+
+
+def _fold_arms(opts: EvalOptions, eval_set: Any, names: list[str], base: Config
+               ) -> tuple[dict[str, int], dict[int, list[Arm]]]:
+    """(question id -> fold, fold -> the arms with that fold's weights) of ``opts.ranker_folds``."""
+    from retrieval.learned_ranker import load_ranker
+    from utils.bounded_read import read_text_bounded
+
+    folder = Path(opts.ranker_folds or ".")
+    text = read_text_bounded(folder / "folds.json", limit=64 * 1024 * 1024, what=f"--ranker-folds {folder}",
+                             setting="folds.json lists question ids")
+    try:
+        meta = json.loads(text)
+        folds = int(meta["folds"])
+        assigned = {str(k): int(v) for k, v in meta["sets"][Path(opts.data).resolve().name].items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"--ranker-folds {folder}: folds.json has no folds for the set "
+                         f"{Path(opts.data).resolve().name!r} ({type(exc).__name__}: {exc})") from None
+    arms: dict[int, list[Arm]] = {}
+    for f in range(folds):
+        weights = folder / f"fold-{f}.json"
+        load_ranker("tree", weights)  # a one-line error now, not after the first questions
+        cfg = base.replace(ranker_weights=str(weights))
+        arms[f] = [make_arm(n, cfg, opts.k, paired_with_graph=n + KG in names) for n in names]
+    return assigned, arms
+
+
+def _fold_of(assigned: dict[str, int], qid: str) -> int:
+    if qid not in assigned:
+        raise InputError(f"--ranker-folds: question {qid!r} is in no fold (the folds were fitted on other "
+                         "questions; out-of-fold figures need the questions they were drawn for)")
+    return assigned[qid]

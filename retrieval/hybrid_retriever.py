@@ -174,12 +174,16 @@ def rank_in_sections(index: Index, question: Query, located: list[LocatedNode],
     if len(scores.rows) == 0:
         return []
     query = question.text
-    ranker = load_ranker(model_name(kind, scope_documents(index, doc_paths)), config.ranker_weights)
+    n_docs = scope_documents(index, doc_paths)
+    ranker = load_ranker(model_name(kind, n_docs), config.ranker_weights)
     loc_ids = {n.node_id for n in located}
-    X = chunk_features(index, question, scores, config, loc_ids, ranker.names)
-    s = ranker.score(X)
-    if kind == "tree" and config.section_evidence == "once":
-        s = _section_evidence_once(index, scores.rows, X, ranker, s, config, scope_documents(index, doc_paths))
+    once = kind == "tree" and config.section_evidence == "once"
+    inner = load_ranker(model_name(config.section_chunk_model, n_docs), config.ranker_weights) if once else None
+    names = ranker.names + tuple(n for n in inner.names if n not in ranker.names) if inner else ranker.names
+    X = chunk_features(index, question, scores, config, loc_ids, names)
+    s = ranker.score(X[:, :len(ranker.names)])
+    if inner is not None:
+        s = _section_evidence_once(index, scores.rows, X[:, [names.index(n) for n in inner.names]], inner, s)
     keep = max(config.final_top_k, config.context_pool)  # rerank + context pool
     if config.paragraph_pooling == "soft":
         s = pooled_scores(index, scores.rows, s, keep, config.paragraph_pooling_temperature)
@@ -205,20 +209,20 @@ def rank_in_sections(index: Index, question: Query, located: list[LocatedNode],
     return out
 
 
-def _section_evidence_once(index: Index, rows: np.ndarray, X: np.ndarray, ranker: LinearRanker,
-                           tree_score: np.ndarray, config: Config, n_docs: int) -> np.ndarray:
-    """Each leaf's best chunk ordered by the tree model, every other chunk by the flat model.
+def _section_evidence_once(index: Index, rows: np.ndarray, X_inner: np.ndarray, inner: LinearRanker,
+                           tree_score: np.ndarray) -> np.ndarray:
+    """Each leaf's best chunk ordered by the tree model, every other chunk by ``inner`` (the flat
+    model, or the chunk-and-paragraph model: ``section_chunk_model``).
 
     The tree model adds a section's evidence (its best chunks, heading, neighbours) to every chunk
     of the section, so all of a matching section's chunks rise together and fill the list: evidence
     that lies in a second section is pushed out (on papers, R@8k 0.87 of the best flat arm for
     questions whose evidence spans sections). Counted once, the section's evidence decides which
-    sections are entered and where; past that entry, a chunk competes on its own evidence. Both
-    scores are standardised over the scope so they share one scale.
+    sections are entered and where; past that entry, a chunk competes on its own evidence (and, with
+    the paragraph model, its paragraph's). Both scores are standardised over the scope so they share
+    one scale.
     """
-    flat = load_ranker(model_name("flat", n_docs), config.ranker_weights)
-    cols = [ranker.names.index(n) for n in flat.names]
-    chunk_score = flat.score(X[:, cols])
+    chunk_score = inner.score(X_inner)
 
     def z(v: np.ndarray) -> np.ndarray:
         sd = float(v.std())

@@ -32,7 +32,7 @@ def model_name(kind: str, n_docs: int) -> str:
 @dataclass(frozen=True)
 class LinearRanker:
     kind: str
-    """flat | tree: which feature set the weights are for."""
+    """flat | tree | para (the chunk and its paragraph, ordering chunks inside a section)."""
     names: tuple[str, ...]
     weights: np.ndarray
 
@@ -80,9 +80,9 @@ def _read_ranker(kind: str, p: Path) -> LinearRanker:
             raise InputError(f"ranker weights {p}: {kind}.{name} is not a finite number")
         names.append(str(name))
         values.append(float(value))
-    from retrieval.section_features import TREE_FEATURES
+    from retrieval.section_features import ALL_FEATURES
 
-    unknown = [n for n in names if n not in TREE_FEATURES]
+    unknown = [n for n in names if n not in ALL_FEATURES]
     if unknown:
         raise InputError(f"ranker weights {p}: unknown feature(s) {', '.join(unknown)}")
     return LinearRanker(kind, tuple(names), np.asarray(values, dtype=np.float64))

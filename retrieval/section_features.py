@@ -34,6 +34,14 @@ TREE_FEATURES: tuple[str, ...] = FLAT_FEATURES + (
 """Plus section evidence: the best and top-3 mean fused chunk score of the chunk's leaf, the leaf's
 heading+summary cosine, the best adjacent chunk of the same leaf, the best leaf of its parent
 section, the best and top-3 mean of its document, and whether step 1 located its leaf."""
+PARAGRAPH_FEATURES: tuple[str, ...] = ("para_mean", "para_adjacent", "para_near_top")
+"""The chunk's paragraph and its neighbourhood, for a model that orders the chunks inside a section: the
+mean fused score of the paragraph's windows (a paragraph matching throughout, not in one window), the best
+fused window of the previous or next paragraph of the same leaf, and the share of the leaf's three best
+chunks that lie in this paragraph or an adjacent one. A 200-character window sees a fifth of what a
+long-chunk retriever's chunk sees; these give it the text around it without changing the chunking."""
+ALL_FEATURES: tuple[str, ...] = TREE_FEATURES + PARAGRAPH_FEATURES
+"""Every feature a weights file may name."""
 
 
 def _group_max(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
@@ -89,9 +97,50 @@ def chunk_features(index: Index, question: Query, scores: Scores, config: Config
         doc_ids, doc_of = np.unique(lay.row_doc[rows], return_inverse=True)
         cols["doc_max"] = _group_max(fused, doc_of, len(doc_ids))[doc_of]
         cols["doc_top3"] = _group_top_mean(fused, doc_of, len(doc_ids), 3)[doc_of]
+        if any(n in PARAGRAPH_FEATURES for n in names):
+            cols.update(_paragraph_features(index, rows, fused, leaf_of, leaf_ids))
         if located:
             loc_leaf = np.array([index.leaves[i].node_id in located for i in leaf_ids], dtype=np.float64)
             cols["located"] = loc_leaf[leaf_of]
         else:
             cols["located"] = np.zeros(len(rows))
     return np.column_stack([cols[n] for n in names]) if len(rows) else np.zeros((0, len(names)))
+
+
+def _paragraph_features(index: Index, rows: np.ndarray, fused: np.ndarray, leaf_of: np.ndarray,
+                        leaf_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """``PARAGRAPH_FEATURES`` for the scope's rows (ascending, so a leaf's paragraphs are consecutive).
+
+    Reading which paragraph a row lies in touches every row's chunk record and its leaf's text: cheap
+    within a paper (read together first: on an engine one statement each instead of one per leaf), a
+    few milliseconds per thousand rows over a collection, hence computed only when a model names them."""
+    from retrieval.paragraph_pooling import paragraph_ids
+
+    n_leaf = len(leaf_ids)
+    prefetch_chunks = getattr(index, "prefetch_chunks", None)
+    if prefetch_chunks is not None:
+        prefetch_chunks(rows.tolist())
+    prefetch_contents = getattr(index, "prefetch_contents", None)
+    if prefetch_contents is not None:
+        prefetch_contents(index.leaves[int(i)].node_id for i in leaf_ids)
+    pid = paragraph_ids(index, rows)  # numbered in row order: adjacent paragraphs differ by one
+    n_par = int(pid.max()) + 1
+    par_leaf = np.zeros(n_par, dtype=np.int64)
+    par_leaf[pid] = leaf_of
+    par_max = _group_max(fused, pid, n_par)
+    par_mean = np.bincount(pid, weights=fused, minlength=n_par) / np.maximum(np.bincount(pid, minlength=n_par), 1)
+    prev_ok = np.r_[False, par_leaf[1:] == par_leaf[:-1]]
+    next_ok = np.r_[par_leaf[:-1] == par_leaf[1:], False]
+    adj = np.maximum(np.where(prev_ok, np.r_[0.0, par_max[:-1]], 0.0),
+                     np.where(next_ok, np.r_[par_max[1:], 0.0], 0.0))
+    # the leaf's three best rows, counted on their paragraph and its two neighbours of the same leaf
+    order = np.lexsort((rows, -fused, leaf_of))
+    g = leaf_of[order]
+    top = order[(np.arange(len(g)) - np.searchsorted(g, g, side="left")) < 3]
+    near = np.zeros(n_par)
+    np.add.at(near, pid[top], 1.0)
+    near_prev = np.where(prev_ok, np.r_[0.0, near[:-1]], 0.0)
+    near_next = np.where(next_ok, np.r_[near[1:], 0.0], 0.0)
+    leaf_n = np.minimum(np.bincount(leaf_of, minlength=n_leaf), 3)
+    share = (near + near_prev + near_next)[pid] / leaf_n[leaf_of]
+    return {"para_mean": par_mean[pid], "para_adjacent": adj[pid], "para_near_top": share}

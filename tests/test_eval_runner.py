@@ -542,3 +542,43 @@ def test_eval_reads_the_config_file_like_every_other_command(eval_set: Path, tmp
     args = build_parser().parse_args(common)
     assert args.func(args) == 0
     assert json.loads(out_json.read_text())["arm_configs"]["tree-keyword"]["keyword_top_leaves"] == 1
+
+
+def test_ranker_folds_run_each_question_with_its_folds_weights(eval_set: Path, tmp_path: Path) -> None:
+    shipped = json.loads((Path(__file__).parents[1] / "retrieval" / "ranker_weights.json").read_text(encoding="utf-8"))
+    folds = tmp_path / "folds"
+    folds.mkdir()
+    (folds / "fold-0.json").write_text(json.dumps(shipped), encoding="utf-8")
+    # fold 1: a tree model that orders by the leaf heading alone, so the folds rank differently
+    (folds / "fold-1.json").write_text(json.dumps({**shipped, "tree": {"leaf_heading": 1.0, "bm25_mm": -1.0}}),
+                                       encoding="utf-8")
+    assign = {"q1": 0, "q2": 0, "q3": 1, "q4": 1, "q5": 0, "q6": 1}
+    (folds / "folds.json").write_text(json.dumps({"folds": 2, "sets": {eval_set.name: assign}}), encoding="utf-8")
+    arms = ["tree-hybrid", "flat-hybrid"]
+    run = run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds))
+    by_fold = {f: run_eval(_opts(eval_set, tmp_path / "c", arms=arms,
+                                 config=Config(ranker_weights=str(folds / f"fold-{f}.json")))) for f in (0, 1)}
+    for qr in run.results:
+        ref = next(r for r in by_fold[assign[qr.question.id]].results if r.question.id == qr.question.id)
+        assert qr.outputs["tree-hybrid"].rows == ref.outputs["tree-hybrid"].rows, qr.question.id
+    q3 = [{r.question.id: r.outputs["tree-hybrid"].rows for r in by_fold[f].results}["q3"] for f in (0, 1)]
+    assert q3[0] != q3[1]  # the weights matter for a question of one document
+    # a rewritten weights file is a new result, not a cached one
+    (folds / "fold-1.json").write_text(json.dumps(shipped), encoding="utf-8")
+    again = run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds))
+    q3_again = {r.question.id: r.outputs["tree-hybrid"].rows for r in again.results}["q3"]
+    assert q3_again == q3[0] and again.computed > 0
+
+    # the folds may hold a model the shipped file lacks (the paragraph model): the run uses the folds' only
+    for f in (0, 1):
+        (folds / f"fold-{f}.json").write_text(json.dumps({**shipped, "para": {"para_mean": 1.0, "dense": 1.0}}),
+                                              encoding="utf-8")
+    para = run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds,
+                          config=Config(section_chunk_model="para")))
+    assert para.n_scored == run.n_scored
+    (folds / "folds.json").write_text(json.dumps({"folds": 2, "sets": {eval_set.name: {"q1": 0}}}), encoding="utf-8")
+    with pytest.raises(InputError, match="in no fold"):
+        run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds))
+    (folds / "folds.json").write_text(json.dumps({"folds": 2, "sets": {"other": {}}}), encoding="utf-8")
+    with pytest.raises(InputError, match="no folds for the set"):
+        run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds))

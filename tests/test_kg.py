@@ -260,10 +260,23 @@ def test_index_and_graph_commands(tmp_path: Path) -> None:
 
 # ----------------------------------------------------------------------------- query
 
+ANCHOR_RANKER = {"tree": {"dense": 1.028722, "dense_mm": 1.158745, "bm25_mm": 0.24298, "bm25_hit": 0.373456, "leaf_max": 0.393316, "leaf_top3": 1.354382, "leaf_heading": 3.501799, "neighbour": 1.622271, "section_max": 0.63549, "doc_max": 0.0, "doc_top3": 0.0, "located": 0.273298},
+                 "flat": {"dense": 3.677977, "dense_mm": 1.788123, "bm25_mm": 1.248433, "bm25_hit": 0.421876}}
+"""A section ranker (an earlier shipped fit) under which the paper's first fact is its leaf's best
+candidate: the graph channel bridges from that anchor, and these tests are about the channel, not
+about which chunk a refitted ranker happens to put first on this synthetic paper."""
+
+
+def anchor_settings(index_dir: Path) -> dict:
+    weights = index_dir.parent / "anchor_ranker.json"
+    weights.write_text(json.dumps(ANCHOR_RANKER), encoding="utf-8")
+    return {"ranker_weights": str(weights), "section_chunk_model": "flat"}
+
+
 def _ask(index_dir: Path, **settings):
     from pipeline import TreeRAG
 
-    rag = TreeRAG.open(index_dir, llm="mock", env={}, final_top_k=3, **settings)
+    rag = TreeRAG.open(index_dir, llm="mock", env={}, final_top_k=3, **{**anchor_settings(index_dir), **settings})
     return rag, rag.run(QUESTION)
 
 
@@ -421,7 +434,8 @@ def test_index_kg_llm_through_the_openai_wire_format(tmp_path: Path) -> None:
         # the channel works on an LLM graph too
         from pipeline import TreeRAG
 
-        res = TreeRAG.open(tmp_path / "idx", llm="mock", env={}, final_top_k=3).run(QUESTION)
+        res = TreeRAG.open(tmp_path / "idx", llm="mock", env={}, final_top_k=3,
+                           **anchor_settings(tmp_path / "idx")).run(QUESTION)
         assert any(FACT_B[:40] in h.text for h in res.retrieve.hits)
         # an update with nothing changed reuses the graph: no new request
         r = run_cli("index", "--input", str(doc), "--output", str(tmp_path / "idx"), "--mock", "--kg", "llm",
@@ -448,7 +462,7 @@ def test_eval_reports_the_channel_against_its_absence(tmp_path: Path, hop_index:
     out = tmp_path / "run.json"
     r = run_cli("eval", "--data", str(data), "--index", str(hop_index), "--arms", "tree-hybrid,tree-hybrid+kg",
                 "--k", "3", "--resamples", "200", "--quiet", "--cache-dir", str(tmp_path / "cache"),
-                "--json", str(out))
+                "--json", str(out), *(f"--set={k}={v}" for k, v in anchor_settings(tmp_path / "x").items()))
     assert r.returncode == 0, r.stderr
     assert "arm with the graph channel / the same arm without it" in r.stdout
     assert "graphs for 1 long leaves" in r.stdout  # the build cost line

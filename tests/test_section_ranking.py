@@ -14,7 +14,7 @@ from indexing.representation import chunk_representation
 from retrieval.learned_ranker import load_ranker
 from indexing.search import Scores, bm25_kind
 from retrieval.query import Query
-from retrieval.section_features import FLAT_FEATURES, TREE_FEATURES, chunk_features
+from retrieval.section_features import ALL_FEATURES, FLAT_FEATURES, TREE_FEATURES, chunk_features
 from utils.errors import InputError
 
 
@@ -199,7 +199,7 @@ def _synthetic_questions(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     qs = []
     for i in range(n):
-        X = rng.random((40, len(TREE_FEATURES)))
+        X = rng.random((40, len(ALL_FEATURES)))
         y = np.zeros(40)
         y[:3] = 1.0
         X[:3, 0] += 1.0
@@ -229,7 +229,9 @@ def test_pairwise_learner_finds_the_informative_feature_and_cv_is_out_of_fold(tm
 
 
 def test_section_evidence_counted_once_lets_other_sections_in(paper_index) -> None:
-    """Once: each leaf's entry chunk ranks by the tree model, the rest by the flat model."""
+    """Once: each leaf's entry chunk ranks by the tree model, the rest by the flat model (with the
+    paragraph model, section_chunk_model=para, never narrower than every: it adds the paragraph's
+    neighbourhood, so on this small paper it may list as few sections as the tree model does)."""
     from indexing.embedders.factory import make_embedder
     from retrieval.hybrid_retriever import rank_in_sections
 
@@ -238,9 +240,12 @@ def test_section_evidence_counted_once_lets_other_sections_in(paper_index) -> No
                "What algorithm does the router use?", "Which currency pairs and years are in the dataset?")
     wider = 0
     for query in queries:
-        once = rank_in_sections(paper_index, Query.build(query, emb), [], Config(final_top_k=10))
+        once = rank_in_sections(paper_index, Query.build(query, emb), [],
+                                Config(final_top_k=10, section_chunk_model="flat"))
         every = rank_in_sections(paper_index, Query.build(query, emb), [],
                                  Config(final_top_k=10, section_evidence="every"))
+        para = rank_in_sections(paper_index, Query.build(query, emb), [], Config(final_top_k=10))
+        assert len({c.chunk.source_node_id for c in para[:5]}) >= len({c.chunk.source_node_id for c in every[:5]})
         assert [c.score for c in once] == sorted((c.score for c in once), reverse=True)
         assert len({c.row for c in once}) == len(once)
         leaves = [len({c.chunk.source_node_id for c in ranked[:5]}) for ranked in (once, every)]
