@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (ROOT, Headline, Report, banner, base_parser, limit_blas_threads, machine_info,  # noqa: E402
+from common import (ROOT, Headline, Report, banner, base_parser, limit_blas_threads, machine_info, scale_ann,  # noqa: E402
                     machine_line, scale_index, scale_questions, stats, table)
 
 sys.path.insert(0, str(ROOT))
@@ -30,7 +30,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from config import Config
     from indexing.file_search import FAR_CANDIDATES, FAR_MAX_LISTS
-    from indexing.index_store import load_index
 
     ap = base_parser(__doc__)
     ap.add_argument("--index", type=Path, default=None)
@@ -50,11 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --lists takes positive list counts (4096,1024)", file=sys.stderr)
         return 2
     limit_blas_threads(1)
-    index = load_index(index_dir)
-    ann = getattr(index.search, "ann", {}).get("chunks")
-    if ann is None:
-        print(f"error: {index_dir} has no ANN index (built below ann_min_rows)", file=sys.stderr)
+    loaded = scale_ann(index_dir)
+    if loaded is None:
         return 2
+    index, ann = loaded
     config = Config()
     nlist = int(ann.index.nlist)
     quarter = config.ann_probe / 4

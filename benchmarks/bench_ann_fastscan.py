@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (ROOT, Headline, Report, banner, base_parser, limit_blas_threads, machine_info,  # noqa: E402
+from common import (ROOT, Headline, Report, banner, base_parser, limit_blas_threads, machine_info, scale_ann,  # noqa: E402
                     machine_line, scale_index, scale_questions, stats, table)
 
 sys.path.insert(0, str(ROOT))
@@ -50,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from config import Config
-    from indexing.index_store import load_index
 
     ap = base_parser(__doc__)
     ap.add_argument("--index", type=Path, default=None)
@@ -71,11 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --probes takes shares (0.3,0.2), --proposals counts (1000,2000)", file=sys.stderr)
         return 2
     limit_blas_threads(1)
-    index = load_index(index_dir)
-    ann = getattr(index.search, "ann", {}).get("chunks")
-    if ann is None:
-        print(f"error: {index_dir} has no ANN index (built below ann_min_rows)", file=sys.stderr)
+    loaded = scale_ann(index_dir)
+    if loaded is None:
         return 2
+    index, ann = loaded
     config = Config()
     ivf, vecs = ann.index, index.embeddings
     rows, dim = vecs.shape

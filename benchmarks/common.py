@@ -70,6 +70,18 @@ def scale_index(args: argparse.Namespace) -> tuple[Path, Path] | None:
     return index_dir, qfile
 
 
+def scale_ann(index_dir: Path) -> tuple[Any, Any] | None:
+    """The index at ``index_dir`` (loaded) and its chunks' ANN index; None, with one ``error:`` line
+    printed, when it has none (built below ``ann_min_rows``)."""
+    from indexing.index_store import load_index  # noqa: PLC0415
+
+    index = load_index(index_dir)
+    ann = getattr(index.search, "ann", {}).get("chunks")
+    if ann is None:
+        print(f"error: {index_dir} has no ANN index (built below ann_min_rows)", file=sys.stderr)
+        return None
+    return index, ann
+
 
 def scale_questions(index: Any, qfile: Path, n: int) -> tuple[list[str], list[Any]]:
     """The first ``n`` questions of a ``bench_scale`` questions file and their vectors, embedded with the
