@@ -100,8 +100,14 @@ class Config:
     """A scope of at most this many chunks is scored exactly (every chunk, by a leaf/document filter);
     a larger one from the engine's kNN and full-text candidates. Raise it past the collection's size to
     score everything exactly (LeCoQA: tree -2.9% -> -0.6% of the file store, about twice the latency)."""
-    store_candidates: int = 1000
-    """Chunks each of kNN and full-text search contributes for a larger scope."""
+    store_candidates: int = 500
+    """Chunks each of kNN and full-text search contributes for a larger scope (also the leaves' kNN and
+    full-text top of a whole-collection question). A new question's engine cost is mostly reading each
+    scan's result rows the first time, so fewer rows is what makes it cheaper: 500 instead of 1,000 cut a
+    freshly opened embedded engine's whole-collection p95 at 10,000 documents by 21-31% (its CPU per
+    question 129-133 -> 82-90 ms) and held LeCoQA parity on the engine (300 questions, every arm's
+    dnDCG@10, R@2k and any@2k within 0.1%); the kNN then finds ~98% of the true top 100 instead of ~99%
+    at a million chunks (docs/seekdb.md)."""
     store_fulltext_max_share: float = 0.1
     """Below 1, the full-text candidates of a larger scope are searched without the question's words that
     occur in more than this share of the collection's chunks (the rarest word is always searched); each
