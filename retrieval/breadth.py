@@ -84,7 +84,7 @@ def paragraph_first(pool: Sequence[RetrievedChunk], index: Any) -> list[Retrieve
     counts each piece of evidence once) gains nothing from the second window that the first did
     not give. Every retrieval, flat or tree, lists distinct paragraphs first.
     """
-    paragraphs: dict[str, tuple[int, list[tuple[int, int]]]] = {}
+    paragraphs: ParagraphMemo = {}
     first: list[RetrievedChunk] = []
     later: list[RetrievedChunk] = []
     seen: set[tuple[str, int]] = set()
@@ -92,17 +92,19 @@ def paragraph_first(pool: Sequence[RetrievedChunk], index: Any) -> list[Retrieve
     if prefetch is not None:  # every hit's leaf text is read below: one statement on an engine
         prefetch(hit.chunk.source_node_id for hit in pool)
     for hit in pool:
-        key = _paragraph_key(hit, index, paragraphs)
+        key = paragraph_key(hit.chunk, index, paragraphs)
         (later if key in seen else first).append(hit)
         seen.add(key)
     return first + later
 
 
-def _paragraph_key(hit: RetrievedChunk, index: Any, memo: dict[str, tuple[int, list[tuple[int, int]]]]
-                   ) -> tuple[str, int]:
-    """(leaf, paragraph number) of the hit's middle character; a hit whose leaf text cannot be read
-    is its own paragraph."""
-    c = hit.chunk
+ParagraphMemo = dict[str, "tuple[int, list[tuple[int, int]]]"]
+"""A leaf's content start and paragraph spans, by leaf id: read once per leaf."""
+
+
+def paragraph_key(c: Any, index: Any, memo: ParagraphMemo) -> tuple[str, int]:
+    """(leaf, paragraph number) of the chunk's middle character; a chunk whose leaf text cannot be read,
+    or that lies between paragraphs, is its own paragraph (its chunk id, -1)."""
     leaf = memo.get(c.source_node_id)
     if leaf is None:
         node = index.get_node(c.source_node_id)

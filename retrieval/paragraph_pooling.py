@@ -19,10 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from indexing.chunker import paragraph_at, paragraph_spans
-
-
-Leaves = dict[str, "tuple[int, list[tuple[int, int]]] | None"]
+from retrieval.breadth import ParagraphMemo, paragraph_key
 
 
 def pooled_scores(index: Any, rows: np.ndarray, scores: np.ndarray, n: int, temperature: float) -> np.ndarray:
@@ -38,7 +35,7 @@ def pooled_scores(index: Any, rows: np.ndarray, scores: np.ndarray, n: int, temp
         return out
     order = np.lexsort((rows, -out))
     at = {int(r): j for j, r in enumerate(rows.tolist())}
-    memo: Leaves = {}
+    memo: ParagraphMemo = {}
     done = np.zeros(len(out), dtype=bool)
     m = min(len(out), 2 * n)
     while True:
@@ -56,40 +53,28 @@ def pooled_scores(index: Any, rows: np.ndarray, scores: np.ndarray, n: int, temp
         m = min(len(out), 2 * m)
 
 
-def _paragraph_rows(index: Any, row: int, at: dict[int, int], memo: Leaves) -> list[int]:
+def _paragraph_rows(index: Any, row: int, at: dict[int, int], memo: ParagraphMemo) -> list[int]:
     """Scope positions of the windows in ``row``'s paragraph: the consecutive rows around it with the
     same (leaf, paragraph) key."""
-    key = _paragraph_of(index, row, memo)
+    key = paragraph_key(index.chunks[row], index, memo)
     found = [at[row]]
     if key[1] < 0:
         return found
     for step in (-1, 1):
         r = row + step
-        while r in at and 0 <= r < len(index.chunks) and _paragraph_of(index, r, memo) == key:
+        while r in at and 0 <= r < len(index.chunks) and paragraph_key(index.chunks[r], index, memo) == key:
             found.append(at[r])
             r += step
     return found
 
 
-def _paragraph_of(index: Any, row: int, memo: Leaves) -> tuple[str, int]:
-    """(leaf, paragraph number) of the row's middle character; (row, -1) between paragraphs or when
-    the leaf's text cannot be read."""
-    c = index.chunks[row]
-    if c.source_node_id not in memo:
-        node = index.get_node(c.source_node_id)
-        memo[c.source_node_id] = None if node is None else (node.content_start, paragraph_spans(node.content))
-    leaf = memo[c.source_node_id]
-    p = -1 if leaf is None else paragraph_at(leaf[1], (c.start_char + c.end_char) // 2 - leaf[0])
-    return (c.source_node_id, p) if p >= 0 else (f"row:{row}", -1)
-
-
 def paragraph_ids(index: Any, rows: np.ndarray) -> np.ndarray:
     """A paragraph number per row of ``rows`` (every row read: the whole-scope form of the walk above),
     equal for rows whose middle character lies in one paragraph of one leaf."""
-    memo: Leaves = {}
+    memo: ParagraphMemo = {}
     keys: dict[tuple[str, int], int] = {}
-    return np.array([keys.setdefault(_paragraph_of(index, int(r), memo), len(keys)) for r in rows.tolist()],
-                    dtype=np.int64)
+    return np.array([keys.setdefault(paragraph_key(index.chunks[r], index, memo), len(keys))
+                     for r in rows.tolist()], dtype=np.int64)
 
 
 def pool_paragraphs(scores: np.ndarray, paragraphs: np.ndarray, temperature: float) -> np.ndarray:
