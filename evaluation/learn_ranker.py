@@ -38,6 +38,7 @@ from retrieval.node_locator import hybrid_locate
 from retrieval.paragraph_pooling import paragraph_ids
 from retrieval.query import Query
 from retrieval.section_features import ALL_FEATURES, FLAT_FEATURES, PARAGRAPH_FEATURES, TREE_FEATURES, chunk_features
+from utils.atomic import atomic_write_text
 
 POOL = 400
 """Chunks kept per question for fitting and scoring: the best by fused score and by a section
@@ -328,9 +329,7 @@ def fit_models(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...]
 
 
 def write_json_atomic(path: Path, obj: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
 
 
 def write_folds(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...]], l2: float, fit: str,
