@@ -114,6 +114,8 @@ def run_worker(code: Path, index_dir: Path, qfile: Path, n: int, ann: str, profi
                shared: Path | None) -> dict[str, Any]:
     env = bench_env()
     env["PYTHONPATH"] = str(code)
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # one BLAS thread, as main.py sets before numpy loads
+        env.setdefault(var, "1")
     r = run_proc(python("-c", WORKER, index_dir, qfile, n, ann, ",".join(VOLATILE), int(profile),
                         shared if shared else "-"), cwd=code, env=env).check()
     res: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])

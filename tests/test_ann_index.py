@@ -654,7 +654,7 @@ def test_the_least_similar_rows_come_from_at_most_far_max_lists(built: tuple[Pat
     nlist = int(ann.index.nlist)
     chosen: list[int] = []
     real = ann._choose
-    monkeypatch.setattr(ann, "_choose", lambda x, nprobe: chosen.append(nprobe) or real(x, nprobe))
+    monkeypatch.setattr(ann, "_choose", lambda scores, nprobe, far=False: chosen.append(nprobe) or real(scores, nprobe, far))
     monkeypatch.setattr(ann, "_spans", ann._spans if ann._spans is not None else np.zeros((nlist, 4), np.int64))
     query = Query.build(_queries(index, n=1)[0], make_embedder("hash", ON))
     near = math.ceil(ON.ann_probe * nlist)
@@ -732,7 +732,7 @@ def test_proposals_grow_with_the_list_count(built: tuple[Path, Path], monkeypatc
     query = Query.build(_queries(index, n=1)[0], emb)
     asked: list[int] = []
     real = ann.search_parts
-    monkeypatch.setattr(ann, "search_parts", lambda q, k, probe, parts: asked.append(k) or real(q, k, probe, parts))
+    monkeypatch.setattr(ann, "search_parts", lambda q, k, probe, parts, **kw: asked.append(k) or real(q, k, probe, parts, **kw))
     index.search.score(query, Scope.everything(), "corpus", score_params(ON))
     assert asked[0] == 120  # the nearest rows (the few least similar come from search)
     asked.clear()
