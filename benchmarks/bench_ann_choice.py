@@ -2,6 +2,7 @@
 search (the code before): the same rows proposed, recall@100, the same least similar row, CPU; same run.
 
     python benchmarks/bench_ann_choice.py [--index DIR] [--queries N] [--json OUT]
+    python benchmarks/bench_ann_choice.py --data SET --index DIR [--json OUT]   # a shared set, ANN in memory
 
 Why: a whole-collection question chooses ``ann_probe`` of the IVF lists (11,744 of 39,145 at 100,000
 documents) for its nearest rows and up to ``FAR_MAX_LISTS`` for its least similar rows. faiss's flat
@@ -11,6 +12,11 @@ both choices. The scan adds each list's score to every code's distance, so a las
 change the proposals: this benchmark counts, per question, whether the proposals (as a set) and the least
 similar row are those of faiss's choice, and each choice's recall of the exact dense top 100 (one pass
 over the vectors). Questions: ``queries-N.json`` beside the index (bench_scale's).
+
+``--data SET --index DIR``: an evaluation set's questions (``qa.jsonl``, every one, unscoped) on its index,
+with the chunks' and the leaves' ANN built in memory as ``eval --set ann=on`` builds them; for every question
+the nearest chunk rows, the least similar chunk rows and the nearest leaves both ways. Where all three are
+the same for every question, every arm of ``eval --set ann=on`` scores the same candidates either way.
 """
 from __future__ import annotations
 
@@ -47,6 +53,58 @@ def faiss_search(ann: Any, qvec: Any, k: int, probe: float, max_lists: int | Non
     return ids[(ids >= 0) & (ids < ann.rows)].astype(np.int64), choose_ms
 
 
+def shared_set(data: Path, index_dir: Path, argv: list[str], json_path: Path | None) -> int:
+    """``--data``: every question of an evaluation set, the ANN built in memory (see the module docstring)."""
+    import json
+
+    import numpy as np
+
+    from config import Config
+    from indexing.ann_index import AnnIndex
+    from indexing.file_search import FAR_CANDIDATES, FAR_MAX_LISTS
+    from indexing.index_store import load_index
+    from pipeline import query_embedder
+
+    qa = data / "qa.jsonl"
+    if not qa.is_file() or not (index_dir / "metadata.json").is_file():
+        print(f"error: --data needs SET/qa.jsonl and --index an index directory ({qa}, {index_dir})", file=sys.stderr)
+        return 2
+    config = Config(ann="on")
+    index = load_index(index_dir)
+    embedder = query_embedder(index.embedder_identity, config)
+    questions = [json.loads(line)["query"] for line in qa.read_text(encoding="utf-8").splitlines() if line.strip()]
+    info = machine_info()
+    banner(f"list choice on {data.name}: {len(questions)} questions, the ANN built in memory (ann=on)")
+    print(machine_line(info))
+    vecs = {"chunks": np.asarray(index.embeddings), "leaves": np.asarray(index.leaf_embeddings)}
+    anns = {kind: AnnIndex.build(v, len(v), int(v.shape[1]), f"{kind} (in memory)") for kind, v in vecs.items()}
+    qvecs = [np.asarray(embedder.embed_query(q), dtype=np.float32) for q in questions]
+    searches = [("nearest chunks", "chunks", False), ("least similar chunks", "chunks", True),
+                ("nearest leaves", "leaves", False)]
+    same = {name: 0 for name, _, _ in searches}
+    same_set = {name: 0 for name, _, _ in searches}
+    for q in qvecs:
+        for name, kind, far in searches:
+            ann = anns[kind]
+            k = FAR_CANDIDATES if far else ann.proposals(config.ann_candidates, config.ann_candidates_growth)
+            probe, cap = (config.ann_probe / 4, FAR_MAX_LISTS) if far else (config.ann_probe, None)
+            old, _ = faiss_search(ann, q, k, probe, cap, far=far)
+            new = ann.search(q, k, probe, cap, far=far)
+            same[name] += int(np.array_equal(old, new))
+            same_set[name] += int(np.array_equal(np.sort(old), np.sort(new)))
+    n = len(qvecs)
+    print(table(["search", "lists", "rows", "same rows, same order", "same rows"],
+                [[name, int(anns[kind].index.nlist), anns[kind].rows, f"{same[name]}/{n}", f"{same_set[name]}/{n}"]
+                 for name, kind, _ in searches]))
+    report = Report("ann_choice", argv, info, params={"data": str(data), "index": str(index_dir), "questions": n})
+    report.results.update(same=same, same_set=same_set)
+    worst = min(same_set.values())
+    report.headlines.append(Headline("questions whose candidates are those of faiss's list choice, every search",
+                                     worst, f"of {n}", goal=f"= {n}", ok=worst == n))
+    report.finish(json_path)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
@@ -56,7 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__)
     ap.add_argument("--index", type=Path, default=None)
     ap.add_argument("--queries", type=int, default=None, help="questions (quick 20, full 40)")
+    ap.add_argument("--data", type=Path, default=None, help="an evaluation set (docs/ + qa.jsonl): its questions")
     args = ap.parse_args(argv)
+    if args.data is not None:
+        if args.index is None:
+            print("error: --data needs --index (the set's index)", file=sys.stderr)
+            return 2
+        limit_blas_threads(1)
+        return shared_set(args.data, args.index, sys.argv[1:] if argv is None else list(argv), args.json)
     found = scale_index(args)
     if found is None:
         return 2
