@@ -114,6 +114,8 @@ def run_worker(code: Path, index_dir: Path, qfile: Path, n: int, ann: str, profi
                shared: Path | None) -> dict[str, Any]:
     env = bench_env()
     env["PYTHONPATH"] = str(code)
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # one BLAS thread, as main.py sets before numpy loads
+        env.setdefault(var, "1")
     r = run_proc(python("-c", WORKER, index_dir, qfile, n, ann, ",".join(VOLATILE), int(profile),
                         shared if shared else "-"), cwd=code, env=env).check()
     res: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
@@ -156,9 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         shared = Path(tempfile.mkdtemp(prefix="whole-query-")) / "shared-settings.json"
         shared.write_text(json.dumps(sorted(fields)), encoding="utf-8")
     got: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for _ in range(runs):
+    for round_no in range(runs):
         for ann in settings:
-            for label, code in codes.items():  # interleaved: the machine's load falls on both alike
+            # interleaved, the first in turn: the machine's load, and the index pages the other's worker
+            # read in (at 100,000 documents the index does not fit the page cache), fall on both alike
+            order = list(codes.items())
+            for label, code in (order if round_no % 2 == 0 else order[::-1]):
                 got.setdefault((label, ann), []).append(
                     run_worker(code, index_dir, qfile, n, ann, args.profile and label == "this code", shared))
     if shared is not None:

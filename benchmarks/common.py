@@ -318,6 +318,11 @@ def limit_blas_threads(n: int) -> Any:
         from threadpoolctl import threadpool_limits
     except ImportError:
         return None
+    # threadpoolctl limits the libraries loaded when it is called: called before numpy was imported it
+    # found none, and numpy's OpenBLAS kept its second thread, which spins after every product (~90 ms
+    # of CPU a 100,000-document question, measured)
+    import numpy  # noqa: F401, PLC0415
+
     return threadpool_limits(limits=n, user_api="blas")
 
 

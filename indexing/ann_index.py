@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from utils.errors import BackendError, IndexFormatError
+from utils.similarity import top_order
 
 if TYPE_CHECKING:
     from indexing.index_files import IndexDir
@@ -411,8 +412,8 @@ class AnnIndex:
         self.rows = rows
         self.name = name
         self.quantizer = quantizer_kind(index)
-        self._centroids: Any = None
-        """An HNSW quantizer's centroids as a flat index: a question's lists are chosen exactly."""
+        self._centroids: np.ndarray | None = None
+        """The centroids (a view of the quantizer's store): a question's lists are chosen from one product."""
         self._spans = mapped_list_spans(index)
         """(lists, 4) addresses of each list's codes and ids in the file faiss maps, or None (lists in
         memory): the lists a question scans are requested from the disk together before the scan."""
@@ -490,28 +491,26 @@ class AnnIndex:
         least ``base`` (see config ``ann_candidates_growth``)."""
         return max(int(base), math.ceil(base * (self.index.nlist / GROWTH_LISTS) ** growth))
 
-    def search(self, qvec: np.ndarray, k: int, probe: float, max_lists: int | None = None) -> np.ndarray:
+    def search(self, qvec: np.ndarray, k: int, probe: float, max_lists: int | None = None,
+               scores: CentroidScores | None = None, far: bool = False) -> np.ndarray:
         """Row numbers of (up to) the ``k`` best rows by approximate inner product, best first, from the
-        ``probe`` share of the lists closest to ``qvec`` (at most ``max_lists`` of them)."""
-        faiss = _faiss()
+        ``probe`` share of the lists closest to ``qvec`` (at most ``max_lists`` of them).
+
+        ``far``: the rows least similar to ``qvec`` instead (the best rows for ``-qvec``, from the lists
+        least similar to it). ``scores``: the question's product with the centroids, when the caller
+        shares one between several searches of this index (``centroid_scores``)."""
         k = max(1, min(int(k), self.rows))
         nprobe = max(1, math.ceil(probe * self.index.nlist))
         if max_lists is not None:
             nprobe = max(1, min(nprobe, int(max_lists)))
-        x = np.ascontiguousarray(qvec, dtype=np.float32).reshape(1, -1)
-        if self.quantizer == "hnsw" or self._spans is not None:
-            # the lists to scan chosen first (as IndexIVF.search chooses them), requested from the disk
-            # together, then scanned
-            dist, lists = self._choose(x, nprobe)
-            self._will_need(lists[0])
-            ids = self._scan(x, k, dist, lists)[1]
-        else:
-            _, ids = self.index.search(x, k, params=faiss.SearchParametersIVF(nprobe=nprobe))
-            ids = ids[0]
+        x = np.ascontiguousarray(-qvec if far else qvec, dtype=np.float32).reshape(1, -1)
+        dist, lists = self._choose(self.centroid_scores(qvec) if scores is None else scores, nprobe, far)
+        self._will_need(lists[0])  # the lists to scan requested from the disk together, then scanned
+        ids = self._scan(x, k, dist, lists)[1]
         return ids[(ids >= 0) & (ids < self.rows)].astype(np.int64)
 
-    def search_parts(self, qvec: np.ndarray, k: int, probe: float,
-                     parts: int) -> list[Callable[[], tuple[np.ndarray, np.ndarray]]]:
+    def search_parts(self, qvec: np.ndarray, k: int, probe: float, parts: int,
+                     scores: CentroidScores | None = None) -> list[Callable[[], tuple[np.ndarray, np.ndarray]]]:
         """``search`` split into ``parts`` scans of disjoint shares of the same lists, each a call that
         returns its own best ``k`` (scores, rows); ``merge_parts`` of their results is ``search``'s answer
         (up to the order of rows whose approximate scores tie at the ``k``-th).
@@ -525,13 +524,14 @@ class AnnIndex:
         nprobe = max(1, math.ceil(probe * self.index.nlist))
         x = np.ascontiguousarray(qvec, dtype=np.float32).reshape(1, -1)
         parts = max(1, min(int(parts), nprobe))
+        product = self.centroid_scores(qvec) if scores is None else scores
         lock = threading.Lock()
         chosen: list[tuple[np.ndarray, np.ndarray]] = []
 
         def share(i: int) -> tuple[np.ndarray, np.ndarray]:
             with lock:  # the first part to run chooses the lists (and requests them) for all
                 if not chosen:
-                    dist, lists = self._choose(x, nprobe)
+                    dist, lists = self._choose(product, nprobe)
                     self._will_need(lists[0])
                     chosen.append((dist, lists))
             dist, lists = chosen[0]
@@ -549,16 +549,38 @@ class AnnIndex:
         order = np.argsort(-scores, kind="stable")[:k]
         return ids[order].astype(np.int64)
 
-    def _choose(self, x: np.ndarray, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``nprobe`` lists closest to ``x`` (distances, lists), as IndexIVF.search chooses them; for
-        HNSW exactly (one product with the centroids: 42,000 x 384 at 100,000 documents, a few ms), as a
-        flat quantizer chooses them."""
-        faiss = _faiss()
-        if self.quantizer == "hnsw":
-            if self._centroids is None:
-                self._centroids = faiss.downcast_index(faiss.downcast_index(self.index.quantizer).storage)
-            return self._centroids.search(x, nprobe)
-        return self.index.quantizer.search(x, nprobe)
+    def centroids(self) -> np.ndarray:
+        """The (lists, dim) float32 centroids: a view of the quantizer's own store, not a copy (the flat
+        quantizer's, or the flat store under an HNSW graph)."""
+        if self._centroids is None:
+            faiss = _faiss()
+            q = faiss.downcast_index(self.index.quantizer)
+            store = faiss.downcast_index(q.storage) if self.quantizer == "hnsw" else q
+            nlist, d = int(self.index.nlist), int(self.index.d)
+            view = faiss.rev_swig_ptr(store.get_xb(), nlist * d).reshape(nlist, d)
+            # the view reads faiss's memory: it lives as long as this object holds the index
+            self._centroids = view
+        return self._centroids
+
+    def centroid_scores(self, qvec: np.ndarray) -> CentroidScores:
+        """The question's product with every centroid, computed on first use (``CentroidScores``)."""
+        return CentroidScores(self.centroids(), qvec)
+
+    def _choose(self, scores: CentroidScores, nprobe: int, far: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The ``nprobe`` lists closest to the question (least similar with ``far``) as (scores, lists),
+        each (1, nprobe), best first, ties by list number.
+
+        Why our own product, not faiss's quantizer search: faiss picks the nearest of its kernels per call
+        and its last bits differed between runs on the same index (docs/scale.md), so the lists and the
+        coarse scores the scan adds to every code could differ between two askings of one question; one
+        numpy product (single-threaded BLAS, as every entry point runs) gives the same bits every time,
+        costs a third of faiss's search with ``k`` in the thousands, and serves the least similar lists
+        too. The scores of the least similar lists are the negated product, what faiss computes for the
+        negated question (negation is exact)."""
+        s = scores.values()
+        top = top_order(-s if far else s, min(int(nprobe), len(s)))
+        dist = (-s[top] if far else s[top]).astype(np.float32)
+        return np.ascontiguousarray(dist.reshape(1, -1)), np.ascontiguousarray(top.astype(np.int64).reshape(1, -1))
 
     def _scan(self, x: np.ndarray, k: int, dist: np.ndarray, lists: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The best ``k`` (scores, rows) of the given lists; faiss releases the GIL while it scans."""
@@ -580,6 +602,31 @@ class AnnIndex:
 
         spans = self._spans[lists]
         will_need(np.concatenate([spans[:, 0], spans[:, 2]]), np.concatenate([spans[:, 1], spans[:, 3]]))
+
+
+class CentroidScores:
+    """One question's inner product with every centroid of one ANN index, computed once, on first use,
+    by whichever thread asks first (the nearest lists and the least similar lists of a question both
+    come from it).
+
+    Why lazily: the question's second thread starts on a scan at once and needs the product first;
+    computed by the caller it would sit on the question's thread before the threads split."""
+
+    def __init__(self, centroids: np.ndarray, qvec: np.ndarray) -> None:
+        self._centroids = centroids
+        self._q = np.ascontiguousarray(qvec, dtype=np.float32).reshape(-1)
+        self._lock = threading.Lock()
+        self._values: np.ndarray | None = None
+
+    def values(self) -> np.ndarray:
+        """(lists,) float32 scores, the same bits for the same question and index every time."""
+        with self._lock:
+            if self._values is None:
+                if self._q.shape != (self._centroids.shape[1],):
+                    raise ValueError(f"a question of {self._q.size} dimensions for centroids of "
+                                     f"{self._centroids.shape[1]}")
+                self._values = np.asarray(self._centroids @ self._q, dtype=np.float32)
+            return self._values
 
 
 SPAN_CHECKS = 16

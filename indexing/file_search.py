@@ -28,7 +28,7 @@ from utils.similarity import matvec
 from utils.tokenizer import vocabulary_scripts
 
 if TYPE_CHECKING:
-    from indexing.ann_index import AnnIndex
+    from indexing.ann_index import AnnIndex, CentroidScores
 
 FAR_CANDIDATES = 16
 """Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
@@ -113,13 +113,14 @@ class FileSearch:
         leaf_ann = self._ann_for("leaves", params) if query.memo.get(LEAVES_WANTED) else None
         # the longest scan first, in halves: the second thread starts on one while this one scores BM25
         k = ann.proposals(params.ann_candidates, params.ann_candidates_growth)
-        near_scan = _NearScan(ann, ann.search_parts(qvec, k, params.ann_probe, NEAR_PARTS), k,
+        product = ann.centroid_scores(qvec)  # one product with the centroids: the nearest and the least similar lists
+        near_scan = _NearScan(ann, ann.search_parts(qvec, k, params.ann_probe, NEAR_PARTS, scores=product), k,
                               lambda rows: self._touch_near(rows, leaf_ann is not None))
         calls: list[tuple[str, Callable[[], object]]] = [
             (f"near{i}", functools.partial(near_scan.part, i)) for i in range(near_scan.parts)]
         if leaf_ann is not None:
             calls.append(("leaves", lambda: self._near_leaves(leaf_ann, qvec, params)))
-        calls.append(("far", lambda: self._far_rows(ann, qvec, params)))
+        calls.append(("far", lambda: self._far_rows(ann, qvec, params, product)))
         shared = SharedCalls(calls)
         try:
             bm25: np.ndarray | None = None
@@ -158,10 +159,12 @@ class FileSearch:
         if leaves:
             touch_rows(self.leaf_embeddings, self._leaf_of(rows))
 
-    def _far_rows(self, ann: AnnIndex, qvec: np.ndarray, params: ScoreParams) -> np.ndarray:
+    def _far_rows(self, ann: AnnIndex, qvec: np.ndarray, params: ScoreParams,
+                  product: CentroidScores | None = None) -> np.ndarray:
         """The chunks' least similar rows (sorted), their vector pages read in."""
         # the far end need only be near: a quarter of the probe share, at most FAR_MAX_LISTS lists
-        far = np.sort(ann.search(-qvec, FAR_CANDIDATES, params.ann_probe / 4, max_lists=FAR_MAX_LISTS))
+        far = np.sort(ann.search(qvec, FAR_CANDIDATES, params.ann_probe / 4, max_lists=FAR_MAX_LISTS, scores=product,
+                                 far=True))
         touch_rows(self.embeddings, far)
         return far
 

@@ -138,21 +138,28 @@ class SegmentAnn:
         """As the base's ANN proposes (``AnnIndex.proposals``)."""
         return int(self.base.proposals(base, growth))
 
-    def search(self, qvec: np.ndarray, k: int, probe: float, max_lists: int | None = None) -> np.ndarray:
-        ids = self.base.search(qvec, int(k) + min(self.deleted, int(k)), probe, max_lists)
+    def centroid_scores(self, qvec: np.ndarray) -> Any:
+        """The base ANN's product with its centroids (``AnnIndex.centroid_scores``)."""
+        return self.base.centroid_scores(qvec)
+
+    def search(self, qvec: np.ndarray, k: int, probe: float, max_lists: int | None = None, scores: Any = None,
+               far: bool = False) -> np.ndarray:
+        """``AnnIndex.search``: ``far`` the least similar rows, ``scores`` the base's shared product."""
+        ids = self.base.search(qvec, int(k) + min(self.deleted, int(k)), probe, max_lists, scores=scores, far=far)
         log = self.runs.to_log(ids)
         log = log[log >= 0][:int(k)]
         if not len(self.extra):
             return log
-        scores = np.asarray(self.vectors[self.extra] @ np.asarray(qvec, dtype=np.float32))
-        best = self.extra[np.argsort(-scores, kind="stable")[:int(k)]]
+        q = np.asarray(qvec, dtype=np.float32)
+        dots = np.asarray(self.vectors[self.extra] @ (-q if far else q))
+        best = self.extra[np.argsort(-dots, kind="stable")[:int(k)]]
         return np.concatenate([log, best])
 
-    def search_parts(self, qvec: np.ndarray, k: int, probe: float,
-                     parts: int) -> list[Callable[[], tuple[np.ndarray, np.ndarray]]]:
+    def search_parts(self, qvec: np.ndarray, k: int, probe: float, parts: int,
+                     scores: Any = None) -> list[Callable[[], tuple[np.ndarray, np.ndarray]]]:
         """``AnnIndex.search_parts`` in one part: the base's proposals with its deleted rows dropped are
         known only after the whole scan, so a segmented index's scan is not split."""
-        return [lambda: (np.zeros(0, dtype=np.float32), self.search(qvec, k, probe))]
+        return [lambda: (np.zeros(0, dtype=np.float32), self.search(qvec, k, probe, scores=scores))]
 
     def merge_parts(self, found: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> np.ndarray:
         """The one part's rows (``search_parts``), as ``search`` returns them."""

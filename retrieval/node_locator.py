@@ -353,7 +353,7 @@ def toc_for_prompt(index: Index, query: Query, config: Config,
     costs = tree.toc_tokens
     allowed: np.ndarray | None = None  # None: every node but the root (no 5.3M-row list per question)
     if doc_paths is None:
-        total = int(costs[1:].sum())
+        total = tree.toc_total()
     else:
         numbers = [i for i, p in enumerate(tree.doc_paths) if p in doc_paths]
         allowed = np.flatnonzero(np.isin(tree.doc, numbers)) if numbers else np.zeros(0, dtype=np.int64)

@@ -654,7 +654,7 @@ def test_the_least_similar_rows_come_from_at_most_far_max_lists(built: tuple[Pat
     nlist = int(ann.index.nlist)
     chosen: list[int] = []
     real = ann._choose
-    monkeypatch.setattr(ann, "_choose", lambda x, nprobe: chosen.append(nprobe) or real(x, nprobe))
+    monkeypatch.setattr(ann, "_choose", lambda scores, nprobe, far=False: chosen.append(nprobe) or real(scores, nprobe, far))
     monkeypatch.setattr(ann, "_spans", ann._spans if ann._spans is not None else np.zeros((nlist, 4), np.int64))
     query = Query.build(_queries(index, n=1)[0], make_embedder("hash", ON))
     near = math.ceil(ON.ann_probe * nlist)
@@ -732,7 +732,7 @@ def test_proposals_grow_with_the_list_count(built: tuple[Path, Path], monkeypatc
     query = Query.build(_queries(index, n=1)[0], emb)
     asked: list[int] = []
     real = ann.search_parts
-    monkeypatch.setattr(ann, "search_parts", lambda q, k, probe, parts: asked.append(k) or real(q, k, probe, parts))
+    monkeypatch.setattr(ann, "search_parts", lambda q, k, probe, parts, **kw: asked.append(k) or real(q, k, probe, parts, **kw))
     index.search.score(query, Scope.everything(), "corpus", score_params(ON))
     assert asked[0] == 120  # the nearest rows (the few least similar come from search)
     asked.clear()
@@ -805,3 +805,72 @@ def test_an_index_in_memory_has_no_list_table_and_searches_as_before(built: tupl
     ann = ann_index.AnnIndex.build(vecs, len(vecs), vecs.shape[1], "in memory")
     assert ann._spans is None
     assert len(ann.search(vecs[3], 20, 0.5)) == 20
+
+
+@pytest.mark.parametrize("which", ["flat", "hnsw"])
+def test_the_lists_come_from_one_product_the_same_every_time(which: str, built: tuple[Path, Path],
+                                                              built_hnsw: tuple[Path, Path]) -> None:
+    """A question's lists (nearest and least similar) come from one product with the centroids: the lists
+    faiss's exact search over the same centroids picks, best first with ties by list number, and the same
+    bits on every asking, from any thread."""
+    import threading
+
+    import faiss
+
+    index = load_index((built if which == "flat" else built_hnsw)[1])
+    for kind, ann in index.search.ann.items():
+        store = faiss.downcast_index(ann.index.quantizer)
+        store = faiss.downcast_index(store.storage) if which == "hnsw" else store
+        vecs = index.embeddings if kind == "chunks" else index.leaf_embeddings
+        rng = np.random.default_rng(11)
+        for _ in range(4):
+            qvec = np.asarray(vecs[int(rng.integers(len(vecs)))], dtype=np.float32)
+            for nprobe in sorted({1, min(7, ann.index.nlist), ann.index.nlist}):
+                for far in (False, True):
+                    dist, lists = ann._choose(ann.centroid_scores(qvec), nprobe, far)
+                    want_d, want_l = store.search((-qvec if far else qvec).reshape(1, -1), nprobe)
+                    assert lists.shape == (1, nprobe) and len(set(lists[0].tolist())) == nprobe
+                    assert np.allclose(dist[0], want_d[0], atol=1e-5)  # the same lists' scores, last bits aside
+                    # the same lists up to ties at the cut (within float slack of the last one taken)
+                    cut = float(dist[0, -1])
+                    differ = set(lists[0].tolist()) ^ set(want_l[0].tolist())
+                    assert all(abs(float(-ann.centroid_scores(qvec).values()[lst] if far else
+                                         ann.centroid_scores(qvec).values()[lst]) - cut) < 1e-5 for lst in differ)
+                    d = dist[0]
+                    assert np.all(d[:-1] >= d[1:])  # best first
+                    ties = d[:-1] == d[1:]
+                    assert np.all(lists[0][:-1][ties] < lists[0][1:][ties])  # ties by list number
+            seen: list[tuple[bytes, bytes]] = []
+
+            def ask() -> None:
+                d, lst = ann._choose(ann.centroid_scores(qvec), 7)
+                seen.append((d.tobytes(), lst.tobytes()))
+
+            ask()
+            t = threading.Thread(target=ask)
+            t.start()
+            t.join()
+            ask()
+            assert len(set(seen)) == 1  # bit-identical every time
+
+
+def test_the_least_similar_rows_share_the_questions_product(built: tuple[Path, Path],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``far`` searches the negated question's best rows from the shared product: the rows a search for the
+    negated question finds, and a whole-collection question computes its chunks' product once."""
+    index = load_index(built[1])
+    ann = index.search.ann["chunks"]
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        qvec = np.asarray(index.embeddings[int(rng.integers(len(index.embeddings)))], dtype=np.float32)
+        product = ann.centroid_scores(qvec)
+        for k, probe, cap in ((16, 0.1, None), (16, 0.3, 2), (40, 1.0, None)):
+            far = ann.search(qvec, k, probe, cap, scores=product, far=True)
+            assert np.array_equal(far, ann.search(-qvec, k, probe, cap))
+            assert np.array_equal(ann.search(qvec, k, probe, cap), ann.search(qvec, k, probe, cap, scores=product))
+    products: list[int] = []
+    real = ann.centroid_scores
+    monkeypatch.setattr(ann, "centroid_scores", lambda q: products.append(1) or real(q))
+    query = Query.build(_queries(index, n=1)[0], make_embedder("hash", ON))
+    index.search.score(query, Scope.everything(), "corpus", score_params(ON))
+    assert len(products) == 1

@@ -119,3 +119,25 @@ def test_frequent_words_are_not_scored_on_every_row(built: BM25Index, tokens: li
     monkeypatch.setattr(built, "_corpus_term_weights", weights)
     assert np.array_equal(top_rows(built, tokens, k), want)
     assert built.term_ids["w0"] not in weighted  # in 2/3 of the rows
+
+
+@pytest.mark.parametrize("distinct", [3, 1115, 1 << 30])
+def test_kth_largest_is_the_partitions_value(distinct: int) -> None:
+    """``kth_largest`` narrows millions of values by a sampled threshold: the value is the partition's,
+    with many ties, with the largest values where the sample does not look, and with NaNs."""
+    from indexing.bm25_corpus import SAMPLE_FROM, kth_largest
+
+    rng = np.random.default_rng(distinct % 97)
+    n = SAMPLE_FROM * 5 + 17
+    values = (rng.integers(0, distinct, n) / 7).astype(np.float32)
+    for k in (1, 2, 999, 1000, n // 9, n // 8, n // 2, n):
+        assert kth_largest(values, k) == np.partition(values, n - k)[n - k], k
+    for where in (slice(1, None, 2), slice(None, None, max(1, n // (1 << 14)))):
+        skewed = values.copy()
+        skewed[where] += 1e6  # the best values off the sample's stride, or only on it (too few kept: the whole partition)
+        for k in (1000, n // 9):
+            assert kth_largest(skewed, k) == np.partition(skewed, n - k)[n - k]
+    with_nan = values.copy()
+    with_nan[5] = np.nan
+    assert np.isnan(kth_largest(with_nan, 1)) and np.isnan(np.partition(with_nan, n - 1)[n - 1])
+    assert kth_largest(with_nan, 1000) == np.partition(with_nan, n - 1000)[n - 1000]

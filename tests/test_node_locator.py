@@ -271,3 +271,18 @@ def test_leaf_max_counts_a_non_finite_score_as_not_scored() -> None:
     owners, best = _leaf_max_sparse(values, np.arange(5), np.array([0, 2, 3, 5]))
     assert owners.tolist() == [0, 1, 2]
     np.testing.assert_allclose(best, [0.0, 1.0, 0.5], atol=1e-6)
+
+
+def test_the_whole_forest_toc_total_is_summed_once_and_follows_new_tokens(paper_index) -> None:
+    """The LLM locator's budget test reads the forest's TOC total, kept per ``toc_tokens`` array."""
+    import numpy as np
+
+    tree = paper_index.tree
+    assert tree.toc_total() == int(tree.toc_tokens[1:].sum())
+    saved = tree.toc_tokens
+    try:
+        tree.toc_tokens = np.full(len(tree), 3, dtype=np.int32)  # a loader setting other tokens
+        assert tree.toc_total() == 3 * (len(tree) - 1)
+    finally:
+        tree.toc_tokens = saved
+    assert tree.toc_total() == int(saved[1:].sum())
