@@ -209,9 +209,14 @@ class Config:
     prior; section = every chunk in scope scored by a linear model over its own and its leaf's,
     section's and document's evidence, the located leaves a prior instead of a cut; auto = section
     within one document, union across several (chosen by evaluation, see README)."""
-    section_evidence: Literal["once", "every"] = "once"
+    section_evidence: Literal["once", "every", "joint"] = "once"
     """candidate_order=section: a section's evidence lifts only its best chunk (the section's entry;
-    every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is)."""
+    every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is).
+    joint = one model (``joint`` in the weights file) over the chunk's own, paragraph and coverage
+    features and its section's evidence counted on the section's entry only (ENTRY_FEATURES in
+    retrieval/section_features.py), fitted on that list with LambdaRank-style pair weights; once =
+    the tree model picks and places each entry, the section_chunk_model orders the rest, the two
+    blended on a standardised scale."""
     section_chunk_model: Literal["flat", "para"] = "para"
     """section_evidence=once: the model that orders a section's chunks past its entry. para = the chunk's
     and its paragraph's evidence (the paragraph's mean window score, its neighbouring paragraphs' best,

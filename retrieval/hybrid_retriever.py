@@ -175,7 +175,8 @@ def rank_in_sections(index: Index, question: Query, located: list[LocatedNode],
         return []
     query = question.text
     n_docs = scope_documents(index, doc_paths)
-    ranker = load_ranker(model_name(kind, n_docs), config.ranker_weights)
+    joint = kind == "tree" and config.section_evidence == "joint"
+    ranker = load_ranker(model_name("joint" if joint else kind, n_docs), config.ranker_weights)
     loc_ids = {n.node_id for n in located}
     once = kind == "tree" and config.section_evidence == "once"
     inner = load_ranker(model_name(config.section_chunk_model, n_docs), config.ranker_weights) if once else None

@@ -40,7 +40,18 @@ mean fused score of the paragraph's windows (a paragraph matching throughout, no
 fused window of the previous or next paragraph of the same leaf, and the share of the leaf's three best
 chunks that lie in this paragraph or an adjacent one. A 200-character window sees a fifth of what a
 long-chunk retriever's chunk sees; these give it the text around it without changing the chunking."""
-ALL_FEATURES: tuple[str, ...] = TREE_FEATURES + PARAGRAPH_FEATURES
+COVERAGE_FEATURES: tuple[str, ...] = ("para_cover",)
+"""The share of the question's distinct terms (each weighed by its rarity among the scope's
+paragraphs) that the chunk's paragraph holds anywhere (retrieval.term_coverage): a window's BM25
+sees 200 characters; a paragraph that covers the whole question is visible only here."""
+ENTRY_FEATURES: tuple[str, ...] = ("entry", "entry_leaf_max", "entry_leaf_top3", "entry_leaf_heading",
+                                   "entry_neighbour", "entry_section_max", "entry_located")
+"""Section evidence counted on the section's entry only: ``entry`` is 1 for each leaf's best chunk by
+fused score, and ``entry_<f>`` is the section feature ``f`` on that chunk, 0 on every other. One
+linear model over these and the chunk's own and paragraph features (``section_evidence = "joint"``)
+orders a list in which a matching section lifts its entry, not all of its chunks, and is fitted on
+that list as it is, instead of two models blended on a standardised scale."""
+ALL_FEATURES: tuple[str, ...] = TREE_FEATURES + PARAGRAPH_FEATURES + COVERAGE_FEATURES + ENTRY_FEATURES
 """Every feature a weights file may name."""
 
 
@@ -99,11 +110,23 @@ def chunk_features(index: Index, question: Query, scores: Scores, config: Config
         cols["doc_top3"] = _group_top_mean(fused, doc_of, len(doc_ids), 3)[doc_of]
         if any(n in PARAGRAPH_FEATURES for n in names):
             cols.update(_paragraph_features(index, rows, fused, leaf_of, leaf_ids))
+        if any(n in COVERAGE_FEATURES for n in names):
+            from retrieval.term_coverage import coverage_features
+
+            cols.update(coverage_features(index, rows, question.tokens))
         if located:
             loc_leaf = np.array([index.leaves[i].node_id in located for i in leaf_ids], dtype=np.float64)
             cols["located"] = loc_leaf[leaf_of]
         else:
             cols["located"] = np.zeros(len(rows))
+        if any(n in ENTRY_FEATURES for n in names):
+            by_fused = np.lexsort((rows, -fused))
+            _, first = np.unique(leaf_of[by_fused], return_index=True)
+            entry = np.zeros(len(rows))
+            entry[by_fused[first]] = 1.0
+            cols["entry"] = entry
+            for name in ENTRY_FEATURES[1:]:
+                cols[name] = cols[name[len("entry_"):]] * entry
     return np.column_stack([cols[n] for n in names]) if len(rows) else np.zeros((0, len(names)))
 
 
