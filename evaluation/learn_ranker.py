@@ -278,6 +278,13 @@ def fit_pairwise_paragraphs(qs: list[QData], cols: list[int], l2: float = 1.0) -
 
 FIT = {"pairwise": fit_pairwise, "listwise": fit_listwise, "pairwise-paragraph": fit_pairwise_paragraphs,
        "lambda-paragraph": fit_lambda}
+JOINT_FIT = "lambda-paragraph"
+"""The joint model is always fitted with pairs weighed by their effect on nDCG@10: it orders the top of
+the list (``joint_top_k``), and that objective is part of what it is; ``--fit`` chooses the others'."""
+
+
+def fit_for(label: str, fit: str) -> str:
+    return JOINT_FIT if label == "joint" else fit
 
 
 def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float = 1.0,
@@ -363,11 +370,12 @@ def cols_of(names: tuple[str, ...]) -> list[int]:
 
 def model_features(paragraph: bool) -> dict[str, tuple[str, ...]]:
     """The models a weights file holds and their features. ``para`` (chunk + paragraph) orders a
-    section's chunks past its entry when ``section_chunk_model = "para"``; ``paragraph`` also gives the
-    tree model the paragraph features."""
+    section's chunks past its entry when ``section_chunk_model = "para"``; ``joint`` (everything, section
+    evidence also counted on the entry alone) orders the top of the list when ``section_evidence =
+    "joint"``; ``paragraph`` also gives the tree model the paragraph features."""
     return {"flat": FLAT_FEATURES, "tree": TREE_FEATURES + (PARAGRAPH_FEATURES if paragraph else ()),
             "para": FLAT_FEATURES + PARAGRAPH_FEATURES,
-            "joint": FLAT_FEATURES + PARAGRAPH_FEATURES + COVERAGE_FEATURES + ENTRY_FEATURES}
+            "joint": TREE_FEATURES + PARAGRAPH_FEATURES + COVERAGE_FEATURES + ENTRY_FEATURES}
 
 
 def fit_models(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...]], l2: float, fit: str,
@@ -380,7 +388,7 @@ def fit_models(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...]
         regime = [q for qs in sets.values() for q in qs if q.multi == multi]
         for label, names in features.items():
             if regime and (only is None or label in only or not keep or label + suffix not in keep):
-                w = FIT[fit](regime, cols_of(names), l2)
+                w = FIT[fit_for(label, fit)](regime, cols_of(names), l2)
                 out[label + suffix] = {n: round(float(v), 6) for n, v in zip(names, w)}
             elif keep and isinstance(keep.get(label + suffix), dict):
                 out[label + suffix] = keep[label + suffix]  # type: ignore[assignment]
@@ -498,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         flat = cross_validate(qs, flat_cols, l2=args.l2, fit=args.fit)
         tree = cross_validate(qs, tree_cols, l2=args.l2, fit=args.fit)
         para = cross_validate(qs, cols_of(features["para"]), l2=args.l2, fit=args.fit)
-        joint = cross_validate(qs, cols_of(features["joint"]), l2=args.l2, fit=args.fit)
+        joint = cross_validate(qs, cols_of(features["joint"]), l2=args.l2, fit=JOINT_FIT)
         report[name] = {"n": len(qs), "fused": float(base.mean()), "flat_learned": float(flat.mean()),
                         "tree_learned": float(tree.mean()), "para_learned": float(para.mean()),
                         "joint_learned": float(joint.mean()),
