@@ -24,6 +24,7 @@ from retrieval.query import Query, QueryEmbedder
 from retrieval.scoring import documents_scope, fuse, leaf_scope, score_params, score_scope
 from retrieval.section_features import chunk_features
 from retrieval.types import LocatedNode, RetrievedChunk
+from utils.errors import InputError
 
 
 @dataclass
@@ -179,8 +180,7 @@ def rank_in_sections(index: Index, question: Query, located: list[LocatedNode],
     loc_ids = {n.node_id for n in located}
     once = kind == "tree" and config.section_evidence in ("once", "joint")
     inner = load_ranker(model_name(config.section_chunk_model, n_docs), config.ranker_weights) if once else None
-    joint = (load_ranker(model_name("joint", n_docs), config.ranker_weights)
-             if kind == "tree" and config.section_evidence == "joint" else None)
+    joint = _joint_ranker(n_docs, config) if kind == "tree" and config.section_evidence == "joint" else None
     names = ranker.names
     for extra in (inner, joint):
         if extra is not None:
@@ -243,6 +243,16 @@ def _section_evidence_once(index: Index, rows: np.ndarray, X_inner: np.ndarray, 
     entry = by_tree[first]
     key[entry] = zt[entry]
     return key
+
+
+def _joint_ranker(n_docs: int, config: Config) -> LinearRanker:
+    try:
+        return load_ranker(model_name("joint", n_docs), config.ranker_weights)
+    except InputError as exc:
+        if "have no 'joint" not in str(exc):
+            raise
+        raise InputError(f"{exc} (section_evidence=joint needs one: fit it with `python -m evaluation.learn_ranker "
+                         "--models joint`, or set section_evidence=once)") from None
 
 
 def _joint_head(rows: np.ndarray, joint_score: np.ndarray, once_score: np.ndarray, top_k: int) -> np.ndarray:
