@@ -11,11 +11,12 @@ data content).
     python -m evaluation.learn_ranker --data ../shared/bench/qasper-dev:onnx \\
         --data ../shared/bench/lecoqa-train:use --out retrieval/ranker_weights.json
 
-The shipped one-document models were refitted over paragraph units, the others kept
-(docs/evaluation.md, "The section ranker refitted with paragraph evidence"):
+The shipped one-document models were refitted over paragraph units and the joint model added (always
+fitted with LambdaRank-style pair weights), the others kept (docs/evaluation.md, "The section ranker
+refitted with paragraph evidence", "The top of the list fitted for the figure"):
 
     python -m evaluation.learn_ranker --data ../shared/bench/qasper-dev:onnx --base retrieval/ranker_weights.json \\
-        --fit pairwise-paragraph --models tree,para --out retrieval/ranker_weights.json --folds-out folds
+        --fit pairwise-paragraph --models tree,para,joint --out retrieval/ranker_weights.json --folds-out folds
 """
 from __future__ import annotations
 
