@@ -212,11 +212,13 @@ class Config:
     section_evidence: Literal["once", "every", "joint"] = "joint"
     """candidate_order=section: a section's evidence lifts only its best chunk (the section's entry;
     every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is).
-    joint = one model (``joint`` in the weights file) over the chunk's own, paragraph and coverage
-    features and its section's evidence counted on the section's entry only (ENTRY_FEATURES in
-    retrieval/section_features.py), fitted on that list with LambdaRank-style pair weights; once =
-    the tree model picks and places each entry, the section_chunk_model orders the rest, the two
-    blended on a standardised scale."""
+    joint (default) = the top of the list (joint_top_k) ordered by one model (``joint`` in the weights
+    file) over the chunk's own, paragraph and coverage features and its section's evidence, on every
+    chunk and once more on the section's entry (ENTRY_FEATURES in retrieval/section_features.py),
+    fitted on that list with LambdaRank-style pair weights, the once order after it; once = the tree
+    model picks and places each entry, the section_chunk_model orders the rest, the two blended on a
+    standardised scale. Within a paper joint reads every paragraph's text once per question (a few
+    milliseconds); over a collection ordered by the section ranker on request, every paragraph of it."""
     joint_top_k: int = 20
     """section_evidence=joint: the joint model orders the list's first this many chunks; the rest
     follow in the ``once`` order (the tree model's entries, section_chunk_model past them). The joint

@@ -46,11 +46,11 @@ paragraphs) that the chunk's paragraph holds anywhere (retrieval.term_coverage):
 sees 200 characters; a paragraph that covers the whole question is visible only here."""
 ENTRY_FEATURES: tuple[str, ...] = ("entry", "entry_leaf_max", "entry_leaf_top3", "entry_leaf_heading",
                                    "entry_neighbour", "entry_section_max", "entry_located")
-"""Section evidence counted on the section's entry only: ``entry`` is 1 for each leaf's best chunk by
-fused score, and ``entry_<f>`` is the section feature ``f`` on that chunk, 0 on every other. One
-linear model over these and the chunk's own and paragraph features (``section_evidence = "joint"``)
-orders a list in which a matching section lifts its entry, not all of its chunks, and is fitted on
-that list as it is, instead of two models blended on a standardised scale."""
+"""Section evidence counted once more on the section's entry: ``entry`` is 1 for each leaf's best chunk
+by fused score, and ``entry_<f>`` is the section feature ``f`` on that chunk, 0 on every other. One
+linear model over these and all the other features (``section_evidence = "joint"``) then decides by
+its fit how much a matching section lifts its entry and how much all of its chunks, on the list it
+orders as it is, instead of two models fitted apart and blended on a standardised scale."""
 ALL_FEATURES: tuple[str, ...] = TREE_FEATURES + PARAGRAPH_FEATURES + COVERAGE_FEATURES + ENTRY_FEATURES
 """Every feature a weights file may name."""
 
