@@ -13,36 +13,38 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.breadth import ParagraphMemo, paragraph_key
+from retrieval.breadth import ParagraphMemo
+from retrieval.paragraph_pooling import paragraph_ids
 from utils.tokenizer import tokenize
 
 
-def coverage_features(index: Any, rows: np.ndarray, question_tokens: tuple[str, ...] | list[str]
-                      ) -> dict[str, np.ndarray]:
+def coverage_features(index: Any, rows: np.ndarray, question_tokens: tuple[str, ...] | list[str],
+                      pid: np.ndarray | None = None, memo: ParagraphMemo | None = None,
+                      keys: dict[tuple[str, int], int] | None = None) -> dict[str, np.ndarray]:
     """``para_cover`` for every row of ``rows`` (module docstring).
 
     Each term weighs log(1 + P / (1 + df)), df its paragraph frequency among the scope's P
     paragraphs: the scope is what the question is asked of, so a paper's own topic words, present in
-    most of its paragraphs, weigh little. A question without terms gives zeros."""
+    most of its paragraphs, weigh little. A question without terms gives zeros. ``pid``, ``memo`` and
+    ``keys``: the rows' paragraphs as ``paragraph_ids`` found them (read here when not given)."""
     terms = sorted(set(question_tokens))
     n = len(rows)
     if not terms or n == 0:
         return {"para_cover": np.zeros(n)}
+    if pid is None or memo is None or keys is None:
+        memo, keys = {}, {}
+        pid = paragraph_ids(index, rows, memo, keys)
     col = {t: j for j, t in enumerate(terms)}
-    memo: ParagraphMemo = {}
+    _, first = np.unique(pid, return_index=True)  # a row of each paragraph: its first in ``rows``
+    first_row = rows[first]
     contents: dict[str, str] = {}
-    para_terms: dict[tuple[str, int], np.ndarray] = {}
-    row_para: list[tuple[str, int]] = []
-    for r in rows.tolist():
-        chunk = index.chunks[r]
-        key = paragraph_key(chunk, index, memo)
-        if key not in para_terms:
-            para_terms[key] = _presence(_paragraph_text(index, chunk, key, memo, contents), col)
-        row_para.append(key)
-    present = np.vstack(list(para_terms.values()))
+    present = np.zeros((len(keys), len(terms)), dtype=bool)
+    for key, p in keys.items():
+        chunk = index.chunks[int(first_row[p])]
+        present[p] = _presence(_paragraph_text(index, chunk, key, memo, contents), col)
     w = np.log1p(len(present) / (1.0 + present.sum(axis=0)))
-    cover = dict(zip(para_terms, (present @ w / float(w.sum())).tolist()))
-    return {"para_cover": np.array([cover[k] for k in row_para])}
+    cover = present @ w / float(w.sum())
+    return {"para_cover": cover[pid]}
 
 
 def _presence(text: str, col: dict[str, int]) -> np.ndarray:
