@@ -209,9 +209,21 @@ class Config:
     prior; section = every chunk in scope scored by a linear model over its own and its leaf's,
     section's and document's evidence, the located leaves a prior instead of a cut; auto = section
     within one document, union across several (chosen by evaluation, see README)."""
-    section_evidence: Literal["once", "every"] = "once"
+    section_evidence: Literal["once", "every", "joint"] = "joint"
     """candidate_order=section: a section's evidence lifts only its best chunk (the section's entry;
-    every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is)."""
+    every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is).
+    joint (default) = the top of the list (joint_top_k) ordered by one model (``joint`` in the weights
+    file) over the chunk's own, paragraph and coverage features and its section's evidence, on every
+    chunk and once more on the section's entry (ENTRY_FEATURES in retrieval/section_features.py),
+    fitted on that list with LambdaRank-style pair weights, the once order after it; once = the tree
+    model picks and places each entry, the section_chunk_model orders the rest, the two blended on a
+    standardised scale. Within a paper joint reads every paragraph's text once per question (a few
+    milliseconds); over a collection ordered by the section ranker on request, every paragraph of it."""
+    joint_top_k: int = 20
+    """section_evidence=joint: the joint model orders the list's first this many chunks; the rest
+    follow in the ``once`` order (the tree model's entries, section_chunk_model past them). The joint
+    model is fitted for the top ten; past it the once order, fitted on every pair alike, reads as
+    much evidence at 8,000 characters or more. 0: the joint model orders everything."""
     section_chunk_model: Literal["flat", "para"] = "para"
     """section_evidence=once: the model that orders a section's chunks past its entry. para = the chunk's
     and its paragraph's evidence (the paragraph's mean window score, its neighbouring paragraphs' best,
@@ -397,7 +409,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1), "paragraph_pooling_temperature": (0.01, 100),
     "safety_net_top_k": (1, math.inf), "union_flat_top_k": (0, math.inf), "toc_budget_tokens": (1, math.inf),
     "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "context_leaf_share": (0.05, 1),
-    "context_first_unit_share": (0, 1), "context_units_per_budget": (1, 1000),
+    "context_first_unit_share": (0, 1), "context_units_per_budget": (1, 1000), "joint_top_k": (0, 100_000),
     "kg_min_leaf_chars": (0, math.inf), "kg_max_nodes": (1, 100_000), "kg_max_leaves": (1, math.inf),
     "kg_top_chunks": (0, math.inf), "kg_subgraph_nodes": (1, 10_000), "kg_ppr_restart": (0.01, 1),
     "kg_llm_window_chars": (500, math.inf),

@@ -24,6 +24,7 @@ from retrieval.query import Query, QueryEmbedder
 from retrieval.scoring import documents_scope, fuse, leaf_scope, score_params, score_scope
 from retrieval.section_features import chunk_features
 from retrieval.types import LocatedNode, RetrievedChunk
+from utils.errors import InputError
 
 
 @dataclass
@@ -177,13 +178,20 @@ def rank_in_sections(index: Index, question: Query, located: list[LocatedNode],
     n_docs = scope_documents(index, doc_paths)
     ranker = load_ranker(model_name(kind, n_docs), config.ranker_weights)
     loc_ids = {n.node_id for n in located}
-    once = kind == "tree" and config.section_evidence == "once"
+    once = kind == "tree" and config.section_evidence in ("once", "joint")
     inner = load_ranker(model_name(config.section_chunk_model, n_docs), config.ranker_weights) if once else None
-    names = ranker.names + tuple(n for n in inner.names if n not in ranker.names) if inner else ranker.names
+    joint = _joint_ranker(n_docs, config) if kind == "tree" and config.section_evidence == "joint" else None
+    names = ranker.names
+    for extra in (inner, joint):
+        if extra is not None:
+            names += tuple(n for n in extra.names if n not in names)
     X = chunk_features(index, question, scores, config, loc_ids, names)
     s = ranker.score(X[:, :len(ranker.names)])
     if inner is not None:
         s = _section_evidence_once(index, scores.rows, X[:, [names.index(n) for n in inner.names]], inner, s)
+    if joint is not None:
+        s = _joint_head(scores.rows, joint.score(X[:, [names.index(n) for n in joint.names]]), s,
+                        config.joint_top_k)
     keep = max(config.final_top_k, config.context_pool)  # rerank + context pool
     if config.paragraph_pooling == "soft":
         s = pooled_scores(index, scores.rows, s, keep, config.paragraph_pooling_temperature)
@@ -235,6 +243,34 @@ def _section_evidence_once(index: Index, rows: np.ndarray, X_inner: np.ndarray, 
     entry = by_tree[first]
     key[entry] = zt[entry]
     return key
+
+
+def _joint_ranker(n_docs: int, config: Config) -> LinearRanker:
+    try:
+        return load_ranker(model_name("joint", n_docs), config.ranker_weights)
+    except InputError as exc:
+        if "have no 'joint" not in str(exc):
+            raise
+        raise InputError(f"{exc} (section_evidence=joint needs one: fit it with `python -m evaluation.learn_ranker "
+                         "--models joint`, or set section_evidence=once)") from None
+
+
+def _joint_head(rows: np.ndarray, joint_score: np.ndarray, once_score: np.ndarray, top_k: int) -> np.ndarray:
+    """The joint model's best ``top_k`` chunks first, in its order; every other chunk after them in
+    the ``once`` order (``top_k`` 0: the joint model orders everything).
+
+    The joint model is fitted for the top of the list (pairs weighed by their effect on nDCG@10);
+    the list past it is what the 8,000-character context reads, and there the blend of the tree and
+    paragraph models, fitted on every pair alike, reads as much evidence or more (docs/evaluation.md).
+    The result is one score per chunk, decreasing along the list."""
+    if top_k <= 0 or top_k >= len(rows):
+        return joint_score
+    head = np.lexsort((rows, -joint_score))[:top_k]
+    out = np.asarray(once_score, dtype=np.float64).copy()
+    floor = float(np.delete(out, head).max()) if len(out) > len(head) else 0.0
+    j = joint_score[head]
+    out[head] = floor + 1.0 + (j - float(j.min()))
+    return out
 
 
 def scope_documents(index: Index, doc_paths: set[str] | None) -> int:

@@ -68,11 +68,13 @@ def _paragraph_rows(index: Any, row: int, at: dict[int, int], memo: ParagraphMem
     return found
 
 
-def paragraph_ids(index: Any, rows: np.ndarray) -> np.ndarray:
+def paragraph_ids(index: Any, rows: np.ndarray, memo: ParagraphMemo | None = None,
+                  keys: dict[tuple[str, int], int] | None = None) -> np.ndarray:
     """A paragraph number per row of ``rows`` (every row read: the whole-scope form of the walk above),
-    equal for rows whose middle character lies in one paragraph of one leaf."""
-    memo: ParagraphMemo = {}
-    keys: dict[tuple[str, int], int] = {}
+    equal for rows whose middle character lies in one paragraph of one leaf. ``memo`` and ``keys`` (the
+    (leaf, paragraph) key of each number, filled in) let a caller read the paragraphs' text after."""
+    memo = {} if memo is None else memo
+    keys = {} if keys is None else keys
     return np.array([keys.setdefault(paragraph_key(index.chunks[r], index, memo), len(keys))
                      for r in rows.tolist()], dtype=np.int64)
 

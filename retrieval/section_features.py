@@ -22,6 +22,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from indexing.search import Scores
+from retrieval.breadth import ParagraphMemo
 from retrieval.query import Query
 from retrieval.scoring import score_params
 from utils.similarity import min_max_normalize
@@ -40,7 +41,18 @@ mean fused score of the paragraph's windows (a paragraph matching throughout, no
 fused window of the previous or next paragraph of the same leaf, and the share of the leaf's three best
 chunks that lie in this paragraph or an adjacent one. A 200-character window sees a fifth of what a
 long-chunk retriever's chunk sees; these give it the text around it without changing the chunking."""
-ALL_FEATURES: tuple[str, ...] = TREE_FEATURES + PARAGRAPH_FEATURES
+COVERAGE_FEATURES: tuple[str, ...] = ("para_cover",)
+"""The share of the question's distinct terms (each weighed by its rarity among the scope's
+paragraphs) that the chunk's paragraph holds anywhere (retrieval.term_coverage): a window's BM25
+sees 200 characters; a paragraph that covers the whole question is visible only here."""
+ENTRY_FEATURES: tuple[str, ...] = ("entry", "entry_leaf_max", "entry_leaf_top3", "entry_leaf_heading",
+                                   "entry_neighbour", "entry_section_max", "entry_located")
+"""Section evidence counted once more on the section's entry: ``entry`` is 1 for each leaf's best chunk
+by fused score, and ``entry_<f>`` is the section feature ``f`` on that chunk, 0 on every other. One
+linear model over these and all the other features (``section_evidence = "joint"``) then decides by
+its fit how much a matching section lifts its entry and how much all of its chunks, on the list it
+orders as it is, instead of two models fitted apart and blended on a standardised scale."""
+ALL_FEATURES: tuple[str, ...] = TREE_FEATURES + PARAGRAPH_FEATURES + COVERAGE_FEATURES + ENTRY_FEATURES
 """Every feature a weights file may name."""
 
 
@@ -97,33 +109,52 @@ def chunk_features(index: Index, question: Query, scores: Scores, config: Config
         doc_ids, doc_of = np.unique(lay.row_doc[rows], return_inverse=True)
         cols["doc_max"] = _group_max(fused, doc_of, len(doc_ids))[doc_of]
         cols["doc_top3"] = _group_top_mean(fused, doc_of, len(doc_ids), 3)[doc_of]
-        if any(n in PARAGRAPH_FEATURES for n in names):
-            cols.update(_paragraph_features(index, rows, fused, leaf_of, leaf_ids))
+        if any(n in PARAGRAPH_FEATURES or n in COVERAGE_FEATURES for n in names):
+            from retrieval.paragraph_pooling import paragraph_ids
+
+            _prefetch(index, rows, leaf_ids)
+            memo: ParagraphMemo = {}
+            keys: dict[tuple[str, int], int] = {}
+            pid = paragraph_ids(index, rows, memo, keys)  # numbered in row order: adjacent ones differ by one
+            if any(n in PARAGRAPH_FEATURES for n in names):
+                cols.update(_paragraph_features(rows, pid, fused, leaf_of, leaf_ids))
+            if any(n in COVERAGE_FEATURES for n in names):
+                from retrieval.term_coverage import coverage_features
+
+                cols.update(coverage_features(index, rows, question.tokens, pid, memo, keys))
         if located:
             loc_leaf = np.array([index.leaves[i].node_id in located for i in leaf_ids], dtype=np.float64)
             cols["located"] = loc_leaf[leaf_of]
         else:
             cols["located"] = np.zeros(len(rows))
+        if any(n in ENTRY_FEATURES for n in names):
+            by_fused = np.lexsort((rows, -fused))
+            _, first = np.unique(leaf_of[by_fused], return_index=True)
+            entry = np.zeros(len(rows))
+            entry[by_fused[first]] = 1.0
+            cols["entry"] = entry
+            for name in ENTRY_FEATURES[1:]:
+                cols[name] = cols[name[len("entry_"):]] * entry
     return np.column_stack([cols[n] for n in names]) if len(rows) else np.zeros((0, len(names)))
 
 
-def _paragraph_features(index: Index, rows: np.ndarray, fused: np.ndarray, leaf_of: np.ndarray,
-                        leaf_ids: np.ndarray) -> dict[str, np.ndarray]:
-    """``PARAGRAPH_FEATURES`` for the scope's rows (ascending, so a leaf's paragraphs are consecutive).
-
-    Reading which paragraph a row lies in touches every row's chunk record and its leaf's text: cheap
+def _prefetch(index: Index, rows: np.ndarray, leaf_ids: np.ndarray) -> None:
+    """Reading which paragraph a row lies in touches every row's chunk record and its leaf's text: cheap
     within a paper (read together first: on an engine one statement each instead of one per leaf), a
-    few milliseconds per thousand rows over a collection, hence computed only when a model names them."""
-    from retrieval.paragraph_pooling import paragraph_ids
-
-    n_leaf = len(leaf_ids)
+    few milliseconds per thousand rows over a collection, hence done only when a model names them."""
     prefetch_chunks = getattr(index, "prefetch_chunks", None)
     if prefetch_chunks is not None:
         prefetch_chunks(rows.tolist())
     prefetch_contents = getattr(index, "prefetch_contents", None)
     if prefetch_contents is not None:
         prefetch_contents(index.leaves[int(i)].node_id for i in leaf_ids)
-    pid = paragraph_ids(index, rows)  # numbered in row order: adjacent paragraphs differ by one
+
+
+def _paragraph_features(rows: np.ndarray, pid: np.ndarray, fused: np.ndarray, leaf_of: np.ndarray,
+                        leaf_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """``PARAGRAPH_FEATURES`` for the scope's rows (ascending, so a leaf's paragraphs are consecutive),
+    ``pid`` their paragraph numbers (``paragraph_pooling.paragraph_ids``)."""
+    n_leaf = len(leaf_ids)
     n_par = int(pid.max()) + 1
     par_leaf = np.zeros(n_par, dtype=np.int64)
     par_leaf[pid] = leaf_of

@@ -549,9 +549,9 @@ def test_ranker_folds_run_each_question_with_its_folds_weights(eval_set: Path, t
     folds = tmp_path / "folds"
     folds.mkdir()
     (folds / "fold-0.json").write_text(json.dumps(shipped), encoding="utf-8")
-    # fold 1: a tree model that orders by the leaf heading alone, so the folds rank differently
-    (folds / "fold-1.json").write_text(json.dumps({**shipped, "tree": {"leaf_heading": 1.0, "bm25_mm": -1.0}}),
-                                       encoding="utf-8")
+    # fold 1: tree and joint models that order by the leaf heading alone, so the folds rank differently
+    odd = {"leaf_heading": 1.0, "bm25_mm": -1.0}
+    (folds / "fold-1.json").write_text(json.dumps({**shipped, "tree": odd, "joint": odd}), encoding="utf-8")
     assign = {"q1": 0, "q2": 0, "q3": 1, "q4": 1, "q5": 0, "q6": 1}
     (folds / "folds.json").write_text(json.dumps({"folds": 2, "sets": {eval_set.name: assign}}), encoding="utf-8")
     arms = ["tree-hybrid", "flat-hybrid"]

@@ -270,7 +270,7 @@ about which chunk a refitted ranker happens to put first on this synthetic paper
 def anchor_settings(index_dir: Path) -> dict:
     weights = index_dir.parent / "anchor_ranker.json"
     weights.write_text(json.dumps(ANCHOR_RANKER), encoding="utf-8")
-    return {"ranker_weights": str(weights), "section_chunk_model": "flat"}
+    return {"ranker_weights": str(weights), "section_chunk_model": "flat", "section_evidence": "once"}
 
 
 def _ask(index_dir: Path, **settings):

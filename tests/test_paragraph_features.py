@@ -69,7 +69,7 @@ def test_a_section_past_its_entry_is_ordered_by_the_paragraph_model(paper_index,
     emb = make_embedder("hash", Config())
     weights = _weights(tmp_path, para={"para_mean": 1.0})
     q = Query.build("How many epochs was the model trained for?", emb)
-    cfg = Config(final_top_k=10, ranker_weights=str(weights), section_chunk_model="para")
+    cfg = Config(final_top_k=10, ranker_weights=str(weights), section_chunk_model="para", section_evidence="once")
     ranked = rank_in_sections(paper_index, q, [], cfg)
     sc = flat_scores(paper_index, q, cfg)
     X = chunk_features(paper_index, q, sc, cfg, set(), ALL_FEATURES)

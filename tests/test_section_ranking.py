@@ -241,10 +241,11 @@ def test_section_evidence_counted_once_lets_other_sections_in(paper_index) -> No
     wider = 0
     for query in queries:
         once = rank_in_sections(paper_index, Query.build(query, emb), [],
-                                Config(final_top_k=10, section_chunk_model="flat"))
+                                Config(final_top_k=10, section_chunk_model="flat", section_evidence="once"))
         every = rank_in_sections(paper_index, Query.build(query, emb), [],
                                  Config(final_top_k=10, section_evidence="every"))
-        para = rank_in_sections(paper_index, Query.build(query, emb), [], Config(final_top_k=10))
+        para = rank_in_sections(paper_index, Query.build(query, emb), [],
+                                Config(final_top_k=10, section_evidence="once"))
         assert len({c.chunk.source_node_id for c in para[:5]}) >= len({c.chunk.source_node_id for c in every[:5]})
         assert [c.score for c in once] == sorted((c.score for c in once), reverse=True)
         assert len({c.row for c in once}) == len(once)
