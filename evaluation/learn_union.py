@@ -27,7 +27,7 @@ import numpy as np
 
 from config import Config
 from evaluation.dataset import load_eval_set, sample_questions
-from evaluation.learn_ranker import (QData, fit_pairwise, fold_assignment, ndcg_of, write_json_atomic)
+from evaluation.learn_ranker import FIT, QData, fold_assignment, ndcg_of, write_json_atomic
 from evaluation.metrics import Relevance, SpanTable, question_relevance
 from evaluation.runner import EvalOptions, obtain_index
 from retrieval.hybrid_retriever import UNION_MODEL, union_candidates, union_signals
@@ -74,7 +74,7 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         if not cands:
             continue
         sig = union_signals(index, question, cands, believed, cfg, doc_paths)
-        X = union_feature_matrix(index, question.tokens, sig)
+        X = union_feature_matrix(index, question.tokens, sig, chunk_size=cfg.chunk_size)
         y = np.isin(sig.rows, list(rel.relevant)).astype(np.float64)
         w = cfg.leaf_prior_weight
         blend.append((1 - w) * sig.fused + w * sig.prior)
@@ -115,7 +115,7 @@ def load(path: Path) -> Collected | None:
     return qs, blend, meta["groups"]
 
 
-def fit(qs: list[QData], names: tuple[str, ...], l2: float) -> dict[str, float]:
+def fit(qs: list[QData], names: tuple[str, ...], l2: float, how: str = "listwise") -> dict[str, float]:
     """The pairwise fit over the questions whose candidates hold both evidence and other chunks (the
     others give no pair); an error when none does."""
     qs = [q for q in qs if 0 < q.y.sum() < len(q.y)]
@@ -123,11 +123,11 @@ def fit(qs: list[QData], names: tuple[str, ...], l2: float) -> dict[str, float]:
         raise InputError("no question (of a training fold) has evidence and other chunks among its union's "
                          "candidates: too few questions to fit the union model")
     cols = [UNION_FEATURES.index(n) for n in names]
-    return {n: round(float(v), 6) for n, v in zip(names, fit_pairwise(qs, cols, l2))}
+    return {n: round(float(v), 6) for n, v in zip(names, FIT[how](qs, cols, l2))}
 
 
 def out_of_fold(qs: list[QData], names: tuple[str, ...], l2: float, fold_of: dict[tuple[str, str], int],
-                set_name: str, folds: int) -> tuple[np.ndarray, dict[int, dict[str, float]]]:
+                set_name: str, folds: int, how: str = "listwise") -> tuple[np.ndarray, dict[int, dict[str, float]]]:
     """Each question's dnDCG@10 over its candidates, ranked by weights fitted without its fold; and
     each fold's weights."""
     cols = [UNION_FEATURES.index(n) for n in names]
@@ -136,7 +136,7 @@ def out_of_fold(qs: list[QData], names: tuple[str, ...], l2: float, fold_of: dic
     for f in range(folds):
         train = [q for q in qs if fold_of[(set_name, q.group)] != f]
         idx = [i for i, q in enumerate(qs) if fold_of[(set_name, q.group)] == f]
-        weights[f] = fit(train, names, l2)
+        weights[f] = fit(train, names, l2, how)
         w = np.array([weights[f][n] for n in names])
         test = [qs[i] for i in idx]
         result[idx] = ndcg_of(test, [q.X[:, cols] @ w for q in test])
@@ -147,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="SET_DIR:EMBEDDER (a set whose questions span documents)")
     ap.add_argument("--limit", type=int)
-    ap.add_argument("--l2", type=float, default=30.0)
+    ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--fit", choices=("listwise", "pairwise"), default="listwise",
+                    help="listwise (softmax over each question's candidates: the top of the list decides) or "
+                         "pairwise (learn_ranker's two learners)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--features", default=",".join(UNION_FEATURES),
                     help="comma list of the union features the model uses (default: all)")
@@ -193,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     # drawn over every scorable question's document, so folds.json covers each question eval runs
     fold_of = fold_assignment({set_name: [SimpleNamespace(group=g) for g in groups.values()]}, args.folds)
     try:
-        learned, fold_weights = out_of_fold(qs, names, args.l2, fold_of, set_name, args.folds)
-        full = fit(qs, names, args.l2)
+        learned, fold_weights = out_of_fold(qs, names, args.l2, fold_of, set_name, args.folds, args.fit)
+        full = fit(qs, names, args.l2, args.fit)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

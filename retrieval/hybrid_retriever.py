@@ -137,7 +137,7 @@ def order_union(index: Index, query: Query, cands: list[RetrievedChunk], located
     sig = union_signals(index, query, cands, located, config, doc_paths)
     if config.union_model == "learned":
         ranker = load_ranker(UNION_MODEL, config.ranker_weights)
-        scores = ranker.score(union_feature_matrix(index, query.tokens, sig, ranker.names))
+        scores = ranker.score(union_feature_matrix(index, query.tokens, sig, ranker.names, config.chunk_size))
     else:
         w = config.leaf_prior_weight
         scores = (1 - w) * sig.fused + w * sig.prior

@@ -175,3 +175,29 @@ def test_the_learner_rejects_unknown_features_in_one_line(tmp_path: Path, capsys
     code = learn(["--data", f"{tmp_path}:hash", "--base", str(SHIPPED), "--features", "u_fused,bogus"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "bogus" in err and "\n" not in err
+
+
+def test_text_features_weigh_rare_words_and_see_the_paragraphs(paper_index) -> None:
+    """A chunk of two paragraphs: the question's words spread over both cover the chunk, not its best
+    paragraph; the IDF weighs a word every chunk holds at almost nothing."""
+    from types import SimpleNamespace
+
+    from retrieval.union_features import _text_features
+
+    texts = ["alpha beta\n\ngamma", "alpha beta gamma", "delta"]
+    chunks = [SimpleNamespace(text=t) for t in texts]
+
+    class Search:
+        def term_stats(self, tokens, scope=None):
+            return 100, {"alpha": 99, "beta": 1, "gamma": 1}
+
+    index = SimpleNamespace(chunks=chunks, search=Search())
+    out = _text_features(index, np.arange(3), ("alpha", "beta", "gamma"), 200)
+    assert list(out["u_cover"]) == [1.0, 1.0, 0.0]
+    assert out["u_cover_idf"][0] == pytest.approx(1.0) and out["u_cover_idf"][2] == 0.0
+    assert 0.45 < out["u_para_idf"][0] < 0.55  # "alpha beta": beta's weight, alpha's almost none
+    assert out["u_para_idf"][1] == pytest.approx(1.0)
+    assert list(out["u_paragraphs"]) == pytest.approx([np.log(2), 0.0, 0.0])
+    assert list(out["u_length"]) == pytest.approx([len(t) / 200 for t in texts])
+    empty = _text_features(index, np.arange(3), (), 200)
+    assert not empty["u_cover_idf"].any() and list(empty["u_paragraphs"]) == pytest.approx([np.log(2), 0, 0])
