@@ -228,12 +228,13 @@ class Config:
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
     leaf_prior_weight: float = 0.4
     """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
-    union_model: Literal["blend", "learned"] = "blend"
+    union_model: Literal["blend", "learned"] = "learned"
     """candidate_order=union: how the union's candidates are ordered. blend = their rank-fused score
     blended with the leaf prior (leaf_prior_weight); learned = the ``union_multi`` model of the weights
     file over those and each candidate's standing beside the others (its leaf's and document's best,
-    its neighbours, the whole scope's flat ranking, the question's words it holds:
-    retrieval/union_features.py; measured out of fold on the statutes, docs/evaluation.md)."""
+    its neighbours, the whole scope's flat ranking, the question's words it holds, its length:
+    retrieval/union_features.py). Out of fold on the statutes: dnDCG@10 +3.6% over the blend, the
+    2,000-character figures 0.995-0.998 within noise (docs/evaluation.md)."""
     union_flat_top_k: int = 20
     """candidate_order=union: the flat ranking's best this-many chunks join the located leaves'
     candidates, each weighted by the locator's belief in its leaf (its ranked candidate leaves), so

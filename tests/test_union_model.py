@@ -83,7 +83,7 @@ def test_the_learned_model_orders_the_union(paper_index, tmp_path: Path) -> None
     target = cands[-1].chunk
     q = Query.build(" ".join(target.text.split()[:10]), emb)
     located = [LocatedNode(leaf.node_id, "q", score=1.0)]
-    cfg = Config(union_model="learned", ranker_weights=_weights(tmp_path, {"u_cover": 1.0}))
+    cfg = Config(ranker_weights=_weights(tmp_path, {"u_cover": 1.0}))  # learned: the default
     out = order_union(paper_index, q, cands, located, cfg)
     assert out[0].chunk.chunk_id == target.chunk_id
     sig = union_signals(paper_index, q, cands, located, cfg)
@@ -95,7 +95,7 @@ def test_the_learned_model_orders_the_union(paper_index, tmp_path: Path) -> None
     flipped = order_union(paper_index, q, cands, located,
                           cfg.replace(ranker_weights=_weights(tmp_path, {"u_cover": -1.0})))
     assert flipped[-1].chunk.chunk_id == target.chunk_id
-    blend = order_union(paper_index, q, cands, located, Config())
+    blend = order_union(paper_index, q, cands, located, Config(union_model="blend"))
     assert [h.row for h in blend] != [h.row for h in flipped]
 
 
@@ -110,7 +110,7 @@ def test_the_flat_standing_comes_from_the_scopes_flat_ranking(paper_index) -> No
     scores = flat_scores(paper_index, q, cfg, None)
     fused = dict(zip(scores.rows.tolist(), union_fusion(scores.dense, scores.lexical, cfg)))
     assert list(sig.flat) == pytest.approx([fused[c.row] for c in cands])
-    assert not union_signals(paper_index, q, cands, [], Config()).flat.any()  # the blend never needs it
+    assert not union_signals(paper_index, q, cands, [], Config(union_model="blend")).flat.any()  # the blend never needs it
 
 
 def test_weights_may_name_union_features_but_no_unknown_one(tmp_path: Path) -> None:
@@ -127,9 +127,17 @@ def test_weights_may_name_union_features_but_no_unknown_one(tmp_path: Path) -> N
         load_ranker(UNION_MODEL, plain)
 
 
-def test_the_shipped_file_holds_a_union_model() -> None:
+def test_the_shipped_file_holds_the_default_union_model(paper_index) -> None:
     model = load_ranker(UNION_MODEL)
     assert set(model.names) <= set(UNION_FEATURES) and len(model.names) >= 2
+    assert Config().union_model == "learned"
+    emb = make_embedder("hash", Config())
+    _, cands = _cands(paper_index)
+    q = Query.build("How many epochs was the model trained for?", emb)
+    out = order_union(paper_index, q, cands, [], Config())
+    sig = union_signals(paper_index, q, cands, [], Config())
+    want = model.score(union_feature_matrix(paper_index, q.tokens, sig, model.names))
+    assert [h.score for h in out] == pytest.approx(sorted(want.tolist(), reverse=True))
 
 
 def test_the_learner_fits_folds_eval_can_use(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,8 +172,7 @@ def test_the_learner_fits_folds_eval_can_use(tmp_path: Path, capsys, monkeypatch
     for f in (0, 1):
         fold = json.loads((folds / f"fold-{f}.json").read_text(encoding="utf-8"))
         assert set(fold[UNION_MODEL]) == {"u_fused", "u_prior", "u_cover"} and fold["tree"] == shipped["tree"]
-    run = run_eval(EvalOptions(data=root, embedder="hash", arms=["tree-hybrid"], ranker_folds=folds,
-                               config=Config(union_model="learned"), **opts))
+    run = run_eval(EvalOptions(data=root, embedder="hash", arms=["tree-hybrid"], ranker_folds=folds, **opts))
     assert run.n_scored == 5
 
 
