@@ -240,10 +240,17 @@ class Config:
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
     leaf_prior_weight: float = 0.4
     """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
+    union_model: Literal["blend", "learned"] = "learned"
+    """candidate_order=union: how the union's candidates are ordered. blend = their rank-fused score
+    blended with the leaf prior (leaf_prior_weight); learned = the ``union_multi`` model of the weights
+    file over those and each candidate's standing beside the others (its leaf's and document's best,
+    its neighbours, the whole scope's flat ranking, the question's words it holds, its length:
+    retrieval/union_features.py). Out of fold on the statutes: dnDCG@10 +3.6% over the blend, the
+    2,000-character figures 0.995-0.998 within noise (docs/evaluation.md)."""
     union_flat_top_k: int = 20
     """candidate_order=union: the flat ranking's best this-many chunks join the located leaves'
     candidates, each weighted by the locator's belief in its leaf (its ranked candidate leaves), so
-    a leaf ranked just below the located ones still competes (0: off). Half the context pool."""
+    a leaf ranked just below the located ones still competes (0: off)."""
     safety_net: bool = False
     """candidate_order fused/union: also merge the flat top results (section order scores everything)."""
     safety_net_top_k: int = 5
@@ -252,8 +259,11 @@ class Config:
     """Characters of document text the answer step reads (step 2 -> 3): ranked hits become whole
     paragraphs or sentence-aligned windows, merged where they touch, spread over sections, then grown
     to their paragraph and section while the budget lasts (retrieval/context_assembly.py)."""
-    context_pool: int = 40
-    """Ranked hits the context may be assembled from (step 2's list is the first final_top_k)."""
+    context_pool: int = 60
+    """Ranked hits the context may be assembled from (step 2's list is the first final_top_k). Enough
+    hits to fill a budget of 8,000 characters with short ones: statute hits are ~150 characters, so 40
+    ran out before 8,000 and the rest of the budget went unread (60 and 80 read the same; on papers,
+    whose hits are longer, 60 reads a shade more at 8,000 and the same at 2,000: docs/evaluation.md)."""
     collection_fusion: Literal["same", "weighted", "relative", "rrf"] = "rrf"
     """How a collection question's tree retrieval fuses the two signals where chunks of several
     documents meet: the flat ranking it draws on (the union's flat candidates, the pool's

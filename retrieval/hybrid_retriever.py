@@ -18,12 +18,13 @@ from config import Config, IdfScope
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from indexing.search import Scores
-from retrieval.learned_ranker import LinearRanker, load_ranker, model_name
+from retrieval.learned_ranker import MULTI_SUFFIX, LinearRanker, load_ranker, model_name
 from retrieval.paragraph_pooling import pooled_scores
 from retrieval.query import Query, QueryEmbedder
 from retrieval.scoring import documents_scope, fuse, leaf_scope, score_params, score_scope
 from retrieval.section_features import chunk_features
 from retrieval.types import LocatedNode, RetrievedChunk
+from retrieval.union_features import UnionSignals, union_feature_matrix
 from utils.errors import InputError
 
 
@@ -121,28 +122,64 @@ def leaf_priors(located: Sequence[LocatedNode]) -> dict[str, float]:
 
 
 def order_union(index: Index, query: Query, cands: list[RetrievedChunk], located: Sequence[LocatedNode],
-                config: Config) -> list[RetrievedChunk]:
+                config: Config, doc_paths: set[str] | None = None) -> list[RetrievedChunk]:
     """Order candidates of several leaves on one scale.
 
     In-leaf fused scores are min-max normalised per leaf (the spec), so every
     leaf's best chunk scores ~1.0 and they cannot be compared across leaves.
     Here all candidates are re-scored against the original question with
     document-level BM25 statistics, fused on one scale (``union_fusion``), and
-    blended with the locator's belief in their leaf.
+    blended with the locator's belief in their leaf (``union_model = "blend"``), or
+    scored by the learned union model over those and the candidates' standing beside
+    each other (``"learned"``: retrieval/union_features.py).
     """
     if not cands:
         return cands
+    sig = union_signals(index, query, cands, located, config, doc_paths)
+    if config.union_model == "learned":
+        ranker = load_ranker(UNION_MODEL, config.ranker_weights)
+        scores = ranker.score(union_feature_matrix(index, query.tokens, sig, ranker.names, config.chunk_size))
+    else:
+        w = config.leaf_prior_weight
+        scores = (1 - w) * sig.fused + w * sig.prior
+    out = [c.with_scores(float(s), leaf_prior=round(float(p), 4), union_score=round(float(s), 4))
+           for c, s, p in zip(cands, scores, sig.prior)]
+    return sorted(out, key=lambda r: (-r.score, r.row))
+
+
+UNION_MODEL = "union" + MULTI_SUFFIX
+"""The learned union ordering's key in the weights file: fitted on collection questions only."""
+
+
+def union_signals(index: Index, query: Query, cands: list[RetrievedChunk], located: Sequence[LocatedNode],
+                  config: Config, doc_paths: set[str] | None = None) -> UnionSignals:
+    """What the union ordering knows of each candidate: its re-scored signals fused over the union, its
+    leaf's prior, and its standing in the whole scope's flat ranking."""
     rows = np.array([c.row for c in cands], dtype=np.int64)
     scored = index.search.rescore(query, rows, "document", score_params(config))
     fused = union_fusion(scored.dense, scored.lexical, config)
     priors = leaf_priors(located)
-    w = config.leaf_prior_weight
-    out = []
-    for c, f in zip(cands, fused):
-        prior = priors.get(c.chunk.source_node_id, 0.0)
-        score = float((1 - w) * f + w * prior)
-        out.append(c.with_scores(score, leaf_prior=round(prior, 4), union_score=round(score, 4)))
-    return sorted(out, key=lambda r: (-r.score, r.row))
+    prior = np.array([priors.get(c.chunk.source_node_id, 0.0) for c in cands], dtype=np.float64)
+    flat = np.zeros(len(rows))
+    if config.union_model == "learned":
+        flat = _flat_standing(index, query, rows, config, doc_paths)
+    return UnionSignals(rows, fused, prior, np.asarray(scored.dense, dtype=np.float64),
+                        np.asarray(scored.lexical, dtype=np.float64), flat)
+
+
+def _flat_standing(index: Index, query: Query, rows: np.ndarray, config: Config,
+                   doc_paths: set[str] | None) -> np.ndarray:
+    """Each row's score in the scope's flat ranking as a collection fuses it (on [0, 1]); 0 for a row
+    the scope's scores do not hold (a store that answered from candidates)."""
+    scores = flat_scores(index, query, config, doc_paths)
+    if len(scores.rows) == 0:
+        return np.zeros(len(rows))
+    fused = union_fusion(scores.dense, scores.lexical, config)
+    order = np.argsort(scores.rows, kind="stable")
+    pos = np.searchsorted(scores.rows[order], rows)
+    pos = np.minimum(pos, len(order) - 1)
+    found = scores.rows[order][pos] == rows
+    return np.where(found, fused[order][pos], 0.0)
 
 
 def union_fusion(dense: np.ndarray, lexical: np.ndarray, config: Config) -> np.ndarray:
@@ -301,23 +338,40 @@ def retrieve(index: Index, embedder: QueryEmbedder, query: Query, located: list[
     order = candidate_order(index, doc_paths, config)
     if order == "section":
         return rank_in_sections(index, query, located, config, doc_paths, stages=stages)
+    if order != "union":
+        return dedupe_best(_located_candidates(index, embedder, query, located, config, doc_paths, stages))
+    cands, believed = union_candidates(index, embedder, query, located, config, doc_paths, stages, beliefs)
+    return order_union(index, query, cands, believed, config, doc_paths)
+
+
+def _located_candidates(index: Index, embedder: QueryEmbedder, query: Query, located: list[LocatedNode],
+                        config: Config, doc_paths: set[str] | None, stages: StageHits | None
+                        ) -> list[RetrievedChunk]:
+    """Each located leaf's top chunks, and the flat safety net's when it is on."""
     out: list[RetrievedChunk] = []
     for node in located:
         out.extend(retrieve_in_leaf(index, embedder, node, config, query, stages))
     if config.safety_net:
         scores = flat_scores(index, query, config, doc_paths)
         out.extend(rank_scored(index, scores, config.safety_net_top_k, config, query.text, "net", stages))
-    if order == "union" and config.union_flat_top_k > 0:
+    return out
+
+
+def union_candidates(index: Index, embedder: QueryEmbedder, query: Query, located: list[LocatedNode],
+                     config: Config, doc_paths: set[str] | None = None, stages: StageHits | None = None,
+                     beliefs: Sequence[LocatedNode] = ()) -> tuple[list[RetrievedChunk], list[LocatedNode]]:
+    """The union's candidates, each once (the located leaves' and the flat ranking's best), and the
+    leaves whose belief is their prior (the located ones and the locator's further ranked leaves).
+    ``order_union`` orders them; the union model's learner reads the same candidates."""
+    out = _located_candidates(index, memoized(embedder), query, located, config, doc_paths, stages)
+    if config.union_flat_top_k > 0:
         scores = flat_scores(index, query, config, doc_paths)
         out.extend(rank_scored(index, scores, config.union_flat_top_k, collection_config(config), query.text,
                                "net", stages))
-    out = dedupe_best(out)
-    if order == "union":
-        known = {n.node_id for n in located}
-        scored = all(n.score is not None for n in [*located, *beliefs])  # an LLM's list has ranks, not scores
-        wider = [b for b in beliefs if b.node_id not in known] if scored else []
-        out = order_union(index, query, out, [*located, *wider], config)
-    return out
+    known = {n.node_id for n in located}
+    scored = all(n.score is not None for n in [*located, *beliefs])  # an LLM's list has ranks, not scores
+    wider = [b for b in beliefs if b.node_id not in known] if scored else []
+    return dedupe_best(out), [*located, *wider]
 
 
 def collection_config(config: Config) -> Config:

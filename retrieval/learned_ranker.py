@@ -81,8 +81,9 @@ def _read_ranker(kind: str, p: Path) -> LinearRanker:
         names.append(str(name))
         values.append(float(value))
     from retrieval.section_features import ALL_FEATURES
+    from retrieval.union_features import UNION_FEATURES
 
-    unknown = [n for n in names if n not in ALL_FEATURES]
+    unknown = [n for n in names if n not in ALL_FEATURES + UNION_FEATURES]
     if unknown:
         raise InputError(f"ranker weights {p}: unknown feature(s) {', '.join(unknown)}")
     return LinearRanker(kind, tuple(names), np.asarray(values, dtype=np.float64))

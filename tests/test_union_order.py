@@ -35,7 +35,8 @@ def test_the_located_leaf_with_the_stronger_belief_wins_a_tie(paper_index, first
     located = [LocatedNode(leaves[first].node_id, "q", score=1.0),
                LocatedNode(leaves[1 - first].node_id, "q", score=0.1)]
     query = "zzzz unrelated words"  # neither chunk matches: the prior decides
-    out = order_union(paper_index, Query.build(query, emb), cands, located, Config(leaf_prior_weight=0.9))
+    out = order_union(paper_index, Query.build(query, emb), cands, located,
+                      Config(union_model="blend", leaf_prior_weight=0.9))
     assert out[0].chunk.source_node_id == leaves[first].node_id
     assert out[0].retrieval_detail["leaf_prior"] == 1.0 and out[1].retrieval_detail["leaf_prior"] == 0.1
     assert out[0].score > out[1].score and "union_score" in out[0].retrieval_detail
@@ -49,7 +50,8 @@ def test_without_prior_weight_the_question_decides(paper_index) -> None:
     target = cands[1].chunk
     query = " ".join(target.text.split()[:12])  # the second leaf's own words
     located = [LocatedNode(leaves[0].node_id, "q", score=1.0), LocatedNode(leaves[1].node_id, "q", score=0.1)]
-    out = order_union(paper_index, Query.build(query, emb), cands, located, Config(leaf_prior_weight=0.0))
+    out = order_union(paper_index, Query.build(query, emb), cands, located,
+                      Config(union_model="blend", leaf_prior_weight=0.0))
     assert out[0].chunk.chunk_id == target.chunk_id
     assert order_union(paper_index, Query.build(query, emb), [], located, Config()) == []
 
@@ -74,7 +76,7 @@ def test_the_flat_rankings_best_chunks_join_the_union_with_the_locators_belief(p
     emb, q, abstract, holder = _epochs_setup(paper_index)
     located = [LocatedNode(abstract, q.text, score=0.8)]
     beliefs = [LocatedNode(abstract, q.text, score=0.8), LocatedNode(holder, q.text, score=0.6)]
-    cfg = Config(candidate_order="union", union_flat_top_k=5)
+    cfg = Config(candidate_order="union", union_flat_top_k=5, union_model="blend")
     off = retrieve(paper_index, emb, q, located, cfg.replace(union_flat_top_k=0), beliefs=beliefs)
     assert all(rc.source == "tree" for rc in off)
     on = retrieve(paper_index, emb, q, located, cfg, beliefs=beliefs)
@@ -163,7 +165,7 @@ def test_the_union_ordering_uses_the_collection_fusion(paper_index) -> None:
     rows = list(range(min(12, len(paper_index.chunks))))
     cands = [retrieved_chunk(paper_index, r, 0.5, 0.5, 0.5, "q", "tree") for r in rows]
     for fusion in ("rrf", "same"):
-        cfg = Config(collection_fusion=fusion, leaf_prior_weight=0.0)
+        cfg = Config(collection_fusion=fusion, leaf_prior_weight=0.0, union_model="blend")
         out = order_union(paper_index, q, cands, [], cfg)
         scored = paper_index.search.rescore(q, np.array(rows), "document", score_params(cfg))
         want = dict(zip(rows, union_fusion(scored.dense, scored.lexical, cfg)))
