@@ -393,7 +393,16 @@ def fit_models(sets: dict[str, list[QData]], features: dict[str, tuple[str, ...]
                 out[label + suffix] = {n: round(float(v), 6) for n, v in zip(names, w)}
             elif keep and isinstance(keep.get(label + suffix), dict):
                 out[label + suffix] = keep[label + suffix]  # type: ignore[assignment]
+    for key, weights in (keep or {}).items():  # models fitted elsewhere (the union model: learn_union)
+        if key not in out and _is_model(weights):
+            out[key] = weights  # type: ignore[assignment]
     return out
+
+
+def _is_model(value: object) -> bool:
+    """A weights file's model entry (feature name -> weight), not its header or cross-validation report."""
+    return (isinstance(value, dict) and bool(value)
+            and all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in value.values()))
 
 
 def write_json_atomic(path: Path, obj: object) -> None:

@@ -202,3 +202,18 @@ def test_joint_top_k_is_checked() -> None:
     with pytest.raises(InputError):
         validate(Config(joint_top_k=-1))
     validate(Config(joint_top_k=0))
+
+
+def test_a_section_refit_keeps_the_models_fitted_elsewhere(tmp_path: Path) -> None:
+    """learn_ranker owns the section models; the union model (learn_union's) and every other model of
+    the base file must come through a refit, and the header and report must not pass for models."""
+    import evaluation.learn_ranker as lr
+
+    qs = [lr.QData(f"q{i}", f"doc{i % 5}", *(lambda q: (q.rows, q.X, q.y, q.rel))(_question(seed=i)), False)
+          for i in range(10)]
+    base = json.loads((Path(__file__).parents[1] / "retrieval" / "ranker_weights.json").read_text(encoding="utf-8"))
+    assert "union_multi" in base
+    models = lr.fit_models({"s": qs}, lr.model_features(False), 30.0, "pairwise-paragraph", base, only={"tree"})
+    assert models["union_multi"] == base["union_multi"]
+    assert models["tree"] != base["tree"] and models["para"] == base["para"]
+    assert not {"cv", "fitted_on", "format_version", "kept_from_base", "l2"} & set(models)
