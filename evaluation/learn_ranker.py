@@ -26,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -305,6 +306,23 @@ def cross_validate(qs: list[QData], cols: list[int], folds: int = 5, l2: float =
     return result
 
 
+T = TypeVar("T")
+
+
+def cached(cache: Path | None, load: Callable[[Path], T | None], collect: Callable[[], T],
+           save: Callable[[T, Path], None]) -> T:
+    """``collect()``'s features, read from ``cache`` when it holds them and written there when not:
+    collecting runs every question's retrieval (minutes), fitting takes seconds, so a fit is tried many
+    times over one collection."""
+    got = load(cache) if cache else None
+    if got is None:
+        got = collect()
+        if cache:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            save(got, cache)
+    return got
+
+
 def save_features(qs: list[QData], path: Path) -> None:
     """Features as plain arrays (npz, no pickle) and relevance as JSON, so fitting reruns in seconds."""
     seg = np.cumsum([0] + [len(q.y) for q in qs])
@@ -497,13 +515,8 @@ def main(argv: list[str] | None = None) -> int:
         name = Path(path).name
         cache = (args.features_cache / f"{name}-{config.chunk_context}-{emb}-{args.limit or 'all'}"
                  if args.features_cache else None)
-        qs = load_features(cache) if cache else None
-        if qs is None:
-            qs = collect(Path(path), emb, config, args.limit)
-            if cache:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                save_features(qs, cache)
-        sets[name] = qs
+        sets[name] = cached(cache, load_features, lambda: collect(Path(path), emb, config, args.limit),
+                            save_features)
     features = model_features(args.paragraph)
     flat_cols, tree_cols = cols_of(FLAT_FEATURES), cols_of(features["tree"])
     fused_w = np.zeros(len(ALL_FEATURES))

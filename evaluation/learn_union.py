@@ -27,7 +27,7 @@ import numpy as np
 
 from config import Config
 from evaluation.dataset import load_eval_set, sample_questions
-from evaluation.learn_ranker import FIT, QData, fold_assignment, ndcg_of, write_json_atomic
+from evaluation.learn_ranker import FIT, QData, cached, fold_assignment, ndcg_of, write_json_atomic
 from evaluation.metrics import Relevance, SpanTable, question_relevance
 from evaluation.runner import EvalOptions, obtain_index
 from retrieval.hybrid_retriever import UNION_MODEL, union_candidates, union_signals
@@ -181,13 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         set_name = Path(path).resolve().name
         cache = (args.features_cache / f"union-{set_name}-{emb}-{args.limit or 'all'}"
                  if args.features_cache else None)
-        got = load(cache) if cache else None
-        if got is None:
-            got = collect(Path(path), emb, config, args.limit)
-            if cache:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                save(*got, cache)
-        qs, blend, groups = got
+        qs, blend, groups = cached(cache, load, lambda: collect(Path(path), emb, config, args.limit),
+                                   lambda got, where: save(*got, where))
         if not qs:
             raise InputError(f"{set_name}: no question spans several documents; the union model has nothing to fit")
     except InputError as exc:
