@@ -26,14 +26,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 
 from config import Config
-from evaluation.dataset import load_eval_set
+from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
 from evaluation.metrics import Relevance, SpanTable, distinct_ndcg, question_relevance
 from evaluation.runner import EvalOptions, obtain_index
+from indexing.index_store import Index
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.learned_ranker import MULTI_SUFFIX
 from retrieval.node_locator import hybrid_locate
@@ -64,22 +65,42 @@ class QData:
     lists each paragraph's best window first (retrieval.breadth), so a fit and its figures can too."""
 
 
-def collect(data: Path, embedder: str, config: Config, limit: int | None = None) -> list[QData]:
-    from evaluation.dataset import sample_questions
-    from pipeline import make_backends
-
+def open_set(data: Path, embedder: str, config: Config) -> tuple[EvalSet, Index]:
+    """An evaluation set and its index, built (or found in eval's cache) as ``eval`` builds it."""
     eval_set = load_eval_set(data)
-    opts = EvalOptions(data=data, embedder=embedder, config=config, progress=False)
-    index, _ = obtain_index(eval_set, opts)
-    backends = make_backends(index, config.replace(embedder=index.embedder_identity["name"]), None)
+    index, _ = obtain_index(eval_set, EvalOptions(data=data, embedder=embedder, config=config, progress=False))
+    return eval_set, index
+
+
+def scorable_questions(data: Path, eval_set: EvalSet, index: Index,
+                       limit: int | None) -> Iterator[tuple[Question, Relevance]]:
+    """The sampled questions whose evidence the index can score, with their relevance; progress on stderr
+    every 200 questions (collecting runs every question's retrieval: minutes)."""
     table = SpanTable.from_index(index)
-    out: list[QData] = []
     questions = sample_questions(eval_set.questions, limit, 0)
     t0 = time.perf_counter()
     for i, q in enumerate(questions):
         rel = question_relevance(table, [(e.doc, e.spans) for e in q.evidence], q.scope)
-        if not rel.scorable:
-            continue
+        if rel.scorable:
+            yield q, rel
+        if (i + 1) % 200 == 0:
+            print(f"  {data.name}: {i + 1}/{len(questions)} questions ({time.perf_counter() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+
+
+def document_group(q: Question) -> str:
+    """A question's cross-validation group: its document (the first of its scope, else the top folder of
+    its first evidence item's document), so a held-out fold's documents were never fitted on."""
+    return q.scope[0] if q.scope else q.evidence[0].doc.split("/")[0]
+
+
+def collect(data: Path, embedder: str, config: Config, limit: int | None = None) -> list[QData]:
+    from pipeline import make_backends
+
+    eval_set, index = open_set(data, embedder, config)
+    backends = make_backends(index, config.replace(embedder=index.embedder_identity["name"]), None)
+    out: list[QData] = []
+    for q, rel in scorable_questions(data, eval_set, index, limit):
         doc_paths = set(q.scope) if q.scope else None
         question = Query.build(q.query, backends.embedder)
         scores = flat_scores(index, question, config, doc_paths)
@@ -91,13 +112,9 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         keep = np.union1d(np.argsort(-fused, kind="stable")[:POOL], np.argsort(-prior, kind="stable")[:POOL])
         rows = scores.rows[keep]
         y = np.isin(rows, list(rel.relevant)).astype(np.float64)
-        group = q.scope[0] if q.scope else q.evidence[0].doc.split("/")[0]
         multi = q.scope is None or len(q.scope) > 1
         para = paragraph_ids(index, rows)
-        out.append(QData(q.id, group, rows, X[keep].astype(np.float64), y, rel, multi, para))
-        if (i + 1) % 200 == 0:
-            print(f"  {data.name}: {i + 1}/{len(questions)} questions ({time.perf_counter() - t0:.0f} s)",
-                  file=sys.stderr, flush=True)
+        out.append(QData(q.id, document_group(q), rows, X[keep].astype(np.float64), y, rel, multi, para))
     return out
 
 

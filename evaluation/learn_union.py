@@ -19,17 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
 from config import Config
-from evaluation.dataset import load_eval_set, sample_questions
-from evaluation.learn_ranker import FIT, QData, cached, fold_assignment, ndcg_of, write_json_atomic
-from evaluation.metrics import Relevance, SpanTable, question_relevance
-from evaluation.runner import EvalOptions, obtain_index
+from evaluation.learn_ranker import (FIT, QData, cached, document_group, fold_assignment, ndcg_of, open_set,
+                                     scorable_questions, write_json_atomic)
+from evaluation.metrics import Relevance
 from retrieval.hybrid_retriever import UNION_MODEL, union_candidates, union_signals
 from retrieval.query import Query
 from retrieval.union_features import UNION_FEATURES, union_feature_matrix
@@ -49,21 +47,14 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
     ordered by the section ranker: any fold serves it)."""
     from pipeline import UsageMeter, locate, make_backends
 
-    eval_set = load_eval_set(data)
-    index, _ = obtain_index(eval_set, EvalOptions(data=data, embedder=embedder, config=config, progress=False))
+    eval_set, index = open_set(data, embedder, config)
     cfg = config.replace(embedder=index.embedder_identity["name"], union_model="learned")
     backends = make_backends(index, cfg, None)
-    table = SpanTable.from_index(index)
     out: list[QData] = []
     blend: list[np.ndarray] = []
     groups: dict[str, str] = {}
-    questions = sample_questions(eval_set.questions, limit, 0)
-    t0 = time.perf_counter()
-    for i, q in enumerate(questions):
-        rel = question_relevance(table, [(e.doc, e.spans) for e in q.evidence], q.scope)
-        if not rel.scorable:
-            continue
-        groups[q.id] = q.scope[0] if q.scope else q.evidence[0].doc.split("/")[0]
+    for q, rel in scorable_questions(data, eval_set, index, limit):
+        groups[q.id] = document_group(q)
         if q.scope is not None and len(q.scope) <= 1:
             continue  # one document: ordered by the section ranker, not the union
         doc_paths = set(q.scope) if q.scope else None
@@ -79,9 +70,6 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         w = cfg.leaf_prior_weight
         blend.append((1 - w) * sig.fused + w * sig.prior)
         out.append(QData(q.id, groups[q.id], sig.rows, X, y, rel, True, None))
-        if (i + 1) % 200 == 0:
-            print(f"  {data.name}: {i + 1}/{len(questions)} questions ({time.perf_counter() - t0:.0f} s)",
-                  file=sys.stderr, flush=True)
     return out, blend, groups
 
 
