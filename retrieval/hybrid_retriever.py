@@ -25,7 +25,6 @@ from retrieval.scoring import documents_scope, fuse, leaf_scope, score_params, s
 from retrieval.section_features import chunk_features
 from retrieval.types import LocatedNode, RetrievedChunk
 from retrieval.union_features import UnionSignals, union_feature_matrix
-from utils.errors import InputError
 
 
 @dataclass
@@ -137,7 +136,9 @@ def order_union(index: Index, query: Query, cands: list[RetrievedChunk], located
         return cands
     sig = union_signals(index, query, cands, located, config, doc_paths)
     if config.union_model == "learned":
-        ranker = load_ranker(UNION_MODEL, config.ranker_weights)
+        ranker = load_ranker(UNION_MODEL, config.ranker_weights,
+                             missing="union_model=learned needs one: fit it with `python -m evaluation.learn_union`, "
+                                     "or set union_model=blend")
         scores = ranker.score(union_feature_matrix(index, query.tokens, sig, ranker.names, config.chunk_size))
     else:
         w = config.leaf_prior_weight
@@ -283,13 +284,9 @@ def _section_evidence_once(index: Index, rows: np.ndarray, X_inner: np.ndarray, 
 
 
 def _joint_ranker(n_docs: int, config: Config) -> LinearRanker:
-    try:
-        return load_ranker(model_name("joint", n_docs), config.ranker_weights)
-    except InputError as exc:
-        if "have no 'joint" not in str(exc):
-            raise
-        raise InputError(f"{exc} (section_evidence=joint needs one: fit it with `python -m evaluation.learn_ranker "
-                         "--models joint`, or set section_evidence=once)") from None
+    return load_ranker(model_name("joint", n_docs), config.ranker_weights,
+                       missing="section_evidence=joint needs one: fit it with `python -m evaluation.learn_ranker "
+                               "--models joint`, or set section_evidence=once")
 
 
 def _joint_head(rows: np.ndarray, joint_score: np.ndarray, once_score: np.ndarray, top_k: int) -> np.ndarray:

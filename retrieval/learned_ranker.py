@@ -40,8 +40,9 @@ class LinearRanker:
         return X @ self.weights
 
 
-def load_ranker(kind: str, path: str | Path | None = None) -> LinearRanker:
-    """The ``kind`` model of a weights file; one-line errors for a missing or malformed file.
+def load_ranker(kind: str, path: str | Path | None = None, missing: str = "") -> LinearRanker:
+    """The ``kind`` model of a weights file; one-line errors for a missing or malformed file
+    (``missing``: what to do when the file has no such model, added to that error).
 
     Read once per file version: the section ranker asks for its models on every question, and
     reading and checking the file costs about as much as scoring a paper. The key is the file's
@@ -51,16 +52,16 @@ def load_ranker(kind: str, path: str | Path | None = None) -> LinearRanker:
     try:
         st = p.stat()
     except OSError:
-        return _read_ranker(kind, p)  # the bounded read says what is wrong
-    return _cached_ranker(kind, str(p), (st.st_size, st.st_ino, st.st_mtime_ns))
+        return _read_ranker(kind, p, missing)  # the bounded read says what is wrong
+    return _cached_ranker(kind, str(p), (st.st_size, st.st_ino, st.st_mtime_ns), missing)
 
 
 @lru_cache(maxsize=32)
-def _cached_ranker(kind: str, path: str, version: tuple[int, int, int]) -> LinearRanker:
-    return _read_ranker(kind, Path(path))
+def _cached_ranker(kind: str, path: str, version: tuple[int, int, int], missing: str) -> LinearRanker:
+    return _read_ranker(kind, Path(path), missing)
 
 
-def _read_ranker(kind: str, p: Path) -> LinearRanker:
+def _read_ranker(kind: str, p: Path, missing: str = "") -> LinearRanker:
     from utils.bounded_read import read_text_bounded
 
     text = read_text_bounded(p, limit=WEIGHTS_MAX_BYTES, what=f"ranker weights {p}",
@@ -73,7 +74,7 @@ def _read_ranker(kind: str, p: Path) -> LinearRanker:
     if model is None and kind.endswith(MULTI_SUFFIX) and isinstance(data, dict):
         model = data.get(kind[:-len(MULTI_SUFFIX)])  # one model for both regimes
     if not isinstance(model, dict) or not model:
-        raise InputError(f"ranker weights {p} have no {kind!r} model")
+        raise InputError(f"ranker weights {p} have no {kind!r} model" + (f" ({missing})" if missing else ""))
     names, values = [], []
     for name, value in model.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value):

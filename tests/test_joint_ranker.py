@@ -171,7 +171,7 @@ def test_joint_orders_the_head_and_the_once_order_the_rest(paper_index, tmp_path
     everything = rank_in_sections(paper_index, q, [], cfg.replace(joint_top_k=0))
     assert [c.row for c in everything] == sorted(sc.rows.tolist(), key=lambda r: (-js[r], r))[:len(everything)]
     assert [c.row for c in everything] != [c.row for c in once]
-    with pytest.raises(InputError, match="no 'joint' model"):
+    with pytest.raises(InputError, match=r"no 'joint' model \(section_evidence=joint needs one: .*section_evidence=once\)"):
         rank_in_sections(paper_index, q, [], cfg.replace(ranker_weights=str(_weights(tmp_path, joint=None))))
 
 

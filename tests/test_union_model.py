@@ -97,6 +97,11 @@ def test_the_learned_model_orders_the_union(paper_index, tmp_path: Path) -> None
     assert flipped[-1].chunk.chunk_id == target.chunk_id
     blend = order_union(paper_index, q, cands, located, Config(union_model="blend"))
     assert [h.row for h in blend] != [h.row for h in flipped]
+    # a weights file without the union model: one line that names the fix
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"tree": {"dense": 1.0}}), encoding="utf-8")
+    with pytest.raises(InputError, match=r"no 'union_multi' model \(union_model=learned needs one: .*learn_union"):
+        order_union(paper_index, q, cands, located, cfg.replace(ranker_weights=str(plain)))
 
 
 def test_the_flat_standing_comes_from_the_scopes_flat_ranking(paper_index) -> None:
