@@ -236,7 +236,8 @@ def test_a_stored_record_nested_too_deep_is_one_error_for_show_and_the_api(serve
 
 @pytest.fixture(scope="module")
 def impatient(paper_index_dir: Path):
-    with running_server("--index", str(paper_index_dir), "--no-log", "--read-timeout", "1") as srv:
+    with running_server("--index", str(paper_index_dir), "--no-log", "--read-timeout", "1",
+                        "--cors-origin", "http://app.test") as srv:
         yield srv
 
 
@@ -362,6 +363,15 @@ def test_malformed_http_and_refused_preflights_are_json(served) -> None:
     with httpx.Client(base_url=served.url, timeout=60) as c:
         pre = c.options("/api/query", headers={"origin": "http://evil.test", "access-control-request-method": "POST"})
         _error(pre, 403)
+
+
+def test_an_allowed_origin_reaches_mcp_too_and_cors_refusals_are_json(impatient) -> None:
+    with httpx.Client(base_url=impatient.url, timeout=60) as c:
+        ok = c.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "origin": "http://app.test"})
+        assert ok.status_code == 200, ok.text
+        assert ok.headers.get("access-control-allow-origin") == "http://app.test"
+        pre = c.options("/api/query", headers={"origin": "http://app.test", "access-control-request-method": "DELETE"})
+        assert "method" in _error(pre, 400).lower()
 
 
 def test_huge_values_are_quoted_cut_short(client, paper_index_dir: Path) -> None:
