@@ -53,7 +53,7 @@ async def _exercise(client: Client) -> None:
     assert any(s["heading"] == "3 Methods" and s["subsections"] == 3 for s in outline["sections"])
     assert outline["truncated"] is True  # levels were cut: said so, and get_tree(node_id=...) reads below
     methods = next(s for s in outline["sections"] if s["heading"] == "3 Methods")
-    below = _structured(await client.call_tool("get_tree", {"node_id": methods["node_id"], "max_depth": 2}))
+    below = _structured(await client.call_tool("get_tree", {"node_id": methods["node_id"], "max_depth": 6}))
     assert [s["node_id"] for s in below["sections"]] == [methods["node_id"]]
     assert len(below["sections"][0]["children"]) == 3 and below["truncated"] is False
 
