@@ -25,8 +25,8 @@ from server import service
 from server.errors import ApiError
 from server.openapi import openapi_schema
 from server.routes import Api, JSONResponse, error_of
-from server.security import (BearerToken, BodyLimit, JsonErrors, RequestGuard, allowed_host_names, is_loopback,
-                             loopback_address)
+from server.security import (BearerToken, BodyLimit, JsonErrors, RequestGuard, WholeBody, allowed_host_names,
+                             is_loopback, loopback_address)
 from server.state import IndexHolder
 from utils.errors import TreeRAGError
 
@@ -134,7 +134,8 @@ def build_app(holder: IndexHolder, settings: ServeSettings, version: str,
                   Middleware(RequestGuard, host=settings.host, cors_origins=settings.cors_origins,
                              mcp_path="/mcp" if settings.mcp else None),
                   Middleware(BodyLimit, limit=settings.limits.max_body_bytes),
-                  Middleware(BearerToken, token=settings.token)]
+                  Middleware(BearerToken, token=settings.token),
+                  Middleware(WholeBody, path="/mcp", limit=settings.limits.max_body_bytes)]
     if settings.cors_origins:
         middleware.insert(2, Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                         allow_methods=["GET", "POST"],

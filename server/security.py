@@ -251,3 +251,40 @@ class JsonErrors:
             await send({"type": "http.response.body", "body": out})
 
         await self.app(scope, receive, guarded_send)
+
+
+class WholeBody:
+    """A POST to ``path`` (the MCP transport) is read whole, up to ``limit`` bytes, before the app
+    sees it. A client that leaves mid-body is then a cancelled request that writes nothing to the
+    log (the SDK would log a traceback for each), and a body sent without a length is bounded here."""
+
+    def __init__(self, app: ASGIApp, path: str, limit: int) -> None:
+        self.app = app
+        self.path = path
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") != self.path:
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await send_json_error(send, 413, f"the request body is over the limit of {self.limit:,} bytes")
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)

@@ -237,7 +237,7 @@ def test_a_stored_record_nested_too_deep_is_one_error_for_show_and_the_api(serve
 @pytest.fixture(scope="module")
 def impatient(paper_index_dir: Path):
     with running_server("--index", str(paper_index_dir), "--no-log", "--read-timeout", "1",
-                        "--cors-origin", "http://app.test") as srv:
+                        "--cors-origin", "http://app.test", "--max-connections", "4") as srv:
         yield srv
 
 
@@ -279,15 +279,33 @@ def test_a_dripped_body_gets_408_as_json(impatient) -> None:
     _no_traceback(impatient.output())
 
 
+def test_connections_beyond_the_cap_are_refused_503_as_json(impatient) -> None:
+    held = [socket.create_connection(("127.0.0.1", _port(impatient.url)), timeout=30) for _ in range(7)]
+    try:
+        refused = []
+        for s in held:
+            readable, _, _ = select.select([s], [], [], 0.5)
+            if readable and (data := s.recv(65536)):
+                refused.append(data)
+        assert len(refused) >= 3  # 7 connections, 4 allowed
+        for data in refused:
+            head, _, body = data.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 503") and "connections" in json.loads(body)["error"]
+    finally:
+        for s in held:
+            s.close()
+
+
 def test_get_mcp_is_405_not_a_stream_that_never_ends(client) -> None:
     r = client.get("/mcp", headers={"accept": "text/event-stream"}, timeout=30)
     assert "stateless" in _error(r, 405)
 
 
 def test_a_client_that_leaves_mid_body_leaves_no_traceback(served, client) -> None:
-    for _ in range(3):
+    for path in (b"/api/query", b"/api/search", b"/mcp"):
         with socket.create_connection(("127.0.0.1", _port(served.url)), timeout=30) as s:
-            s.sendall(b"POST /api/query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            s.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Accept: application/json, text/event-stream\r\n"
                       b"Content-Length: 100\r\n\r\n{\"question\": ")
     for _ in range(3):  # let the server see the three disconnects
         assert client.get("/api/health").status_code == 200
