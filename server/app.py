@@ -142,9 +142,17 @@ def build_app(holder: IndexHolder, settings: ServeSettings, version: str,
                                         allow_headers=["authorization", "content-type", "mcp-protocol-version",
                                                        "mcp-session-id"]))
 
+    def without_paths(message: str) -> str:
+        """An error names the index and the run log by their file names: a client is never told the
+        server's directories."""
+        log = holder.run_log
+        for path in (holder.path, *((log.path,) if log is not None else ())):
+            message = message.replace(str(path.resolve()), path.name).replace(str(path), path.name)
+        return message
+
     async def api_error(_request: Request, exc: Exception) -> Response:
         status, message = error_of(exc)
-        return JSONResponse({"error": message}, status_code=status)
+        return JSONResponse({"error": without_paths(message)}, status_code=status)
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
