@@ -21,7 +21,7 @@ import anyio
 import mcp_types as types
 from mcp.server.stdio import stdio_server
 
-from server.request_json import too_deep
+from server.request_json import is_unicode, too_deep
 
 READ_CHUNK = 64 * 1024
 MAX_MESSAGE_DEPTH = 64
@@ -41,21 +41,13 @@ def classify(line: bytes) -> tuple[int, str, Any] | None:
     except (ValueError, RecursionError):
         return types.PARSE_ERROR, "Parse error: the line is not JSON", None
     request_id = value.get("id") if isinstance(value, dict) else None
-    if not isinstance(request_id, (int, str)) or isinstance(request_id, bool) or not _encodable(request_id):
+    if not isinstance(request_id, (int, str)) or isinstance(request_id, bool) or not is_unicode(str(request_id)):
         request_id = None
-    if not _encodable(line.decode("utf-8", "replace")) or not _encodable(json.dumps(value, ensure_ascii=False)):
+    if not is_unicode(json.dumps(value, ensure_ascii=False)):
         return types.INVALID_REQUEST, "Invalid Request: the message is not valid Unicode (a lone surrogate)", request_id
     if isinstance(value, list):
         return types.INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not supported", None
     return types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message", request_id
-
-
-def _encodable(value: Any) -> bool:
-    try:
-        str(value).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def error_line(code: int, message: str, request_id: Any) -> str:

@@ -28,3 +28,13 @@ def too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
         else:
             depth -= 1
     return False
+
+
+def is_unicode(text: str) -> bool:
+    """False for a string JSON may carry but no UTF-8 text can (a lone surrogate, ``"\\ud800"``):
+    it could be neither searched, recorded nor sent back."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -16,6 +16,7 @@ from typing import Any
 from pipeline import (Backends, StepHook, citation, locate_step, ordering_score, query_budget, retrieved_hit,
                       run_retrieval)
 from server.errors import ApiError, ClientGone
+from server.request_json import is_unicode
 from server.security import shown
 from server.state import Snapshot
 from tree_builder.tree import TreeNode
@@ -60,7 +61,7 @@ def parse_ask(body: Any, limits: Limits) -> Ask:
     question = body.get("question")
     if not isinstance(question, str) or not question.strip():
         raise ApiError(400, "question must be a non-empty string")
-    if not _is_unicode(question):
+    if not is_unicode(question):
         raise ApiError(400, "question is not valid Unicode (it holds a lone surrogate such as \\ud800)")
     if len(question) > limits.max_question_chars:
         raise ApiError(413, f"question is {len(question):,} characters; the limit is {limits.max_question_chars:,}")
@@ -68,7 +69,7 @@ def parse_ask(body: Any, limits: Limits) -> Ask:
     if documents is not None:
         if not isinstance(documents, list) or not all(isinstance(d, str) and d for d in documents):
             raise ApiError(400, "documents must be a list of document paths as /api/documents lists them")
-        if not all(_is_unicode(d) for d in documents):
+        if not all(is_unicode(d) for d in documents):
             raise ApiError(400, "documents holds a name that is not valid Unicode (a lone surrogate)")
         if len(documents) > limits.max_documents:
             raise ApiError(413, f"documents names {len(documents):,} documents; the limit is {limits.max_documents:,}")
@@ -80,16 +81,6 @@ def parse_ask(body: Any, limits: Limits) -> Ask:
     if not isinstance(llm, bool):
         raise ApiError(400, "llm must be true or false")
     return Ask(question.strip(), documents or None, top_k, llm)
-
-
-def _is_unicode(text: str) -> bool:
-    """False for a string JSON may carry but no UTF-8 text can (a lone surrogate, ``"\\ud800"``):
-    it could be neither searched, recorded nor sent back."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_documents(documents: list[str] | None, snapshot: Snapshot) -> set[str] | None:
