@@ -123,8 +123,8 @@ class BearerToken:
 
 class BodyLimit:
     """A request body declared larger than ``limit`` bytes is refused with 413 before anything is
-    read. A body sent without a length is counted as it is read (``routes.read_json``; the MCP
-    transport has its own limit)."""
+    read. A body sent without a length is counted as it is read (``routes.read_json``; ``WholeBody``
+    for the MCP transport)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
