@@ -19,6 +19,7 @@ from server.errors import ApiError, ClientGone
 from server.request_json import is_unicode
 from server.security import shown
 from server.state import Snapshot
+from indexing.node_table import first_children
 from tree_builder.tree import TreeNode
 from tree_builder.visualizer import node_dict
 from utils.errors import InputError
@@ -197,6 +198,7 @@ def tree(snapshot: Snapshot, docs: list[str] | None = None, of_nodes: list[str] 
         raise ApiError(400, "depth must be from 1 to 1000")
     if not 1 <= max_nodes <= TREE_NODES_LIMIT:
         raise ApiError(400, f"max_nodes must be from 1 to {TREE_NODES_LIMIT:,}")
+    top_count: int | None = None
     if under is not None:
         top = snapshot.index.get_node(under)
         if top is None or top.kind == "root":
@@ -209,37 +211,41 @@ def tree(snapshot: Snapshot, docs: list[str] | None = None, of_nodes: list[str] 
             docs = docs[:MAX_TREE_DOCUMENTS]
         wanted = _check_documents(docs, snapshot)
         root = snapshot.index.root
-        tops = list(root.children) if root.kind == "root" else [root]
-        if wanted is not None:
-            tops = [n for n in tops if n.doc_path in wanted]
-    nodes, truncated, top_omitted = bounded_tree(tops, max_nodes, depth)
+        if root.kind != "root":
+            tops = [root]
+        elif wanted is None:  # only the top nodes that are sent are read
+            tops, top_count = first_children(root, max_nodes)
+        else:
+            tops = [n for n in root.children if n.doc_path in wanted]
+    nodes, truncated, top_omitted = bounded_tree(tops, max_nodes, depth, top_count)
     out: dict[str, Any] = {"build_id": snapshot.build_id, "nodes": nodes, "truncated": truncated}
     if top_omitted:
         out["top_omitted"] = top_omitted
     return out
 
 
-def bounded_tree(tops: list[TreeNode], max_nodes: int, depth: int | None) -> tuple[list[dict[str, Any]], bool, int]:
+def bounded_tree(tops: list[TreeNode], max_nodes: int, depth: int | None,
+                 top_count: int | None = None) -> tuple[list[dict[str, Any]], bool, int]:
     """``tops`` and their descendants as nested node dicts, breadth-first up to ``max_nodes`` nodes
     and ``depth`` levels: (top-level dicts, whether any node was left out, top-level nodes left out).
-    Only the nodes sent are ever visited, so the cost follows the answer, not the tree."""
-    made: list[tuple[TreeNode, dict[str, Any]]] = []
+    ``top_count``: how many top-level nodes there are when ``tops`` holds only the first of them.
+    Only the nodes sent are read, so the cost follows the answer, not the tree."""
     out: list[dict[str, Any]] = []
-    queue: deque[tuple[TreeNode, int, list[dict[str, Any]]]] = deque((n, 1, out) for n in tops)
-    while queue and len(made) < max_nodes:
+    queue: deque[tuple[TreeNode, int, list[dict[str, Any]]]] = deque((n, 1, out) for n in tops[:max_nodes])
+    sent = len(queue)
+    truncated = False
+    while queue:
         node, level, siblings = queue.popleft()
         d = node_dict(node, [])
         siblings.append(d)
-        made.append((node, d))
-        if depth is None or level < depth:
-            queue.extend((c, level + 1, d["children"]) for c in node.children)
-    truncated = False
-    for node, d in made:
-        omitted = len(node.children) - len(d["children"])
-        if omitted:
-            d["children_omitted"] = omitted
+        room = max_nodes - sent if depth is None or level < depth else 0
+        kids, total = first_children(node, room)
+        queue.extend((c, level + 1, d["children"]) for c in kids)
+        sent += len(kids)
+        if total > len(kids):
+            d["children_omitted"] = total - len(kids)
             truncated = True
-    top_omitted = len(tops) - len(out)
+    top_omitted = (len(tops) if top_count is None else top_count) - len(out)
     return out, truncated or top_omitted > 0, top_omitted
 
 
@@ -289,14 +295,15 @@ def section(snapshot: Snapshot, node_id: str | None = None, heading_path: str | 
         text = "\n\n".join(parts)
         truncated = len(text) > MAX_SECTION_CHARS
         text = text[:MAX_SECTION_CHARS]
+    children, child_count = first_children(node, MAX_SECTION_CHILDREN)
     return {"node_id": node.node_id, "heading": node.heading, "heading_path": node.heading_path,
             "doc_path": node.doc_path, "kind": node.kind, "leaf": node.is_leaf, "citation": citation(node),
             "lines": [node.start_line, node.end_line],
             "pages": [node.page_start, node.page_end] if node.page_start else None,
             "text": text, "text_start_char": node.content_start if node.is_leaf else None,
             "truncated": truncated,
-            "children": [{"node_id": c.node_id, "heading": c.heading} for c in node.children[:MAX_SECTION_CHILDREN]],
-            "children_omitted": max(0, len(node.children) - MAX_SECTION_CHILDREN),
+            "children": [{"node_id": c.node_id, "heading": c.heading} for c in children],
+            "children_omitted": child_count - len(children),
             "build_id": snapshot.build_id}
 
 
