@@ -340,6 +340,9 @@ class Config:
     llm: str = "auto"
     """auto | mock | anthropic:MODEL | openai:MODEL"""
     llm_cache: bool = True
+    run_log_max_runs: int = 2000
+    """Runs the run log keeps: recording one deletes the oldest beyond this (0 keeps every run). A
+    served question's record is ~50 KB, so an unbounded log grows without end (--log-max-runs)."""
     llm_timeout_s: float = 60.0
     """Wall-clock seconds per LLM request (a CPU-served local model can need minutes for one locating
     prompt); $TREERAG_LLM_TIMEOUT and --llm-timeout override it."""
@@ -429,6 +432,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
     "answer_bm25_weight": (0, 1),
     "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),
+    "run_log_max_runs": (0, 1 << 40),
 }
 """Inclusive bounds (except _POSITIVE); every number must also be finite."""
 INT_SETTING_MAX = 1 << 53

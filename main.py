@@ -33,12 +33,14 @@ if __name__ == "__main__":
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 from config import (EMBEDDERS, LOCATORS, VERSION, Config, auto_embedder_help, llm_timeout_seconds, parse_seconds,
                     rerank_setting)
+from config import shown as shown_value
 from utils.errors import InputError, TreeRAGError
 from utils.progress import make_progress
 
@@ -204,6 +206,8 @@ def _query_config(args: argparse.Namespace) -> Config:
         changes["answer_mode"] = args.answer
     if getattr(args, "context_budget", None) is not None:
         changes["context_budget_chars"] = args.context_budget
+    if getattr(args, "log_max_runs", None) is not None:
+        changes["run_log_max_runs"] = args.log_max_runs
     if getattr(args, "mock", False):
         changes.setdefault("locator", "keyword")
         changes["reranker"] = "none"
@@ -319,9 +323,9 @@ def _scoped_documents(given: list[str], index: Any) -> list[str]:
         if not matches:
             matches = [k for k in known if k.rsplit("/", 1)[-1] == norm.rsplit("/", 1)[-1]]
         if len(matches) != 1:
-            shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+            held = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
             why = "names several documents" if matches else "is not a document of the index"
-            raise InputError(f"--doc {text} {why} (the index holds: {shown})")
+            raise InputError(f"--doc {shown_value(text)} {why} (the index holds: {held})")
         out.append(matches[0])
     return list(dict.fromkeys(out))
 
@@ -420,7 +424,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
     record = log.get(args.run_id)
     if record is None:
-        raise InputError(f"no recorded run {args.run_id!r} (see: python main.py history)")
+        raise InputError(f"no recorded run {shown_value(args.run_id)} (see: python main.py history)")
     _print_result(record, args.json)
     return 0
 
@@ -598,9 +602,12 @@ def _serve_settings(args: argparse.Namespace) -> Any:
     for name, value in (("--max-body-kb", args.max_body_kb), ("--max-question-chars", args.max_question_chars)):
         if value < 1:
             raise InputError(f"{name} must be at least 1")
+    read_timeout = getattr(args, "read_timeout", None)
     settings = ServeSettings(host=getattr(args, "host", "127.0.0.1"), port=getattr(args, "port", 0), token=token,
                              cors_origins=tuple(getattr(args, "cors_origin", None) or ()), workers=args.workers,
-                             limits=limits, mcp=not getattr(args, "no_mcp", False))
+                             limits=limits, mcp=not getattr(args, "no_mcp", False),
+                             read_timeout_s=30.0 if read_timeout is None else parse_seconds(read_timeout, "--read-timeout"),
+                             max_connections=getattr(args, "max_connections", 1000))
     settings.check()
     return settings
 
@@ -631,6 +638,8 @@ class OneLineParser(argparse.ArgumentParser):
     error of the CLI; sub-commands inherit it (add_subparsers uses the parser's own class)."""
 
     def error(self, message: str) -> NoReturn:
+        # argparse quotes the value it refused whole: a 5,000-digit number is cut like config.shown cuts
+        message = re.sub(r"'[^']{80,}'", lambda m: m.group()[:78] + "…'", message)
         self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
 
 
@@ -753,6 +762,9 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                         help=f"wall-clock seconds for all LLM calls of one query, retries included (default {d.llm_query_budget_s:g})")
         sp.add_argument("--no-log", action="store_true", help="do not record this run")
         sp.add_argument("--log", default=None, help="run log SQLite file (default: $TREERAG_LOG or user data dir)")
+        sp.add_argument("--log-max-runs", type=int, default=None, metavar="N",
+                        help="runs the run log keeps; older ones are deleted as new ones are recorded "
+                             "(0 keeps all; default: setting run_log_max_runs, 2000)")
 
     pq = sub.add_parser("query", help="answer one question from an index")
     query_options(pq)
@@ -782,6 +794,10 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pserve.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
                         help="let a web page from ORIGIN call the API (repeatable; default: no CORS)")
     pserve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
+    pserve.add_argument("--read-timeout", default=None, metavar="SECONDS",
+                        help="a request's headers and body must arrive within this (default 30; else 408)")
+    pserve.add_argument("--max-connections", type=int, default=1000,
+                        help="open connections at once; more are refused with 503 (default 1000)")
     pserve.set_defaults(func=cmd_serve)
 
     pmcp = sub.add_parser("mcp", help="serve an index to an MCP client over stdio (tools ask, search, "

@@ -537,7 +537,8 @@ class TreeRAG:
         if log is not None:
             from utils.run_log import RunLog
 
-            run_log = RunLog(Path(log), warn=notice or (lambda msg: print(msg, file=sys.stderr)))
+            run_log = RunLog(Path(log), warn=notice or (lambda msg: print(msg, file=sys.stderr)),
+                             max_runs=config.run_log_max_runs)
         return cls(index, config, backends, run_log)
 
     def run(self, question: str, documents: list[str] | None = None,

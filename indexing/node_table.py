@@ -382,6 +382,16 @@ class StoredNode(TreeNode):
         return len(own) == 0
 
 
+def first_children(node: TreeNode, n: int) -> tuple[list[TreeNode], int]:
+    """The first ``n`` children of ``node`` and how many it has. A loaded index's node reads only
+    those ``n`` from its table (a document of 100,000 top-level sections would otherwise read them
+    all to show a few)."""
+    if isinstance(node, StoredNode) and node.__dict__["_children"] is _ON_DISK:
+        rows = node._table.children(node._row)
+        return [node._table.node(r) for r in rows[:max(0, n)]], len(rows)
+    return node.children[:max(0, n)], len(node.children)
+
+
 class NodeMap(Mapping[str, TreeNode]):
     """node_id -> node, built on access."""
 

@@ -33,8 +33,11 @@ def serve(rag: TreeRAG, path: Path, settings: ServeSettings, version: str, embed
             print(f"TreeRAG serving {docs} document(s) (build {holder.current().build_id}) on http://{shown}:{port}/ "
                   f"- API /api, MCP {'/mcp' if settings.mcp else 'off'}{auth}; Ctrl-C to stop", flush=True)
 
+    from server.http_protocol import guarded_protocol
+
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=10, lifespan="on", server_header=False)
+                            timeout_graceful_shutdown=10, lifespan="on", server_header=False,
+                            http=guarded_protocol(settings.read_timeout_s, settings.max_connections))
     server = Server(config)
     server.run(sockets=[_listening_socket(settings.host, settings.port)])
     return 0 if server.started else 1
@@ -64,13 +67,18 @@ def serve_mcp_stdio(rag: TreeRAG, path: Path, settings: ServeSettings, version: 
     Only protocol messages go to stdout; every notice goes to stderr."""
     import anyio
 
+    from server.app import READ_WORKERS
+    from server.mcp_stdio import serve_stdio
     from server.mcp_tools import build_mcp
 
     holder = holder_for(rag, path, embedder_name, warn)
 
     async def run() -> None:
-        mcp = build_mcp(holder, settings.limits, anyio.CapacityLimiter(settings.workers), version)
-        await mcp.run_stdio_async()
+        mcp = build_mcp(holder, settings.limits, anyio.CapacityLimiter(settings.workers), version,
+                        anyio.CapacityLimiter(READ_WORKERS))
+        server = mcp._lowlevel_server  # what MCPServer.run_stdio_async runs, over a transport that answers every line
+        await serve_stdio(lambda read, write: server.run(read, write, server.create_initialization_options()),
+                          settings.limits.max_body_bytes)
 
     anyio.run(run)
     return 0

@@ -70,14 +70,19 @@ def readable_tree(root: TreeNode, language: str) -> str:
     return header + "\n\n" + "\n\n".join(blocks)
 
 
+def node_dict(node: TreeNode, children: list[dict]) -> dict:
+    """One node of ``tree --json``: what it is and where it lies, with the given children."""
+    return {"node_id": node.node_id, "heading": node.heading, "heading_path": node.heading_path,
+            "kind": node.kind, "leaf": node.is_leaf, "doc_path": node.doc_path,
+            "lines": [node.start_line, node.end_line],
+            "pages": [node.page_start, node.page_end] if node.page_start else None,
+            "summary": node.summary, "children": children}
+
+
 def tree_dict(root: TreeNode) -> list[dict]:
     """The tree as nested JSON values (``tree --json``): what each node is and where it lies."""
     def one(node: TreeNode) -> dict:
-        return {"node_id": node.node_id, "heading": node.heading, "heading_path": node.heading_path,
-                "kind": node.kind, "leaf": node.is_leaf, "doc_path": node.doc_path,
-                "lines": [node.start_line, node.end_line],
-                "pages": [node.page_start, node.page_end] if node.page_start else None,
-                "summary": node.summary, "children": [one(c) for c in node.children]}
+        return node_dict(node, [one(c) for c in node.children])
 
     return [one(c) for c in root.children] if root.kind == "root" else [one(root)]
 
