@@ -41,10 +41,10 @@ class CheckQuestion:
     evidence_docs: tuple[str, ...]
     evidence_text: str
     """The labelled evidence: each item's text and the annotators' extraction, one after another."""
-    pages: tuple[tuple[str, int], ...] = ()
-    """(document, 1-based page) of each evidence item that names its page."""
     answers: tuple[str, ...]
     question_type: str = ""
+    pages: tuple[tuple[str, int], ...] = ()
+    """(document, 1-based page) of each evidence item that names its page."""
 
 
 @dataclass

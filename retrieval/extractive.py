@@ -505,14 +505,16 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
     """The table row of the evidence that states the asked quantity for the asked period, as a quote
     that says which row and column it read (``retrieval.figure_rows``); None when no row does.
 
-    Rows are matched with the question's words weighted by the document's IDF, so a company's name
-    (in every row's document) counts for little and the quantity's words for much; among equally
-    good rows the one from the better-ranked evidence wins."""
+    Rows are matched with the question's words weighted by the document's IDF, less the words of
+    the document's card (its issuer and title name the document, not a row); among equally good
+    rows the one from the better-ranked evidence wins."""
     best: tuple[float, Quote] | None = None
     for p in passages:
         text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
         weights = _idf(index, list(query.tokens), p.chunk.doc_path, config)
-        for f in figures_in(text, query.text, weights, (p.start - base, p.end - base))[:1]:
+        card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
+        names = card.names | card.hint_names if card is not None else frozenset()
+        for f in figures_in(text, query.text, weights, (p.start - base, p.end - base), names)[:1]:
             a, b = base + f.start, base + f.end
             ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
             prior = 1.0 - (ranks[0] - 1) / max(k, 1)

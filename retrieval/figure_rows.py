@@ -12,13 +12,14 @@ person reads it: the question's quantity words are matched to the row labels, it
 (``2022``, ``FY2022``, ``FY22``) to the header's columns, and the answer states the value with
 the row and column it came from (``Total revenues, 2022: 66,608``), so a reader can check it.
 Nothing here knows a statement's vocabulary: labels are matched with the question's own words,
-weighted by the caller (the index's IDF), and the columns are whatever periods the header names.
+weighted by the caller (the index's IDF), less the words that name the document (its card's issuer
+and title), and the columns are whatever periods the header names.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from utils.tokenizer import tokenize
 
@@ -151,11 +152,17 @@ class _Terms:
     weights: Mapping[str, float] = field(default_factory=dict)
 
     def weight(self, t: str) -> float:
-        return self.weights.get(t, 1.0) if self.weights else 1.0
+        """The word's weight; without weights every word weighs 1, with them a word the document
+        does not hold weighs 0 (no row of it can state that word)."""
+        return self.weights.get(t, 0.0) if self.weights else 1.0
 
 
-def question_terms(question: str, weights: Mapping[str, float] | None = None) -> _Terms:
-    words = {t for t in tokenize(question) if not any(ch.isdigit() for ch in t)}
+def question_terms(question: str, weights: Mapping[str, float] | None = None,
+                   names: Collection[str] = ()) -> _Terms:
+    """The question's words that may name a quantity: no figures or years, and not ``names`` (the
+    words that name the document itself, its issuer and title: "Boeing" in a Boeing filing names
+    the filing, not a row)."""
+    words = {t for t in tokenize(question) if not any(ch.isdigit() for ch in t) and t not in names}
     return _Terms(words, weights or {})
 
 
@@ -183,7 +190,7 @@ def _header_above(lines: list[tuple[int, str]], i: int) -> tuple[list[str], str]
 
 
 def figures_in(text: str, question: str, weights: Mapping[str, float] | None = None,
-               span: tuple[int, int] | None = None) -> list[Figure]:
+               span: tuple[int, int] | None = None, names: Collection[str] = ()) -> list[Figure]:
     """Every row of ``text`` (inside ``span`` when given: the part the answer may quote) whose label
     matches the question and whose header names the asked period, best first.
 
@@ -191,7 +198,7 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
     the row's first column (a statement's latest period) is read."""
     if not asks_quantity(question):
         return []
-    terms = question_terms(question, weights)
+    terms = question_terms(question, weights, names)
     periods = asked_periods(question)
     lines = list(_lines(text))
     lo, hi = span if span is not None else (0, len(text))
