@@ -85,17 +85,15 @@ def leaf_card_factors(index: Any, question: str, tokens: Sequence[str], leaf_doc
     is multiplied by; None when the cards do not tell the documents in scope apart (nothing to do)."""
     if params.weight <= 0 or len(leaf_docs) == 0:
         return None
+    cards = index.card_terms
+    if not cards or (cards.words.isdisjoint(tokens) and not asked_periods(question)):
+        return None  # an index built before cards, or a question that names nothing a card holds
     docs = np.unique(leaf_docs)
-    if len(docs) < 2:
-        return None
-    by_path = index.card_terms
-    if not by_path:
-        return None  # an index built before cards
     paths = index.tree.doc_paths
-    scoped = [int(d) for d in docs if paths[int(d)] in by_path]
+    scoped = [int(d) for d in docs if paths[int(d)] in cards.by_path]
     if len(scoped) < 2:
         return None
-    match = card_match(question, tokens, [by_path[paths[d]] for d in scoped])
+    match = card_match(question, tokens, [cards.by_path[paths[d]] for d in scoped])
     if not match.any():
         return None
     per_doc = np.zeros(int(docs.max()) + 1)

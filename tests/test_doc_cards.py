@@ -17,7 +17,7 @@ from retrieval.doc_cards import card_match
 from retrieval.node_locator import hybrid_leaf_scores, hybrid_locate, toc_for_prompt
 from retrieval.query import Query
 from tests.conftest import run_cli
-from tree_builder.doc_card import DocumentCard, card_terms, read_card
+from tree_builder.doc_card import CardSet, DocumentCard, card_terms, read_card
 
 COVER = """UNITED STATES SECURITIES AND EXCHANGE COMMISSION
 Washington, D.C. 20549
@@ -132,7 +132,7 @@ def test_an_index_built_before_cards_loads_and_upgrade_adds_them(look_alikes: Pa
         d.pop("card")
     (old / "metadata.json").write_text(json.dumps(meta), encoding="utf-8")
     index = load_index(old)
-    assert index.card_terms == {}
+    assert not index.card_terms
     emb = make_embedder("hash", Config())
     q = Query.build("What were Northwind's capital expenditures in FY2021?", emb)
     _, before = hybrid_leaf_scores(index, q, Config())
@@ -157,6 +157,6 @@ def test_one_document_is_scored_as_without_cards(tmp_path: Path) -> None:
     emb = make_embedder("hash", Config())
     q = Query.build("What were Northwind's capital expenditures in FY2021?", emb)
     _, with_cards = hybrid_leaf_scores(index, q, Config())
-    index.__dict__["card_terms"] = {}  # ... and ignored: the same scores as an index without them
+    index.__dict__["card_terms"] = CardSet({}, frozenset())  # ... and ignored: the same scores as an index without them
     _, without = hybrid_leaf_scores(index, q, Config())
     assert np.array_equal(np.asarray(with_cards), np.asarray(without))

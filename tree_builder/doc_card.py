@@ -110,9 +110,25 @@ def card_terms(path: str, card: DocumentCard) -> CardTerms:
     return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years)
 
 
-def cards_of(documents: Any) -> dict[str, CardTerms]:
-    """Document path -> card terms, from metadata.json's ``documents`` (entries without a card, as an
-    index built before cards has, are left out)."""
+@dataclass(frozen=True)
+class CardSet:
+    """The cards of an index's documents, as questions are matched with them."""
+
+    by_path: dict[str, CardTerms]
+    words: frozenset[str]
+    """Every word of every card: a question sharing none of them (and naming no year) is matched with
+    no card, and that is known without visiting the cards."""
+
+    def __bool__(self) -> bool:
+        return bool(self.by_path)
+
+    def get(self, path: str) -> CardTerms | None:
+        return self.by_path.get(path)
+
+
+def cards_of(documents: Any) -> CardSet:
+    """The card terms of metadata.json's ``documents`` (entries without a card, as an index built
+    before cards has, are left out)."""
     out: dict[str, CardTerms] = {}
     for d in documents or []:
         if not isinstance(d, Mapping) or not isinstance(d.get("path"), str):
@@ -120,7 +136,10 @@ def cards_of(documents: Any) -> dict[str, CardTerms]:
         card = DocumentCard.from_record(d.get("card"))
         if card is not None:
             out[d["path"]] = card_terms(d["path"], card)
-    return out
+    words: set[str] = set()
+    for c in out.values():
+        words |= c.names | c.hint_names
+    return CardSet(out, frozenset(words))
 
 
 def _one_line(text: str) -> str:
