@@ -39,7 +39,7 @@ from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from indexing.index_store import Index
 from indexing.search import Scope
-from retrieval.figure_rows import figures_in
+from retrieval.figure_rows import asked_periods, asks_quantity, figures_in, states_figure_for
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
 from retrieval.query import Query
@@ -50,6 +50,8 @@ from utils.tokenizer import tokenize
 _LINE_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*+•]\s|\d{1,3}[.)、]\s|\||#|>))")
 #: How much a figure row's evidence rank counts beside its label match (rank 1 adds this, the last 0).
 FIGURE_PRIOR_WEIGHT = 0.2
+#: Added to the score of a sentence that states a figure and names the period a question asks about.
+FIGURE_SENTENCE_BONUS = 0.25
 #: How far a passage may be widened to reach a sentence boundary (characters, each side).
 MAX_WIDEN = 400
 
@@ -492,6 +494,10 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
     for i, p in enumerate(passages):
         sentences.extend(split_sentences(p, i, len(ranked)))
     score_sentences(sentences, passages, query, index, embedder, config)
+    periods = asked_periods(query.text) if asks_quantity(query.text) else []
+    for s in sentences:  # a sentence that states a figure for the asked period answers a figure question
+        if periods and states_figure_for(s.text, periods):
+            s.score += FIGURE_SENTENCE_BONUS
     quotes = select_quotes(sentences, passages, config)
     figure = figure_quote(query, passages, index, config, len(ranked))
     if figure is not None:  # the asked figure leads: it states the quantity for the period asked
@@ -514,7 +520,8 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
         weights = _idf(index, list(query.tokens), p.chunk.doc_path, config)
         card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
         names = card.names | card.hint_names if card is not None else frozenset()
-        for f in figures_in(text, query.text, weights, (p.start - base, p.end - base), names)[:1]:
+        section = p.chunk.heading_path.rsplit(" > ", 1)[-1]
+        for f in figures_in(text, query.text, weights, (p.start - base, p.end - base), names, section)[:1]:
             a, b = base + f.start, base + f.end
             ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
             prior = 1.0 - (ranks[0] - 1) / max(k, 1)

@@ -63,17 +63,22 @@ class Figure:
     """[start, end) of the row in the text it was read from."""
     score: float
     header: str = ""
+    under: str = ""
+    """The section the table stands in, when the row's label alone does not say what it counts
+    (a "Total" row of the "Revenues" table)."""
 
     @property
     def text(self) -> str:
         """``Total revenues, 2022: 66,608; 2021: 62,286``: the answer as a person would say it."""
-        return f"{self.label}, " + "; ".join(f"{c}: {v}" for c, v in zip(self.columns, self.values))
+        label = f"{self.label} ({self.under})" if self.under else self.label
+        return f"{label}, " + "; ".join(f"{c}: {v}" for c, v in zip(self.columns, self.values))
 
     @property
     def read(self) -> str:
         """Which row and column(s) the figure was read from."""
         cols = ", ".join(f"'{c}'" for c in self.columns)
-        return f"row '{self.label}', column{'s' if len(self.columns) > 1 else ''} {cols}"
+        under = f" of the table under '{self.under}'" if self.under else ""
+        return f"row '{self.label}'{under}, column{'s' if len(self.columns) > 1 else ''} {cols}"
 
 
 def _cells_from_right(tokens: list[str]) -> tuple[list[str], int]:
@@ -137,6 +142,21 @@ def asks_quantity(question: str) -> bool:
     return bool(_ASKS_QUANTITY.search(question) or asked_periods(question))
 
 
+_FIGURE = re.compile(r"(?<![\w.])\$?\(?\d[\d,]*(?:\.\d+)?\)?\s?(?:%|percent|million|billion|thousand)?")
+
+
+def states_figure_for(sentence: str, periods: Collection[str]) -> bool:
+    """Whether a sentence states a figure (a number that is not a year) and names one of ``periods``:
+    "Revenues increased by $4,322 million in 2022 compared with 2021" for a question about 2022."""
+    if not periods or not any(p in sentence for p in periods):
+        return False
+    for m in _FIGURE.finditer(sentence):
+        bare = m.group(0).strip("$() ").replace(",", "")
+        if bare and not (bare.isdigit() and len(bare) == 4 and bare[:2] in ("19", "20")):
+            return True
+    return False
+
+
 def _lines(text: str) -> Iterable[tuple[int, str]]:
     pos = 0
     for line in text.split("\n"):
@@ -189,13 +209,19 @@ def _header_above(lines: list[tuple[int, str]], i: int) -> tuple[list[str], str]
     return [], ""
 
 
+SECTION_DISCOUNT = 0.9
+"""A label matched only with its section's heading counts this much of a label that says it alone."""
+
+
 def figures_in(text: str, question: str, weights: Mapping[str, float] | None = None,
-               span: tuple[int, int] | None = None, names: Collection[str] = ()) -> list[Figure]:
+               span: tuple[int, int] | None = None, names: Collection[str] = (),
+               section: str = "") -> list[Figure]:
     """Every row of ``text`` (inside ``span`` when given: the part the answer may quote) whose label
     matches the question and whose header names the asked period, best first.
 
     The header may lie above ``span``: it is read, never quoted. Without a period in the question
-    the row's first column (a statement's latest period) is read."""
+    the row's first column (a statement's latest period) is read. ``section`` is the heading of the
+    section the text belongs to: a row whose label alone says little ("Total") is read with it."""
     if not asks_quantity(question):
         return []
     terms = question_terms(question, weights, names)
@@ -210,6 +236,11 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
         if row is None:
             continue
         score = label_score(row.label, terms)
+        under = ""
+        if section:
+            within = SECTION_DISCOUNT * label_score(f"{row.label} {section}", terms)
+            if within > score:
+                score, under = within, section
         if score < MIN_LABEL_SCORE:
             continue
         header, header_text = _header_above(lines, i)
@@ -222,6 +253,6 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
         if all(v in _EMPTY_CELL for v in values):
             continue
         out.append(Figure(row.label, tuple(wanted), values, row.start, row.end,
-                          score * len(wanted) / max(len(periods), 1), header_text))
+                          score * len(wanted) / max(len(periods), 1), header_text, under))
     out.sort(key=lambda f: -f.score)
     return out

@@ -136,3 +136,33 @@ def test_a_question_is_checked_only_when_its_evidence_states_the_figure() -> Non
     assert miss.figures and not miss.answered and not miss.quote_in_evidence_doc
     computed = CheckQuestion("q2", "ratio?", ("a.pdf",), "Total revenues 66,608 62,286", ("1.07",))
     assert checkable_figures(computed) == []
+
+
+def test_a_sentence_stating_a_figure_for_the_asked_period_is_preferred(tmp_path: Path) -> None:
+    from retrieval.figure_rows import states_figure_for
+
+    assert states_figure_for("Revenues increased by $4,322 million in 2022 compared with 2021.", ["2022"])
+    assert not states_figure_for("In 2022 we hired engineers in 2021 offices.", ["2022"])  # years only
+    assert not states_figure_for("Revenues increased by $4,322 million.", ["2022"])  # no period
+    prose = ("# Report\n\n## Results\n\nRevenue in 2022 came from deliveries. "
+             "Revenue increased by $4,322 million in 2022 compared with the year before. "
+             "Our offices moved twice. The board met in spring. Revenue in 2022 reflects demand.\n")
+    index = _index(tmp_path, prose)
+    emb = make_embedder("hash", Config())
+    ranked = [RetrievedChunk(index.chunks[r], 1.0, {}, row=r) for r in range(len(index.chunks))]
+    ex = extract(Query.build("What was the revenue in 2022?", emb), ranked, index, emb, Config())
+    a, b = ex.quotes[0].best_span  # the quote's best sentence
+    assert prose[a:b].startswith("Revenue increased by $4,322 million in 2022")
+
+
+def test_a_total_row_is_read_with_its_section_heading() -> None:
+    table = ("(Dollars in millions)\nYears ended December 31, 2022 2021 2020\nCommercial Airplanes $25,867 $19,493 $16,162\n"
+             "Global Services 17,611 16,328 15,543\nTotal $66,608 $62,286 $58,158\n")
+    assert figures_in(table, REVENUE_Q) == []  # "Total" alone does not say what it counts
+    best = figures_in(table, REVENUE_Q, section="Revenues")[0]
+    assert best.values == ("$66,608", "$62,286") and best.under == "Revenues"
+    assert best.text == "Total (Revenues), 2022: $66,608; 2021: $62,286"
+    assert best.read == "row 'Total' of the table under 'Revenues', columns '2022', '2021'"
+    # a label that says it alone is not re-read with its section
+    own = figures_in(STATEMENT, REVENUE_Q, section="Consolidated Statements of Operations")[0]
+    assert own.label == "Total revenues" and own.under == ""
