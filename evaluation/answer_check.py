@@ -27,11 +27,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from evaluation.dataset import QA_FILE, QA_MAX_BYTES
 from evaluation.figures import Figure, contains_figure, reference_figures
+from utils.bounded_read import read_bounded
 from utils.errors import InputError, TreeRAGError
-
-QA_FILE = "qa.jsonl"
-QA_MAX_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -66,10 +65,13 @@ def read_questions(data: Path) -> list[CheckQuestion]:
     qa = data / QA_FILE
     if not qa.is_file():
         raise InputError(f"{data}: no {QA_FILE} (an evaluation set directory holds docs/ and {QA_FILE})")
-    if qa.stat().st_size > QA_MAX_BYTES:
-        raise InputError(f"{qa}: larger than {QA_MAX_BYTES // (1024 * 1024)} MB")
+    raw = read_bounded(qa, limit=QA_MAX_BYTES, what=str(qa), setting="a question file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{qa} is not UTF-8 text") from None
     out: list[CheckQuestion] = []
-    for n, line in enumerate(qa.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
