@@ -79,17 +79,20 @@ def _apart(match: np.ndarray) -> np.ndarray:
     return match if match.max() > match.min() else np.zeros(len(match))
 
 
-def leaf_card_factors(index: Any, question: str, tokens: Sequence[str], leaf_docs: np.ndarray,
+def leaf_card_factors(index: Any, question: str, tokens: Sequence[str], positions: np.ndarray,
                       params: CardParams = CardParams()) -> np.ndarray | None:
-    """Per leaf (``leaf_docs``: each leaf's document number in the node table): the factor its score
-    is multiplied by; None when the cards do not tell the documents in scope apart (nothing to do)."""
-    if params.weight <= 0 or len(leaf_docs) == 0:
+    """Per leaf (``positions``: index leaf numbers) the factor its score is multiplied by; None when
+    the cards do not tell the documents in scope apart (nothing to do). The cheap tests come first:
+    a question that shares no word with any card and names no year costs no pass over the leaves."""
+    if params.weight <= 0 or len(positions) == 0:
         return None
     cards = index.card_terms
     if not cards or (cards.words.isdisjoint(tokens) and not asked_periods(question)):
         return None  # an index built before cards, or a question that names nothing a card holds
+    tree = index.tree
+    leaf_docs = np.asarray(tree.doc[tree.leaf_rows[np.asarray(positions, dtype=np.int64)]])
     docs = np.unique(leaf_docs)
-    paths = index.tree.doc_paths
+    paths = tree.doc_paths
     scoped = [int(d) for d in docs if paths[int(d)] in cards.by_path]
     if len(scoped) < 2:
         return None
