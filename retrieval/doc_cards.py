@@ -7,7 +7,11 @@ A document's card match is
 
     name  = sum of log(1 + N / df) over the question's words its card's names hold
             (issuer, title, form; df = how many cards hold the word, so a word on every card,
-            "Inc" or "Company", weighs nearly nothing), scaled so the best document has 1;
+            "Inc" or "Company", weighs nearly nothing), or more than any words when the question
+            holds the card's whole title or file name; scaled so the best document has 1. Chinese
+            names count only whole: their words are as often a question's topic as a name's part
+            (on LeCoQA, word overlap with statute titles picked a statute without evidence for
+            most questions);
     year  = 1 when its period's year is the latest year the question names, 0.5 for another year
             the question names (a later filing restates the year before), 0 for none;
     match = name x year when the question names a year (else name).
@@ -26,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from retrieval.figure_rows import asked_periods
-from tree_builder.doc_card import FILE_NAME_WEIGHT, CardTerms
+from tree_builder.doc_card import FILE_NAME_WEIGHT, CardTerms, phrase_key
 
 
 @dataclass(frozen=True)
@@ -48,12 +52,13 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms])
     for c in cards:
         for t in (c.names | c.hint_names) & q:
             df[t] = df.get(t, 0) + 1
-    if not df:
-        name = np.zeros(n)
-    else:
-        idf = {t: math.log(1 + n / k) for t, k in df.items()}
-        name = np.array([sum(idf[t] for t in c.names & q)
-                         + FILE_NAME_WEIGHT * sum(idf[t] for t in (c.hint_names - c.names) & q) for c in cards])
+    idf = {t: math.log(1 + n / k) for t, k in df.items()}
+    name = np.array([sum(idf[t] for t in c.names & q)
+                     + FILE_NAME_WEIGHT * sum(idf[t] for t in (c.hint_names - c.names) & q) for c in cards])
+    key = phrase_key(question)
+    said = [any(p in key for p in c.phrases) for c in cards]
+    if any(said):  # a whole name in the question outweighs any of its words
+        name = name + np.array(said, dtype=np.float64) * (math.log(1 + n) * (1 + len(q)))
     years = asked_periods(question)
     if name.max() > 0:
         name = name / name.max()
@@ -87,7 +92,7 @@ def leaf_card_factors(index: Any, question: str, tokens: Sequence[str], position
     if params.weight <= 0 or len(positions) == 0:
         return None
     cards = index.card_terms
-    if not cards or (cards.words.isdisjoint(tokens) and not asked_periods(question)):
+    if not cards or (cards.words.isdisjoint(tokens) and not cards.phrases and not asked_periods(question)):
         return None  # an index built before cards, or a question that names nothing a card holds
     tree = index.tree
     leaf_docs = np.asarray(tree.doc[tree.leaf_rows[np.asarray(positions, dtype=np.int64)]])

@@ -85,6 +85,18 @@ def test_card_match_picks_the_named_issuer_and_year() -> None:
     assert match("What are the capital expenditures?") == [0.0, 0.0, 0.0]  # nothing named: no preference
 
 
+def test_a_chinese_name_counts_only_whole() -> None:
+    cards = [card_terms(p, read_card(f"# {t}\n\n第一章 总则\n", t, p)) for p, t in
+             (("劳动合同法.md", "中华人民共和国劳动合同法"), ("劳动法.md", "中华人民共和国劳动法"))]
+
+    def match(q: str) -> list[float]:
+        return [round(float(x), 2) for x in card_match(q, Query.build(q, None).tokens, cards)]
+
+    assert match("劳动合同解除后工资怎么算？") == [0.0, 0.0]  # topic words, not a name
+    assert match("根据劳动合同法，试用期最长多久？") == [1.0, 0.0]  # the file's name, whole
+    assert match("中华人民共和国劳动法规定的工作时间是多少？") == [0.0, 1.0]  # the title, whole
+
+
 @pytest.fixture(scope="module")
 def look_alikes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     docs = tmp_path_factory.mktemp("lookalike") / "docs"

@@ -100,14 +100,37 @@ class CardTerms:
     years: tuple[str, ...]
     hint_years: tuple[str, ...]
     """Years of the file name, kept only when the text states no period."""
+    phrases: tuple[str, ...] = ()
+    """The title and the file name's words, whole (``phrase_key``): a question that contains one
+    names the document. Chinese names are matched only so: their words ("劳动", "合同") are a
+    question's topic words as often as a name's parts."""
+
+
+MIN_PHRASE_CHARS = 4
+"""A phrase shorter than this ("Form", "刑法") is too likely to occur by chance in a question."""
+
+
+def phrase_key(text: str) -> str:
+    """``text`` as phrases are compared: case-folded, without spaces, punctuation or dates."""
+    text = re.sub(r"\(?\d{4}[-./ ]\d{1,2}[-./ ]\d{1,2}\)?", "", text)
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
 
 
 def card_terms(path: str, card: DocumentCard) -> CardTerms:
+    """A card's words (Latin-script words of its title, issuer and form; of its file name as a hint)
+    and its whole-name phrases."""
+    from utils.cjk import has_cjk  # noqa: PLC0415
     from utils.tokenizer import tokenize  # noqa: PLC0415
 
-    words = {t for t in tokenize(" ".join((card.title, card.issuer, card.form))) if not t.isdigit()}
-    hint = {t for t in tokenize(card.file_name) if not t.isdigit()} - words
-    return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years)
+    def words_of(text: str) -> set[str]:
+        return {t for t in tokenize(text) if not t.isdigit() and not has_cjk(t)}
+
+    words = words_of(" ".join((card.title, card.issuer, card.form)))
+    hint = words_of(card.file_name) - words
+    phrases = tuple(dict.fromkeys(k for k in (phrase_key(card.title), phrase_key(card.file_name))
+                                  if len(k) >= MIN_PHRASE_CHARS))
+    return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years,
+                     phrases)
 
 
 @dataclass(frozen=True)
@@ -116,8 +139,10 @@ class CardSet:
 
     by_path: dict[str, CardTerms]
     words: frozenset[str]
-    """Every word of every card: a question sharing none of them (and naming no year) is matched with
-    no card, and that is known without visiting the cards."""
+    """Every word of every card: a question sharing none of them (and naming no year, and no card
+    having a phrase) is matched with no card, and that is known without visiting the cards."""
+    phrases: bool = False
+    """Whether any card has a whole-name phrase (then every question is checked against them)."""
 
     def __bool__(self) -> bool:
         return bool(self.by_path)
@@ -139,7 +164,7 @@ def cards_of(documents: Any) -> CardSet:
     words: set[str] = set()
     for c in out.values():
         words |= c.names | c.hint_names
-    return CardSet(out, frozenset(words))
+    return CardSet(out, frozenset(words), any(c.phrases for c in out.values()))
 
 
 def _one_line(text: str) -> str:
