@@ -9,11 +9,11 @@ A document's card match is
             (issuer, title, form; df = how many cards hold the word, so a word on every card,
             "Inc" or "Company", weighs nearly nothing), or more than any words when the question
             holds the card's whole title or file name; scaled so the best document has 1. Chinese
-            names count only whole: their words are as often a question's topic as a name's part
-            (on LeCoQA, word overlap with statute titles picked a statute without evidence for
-            most questions);
-    year  = 1 when its period's year is the latest year the question names, 0.5 for another year
-            the question names (a later filing restates the year before), 0 for none;
+            names count only whole: a statute question's words ("劳动", "合同") name its topic
+            as often as a statute, and a word of a title is not the title;
+    year  = 1 when its period's year is the latest year the question names (a filing states
+            its own year and restates the year before, so "2021 vs 2022" is read in the 2022
+            filing), 0.5 for another year the question names, 0 for none;
     match = name x year when the question names a year (else name).
 
 The hybrid locator multiplies each leaf's score by ``1 + weight x match`` of its document, so the

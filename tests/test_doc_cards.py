@@ -172,3 +172,11 @@ def test_one_document_is_scored_as_without_cards(tmp_path: Path) -> None:
     index.__dict__["card_terms"] = CardSet({}, frozenset())  # ... and ignored: the same scores as an index without them
     _, without = hybrid_leaf_scores(index, q, Config())
     assert np.array_equal(np.asarray(with_cards), np.asarray(without))
+
+
+def test_the_issuer_is_a_name_not_a_suffix_or_a_file_number() -> None:
+    wrapped = read_card("SQUARE,\nINC.\n(Exact name of registrant as specified in its charter)\n", "t", "a.pdf")
+    assert wrapped.issuer == "SQUARE, INC."
+    number = read_card("Commission File Number 001-02217\n(Exact name of registrant as specified in its charter)\n",
+                       "t", "b.pdf")
+    assert number.issuer == "" and number.file_name == "b"  # no issuer stated: the file name is shown as such

@@ -171,18 +171,26 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_SUFFIX_ONLY = re.compile(r"^(?:inc|corp|corporation|co|company|ltd|llc|plc|l\.?p|n\.?v|s\.?a|ag)\.?$", re.I)
+"""A line that is only a company-form suffix: a name wrapped over two lines ("Square," / "Inc.")."""
+_NOT_A_NAME = re.compile(r"commission\s+file|file\s+number|i\.?r\.?s\.?\s+employer", re.I)
+
+
 def _issuer(cover: str) -> str:
     m = _REGISTRANT.search(cover)
     if m is None:
         return ""
-    before = cover[:m.start()].rstrip()
-    line = before[before.rfind("\n") + 1:].strip()
-    if not line:
+    lines = [ln.strip() for ln in cover[:m.start()].rstrip().split("\n")]
+    while lines and not any(ch.isalpha() for ch in lines[-1]):  # the name sits on a line above
+        lines.pop()
+    if not lines:
         return ""
-    if len(line) < 2 or not any(ch.isalpha() for ch in line):  # the name sits on the line above
-        rest = before[:before.rfind("\n")].rstrip()
-        line = rest[rest.rfind("\n") + 1:].strip()
+    line = lines.pop()
+    if _SUFFIX_ONLY.match(line) and lines:
+        line = f"{lines[-1]} {line}"
     line = _one_line(line).strip(" ,;:")
+    if _NOT_A_NAME.search(line):
+        return ""
     return line if 1 < len(line) <= 120 and any(ch.isalpha() for ch in line) else ""
 
 
