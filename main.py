@@ -169,16 +169,20 @@ def cmd_tree(args: argparse.Namespace) -> int:
         _stderr(f"warning: {w}")
     root = build_tree(docs, config, folder_mode=path.is_dir())
     summarize_tree(root, config)
+    from tree_builder.doc_card import read_card
+
+    cards = {d.path: read_card(d.text, d.title, d.path, d.page_starts) for d in docs}
     if args.json:
         from tree_builder.visualizer import tree_dict
 
-        _print_json({"documents": [{"path": d.path, "title": d.title, "kind": d.kind} for d in docs],
+        _print_json({"documents": [{"path": d.path, "title": d.title, "kind": d.kind, "card": cards[d.path].record()}
+                                   for d in docs],
                      "nodes": tree_dict(root)})
         return 0
     from utils.render import terminal_safe
 
     if args.locator_view:
-        print(terminal_safe(serialize_tree(root)))
+        print(terminal_safe(serialize_tree(root, cards=cards)))
         return 0
     from config import CJK_SHARE_FOR_MULTILINGUAL
     from tree_builder.visualizer import readable_tree
@@ -186,7 +190,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
     chars = sum(len(d.text) for d in docs)
     share = sum(cjk_share(d.text) * len(d.text) for d in docs) / chars if chars else 0.0
-    print(terminal_safe(readable_tree(root, "zh" if share >= CJK_SHARE_FOR_MULTILINGUAL else "en")))
+    print(terminal_safe(readable_tree(root, "zh" if share >= CJK_SHARE_FOR_MULTILINGUAL else "en", cards)))
     return 0
 
 
@@ -574,8 +578,12 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     path = index_dir_path(args.index, "--index")
     config = _base_config(args)
     added = upgrade(path, config.bm25_k1, config.bm25_b)
-    print(f"{path}: added {', '.join(added)} (BM25 weights for k1 {config.bm25_k1}, b {config.bm25_b})" if added
-          else f"{path}: already up to date")
+    from indexing.card_upgrade import add_cards
+
+    cards = add_cards(path)
+    done = ([f"added {', '.join(added)} (BM25 weights for k1 {config.bm25_k1}, b {config.bm25_b})"] if added else []) \
+        + ([f"added the cards of {cards} document(s) (title, issuer, form, period)"] if cards else [])
+    print(f"{path}: {'; '.join(done)}" if done else f"{path}: already up to date")
     return 0
 
 
@@ -825,7 +833,7 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pv.add_argument("--index", required=True, help="index directory built by `index`")
     pv.set_defaults(func=cmd_verify)
 
-    pu = sub.add_parser("upgrade", help="add the stored BM25 weights of newer builds to an existing index (no rebuild)")
+    pu = sub.add_parser("upgrade", help="add what newer builds store (BM25 weights, document cards) to an existing index (no rebuild)")
     pu.add_argument("--index", required=True, help="index directory built by `index`")
     pu.set_defaults(func=cmd_upgrade)
 

@@ -51,7 +51,7 @@ ARM_CODE_FILES = (
     "pipeline.py", "config.py", "evaluation/arms.py", "retrieval/hybrid_retriever.py",
     "retrieval/node_locator.py", "retrieval/leaf_rerank_locator.py", "retrieval/scoring.py", "retrieval/types.py",
     "retrieval/section_features.py", "retrieval/learned_ranker.py", "retrieval/ranker_weights.json",
-    "retrieval/union_features.py",
+    "retrieval/union_features.py", "retrieval/doc_cards.py", "tree_builder/doc_card.py", "retrieval/figure_rows.py",
     "retrieval/locators.py", "retrieval/rerankers.py", "retrieval/query.py", "retrieval/relevance.py",
     "tree_builder/visualizer.py", "indexing/bm25_builder.py",
     "indexing/embedders/base.py", "indexing/embedders/factory.py", "indexing/embedders/hash_embedder.py",

@@ -50,6 +50,7 @@ from indexing.records import Records, check_offsets, check_spans, require, typed
 from indexing.file_search import FileSearch
 from indexing.search import ChunkRows, Search, leaves_of_rows
 from indexing.segments import SEGMENTS
+from tree_builder.doc_card import CardSet, cards_of
 from tree_builder.tree import TreeNode
 from utils.atomic import recover_directory
 from utils.errors import IndexFormatError
@@ -245,6 +246,12 @@ class Index:
         starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]]) if n else np.zeros(0, dtype=np.int64)
         ends = np.r_[starts[1:], n]
         return {self.tree.doc_paths[int(docs[a])]: (int(a), int(b)) for a, b in zip(starts, ends)}
+
+    @cached_property
+    def card_terms(self) -> CardSet:
+        """The documents' cards as questions are matched with them (tree_builder.doc_card), read once
+        from the metadata; empty for an index built before cards."""
+        return cards_of(self.metadata.get("documents"))
 
     @cached_property
     def layout(self) -> RowLayout:

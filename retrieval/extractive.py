@@ -39,6 +39,7 @@ from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from indexing.index_store import Index
 from indexing.search import Scope
+from retrieval.figure_rows import asked_periods, asks_quantity, figures_in, states_figure_for
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
 from retrieval.query import Query
@@ -47,6 +48,10 @@ from utils.tokenizer import tokenize
 
 #: Paragraph breaks, and single line breaks that start a list item, table row, quote or heading.
 _LINE_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*+•]\s|\d{1,3}[.)、]\s|\||#|>))")
+#: How much a figure row's evidence rank counts beside its label match (rank 1 adds this, the last 0).
+FIGURE_PRIOR_WEIGHT = 0.2
+#: Added to the score of a sentence that states a figure and names the period a question asks about.
+FIGURE_SENTENCE_BONUS = 0.25
 #: How far a passage may be widened to reach a sentence boundary (characters, each side).
 MAX_WIDEN = 400
 
@@ -104,6 +109,8 @@ class Quote:
     article: str | None = None
     """The statute article (``第十条``) the quote lies in when the quote does not begin with it: a
     quote from an article's second paragraph is cited by its article, as a lawyer cites it."""
+    read: str | None = None
+    """For a figure read from a table row: which row and column(s) (``row 'Total revenues', column '2022'``)."""
 
 
 @dataclass
@@ -487,4 +494,41 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
     for i, p in enumerate(passages):
         sentences.extend(split_sentences(p, i, len(ranked)))
     score_sentences(sentences, passages, query, index, embedder, config)
-    return Extract(select_quotes(sentences, passages, config), len(sentences))
+    periods = asked_periods(query.text) if asks_quantity(query.text) else []
+    for s in sentences:  # a sentence that states a figure for the asked period answers a figure question
+        if periods and states_figure_for(s.text, periods):
+            s.score += FIGURE_SENTENCE_BONUS
+    quotes = select_quotes(sentences, passages, config)
+    figure = figure_quote(query, passages, index, config, len(ranked))
+    if figure is not None:  # the asked figure leads: it states the quantity for the period asked
+        figure.score = max([figure.score] + [q.score for q in quotes])
+        quotes.insert(0, figure)
+    return Extract(quotes, len(sentences))
+
+
+def figure_quote(query: Query, passages: list[Passage], index: Index | None, config: Config,
+                 k: int) -> Quote | None:
+    """The table row of the evidence that states the asked quantity for the asked period, as a quote
+    that says which row and column it read (``retrieval.figure_rows``); None when no row does.
+
+    Rows are matched with the question's words weighted by the document's IDF, less the words of
+    the document's card (its issuer and title name the document, not a row); among equally good
+    rows the one from the better-ranked evidence wins."""
+    best: tuple[float, Quote] | None = None
+    for p in passages:
+        text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
+        weights = _idf(index, list(query.tokens), p.chunk.doc_path, config)
+        card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
+        names = card.names | card.hint_names if card is not None else frozenset()
+        section = p.chunk.heading_path.rsplit(" > ", 1)[-1]
+        for f in figures_in(text, query.text, weights, (p.start - base, p.end - base), names, section)[:1]:
+            a, b = base + f.start, base + f.end
+            ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
+            prior = 1.0 - (ranks[0] - 1) / max(k, 1)
+            score = f.score + FIGURE_PRIOR_WEIGHT * prior
+            if best is None or score > best[0]:
+                lines = (_line_of(p, a), _line_of(p, max(a, b - 1)))
+                chunk = dataclasses.replace(p.chunk, text=f.text, start_char=a, end_char=b,
+                                            start_line=lines[0], end_line=lines[1])
+                best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read))
+    return best[1] if best is not None else None

@@ -17,14 +17,16 @@ import numpy as np
 
 from config import Config
 from indexing.index_store import Index
-from indexing.node_table import LeafList
+from indexing.node_table import KINDS, LeafList
 from indexing.search import LEAVES_WANTED, leaves_of_rows
+from retrieval.doc_cards import leaf_card_factors
 from retrieval.hybrid_retriever import flat_scores
 from retrieval.scoring import score_params
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
 from retrieval.locate_prompts import LOCATE_SYSTEM, NODE_LOCATE_PROMPT, tree_for_prompt
-from tree_builder.visualizer import HEADER, join_blocks, node_block
+from tree_builder.doc_card import DocumentCard
+from tree_builder.visualizer import HEADER, card_line, join_blocks, node_block
 from utils.errors import BackendError
 from utils.llm.cached import forget_reply
 from utils.llm.types import LLMClient, UsageMeter
@@ -177,6 +179,7 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
         chunk_part[np.searchsorted(at, pos[inside])] = (config.dense_weight * best_dense[inside]
                                                         + config.bm25_weight * best_bm25[inside])
         total = (1 - w) * chunk_part + w * np.clip(raw_dense[at], 0.0, 1.0)
+        total = _weigh_by_cards(index, query, at if leaf_idx is None else leaf_idx[at], total)
         return leaves, SparseScores(n_leaves, at.astype(np.int64), total.astype(np.float32))
     leaf_dense = np.clip(raw_dense, 0.0, 1.0)
     if leaf_idx is None:
@@ -185,8 +188,16 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
     best_dense_all = np.where(has_rows, _leaf_max_scaled(scores.dense, scores.rows, n, starts), 0.0)
     best_bm25_all = np.where(has_rows, _leaf_max_scaled(scores.lexical, scores.rows, n, starts), 0.0)
     chunk_part = config.dense_weight * best_dense_all[leaf_idx] + config.bm25_weight * best_bm25_all[leaf_idx]
-    total = (1 - w) * chunk_part + w * leaf_dense
+    total = _weigh_by_cards(index, query, leaf_idx, (1 - w) * chunk_part + w * leaf_dense)
     return leaves, total.astype(np.float32)
+
+
+def _weigh_by_cards(index: Index, query: Query, positions: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """``total`` (scores of the leaves at ``positions``, index leaf numbers) with the leaves of the
+    documents the question names by their cards raised (retrieval.doc_cards); unchanged when the
+    cards tell no document in scope apart (one document, or an index built before cards)."""
+    factors = leaf_card_factors(index, query.text, query.tokens, positions)
+    return total if factors is None else total * factors
 
 
 def hybrid_locate(index: Index, query: Query, config: Config,
@@ -359,9 +370,12 @@ def toc_for_prompt(index: Index, query: Query, config: Config,
         allowed = np.flatnonzero(np.isin(tree.doc, numbers)) if numbers else np.zeros(0, dtype=np.int64)
         total = int(costs[allowed].sum())
     header = estimate_tokens(HEADER) + 2
+    cards = _shown_cards(index, doc_paths)
+    card_cost = {d: estimate_tokens(card_line(c, 0)) for d, c in cards.items()}
+    total += sum(card_cost.values())
     if header + total <= config.toc_budget_tokens or query.vector is None:
         rows = np.arange(1, len(tree)) if allowed is None else allowed
-        return _serialize_rows(index, rows), len(rows)
+        return _serialize_rows(index, rows, cards), len(rows)
     _, scores = hybrid_leaf_scores(index, query, config, doc_paths)
     positions = None if doc_paths is None else index.leaf_positions(doc_paths)  # None: leaf i is position i
     included = np.zeros(len(tree), dtype=bool)
@@ -372,19 +386,41 @@ def toc_for_prompt(index: Index, query: Query, config: Config,
         while parent > 0 and not included[parent]:  # row 0, the root, is never shown
             new.append(parent)
             parent = int(tree.parent[parent])
-        cost = int(costs[new].sum())
+        cost = int(costs[new].sum()) + sum(card_cost.get(tree.doc_paths[int(tree.doc[r])], 0)
+                                           for r in new if tree.kind[r] == DOCUMENT_KIND)
         if used + cost > config.toc_budget_tokens:
             break
         included[new] = True
         used += cost
     rows = np.flatnonzero(included)
-    return _serialize_rows(index, rows), len(rows)
+    return _serialize_rows(index, rows, cards), len(rows)
 
 
-def _serialize_rows(index: Index, rows: np.ndarray) -> str:
+DOCUMENT_KIND = KINDS.index("document")
+
+
+def _shown_cards(index: Index, doc_paths: set[str] | None) -> dict[str, DocumentCard]:
+    """The cards of the documents in scope that say more than a title (a collection's TOC shows
+    them under each document's heading); none for an index built before cards."""
+    out: dict[str, DocumentCard] = {}
+    for d in index.metadata.get("documents") or []:
+        if not isinstance(d, dict) or (doc_paths is not None and d.get("path") not in doc_paths):
+            continue
+        card = DocumentCard.from_record(d.get("card"))
+        if card is not None and card_line(card, 0):
+            out[d["path"]] = card
+    return out
+
+
+def _serialize_rows(index: Index, rows: np.ndarray, cards: dict[str, DocumentCard] | None = None) -> str:
     """``serialize_tree`` of exactly these node rows (a set closed under ancestors), in pre-order."""
     tree = index.tree
-    return join_blocks([node_block(tree.node(int(r)), int(tree.depth[r])) for r in np.sort(rows)])
+    blocks = []
+    for r in np.sort(rows):
+        node = tree.node(int(r))
+        card = cards.get(node.doc_path) if cards and node.kind == "document" else None
+        blocks.append(node_block(node, int(tree.depth[r]), card=card))
+    return join_blocks(blocks)
 
 
 def ask_for_leaves(index: Index, llm: LLMClient, query: Query, config: Config,

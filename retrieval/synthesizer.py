@@ -175,6 +175,9 @@ def extractive_text(query: str, quotes: list[dict[str, Any]],
     for q in quotes:
         nums = "".join(f"[{n}]" for n in q["ranks"])
         where = q["heading_path"] + (f" > {q['article']}" if q.get("article") else "")
+        if q.get("read"):  # a figure read from a table: the value first, then the row and column it came from
+            lines.append(f'{nums} {q["text"]} ({q["read"]}; {q["citation"]}, {where})')
+            continue
         lines.append(f'{nums} "{q["text"]}" ({q["citation"]}, {where})')
     return "\n".join(lines)
 
@@ -197,7 +200,8 @@ def offline_answer(question: Query, evidence: Evidence, config: Config, index: I
                "heading_path": q.chunk.heading_path, "doc_path": q.chunk.doc_path,
                "start_char": q.chunk.start_char, "end_char": q.chunk.end_char,
                "score": round(q.score, 4), "dense": round(q.dense, 4),
-               **({"article": q.article} if q.article else {})} for q in ex.quotes]
+               **({"article": q.article} if q.article else {}),
+               **({"read": q.read} if q.read else {})} for q in ex.quotes]
     return Answer(extractive_text(query, quotes, evidence.source), "extractive", quotes)
 
 

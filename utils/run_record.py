@@ -216,6 +216,8 @@ class Quote:
     dense: float = 0.0
     article: str | None = field(default=None, metadata={"omit_none": True})
     """A statute's article number, when the quote is one."""
+    read: str | None = field(default=None, metadata={"omit_none": True})
+    """For a figure read from a table row: the row and column(s) it was read from."""
 
 
 @dataclass
