@@ -53,6 +53,11 @@ def check_markup(data: bytes, rel_path: str, limits: ReadLimits) -> None:
     check_headings(sum(1 for _ in _HEADING_TAG.finditer(data)), rel_path, limits, len(data))
 
 
+def _too_deep(rel_path: str, limits: ReadLimits) -> InputError:
+    return InputError(f"{rel_path}: HTML nested more than {limits.max_html_depth} elements deep "
+                      f"(max_html_depth); not read")
+
+
 def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
     from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
 
@@ -60,8 +65,7 @@ def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAU
     markup, depth = with_implied_end_tags(decode_text(data, rel_path))
     if depth > limits.max_html_depth:
         # refused before the tree is built: the parser's tree of a deep page costs more than its text
-        raise InputError(f"{rel_path}: HTML nested more than {limits.max_html_depth} elements deep "
-                         f"(max_html_depth); not read")
+        raise _too_deep(rel_path, limits)
     soup = BeautifulSoup(markup, "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup.find_all(_DROP):
@@ -95,8 +99,7 @@ def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAU
                     inline.append(str(child))
                 continue
             if depth > limits.max_html_depth:
-                raise InputError(f"{rel_path}: HTML nested more than {limits.max_html_depth} elements deep "
-                                 f"(max_html_depth); not read")
+                raise _too_deep(rel_path, limits)
             name = child.name
             if name in _HEADINGS:
                 flush()
