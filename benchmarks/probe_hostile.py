@@ -21,8 +21,10 @@ outside the input, every refusal one line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -527,6 +529,7 @@ def probe_cli() -> None:
 # --------------------------------------------------------------------------- the service
 
 SERVICE_500 = 0
+SERVER_TRACEBACKS = 0
 
 
 def http(url: str, method: str, path: str, *, body: bytes = b"", headers: dict[str, str] | None = None,
@@ -577,8 +580,10 @@ def service(name: str, status: int, expected: tuple[int, ...], body: bytes = b""
 
 def _server_log(name: str, srv, rss_kb: int = 0) -> None:
     """The server's own output: every traceback in it is a failure."""
+    global SERVER_TRACEBACKS
     text = srv.output()
     n = text.count("Traceback (most recent call last)")
+    SERVER_TRACEBACKS += n
     o = Outcome(f"server log: {name}", srv.proc.returncode, 0.0, rss_kb, n > 0, False, text[-2000:], "")
     if n:
         o.problems.append(f"{n} traceback(s) in the server log")
@@ -621,9 +626,48 @@ def _drip(url: str, path: str, lines: list[bytes], every: float, limit: float) -
     return True, time.monotonic() - t0
 
 
-def probe_service() -> None:
-    from tests.serve_process import running_server
+_LISTENING = re.compile(r"on (http://[0-9.]+:\d+)/")
 
+
+@contextlib.contextmanager
+def running_server(*args: str, env: dict | None = None):
+    """``main.py serve ARGS --port 0`` on whatever loopback host ``--host`` names (the tests' helper
+    knows 127.0.0.1 only); yields once it listens, with ``url``, ``proc`` and ``output()``."""
+    from tests.serve_process import ServerProcess
+
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "TREERAG_"))}
+    e.update(env or {}, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([PY, MAIN, "serve", *args, "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=e, cwd=str(WORK))
+    lines: list[str] = []
+    started = threading.Event()
+
+    def pump() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if _LISTENING.search(line):
+                started.set()
+        started.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        started.wait(120)
+        m = next((m for m in map(_LISTENING.search, lines) if m), None)
+        if m is None:
+            raise RuntimeError(f"the server did not start: {''.join(lines)[-500:]}")
+        yield ServerProcess(proc, m.group(1), lines)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        reader.join(timeout=5)
+
+
+def probe_service() -> None:
     good = WORK / "idx-good"
     other = WORK / "idx-other"
     run("another index (for the run log)", index(PAPER, other))
@@ -775,7 +819,11 @@ def main() -> int:
     try:
         for name, step in steps.items():
             if name in chosen or name == "index":
-                step()
+                try:
+                    step()
+                except Exception as exc:  # noqa: BLE001 - the probe's own failure: the other groups still run
+                    RESULTS.append(Outcome(f"probe group {name} crashed", None, 0.0, 0, False, False,
+                                           f"{type(exc).__name__}: {exc}", "", [f"probe crashed: {exc}"[:300]]))
     finally:
         if not args.keep:
             shutil.rmtree(WORK, ignore_errors=True)
@@ -785,7 +833,8 @@ def main() -> int:
     secrets = sum(1 for o in RESULTS if "printed the password" in o.problems)
     in_log = sum(1 for o in RESULTS if o.name.startswith("server log") and o.traceback)
     print(f"probes: {len(RESULTS)}")
-    print(f"tracebacks: {sum(o.traceback for o in RESULTS)} (server logs with a traceback: {in_log})")
+    print(f"tracebacks: {sum(o.traceback for o in RESULTS)} probes ({in_log} server logs holding "
+          f"{SERVER_TRACEBACKS} tracebacks)")
     print(f"HTTP 500s: {SERVICE_500}")
     print(f"hangs: {sum(o.hung for o in RESULTS)}")
     worst = max(hostile, key=lambda o: o.rss_kb, default=None)
