@@ -17,7 +17,7 @@ from config import Config
 from tests.conftest import ROOT
 from tree_builder.loader import load_input
 from tree_builder.markdown_headings import heading_line_count, markdown_headings
-from tree_builder.readers.html_implied import with_implied_end_tags
+from tree_builder.readers.html_implied import ImpliedEndTags, TooDeep, with_implied_end_tags
 from tree_builder.readers.limits import ReadLimits, check_output
 from utils.errors import InputError
 
@@ -69,13 +69,13 @@ def test_600_unclosed_items_are_siblings_not_too_deep(tmp_path: Path, item: str)
 def test_implied_end_tags_follow_the_html_rules() -> None:
     markup, depth = with_implied_end_tags(
         "<p>a<div>b</div><ul><li>one<li>two &amp; <b>x</b></ul>"
-        "<table><tr><td><table><tr><td>inner</table>after<td>two</table><dl><dt>t<dd>d<dt>u</dl>")
+        "<table><tr><td><table><tr><td>inner</table>after<td>two</table><dl><dt>t<dd>d<dt>u</dl>", 512)
     assert markup == ("<p>a</p><div>b</div><ul><li>one</li><li>two &amp; <b>x</b></li></ul>"
                       "<table><tr><td><table><tr><td>inner</td></tr></table>after</td><td>two</td></tr></table>"
                       "<dl><dt>t</dt><dd>d</dd><dt>u</dt></dl>")
     assert depth == 6
     # a stray end tag inside a cell does not close what lies outside the table
-    assert with_implied_end_tags("<div><table><tr><td>x</div>y</table>z</div>")[0] == \
+    assert with_implied_end_tags("<div><table><tr><td>x</div>y</table>z</div>", 512)[0] == \
         "<div><table><tr><td>xy</td></tr></table>z</div>"
 
 
@@ -84,6 +84,15 @@ def test_really_deep_html_is_still_refused(tmp_path: Path) -> None:
     page.write_text("<html><body>" + "<div>" * 600 + "x" + "</div>" * 600 + "</body></html>", encoding="utf-8")
     with pytest.raises(InputError, match="max_html_depth"):
         load_input(page)
+
+
+def test_100000_nested_elements_are_refused_at_the_depth_limit() -> None:
+    """Each tag's search for what it closes walks the open elements: the walk stops at the depth
+    limit, so a page nested 100,000 deep costs the limit's steps a tag, not 100,000 (it hung)."""
+    parser = ImpliedEndTags(512)
+    with pytest.raises(TooDeep):
+        parser.feed("<div>" * 100_000)
+    assert len(parser._open) == 513
 
 
 # --------------------------------------------------------------------------- Markdown and text headings

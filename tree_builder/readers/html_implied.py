@@ -50,31 +50,53 @@ _IMPLIED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 _CELL_CLOSERS = frozenset({"td", "th", "tr", "thead", "tbody", "tfoot"})
 
 
-class ImpliedEndTags(HTMLParser):
-    """Feed HTML text, ``close()``, then ``markup()``: the same HTML with the implied end tags written."""
+class TooDeep(Exception):
+    """More elements open at once than the reader allows (``max_html_depth``)."""
 
-    def __init__(self) -> None:
+
+class ImpliedEndTags(HTMLParser):
+    """Feed HTML text, ``close()``, then ``markup()``: the same HTML with the implied end tags written.
+
+    Each search for an element to close looks up the nearest open element of each name it cares
+    about (an index per name) instead of walking the stack, so a tag costs the same at any depth;
+    and more than ``max_depth`` open elements stop the pass with ``TooDeep``.
+    """
+
+    def __init__(self, max_depth: int) -> None:
         super().__init__(convert_charrefs=True)
         self._out: list[str] = []
         self._open: list[str] = []
+        self._where: dict[str, list[int]] = {}
+        """Each open element's name -> its positions in ``_open``, innermost last."""
+        self._limit = max_depth
         self.max_depth = 0
         """The deepest nesting of open elements seen once the implied end tags are applied."""
 
     # ---- the stack of open elements
+    def _push(self, tag: str) -> None:
+        self._where.setdefault(tag, []).append(len(self._open))
+        self._open.append(tag)
+
     def _close_to(self, index: int) -> None:
         """Close the open elements from the top down to (and including) ``index``."""
         while len(self._open) > index:
-            self._out.append(f"</{self._open.pop()}>")
+            name = self._open.pop()
+            self._where[name].pop()
+            self._out.append(f"</{name}>")
+
+    def _last(self, name: str) -> int:
+        where = self._where.get(name)
+        return where[-1] if where else -1
+
+    def _boundary(self, stops: frozenset[str], cell_scope: bool) -> int:
+        """Position of the innermost open element a search must not pass (-1: none)."""
+        scope = max((self._last(n) for n in _SCOPE if not (cell_scope and n in ("td", "th"))), default=-1)
+        return max(scope, max((self._last(n) for n in stops), default=-1))
 
     def _find(self, names: frozenset[str], stops: frozenset[str], cell_scope: bool) -> int:
-        """Index of the nearest open element named in ``names``, or -1 past a boundary."""
-        for i in range(len(self._open) - 1, -1, -1):
-            name = self._open[i]
-            if name in names:
-                return i
-            if name in stops or (name in _SCOPE and not (cell_scope and name in ("td", "th"))):
-                return -1
-        return -1
+        """Position of the innermost open element named in ``names``, or -1 past a boundary."""
+        found = max((self._last(n) for n in names), default=-1)
+        return found if found >= 0 and found >= self._boundary(stops, cell_scope) else -1
 
     def _before_start(self, tag: str) -> None:
         if tag in _CLOSES_P:
@@ -95,9 +117,11 @@ class ImpliedEndTags(HTMLParser):
         self._before_start(tag)
         self._out.append(self.get_starttag_text() or f"<{tag}>")
         if tag not in VOID:
-            self._open.append(tag)
+            self._push(tag)
             if len(self._open) > self.max_depth:
                 self.max_depth = len(self._open)
+                if self.max_depth > self._limit:
+                    raise TooDeep(self.max_depth)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._before_start(tag)
@@ -106,15 +130,13 @@ class ImpliedEndTags(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in VOID:
             return
-        boundary = tag in _SCOPE or tag in _CELL_CLOSERS or tag in ("ul", "ol", "dl", "select")
-        for i in range(len(self._open) - 1, -1, -1):
-            name = self._open[i]
-            if name == tag:
-                self._close_to(i)
-                return
-            if name in _SCOPE and not boundary:
-                return  # an end tag with nothing to close in its scope is ignored, as browsers do
-        # no such open element: dropped
+        at = self._last(tag)
+        if at < 0:
+            return  # no such open element: dropped
+        crosses = tag in _SCOPE or tag in _CELL_CLOSERS or tag in ("ul", "ol", "dl", "select")
+        if not crosses and self._boundary(frozenset(), cell_scope=False) > at:
+            return  # an end tag with nothing to close in its scope is ignored, as browsers do
+        self._close_to(at)
 
     def handle_data(self, data: str) -> None:
         # the tokenizer has decoded character references; written back escaped, so the parser that
@@ -140,9 +162,10 @@ class ImpliedEndTags(HTMLParser):
         return "".join(self._out)
 
 
-def with_implied_end_tags(html: str) -> tuple[str, int]:
-    """``html`` with its implied end tags written out, and its element depth once they are."""
-    parser = ImpliedEndTags()
+def with_implied_end_tags(html: str, max_depth: int) -> tuple[str, int]:
+    """``html`` with its implied end tags written out, and its element depth once they are;
+    ``TooDeep`` past ``max_depth`` open elements."""
+    parser = ImpliedEndTags(max_depth)
     parser.feed(html)
     parser.close()
     return parser.markup(), parser.max_depth

@@ -17,7 +17,7 @@ from tree_builder.decoding import decode_text
 from tree_builder.document import Document
 from tree_builder.documents import document_from_parts
 from tree_builder.readers.builder import TextBuilder
-from tree_builder.readers.html_implied import with_implied_end_tags
+from tree_builder.readers.html_implied import TooDeep, with_implied_end_tags
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from utils.errors import InputError
 
@@ -62,10 +62,10 @@ def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAU
     from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
 
     check_markup(data, rel_path, limits)
-    markup, depth = with_implied_end_tags(decode_text(data, rel_path))
-    if depth > limits.max_html_depth:
-        # refused before the tree is built: the parser's tree of a deep page costs more than its text
-        raise _too_deep(rel_path, limits)
+    try:  # refused before the tree is built: the parser's tree of a deep page costs more than its text
+        markup, _ = with_implied_end_tags(decode_text(data, rel_path), limits.max_html_depth)
+    except TooDeep:
+        raise _too_deep(rel_path, limits) from None
     soup = BeautifulSoup(markup, "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup.find_all(_DROP):
