@@ -21,10 +21,8 @@ outside the input, every refusal one line.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -626,48 +624,9 @@ def _drip(url: str, path: str, lines: list[bytes], every: float, limit: float) -
     return True, time.monotonic() - t0
 
 
-_LISTENING = re.compile(r"on (http://[0-9.]+:\d+)/")
-
-
-@contextlib.contextmanager
-def running_server(*args: str, env: dict | None = None):
-    """``main.py serve ARGS --port 0`` on whatever loopback host ``--host`` names (the tests' helper
-    knows 127.0.0.1 only); yields once it listens, with ``url``, ``proc`` and ``output()``."""
-    from tests.serve_process import ServerProcess
-
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "TREERAG_"))}
-    e.update(env or {}, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([PY, MAIN, "serve", *args, "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=e, cwd=str(WORK))
-    lines: list[str] = []
-    started = threading.Event()
-
-    def pump() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            if _LISTENING.search(line):
-                started.set()
-        started.set()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        started.wait(120)
-        m = next((m for m in map(_LISTENING.search, lines) if m), None)
-        if m is None:
-            raise RuntimeError(f"the server did not start: {''.join(lines)[-500:]}")
-        yield ServerProcess(proc, m.group(1), lines)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        reader.join(timeout=5)
-
-
 def probe_service() -> None:
+    from tests.serve_process import running_server
+
     good = WORK / "idx-good"
     other = WORK / "idx-other"
     run("another index (for the run log)", index(PAPER, other))
