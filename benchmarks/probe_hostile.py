@@ -452,7 +452,7 @@ def probe_outputs() -> None:
     refused(o, "max_headings")
     page = WORK / "numbered.txt"
     page.write_text("".join(f"{i}. Heading Number\n\nbody text here.\n\n" for i in range(200_000)), encoding="utf-8")
-    sized(run("text of 200,000 numbered lines (4.4 MB)", index(page, WORK / "idx-numbered"), deadline=300), page)
+    sized(run("text of 200,000 numbered lines (8 MB)", index(page, WORK / "idx-numbered"), deadline=300), page)
     page = WORK / "line.md"
     with open(page, "w", encoding="utf-8") as fh:
         fh.write("# One line\n\n" + "word " * 4_000_000 + "\n")
