@@ -802,6 +802,9 @@ def main() -> int:
               f"CLI footprint {BASE_RSS_KB / 1024:.0f} MB")
     print(f"lost updates: {LOST_UPDATES}")
     print(f"secrets printed: {secrets}")
+    for o in RESULTS:
+        if o.name.startswith(("run log growth", "GET /api/tree", "/api/health while")):
+            print(f"measured: {o.name}")  # figures without a pass mark of their own (or with one, below)
     failed = [o for o in RESULTS if o.problems]
     print(f"probes failing a goal: {len(failed)}")
     for o in failed:
