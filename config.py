@@ -60,7 +60,11 @@ class Config:
     max_html_depth: int = 512
     """Deepest nesting of HTML elements read."""
     max_headings: int = 20_000
-    """Most headings one HTML, Word or PDF document may have."""
+    """Most headings one document of any format may have."""
+    max_headings_per_kb: int = 100
+    """Most headings per KiB of a document's file (under 1 KiB counts as 1 KiB), below max_headings."""
+    max_text_per_byte: int = 20
+    """Most characters of text read per byte of a document's file (chunks follow the text)."""
 
     # --- chunking ---------------------------------------------------------
     chunk_size: int = 200
@@ -87,6 +91,7 @@ class Config:
     the start costs ~1.5 s
     (benchmarks/bench_embed_workers.py, docs/models.md)."""
     hash_dim: int = 384
+    """Dimensions of the hash embedder (2 to 65,536: each chunk's vector is 4 bytes a dimension)."""
 
     # --- BM25 -------------------------------------------------------------
     bm25_k1: float = 1.5
@@ -409,9 +414,10 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 
 _RANGES: dict[str, tuple[float, float]] = {
     "max_depth": (0, 6), "max_input_bytes": (1, 1 << 40), "max_unpacked_bytes": (1, 1 << 40),
-    "max_html_elements": (1, 1 << 31), "max_html_depth": (1, 100_000), "max_headings": (1, 1 << 31), "summary_max_chars": (1, math.inf), "short_section_tokens": (0, math.inf),
+    "max_html_elements": (1, 1 << 31), "max_html_depth": (1, 100_000), "max_headings": (1, 1 << 31),
+    "max_headings_per_kb": (1, 1 << 31), "max_text_per_byte": (1, 1 << 20), "summary_max_chars": (1, math.inf), "short_section_tokens": (0, math.inf),
     "chunk_size": (1, math.inf), "chunk_overlap": (0, math.inf), "min_chunk_chars": (0, math.inf),
-    "embed_batch_size": (1, math.inf), "embed_workers": (1, 64), "hash_dim": (1, math.inf),
+    "embed_batch_size": (1, math.inf), "embed_workers": (1, 64), "hash_dim": (2, 65_536),
     "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
     "store_exact_rows": (1, math.inf), "store_candidates": (1, math.inf), "store_fulltext_max_share": (0, 1),
     "store_copy_sessions": (1, 16),

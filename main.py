@@ -438,6 +438,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from indexing.index_store import load_index
     from retrieval.graph_channel import graph_listing, leaf_graph_dict, leaf_graph_text
     from utils.paths import index_dir_path
+    from utils.render import json_safe, terminal_safe  # headings and node names are the documents' text
 
     index = load_index(index_dir_path(args.index, "--index"))
     if index.kg is None:
@@ -445,12 +446,12 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if args.leaf is None:
         rows = graph_listing(index)
         if args.json:
-            print(json.dumps(rows, ensure_ascii=False, indent=2))
+            print(json_safe(json.dumps(rows, ensure_ascii=False, indent=2)))
         else:
             print(index.kg.stats.line())
             for r in rows:
-                print(f"{r['leaf']:<14} {r['nodes']:>5} nodes {r['edges']:>6} edges  max degree {r['max_degree']:>4}  "
-                      f"{r['heading_path']}")
+                print(terminal_safe(f"{r['leaf']:<14} {r['nodes']:>5} nodes {r['edges']:>6} edges  "
+                                    f"max degree {r['max_degree']:>4}  {r['heading_path']}"))
         return 0
     graph = index.kg.for_leaf(args.leaf)
     if graph is None:
@@ -458,9 +459,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
         raise InputError(f"leaf {args.leaf!r} " + ("has no graph (it is not longer than kg_min_leaf_chars)"
                                                    if known else "is not a leaf of the index"))
     if args.json:
-        print(json.dumps(leaf_graph_dict(index, graph), ensure_ascii=False, indent=2))
+        print(json_safe(json.dumps(leaf_graph_dict(index, graph), ensure_ascii=False, indent=2)))
     else:
-        print(leaf_graph_text(index, graph))
+        print(terminal_safe(leaf_graph_text(index, graph)))
     return 0
 
 

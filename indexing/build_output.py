@@ -24,6 +24,7 @@ from indexing.kg_store import KG_FILES
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from utils.atomic import keep_mode, replace_directory
 from utils.errors import IndexFormatError, InputError
+from utils.interrupts import defer_interrupts
 from utils.paths import index_dir_path
 
 if TYPE_CHECKING:
@@ -37,6 +38,20 @@ _TMP_RE = re.compile(r"^\.(?P<name>.+)\.building-(?P<pid>\d+)-")
 OWN_FILES = frozenset({*STORE_FILES, *LEGACY_FILES, *KG_FILES, *bm25_file_names(),
                        *bm25_file_names(LEAF_TERMS_PREFIX), *impact_names(), *ANN_FILES})
 """Every file an index build writes (all format versions)."""
+
+
+def real_output(output: Path) -> Path:
+    """The directory a symlinked ``--output`` names: the build updates, locks and swaps that
+    directory (replacing the link itself left it stale and took a lock the other name did not see)."""
+    output = Path(output)
+    if not output.is_symlink():
+        return output
+    target = Path(os.path.realpath(output))
+    if not target.exists():
+        raise InputError(f"output {output} is a symbolic link to {target}, which does not exist")
+    if not target.is_dir():
+        raise InputError(f"output {output} is a symbolic link to {target}, which is not a directory")
+    return target
 
 
 def prepare_output(output: Path) -> None:
@@ -108,8 +123,12 @@ def staging_dir(output: Path) -> Path:
 
 
 def swap_in(staged: Path, output: Path) -> list[str]:
-    """``staged`` becomes ``output`` atomically, with the old directory's permissions; notes for the person."""
+    """``staged`` becomes ``output`` atomically, with the old directory's permissions; notes for the person.
+
+    From here on Ctrl-C is held back (utils/interrupts.py): the build is committed at the swap, and
+    ``build_index`` reports it done."""
     keep_mode(staged, output)
+    defer_interrupts()
     left = replace_directory(staged, output)
     if left:
         return [f"the replaced index could not be removed and stays beside it ({left}); remove it by hand"]

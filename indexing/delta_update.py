@@ -40,6 +40,7 @@ from indexing.segments import SEGMENTS, SegmentInfo, SegmentsMeta, delta_prefix
 from tree_builder.document import Document, DocumentInfo
 from tree_builder.folder_walk import FoundFile, Skipped, walk_folder
 from utils.errors import IndexFormatError, InputError
+from utils.interrupts import defer_interrupts
 from utils.progress import note
 from utils.progress import stage as progress_stage
 
@@ -344,6 +345,7 @@ def publish(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta,
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     new_meta = _next_metadata(index, meta, segments, changes, staged_meta, prefix, entries, build_id, sources)
+    defer_interrupts()  # the manifest's rename commits the update: Ctrl-C from here is reported after it
     replace_manifest(output, new_meta, checkpoint=checkpoint)
     old_sources = (meta.get(SEGMENTS) or {}).get("sources")
     if isinstance(old_sources, str) and old_sources.startswith(SOURCES_PREFIX):

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from config import Config
-from indexing.build_output import ReplacedTables, clean_stale_builds, prepare_output, staging_dir, swap_in
+from indexing.build_output import (ReplacedTables, clean_stale_builds, prepare_output, real_output, staging_dir,
+                                   swap_in)
 from indexing.build_plan import BuildPlan, BuildRequest, chosen_embedder, make_plan
 from indexing.build_write import OldIndexDamaged, Written, write_files
 from indexing.embedders.base import Embedder
@@ -29,6 +30,7 @@ from indexing.doc_spill import DocumentSpill
 from tree_builder.document import DocumentInfo
 from tree_builder.loader import LoadedInput, read_input
 from utils.atomic import recover_directory
+from utils.interrupts import resume_interrupts
 from utils.paths import index_dir_path
 from utils.progress import Progress, note
 from utils.progress import stage as progress_stage
@@ -141,12 +143,18 @@ def build_index(
     """
     from utils.dir_lock import exclusive  # noqa: PLC0415
 
-    output = index_dir_path(output, "--output")
+    output = real_output(index_dir_path(output, "--output"))
     prepare_output(output)
     request = BuildRequest(Path(input_path), output, config, embedder, progress, summarizer, summary_workers,
                            follow_links, update, store, kg_llm, compact)
-    with exclusive(output):  # a second updater now would compute against a version about to be replaced
-        return _build_locked(request)
+    try:
+        with exclusive(output):  # a second updater now would compute against a version about to be replaced
+            report = _build_locked(request)
+    finally:
+        late = resume_interrupts()  # held back from the commit on (build_output.swap_in)
+    if late:
+        report.notes.append("Ctrl-C came after the new index was in place: the build is complete")
+    return report
 
 
 def _build_locked(request: BuildRequest) -> BuildReport:

@@ -21,7 +21,9 @@ class safe to share between threads and cheap (no fsync per commit: WAL with
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -272,6 +274,7 @@ class RunLog:
 
     def _read(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
         """Run one SELECT; a log that cannot answer becomes a one-line error."""
+        _check_regular(self.path)
         try:
             conn = self._connect(read_only=True)
             try:
@@ -300,6 +303,18 @@ class RunLog:
             conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
         return conn
+
+
+def _check_regular(path: Path) -> None:
+    """A log to read must be a regular file: SQLite opening a FIFO waits for a writer for ever, and a
+    device is no log (``history --log FIFO`` hung)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise TreeRAGError(f"run log {path} cannot be read: {_one_line(exc)}") from None
+    if not stat.S_ISREG(mode):
+        what = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "a device or socket"
+        raise TreeRAGError(f"run log {path} is {what}, not a regular file")
 
 
 # ---------------------------------------------------------------- row mapping
