@@ -23,8 +23,9 @@ from typing import Any, Callable
 import numpy as np
 
 from config import Config
-from evaluation.arms import (ARM_CODE_FILES, BASELINE, KG, LLM_ARMS, Arm, ArmContext, ArmOutput,
+from evaluation.arms import (ARM_MODULE, BASELINE, KG, LLM_ARMS, Arm, ArmContext, ArmOutput,
                              all_arm_names, make_arm, run_arm)
+from evaluation.code_digest import closure_digest
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
 from evaluation.peer import PeerArm, load_peer_arms, read_peer_file
 from evaluation.metrics import (BUDGETS, SCORE_KEYS, SLICE_KEYS, SLICES, BootstrapCI, Relevance,
@@ -303,15 +304,10 @@ def obtain_index(eval_set: EvalSet, opts: EvalOptions,
 
 # --------------------------------------------------------------------------- result cache
 
-def code_fingerprint() -> str:
-    h = hashlib.sha256()
-    for rel in ARM_CODE_FILES:
-        h.update(rel.encode())
-        try:
-            h.update((ROOT / rel).read_bytes())
-        except OSError:
-            h.update(b"<missing>")
-    return h.hexdigest()[:20]
+def code_fingerprint(root: Path | None = None) -> str:
+    """A digest of the code an arm runs (the arm module's import closure under ``root``, by default
+    this checkout); part of every result's key."""
+    return closure_digest(ARM_MODULE, root or ROOT)
 
 
 def arm_key(arm: Arm, opts: EvalOptions, question: Question, code: str) -> str:
