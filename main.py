@@ -564,7 +564,7 @@ def render_info(info: dict[str, Any]) -> str:
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
     """Add what a newer build writes and a query can use to an index, without rebuilding it."""
-    from indexing.bm25_impacts import upgrade
+    from indexing.upgrade import upgrade
     from utils.paths import index_dir_path
 
     path = index_dir_path(args.index, "--index")

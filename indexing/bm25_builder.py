@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 
 from indexing import bm25_impacts
-from indexing.bm25_impacts import Impacts
+from indexing.bm25_impacts import Impacts, saturated_weights
 from indexing.bm25_spill import PostingSpill, place_file
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
@@ -523,16 +523,6 @@ class BM25Index:
             if found.any():
                 out[found] += mult * weights
         return out
-
-
-def saturated_weights(tf: np.ndarray, doc_len: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
-    """BM25's saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` in float64, stored
-    float32: the one formula every collection-scope weight goes through, so that a weight computed for
-    a few rows equals the one computed for a whole term's postings bit for bit."""
-    f = np.asarray(tf, dtype=np.float64)
-    dl = np.asarray(doc_len, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))).astype(np.float32)
 
 
 class BM25Builder:

@@ -69,13 +69,15 @@ def _foreign_files(output: Path) -> list[str]:
     return sorted(e.name for e in output.iterdir() if e.name not in OWN_FILES and not is_delta_file(e.name))
 
 
+SOURCES_PREFIX = "sources."
+"""``sources.<build id>.json``, one per update (indexing/delta_update.py): every live document's file size
+and modification time, so the next update can tell an unchanged file without reading it (named in
+metadata.json's segments)."""
 _DELTA_RE = re.compile(r"^delta[1-9][0-9]*\.(?P<name>.+)$")
 
 
 def is_delta_file(name: str) -> bool:
     """A delta segment's file (indexing/delta_update.py) or an update's temporary manifest."""
-    from indexing.delta_update import SOURCES_PREFIX  # noqa: PLC0415
-
     m = _DELTA_RE.match(name)
     return (m is not None and m.group("name") in OWN_FILES) or name.startswith((MANIFEST_TMP, SOURCES_PREFIX))
 

@@ -30,10 +30,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
-from indexing.build_output import staging_dir
-from indexing.build_plan import BuildPlan, BuildRequest
+from indexing.build_output import SOURCES_PREFIX, is_delta_file, staging_dir
+from indexing.build_plan import BuildPlan, BuildReport, BuildRequest, UpdateReport
 from indexing.index_files import fsync_directory, replace_manifest
 from indexing.reuse import build_settings, settings_change
 from indexing.segments import SEGMENTS, SegmentInfo, SegmentsMeta, delta_prefix
@@ -43,12 +43,6 @@ from utils.errors import IndexFormatError, InputError
 from utils.progress import note
 from utils.progress import stage as progress_stage
 
-if TYPE_CHECKING:
-    from indexing.index_builder import BuildReport
-
-SOURCES_PREFIX = "sources."
-"""``sources.<build id>.json``, one per update: every live document's file size and modification time,
-so the next update can tell an unchanged file without reading it (named in metadata.json's segments)."""
 TEXT_KINDS = ("md", "txt")
 """Formats whose content hash is the decoded text's: digested without parsing."""
 
@@ -83,7 +77,7 @@ class Changes:
 class Outcome:
     """A finished delta update's report, or why the update must be a full rewrite (None: no index)."""
 
-    report: "BuildReport | None" = None
+    report: BuildReport | None = None
     full_reason: str | None = None
 
 
@@ -120,8 +114,6 @@ def try_delta_update(request: BuildRequest, t0: float) -> Outcome:
         return Outcome(full_reason=f"compacting: the index holds {segments.deltas} delta segments")
     plan_line = _describe(request, changes, identity, reason)
     note(request.progress, plan_line)
-    from indexing.index_builder import BuildReport, UpdateReport  # noqa: PLC0415
-
     # nothing changed: nothing is written (files only touched are digested again next time)
     written = publish(request, meta, segments, changes, embedder, reason, identity, settings, t0) if changes.any else None
     counts = meta["counts"] if written is None else written.counts
@@ -418,8 +410,6 @@ def _write_json(path: Path, value: Any) -> None:
 def remove_unlisted(output: Path, meta: dict[str, Any]) -> list[str]:
     """Delete files of deltas a crash left unpublished (named ``deltaN.*`` or a temporary manifest,
     not in the manifest): they were never part of any version a reader could open."""
-    from indexing.build_output import is_delta_file  # noqa: PLC0415
-
     listed = set(meta.get("files", {}))
     removed = []
     for name in _names(output):

@@ -46,6 +46,18 @@ from utils.bounded_read import kind_name
 from utils.oneline import one_line
 from utils.errors import IndexFormatError
 
+METADATA = "metadata.json"
+CHUNKS = "chunks.jsonl"
+CHUNK_OFFSETS = "chunk_offsets.npy"
+LEAF_CHUNKS = "leaf_chunks.npy"
+EMBEDDINGS = "embeddings.npy"
+LEAF_EMBEDDINGS = "leaf_embeddings.npy"
+CHUNK_KEYS = "chunk_text_keys.npy"
+LEAF_KEYS = "leaf_text_keys.npy"
+"""The files of an index beside the node table's (node_table.py) and the postings' (bm25_builder.py);
+index_store.py reads them, index_writer.py writes them."""
+KEY_BYTES = 16
+"""Bytes of a text key: the digest of the text a vector embeds (``index_store.text_key``)."""
 METADATA_MAX_BYTES = 256 * 1024 * 1024
 """metadata.json is read before anything declares its size; a real one is far smaller."""
 UNDECLARED_MAX_BYTES = 4 * 1024 * 1024 * 1024

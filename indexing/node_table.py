@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, ov
 
 import numpy as np
 
+from indexing.node_columns import DOC, KIND, KINDS, PARENT
 from indexing.records import Records, check_spans, typed_fields
 from tree_builder.tree import TreeNode
 from utils.errors import IndexFormatError
@@ -41,8 +42,6 @@ NODE_CONTENTS = "node_contents.jsonl"
 NODE_CONTENT_OFFSETS = "node_content_offsets.npy"
 NODE_TABLE = "node_table.npy"
 NODE_TOC_TOKENS = "node_toc_tokens.npy"
-KINDS = ("root", "document", "section", "intro")
-PARENT, DOC, KIND = 0, 1, 2
 MAX_TREE_DEPTH = 64
 """Far deeper than any document tree (root > documents > six heading levels); bounds every walk."""
 CONTENT_CACHE_CHARS = 4_000_000
@@ -332,6 +331,19 @@ class NodeTable:
             raise IndexFormatError(f"{self.contents.where(row)}: not a JSON string")
         self._keep_text(row, text)
         return text
+
+
+def doc_rows(tree: NodeTable, leaf_ptr: np.ndarray) -> dict[str, tuple[int, int]]:
+    """Document path -> its contiguous chunk rows (documents with chunks only)."""
+    docs = tree.doc[tree.leaf_rows]
+    if not len(docs):
+        return {}
+    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
+    ends = np.r_[starts[1:], len(docs)]
+    first, end = leaf_ptr[starts], leaf_ptr[ends]
+    keep = end > first
+    paths = tree.doc_paths
+    return {paths[d]: (s, e) for d, s, e in zip(docs[starts][keep].tolist(), first[keep].tolist(), end[keep].tolist())}
 
 
 class StoredNode(TreeNode):

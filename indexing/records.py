@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from indexing.index_files import loads_strict
+from indexing.index_files import IndexDir, advise_random, loads_strict
 from utils.errors import IndexFormatError
 
 
@@ -107,3 +107,13 @@ def check_spans(d: dict[str, Any], ints: tuple[str, ...], where: str) -> None:
     for a, b in SPAN_PAIRS:
         if a in d and b in d and d[b] < d[a]:
             raise IndexFormatError(f"{where}: {b} ({d[b]}) is before {a} ({d[a]})")
+
+
+def load_records(files: IndexDir, name: str, offsets_name: str, count: int) -> Records:
+    """The records file ``name`` through its offset table, checked against ``count`` (wholly when the
+    directory is opened to verify)."""
+    offsets = files.read_array(offsets_name, mmap=not files.verify)
+    data = files.map_bytes(name)
+    check_offsets(offsets, count, len(data), name, offsets_name, whole=files.verify)
+    advise_random(offsets)
+    return Records(data, offsets, name)

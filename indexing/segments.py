@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from indexing.node_columns import DOC, KIND, PARENT
 from utils.errors import IndexFormatError
 
 SEGMENTS = "segments"
@@ -77,18 +78,6 @@ class Runs:
         return cls(log, starts, lengths, seg,
                    np.zeros(len(seg) - 1, dtype=np.int64) if local0 is None else np.asarray(local0, dtype=np.int64),
                    np.argsort(starts, kind="stable"))
-
-    @classmethod
-    def from_mask(cls, live: np.ndarray, seg_start: Sequence[int], local0: Sequence[int] | None = None) -> "Runs":
-        """Runs of the live rows in physical order."""
-        live = np.asarray(live, dtype=bool)
-        starts, ends = true_spans(live)
-        seg = np.asarray(seg_start, dtype=np.int64)
-        cuts = seg[1:-1]
-        bounds = np.unique(np.concatenate([starts, ends, cuts[(cuts > 0)]]))
-        a, z = bounds[:-1], bounds[1:]
-        keep = live[a] if len(a) else np.zeros(0, dtype=bool)
-        return cls.from_ranges(a[keep], (z - a)[keep], seg_start, local0)
 
     @property
     def n(self) -> int:
@@ -347,8 +336,6 @@ def compose(meta: SegmentsMeta, tables: Sequence[np.ndarray], tocs: Sequence[np.
             leaf_ptrs: Sequence[np.ndarray]) -> Composed:
     """The logical tree from each segment's node table, TOC costs and leaf -> chunk rows (all local):
     the root, then each live document's nodes in ``meta.order``."""
-    from indexing.node_table import DOC, KIND, PARENT  # noqa: PLC0415
-
     node_start = meta.node_starts()
     doc_start = np.cumsum([0] + [len(s.documents) for s in meta.segments])
     n_docs = int(doc_start[-1])

@@ -17,7 +17,6 @@ with an LLM the prompt carries the same signal.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
@@ -29,6 +28,7 @@ from utils.cjk import has_han
 from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.llm.cached import forget_reply
+from utils.llm.prompt_text import escape_evidence
 from utils.llm.types import LLMClient, TextSink, UsageMeter, text_kwargs
 
 if TYPE_CHECKING:
@@ -65,17 +65,9 @@ WEAK_EVIDENCE_NOTE = ("注意: 这些证据与问题的相关度低于检索的�
 NOT_ANSWERED_EN = "The indexed documents do not answer this question."
 NOT_ANSWERED_ZH = "已索引的文档无法回答这个问题。"
 
-_ESCAPES = {"&": "&amp;", "<": "&lt;"}
-
-
 def is_chinese(text: str) -> bool:
     """A question is answered in Chinese when it contains CJK characters."""
     return has_han(text)
-
-
-def escape_evidence(text: str) -> str:
-    """``&`` and ``<`` as entities: no text inside a tag can open or close one (``>`` alone cannot)."""
-    return re.sub(r"[&<]", lambda m: _ESCAPES[m.group(0)], text)
 
 
 def build_context(chunks: Sequence[tuple[int, RetrievedChunk]]) -> str:

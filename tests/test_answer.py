@@ -16,9 +16,10 @@ from retrieval.extractive import build_passages, extract
 from retrieval.query import Query
 
 from retrieval.synthesizer import (NOT_ANSWERED_EN, NOT_ANSWERED_ZH, SYNTHESIS_SYSTEM, WEAK_EVIDENCE_NOTE,
-                                   build_context, escape_evidence)
+                                   build_context)
 from retrieval.types import RetrievedChunk
 from tests.conftest import TEST_PAPER, run_cli
+from utils.llm.prompt_text import escape_evidence
 from retrieval.locate_prompts import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
 from utils.llm.mock import MockLLM
 from utils.oneline import one_line
