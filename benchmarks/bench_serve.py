@@ -25,7 +25,7 @@ from typing import Any
 import sys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import QASPER_QA, ROOT, machine_info, machine_line, ratio, stats  # noqa: E402
+from common import QASPER_QA, ROOT, machine_info, machine_line, proc_memory_mb, ratio, stats  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from tests.serve_process import running_server  # noqa: E402  (the tests' launcher: free port, always stopped)
@@ -43,17 +43,6 @@ def questions(path: Path, n: int) -> list[dict[str, Any]]:
             if len(out) == n:
                 break
     return out
-
-
-def rss_mb(pid: int) -> tuple[float, float]:
-    """Resident and peak resident memory of a process (VmRSS, VmHWM), in MB."""
-    fields = {}
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                fields[key] = int(value.split()[0]) / 1024
-    return fields.get("VmRSS", float("nan")), fields.get("VmHWM", float("nan"))
 
 
 def in_process(index: Path, qs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -134,12 +123,13 @@ def main() -> None:
                         env=env) as srv:
         pid = srv.proc.pid
         load(srv.url, qs[:2], 1)  # warm: the first request loads nothing more, but pages the index in
-        print(f"server idle after warm-up: RSS {rss_mb(pid)[0]:.0f} MB")
+        print(f"server idle after warm-up: RSS {proc_memory_mb(pid).get('VmRSS', float('nan')):.0f} MB")
         print(f"{'clients':>7} {'q/s':>7} {'x base':>7} {'p50 ms':>8} {'p95 ms':>8} {'p50 x base':>10} {'errors':>6} "
               f"{'RSS MB':>7} {'peak MB':>7}")
         for c in levels:
             r = load(srv.url, qs, c)
-            r["rss_mb"], r["peak_rss_mb"] = rss_mb(pid)
+            mem = proc_memory_mb(pid)
+            r["rss_mb"], r["peak_rss_mb"] = mem.get("VmRSS", float("nan")), mem.get("VmHWM", float("nan"))
             results["levels"][c] = r
             lat = r["latency_ms"]
             print(f"{c:>7} {r['throughput']:>7.2f} {ratio(r['throughput'], base['throughput']):>7.2f} "

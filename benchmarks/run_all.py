@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (RESULTS_DIR, ROOT, Headline, banner, bench_env, format_headline, machine_info,  # noqa: E402
-                    machine_line, table)
+from common import (RESULTS_DIR, ROOT, Headline, banner, bench_env, format_headline, machine_info, machine_line, table)  # noqa: E402
 
 BENCHMARKS = {
     "throughput": "bench_index_throughput.py",

@@ -63,7 +63,7 @@ def _make_llm(spec: str | None, cache_root: Path, timeout_s: float) -> Any:
     from pipeline import has_real_llm
     from utils.llm.factory import make_llm
 
-    # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (README_local_llm.md)
+    # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (tools/local_llm/README.md)
     llm = make_llm(spec, os.environ, cache_dir=cache_root, use_cache=True, notice=_stderr,
                    timeout=llm_timeout_seconds(None, os.environ, timeout_s))
     if not has_real_llm(llm):
