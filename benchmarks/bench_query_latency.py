@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
 
 WHOLE_DOC = """Whole-collection questions on a large index: warm latency, and the same answers as another checkout.
 
-    python benchmarks/bench_whole_query.py [--index DIR] [--queries N] [--runs N] [--ann auto,off]
+    python benchmarks/bench_query_latency.py whole [--index DIR] [--queries N] [--runs N] [--ann auto,off]
                                            [--baseline-code DIR] [--profile] [--json OUT]
 
 The index defaults to the 10,000-document index of ``bench_scale.py`` (``WORKDIR/scale/index-10000``),
@@ -619,12 +619,12 @@ def whole_main(argv: list[str] | None = None) -> int:
 
 DELTAS_DOC = """Questions on an index with delta segments against the same index fully built: the cost of reading segments.
 
-    python benchmarks/bench_delta_query.py [--index DIR] [--queries N] [--runs N] [--ann auto] [--json OUT]
+    python benchmarks/bench_query_latency.py deltas [--index DIR] [--queries N] [--runs N] [--ann auto] [--json OUT]
 
 The index defaults to the 10,000-document index of ``bench_scale.py``. A hard-linked copy of it and of its
 documents (``cp -al``: an update writes only new files) gets two updates, each after one changed
 document (``bench_scale.change_one_document``): two delta segments and two deleted documents. Then the
-worker of ``bench_whole_query.py`` (a fresh process: ``load_index``, three warm-up questions, then every
+worker of ``bench_query_latency.py whole`` (a fresh process: ``load_index``, three warm-up questions, then every
 question over the whole collection through ``run_pipeline``, hybrid locator, mock answer; wall and CPU
 per question) runs on the original (the baseline) and on the updated copy, interleaved ``--runs`` times.
 Printed: p50/p95 of each and their ratio, and the query processes' peak RSS. (The answers are not

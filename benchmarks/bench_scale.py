@@ -23,7 +23,7 @@ ANN path's baseline in the same run (p95, peak RSS), and where the recall@100 of
 100 among the ANN candidates and the overlap of the flat top 10 are measured. ``--drop-caches``
 (root) adds a cold query after dropping the page cache.
 
-``--reuse-index N=DIR`` measures an index that exists (only those indexes unless ``--sizes`` is given) (e.g. one ``bench_stream_build.py`` built) as the
+``--reuse-index N=DIR`` measures an index that exists (only those indexes unless ``--sizes`` is given) (e.g. one ``bench_index_throughput.py memory`` built) as the
 N-document size instead of generating and building it: its questions come from the document folder its
 metadata.json names, and its build figures are that build's own wall time from metadata.json (CPU and
 peak RSS of a build not run here are not measured). ``--exact-max-docs N`` skips the ``ann=off`` worker

@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
 QUERY_DOC = """Query latency on engine-backed indexes that already exist: this checkout against a baseline checkout, in one run.
 
-    python benchmarks/bench_seekdb_query.py --index embedded=IDX --index server=IDX [--index files=IDX]
+    python benchmarks/bench_seekdb.py query --index embedded=IDX --index server=IDX [--index files=IDX]
         --queries QUERIES.json [--baseline-code CHECKOUT] [--queries-n N] [--rounds N] [--json OUT]
 
 Copying 10,000 generated documents into seekdb takes ~18 minutes per engine, so this benchmark does
@@ -438,7 +438,7 @@ def query_main(argv: list[str] | None = None) -> int:
     info = machine_info()
     banner(f"engine-backed query latency, {n} questions, {rounds} round(s), " + ", ".join(n for n, _ in stores))
     print(machine_line(info), flush=True)
-    report = Report("bench_seekdb_query", sys.argv[1:] if argv is None else argv, info,
+    report = Report("bench_seekdb.py query", sys.argv[1:] if argv is None else argv, info,
                     params={"queries": n, "rounds": rounds, "baseline": str(args.baseline_code or ""),
                             "warm_all": args.warm_all, "embedded_budget": args.embedded_budget})
     times: dict[tuple[str, str], dict[str, list[float]]] = {}
@@ -524,7 +524,7 @@ def query_main(argv: list[str] | None = None) -> int:
 
 COPY_DOC = """Copying a file index into a seekdb server, per vector index type and number of insert sessions, in one run.
 
-    python benchmarks/bench_seekdb_copy.py --index FILE_INDEX --queries QUERIES.json
+    python benchmarks/bench_seekdb.py copy --index FILE_INDEX --queries QUERIES.json
         [--arms hnsw:1,hnsw_sq:1,hnsw_sq:2] [--queries-n 60] [--recall-n 20] [--min-free-gb 3]
         [--memory-budget 8G] [--keep LAST_ARM_DIR] [--json OUT]
 
@@ -707,7 +707,7 @@ def copy_main(argv: list[str] | None = None) -> int:
     exact = {"vectors": list(vecs), "top100": exact_top(files.embeddings, vecs, 100),
              "top1000": exact_top(files.embeddings, vecs, 1000)}
     del files
-    report = Report("bench_seekdb_copy", sys.argv, info, params=vars(args))
+    report = Report("bench_seekdb.py copy", sys.argv, info, params=vars(args))
     arms = [run_arm(args, arm, work, queries, exact) for arm in args.arms.split(",")]
     base = arms[0]
     rows = [[a["arm"], a["rows_per_s"], a["rows_per_s"] / base["rows_per_s"], a["disk_bytes_per_chunk"],

