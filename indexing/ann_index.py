@@ -53,6 +53,7 @@ import numpy as np
 
 from utils.errors import BackendError, IndexFormatError
 from utils.similarity import top_order
+from utils.mapped_pages import advise_random_range, will_need
 
 if TYPE_CHECKING:
     from indexing.index_files import IndexDir
@@ -414,8 +415,6 @@ class AnnIndex:
         """(lists, 4) addresses of each list's codes and ids in the file faiss maps, or None (lists in
         memory): the lists a question scans are requested from the disk together before the scan."""
         if self._spans is not None:
-            from utils.mapped_pages import advise_random_range  # noqa: PLC0415
-
             lists = _faiss().downcast_InvertedLists(index.invlists)
             advise_random_range(int(lists.ptr), int(lists.totsize))  # no read-ahead: the lists come by will_need
 
@@ -594,8 +593,6 @@ class AnnIndex:
         if self._spans is None:
             return
         lists = lists[(lists >= 0) & (lists < len(self._spans))]
-        from utils.mapped_pages import will_need  # noqa: PLC0415
-
         spans = self._spans[lists]
         will_need(np.concatenate([spans[:, 0], spans[:, 2]]), np.concatenate([spans[:, 1], spans[:, 3]]))
 

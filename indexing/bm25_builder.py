@@ -39,7 +39,7 @@ import threading
 from array import array
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -48,9 +48,8 @@ from indexing.bm25_impacts import Impacts, saturated_weights
 from indexing.bm25_spill import PostingSpill, place_file
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
+from indexing.index_files import IndexDir, release_pages, will_need_spans
 
-if TYPE_CHECKING:
-    from indexing.index_files import IndexDir
 
 FORMAT_VERSION = 1
 VOCAB_FILE = "bm25_vocab.json"
@@ -207,8 +206,6 @@ class BM25Index:
         ``files`` is the index's opened directory (so BM25 comes from the same
         version as everything else); without it ``directory`` is opened here.
         """
-        from indexing.index_files import IndexDir
-
         if files is None:
             with IndexDir(Path(directory)) as own:
                 return cls.load(directory, mmap, own, prefix)
@@ -290,8 +287,6 @@ class BM25Index:
             rising[starts[(starts >= 0) & (starts < len(rising))]] = True
             if not bool(np.all(rising)):
                 raise IndexFormatError(f"{rows_file}: postings are not sorted by row within a term")
-        from indexing.index_files import release_pages
-
         release_pages(self.rows, self.tf, self.row_terms)  # checked whole; a query reads a few terms' postings
         self._checked_terms.update(range(n_terms))
 
@@ -300,8 +295,6 @@ class BM25Index:
         before a question reads them term by term (index_files.will_need_spans): a first question
         after the page cache is dropped waits for one round of parallel reads, not for each term's
         pages in turn. An advice only; nothing for arrays in memory."""
-        from indexing.index_files import will_need_spans  # noqa: PLC0415
-
         t = np.asarray([int(x) for x in tids if 0 <= int(x) < len(self.terms) and int(x) not in self._requested],
                        dtype=np.int64)
         if not len(t):
@@ -346,8 +339,6 @@ class BM25Index:
     def _row_term_ids(self, a: int, b: int) -> np.ndarray:
         """Distinct term ids of rows [a, b), checked against the vocabulary (they index arrays)."""
         x, y = self.row_span(a, b)
-        from indexing.index_files import will_need_spans  # noqa: PLC0415
-
         will_need_spans(self.row_terms, np.array([x]), np.array([y]))  # no read-ahead here (index_store)
         tids = np.asarray(self.row_terms[x:y])
         if tids.size and (int(tids.min()) < 0 or int(tids.max()) >= len(self.terms)):

@@ -33,6 +33,8 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from utils.errors import IndexFormatError
+from indexing.index_files import release_pages
+from utils.atomic import process_umask
 
 if TYPE_CHECKING:
     from indexing.index_files import IndexDir
@@ -116,8 +118,6 @@ def _block_maxima(indptr: np.ndarray, a: int, z: int, w: np.ndarray, out: np.nda
 def compute(index: Postings, k1: float, b: float, weights_out: Any) -> tuple[float, np.ndarray]:
     """Fill ``weights_out`` (nnz float32, an array or a writable map) with every posting's weight;
     (avgdl, per-word maxima)."""
-    from indexing.index_files import release_pages  # noqa: PLC0415
-
     avgdl = corpus_avgdl(index.doc_len)
     maxima = np.zeros(len(index.terms), dtype=np.float32)
     for a, z, w in _blocks(index, k1, b, avgdl):
@@ -136,8 +136,6 @@ def write(index: Postings, directory: Path, prefix: str, k1: float, b: float, pu
     ``publish``: each file is written under a temporary name and renamed in (an existing index gains
     them, see ``upgrade``); a build writes into its staging directory directly.
     """
-    from utils.atomic import process_umask  # noqa: PLC0415
-
     directory = Path(directory)
     weights_name, max_name, params_name = impact_names(prefix)
     nnz = int(index.indptr[-1])
@@ -218,8 +216,6 @@ def _prefix_of(index: Postings) -> str:
 
 def verify(index: Postings, impacts: Impacts) -> None:
     """Every stored weight and maximum equals the one computed from the postings (``verify``)."""
-    from indexing.index_files import release_pages  # noqa: PLC0415
-
     weights_name, max_name, params_name = impact_names(_prefix_of(index))
     if impacts.avgdl != corpus_avgdl(index.doc_len):
         raise IndexFormatError(f"{params_name}: the average row length differs from the rows' lengths")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from indexing.ann_index import FILES as ANN_FILES
 from indexing.bm25_builder import file_names as bm25_file_names
 from indexing.bm25_impacts import impact_names
-from indexing.index_files import MANIFEST_TMP
+from indexing.index_files import MANIFEST_TMP, METADATA_MAX_BYTES, IndexDir
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA
 from indexing.kg_store import KG_FILES
@@ -152,8 +152,6 @@ class ReplacedTables:
 
 def _metadata_of(output: Path) -> dict[str, Any] | None:
     """The metadata.json of the index now at ``output``, if it reads as a JSON object."""
-    from indexing.index_files import METADATA_MAX_BYTES, IndexDir  # noqa: PLC0415
-
     try:
         with IndexDir(index_dir_path(output, "--output")) as files:  # bounded, regular file only
             meta = files.read_json(METADATA, METADATA_MAX_BYTES)

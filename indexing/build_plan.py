@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from config import CJK_SHARE_FOR_MULTILINGUAL, Config
 from indexing.embedders.base import Embedder
-from indexing.embedders.factory import embedder_identity
+from indexing.embedders.factory import embedder_identity, make_embedder
 from indexing.embedders.pool import closer, pooled
 from indexing.kg_graph import GraphStats
 from indexing.reuse import DocumentChanges, PreviousIndex, build_settings, compare_documents, open_previous
@@ -144,8 +144,6 @@ def chosen_embedder(request: BuildRequest, docs: Sequence[DocumentInfo]) -> Iter
     """(the embedder, why it was chosen), its worker processes (if any) stopped when the build ends."""
     embedder, reason = request.embedder, "asked for (--embedder, --mock or the config)"
     if embedder is None:
-        from indexing.embedders.factory import make_embedder  # noqa: PLC0415 - loads nothing until used
-
         name, reason = auto_embedder_choice(docs)
         embedder = make_embedder(name, request.config)
     pool = pooled(embedder, request.config)

@@ -26,9 +26,10 @@ from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope,
 from utils.beside import SharedCalls
 from utils.similarity import matvec
 from utils.tokenizer import vocabulary_scripts
+from indexing.ann_index import AnnIndex
 
 if TYPE_CHECKING:
-    from indexing.ann_index import AnnIndex, CentroidScores
+    from indexing.ann_index import CentroidScores
 
 FAR_CANDIDATES = 16
 """Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
@@ -80,8 +81,6 @@ class FileSearch:
         if kind not in self.ann and params.ann == "on":
             with self._ann_lock:  # the server shares one index between threads: build it once
                 if kind not in self.ann:
-                    from indexing.ann_index import AnnIndex  # noqa: PLC0415 - faiss loads only when asked for
-
                     vecs = self.embeddings if kind == "chunks" else self.leaf_embeddings
                     self.ann[kind] = AnnIndex.build(vecs, len(vecs), int(vecs.shape[1]), f"{kind} (in memory)")
         return self.ann.get(kind)

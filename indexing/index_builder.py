@@ -32,6 +32,8 @@ from utils.atomic import recover_directory
 from utils.paths import index_dir_path
 from utils.progress import Progress, note
 from utils.progress import stage as progress_stage
+from tree_builder.readers.limits import ReadLimits
+from utils.dir_lock import exclusive
 
 if TYPE_CHECKING:
     from indexing.seekdb.uri import StoreURI
@@ -74,8 +76,6 @@ def build_index(
     is told the plan and every stage. ``kg_llm``: the (budgeted) LLM client
     ``kg_mode = "llm"`` extracts graphs with (indexing/kg_llm.py).
     """
-    from utils.dir_lock import exclusive  # noqa: PLC0415
-
     output = index_dir_path(output, "--output")
     prepare_output(output)
     request = BuildRequest(Path(input_path), output, config, embedder, progress, summarizer, summary_workers,
@@ -121,8 +121,6 @@ def check_store(store: "StoreURI | None") -> None:
 def read_documents(request: BuildRequest, spill: DocumentSpill) -> LoadedInput:
     """Every document read once: what the plan needs of it kept (``DocumentInfo``), the document
     itself set aside in ``spill`` for the writing stage, so no two texts are held at once."""
-    from tree_builder.readers.limits import ReadLimits  # noqa: PLC0415
-
     with progress_stage(request.progress, "reading documents") as st:
         loaded = LoadedInput([])
         infos: list[DocumentInfo] = []

@@ -45,6 +45,7 @@ from numpy.lib import format as npy_format
 from utils.bounded_read import kind_name
 from utils.oneline import one_line
 from utils.errors import IndexFormatError
+from utils.mapped_pages import release_mappings, will_need
 
 METADATA = "metadata.json"
 CHUNKS = "chunks.jsonl"
@@ -400,8 +401,6 @@ def release_over(limit_mb: int, *arrays: Any, directory: Path | None = None,
         return False
     release_pages(*arrays)
     if directory is not None:
-        from utils.mapped_pages import release_mappings  # noqa: PLC0415
-
         release_mappings(directory, keep)
     return True
 
@@ -445,8 +444,6 @@ def will_need_spans(array: Any, starts: np.ndarray, ends: np.ndarray) -> None:
     one, element ranges: the postings of a question's terms). The one place rows become addresses."""
     if not isinstance(array, np.memmap) or array.ndim < 1 or not array.size or not len(starts):
         return
-    from utils.mapped_pages import will_need  # noqa: PLC0415
-
     step, base = int(array.strides[0]), array.ctypes.data
     will_need(np.asarray(starts, dtype=np.int64) * step + base, np.asarray(ends, dtype=np.int64) * step + base)
 

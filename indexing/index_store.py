@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence, overload
 
 import numpy as np
 
-from indexing.bm25_builder import BM25Index
+from indexing.bm25_builder import BM25Index, file_names
 from indexing.chunker import Chunk
 from indexing.index_files import (CHUNK_KEYS, CHUNK_OFFSETS, CHUNKS, EMBEDDINGS, KEY_BYTES, LEAF_CHUNKS, LEAF_EMBEDDINGS,
                                   LEAF_KEYS, METADATA, METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing,
@@ -58,6 +58,8 @@ from tree_builder.tree import TreeNode
 from utils.atomic import recover_directory
 from utils.errors import IndexFormatError
 from utils.paths import index_dir_path
+from indexing import ann_index
+from indexing.ann_index import head_bytes
 
 FORMAT_NAME = "treerag-index"
 FORMAT_VERSION = 3
@@ -322,7 +324,7 @@ DOCUMENT_SCAN_ENTRIES = 1000
 def not_an_index_message(path: Path) -> str:
     """A directory without metadata.json: most often the documents themselves were named as the
     index, and the fix is to index them first, so the message says which command to run."""
-    from tree_builder.readers import SUFFIX_KINDS
+    from tree_builder.readers import SUFFIX_KINDS  # the readers only for this message: a query never imports them
 
     has_docs = False
     try:
@@ -421,16 +423,12 @@ def _read_at_load(meta: dict[str, Any], dim: int) -> dict[str, int]:
     """File name -> the bytes ``_load_from`` reads of it (-1: all), requested together beforehand
     (IndexDir.will_need). The ANN files: their head (centroids, codebooks, list sizes); their lists
     are mapped and read by the questions that scan them."""
-    from indexing.bm25_builder import file_names  # noqa: PLC0415
-
     whole = [NODE_TABLE, NODE_TOC_TOKENS, LEAF_CHUNKS]
     for names in (file_names(), file_names(LEAF_TERMS_PREFIX)):
         vocab, indptr, _, _, doc_len, _, _ = names
         whole += [vocab, indptr, doc_len]
     out = dict.fromkeys(whole, -1)
     if isinstance(meta.get("ann"), dict):
-        from indexing.ann_index import head_bytes  # noqa: PLC0415
-
         for entry in meta["ann"].values():
             if isinstance(entry, dict) and isinstance(entry.get("file"), str):
                 out[entry["file"]] = head_bytes(entry, dim)
@@ -456,8 +454,6 @@ def _load_ann(files: IndexDir, meta: dict[str, Any], n_chunks: int, n_leaves: in
     """The index's ANN files (indexing/ann_index.py), memory-mapped; none when it was built without."""
     if "ann" not in meta:
         return {}
-    from indexing import ann_index  # noqa: PLC0415 - faiss loads only for an index that has an ANN
-
     entries = ann_index.parse_meta(meta["ann"], {"chunks": n_chunks, "leaves": n_leaves})
     return {kind: ann_index.AnnIndex.open(files, e["file"], e["rows"], dim, e) for kind, e in entries.items()}
 
@@ -568,8 +564,6 @@ def verify_index(path: Path) -> Verified:
     _require_finite(index.leaf_embeddings, LEAF_EMBEDDINGS)
     ann = getattr(index.search, "ann", {})
     if ann:
-        from indexing import ann_index  # noqa: PLC0415
-
         for kind, a in ann.items():
             vectors = index.embeddings if kind == "chunks" else index.leaf_embeddings
             if hasattr(a, "base"):  # a segmented index: the base's ANN files hold the base's vectors

@@ -27,6 +27,8 @@ from indexing.node_table import (KINDS, NODE_CONTENT_OFFSETS, NODE_CONTENTS, NOD
                                  NODE_TOC_TOKENS, NODES, node_id_of, node_record)
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
+from tree_builder.visualizer import node_block
+from utils.tokenizer import estimate_tokens
 
 
 def chunk_record(chunk: Chunk) -> dict[str, Any]:
@@ -162,9 +164,6 @@ class IndexWriter:
         return leaves
 
     def _add_node(self, node: TreeNode, parent: int, doc_number: int, depth: int) -> None:
-        from tree_builder.visualizer import node_block  # noqa: PLC0415
-        from utils.tokenizer import estimate_tokens  # noqa: PLC0415
-
         row = self.n_nodes
         if node.node_id != node_id_of(row if row == 0 else row - 1 + self.first_node):
             raise ValueError(f"node {node.node_id!r} is at pre-order row {row}: ids must be pre-order rows")

@@ -20,6 +20,7 @@ import numpy as np
 from indexing.kg_graph import GraphStats, LeafGraph
 from indexing.records import Records, check_offsets
 from utils.errors import IndexFormatError
+from indexing.kg_extract import extract_rules, graph_key
 
 if TYPE_CHECKING:
     from config import Config
@@ -57,8 +58,6 @@ class GraphWriter:
 
     def add_leaf(self, leaf_id: str, content_chars: int, chunk_texts: Sequence[str], heading_path: str = "") -> None:
         """Called once per leaf in order; a graph only for leaves longer than the threshold."""
-        from indexing.kg_extract import graph_key  # noqa: PLC0415
-
         if content_chars <= self.min_chars or not chunk_texts:
             self.rows.append(-1)
             return
@@ -218,8 +217,6 @@ def verify_graphs(index: GraphHost) -> GraphStats | None:
 
 def make_extractor(config: "Config", llm: Any = None, usage: Any = None) -> tuple[Extractor, str]:
     """(the extractor for ``config.kg_mode``, its identity for graph keys)."""
-    from indexing.kg_extract import extract_rules  # noqa: PLC0415
-
     def rules(leaf_id: str, texts: Sequence[str], heading_path: str = "") -> LeafGraph:
         return extract_rules(leaf_id, texts, config.kg_max_nodes)
 

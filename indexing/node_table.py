@@ -32,6 +32,8 @@ from indexing.node_columns import DOC, KIND, KINDS, PARENT
 from indexing.records import Records, check_spans, typed_fields
 from tree_builder.tree import TreeNode
 from utils.errors import IndexFormatError
+from tree_builder.visualizer import node_block
+from utils.tokenizer import estimate_tokens
 
 if TYPE_CHECKING:
     from indexing.segments import Runs
@@ -92,9 +94,6 @@ def node_table(root: TreeNode, doc_number: Mapping[str, int]) -> tuple[list[Tree
 def toc_tokens(nodes: list[TreeNode], table: np.ndarray) -> np.ndarray:
     """Estimated tokens of each node's block of the serialised tree (+2 for the blank line between
     blocks; 0 for the root): what the LLM locator's TOC budget sums, computed once at build time."""
-    from tree_builder.visualizer import node_block
-    from utils.tokenizer import estimate_tokens
-
     depth = depths(np.asarray(table[:, PARENT], dtype=np.int64))
     out = np.zeros(len(nodes), dtype=np.int32)
     for i, n in enumerate(nodes[1:], 1):

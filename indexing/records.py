@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from indexing.index_files import IndexDir, advise_random, loads_strict
+from indexing.index_files import IndexDir, advise_random, loads_strict, will_need_rows
 from utils.errors import IndexFormatError
+from utils.mapped_pages import will_need
 
 
 class Records:
@@ -44,9 +45,6 @@ class Records:
         files are read without read-ahead (scattered lines), so after the page cache is dropped each
         record would wait for the disk twice in turn; a question reads tens. An advice only: the
         offsets are checked, as always, when a record is read."""
-        from indexing.index_files import will_need_rows  # noqa: PLC0415
-        from utils.mapped_pages import will_need  # noqa: PLC0415
-
         if not isinstance(self.data, mmap.mmap) or not hasattr(mmap, "MADV_WILLNEED"):
             return
         r = np.unique(np.asarray([int(x) for x in rows], dtype=np.int64))

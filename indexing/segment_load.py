@@ -24,6 +24,7 @@ from indexing.search import ChunkRows
 from indexing.segment_bm25 import SegmentBM25
 from indexing.segments import SEGMENTS, PiecewiseRows, PieceRecords, Runs, SegmentsMeta, compose
 from utils.errors import IndexFormatError
+from indexing import ann_index
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,6 @@ def _segment_ann(files: IndexDir, meta: dict[str, Any], seg: SegmentsMeta, c: An
     """The base's ANN files, their rows mapped to logical ones; the deltas' rows are scanned exactly."""
     if "ann" not in meta:
         return {}
-    from indexing import ann_index  # noqa: PLC0415
-
     base = seg.segments[0]
     entries = ann_index.parse_meta(meta["ann"], {"chunks": base.chunks, "leaves": base.leaves})
     out = {}

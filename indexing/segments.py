@@ -23,6 +23,7 @@ import numpy as np
 
 from indexing.node_columns import DOC, KIND, PARENT
 from utils.errors import IndexFormatError
+from indexing.index_files import touch_rows
 
 SEGMENTS = "segments"
 """metadata.json key of a segmented index (absent in a fully built one)."""
@@ -199,8 +200,6 @@ class PiecewiseRows:
 
     def touch_rows(self, rows: np.ndarray) -> None:
         """Read in the pages of ``rows`` in each segment's file (index_files.touch_rows)."""
-        from indexing.index_files import touch_rows  # noqa: PLC0415
-
         rows = np.asarray(rows, dtype=np.int64)
         rows = rows[(rows >= 0) & (rows < len(self))]
         if not len(rows):

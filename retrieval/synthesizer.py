@@ -30,6 +30,7 @@ from utils.oneline import one_line
 from utils.llm.cached import forget_reply
 from utils.llm.prompt_text import escape_evidence
 from utils.llm.types import LLMClient, TextSink, UsageMeter, text_kwargs
+from retrieval.graph_channel import prompt_block
 
 if TYPE_CHECKING:
     from indexing.index_store import Index
@@ -177,7 +178,7 @@ def offline_answer(question: Query, evidence: Evidence, config: Config, index: I
     query = question.text
     if config.answer_mode == "concatenate" or embedder is None:  # quoting sentences needs their vectors
         return Answer(concatenated_answer(query, evidence.read), "concatenate")
-    from retrieval.extractive import extract
+    from retrieval.extractive import extract  # the sentence scorer only on the extractive path
 
     # extract numbers its input by position (best first); the answer cites the evidence's own numbers
     numbers = [n for n, _ in evidence.ranked]
@@ -220,8 +221,6 @@ def synthesize(question: Query, ranked: Sequence[RetrievedChunk], llm: LLMClient
         return offline_answer(question, evidence, config, index, embedder, cite)
     graph_block = ""
     if graph:
-        from retrieval.graph_channel import prompt_block  # noqa: PLC0415
-
         graph_block = prompt_block(graph, evidence.read, is_chinese(query), index)
     prompt = build_prompt(query, evidence.read, evidence_found, graph_block)
 

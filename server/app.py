@@ -6,6 +6,7 @@ this API does in a few explicit lines; and the MCP SDK brings Starlette anyway.
 from __future__ import annotations
 
 import contextlib
+import traceback
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, AsyncIterator, Callable
@@ -26,7 +27,7 @@ from server.openapi import openapi_schema
 from server.routes import Api, JSONResponse, error_of
 from server.security import BearerToken, BodyLimit, is_loopback
 from server.state import IndexHolder
-from utils.errors import TreeRAGError
+from utils.errors import InputError, TreeRAGError
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,6 @@ class ServeSettings:
     mcp: bool = True
 
     def check(self) -> None:
-        from utils.errors import InputError
-
         if not is_loopback(self.host) and not self.token:
             raise InputError(f"--host {self.host} listens beyond this machine: set TREERAG_SERVE_TOKEN to a secret "
                              "(every request must then carry Authorization: Bearer TOKEN), or use --host 127.0.0.1")
@@ -85,7 +84,7 @@ def build_app(holder: IndexHolder, settings: ServeSettings, version: str,
     ]
     mcp_server = None
     if settings.mcp:
-        from mcp.server.transport_security import TransportSecuritySettings
+        from mcp.server.transport_security import TransportSecuritySettings  # the MCP SDK only when MCP is served
 
         from server.mcp_tools import build_mcp
 
@@ -125,8 +124,6 @@ def build_app(holder: IndexHolder, settings: ServeSettings, version: str,
         return JSONResponse({"error": message}, status_code=exc.status_code, headers=exc.headers)
 
     async def crash(_request: Request, exc: Exception) -> Response:
-        import traceback
-
         warn("error: " + "".join(traceback.format_exception(exc)).rstrip())
         return JSONResponse({"error": error_of(exc)[1]}, status_code=500)
 

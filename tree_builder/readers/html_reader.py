@@ -51,7 +51,7 @@ def check_markup(data: bytes, rel_path: str, limits: ReadLimits) -> None:
 
 
 def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
-    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
+    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction  # noqa: E501 - bs4 only for an HTML file
 
     check_markup(data, rel_path, limits)
     soup = BeautifulSoup(decode_text(data, rel_path), "html.parser")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from utils.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,5 @@ DEFAULT_LIMITS = ReadLimits()
 
 def check_headings(count: int, rel_path: str, limits: ReadLimits) -> None:
     """Refuse a document with more headings than ``limits.max_headings`` (one line naming the setting)."""
-    from utils.errors import InputError
-
     if count > limits.max_headings:
         raise InputError(f"{rel_path}: more than {limits.max_headings:,} headings (max_headings); not read")
