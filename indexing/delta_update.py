@@ -1,7 +1,7 @@
 """An update that writes only what changed: a delta segment, deletes, one rename of the manifest.
 
-Why: re-indexing one document used to read every document again and rewrite every file (at
-100,000 documents 36 GB, beside the old copy). Now an update
+Why: a full rebuild reads every document again and rewrites every file (tens of GB at 100,000
+documents, beside the old copy: docs/scale.md, "One changed document"), for one changed file. An update
 
 1. finds what changed without reading unchanged documents: a file whose size and modification time
    are those the index recorded is unchanged; any other is digested (a Markdown or text file is only

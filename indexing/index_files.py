@@ -393,8 +393,8 @@ def release_over(limit_mb: int, *arrays: Any, directory: Path | None = None,
     (real paths: the ANN files while they are small enough to keep, config ``query_ann_kept_mb``).
 
     Why not every time: a question's scattered rows fault in whole read-around windows, and a window
-    kept mapped is one the next question's rows often fall into again (at 10,000 documents the faults
-    of a question's ~3,000 vector rows fell from ~7 ms of CPU to ~2 ms after 40 questions kept mapped).
+    kept mapped is one the next question's rows often fall into again, so their faults cost less the
+    longer the windows stay (docs/scale.md).
     """
     size = resident_mb() if limit_mb > 0 else None
     if size is not None and size <= limit_mb:

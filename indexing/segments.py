@@ -1,7 +1,7 @@
 """An index of a base and delta segments, read as the one index a full build would have written.
 
-Why segments: an update of one document used to rewrite every file of the index (at 100,000
-documents 36 GB, more than the free disk). An update now writes the changed documents as a small
+Why segments: rewriting every file of the index for one changed document costs what a full build
+writes (more than the free disk at 100,000 documents: docs/scale.md). An update writes the changed documents as a small
 **delta segment** (the same files under a ``deltaN.`` prefix, node ids after the last ones) and
 marks the replaced documents of earlier segments **deleted**; one rename of ``metadata.json``
 publishes it (indexing/delta_update.py). Nothing already written is touched.
