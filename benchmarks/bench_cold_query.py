@@ -30,8 +30,8 @@ import page_cache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (ROOT, TEST_PAPER, TEST_QUERIES, Headline, Report, add_baseline_code, banner, base_parser, bench_env,  # noqa: E402
-                    code_arms, drop_page_cache, machine_info, machine_line, pick, python, read_jsonl, run_proc, stats,
-                    table, workdir_of)
+                    code_arms, drop_page_cache, machine_info, machine_line, pick, python, read_jsonl, run_proc,
+                    run_with_modes, stats, table, workdir_of)
 
 GOAL_S = 1.5
 
@@ -468,11 +468,5 @@ MODES = {"process": process_main}
 mode, the benchmark this file is named for (what ``run_all.py`` runs)."""
 
 
-def run(argv: list[str]) -> int:
-    if argv and argv[0] in MODES:
-        return MODES[argv[0]](argv[1:])
-    return main(argv)
-
-
 if __name__ == "__main__":
-    sys.exit(run(sys.argv[1:]))
+    sys.exit(run_with_modes(main, MODES, sys.argv[1:]))

@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (Headline, Report, banner, base_parser, bench_env, copy_docs, machine_info, machine_line, pick,  # noqa: E402
-                    python, qasper_files, run_proc, table, workdir_of)
+                    python, qasper_files, run_proc, run_with_modes, table, workdir_of)
 
 GOAL = 0.05
 
@@ -207,11 +207,5 @@ MODES = {"kg": kg_main}
 mode, the benchmark this file is named for (what ``run_all.py`` runs)."""
 
 
-def run(argv: list[str]) -> int:
-    if argv and argv[0] in MODES:
-        return MODES[argv[0]](argv[1:])
-    return main(argv)
-
-
 if __name__ == "__main__":
-    sys.exit(run(sys.argv[1:]))
+    sys.exit(run_with_modes(main, MODES, sys.argv[1:]))

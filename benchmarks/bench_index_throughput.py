@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (BENCH_DATA, ROOT, Headline, Report, add_baseline_code, banner, base_parser, bench_env, code_arms,  # noqa: E402
                     copy_docs, limit_blas_threads, machine_info, machine_line, pick, proc_memory_mb, python,
-                    qasper_files, ratio, run_proc, table, workdir_of, worker_result)
+                    qasper_files, ratio, run_proc, run_with_modes, table, workdir_of, worker_result)
 
 GOAL = 0.9
 
@@ -697,11 +697,5 @@ MODES = {"memory": memory_main, "bm25": bm25_main, "workers": workers_main}
 mode, the benchmark this file is named for (what ``run_all.py`` runs)."""
 
 
-def run(argv: list[str]) -> int:
-    if argv and argv[0] in MODES:
-        return MODES[argv[0]](argv[1:])
-    return main(argv)
-
-
 if __name__ == "__main__":
-    sys.exit(run(sys.argv[1:]))
+    sys.exit(run_with_modes(main, MODES, sys.argv[1:]))

@@ -46,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (QASPER_QA, ROOT, Headline, Report, add_baseline_code, banner, base_parser, bench_env, blas_threads,  # noqa: E402
                     build_tiny_cross_encoder, cached_index_ok, code_arms, code_fingerprint, copy_docs,
                     files_fingerprint, limit_blas_threads, machine_info, machine_line, pick, python, qasper_files,
-                    quiet_transformers, ratio, read_jsonl, run_proc, scale_index, stamp_index, stats, table, workdir_of)
+                    quiet_transformers, ratio, read_jsonl, run_proc, run_with_modes, scale_index, stamp_index, stats,
+                    table, workdir_of)
 from bench_scale import change_one_document, make_queries, reused_corpus  # noqa: E402
 
 GOAL_MS = 50.0
@@ -701,11 +702,5 @@ MODES = {"whole": whole_main, "deltas": deltas_main}
 mode, the benchmark this file is named for (what ``run_all.py`` runs)."""
 
 
-def run(argv: list[str]) -> int:
-    if argv and argv[0] in MODES:
-        return MODES[argv[0]](argv[1:])
-    return main(argv)
-
-
 if __name__ == "__main__":
-    sys.exit(run(sys.argv[1:]))
+    sys.exit(run_with_modes(main, MODES, sys.argv[1:]))

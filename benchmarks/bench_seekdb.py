@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import GEN_VERSION, generate_corpus, make_queries  # noqa: E402
 from common import (ROOT, Headline, Report, add_baseline_code, banner, base_parser, bench_env, code_arms,  # noqa: E402
                     limit_blas_threads, machine_info, machine_line, percentile, pick, proc_memory_mb, python, ratio,
-                    run_proc, stats, table, workdir_of, worker_result)
+                    run_proc, run_with_modes, stats, table, workdir_of, worker_result)
 
 
 def worker(index_dir: Path, queries_file: Path, out_file: Path, n: int) -> None:
@@ -736,11 +736,5 @@ MODES = {"query": query_main, "copy": copy_main}
 mode, the benchmark this file is named for (what ``run_all.py`` runs)."""
 
 
-def run(argv: list[str]) -> int:
-    if argv and argv[0] in MODES:
-        return MODES[argv[0]](argv[1:])
-    return main(argv)
-
-
 if __name__ == "__main__":
-    raise SystemExit(run(sys.argv[1:]))
+    raise SystemExit(run_with_modes(main, MODES, sys.argv[1:]))

@@ -269,6 +269,15 @@ def run_proc(cmd: Sequence[str], cwd: Path = ROOT, env: dict[str, str] | None = 
                       stdout, stderr, r.get("inblock", float("nan")) * 512 / 1e6, int(r.get("majflt", -1)))
 
 
+def run_with_modes(main: Any, modes: dict[str, Any], argv: Sequence[str]) -> int:
+    """A benchmark script's entry point: ``SCRIPT MODE [options]`` runs that mode's ``main`` (each has
+    its own ``--help``); without a mode, the script's own benchmark (what ``run_all.py`` runs)."""
+    argv = list(argv)
+    if argv and argv[0] in modes:
+        return int(modes[argv[0]](argv[1:]))
+    return int(main(argv))
+
+
 def worker_result(cmd: Sequence[Any], out: Path, env: dict[str, str] | None = None,
                   cwd: Path = ROOT) -> tuple[Any, ProcResult]:
     """Run a worker process (``cmd``: a fresh interpreter that loads an index or a builder, does the
