@@ -165,8 +165,8 @@ def run_pass(questions: list[dict[str, Any]], index: Any, config: Any, backends:
         if isinstance(rr, TimedReranker):
             out["rerank pairs"].append(rr.pairs)
             out["rerank inference"].append(rr.ms)
-        if res.get("fallbacks") and any(f["step"] == "rerank" for f in res["fallbacks"]):
-            raise RuntimeError(f"rerank fell back: {res['fallbacks']}")
+        if any(f.step == "rerank" for f in res.fallbacks):
+            raise RuntimeError(f"rerank fell back: {res.fallbacks}")
     return out
 
 
