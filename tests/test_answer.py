@@ -380,13 +380,7 @@ def test_extract_without_leaf_text_stitches_chunks(paper_index) -> None:
 
 
 def test_floor_calibration_picks_the_balanced_threshold() -> None:
-    import importlib.util
-
-    from tests.conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location("answer_quality", ROOT / "benchmarks" / "answer_quality.py")
-    aq = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(aq)
+    from evaluation.tools import answer_quality as aq
 
     def rec(s, right, wrong, calib=True):
         return {"set": s, "id": f"{s}{right}{wrong}", "calibration": calib,
