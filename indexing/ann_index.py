@@ -53,7 +53,7 @@ import numpy as np
 
 from utils.errors import BackendError, IndexFormatError
 from utils.similarity import top_order
-from utils.mapped_pages import advise_random_range, will_need
+from utils import mapped_pages
 
 if TYPE_CHECKING:
     from indexing.index_files import IndexDir
@@ -416,7 +416,7 @@ class AnnIndex:
         memory): the lists a question scans are requested from the disk together before the scan."""
         if self._spans is not None:
             lists = _faiss().downcast_InvertedLists(index.invlists)
-            advise_random_range(int(lists.ptr), int(lists.totsize))  # no read-ahead: the lists come by will_need
+            mapped_pages.advise_random_range(int(lists.ptr), int(lists.totsize))  # no read-ahead: the lists come by will_need
 
     @property
     def mapped_bytes(self) -> int:
@@ -594,7 +594,7 @@ class AnnIndex:
             return
         lists = lists[(lists >= 0) & (lists < len(self._spans))]
         spans = self._spans[lists]
-        will_need(np.concatenate([spans[:, 0], spans[:, 2]]), np.concatenate([spans[:, 1], spans[:, 3]]))
+        mapped_pages.will_need(np.concatenate([spans[:, 0], spans[:, 2]]), np.concatenate([spans[:, 1], spans[:, 3]]))
 
 
 class CentroidScores:

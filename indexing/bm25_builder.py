@@ -48,7 +48,8 @@ from indexing.bm25_impacts import Impacts, saturated_weights
 from indexing.bm25_spill import PostingSpill, place_file
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
-from indexing.index_files import IndexDir, release_pages, will_need_spans
+from indexing.index_files import IndexDir
+from indexing import index_files
 
 
 FORMAT_VERSION = 1
@@ -287,7 +288,7 @@ class BM25Index:
             rising[starts[(starts >= 0) & (starts < len(rising))]] = True
             if not bool(np.all(rising)):
                 raise IndexFormatError(f"{rows_file}: postings are not sorted by row within a term")
-        release_pages(self.rows, self.tf, self.row_terms)  # checked whole; a query reads a few terms' postings
+        index_files.release_pages(self.rows, self.tf, self.row_terms)  # checked whole; a query reads a few terms' postings
         self._checked_terms.update(range(n_terms))
 
     def will_need(self, tids: Sequence[int]) -> None:
@@ -302,7 +303,7 @@ class BM25Index:
         self._requested.update(t.tolist())  # once a process: later reads find them cached, or fault
         starts, ends = np.asarray(self.indptr[t], dtype=np.int64), np.asarray(self.indptr[t + 1], dtype=np.int64)
         for arr in (self.rows, self.tf):
-            will_need_spans(arr, starts, ends)
+            index_files.will_need_spans(arr, starts, ends)
 
     def postings(self, tid: int) -> tuple[int, int, np.ndarray]:
         """(first posting, end, rows) of term ``tid``, its rows and tfs checked the first time they are
@@ -339,7 +340,7 @@ class BM25Index:
     def _row_term_ids(self, a: int, b: int) -> np.ndarray:
         """Distinct term ids of rows [a, b), checked against the vocabulary (they index arrays)."""
         x, y = self.row_span(a, b)
-        will_need_spans(self.row_terms, np.array([x]), np.array([y]))  # no read-ahead here (index_store)
+        index_files.will_need_spans(self.row_terms, np.array([x]), np.array([y]))  # no read-ahead here (index_store)
         tids = np.asarray(self.row_terms[x:y])
         if tids.size and (int(tids.min()) < 0 or int(tids.max()) >= len(self.terms)):
             raise IndexFormatError(f"{self.names[2]} points at terms outside the vocabulary; "

@@ -33,8 +33,8 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from utils.errors import IndexFormatError
-from indexing.index_files import release_pages
 from utils.atomic import process_umask
+from indexing import index_files
 
 if TYPE_CHECKING:
     from indexing.index_files import IndexDir
@@ -126,7 +126,7 @@ def compute(index: Postings, k1: float, b: float, weights_out: Any) -> tuple[flo
             _block_maxima(index.indptr, a, z, w, maxima)
         if isinstance(weights_out, np.memmap):  # written pages leave the process (they stay in the page cache)
             weights_out.flush()
-        release_pages(index.rows, index.tf, weights_out)  # a build's peak memory must not grow with the postings
+        index_files.release_pages(index.rows, index.tf, weights_out)  # a build's peak memory must not grow with the postings
     return avgdl, maxima
 
 
@@ -228,6 +228,6 @@ def verify(index: Postings, impacts: Impacts) -> None:
                                    f"in postings {a}..{z - 1}; rebuild the index")
         if z > a:
             _block_maxima(index.indptr, a, z, w, maxima)
-        release_pages(index.rows, index.tf, impacts.weights)
+        index_files.release_pages(index.rows, index.tf, impacts.weights)
     if not np.array_equal(maxima.view(np.uint32), np.asarray(impacts.maxima).view(np.uint32)):
         raise IndexFormatError(f"{max_name} does not match the largest weight of each word; rebuild the index")

@@ -45,7 +45,7 @@ from numpy.lib import format as npy_format
 from utils.bounded_read import kind_name
 from utils.oneline import one_line
 from utils.errors import IndexFormatError
-from utils.mapped_pages import release_mappings, will_need
+from utils import mapped_pages
 
 METADATA = "metadata.json"
 CHUNKS = "chunks.jsonl"
@@ -401,7 +401,7 @@ def release_over(limit_mb: int, *arrays: Any, directory: Path | None = None,
         return False
     release_pages(*arrays)
     if directory is not None:
-        release_mappings(directory, keep)
+        mapped_pages.release_mappings(directory, keep)
     return True
 
 
@@ -445,7 +445,7 @@ def will_need_spans(array: Any, starts: np.ndarray, ends: np.ndarray) -> None:
     if not isinstance(array, np.memmap) or array.ndim < 1 or not array.size or not len(starts):
         return
     step, base = int(array.strides[0]), array.ctypes.data
-    will_need(np.asarray(starts, dtype=np.int64) * step + base, np.asarray(ends, dtype=np.int64) * step + base)
+    mapped_pages.will_need(np.asarray(starts, dtype=np.int64) * step + base, np.asarray(ends, dtype=np.int64) * step + base)
 
 
 def advise_random(*maps: Any) -> None:

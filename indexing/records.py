@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from indexing.index_files import IndexDir, advise_random, loads_strict, will_need_rows
+from indexing.index_files import IndexDir, advise_random, loads_strict
 from utils.errors import IndexFormatError
-from utils.mapped_pages import will_need
+from utils import mapped_pages
+from indexing import index_files
 
 
 class Records:
@@ -51,14 +52,14 @@ class Records:
         r = r[(r >= 0) & (r < len(self))]
         if not len(r):
             return
-        will_need_rows(self.offsets, np.concatenate([r, r + 1]))
+        index_files.will_need_rows(self.offsets, np.concatenate([r, r + 1]))
         a, b = np.asarray(self.offsets[r], dtype=np.int64), np.asarray(self.offsets[r + 1], dtype=np.int64)
         ok = (a >= 0) & (a <= b) & (b <= len(self.data))
         a, b = a[ok], b[ok]
         view = np.frombuffer(self.data, dtype=np.uint8)  # the mapping's address
         base = view.ctypes.data
         del view  # no export left on the mapping (it could not be closed); the address stays valid
-        will_need(base + a, base + b)  # sampled first: a warm process gives no advice
+        mapped_pages.will_need(base + a, base + b)  # sampled first: a warm process gives no advice
 
 
 def check_offsets(offsets: np.ndarray, count: int, size: int, name: str, table: str, whole: bool = True) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from indexing.node_columns import DOC, KIND, PARENT
 from utils.errors import IndexFormatError
-from indexing.index_files import touch_rows
+from indexing import index_files
 
 SEGMENTS = "segments"
 """metadata.json key of a segmented index (absent in a fully built one)."""
@@ -206,7 +206,7 @@ class PiecewiseRows:
             return
         seg, loc = self.runs.locate(rows)
         for s in np.unique(seg).tolist():
-            touch_rows(self.parts[s], loc[seg == s])
+            index_files.touch_rows(self.parts[s], loc[seg == s])
 
 
 class PieceRecords:
