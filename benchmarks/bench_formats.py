@@ -23,6 +23,7 @@ indexer uses and compared with the source:
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from collections import Counter
@@ -127,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for fmt in FORMATS:
                 ext = {"pdf+outline": ".pdf", "pdf-layout": ".pdf"}.get(fmt, "." + fmt)
-                outs[fmt] = out = work / f"d{i:02d}-{fmt.replace('+', '_')}{ext}"
+                # named by the source's digest: a rendering cached by an earlier run of another sample is not reused
+                key = hashlib.sha256(md_text.encode("utf-8")).hexdigest()[:10]
+                outs[fmt] = out = work / f"d{i:02d}-{key}-{fmt.replace('+', '_')}{ext}"
                 if not out.exists():
                     render(src, fmt, out, md_text)
         except RuntimeError as exc:  # e.g. no CJK font on this machine: leave the document out of every format
