@@ -22,7 +22,7 @@ def _process_setup() -> None:
     # main() restores the normal KeyboardInterrupt once its handlers are in place.
     signal.signal(signal.SIGINT, lambda _s, _f: sys.exit(130))
     # One BLAS thread: on 2 cores a threaded mat-vec spins both and starves the
-    # ONNX encoder that runs next (measured: whole-index query p95 209 -> 119 ms).
+    # ONNX encoder that runs next (benchmarks/README.md, the latency benchmark's BLAS A/B).
     for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
 
@@ -231,7 +231,7 @@ class Session:
         config = config.replace(llm_query_budget_s=_llm_budget(args, config.llm_query_budget_s))
         if not long_running and getattr(args, "doc", None) and config.store_prewarm == "auto":
             # one question scoped to documents: scored by filters, it needs no vector index, and loading
-            # one beside it cost a scoped one-shot query ~140 ms of the 2 cores (an engine index)
+            # one beside it would cost a one-shot query more than the question itself (docs/seekdb.md)
             config = config.replace(store_prewarm="off")
         log = None if args.no_log else (Path(args.log) if args.log else default_log_path(os.environ))
         from utils.paths import index_dir_path
@@ -573,7 +573,7 @@ def render_info(info: dict[str, Any]) -> str:
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
     """Add what a newer build writes and a query can use to an index, without rebuilding it."""
-    from indexing.bm25_impacts import upgrade
+    from indexing.upgrade import upgrade
     from utils.paths import index_dir_path
 
     path = index_dir_path(args.index, "--index")

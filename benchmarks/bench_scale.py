@@ -23,7 +23,7 @@ ANN path's baseline in the same run (p95, peak RSS), and where the recall@100 of
 100 among the ANN candidates and the overlap of the flat top 10 are measured. ``--drop-caches``
 (root) adds a cold query after dropping the page cache.
 
-``--reuse-index N=DIR`` measures an index that exists (only those indexes unless ``--sizes`` is given) (e.g. one ``bench_stream_build.py`` built) as the
+``--reuse-index N=DIR`` measures an index that exists (only those indexes unless ``--sizes`` is given) (e.g. one ``bench_index_throughput.py memory`` built) as the
 N-document size instead of generating and building it: its questions come from the document folder its
 metadata.json names, and its build figures are that build's own wall time from metadata.json (CPU and
 peak RSS of a build not run here are not measured). ``--exact-max-docs N`` skips the ``ann=off`` worker
@@ -60,7 +60,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (Headline, Report, banner, base_parser, bench_env, dir_sizes, drop_page_cache, limit_blas_threads,  # noqa: E402
-                    machine_info, machine_line, pick, python, run_proc, stats, table, workdir_of)
+                    machine_info, machine_line, pick, proc_memory_mb, python, run_proc, stats, table, workdir_of,
+                    worker_result)
 
 GEN_VERSION = 1
 GOAL_RAM_MB = 1024.0
@@ -224,20 +225,6 @@ def budgeted(items: list[Any], budget_s: float, min_n: int = 3) -> Any:
         yield item
 
 
-def rss_split() -> dict[str, float]:
-    """Resident memory now, by kind (Linux): the process's own (anonymous) pages vs pages of mapped
-    index files, which the page cache shares between processes and the kernel can drop at will."""
-    out: dict[str, float] = {}
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "RssAnon", "RssFile"):
-                out[key] = int(value.split()[0]) / 1024
-    except OSError:
-        pass
-    return out
-
-
 def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder: Any) -> dict[str, Any]:
     """Recall@100 of the exact dense top 100 among the ANN's candidates, and how much of the exact
     whole-collection flat top 10 (dense + BM25 fused) the ANN path returns. Scans every vector:
@@ -389,7 +376,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     prof.disable()
     res["profile_toc_for_prompt"] = _profile_text(prof, 10)
     res["rss_peak_in_worker_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    res["rss_split_mb"] = rss_split()
+    res["rss_split_mb"] = {k: v for k, v in proc_memory_mb().items() if k in ("VmHWM", "RssAnon", "RssFile")}
     res["ann_files"] = sorted(index.search.ann) if hasattr(index.search, "ann") else []
     if ann == "off":
         res["ann_quality"] = ann_quality(index, config, queries, backends.embedder)
@@ -635,15 +622,13 @@ def main(argv: list[str] | None = None) -> int:
         qfile = work / f"queries-{n}.json"
         qfile.write_text(json.dumps(make_queries(docs, n_q, args.seed)))
         out = work / f"worker-{n}.json"
-        wr = run_proc(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out, n_toc, budget, "auto"),
-                      env=env).check()
-        w = json.loads(out.read_text())
+        w, wr = worker_result(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out, n_toc, budget, "auto"),
+                              out, env=env)
         if args.exact_max_docs is None or n <= args.exact_max_docs:
             # the same index scored exactly (ann=off): the baseline of the ANN path, in a process of its own
             out_x = work / f"worker-{n}-exact.json"
-            xr = run_proc(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out_x, n_toc, budget,
-                                 "off"), env=env).check()
-            wx = json.loads(out_x.read_text())
+            wx, xr = worker_result(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out_x, n_toc, budget,
+                                          "off"), out_x, env=env)
             w["exact"] = {"query_rss_mb": xr.maxrss_mb, "hybrid_whole": wx["hybrid_whole"],
                           "hybrid_scoped": wx["hybrid_scoped"], "llm_locator_whole": wx["llm_locator_whole"],
                           "rss_split_mb": wx["rss_split_mb"]}
@@ -653,8 +638,8 @@ def main(argv: list[str] | None = None) -> int:
             w["exact"] = {"query_rss_mb": float("nan"), "hybrid_whole": nan, "hybrid_scoped": nan,
                           "llm_locator_whole": nan, "rss_split_mb": {}, "skipped": True}
             out_r = work / f"recall-{n}.json"
-            run_proc(python(Path(__file__).resolve(), "--recall-worker", index_dir, qfile, out_r), env=env).check()
-            w["ann_quality"] = json.loads(out_r.read_text())
+            w["ann_quality"] = worker_result(python(Path(__file__).resolve(), "--recall-worker", index_dir, qfile, out_r),
+                                             out_r, env=env)[0]
         question = json.loads(qfile.read_text())[0]["query"]
         for key, flags in (("cold_query", ["--mock"]), ("cold_hybrid", [])):
             # --mock: the spec's mock (keyword locator); none: the default CLI path without an LLM key

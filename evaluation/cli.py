@@ -60,10 +60,10 @@ def _make_llm(spec: str | None, cache_root: Path, timeout_s: float) -> Any:
     """
     if spec is None:
         return None
-    from pipeline import has_real_llm
+    from pipeline import has_real_llm  # main.py builds this parser at start-up: the query stack loads when eval runs
     from utils.llm.factory import make_llm
 
-    # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (README_local_llm.md)
+    # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (tools/local_llm/README.md)
     llm = make_llm(spec, os.environ, cache_dir=cache_root, use_cache=True, notice=_stderr,
                    timeout=llm_timeout_seconds(None, os.environ, timeout_s))
     if not has_real_llm(llm):
@@ -73,7 +73,7 @@ def _make_llm(spec: str | None, cache_root: Path, timeout_s: float) -> Any:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evaluation.arms import parse_arms
+    from evaluation.arms import parse_arms  # main.py builds this parser at start-up: eval's modules load when it runs
     from evaluation.report import format_table, write_json
     from evaluation.runner import EvalOptions, default_cache_root, run_eval
 

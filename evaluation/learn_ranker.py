@@ -32,7 +32,7 @@ import numpy as np
 
 from config import Config
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
-from evaluation.metrics import Relevance, SpanTable, distinct_ndcg, question_relevance
+from evaluation.metrics import Relevance, SpanTable, distinct_ndcg, question_relevance, paired_bootstrap
 from evaluation.runner import EvalOptions, obtain_index
 from indexing.index_store import Index
 from retrieval.hybrid_retriever import flat_scores
@@ -43,6 +43,8 @@ from retrieval.query import Query
 from retrieval.section_features import (ALL_FEATURES, COVERAGE_FEATURES, ENTRY_FEATURES, FLAT_FEATURES,
                                        PARAGRAPH_FEATURES, TREE_FEATURES, chunk_features)
 from utils.atomic import atomic_write_text
+from evaluation.cli import parse_overrides
+from pipeline import make_backends
 
 POOL = 400
 """Chunks kept per question for fitting and scoring: the best by fused score and by a section
@@ -95,8 +97,6 @@ def document_group(q: Question) -> str:
 
 
 def collect(data: Path, embedder: str, config: Config, limit: int | None = None) -> list[QData]:
-    from pipeline import make_backends
-
     eval_set, index = open_set(data, embedder, config)
     backends = make_backends(index, config.replace(embedder=index.embedder_identity["name"]), None)
     out: list[QData] = []
@@ -225,7 +225,7 @@ def fit_listwise(qs: list[QData], cols: list[int], l2: float = 1.0) -> np.ndarra
     """Listwise softmax (ListNet-style): for each question, the log share of probability mass its
     relevant chunks get among the whole pool. The loss is dominated by the top of each list,
     which is where nDCG@10 is decided; every question weighs the same. L-BFGS on a convex loss."""
-    from scipy.optimize import minimize
+    from scipy.optimize import minimize  # scipy loads only for the L-BFGS fit
 
     qs = [q for q in qs if q.y.any()]
     X = np.vstack([q.X[:, cols] for q in qs])
@@ -476,8 +476,6 @@ ABLATION_GROUPS: dict[str, tuple[str, ...]] = {
 def print_ablation(sets: dict[str, list[QData]], l2: float, fit: str, tree: tuple[str, ...]) -> None:
     """Out-of-fold nDCG@10 with each structural feature group removed, against the flat model,
     with paired-bootstrap intervals (same folds, same questions)."""
-    from evaluation.metrics import paired_bootstrap
-
     for name, qs in sets.items():
         flat = cross_validate(qs, cols_of(FLAT_FEATURES), l2=l2, fit=fit)
         rows = [("flat model (chunk features only)", flat)]
@@ -514,8 +512,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ablation", action="store_true",
                     help="also print out-of-fold nDCG@10 of the tree model with each feature group left out")
     args = ap.parse_args(argv)
-    from evaluation.cli import parse_overrides
-
     config = Config().replace(**parse_overrides(args.set))
     only = set(args.models.split(",")) if args.models else None
     if only and (only - set(model_features(False)) or not args.base):

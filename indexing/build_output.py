@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from indexing.ann_index import FILES as ANN_FILES
 from indexing.bm25_builder import file_names as bm25_file_names
 from indexing.bm25_impacts import impact_names
-from indexing.index_files import MANIFEST_TMP
+from indexing.index_files import MANIFEST_TMP, METADATA_MAX_BYTES, IndexDir
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA
 from indexing.kg_store import KG_FILES
@@ -84,13 +84,15 @@ def _foreign_files(output: Path) -> list[str]:
     return sorted(e.name for e in output.iterdir() if e.name not in OWN_FILES and not is_delta_file(e.name))
 
 
+SOURCES_PREFIX = "sources."
+"""``sources.<build id>.json``, one per update (indexing/delta_update.py): every live document's file size
+and modification time, so the next update can tell an unchanged file without reading it (named in
+metadata.json's segments)."""
 _DELTA_RE = re.compile(r"^delta[1-9][0-9]*\.(?P<name>.+)$")
 
 
 def is_delta_file(name: str) -> bool:
     """A delta segment's file (indexing/delta_update.py) or an update's temporary manifest."""
-    from indexing.delta_update import SOURCES_PREFIX  # noqa: PLC0415
-
     m = _DELTA_RE.match(name)
     return (m is not None and m.group("name") in OWN_FILES) or name.startswith((MANIFEST_TMP, SOURCES_PREFIX))
 
@@ -169,8 +171,6 @@ class ReplacedTables:
 
 def _metadata_of(output: Path) -> dict[str, Any] | None:
     """The metadata.json of the index now at ``output``, if it reads as a JSON object."""
-    from indexing.index_files import METADATA_MAX_BYTES, IndexDir  # noqa: PLC0415
-
     try:
         with IndexDir(index_dir_path(output, "--output")) as files:  # bounded, regular file only
             meta = files.read_json(METADATA, METADATA_MAX_BYTES)

@@ -31,6 +31,7 @@ from utils.errors import IndexFormatError, InputError
 from utils.progress import Stage
 from utils.progress import stage as progress_stage
 from utils.tokenizer import tokenize
+from indexing import ann_index
 
 BLOCK_CHUNKS = 2048
 """Chunks chunked, tokenised, embedded and written together: memory per block, not per index."""
@@ -198,8 +199,6 @@ class _Stream:
 def _ann_fields(directory: Path, metadata: dict[str, Any], plan: BuildPlan,
                 rows: dict[str, np.ndarray] | None) -> dict[str, Any]:
     """The ANN files of a finished vector set (indexing/ann_index.py): an update re-encodes only new rows."""
-    from indexing import ann_index  # noqa: PLC0415 - faiss loads only when an ANN is built
-
     counts = {"chunks": metadata["counts"]["chunks"], "leaves": metadata["counts"]["leaves"]}
     previous = getattr(plan.previous.index.search, "ann", None) if plan.previous is not None else None
     try:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from indexing.index_files import IndexDir, replace_manifest
-from indexing.index_store import METADATA, METADATA_MAX_BYTES, Index, load_index
+from indexing.index_files import METADATA, METADATA_MAX_BYTES
+from indexing.index_store import Index, load_index
 from tree_builder.doc_card import COVER_CHARS, read_card
 from utils.dir_lock import exclusive
 from utils.errors import IndexFormatError, InputError

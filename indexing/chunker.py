@@ -52,6 +52,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from utils.errors import TreeRAGError
+from tree_builder.markdown_headings import line_starts
+from tree_builder.pages import page_span
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from config import Config
@@ -281,9 +283,6 @@ def chunk_leaf(node: "TreeNode", doc_text: str, config: "Config",
     one document (it is recomputed otherwise). ``page_starts`` is the
     document's ``Document.page_starts`` (PDF): each chunk then records its pages.
     """
-    from tree_builder.pages import page_span
-    from tree_builder.markdown_headings import line_starts
-
     lo, hi = node.content_start, node.content_end
     if hi - lo != len(node.content) or not doc_text.startswith(node.content, lo):
         raise ValueError(f"node {node.node_id}: content does not match doc_text[{lo}:{hi}]")

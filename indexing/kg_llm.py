@@ -22,6 +22,8 @@ from config import Config
 from indexing.kg_extract import cap_degree, MAX_DEGREE, norm_key
 from indexing.kg_graph import NODE_TYPES, KGEdge, KGNode, LeafGraph
 from utils.errors import BackendError
+from utils.llm.prompt_text import escape_evidence
+from utils.llm.replies import extract_json_object
 
 PROMPT_VERSION = "kg-llm-2"
 MAX_ENTITIES = 80
@@ -127,8 +129,6 @@ def parse_reply(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] 
 
     A reply cut off at the token cap keeps its complete entries (``close_truncated``).
     """
-    from retrieval.node_locator import extract_json_object  # noqa: PLC0415 - the locator's repair
-
     lists = _graph_lists(extract_json_object(text or ""))
     if lists is None:
         lists = _graph_lists(close_truncated(text or ""))
@@ -166,8 +166,6 @@ class LLMGraphExtractor:
         calls = tokens = 0
         for win in windows(chunk_texts, self.config.kg_llm_window_chars):
             text = "\n".join(chunk_texts[k] for k in win)
-            from retrieval.synthesizer import escape_evidence  # noqa: PLC0415
-
             prompt = KG_PROMPT.format(heading_path=escape_evidence(" ".join(heading_path.split())),
                                       text=escape_evidence(text))
             try:

@@ -23,6 +23,8 @@ from indexing.kg_extract import norm_key, question_mentions
 from indexing.kg_graph import LeafGraph
 from retrieval.query import Query
 from retrieval.types import LocatedNode, RetrievedChunk
+from utils.llm.prompt_text import escape_evidence
+from utils.oneline import one_line
 from utils.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -270,9 +272,6 @@ def prompt_block(uses: Sequence[GraphUse], read: Sequence[tuple[int, RetrievedCh
     An edge's chunk is cited by the number of the evidence passage that contains it; an edge whose
     chunk the context did not take is cited by its chunk id and heading path.
     """
-    from retrieval.synthesizer import escape_evidence  # noqa: PLC0415
-    from utils.oneline import one_line  # noqa: PLC0415
-
     lines: list[str] = []
     for use in uses:
         for p in use.paths:

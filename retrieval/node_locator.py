@@ -9,9 +9,8 @@ Three locators share one result type:
 """
 from __future__ import annotations
 
-import json
 import re
-from typing import Any, Collection, Iterator, Sequence
+from typing import Collection, Iterator, Sequence
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from tree_builder.doc_card import DocumentCard
 from tree_builder.visualizer import HEADER, card_line, join_blocks, node_block
 from utils.errors import BackendError
 from utils.llm.cached import forget_reply
+from utils.llm.replies import extract_json_object
 from utils.llm.types import LLMClient, UsageMeter
 from utils.similarity import ScoreArray, SparseScores, best_first, min_max_normalize, top_order
 from retrieval.query import Query
@@ -230,25 +230,6 @@ def no_llm_locate(index: Index, query: Query, config: Config,
 
 
 # --------------------------------------------------------------------------- LLM
-
-def _strip_fences(text: str) -> str:
-    m = re.search(r"```(?:json|JSON)?\s*\n?(.*?)```", text, re.S)
-    return m.group(1) if m else text
-
-
-def extract_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` that parses, fenced or surrounded by prose."""
-    text = _strip_fences(text)
-    dec = json.JSONDecoder()
-    for m in re.finditer(r"\{", text):
-        try:
-            obj, _ = dec.raw_decode(text, m.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
-
 
 def _normalise_title(s: str) -> str:
     s = re.sub(r"\s+", " ", s).strip().lower()

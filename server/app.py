@@ -1,12 +1,12 @@
 """The ASGI application: routes, the MCP endpoint, the page, and the guards around them.
 
-Starlette rather than FastAPI: measured, FastAPI costs 1.24x Starlette's time per request
-(benchmarks/bench_asgi_overhead.py), for validation this API does in a few explicit lines; and the
-MCP SDK brings Starlette anyway.
+Starlette rather than FastAPI: FastAPI's extra time per request (docs/serve.md) would buy validation
+this API does in a few explicit lines; and the MCP SDK brings Starlette anyway.
 """
 from __future__ import annotations
 
 import contextlib
+import traceback
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, AsyncIterator, Callable
@@ -28,7 +28,7 @@ from server.routes import Api, JSONResponse, error_of
 from server.security import (BearerToken, BodyLimit, JsonErrors, RequestGuard, WholeBody, allowed_host_names,
                              is_loopback, loopback_address)
 from server.state import IndexHolder
-from utils.errors import TreeRAGError
+from utils.errors import InputError, TreeRAGError
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,6 @@ class ServeSettings:
     """Open connections at once; one more is answered 503 and closed."""
 
     def check(self) -> None:
-        from utils.errors import InputError
-
         if loopback_address(self.host) is None and not self.token:
             raise InputError(f"--host {self.host} listens beyond this machine: set TREERAG_SERVE_TOKEN to a secret "
                              "(every request must then carry Authorization: Bearer TOKEN), or use --host 127.0.0.1")
@@ -100,7 +98,7 @@ def build_app(holder: IndexHolder, settings: ServeSettings, version: str,
     ]
     mcp_server = None
     if settings.mcp:
-        from mcp.server.transport_security import TransportSecuritySettings
+        from mcp.server.transport_security import TransportSecuritySettings  # the MCP SDK only when MCP is served
 
         from server.mcp_tools import build_mcp
 
@@ -164,8 +162,6 @@ def build_app(holder: IndexHolder, settings: ServeSettings, version: str,
         return Response(status_code=499)  # nobody is left to read it: not an error of the server's
 
     async def crash(_request: Request, exc: Exception) -> Response:
-        import traceback
-
         warn("error: " + "".join(traceback.format_exception(exc)).rstrip())
         return JSONResponse({"error": error_of(exc)[1]}, status_code=500)
 

@@ -1,12 +1,16 @@
 """``main.py serve`` and ``main.py mcp``: the long-running processes around one opened index."""
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any, Callable
+
+import anyio
 
 from pipeline import TreeRAG
 from server.app import ServeSettings, build_app
 from server.state import IndexHolder
+from utils.errors import InputError
 
 
 def holder_for(rag: TreeRAG, path: Path, embedder_name: str | None, warn: Callable[[str], None]) -> IndexHolder:
@@ -16,7 +20,7 @@ def holder_for(rag: TreeRAG, path: Path, embedder_name: str | None, warn: Callab
 def serve(rag: TreeRAG, path: Path, settings: ServeSettings, version: str, embedder_name: str | None,
           warn: Callable[[str], None]) -> int:
     """Serve until Ctrl-C or SIGTERM (uvicorn finishes the requests in flight, then stops)."""
-    import uvicorn
+    import uvicorn  # the server stack only when serve runs (main.py builds this parser at start-up)
 
     holder = holder_for(rag, path, embedder_name, warn)
     app = build_app(holder, settings, version, warn)
@@ -46,10 +50,6 @@ def serve(rag: TreeRAG, path: Path, settings: ServeSettings, version: str, embed
 def _listening_socket(host: str, port: int) -> Any:
     """The socket bound here, not by uvicorn, so a taken port or a foreign address is one ``error:``
     line like every other refusal of the CLI."""
-    import socket
-
-    from utils.errors import InputError
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -65,10 +65,8 @@ def serve_mcp_stdio(rag: TreeRAG, path: Path, settings: ServeSettings, version: 
                     warn: Callable[[str], None]) -> int:
     """MCP over stdin/stdout for a client that starts this process (Claude Desktop, an agent).
     Only protocol messages go to stdout; every notice goes to stderr."""
-    import anyio
-
     from server.app import READ_WORKERS
-    from server.mcp_stdio import serve_stdio
+    from server.mcp_stdio import serve_stdio  # the MCP SDK only when MCP over stdio runs
     from server.mcp_tools import build_mcp
 
     holder = holder_for(rag, path, embedder_name, warn)

@@ -21,6 +21,7 @@ from server.errors import ApiError
 from server.state import IndexHolder
 from utils.record_json import to_json
 from utils.run_record import RetrievedHit
+from utils.render import order_of
 
 INSTRUCTIONS = (
     "TreeRAG answers questions from a fixed collection of long documents (papers, manuals, statutes) "
@@ -137,8 +138,6 @@ def build_mcp(holder: IndexHolder, limits: service.Limits, limiter: anyio.Capaci
 
 
 def _score(hit: RetrievedHit) -> float | None:
-    from utils.render import order_of
-
     value = hit.scores.get(f"{order_of(hit.scores)}_score")
     return round(float(value), 4) if isinstance(value, (int, float)) else None
 

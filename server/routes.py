@@ -5,6 +5,7 @@ limiter; the event loop only moves bytes. Every route reads one snapshot of the 
 """
 from __future__ import annotations
 
+import traceback
 import json
 import threading
 from dataclasses import dataclass, field
@@ -158,8 +159,6 @@ class Api:
     def _failed(self, exc: BaseException) -> None:
         self.counters.add(failed=1)
         if error_of(exc)[0] >= 500:
-            import traceback
-
             self.warn("error: a query failed:\n" + "".join(traceback.format_exception(exc)).rstrip())
 
     async def _cancellable(self, request: Request, fn: Callable[[], Any], cancel: threading.Event) -> Any:

@@ -16,9 +16,10 @@ from retrieval.extractive import build_passages, extract
 from retrieval.query import Query
 
 from retrieval.synthesizer import (NOT_ANSWERED_EN, NOT_ANSWERED_ZH, SYNTHESIS_SYSTEM, WEAK_EVIDENCE_NOTE,
-                                   build_context, escape_evidence)
+                                   build_context)
 from retrieval.types import RetrievedChunk
 from tests.conftest import TEST_PAPER, run_cli
+from utils.llm.prompt_text import escape_evidence
 from retrieval.locate_prompts import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
 from utils.llm.mock import MockLLM
 from utils.oneline import one_line
@@ -379,13 +380,7 @@ def test_extract_without_leaf_text_stitches_chunks(paper_index) -> None:
 
 
 def test_floor_calibration_picks_the_balanced_threshold() -> None:
-    import importlib.util
-
-    from tests.conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location("answer_quality", ROOT / "benchmarks" / "answer_quality.py")
-    aq = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(aq)
+    from evaluation.tools import answer_quality as aq
 
     def rec(s, right, wrong, calib=True):
         return {"set": s, "id": f"{s}{right}{wrong}", "calibration": calib,

@@ -36,6 +36,17 @@ def chunk(index, chunk_id: str):
     return next(c for c in index.chunks if c.chunk_id == chunk_id)
 
 
+def section(index, heading: str) -> str:
+    """The node id of the fixture paper's section titled ``heading`` (ids follow the tree's numbering,
+    which a change to the parser may shift; the headings are the paper's own)."""
+    return next(leaf.node_id for leaf in index.leaves if leaf.heading == heading)
+
+
+def window(index, heading: str, k: int) -> str:
+    """The chunk id of the ``k``-th window (0 first) of the section titled ``heading``."""
+    return [c.chunk_id for c in index.chunks if c.source_node_id == section(index, heading)][k]
+
+
 def line_of(offset: int) -> int:
     return DOC.count("\n", 0, offset) + 1
 
@@ -74,7 +85,7 @@ def test_context_is_the_documents_text_within_budget_in_reading_order(paper_inde
 @pytest.mark.parametrize("case", ["two windows, later one first", "a real pool at 5,000 characters"])
 def test_a_hit_cut_to_the_budget_stays_within_it(paper_index, case: str) -> None:
     if case.startswith("two"):
-        ranked, budget, query = hits(paper_index, "0001_chunk_01", "0001_chunk_00"), 221, ""
+        ranked, budget, query = hits(paper_index, window(paper_index, "Abstract", 1), window(paper_index, "Abstract", 0)), 221, ""
     else:
         query = "How many epochs was the model trained for?"
         ranked, budget = pool_of(paper_index, query), 5000
@@ -83,14 +94,14 @@ def test_a_hit_cut_to_the_budget_stays_within_it(paper_index, case: str) -> None
 
 
 def test_whitespace_joining_two_units_is_charged(paper_index) -> None:
-    ctx = assemble_context(paper_index, hits(paper_index, "0013_chunk_00", "0013_chunk_02"), 424)
+    ctx = assemble_context(paper_index, hits(paper_index, window(paper_index, "4.1 Dataset", 0), window(paper_index, "4.1 Dataset", 2)), 424)
     assert sum(len(p.text) for p in ctx.passages) <= 424
 
 
 def test_a_hit_is_read_as_its_paragraph_when_that_fits_the_unit(paper_index) -> None:
     # rank 1 starts mid-paragraph (4.2 Performance, first paragraph: 279 characters); the other leaves'
     # hits use up the budget, so nothing grows afterwards
-    first = chunk(paper_index, "0014_chunk_01")
+    first = chunk(paper_index, window(paper_index, "4.2 Performance", 1))
     leaf = paper_index.get_node(first.source_node_id)
     para_end = leaf.content.index("\n\n")
     others = [c.chunk_id for c in paper_index.chunks if c.source_node_id != leaf.node_id]
@@ -109,7 +120,7 @@ def test_a_hit_is_read_as_its_paragraph_when_that_fits_the_unit(paper_index) -> 
 
 
 def test_overlapping_hits_of_one_leaf_are_one_passage_paid_once(paper_index) -> None:
-    a, b = chunk(paper_index, "0005_chunk_01"), chunk(paper_index, "0005_chunk_02")
+    a, b = chunk(paper_index, window(paper_index, "2 Related Work", 1)), chunk(paper_index, window(paper_index, "2 Related Work", 2))
     assert a.source_node_id == b.source_node_id and b.start_char < a.end_char
     ranked = hits(paper_index, a.chunk_id, b.chunk_id)
     ctx = assemble_context(paper_index, ranked, 450)  # less than the leaf (570): nothing grows to it
@@ -123,8 +134,8 @@ def test_overlapping_hits_of_one_leaf_are_one_passage_paid_once(paper_index) -> 
 
 def test_one_leaf_takes_at_most_its_share_while_other_leaves_wait(paper_index) -> None:
     # four hits of one leaf (570 characters, more than the budget) ranked above one hit of another leaf
-    crowd = [c.chunk_id for c in paper_index.chunks if c.source_node_id == "0005"]
-    ranked = hits(paper_index, *crowd, "0014_chunk_00")
+    crowd = [c.chunk_id for c in paper_index.chunks if c.source_node_id == section(paper_index, "2 Related Work")]
+    ranked = hits(paper_index, *crowd, window(paper_index, "4.2 Performance", 0))
     other = len(ranked)
     shared = assemble_context(paper_index, ranked, 500, leaf_share=0.5)
     greedy = assemble_context(paper_index, ranked, 500, leaf_share=1.0)
@@ -132,12 +143,12 @@ def test_one_leaf_takes_at_most_its_share_while_other_leaves_wait(paper_index) -
         check_context(ctx, ranked, 500)
     assert any(other in p.ranks for p in shared.passages), "the other leaf's hit is read"
     assert not any(other in p.ranks for p in greedy.passages), "without the share the first leaf takes it all"
-    crowd_chars = sum(len(p.text) for p in shared.passages if p.node_id == "0005")
-    assert crowd_chars < sum(len(p.text) for p in greedy.passages if p.node_id == "0005")
+    crowd_chars = sum(len(p.text) for p in shared.passages if p.node_id == section(paper_index, "2 Related Work"))
+    assert crowd_chars < sum(len(p.text) for p in greedy.passages if p.node_id == section(paper_index, "2 Related Work"))
 
 
 def test_leftover_budget_grows_a_passage_to_its_paragraph_then_its_leaf(paper_index) -> None:
-    first = chunk(paper_index, "0014_chunk_01")
+    first = chunk(paper_index, window(paper_index, "4.2 Performance", 1))
     leaf = paper_index.get_node(first.source_node_id)
     ranked = hits(paper_index, first.chunk_id)
     small = assemble_context(paper_index, ranked, 300)  # the sentences (233), then the paragraph (279)
@@ -152,8 +163,8 @@ def test_leftover_budget_grows_a_passage_to_its_paragraph_then_its_leaf(paper_in
 
 
 def test_a_tiny_budget_still_reads_the_best_hits_window(paper_index) -> None:
-    best = chunk(paper_index, "0014_chunk_01")
-    ranked = hits(paper_index, best.chunk_id, "0001_chunk_00")
+    best = chunk(paper_index, window(paper_index, "4.2 Performance", 1))
+    ranked = hits(paper_index, best.chunk_id, window(paper_index, "Abstract", 0))
     fits = assemble_context(paper_index, ranked, len(best.text))
     check_context(fits, ranked, len(best.text))
     assert [(p.start, p.end, p.ranks) for p in fits.passages] == [(best.start_char, best.end_char, [1])]
@@ -175,10 +186,10 @@ def test_each_paragraph_s_best_window_comes_first(paper_index) -> None:
     from retrieval.breadth import paragraph_first
 
     # three windows of one long paragraph (0011, 3.3 Training Procedure), then one of another leaf
-    same = [c.chunk_id for c in paper_index.chunks if c.source_node_id == "0011"][:3]
-    other = next(c.chunk_id for c in paper_index.chunks if c.source_node_id == "0014")
+    same = [c.chunk_id for c in paper_index.chunks if c.source_node_id == section(paper_index, "3.3 Training Procedure")][:3]
+    other = next(c.chunk_id for c in paper_index.chunks if c.source_node_id == section(paper_index, "4.2 Performance"))
     ranked = hits(paper_index, *same, other)
-    assert "\n\n" not in paper_index.get_node("0011").content.strip()  # the leaf is one paragraph
+    assert "\n\n" not in paper_index.get_node(section(paper_index, "3.3 Training Procedure")).content.strip()  # the leaf is one paragraph
     out = paragraph_first(ranked, paper_index)
     assert [h.chunk.chunk_id for h in out] == [same[0], other, same[1], same[2]]
     assert paragraph_first([], paper_index) == []
@@ -190,7 +201,7 @@ def test_a_short_pool_is_continued_by_the_flat_ranking(paper_index) -> None:
 
     b = Backends(embedder=make_embedder("hash", Config()), reranker=None, llm=None)
     query = QUERIES[0]
-    head = hits(paper_index, "0014_chunk_00", "0001_chunk_00")
+    head = hits(paper_index, window(paper_index, "4.2 Performance", 0), window(paper_index, "Abstract", 0))
     question = Query.build(query, b.embedder)
     out = with_flat_tail(head, paper_index, question, Config(), None, 10)
     assert out[:2] == head and len(out) == 10
@@ -224,7 +235,7 @@ def test_a_packed_chunk_is_read_whole_not_as_its_middle_paragraph(tmp_path) -> N
 def test_the_best_hit_may_be_read_whole_when_its_unit_is_larger(paper_index) -> None:
     # the same hit as above (a 279-character paragraph); with units of a twelfth (150) it is read as its
     # sentences, unless the best hit's unit is a larger share of the budget
-    first = chunk(paper_index, "0014_chunk_01")
+    first = chunk(paper_index, window(paper_index, "4.2 Performance", 1))
     leaf = paper_index.get_node(first.source_node_id)
     para = (leaf.content_start, leaf.content_start + leaf.content.index("\n\n"))
     others = [c.chunk_id for c in paper_index.chunks if c.source_node_id != leaf.node_id]

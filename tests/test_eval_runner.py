@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -383,12 +384,52 @@ def test_llm_rerank_arm_uses_the_small_prompt_once_per_question(eval_set: Path, 
         assert out.locator == "llm-rerank" and len(out.located) == 1 and out.usage["calls"] == 1
 
 
-def test_every_code_file_keying_the_result_cache_exists() -> None:
-    """A renamed or split module must not silently drop out of the cache key (stale results)."""
-    from evaluation.arms import ARM_CODE_FILES
-    from evaluation.runner import ROOT
+def _copy_product(dest: Path) -> Path:
+    """The product's sources and the data beside them, copied under ``dest`` (the layout kept)."""
+    from evaluation.code_digest import ROOT, module_files
 
-    assert all((ROOT / rel).is_file() for rel in ARM_CODE_FILES), [r for r in ARM_CODE_FILES if not (ROOT / r).is_file()]
+    for src in module_files(ROOT).values():
+        for path in [src, *(p for p in src.parent.glob("*.json"))]:
+            target = dest / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    return dest
+
+
+@pytest.mark.parametrize("edited", ["retrieval/term_coverage.py", "retrieval/locate_prompts.py",
+                                    "indexing/bm25_corpus.py", "retrieval/ranker_weights.json"])
+def test_editing_code_an_arm_reaches_misses_the_result_cache(eval_set: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch, edited: str) -> None:
+    """The cache key is the arm module's import closure, read from the source tree it runs from: an
+    unchanged copy of the tree is a hit for every run, one edited scoring file a miss for every run."""
+    import evaluation.runner as runner
+
+    first = run_eval(_opts(eval_set, tmp_path / "c", arms=["flat-bm25", "tree-hybrid"]))
+    copy = _copy_product(tmp_path / "src")
+    monkeypatch.setattr(runner, "ROOT", copy)
+    same = run_eval(_opts(eval_set, tmp_path / "c", arms=["flat-bm25", "tree-hybrid"]))
+    assert same.computed == 0 and same.cached == first.computed
+
+    with (copy / edited).open("a", encoding="utf-8") as fh:
+        fh.write("\n" if edited.endswith(".json") else "\n# edited\n")
+    edited_run = run_eval(_opts(eval_set, tmp_path / "c", arms=["flat-bm25", "tree-hybrid"]))
+    assert edited_run.computed == first.computed and edited_run.cached == 0
+
+
+def test_code_outside_the_arms_closure_does_not_key_the_cache(tmp_path: Path) -> None:
+    """The web server is not code an arm runs: editing it keeps every cached result."""
+    from evaluation.code_digest import import_closure
+    from evaluation.runner import code_fingerprint
+
+    assert "server.app" not in import_closure("evaluation.arms")
+    copy = _copy_product(tmp_path / "src")
+    before = code_fingerprint(copy)
+    with (copy / "server" / "app.py").open("a", encoding="utf-8") as fh:
+        fh.write("\n# edited\n")
+    assert code_fingerprint(copy) == before
+    with (copy / "retrieval" / "term_coverage.py").open("a", encoding="utf-8") as fh:
+        fh.write("\n# edited\n")
+    assert code_fingerprint(copy) != before
 
 
 @pytest.mark.parametrize("raw", ["nan", "0", "-5", "soon"])

@@ -8,12 +8,13 @@ import pytest
 from config import Config
 from indexing.embedders.factory import make_embedder
 from retrieval.locate_prompts import NODE_LOCATE_PROMPT
-from retrieval.node_locator import (extract_json_object, hybrid_locate,
+from retrieval.node_locator import (hybrid_locate,
                                     keyword_locate, llm_locate, parse_locator_response,
                                     toc_for_prompt)
 from retrieval.query import Query
 from tree_builder.visualizer import serialize_tree
 from utils.errors import BackendError, InputError
+from utils.llm.replies import extract_json_object
 from utils.llm.mock import MockLLM
 from utils.tokenizer import estimate_tokens
 

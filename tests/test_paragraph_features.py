@@ -155,12 +155,7 @@ def test_cli_writes_weights_and_folds_from_cached_features(tmp_path: Path) -> No
 
 
 def test_the_best_reordering_of_a_pool_counts_each_item_found_once() -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("top10_limits", Path(__file__).parents[1] / "benchmarks" / "top10_limits.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
+    from evaluation.tools import top10_limits as mod
     rel = Relevance(per_evidence=(frozenset({5, 6}), frozenset({30}), frozenset({99})),
                     relevant=frozenset({5, 6, 30, 99}), gold_leaves=frozenset())
     rows = list(range(40))

@@ -82,20 +82,22 @@ def test_section_features_pool_evidence_over_the_leaf(paper_index) -> None:
     rows = np.arange(n, dtype=np.int64)
     dense = np.zeros(n, dtype=np.float32)
     bm25 = np.zeros(n, dtype=np.float32)
-    leaf_id = idx.chunks[0].source_node_id
+    # a leaf of several chunks, so the strong chunk has a neighbour in its leaf
+    leaf_id = next(leaf.node_id for leaf in idx.leaves
+                   if idx.leaf_rows[leaf.node_id][1] - idx.leaf_rows[leaf.node_id][0] > 1)
     s, e = idx.leaf_rows[leaf_id]
-    dense[s] = 1.0  # one strong chunk in the first leaf
+    outside = np.r_[0:s, e:n]
+    dense[s] = 1.0  # one strong chunk in that leaf
     cfg = Config()
     no_vector = Query("q", ("q",), None)  # leaf headings score 0
     X = chunk_features(idx, no_vector, Scores(rows, dense, bm25, bm25_kind("corpus")), cfg, {leaf_id}, TREE_FEATURES)
     col = {name: X[:, i] for i, name in enumerate(TREE_FEATURES)}
     fused_best = cfg.dense_weight * 1.0
     assert np.allclose(col["leaf_max"][s:e], fused_best)  # every chunk of the leaf shares its best
-    assert np.all(col["leaf_max"][e:] == 0.0)
+    assert np.all(col["leaf_max"][outside] == 0.0)
     assert np.allclose(col["doc_max"], fused_best)  # one document
-    assert np.all(col["located"][s:e] == 1.0) and np.all(col["located"][e:] == 0.0)
-    if e - s > 1:
-        assert col["neighbour"][s + 1] == pytest.approx(fused_best)  # next to the strong chunk
+    assert np.all(col["located"][s:e] == 1.0) and np.all(col["located"][outside] == 0.0)
+    assert col["neighbour"][s + 1] == pytest.approx(fused_best)  # next to the strong chunk
     k = min(3, e - s)
     assert col["leaf_top3"][s] == pytest.approx(fused_best / k)
     lay = idx.layout

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from utils.errors import InputError
+from utils.tokenizer import cjk_share
 
 
 class EmptyDocumentError(InputError):
@@ -72,8 +73,6 @@ class DocumentInfo:
         """``cjk``: weigh the text's script too (a pass over every character: only for ``auto``)."""
         weight = 0.0
         if cjk:
-            from utils.tokenizer import cjk_share  # noqa: PLC0415
-
             weight = cjk_share(doc.text) * len(doc.text)
         from tree_builder.doc_card import read_card  # noqa: PLC0415
 

@@ -48,7 +48,7 @@ def split_front_matter(text: str) -> tuple[dict, int]:
         return {}, 0
     raw = text[4:m.start()]
     try:
-        import yaml
+        import yaml  # PyYAML only for a document with front matter
 
         data = yaml.safe_load(raw) if raw.strip() else {}
     except Exception:  # any YAML error: not front matter after all

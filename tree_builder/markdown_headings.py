@@ -30,14 +30,14 @@ def _trim_chars() -> str:
 @functools.lru_cache(maxsize=1)
 def _block_parser() -> Any:
     """Block structure only: inline parsing is most of markdown-it's cost and we need none."""
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # built once, when the first Markdown document is parsed
 
     return MarkdownIt("commonmark").disable("inline")
 
 
 @functools.lru_cache(maxsize=1)
 def _inline_parser() -> Any:
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # built once, when the first inline text is parsed
 
     return MarkdownIt("commonmark")
 

@@ -15,6 +15,7 @@ from config import Config
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
 from utils.oneline import one_line
+from utils.tokenizer import estimate_tokens
 
 # --------------------------------------------------------------------------- text cleaning
 
@@ -215,8 +216,6 @@ class ExtractiveSummarizer:
         return cls(config.summary_max_chars, config.short_section_tokens)
 
     def _is_short(self, text: str) -> bool:
-        from utils.tokenizer import estimate_tokens
-
         limit = self.short_section_tokens
         if len(text) * 1.3 < limit:  # no character costs more than 1.3 tokens
             return True

@@ -76,7 +76,7 @@ def _read_kind(path: Path, rel_path: str, data: bytes, limits: ReadLimits) -> Do
         what = "a PDF (no %PDF- header)" if named == "pdf" else "a Word document (not a .docx zip)"
         raise InputError(f"{rel_path}: named .{named} but not {what}; rename it to .md or .txt to index it as text")
     if kind == "pdf":
-        from tree_builder.readers.pdf_reader import read_pdf
+        from tree_builder.readers.pdf_reader import read_pdf  # each format's library only for a file of that format
 
         return read_pdf(path, rel_path, data, limits)
     if kind == "docx":

@@ -59,7 +59,7 @@ def _too_deep(rel_path: str, limits: ReadLimits) -> InputError:
 
 
 def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
-    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
+    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction  # noqa: E501 - bs4 only for an HTML file
 
     check_markup(data, rel_path, limits)
     try:  # refused before the tree is built: the parser's tree of a deep page costs more than its text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from utils.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,6 @@ def heading_allowance(limits: ReadLimits, size: int | None) -> tuple[int, str]:
 def check_headings(count: int, rel_path: str, limits: ReadLimits, size: int | None = None) -> None:
     """Refuse a document with more headings than ``limits.max_headings`` or, given the file's
     ``size`` in bytes, than ``limits.max_headings_per_kb`` allows (one line naming the setting)."""
-    from utils.errors import InputError
-
     allowed, setting = heading_allowance(limits, size)
     if count > allowed:
         per = f" for its {size:,} bytes" if setting == "max_headings_per_kb" else ""
@@ -65,8 +64,6 @@ def check_output(text_chars: int, headings: int, rel_path: str, limits: ReadLimi
     """What a reader produced from ``size`` bytes, held to the limits relative to that size: its
     text (``max_text_per_byte``) and its headings (``check_headings``). A reader whose output grows
     faster than its input (a table nested row in row) is then refused, not indexed at any cost."""
-    from utils.errors import InputError
-
     allowed = limits.max_text_per_byte * max(size, 1024)
     if text_chars > allowed:
         raise InputError(f"{rel_path}: {text_chars:,} characters of text from {size:,} bytes, more than "

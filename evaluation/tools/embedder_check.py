@@ -1,10 +1,10 @@
 """Measure the embedding backends (not a test; numbers go into README / compatible()).
 
-    python benchmarks/embedder_check.py cosine       # onnx-int8 vs torch on ~200 varied texts
-    python benchmarks/embedder_check.py cold         # fresh-process import+load and 1-query times
-    python benchmarks/embedder_check.py throughput   # chunks/s on ~2,000 QASPER chunks (onnx, local)
-    python benchmarks/embedder_check.py use          # chunks/s of `use` on ~300 Chinese articles
-    python benchmarks/embedder_check.py all
+    python -m evaluation.tools.embedder_check cosine       # onnx-int8 vs torch on ~200 varied texts
+    python -m evaluation.tools.embedder_check cold         # fresh-process import+load and 1-query times
+    python -m evaluation.tools.embedder_check throughput   # chunks/s on ~2,000 QASPER chunks (onnx, local)
+    python -m evaluation.tools.embedder_check use          # chunks/s of `use` on ~300 Chinese articles
+    python -m evaluation.tools.embedder_check all
 
 Why: the onnx backend exists to make a cold `main.py query` fast, and it may
 stand in for the torch model on the same index only if its vectors agree.
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 BENCH = Path(os.environ.get("TREERAG_BENCH", ROOT.parent / "shared" / "bench"))

@@ -8,7 +8,7 @@ instead of ten. Every arm of a run on the cut set sees the same, smaller index,
 so arms stay comparable with each other (not with full-set figures: a corpus-wide
 statistic such as the locator's IDF is computed over fewer documents).
 
-    python benchmarks/sample_eval_set.py --data ../shared/bench/qasper-dev --limit 24 --out /tmp/qasper24
+    python -m evaluation.tools.sample_eval_set --data ../shared/bench/qasper-dev --limit 24 --out /tmp/qasper24
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from evaluation.dataset import DOCS_DIR, QA_FILE, load_eval_set, sample_questions  # noqa: E402

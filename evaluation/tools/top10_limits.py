@@ -11,7 +11,7 @@ question where the reference ranks better is put in one class:
   weights (the order) are what limits it;
 - ``pool``: they do not — no reordering of the pool would catch up.
 
-    python benchmarks/top10_limits.py --data ../shared/bench/qasper-dev --embedder onnx \\
+    python -m evaluation.tools.top10_limits --data ../shared/bench/qasper-dev --embedder onnx \\
         --index "$TREERAG_CACHE_DIR/eval/indexes/<the QASPER index>" --ref q.json:li-hybrid-256 [--set KEY=VALUE]
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 

