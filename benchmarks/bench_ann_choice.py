@@ -87,8 +87,8 @@ def shared_set(data: Path, index_dir: Path, argv: list[str], json_path: Path | N
     for q in qvecs:
         for name, kind, far in searches:
             ann = anns[kind]
-            k = FAR_CANDIDATES if far else ann.proposals(config.ann_candidates, config.ann_candidates_growth)
-            probe, cap = (config.ann_probe / 4, FAR_MAX_LISTS) if far else (config.ann_probe, None)
+            k = FAR_CANDIDATES if far else ann.proposals(config.tuning.store.ann_candidates, config.tuning.store.ann_candidates_growth)
+            probe, cap = (config.tuning.store.ann_probe / 4, FAR_MAX_LISTS) if far else (config.tuning.store.ann_probe, None)
             old, _ = faiss_search(ann, q, k, probe, cap, far=far)
             new = ann.search(q, k, probe, cap, far=far)
             same[name] += int(np.array_equal(old, new))
@@ -141,30 +141,30 @@ def main(argv: list[str] | None = None) -> int:
     _, qlist = scale_questions(index, qfile, args.queries or (20 if args.quick else 40))
     qvecs = np.stack([np.asarray(q, dtype=np.float32) for q in qlist])
     nlist = int(ann.index.nlist)
-    k = ann.proposals(config.ann_candidates, config.ann_candidates_growth)
+    k = ann.proposals(config.tuning.store.ann_candidates, config.tuning.store.ann_candidates_growth)
     info = machine_info()
     banner(f"list choice at {ann.rows:,} rows ({nlist:,} lists): one numpy product against faiss's quantizer search")
     print(machine_line(info))
     report = Report("ann_choice", sys.argv[1:] if argv is None else list(argv), info,
                     params={"index": str(index_dir), "lists": nlist, "queries": len(qvecs), "proposals": k,
-                            "probe": config.ann_probe, "far_max_lists": FAR_MAX_LISTS})
+                            "probe": config.tuning.store.ann_probe, "far_max_lists": FAR_MAX_LISTS})
     exact = _exact_top(index.embeddings, qvecs)
     got: dict[str, dict[str, list[float]]] = {name: {"recall": [], "choose_ms": [], "search_ms": []}
                                               for name in ("faiss's search", "one product")}
     same_near = same_set = same_far = 0
     for i, q in enumerate(qvecs):
-        ann.search(q, k, config.ann_probe)  # the lists read in once: CPU, not the disk, is compared
+        ann.search(q, k, config.tuning.store.ann_probe)  # the lists read in once: CPU, not the disk, is compared
         c = time.process_time()
-        old, old_choose = faiss_search(ann, q, k, config.ann_probe)
+        old, old_choose = faiss_search(ann, q, k, config.tuning.store.ann_probe)
         old_ms = (time.process_time() - c) * 1000
         c = time.process_time()
         product = ann.centroid_scores(q)
-        ann._choose(product, max(1, int(np.ceil(config.ann_probe * nlist))))  # noqa: SLF001 - timed alone
+        ann._choose(product, max(1, int(np.ceil(config.tuning.store.ann_probe * nlist))))  # noqa: SLF001 - timed alone
         new_choose = (time.process_time() - c) * 1000
         c = time.process_time()
-        new = ann.search(q, k, config.ann_probe)
+        new = ann.search(q, k, config.tuning.store.ann_probe)
         new_ms = (time.process_time() - c) * 1000
-        far_probe = config.ann_probe / 4
+        far_probe = config.tuning.store.ann_probe / 4
         old_far, _ = faiss_search(ann, q, FAR_CANDIDATES, far_probe, FAR_MAX_LISTS, far=True)
         new_far = ann.search(q, FAR_CANDIDATES, far_probe, FAR_MAX_LISTS, scores=product, far=True)
         dense_old, dense_new = index.search.dense(q, np.sort(old_far)), index.search.dense(q, np.sort(new_far))

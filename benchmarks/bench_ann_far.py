@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     index, ann = loaded
     config = Config()
     nlist = int(ann.index.nlist)
-    quarter = config.ann_probe / 4
+    quarter = config.tuning.store.ann_probe / 4
     _, qlist = scale_questions(index, qfile, args.queries or (20 if args.quick else 60))
     info = machine_info()
     banner(f"least similar rows at {len(index.embeddings):,} rows ({nlist:,} lists): a quarter of the probe "
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line(info))
     report = Report("ann_far", sys.argv[1:] if argv is None else list(argv), info,
                     params={"index": str(index_dir), "lists": nlist, "queries": len(qlist), "caps": caps,
-                            "far_candidates": FAR_CANDIDATES, "probe": config.ann_probe})
+                            "far_candidates": FAR_CANDIDATES, "probe": config.tuning.store.ann_probe})
     settings: list[tuple[str, int | None]] = [("quarter of the probe share", None)]
     settings += [(f"at most {c:,} lists", c) for c in caps]
     cpu: dict[str, list[float]] = {name: [] for name, _ in settings}
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     gaps: dict[str, list[float]] = {name: [] for name, _ in settings}
     for q in qlist:
         qvec = np.asarray(q, dtype=np.float32)
-        near = ann.search(qvec, ann.proposals(config.ann_candidates, config.ann_candidates_growth), config.ann_probe)
+        near = ann.search(qvec, ann.proposals(config.tuning.store.ann_candidates, config.tuning.store.ann_candidates_growth), config.tuning.store.ann_probe)
         top = float(index.search.dense(qvec, near).max())
         mins = {}
         for name, cap in settings:

@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     banner(f"IVF scan at {rows:,} rows ({ivf.nlist:,} lists): IVF-PQ 8-bit vs fast-scan 4-bit, probe shares")
     print(machine_line(info))
-    default_k = ann.proposals(config.ann_candidates, config.ann_candidates_growth)
-    if config.ann_probe in probes:  # the default's row is the ratio's baseline: always measured
+    default_k = ann.proposals(config.tuning.store.ann_candidates, config.tuning.store.ann_candidates_growth)
+    if config.tuning.store.ann_probe in probes:  # the default's row is the ratio's baseline: always measured
         proposals = sorted(set(proposals) | {default_k})
     report = Report("ann_fastscan", sys.argv[1:] if argv is None else list(argv), info,
                     params={"index": str(index_dir), "rows": rows, "queries": len(qvecs), "m4": args.m4,
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                     rec.append(len(np.intersect1d(found_rows[0], exact[i])) / 100)
                 out[f"{name}, probe {probe}, {k} proposals"] = {
                     "recall": float(np.mean(rec)), "recall_min": float(np.min(rec)), "cpu_ms": stats(cpu).to_dict()}
-    base = out.get(f"IVF-PQ 8-bit, probe {config.ann_probe}, {default_k} proposals")
+    base = out.get(f"IVF-PQ 8-bit, probe {config.tuning.store.ann_probe}, {default_k} proposals")
     print(table(["index, probe share, proposals", "recall@100", "min", "CPU ms p50", "CPU ms p95", "x CPU p50"],
                 [[k, v["recall"], v["recall_min"], v["cpu_ms"]["p50"], v["cpu_ms"]["p95"],
                   v["cpu_ms"]["p50"] / base["cpu_ms"]["p50"] if base else "-"] for k, v in out.items()]))

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line(info))
     report = Report("ann_lists", sys.argv[1:] if argv is None else list(argv), info,
                     params={"index": str(index_dir), "rows": rows, "queries": len(questions),
-                            "probe": config.ann_probe, "candidates": config.ann_candidates})
+                            "probe": config.tuning.store.ann_probe, "candidates": config.tuning.store.ann_candidates})
     here = ann_index.plan(rows, dim)
     uncapped_100k = round(4 * math.sqrt(ROWS_AT_100K))
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         rec, ms = [], []
         for q, ex in zip(qvecs, exact):
             t = time.perf_counter()
-            cand = ann.search(q, config.ann_candidates, config.ann_probe)
+            cand = ann.search(q, config.tuning.store.ann_candidates, config.tuning.store.ann_probe)
             ms.append((time.perf_counter() - t) * 1000)
             rec.append(len(ex & set(cand.tolist())) / 100)
         out[label] = {"nlist": shape.nlist, "rows_per_list": rows / shape.nlist, "build_s": build_s,

@@ -169,12 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     banner(f"ANN coarse quantizer at {rows:,} rows: flat vs HNSW, lists as at 100,000 documents")
     print(machine_line(info))
     report = Report("ann_quantizer", sys.argv[1:] if argv is None else list(argv), info,
-                    params={"index": str(index_dir), "rows": rows, "every": every, "queries": n_q, "probe": config.ann_probe,
-                            "candidates": config.ann_candidates, "hnsw_m": ann_index.HNSW_M,
+                    params={"index": str(index_dir), "rows": rows, "every": every, "queries": n_q, "probe": config.tuning.store.ann_probe,
+                            "candidates": config.tuning.store.ann_candidates, "hnsw_m": ann_index.HNSW_M,
                             "ef_search": ann_index.HNSW_EF_SEARCH})
     if args.coverage:
         _, qv = scale_questions(index, qfile, n_q)
-        cov = coverage(index, qv, sorted({int(e) for e in args.coverage.split(",")}), config.ann_probe)
+        cov = coverage(index, qv, sorted({int(e) for e in args.coverage.split(",")}), config.tuning.store.ann_probe)
         print(table(["filing of the exact top 100 rows", "lists", "under the exact nearest list",
                      "under a scanned list"],
                     [[k, cov["lists"], v["exact_list_share"], v["in_scanned_lists"]]
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         rec, ms = [], []
         for q, ex in zip(qvecs, exact):
             t = time.perf_counter()
-            cand = ann.search(q, config.ann_candidates, config.ann_probe)
+            cand = ann.search(q, config.tuning.store.ann_candidates, config.tuning.store.ann_probe)
             ms.append((time.perf_counter() - t) * 1000)
             rec.append(len(ex & set(cand.tolist())) / 100)
         path = tmp / f"{kind}-{ef}.faiss"

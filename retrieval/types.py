@@ -1,13 +1,63 @@
 """Data contracts between the three query steps."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from indexing.chunker import Chunk
 
+
+# ----------------------------------------------------------------------------- tuning parameters
+# (config.py composes them, so they live here, in a module that does not import config)
+
+@dataclass(frozen=True)
+class LocatorParams:
+    """How many leaves the no-LLM locators return and how the hybrid one scores a leaf
+    (retrieval/node_locator.py); how much of the tree an LLM locator is shown."""
+
+    keyword_top_leaves: int = 3
+    """Leaves the keyword locator (the spec's mock, the tree-keyword arm of eval) returns."""
+    hybrid_top_leaves: int = 5
+    """Leaves the hybrid locator returns (the ranking scores every leaf beside them as a prior)."""
+    locator_leaf_weight: float = 0.3
+    """Share of a leaf's heading+summary similarity in its hybrid locator score (rest: its best chunk)."""
+    toc_budget_tokens: int = 6000
+    """Largest table of contents an LLM locator is shown; a larger tree is cut to its hybrid-best leaves."""
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {
+        "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf),
+        "locator_leaf_weight": (0, 1), "toc_budget_tokens": (1, math.inf)}
+
+
+@dataclass(frozen=True)
+class AnswerParams:
+    """How the extractive answer picks its sentences (retrieval/extractive.py)."""
+
+    answer_max_chars: int = 600
+    """Length budget of the extractive answer's quotes (characters)."""
+    answer_max_sentences: int = 4
+    """Most sentences the extractive answer quotes."""
+    answer_rank_weight: float = 0.5
+    """Share of a sentence's score from the step-2 rank of the best hit in its passage (the rest: its
+    own dense + BM25 match with the question)."""
+    answer_bm25_weight: float = 0.5
+    """Weight of a sentence's BM25 against its dense cosine, apart from retrieval's ``bm25_weight`` so the
+    answer is tuned without moving retrieval (chosen by evaluation, docs/evaluation.md)."""
+    answer_dense_candidates: int = 16
+    """Sentences embedded for the dense part of their score (0 = all), the rest ranked out by BM25 and
+    rank first: each costs an embedding, and 16 answered as well as all (docs/evaluation.md)."""
+    answer_min_relative: float = 0.5
+    """A sentence joins the answer only if its score is at least this share of the best one's."""
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {
+        "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
+        "answer_bm25_weight": (0, 1), "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1)}
+
+
+# ----------------------------------------------------------------------------- step data
 
 @dataclass
 class LocatedNode:

@@ -67,7 +67,7 @@ def _build(docs: Path, out: Path, **settings):
     from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
-    config = Config(**{"kg_mode": "rules", **settings})
+    config = Config.of({"kg_mode": "rules", **settings})
     return build_index(docs, out, config, make_embedder("hash", config))
 
 
@@ -389,7 +389,7 @@ def test_llm_extraction_windows_repairs_checks_and_falls_back() -> None:
     text = multi_hop_paper()
     chunks = [FACT_A] + FILLER + [FACT_B]
     assert windows(chunks, 1000)[0][0] == 0 and sum(len(w) for w in windows(chunks, 1000)) == len(chunks)
-    config = Config(kg_mode="llm", kg_llm_window_chars=1000)
+    config = Config().replace(kg_mode="llm", kg_llm_window_chars=1000)
     llm = MockLLM(lambda req: _kg_reply(req.prompt))
     rules, _ = make_extractor(config.replace(kg_mode="rules"))
     ext = LLMGraphExtractor(llm, config, fallback=rules)
@@ -501,7 +501,7 @@ def test_llm_reply_cut_at_the_token_cap_keeps_its_complete_entries() -> None:
     assert close_truncated('{"entities": [}') is None  # mismatched brackets are not repaired
 
     chunks = [FACT_A] + FILLER + [FACT_B]
-    config = Config(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=300)
+    config = Config().replace(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=300)
     llm = MockLLM(lambda req: cut)
     rules, _ = make_extractor(config.replace(kg_mode="rules"))
     g = LLMGraphExtractor(llm, config, fallback=rules).extract("0002", chunks, "2 Setup")
@@ -529,7 +529,7 @@ def test_llm_relation_triples_make_their_own_nodes_and_clauses_are_not_names() -
                                       ["头实体", "关系", "尾实体"], [clause, "is", "AdaRouter"], ["only two"]],
                         "entities": [{"name": "ZetaCorpus", "type": "term"}]})
     assert len(parse_reply(reply)[1]) == 4  # the malformed triple is skipped
-    config = Config(kg_mode="llm", kg_llm_window_chars=100_000)
+    config = Config().replace(kg_mode="llm", kg_llm_window_chars=100_000)
     rules, _ = make_extractor(config.replace(kg_mode="rules"))
     g = LLMGraphExtractor(MockLLM(lambda req: reply), config, fallback=rules).extract("0002", chunks, "2 Setup")
     names = {n.name: n for n in g.nodes}
@@ -554,7 +554,7 @@ def test_llm_reply_shaped_like_the_local_models_first_prompt_reply() -> None:
                                      {"name": "ZetaCorpus", "type": "concept"}]}, indent=2)
     reply = reply[:reply.rindex("]")] + ',\n    {\n      "name": "'  # the cap struck here
     chunks = [FACT_A] + FILLER + [FACT_B]
-    config = Config(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=384)
+    config = Config().replace(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=384)
     rules, _ = make_extractor(config.replace(kg_mode="rules"))
     g = LLMGraphExtractor(MockLLM(lambda req: reply), config, fallback=rules).extract("0002", chunks)
     assert g.mode == "llm"  # repaired, not thrown away (before: the leaf fell back to the rules)
