@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from indexing.chunker import ChunkParams
 from indexing.kg_graph import GraphParams
-from indexing.search_params import Bm25Params, IdfScope, StoreTuning
+from indexing.search_params import Bm25Params, StoreTuning
+from indexing.search_params import IdfScope as IdfScope  # defined beside the BM25 parameters; re-exported
 from retrieval.breadth import BreadthParams
 from retrieval.query_plan import ContextParams
 from retrieval.types import AnswerParams, LocatorParams
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 FusionMode = Literal["weighted", "relative", "rrf"]
-__all__ = ["Config", "IdfScope", "Tuning"]  # IdfScope: defined beside the BM25 parameters, re-exported
 
 CJK_SHARE_FOR_MULTILINGUAL = 0.2
 """Documents with at least this share of CJK characters get the multilingual embedder (``auto``)."""
@@ -66,7 +66,7 @@ class Tuning:
     graph: GraphParams = GraphParams()
 
 
-_BUILD = {"build": True}
+_BUILD = types.MappingProxyType({"build": True})
 """Field metadata of a setting only an index build (or update) reads: a query's record leaves it out
 (``BUILD_ONLY_SETTINGS``) and reports the index's own value instead."""
 
