@@ -20,9 +20,7 @@ from indexing.chunker import ChunkParams
 from indexing.kg_graph import GraphParams
 from indexing.search_params import Bm25Params, StoreTuning
 from indexing.search_params import IdfScope as IdfScope  # defined beside the BM25 parameters; re-exported
-from retrieval.breadth import BreadthParams
-from retrieval.query_plan import ContextParams
-from retrieval.types import AnswerParams, LocatorParams
+from retrieval.types import AnswerParams, BreadthParams, ContextParams, LocatorParams
 from tree_builder.summary import SummaryParams
 from utils.errors import InputError
 from utils.oneline import one_line

@@ -18,7 +18,7 @@ from indexing.embedders.base import Embedder
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from retrieval.context_assembly import AssembledContext, assemble_planned
-from retrieval.breadth import BreadthParams, aspect_pool, paragraph_first, sub_questions
+from retrieval.breadth import aspect_pool, paragraph_first, sub_questions
 from retrieval.hybrid_retriever import StageHits, retrieve, scope_documents, with_flat_tail
 from retrieval.query_plan import QueryPlan, plan_query, read_as_one
 from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
@@ -26,7 +26,7 @@ from retrieval.locators import make_locator
 from retrieval.query import Query
 from retrieval.relevance import evidence_strength, index_floor, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
-from retrieval.types import Fallback, LocateResult, RetrievedChunk
+from retrieval.types import BreadthParams, Fallback, LocateResult, RetrievedChunk
 from utils.llm.budget import BudgetedLLM, with_budget
 from utils.llm.types import LLMClient, UsageMeter
 from utils.errors import InputError

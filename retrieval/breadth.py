@@ -13,27 +13,11 @@ second (``paragraph_first``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, Sequence
 
 from indexing.chunker import paragraph_at, paragraph_spans
 from retrieval.query_plan import QueryPlan
 from retrieval.types import LocatedNode, RetrievedChunk
-
-
-@dataclass(frozen=True)
-class BreadthParams:
-    """Whether questions are told apart by kind, and whether a multi-part one's parts are searched
-    on their own (both on by default, chosen by evaluation; off reproduces the plain pipeline)."""
-
-    query_routing: bool = True
-    """Tell overview, detail and multi-part questions apart and spend the context budget accordingly;
-    off: every question is a detail question (retrieval/query_plan.py)."""
-    aspect_retrieval: bool = True
-    """A multi-part question's parts are each located and retrieved as a sub-query, and their ranked
-    lists join the whole question's in the context pool (taking turns, ``aspect_pool``)."""
-
-    RANGES: ClassVar[dict[str, tuple[float, float]]] = {}
 
 
 def interleave(lists: Sequence[Sequence[RetrievedChunk]], limit: int) -> list[RetrievedChunk]:

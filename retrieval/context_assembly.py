@@ -35,7 +35,8 @@ from retrieval.extractive import sentence_window, widen_to_sentences
 from retrieval.types import RetrievedChunk
 
 if TYPE_CHECKING:
-    from retrieval.query_plan import ContextParams, QueryPlan
+    from retrieval.query_plan import QueryPlan
+    from retrieval.types import ContextParams
 
 UNITS_PER_BUDGET = 3
 """A hit is read as at most budget / this many characters on the first pass (its paragraph whole when

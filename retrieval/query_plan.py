@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 from utils.tokenizer import jieba_words, tokenize
 
@@ -47,24 +47,8 @@ DETAIL_LEAF_SHARE = 0.7
 OVERVIEW_LEAF_SHARE = 0.25
 WIDE_UNITS_PER_BUDGET = 6
 """Reading units per context budget for a multi-part or overview question: many short pieces, so
-every part or section is read; a detail question reads fewer, larger ones (ContextParams)."""
-
-
-@dataclass(frozen=True)
-class ContextParams:
-    """How a detail question's context budget is spent (a wider question's plan narrows both:
-    ``QueryPlan.leaf_share``, ``QueryPlan.units_per_budget``); read by retrieval/context_assembly.py."""
-
-    context_leaf_share: float = 0.5
-    """Share of the budget one leaf may take before other leaves' hits are read (a detail question
-    is allowed more, an overview or multi-part one less)."""
-    context_units_per_budget: int = 3
-    """A detail question's hit is read as up to budget / this many characters on the first pass (its
-    paragraph whole when that fits): three, not six, reads more of each evidence paragraph at 2,000
-    characters (chosen by evaluation, docs/evaluation.md)."""
-
-    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"context_leaf_share": (0.05, 1),
-                                                        "context_units_per_budget": (1, 1000)}
+every part or section is read; a detail question reads fewer, larger ones (ContextParams in
+retrieval/types.py)."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from indexing.chunker import Chunk
 
 
 # ----------------------------------------------------------------------------- tuning parameters
-# (config.py composes them, so they live here, in a module that does not import config)
+# config.py composes them and every command imports config.py (``--help`` included), so they live here,
+# in a light module that imports neither config.py nor the modules that read them
 
 @dataclass(frozen=True)
 class LocatorParams:
@@ -55,6 +56,38 @@ class AnswerParams:
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
         "answer_bm25_weight": (0, 1), "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1)}
+
+
+@dataclass(frozen=True)
+class ContextParams:
+    """How a detail question's context budget is spent (a wider question's plan narrows both:
+    retrieval/query_plan.py ``QueryPlan``); read by retrieval/context_assembly.py."""
+
+    context_leaf_share: float = 0.5
+    """Share of the budget one leaf may take before other leaves' hits are read (a detail question
+    is allowed more, an overview or multi-part one less)."""
+    context_units_per_budget: int = 3
+    """A detail question's hit is read as up to budget / this many characters on the first pass (its
+    paragraph whole when that fits): three, not six, reads more of each evidence paragraph at 2,000
+    characters (chosen by evaluation, docs/evaluation.md)."""
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"context_leaf_share": (0.05, 1),
+                                                        "context_units_per_budget": (1, 1000)}
+
+
+@dataclass(frozen=True)
+class BreadthParams:
+    """Whether questions are told apart by kind, and whether a multi-part one's parts are searched
+    on their own (both on by default, chosen by evaluation; off reproduces the plain pipeline)."""
+
+    query_routing: bool = True
+    """Tell overview, detail and multi-part questions apart and spend the context budget accordingly;
+    off: every question is a detail question (retrieval/query_plan.py)."""
+    aspect_retrieval: bool = True
+    """A multi-part question's parts are each located and retrieved as a sub-query, and their ranked
+    lists join the whole question's in the context pool (taking turns: retrieval/breadth.py)."""
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {}
 
 
 # ----------------------------------------------------------------------------- step data

@@ -13,12 +13,12 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Collection, Protocol, runtime_checkable
 
-from tree_builder.tree import TreeNode
 from utils.errors import BackendError
 from utils.oneline import one_line
 
-if TYPE_CHECKING:  # config.py composes SummaryParams, so this module must not import it at run time
+if TYPE_CHECKING:  # config.py composes SummaryParams (and every command imports it): no config, no tree
     from config import Config
+    from tree_builder.tree import TreeNode
 
 
 @dataclass(frozen=True)
