@@ -151,6 +151,19 @@ def test_tuning_parameters_are_set_by_their_names_and_land_in_their_component(tm
         coerce_setting("context_hit_unit", "window")  # removed: only its default was ever used
 
 
+def test_each_component_owns_its_parameters_and_their_bounds() -> None:
+    import dataclasses
+
+    from config import Tuning
+
+    for group in dataclasses.fields(Tuning):
+        params = getattr(Tuning(), group.name)
+        names = {f.name for f in dataclasses.fields(params)}
+        assert set(type(params).RANGES) <= names, f"{group.name}: bounds for a parameter it does not have"
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(params, next(iter(names)), None)
+
+
 def _toml(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "x.toml"
     p.write_text(text)
