@@ -22,7 +22,7 @@ class LocatorParams:
     keyword_top_leaves: int = 3
     """Leaves the keyword locator (the spec's mock, the tree-keyword arm of eval) returns."""
     hybrid_top_leaves: int = 5
-    """Leaves the hybrid locator returns (the ranking scores every leaf beside them as a prior)."""
+    """Leaves the hybrid locator (the default without an LLM) returns."""
     locator_leaf_weight: float = 0.3
     """Share of a leaf's heading+summary similarity in its hybrid locator score (rest: its best chunk)."""
     toc_budget_tokens: int = 6000
@@ -49,7 +49,7 @@ class AnswerParams:
     answer is tuned without moving retrieval (chosen by evaluation, docs/evaluation.md)."""
     answer_dense_candidates: int = 16
     """Sentences embedded for the dense part of their score (0 = all), the rest ranked out by BM25 and
-    rank first: each costs an embedding, and 16 answered as well as all (docs/evaluation.md)."""
+    rank first: each costs an embedding, and 16 answered within noise of all (docs/pipeline.md)."""
     answer_min_relative: float = 0.5
     """A sentence joins the answer only if its score is at least this share of the best one's."""
 
