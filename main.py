@@ -73,7 +73,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                           max_depth=base.max_depth if args.max_depth is None else args.max_depth,
                           summary_mode=args.summaries or base.summary_mode,
                           kg_mode=args.kg or base.kg_mode,
-                          kg_min_leaf_chars=base.kg_min_leaf_chars if args.kg_min_leaf_chars is None
+                          kg_min_leaf_chars=base.tuning.graph.kg_min_leaf_chars if args.kg_min_leaf_chars is None
                           else args.kg_min_leaf_chars)
     embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
     config = config.replace(llm_build_budget_s=_llm_budget(args, config.llm_build_budget_s))
@@ -578,11 +578,12 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
     path = index_dir_path(args.index, "--index")
     config = _base_config(args)
-    added = upgrade(path, config.bm25_k1, config.bm25_b)
+    bm25 = config.tuning.bm25
+    added = upgrade(path, bm25.bm25_k1, bm25.bm25_b)
     from indexing.card_upgrade import add_cards
 
     cards = add_cards(path)
-    done = ([f"added {', '.join(added)} (BM25 weights for k1 {config.bm25_k1}, b {config.bm25_b})"] if added else []) \
+    done = ([f"added {', '.join(added)} (BM25 weights for k1 {bm25.bm25_k1}, b {bm25.bm25_b})"] if added else []) \
         + ([f"added the cards of {cards} document(s) (title, issuer, form, period)"] if cards else [])
     print(f"{path}: {'; '.join(done)}" if done else f"{path}: already up to date")
     return 0
@@ -724,7 +725,7 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                     help=f"a local graph for every long leaf: rules (no LLM), llm, or off (default {d.kg_mode}; "
                          "docs/graph.md)")
     pi.add_argument("--kg-min-leaf-chars", type=int, default=None,
-                    help=f"leaves longer than this get a graph (default {d.kg_min_leaf_chars})")
+                    help=f"leaves longer than this get a graph (default {d.tuning.graph.kg_min_leaf_chars})")
     pi.add_argument("--quiet", action="store_true",
                     help="no progress (default: a live bar per stage on a terminal, one line per stage otherwise)")
     pi.set_defaults(func=cmd_index)

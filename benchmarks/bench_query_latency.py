@@ -443,7 +443,7 @@ from retrieval.query import Query
 from utils.similarity import top_order
 
 index_dir, queries_file, n, ann, volatile, profile, shared_file = sys.argv[1:8]
-shared = set(json.loads(open(shared_file).read())) if shared_file != "-" else set(Config.__dataclass_fields__)
+shared = set(json.loads(open(shared_file).read())) if shared_file != "-" else set(Config().to_dict())
 queries = [q["query"] for q in json.loads(open(queries_file).read())][:int(n)]
 index = load_index(index_dir)
 config = Config(ann=ann)
@@ -497,7 +497,8 @@ def config_fields(code: Path) -> set[str]:
     """The settings (``Config`` fields) a checkout has."""
     env = bench_env()
     env["PYTHONPATH"] = str(code)
-    r = run_proc(python("-c", "import json, config; print(json.dumps(sorted(config.Config.__dataclass_fields__)))"),
+    r = run_proc(python("-c", "import json, config; c = config.Config(); "
+                        "print(json.dumps(sorted(c.to_dict() if hasattr(c, 'to_dict') else config.Config.__dataclass_fields__)))"),
                  cwd=code, env=env).check()
     return set(json.loads(r.stdout.strip().splitlines()[-1]))
 

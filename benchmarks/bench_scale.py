@@ -243,7 +243,7 @@ def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder
         question = Query.build(q["query"], embedder)
         qvec = question.dense_vector
         exact = np.argsort(-(np.asarray(index.embeddings) @ qvec), kind="stable")[:100]
-        cand = ann.search(qvec, ann.proposals(on.ann_candidates, on.ann_candidates_growth), on.ann_probe)
+        cand = ann.search(qvec, ann.proposals(on.tuning.store.ann_candidates, on.tuning.store.ann_candidates_growth), on.tuning.store.ann_probe)
         rec.append(len(set(exact.tolist()) & set(cand.tolist())) / 100)
         # the question's memo keys its scores by the settings: exact and ANN are two entries
         a = {h.row for h in rank_scored(index, flat_scores(index, question, off), 10, off, "", "flat")}
@@ -251,7 +251,7 @@ def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder
         top10.append(len(a & b) / max(1, len(a)))
     return {"recall_at_100": float(np.mean(rec)), "recall_at_100_min": float(np.min(rec)),
             "flat_top10_overlap": float(np.mean(top10)), "queries": len(rec),
-            "probe": on.ann_probe, "candidates": ann.proposals(on.ann_candidates, on.ann_candidates_growth)}
+            "probe": on.tuning.store.ann_probe, "candidates": ann.proposals(on.tuning.store.ann_candidates, on.tuning.store.ann_candidates_growth)}
 
 
 def recall_worker(index_dir: Path, queries_file: Path, out_file: Path) -> None:
@@ -294,13 +294,13 @@ def recall_worker(index_dir: Path, queries_file: Path, out_file: Path) -> None:
             order = np.lexsort((r_all, -s_all))[:k]
             top_s[j], top_r[j] = s_all[order], r_all[order]
     scan_s = time.perf_counter() - t
-    proposals = ann.proposals(config.ann_candidates, config.ann_candidates_growth)  # what a question re-scores
+    proposals = ann.proposals(config.tuning.store.ann_candidates, config.tuning.store.ann_candidates_growth)  # what a question re-scores
     rec = []
     for j, qvec in enumerate(qv):
-        cand = ann.search(qvec, proposals, config.ann_probe)
+        cand = ann.search(qvec, proposals, config.tuning.store.ann_probe)
         rec.append(len(set(top_r[j].tolist()) & set(cand.tolist())) / k)
     out_file.write_text(json.dumps({"recall_at_100": float(np.mean(rec)), "recall_at_100_min": float(np.min(rec)),
-                                    "queries": len(rec), "probe": config.ann_probe,
+                                    "queries": len(rec), "probe": config.tuning.store.ann_probe,
                                     "candidates": proposals, "exact_pass_s": scan_s}))
 
 
@@ -349,7 +349,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     res["toc_for_prompt_ms"] = stats(toc_ms).to_dict()
     res["toc_tokens"] = stats(toc_tokens).to_dict(0)
     res["toc_nodes_shown"] = stats(toc_nodes).to_dict(0)
-    res["toc_budget_tokens"] = config.toc_budget_tokens
+    res["toc_budget_tokens"] = config.tuning.locator.toc_budget_tokens
 
     cfg_llm = config.replace(locator="llm")
     b_llm = Backends(embedder=backends.embedder, reranker=backends.reranker, llm=InstantLLM())

@@ -646,7 +646,7 @@ def run_arm(args: Any, arm: str, work: Path, queries: list[dict[str, Any]], exac
         search = index.search
         got = []
         for qv in exact["vectors"]:
-            got.append(set(search._knn(qv, "chunks", "row_id", config.store_candidates)))  # noqa: SLF001
+            got.append(set(search._knn(qv, "chunks", "row_id", config.tuning.store.store_candidates)))  # noqa: SLF001
         res["recall_top100"] = sum(len(g & e) for g, e in zip(got, exact["top100"])) / (100 * len(got))
         res["recall_top1000"] = sum(len(g & e) for g, e in zip(got, exact["top1000"])) / (1000 * len(got))
         for phase in ("first", "warm"):

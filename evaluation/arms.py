@@ -199,7 +199,7 @@ def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] 
 
 def contexts_of(index: Index, pool: list[RetrievedChunk], plan: QueryPlan, cfg: Config) -> dict[str, list[list[Any]]]:
     """The same assembly for every arm (flat or tree), at each evaluation budget."""
-    return {str(b): [list(s) for s in assemble_planned(index, pool, b, plan, cfg).spans()]
+    return {str(b): [list(s) for s in assemble_planned(index, pool, b, plan, cfg.tuning.context).spans()]
             for b in BUDGETS}  # what the answer step would read at each evaluation budget
 
 
@@ -224,9 +224,9 @@ def flat_pools(arm: Arm, ctx: ArmContext, query: str, plan: QueryPlan, doc_paths
         return paragraph_first(rerank(text, cands, ctx.backends.reranker, limit, fallbacks), ctx.index)
 
     ranked = ranked_for(query)
-    if not (cfg.aspect_retrieval and plan.route == "multi-part"):
+    if not (cfg.tuning.breadth.aspect_retrieval and plan.route == "multi-part"):
         return ranked, ranked
-    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, limit, cfg.aspect_merge, cfg.rrf_k)
+    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, limit)
 
 
 def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -> ArmOutput:
@@ -235,7 +235,7 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
     cfg = arm.config
     fallbacks: list[Fallback] = []
     if not arm.is_tree:
-        plan = question_plan(query, ctx.index, cfg, doc_paths)
+        plan = question_plan(query, ctx.index, cfg.tuning.breadth, doc_paths)
         ranked, pool = flat_pools(arm, ctx, query, plan, doc_paths, fallbacks)
         out = _pack(ranked[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
         out.contexts = contexts_of(ctx.index, pool, plan, cfg)  # untimed: latency is retrieval's

@@ -526,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.data:
         path, _, emb = spec.rpartition(":")
         name = Path(path).name
-        cache = (args.features_cache / f"{name}-{config.chunk_context}-{emb}-{args.limit or 'all'}"
+        cache = (args.features_cache / f"{name}-{config.tuning.chunking.chunk_context}-{emb}-{args.limit or 'all'}"
                  if args.features_cache else None)
         sets[name] = cached(cache, load_features, lambda: collect(Path(path), emb, config, args.limit),
                             save_features)
@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
                 report.setdefault("transfer", {})[f"{label}: {a} -> {b}"] = float(nd)
                 print(f"transfer {label}: fit {a} -> score {b}: {nd:.4f}")
     header = {"format_version": 1, "fitted_on": names, "fit": args.fit, "l2": args.l2,
-              "chunk_context": config.chunk_context}
+              "chunk_context": config.tuning.chunking.chunk_context}
     if args.folds_out:
         write_folds(sets, features, args.l2, args.fit, header, keep, args.folds_out, only=only)
         print(f"wrote {args.folds_out}/fold-*.json and folds.json")

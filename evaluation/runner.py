@@ -185,7 +185,7 @@ class EvalRun:
 
 def build_key(eval_set: EvalSet, config: Config, documents: list[str] | None = None) -> str:
     """The cached index's name: the documents it holds (all, or ``documents``) and the build settings."""
-    settings = {f: getattr(config, f) for f in BUILD_FIELDS}
+    settings = {f: config.setting(f) for f in BUILD_FIELDS}
     wanted = None if documents is None else set(documents)
     docs = sorted((d.path, d.content_hash) for d in eval_set.documents if wanted is None or d.path in wanted)
     return _sha({"docs": docs, "settings": settings, "format": FORMAT_VERSION,

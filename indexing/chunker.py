@@ -49,7 +49,7 @@ import math
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, ClassVar, Literal, Sequence
 
 from utils.errors import TreeRAGError
 from tree_builder.markdown_headings import line_starts
@@ -58,6 +58,22 @@ from tree_builder.pages import page_span
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from config import Config
     from tree_builder.tree import TreeNode
+
+
+@dataclass(frozen=True)
+class ChunkParams:
+    """How a leaf's text becomes chunks beyond the user's chunk_size and chunk_overlap (build only)."""
+
+    min_chunk_chars: int = field(default=20, metadata={"build": True})
+    """A scrap shorter than this joins a neighbouring chunk instead of being one."""
+    chunk_units: Literal["paragraph", "packed"] = field(default="packed", metadata={"build": True})
+    """packed: consecutive paragraphs share a chunk while it fits chunk_size (a statute's clauses
+    embedded together; chosen by evaluation); paragraph: every paragraph its own chunk (the spec's)."""
+    chunk_context: Literal["none", "headings"] = field(default="headings", metadata={"build": True})
+    """headings: a chunk is embedded and BM25-indexed with its document title and heading path on a
+    line before it (chosen by evaluation); none: its text alone. Stored text and citations never change."""
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"min_chunk_chars": (0, math.inf)}
 
 
 @dataclass
@@ -289,8 +305,9 @@ def chunk_leaf(node: "TreeNode", doc_text: str, config: "Config",
     if starts is None:
         starts = line_starts(doc_text)
     out: list[Chunk] = []
-    spans = chunk_spans(node.content, config.chunk_size, config.chunk_overlap, config.min_chunk_chars,
-                        pack=config.chunk_units == "packed")
+    params = config.tuning.chunking
+    spans = chunk_spans(node.content, config.chunk_size, config.chunk_overlap, params.min_chunk_chars,
+                        pack=params.chunk_units == "packed")
     for i, (s, e) in enumerate(spans):
         a, b = lo + s, lo + e
         first, last = span_lines(starts, a, b)

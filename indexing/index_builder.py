@@ -181,7 +181,7 @@ def index_metadata(plan: BuildPlan, loaded: LoadedInput) -> dict[str, Any]:
         "input": printable_name(str(plan.input_path)),
         "folder_mode": plan.folder_mode,
         "config": plan.config.to_dict(),
-        "chunk_context": plan.config.chunk_context,
+        "chunk_context": plan.config.tuning.chunking.chunk_context,
         "embedder": plan.identity,
         "embedder_reason": plan.embedder_reason,
         "relevance_floor": default_floor(plan.identity.get("model_id")).to_dict(),

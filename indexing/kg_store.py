@@ -48,7 +48,7 @@ class GraphWriter:
     def __init__(self, config: "Config", extractor: Extractor, previous: "GraphTable | None" = None,
                  extractor_id: str = "") -> None:
         self.mode = config.kg_mode
-        self.min_chars = config.kg_min_leaf_chars
+        self.min_chars = config.tuning.graph.kg_min_leaf_chars
         self.extractor = extractor
         self.extractor_id = extractor_id
         self.previous = previous
@@ -217,12 +217,14 @@ def verify_graphs(index: GraphHost) -> GraphStats | None:
 
 def make_extractor(config: "Config", llm: Any = None, usage: Any = None) -> tuple[Extractor, str]:
     """(the extractor for ``config.kg_mode``, its identity for graph keys)."""
+    params = config.tuning.graph
+
     def rules(leaf_id: str, texts: Sequence[str], heading_path: str = "") -> LeafGraph:
-        return extract_rules(leaf_id, texts, config.kg_max_nodes)
+        return extract_rules(leaf_id, texts, params.kg_max_nodes)
 
     if config.kg_mode == "llm":
         from indexing.kg_llm import LLMGraphExtractor  # noqa: PLC0415
 
-        ext = LLMGraphExtractor(llm, config, usage, fallback=rules)
+        ext = LLMGraphExtractor(llm, params, usage, fallback=rules)
         return ext.extract, ext.extractor_id
-    return rules, f"max_nodes={config.kg_max_nodes}"
+    return rules, f"max_nodes={params.kg_max_nodes}"

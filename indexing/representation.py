@@ -35,9 +35,9 @@ def chunk_representation(chunk: Chunk, title: str, context: str) -> str:
 
 
 def chunk_texts(chunks: list[Chunk], docs: list[Document], config: Config) -> list[str]:
-    """What every chunk is embedded and BM25-indexed as, under ``config.chunk_context``."""
+    """What every chunk is embedded and BM25-indexed as, under ``chunk_context`` (ChunkParams)."""
     titles = {d.path: d.title for d in docs}
-    return [chunk_representation(c, titles.get(c.doc_path, ""), config.chunk_context) for c in chunks]
+    return [chunk_representation(c, titles.get(c.doc_path, ""), config.tuning.chunking.chunk_context) for c in chunks]
 
 
 def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> list[Chunk]:

@@ -40,8 +40,9 @@ from indexing.chunker import Chunk
 from indexing.index_store import Index
 from indexing.search import Scope
 from retrieval.figure_rows import asked_periods, asks_quantity, figures_in, states_figure_for
+from indexing.search_params import Bm25Params
 from retrieval.scoring import fuse
-from retrieval.types import RetrievedChunk
+from retrieval.types import AnswerParams, RetrievedChunk
 from retrieval.query import Query
 from utils.similarity import min_max_normalize
 from utils.tokenizer import tokenize
@@ -337,29 +338,29 @@ def split_sentences(p: Passage, idx: int, k: int = 1) -> list[Sentence]:
 
 # --------------------------------------------------------------------------- scoring
 
-def idf_scope(index: Index, doc_path: str, config: Config) -> Scope:
+def idf_scope(index: Index, doc_path: str, bm25: Bm25Params) -> Scope:
     """Whose statistics a sentence of ``doc_path`` is weighed with: the corpus for ``corpus``, else its
     document. ``leaf`` means the document here too: a leaf holds a handful of chunks, too few to tell a
     rare word from a common one, and a quote's sentences come from several leaves of one document."""
-    if config.bm25_idf_scope == "corpus" or doc_path not in index.doc_rows:
+    if bm25.bm25_idf_scope == "corpus" or doc_path not in index.doc_rows:
         return Scope.everything()
     return Scope.of_documents([doc_path])
 
 
-def _idf(index: Index | None, tokens: list[str], doc_path: str, config: Config) -> dict[str, float]:
+def _idf(index: Index | None, tokens: list[str], doc_path: str, bm25: Bm25Params) -> dict[str, float]:
     """BM25 IDF of each query term over the configured scope, from the store's own counts
     (``Search.term_stats``). No index (quotes of bare chunks): no IDF, so no BM25 term."""
     if index is None or not tokens:
         return {}
-    return _idf_of(*index.search.term_stats(tokens, idf_scope(index, doc_path, config)), config)
+    return _idf_of(*index.search.term_stats(tokens, idf_scope(index, doc_path, bm25)), bm25)
 
 
-def _idf_of(n: int, dfs: dict[str, int], config: Config) -> dict[str, float]:
+def _idf_of(n: int, dfs: dict[str, int], bm25: Bm25Params) -> dict[str, float]:
     out: dict[str, float] = {}
     for t, df in dfs.items():
         if 0 < df <= n:
             # rank_bm25's negative-IDF floor (epsilon * average idf) is replaced by a small positive floor
-            out[t] = max(math.log(n - df + 0.5) - math.log(df + 0.5), config.bm25_epsilon * 0.1)
+            out[t] = max(math.log(n - df + 0.5) - math.log(df + 0.5), bm25.bm25_epsilon * 0.1)
     return out
 
 
@@ -368,6 +369,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     """Fill dense, bm25 and fused score of every sentence (in place)."""
     if not sentences:
         return
+    bm25_params, answer = config.tuning.bm25, config.tuning.answer
     q_tokens = list(query.tokens)
     toks = [tokenize(s.text) for s in sentences]
     avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
@@ -375,15 +377,15 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     many = getattr(index.search, "term_stats_many", None) if index is not None and q_tokens else None
     if many is not None and index is not None:  # every quoted document's counts in one round trip
         docs = list(dict.fromkeys(passages[s.passage].chunk.doc_path for s in sentences))
-        for doc, (n, dfs) in zip(docs, many(q_tokens, [idf_scope(index, d, config) for d in docs])):
-            idf_memo[doc] = _idf_of(n, dfs, config)
+        for doc, (n, dfs) in zip(docs, many(q_tokens, [idf_scope(index, d, bm25_params) for d in docs])):
+            idf_memo[doc] = _idf_of(n, dfs, bm25_params)
     bm25 = np.zeros(len(sentences), dtype=np.float32)
-    k1, b = config.bm25_k1, config.bm25_b
+    k1, b = bm25_params.bm25_k1, bm25_params.bm25_b
     for i, (s, t) in enumerate(zip(sentences, toks)):
         doc = passages[s.passage].chunk.doc_path
         idf = idf_memo.get(doc)
         if idf is None:
-            idf = idf_memo[doc] = _idf(index, q_tokens, doc, config)
+            idf = idf_memo[doc] = _idf(index, q_tokens, doc, bm25_params)
         tf = Counter(t)
         total = 0.0
         for term, qcount in Counter(q_tokens).items():
@@ -391,19 +393,19 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
             if f and term in idf:
                 total += qcount * idf[term] * f * (k1 + 1) / (f + k1 * (1 - b + b * len(t) / avgdl))
         bm25[i] = total
-    w = config.answer_rank_weight
+    w = answer.answer_rank_weight
     # Embedding a sentence costs a model call (~10 ms each on a busy CPU): only the sentences that
     # BM25 and their chunk's rank put in the running are embedded; the rest get the lowest dense score.
     prior = np.array([s.prior for s in sentences], dtype=np.float32)
-    cheap = (1 - w) * config.answer_bm25_weight * min_max_normalize(bm25) + w * prior
-    k = config.answer_dense_candidates
+    cheap = (1 - w) * answer.answer_bm25_weight * min_max_normalize(bm25) + w * prior
+    k = answer.answer_dense_candidates
     pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
     qvec = query.dense_vector
     vecs = np.asarray(embedder.embed_documents([sentences[i].text for i in pick]), dtype=np.float32)
     picked = vecs @ qvec
     dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
     dense[pick] = picked
-    fused = fuse(dense.astype(np.float32), bm25, config.replace(bm25_weight=config.answer_bm25_weight))
+    fused = fuse(dense.astype(np.float32), bm25, config.replace(bm25_weight=answer.answer_bm25_weight))
     for s, d, bm, f in zip(sentences, dense, bm25, fused):
         s.dense, s.bm25 = float(d), float(bm)
         s.score = float((1 - w) * f + w * s.prior)
@@ -434,19 +436,19 @@ def _cut(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:，、；：") + "…"
 
 
-def select_quotes(sentences: list[Sentence], passages: list[Passage], config: Config) -> list[Quote]:
+def select_quotes(sentences: list[Sentence], passages: list[Passage], params: AnswerParams) -> list[Quote]:
     """Best sentences within the budget, merged into quotes of consecutive sentences, best first."""
     if not sentences:
         return []
     order = sorted(range(len(sentences)), key=lambda i: (-sentences[i].score, i))
-    budget = config.answer_max_chars
+    budget = params.answer_max_chars
     chosen: list[int] = []
     used = 0
     for i in order:
-        if len(chosen) >= config.answer_max_sentences:
+        if len(chosen) >= params.answer_max_sentences:
             break
         s = sentences[i]
-        if chosen and (used + len(s.text) > budget or s.score < config.answer_min_relative * sentences[order[0]].score):
+        if chosen and (used + len(s.text) > budget or s.score < params.answer_min_relative * sentences[order[0]].score):
             continue
         chosen.append(i)
         used += len(s.text)
@@ -498,7 +500,7 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
     for s in sentences:  # a sentence that states a figure for the asked period answers a figure question
         if periods and states_figure_for(s.text, periods):
             s.score += FIGURE_SENTENCE_BONUS
-    quotes = select_quotes(sentences, passages, config)
+    quotes = select_quotes(sentences, passages, config.tuning.answer)
     figure = figure_quote(query, passages, index, config, len(ranked))
     if figure is not None:  # the asked figure leads: it states the quantity for the period asked
         figure.score = max([figure.score] + [q.score for q in quotes])
@@ -517,7 +519,7 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
     best: tuple[float, Quote] | None = None
     for p in passages:
         text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
-        weights = _idf(index, list(query.tokens), p.chunk.doc_path, config)
+        weights = _idf(index, list(query.tokens), p.chunk.doc_path, config.tuning.bm25)
         card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
         names = card.names | card.hint_names if card is not None else frozenset()
         section = p.chunk.heading_path.rsplit(" > ", 1)[-1]

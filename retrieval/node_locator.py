@@ -60,7 +60,7 @@ def keyword_locate(index: Index, query: Query, config: Config,
     q = sorted(set(query.tokens))
     positions = None if doc_paths is None else index.leaf_positions(doc_paths)
     scores = index.search.leaf_keyword(q, positions, score_params(config))
-    top = [i for i in top_order(scores, config.keyword_top_leaves) if scores[i] > 0]
+    top = [i for i in top_order(scores, config.tuning.locator.keyword_top_leaves) if scores[i] > 0]
     leaves = [index.leaves[int(i if positions is None else positions[i])] for i in top]
     nodes = [LocatedNode(leaf.node_id, query.text, leaf.heading_path, round(float(scores[i]), 4))
              for leaf, i in zip(leaves, top)]
@@ -162,7 +162,7 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
     n_leaves = len(leaves)
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
     raw_dense = index.search.leaf_dense(query, leaf_idx, score_params(config))
-    w = config.locator_leaf_weight
+    w = config.tuning.locator.locator_leaf_weight
     if len(scores.rows) * SPARSE_ROW_SHARE < n:
         ptr = np.asarray(index.leaf_ptr)
         owners, best_dense = _leaf_max_sparse(scores.dense, scores.rows, ptr)
@@ -204,8 +204,8 @@ def hybrid_locate(index: Index, query: Query, config: Config,
                   doc_paths: set[str] | None = None) -> LocateResult:
     """Needs the question's vector: the no-LLM locator without an embedder is ``keyword_locate``."""
     leaves, total = hybrid_leaf_scores(index, query, config, doc_paths)
-    order = top_order(total, max(config.hybrid_top_leaves, LOCATOR_CANDIDATES))
-    picked = [i for i in order[:config.hybrid_top_leaves] if total[i] > 0]
+    order = top_order(total, max(config.tuning.locator.hybrid_top_leaves, LOCATOR_CANDIDATES))
+    picked = [i for i in order[:config.tuning.locator.hybrid_top_leaves] if total[i] > 0]
     shown = np.asarray(order[:LOCATOR_CANDIDATES], dtype=np.int64)
     if doc_paths is not None:  # leaves[i] is leaf positions[i] of the index (whole collection: i)
         shown = np.asarray(index.leaf_positions(doc_paths))[shown]
@@ -354,7 +354,7 @@ def toc_for_prompt(index: Index, query: Query, config: Config,
     cards = _shown_cards(index, doc_paths)
     card_cost = {d: estimate_tokens(card_line(c, 0)) for d, c in cards.items()}
     total += sum(card_cost.values())
-    if header + total <= config.toc_budget_tokens or query.vector is None:
+    if header + total <= config.tuning.locator.toc_budget_tokens or query.vector is None:
         rows = np.arange(1, len(tree)) if allowed is None else allowed
         return _serialize_rows(index, rows, cards), len(rows)
     _, scores = hybrid_leaf_scores(index, query, config, doc_paths)
@@ -369,7 +369,7 @@ def toc_for_prompt(index: Index, query: Query, config: Config,
             parent = int(tree.parent[parent])
         cost = int(costs[new].sum()) + sum(card_cost.get(tree.doc_paths[int(tree.doc[r])], 0)
                                            for r in new if tree.kind[r] == DOCUMENT_KIND)
-        if used + cost > config.toc_budget_tokens:
+        if used + cost > config.tuning.locator.toc_budget_tokens:
             break
         included[new] = True
         used += cost

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from config import Config
+from indexing.search_params import Bm25Params
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, citation, run_pipeline
 from retrieval.extractive import build_passages, extract
@@ -109,12 +110,12 @@ def test_extractive_answer_leads_with_the_best_sentence_and_cites_it(paper_index
 
 
 def test_extractive_answer_stays_within_budget(paper_index) -> None:
-    cfg = Config(answer_max_chars=150)
+    cfg = Config().replace(answer_max_chars=150)
     res = run_pipeline("Why does AdaRouter beat the static baseline?", paper_index, cfg, backends())
     quotes = res.answer.quotes
     assert quotes
     assert sum(len(q.text) for q in quotes[1:]) + len(quotes[0].text) <= 150 + len(quotes[0].text)
-    assert len(quotes) <= cfg.answer_max_sentences
+    assert len(quotes) <= cfg.tuning.answer.answer_max_sentences
 
 
 def test_concatenate_mode_is_the_spec_mock_over_the_context(paper_index) -> None:
@@ -441,10 +442,10 @@ def test_bm25_ranks_the_sentence_holding_the_question_words_first(tmp_path: Path
     assert word.bm25 > 0 and all(s.bm25 == 0 for s in others)
     assert all(word.score > s.score for s in others)
     # the word-bearing sentence is the second of its passage: only BM25 can put it first
-    ex = extract(q, ranked, index, emb, Config(answer_max_sentences=1))
+    ex = extract(q, ranked, index, emb, Config().replace(answer_max_sentences=1))
     assert "zorblax" in ex.quotes[0].text and "two weeks" not in ex.quotes[0].text
     # answer_bm25_weight 0: dense and rank alone, which tie here
-    score_sentences(sentences, passages, q, index, emb, Config(answer_bm25_weight=0))
+    score_sentences(sentences, passages, q, index, emb, Config().replace(answer_bm25_weight=0))
     assert word.bm25 > 0 and all(s.score == word.score for s in others)
 
 
@@ -464,10 +465,10 @@ def test_the_answers_idf_follows_the_configured_statistics_scope(tmp_path: Path)
     build_index(docs, tmp_path / "idx", cfg, make_embedder("hash", cfg))
     index = load_index(tmp_path / "idx")
     doc = next(p for p in index.doc_rows if p.endswith("a.md"))
-    per_doc = _idf(index, ["quorum"], doc, Config(bm25_idf_scope="document"))
-    corpus = _idf(index, ["quorum"], doc, Config(bm25_idf_scope="corpus"))
+    per_doc = _idf(index, ["quorum"], doc, Bm25Params(bm25_idf_scope="document"))
+    corpus = _idf(index, ["quorum"], doc, Config().replace(bm25_idf_scope="corpus").tuning.bm25)
     assert 0 < per_doc["quorum"] < corpus["quorum"]
-    assert _idf(None, ["quorum"], doc, Config()) == {}
+    assert _idf(None, ["quorum"], doc, Bm25Params()) == {}
 
 
 def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:
@@ -487,7 +488,7 @@ def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:
     every, few = Counting(), Counting()
     a = extract(Query.build("AdaRouter accuracy", every), ranked, paper_index, every, Config())
     b = extract(Query.build("AdaRouter accuracy", few), ranked, paper_index, few,
-                Config(answer_dense_candidates=3))
+                Config().replace(answer_dense_candidates=3))
     assert every.embedded == a.sentences > 3 and few.embedded == 3
     assert b.quotes
 

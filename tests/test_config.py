@@ -53,7 +53,7 @@ def test_bad_config_file(tmp_path: Path, text: str, needle: str) -> None:
 
 def test_python_api_configs_are_validated_too() -> None:
     with pytest.raises(InputError, match="bm25_b must be in"):
-        Config(bm25_b=2.0)
+        Config().replace(bm25_b=2.0)
     with pytest.raises(InputError, match="chunk_overlap must be less than chunk_size"):
         Config().replace(chunk_size=40)  # the default overlap (50) no longer fits
     assert Config(chunk_size=60, chunk_overlap=10).chunk_overlap == 10
@@ -98,13 +98,86 @@ def test_defaults_chosen_by_evaluation_are_pinned() -> None:
     """
     c = Config()
     assert (c.fusion, c.dense_weight, c.bm25_weight) == ("weighted", 0.5, 0.5)
-    assert c.bm25_idf_scope == "document"
-    assert c.locator == "auto" and c.hybrid_top_leaves == 5 and c.locator_leaf_weight == 0.3
+    assert c.tuning.bm25.bm25_idf_scope == "document"
+    assert c.locator == "auto" and c.tuning.locator.hybrid_top_leaves == 5 and c.tuning.locator.locator_leaf_weight == 0.3
     assert c.candidate_order == "auto" and c.ranker_weights is None and c.leaf_prior_weight == 0.4
-    assert c.chunk_context == "headings"
+    assert c.tuning.chunking.chunk_context == "headings"
     assert c.top_k_per_leaf == 5 and c.final_top_k == 5
     assert c.safety_net is False and c.reranker == "none"
     assert (c.chunk_size, c.chunk_overlap, c.max_depth) == (200, 50, 3)
+    # every tuning parameter: each feeds the evaluation's figures (docs/evaluation.md, docs/scale.md,
+    # docs/seekdb.md), so each is pinned by value
+    t = c.tuning
+    assert (t.chunking.min_chunk_chars, t.chunking.chunk_units, t.chunking.chunk_context) == (20, "packed", "headings")
+    assert (t.summary.summary_max_chars, t.summary.short_section_tokens) == (160, 200)
+    assert (t.bm25.bm25_k1, t.bm25.bm25_b, t.bm25.bm25_epsilon, t.bm25.bm25_idf_scope) == (1.5, 0.75, 0.25, "document")
+    assert (t.locator.keyword_top_leaves, t.locator.hybrid_top_leaves, t.locator.locator_leaf_weight,
+            t.locator.toc_budget_tokens) == (3, 5, 0.3, 6000)
+    assert (t.context.context_leaf_share, t.context.context_units_per_budget) == (0.5, 3)
+    assert (t.breadth.query_routing, t.breadth.aspect_retrieval) == (True, True)
+    assert (t.answer.answer_max_chars, t.answer.answer_max_sentences, t.answer.answer_rank_weight,
+            t.answer.answer_bm25_weight, t.answer.answer_dense_candidates, t.answer.answer_min_relative) == (
+        600, 4, 0.5, 0.5, 16, 0.5)
+    g = t.graph
+    assert (g.kg_min_leaf_chars, g.kg_max_nodes, g.kg_llm_window_chars, g.kg_llm_max_tokens) == (3000, 400, 6000, 2048)
+    assert (g.kg_max_leaves, g.kg_top_chunks, g.kg_subgraph_nodes, g.kg_require_bridge, g.kg_ppr_restart) == (
+        3, 2, 8, True, 0.5)
+    s = t.store
+    assert (s.store_exact_rows, s.store_candidates, s.store_fulltext_max_share) == (4096, 500, 0.1)
+    assert (s.ann_min_rows, s.ann_candidates, s.ann_candidates_growth, s.ann_probe) == (250_000, 1000, 1 / 3, 0.3)
+
+
+def test_tuning_parameters_are_set_by_their_names_and_land_in_their_component(tmp_path: Path) -> None:
+    from config import Tuning, coerce_setting, setting_names
+
+    p = tmp_path / "t.toml"
+    p.write_text("context_leaf_share = 0.6\nkg_top_chunks = 4\nfinal_top_k = 3\n")
+    cfg = load_config_file(p, {})
+    assert cfg.tuning.context.context_leaf_share == 0.6 and cfg.tuning.graph.kg_top_chunks == 4
+    assert cfg.final_top_k == 3 and cfg.tuning.answer == Tuning().answer  # the others keep their defaults
+    changed = cfg.replace(bm25_idf_scope=coerce_setting("bm25_idf_scope", "corpus"), hybrid_top_leaves=2)
+    assert changed.tuning.bm25.bm25_idf_scope == "corpus" and changed.tuning.locator.hybrid_top_leaves == 2
+    assert changed.tuning.context == cfg.tuning.context and cfg.tuning.bm25.bm25_idf_scope == "document"
+    assert changed.setting("hybrid_top_leaves") == 2 and changed.to_dict()["hybrid_top_leaves"] == 2
+    # one flat namespace: no name in two places, and a record keeps every setting once
+    names = setting_names()
+    assert len(names) == len(set(names)) == len(Config().to_dict())
+    assert Config.of(changed.to_dict()) == changed
+    with pytest.raises(InputError, match="kg_ppr_restart must be in"):
+        Config().replace(kg_ppr_restart=0)
+    with pytest.raises(InputError, match="chunk_units must be one of paragraph, packed"):
+        load_config_file(_toml(tmp_path, "chunk_units = 'lines'\n"), {})
+    with pytest.raises(InputError, match="unknown setting 'context_hit_unit'"):
+        coerce_setting("context_hit_unit", "window")  # removed: only its default was ever used
+
+
+def test_each_component_owns_its_parameters_and_their_bounds() -> None:
+    import dataclasses
+
+    from config import Tuning
+
+    for group in dataclasses.fields(Tuning):
+        params = getattr(Tuning(), group.name)
+        names = {f.name for f in dataclasses.fields(params)}
+        assert set(type(params).RANGES) <= names, f"{group.name}: bounds for a parameter it does not have"
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(params, next(iter(names)), None)
+
+
+def _toml(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "x.toml"
+    p.write_text(text)
+    return p
+
+
+def test_every_setting_is_documented_for_users() -> None:
+    from config import setting_names
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "README.md").read_text(encoding="utf-8") + "".join(
+        p.read_text(encoding="utf-8") for p in sorted((root / "docs").glob("*.md")))
+    missing = [name for name in setting_names() if f"`{name}`" not in text]
+    assert not missing, f"settings no README or docs page names: {missing}"
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -11,6 +11,7 @@ from config import Config
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, run_retrieval
 from retrieval.context_assembly import AssembledContext, assemble_context
+from retrieval.extractive import widen_to_sentences
 from retrieval.types import RetrievedChunk
 from tests.conftest import TEST_PAPER
 
@@ -77,7 +78,7 @@ def check_context(ctx: AssembledContext, ranked: list[RetrievedChunk], budget: i
 @pytest.mark.parametrize("query", QUERIES)
 def test_context_is_the_documents_text_within_budget_in_reading_order(paper_index, query: str, budget: int) -> None:
     pool = pool_of(paper_index, query)
-    ctx = assemble_context(paper_index, pool, budget, leaf_share=Config().context_leaf_share)
+    ctx = assemble_context(paper_index, pool, budget, leaf_share=Config().tuning.context.context_leaf_share)
     assert ctx.passages and ctx.budget == budget
     check_context(ctx, pool, budget)
 
@@ -232,22 +233,6 @@ def test_a_packed_chunk_is_read_whole_not_as_its_middle_paragraph(tmp_path) -> N
     assert first.start <= packed.start_char and first.end >= packed.end_char
 
 
-def test_the_best_hit_may_be_read_whole_when_its_unit_is_larger(paper_index) -> None:
-    # the same hit as above (a 279-character paragraph); with units of a twelfth (150) it is read as its
-    # sentences, unless the best hit's unit is a larger share of the budget
-    first = chunk(paper_index, window(paper_index, "4.2 Performance", 1))
-    leaf = paper_index.get_node(first.source_node_id)
-    para = (leaf.content_start, leaf.content_start + leaf.content.index("\n\n"))
-    others = [c.chunk_id for c in paper_index.chunks if c.source_node_id != leaf.node_id]
-    ranked = hits(paper_index, first.chunk_id, *others)
-    narrow = assemble_context(paper_index, ranked, 1800, units_per_budget=12)
-    wide = assemble_context(paper_index, ranked, 1800, units_per_budget=12, first_unit_share=0.5)
-    check_context(wide, ranked, 1800)
-    of_rank1 = [next(p for p in ctx.passages if 1 in p.ranks) for ctx in (narrow, wide)]
-    assert (of_rank1[0].start, of_rank1[0].end) != para
-    assert (of_rank1[1].start, of_rank1[1].end) == para
-
-
 def _long_paragraph_index(tmp_path):
     """An index of one leaf holding one 1,800-character paragraph of numbered sentences."""
     from indexing.index_builder import build_index
@@ -274,19 +259,18 @@ def test_a_hit_in_a_long_paragraph_is_read_with_the_sentences_around_it(tmp_path
     assert len(para) > 1600
     ranked = hits(index, mid.chunk_id)
     # a budget of one unit (800 characters): the first pass alone, nothing left to grow
-    ctx = assemble_context(index, ranked, 800, units_per_budget=1, hit_unit="window")
+    ctx = assemble_context(index, ranked, 800, units_per_budget=1)
     win = next(p for p in ctx.passages if 1 in p.ranks)
-    own = next(p for p in assemble_context(index, ranked, 800, units_per_budget=1, hit_unit="sentences").passages
-               if 1 in p.ranks)
     assert win.start <= mid.start_char and mid.end_char <= win.end, "the match is inside what is read"
-    assert len(own.text) < len(win.text) <= 800
-    assert len(win.text) > 800 - 100, "grown until the next sentence would not fit"
     text = leaf.content
+    own_a, own_b = widen_to_sentences(text, mid.start_char - leaf.content_start, mid.end_char - leaf.content_start)
+    assert own_b - own_a < len(win.text) <= 800, "more than the hit's own sentences"
+    assert len(win.text) > 800 - 100, "grown until the next sentence would not fit"
     a, b = win.start - leaf.content_start, win.end - leaf.content_start
     assert _is_sentence_start(text, a) and text[b - 1] == "."
     assert win.start > leaf.content_start, "the paragraph is longer than the unit: not read from its start"
     # read on both sides of the match, not only forward
-    assert win.start < own.start and win.end > own.end
+    assert a < own_a and b > own_b
 
 
 def test_the_unit_is_a_share_of_the_budget_and_a_short_paragraph_is_read_whole(tmp_path) -> None:
@@ -313,13 +297,13 @@ def test_a_detail_question_reads_larger_units_than_a_multi_part_one(tmp_path) ->
     cfg = Config()
     detail = QueryPlan("detail", ("q",), "one thing")
     multi = QueryPlan("multi-part", ("a", "b"), "two parts")
-    assert detail.units_per_budget(cfg.context_units_per_budget) == cfg.context_units_per_budget == 3
-    assert multi.units_per_budget(cfg.context_units_per_budget) == 6
+    assert detail.units_per_budget(cfg.tuning.context.context_units_per_budget) == cfg.tuning.context.context_units_per_budget == 3
+    assert multi.units_per_budget(cfg.tuning.context.context_units_per_budget) == 6
     assert QueryPlan("overview", ("q",), "gist").units_per_budget(3) == 6
     budget = 1500
 
     def rank1(plan):
-        ctx = assemble_planned(index, ranked, budget, plan, cfg)
+        ctx = assemble_planned(index, ranked, budget, plan, cfg.tuning.context)
         check = [p for p in ctx.passages if 1 in p.ranks]
         assert len(check) == 1 and ctx.used <= budget
         return check[0]
@@ -334,7 +318,5 @@ def test_a_detail_question_reads_larger_units_than_a_multi_part_one(tmp_path) ->
 def test_units_per_budget_is_validated() -> None:
     from utils.errors import InputError
 
-    with pytest.raises((InputError, ValueError)):
-        Config(context_units_per_budget=0)
-    with pytest.raises((InputError, ValueError)):
-        Config(context_hit_unit="paragraphs")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="context_units_per_budget must be in"):
+        Config().replace(context_units_per_budget=0)

@@ -43,7 +43,7 @@ def test_headings_context_is_what_bm25_sees(tmp_path: Path) -> None:
                    "# Rats\n\nThey slept all day long.\n", encoding="utf-8")
     scores = {}
     for ctx in ("none", "headings"):
-        cfg = Config(chunk_context=ctx)
+        cfg = Config().replace(chunk_context=ctx)
         build_index(doc, tmp_path / ctx, cfg, make_embedder("hash", cfg))
         idx = load_index(tmp_path / ctx)
         assert idx.metadata["chunk_context"] == ctx

@@ -121,7 +121,7 @@ def test_the_pipeline_hands_the_locators_ranked_candidates_to_the_union(paper_in
     from pipeline import Backends, run_retrieval
 
     emb = make_embedder("hash", Config())
-    cfg = Config(candidate_order="union", locator="hybrid", hybrid_top_leaves=1, union_flat_top_k=10,
+    cfg = Config().replace(candidate_order="union", locator="hybrid", hybrid_top_leaves=1, union_flat_top_k=10,
                  embedder="hash")
     r = run_retrieval("How many epochs was the model trained for?", paper_index, cfg, Backends(emb, None, None))
     located = {n.node_id for n in r.located.nodes}

@@ -80,8 +80,8 @@ class LLMSummarizer:
 
     def __init__(self, llm: Any, config: Config, usage: Any = None) -> None:
         self.llm = llm
-        self.max_chars = config.summary_max_chars
-        self.extractive = ExtractiveSummarizer.from_config(config)
+        self.max_chars = config.tuning.summary.summary_max_chars
+        self.extractive = ExtractiveSummarizer.of(config.tuning.summary)
         self.usage = usage
         self.stats = SummaryStats()
         self.summarizer_id = f"llm-v2:{getattr(llm, 'provider', '?')}:{getattr(llm, 'model', '?')}:{self.max_chars}"

@@ -70,10 +70,10 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     from retrieval.relevance import evidence_strength, index_floor, is_answerable
     from retrieval.synthesizer import synthesize
 
-    plan = question_plan(question, ctx.index, config, doc_paths)
+    plan = question_plan(question, ctx.index, config.tuning.breadth, doc_paths)
     ranked, pool = flat_pools(arm, ctx, question, plan, doc_paths, [])
     q = Query.build(question, ctx.backends.embedder)
-    assembled = assemble_planned(ctx.index, pool, config.context_budget_chars, plan, config)
+    assembled = assemble_planned(ctx.index, pool, config.context_budget_chars, plan, config.tuning.context)
     final = ranked[:config.final_top_k]
     strength = evidence_strength(q, final, ctx.index, config)  # the same floor
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         r = run_retrieval(q.query, index, tree.config, backends, scope)
         if r.stopword_only or r.plan is None:
             continue
-        assembled = assemble_planned(index, r.pool, budget, r.plan, tree.config)
+        assembled = assemble_planned(index, r.pool, budget, r.plan, tree.config.tuning.context)
         t_found, _ = found_items([(p.doc_path, (p.start, p.end)) for p in assembled.passages],
                                  rel.evidence_spans, budget)
         f_found, _ = found_items(spans_of(run_arm(ref, ctx, q.query, scope).contexts, budget), rel.evidence_spans, budget)

@@ -41,7 +41,7 @@ def _init(name: str, config_dict: dict[str, Any], threads: int) -> None:
     global _worker_embedder
     from indexing.embedders.factory import make_embedder  # runs in a spawned worker: it builds its own model
 
-    _worker_embedder = make_embedder(name, Config(**config_dict), threads=threads)
+    _worker_embedder = make_embedder(name, Config.of(config_dict), threads=threads)
 
 
 def _embed(texts: list[str]) -> np.ndarray:
