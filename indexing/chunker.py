@@ -49,15 +49,28 @@ import math
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Sequence
 
 from utils.errors import TreeRAGError
 from tree_builder.markdown_headings import line_starts
 from tree_builder.pages import page_span
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from config import Config
     from tree_builder.tree import TreeNode
+
+
+class Settings(Protocol):
+    """What chunking reads of the settings: config.Config has it (config.py composes ChunkParams, so this
+    module cannot import config)."""
+
+    @property
+    def chunk_size(self) -> int: ...
+
+    @property
+    def chunk_overlap(self) -> int: ...
+
+    @property
+    def tuning(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -290,7 +303,7 @@ def span_lines(starts: Sequence[int], start_char: int, end_char: int) -> tuple[i
     return bisect_right(starts, start_char), bisect_right(starts, max(start_char, end_char - 1))
 
 
-def chunk_leaf(node: "TreeNode", doc_text: str, config: "Config",
+def chunk_leaf(node: "TreeNode", doc_text: str, config: Settings,
                starts: Sequence[int] | None = None,
                page_starts: Sequence[int] = ()) -> list[Chunk]:
     """Chunks of one leaf, with absolute character and line spans in its document.

@@ -11,15 +11,25 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Collection, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Collection, Protocol, runtime_checkable
 
 from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.tokenizer import estimate_tokens
 
 if TYPE_CHECKING:  # config.py composes SummaryParams (and every command imports it): no config, no tree
-    from config import Config
     from tree_builder.tree import TreeNode
+
+
+class Settings(Protocol):
+    """What summarising reads of the settings: config.Config has it (config.py composes SummaryParams, so
+    this module cannot import config)."""
+
+    @property
+    def summary_mode(self) -> str: ...
+
+    @property
+    def tuning(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -263,7 +273,7 @@ class ExtractiveSummarizer:
         return fair_pack(firsts, self.max_chars)
 
 
-def summarize_tree(root: TreeNode, config: Config, summarizer: Summarizer | None = None,
+def summarize_tree(root: TreeNode, config: Settings, summarizer: Summarizer | None = None,
                    keep: Collection[str] = frozenset(), save: bool = True) -> None:
     """Fill ``summary`` of every node below the synthetic root, children before parents.
 
