@@ -1,0 +1,176 @@
+"""Heading lines of a PDF without bookmarks, in order of trust: contents page, division words, layout.
+
+1. the document's own contents page (``pdf_toc``): each verified entry is a
+   heading, at the depth its division word ("PART", "Item") or its indentation
+   in the contents gives;
+2. division words (``tree_builder.heading_schemes``): a heading-styled line
+   that opens with "PART II", "Item 7A.", "Note 12 -", "ARTICLE IV", "第二章" is
+   a structural heading at that scheme's depth, even when the contents page
+   does not list it (notes to financial statements never are);
+3. layout: lines set larger than the body, or bold at body size, fill in
+   below the deepest structural level, ranked by size.
+
+What never becomes a heading: rows of the contents pages, table rows and
+column headers (``pdf_tables``), parenthesised captions, and in a document
+whose structure starts after a cover, the cover's fields.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from tree_builder.heading_schemes import scheme_of, scheme_ranks
+from tree_builder.readers.pdf_tables import is_table_line
+from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
+
+if TYPE_CHECKING:
+    from tree_builder.readers.pdf_reader import Line
+
+HEADING_MAX_CHARS = 150
+_SCHEME_MAX_CHARS = 200
+_COVER_MAX_PAGE = 3
+"""A document whose first structural heading comes within the first pages has a cover before it."""
+_INDENT_STEP = 3.0
+_NOT_TITLES = {"page", "pages", "page no", "continued", "(continued)"}
+
+
+def body_style(pages: Sequence[Sequence["Line"]]) -> tuple[float, bool]:
+    """The (size, bold) most of the text is set in."""
+    weights: Counter = Counter()
+    for lines in pages:
+        for ln in lines:
+            weights[(ln.size, ln.bold)] += len(ln.text)
+    return weights.most_common(1)[0][0] if weights else (0.0, False)
+
+
+def _styled(ln: "Line", body_size: float, body_bold: bool) -> bool:
+    return ln.size >= body_size + 0.75 or (ln.bold and not body_bold)
+
+
+def _style(ln: "Line") -> tuple[float, bool, bool]:
+    """Size, weight and case: a heading in capitals ranks above one in the same font in mixed case."""
+    letters = [ch for ch in ln.text if ch.isalpha()]
+    caps = len(letters) >= 3 and all(ch.isupper() for ch in letters if ch.isascii())
+    return ln.size, ln.bold, caps
+
+
+def layout_candidate(ln: "Line", body_size: float, body_bold: bool) -> bool:
+    """A line that looks like a heading by its font alone (and is not a table line or a caption)."""
+    text = ln.text
+    if len(text) > HEADING_MAX_CHARS or not any(ch.isalnum() for ch in text):
+        return False
+    if text.endswith((",", ";", "，", "；", "、")) or text.startswith(("(", "（")) or is_table_line(text):
+        return False
+    if text.casefold().rstrip(".") in _NOT_TITLES:
+        return False
+    if ln.size >= body_size + 0.75:
+        return True
+    return (ln.bold and not body_bold and abs(ln.size - body_size) < 0.75
+            and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
+
+
+@dataclass
+class _Structural:
+    page: int
+    first: int
+    last: int
+    scheme: str | None
+    indent: float | None
+    """Indentation in the contents page (None: found by its division word in the body)."""
+
+
+def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int], taken: set[tuple[int, int]],
+                          body_size: float, body_bold: bool) -> list[_Structural]:
+    found: list[_Structural] = []
+    for p, lines in enumerate(pages):
+        if p in skip_pages:
+            continue
+        i = 0
+        while i < len(lines):
+            ln = lines[i]
+            sc = scheme_of(ln.text) if (p, i) not in taken else None
+            if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) \
+                    or not _styled(ln, body_size, body_bold):
+                i += 1
+                continue
+            j = i
+            # a long division title wrapped onto the next line in the same font
+            while j + 1 < len(lines) and len(lines[j].text) >= 40 and (p, j + 1) not in taken \
+                    and (lines[j + 1].size, lines[j + 1].bold) == (ln.size, ln.bold) \
+                    and 0 < lines[j].y - lines[j + 1].y < 1.6 * max(ln.size, 1) \
+                    and scheme_of(lines[j + 1].text) is None and len(lines[j + 1].text) <= HEADING_MAX_CHARS:
+                j += 1
+            found.append(_Structural(p, i, j, sc.name, None))
+            i = j + 1
+    return found
+
+
+def _markers(structural: list[_Structural]) -> list[int]:
+    """Marker level of each structural heading (document order): division words by their
+    scheme's rank; a contents entry without one one level below the division entry above it
+    when indented further, beside it otherwise; without any division word, by indentation."""
+    ranks = scheme_ranks({s.scheme for s in structural if s.scheme})
+    indents = sorted({round(s.indent / _INDENT_STEP) for s in structural
+                      if s.indent is not None and s.scheme is None})
+    out: list[int] = []
+    last_division: tuple[int, float | None] | None = None
+    for s in structural:
+        if s.scheme:
+            out.append(ranks[s.scheme])
+            last_division = (ranks[s.scheme], s.indent)
+        elif not ranks:
+            out.append(1 + indents.index(round((s.indent or 0.0) / _INDENT_STEP)))
+        elif last_division is None:
+            out.append(1)
+        else:
+            level, indent = last_division
+            deeper = indent is not None and s.indent is not None and s.indent > indent + _INDENT_STEP
+            out.append(level + 1 if deeper else level)
+    return out
+
+
+def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
+    """Set ``Line.heading`` (marker level) on the heading lines of ``pages``; returns the contents
+    list found (its pages hold no heading)."""
+    body_size, body_bold = body_style(pages)
+    contents = read_contents(pages, body_size)
+    contents_pages = contents.list_pages
+    anchors: list[TocAnchor] = contents.anchors
+    structural = [_Structural(a.page, a.first, a.last, a.scheme, a.indent) for a in anchors]
+    taken = {(s.page, i) for s in structural for i in range(s.first, s.last + 1)}
+    structural += _body_scheme_headings(pages, contents_pages, taken, body_size, body_bold)
+    structural.sort(key=lambda s: (s.page, s.first))
+    markers = _markers(structural)
+    for s, marker in zip(structural, markers):
+        for i in range(s.first, s.last + 1):
+            pages[s.page][i].heading = marker
+    taken = {(s.page, i) for s in structural for i in range(s.first, s.last + 1)}
+    deepest = max(markers, default=0)
+
+    start = (0, 0)  # layout headings before this point are a cover's fields
+    if contents.pages:
+        start = (max(contents.pages) + 1, 0)
+    elif structural and structural[0].page <= _COVER_MAX_PAGE:
+        start = (structural[0].page, structural[0].first)
+
+    def candidate(p: int, i: int, ln: "Line") -> bool:
+        return (p, i) >= start and (p, i) not in taken and p not in contents_pages \
+            and layout_candidate(ln, body_size, body_bold)
+
+    styles = sorted({_style(ln) for p, lines in enumerate(pages) for i, ln in enumerate(lines)
+                     if candidate(p, i, ln)}, key=lambda st: (-st[0], not st[1], not st[2]))
+    rank = {st: deepest + k + 1 for k, st in enumerate(styles)}
+    for p, lines in enumerate(pages):
+        for k, ln in enumerate(lines):
+            if (p, k) in taken:
+                continue
+            if candidate(p, k, ln):
+                ln.heading = rank[_style(ln)]
+            elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
+                    and p not in contents_pages \
+                    and (ln.size, ln.bold) == (lines[k - 1].size, lines[k - 1].bold) \
+                    and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= HEADING_MAX_CHARS \
+                    and not is_table_line(ln.text):
+                ln.heading = lines[k - 1].heading  # the wrapped tail of a heading ("）", "Time)")
+    return contents
