@@ -45,6 +45,9 @@ class Config:
     max_depth: int = 3
     """Deepest section level that becomes a node; deeper headings stay as text."""
     summary_mode: Literal["extractive", "llm"] = "extractive"
+    structure_mode: Literal["rules", "llm"] = "rules"
+    """How a document's outline is recovered: by rules (contents page, division words, layout), or by
+    the rules then checked by an LLM that sees the outline only (tree_builder/llm_structure.py)."""
     summary_max_chars: int = 160
     """Cap on an extractive summary (characters; CJK and Latin alike)."""
     short_section_tokens: int = 200

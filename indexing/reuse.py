@@ -35,7 +35,7 @@ from tree_builder.tree import TreeNode
 from utils.errors import IndexFormatError
 from utils.tokenizer import TOKENIZER_VERSION
 
-BUILD_FIELDS = ("max_depth", "summary_mode", "summary_max_chars", "short_section_tokens",
+BUILD_FIELDS = ("max_depth", "structure_mode", "summary_mode", "summary_max_chars", "short_section_tokens",
                 "chunk_size", "chunk_overlap", "min_chunk_chars", "chunk_units", "chunk_context")
 """Config fields that change an index's tree, chunks, summaries or vectors (the rest are query-time)."""
 

@@ -60,14 +60,14 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool) -> bool:
     text = ln.text
     if len(text) > HEADING_MAX_CHARS or not any(ch.isalnum() for ch in text):
         return False
-    if text.endswith((",", ";", "，", "；", "、")) or text.startswith(("(", "（")) or is_table_line(text):
-        return False
-    if text.casefold().rstrip(".") in _NOT_TITLES:
+    if text.endswith((",", ";", "，", "；", "、")) or text.startswith(("(", "（")):
         return False
     if ln.size >= body_size + 0.75:
-        return True
-    return (ln.bold and not body_bold and abs(ln.size - body_size) < 0.75
-            and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
+        styled = True
+    else:
+        styled = (ln.bold and not body_bold and abs(ln.size - body_size) < 0.75
+                  and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
+    return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not is_table_line(text)
 
 
 @dataclass
@@ -154,18 +154,16 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     elif structural and structural[0].page <= _COVER_MAX_PAGE:
         start = (structural[0].page, structural[0].first)
 
-    def candidate(p: int, i: int, ln: "Line") -> bool:
-        return (p, i) >= start and (p, i) not in taken and p not in contents_pages \
-            and layout_candidate(ln, body_size, body_bold)
-
-    styles = sorted({_style(ln) for p, lines in enumerate(pages) for i, ln in enumerate(lines)
-                     if candidate(p, i, ln)}, key=lambda st: (-st[0], not st[1], not st[2]))
+    chosen = {(p, i) for p, lines in enumerate(pages) if p not in contents_pages
+              for i, ln in enumerate(lines)
+              if (p, i) >= start and (p, i) not in taken and layout_candidate(ln, body_size, body_bold)}
+    styles = sorted({_style(pages[p][i]) for p, i in chosen}, key=lambda st: (-st[0], not st[1], not st[2]))
     rank = {st: deepest + k + 1 for k, st in enumerate(styles)}
     for p, lines in enumerate(pages):
         for k, ln in enumerate(lines):
             if (p, k) in taken:
                 continue
-            if candidate(p, k, ln):
+            if (p, k) in chosen:
                 ln.heading = rank[_style(ln)]
             elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
                     and p not in contents_pages \

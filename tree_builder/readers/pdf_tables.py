@@ -17,7 +17,8 @@ _DATE_WORDS = {
     "dec", "fiscal", "year", "years", "quarter", "quarters", "month", "months", "week", "weeks", "ended",
     "ending", "as", "of", "at", "and", "q1", "q2", "q3", "q4", "fy", "h1", "h2", "change", "%", "in",
     "millions", "thousands", "billions", "the", "one", "two", "three", "four", "five", "six", "nine",
-    "twelve", "fifty-two", "fifty-three", "period", "periods",
+    "twelve", "fifty-two", "fifty-three", "period", "periods", "dollars", "except", "per", "share", "amounts",
+    "data", "unaudited", "usd", "$",
 }
 _PERIOD_MARKS = {"ended", "ending"}
 
@@ -30,21 +31,37 @@ def is_figure(token: str) -> bool:
 def is_table_line(text: str) -> bool:
     """A table row (a label followed by figures) or a column header (years, dates, periods)."""
     tokens = text.split()
-    if not tokens:
+    if not tokens or not any(ch.isdigit() for ch in text) and not _PERIOD_MARKS & set(text.casefold().split()):
         return False
-    trailing = 0
-    for tok in reversed(tokens):
-        if not is_figure(tok):
-            break
-        trailing += 1
-    if trailing >= 2:
+    flags = [is_figure(t) for t in tokens]
+    if len(flags) >= 2 and flags[-1] and flags[-2]:
         return True
-    figures_share = sum(1 for t in tokens if is_figure(t) or not any(ch.isalpha() for ch in t)) / len(tokens)
+    figures_share = sum(1 for t, f in zip(tokens, flags) if f or not any(ch.isalpha() for ch in t)) / len(tokens)
     if len(tokens) >= 3 and figures_share >= 0.6:
         return True  # a header of figure-like column names: "737 747 767 777X 787 Total"
-    figures = sum(1 for t in tokens if is_figure(t))
+    figures = sum(flags)
     words = [t.casefold().strip(",.():") for t in tokens]
     if all(is_figure(t) or w in _DATE_WORDS for t, w in zip(tokens, words)) \
             and (figures or _PERIOD_MARKS & set(words)):
         return True
     return False
+
+
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
+
+
+def is_column_header(text: str) -> bool:
+    """A table's column header: periods and years only ("2022 2021", "December 31, 2022 2021",
+    "Three Months Ended"), never a row with a label."""
+    tokens = text.split()
+    if not tokens:
+        return False
+    words = [t.casefold().strip(",.():") for t in tokens]
+    if not all(is_figure(t) or w in _DATE_WORDS for t, w in zip(tokens, words)):
+        return False
+    return any(_YEAR.match(w) for w in words) or bool(_PERIOD_MARKS & set(words))
+
+
+def is_table_row(text: str) -> bool:
+    """A label followed by two or more figures ("Total revenues 66,608 62,286")."""
+    return is_table_line(text) and not is_column_header(text)

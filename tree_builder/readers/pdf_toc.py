@@ -35,10 +35,12 @@ _CONTENTS_TITLE = re.compile(r"^(?:table\s+of\s+contents|contents|index(?:\s+to\
 _LEADERS = re.compile(r"(?:\s*[.·…_]){3,}\s*")
 _TRAILING_PAGE = re.compile(r"^(?P<title>.*?\S)\s+(?:page\s+)?(?P<page>\d{1,4})$", re.IGNORECASE)
 _PAGE_WORD = re.compile(r"\s+(?:page(?:\s+no\.?)?|pages|页码?)$", re.IGNORECASE)
+_TAIL_NUMBER = re.compile(r"(?<![\d,.()$])(\d{1,4})$")
 _KEY_DROP = re.compile(r"[^0-9a-z\u3400-\u9fff]+")
 _MAX_SCAN_PAGES = 30
 _MIN_ENTRIES = 4
 _WRAP_MIN_CHARS = 40
+_PREFIX = 4
 _MAX_OFFSET_SHIFT = 12
 """Unnumbered inserts (a divider, a report page) shift printed numbers by a few pages, not more."""
 
@@ -214,13 +216,21 @@ def anchor_entries(pages: Sequence[Sequence[PageLine]], contents_pages: list[int
     wants = [title_key(e.title) for e in entries]
 
     # map: the offsets (physical - printed) that titles found on some page support
+    by_prefix: dict[str, set[int]] = {}  # pages by their lines' first key characters
+    for p, page_keys in enumerate(keys):
+        for k in page_keys:
+            if k:
+                by_prefix.setdefault(k[:_PREFIX], set()).add(p)
     votes: Counter = Counter()
     seen: list[list[int]] = []  # per entry, the offsets at which its title is printed
     for e, want in zip(entries, wants):
         seen.append([])
         if e.printed is None or not want:
             continue
-        for p in range(len(pages)):
+        near = set(by_prefix.get(want[:_PREFIX], ()))
+        for n in range(1, min(_PREFIX, len(want) + 1)):
+            near |= by_prefix.get(want[:n], set())  # lines shorter than the prefix
+        for p in sorted(near):
             if p not in skip and _find_title(keys[p], styled[p], want) is not None:
                 votes[p - e.printed] += 1
                 seen[-1].append(p - e.printed)
@@ -273,6 +283,9 @@ def list_pages(pages: Sequence[Sequence[PageLine]]) -> set[int]:
     out: set[int] = set()
     for p, lines in enumerate(pages):
         rows = page_rows(lines)
+        tails = [int(m.group(1)) for t, _ in rows if (m := _TAIL_NUMBER.search(t))]
+        if len(tails) < 3 or _ordered_share(tails) < 0.8:
+            continue  # cheap test first: most pages are not lists of page numbers
         if _is_contents(rows, parse_rows(rows), len(pages), continuing=False):
             out.add(p)
     return out
