@@ -34,6 +34,8 @@ from utils.errors import InputError
 
 _PAGE_NUMBER = re.compile(r"^[\s\-–—]*(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?[\s\-–—]*$",
                           re.IGNORECASE)
+_TINY_SCALE = 0.2
+"""A text-placement matrix that scales text down by more than this breaks pypdf's line-break test."""
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _MIN_TEXT_CHARS = 10
 
@@ -78,8 +80,15 @@ def _font_is_bold(font: Any) -> bool:
 
 
 def page_lines(page: Any, page_no: int) -> list[Line]:
-    """The page's text lines in reading order, each with its dominant font size, weight and height."""
-    runs: list[tuple[str, float, bool, float | None, float]] = []
+    """The page's text lines in reading order, each with its dominant font size, weight and height.
+
+    Some generators place every text object by a matrix that scales text space down (a font of
+    "416 pt" drawn at 9 pt, the position only in the matrix's translation): pypdf's line-break test,
+    made in unscaled units, then breaks such an object at every word or kerning step and a visual
+    line arrives in pieces ("PART" / "I", "results of operat" / "ions"). Pieces of one such object
+    are one line, and a next object on the same baseline continues it.
+    """
+    runs: list[tuple[str, float, bool, float | None, float, bool]] = []
     bold_cache: dict[int, bool] = {}
 
     def visit(text: str, cm: list[float], tm: list[float], font: Any, font_size: float) -> None:
@@ -91,9 +100,14 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
         key = id(font)
         if key not in bold_cache:
             bold_cache[key] = _font_is_bold(font)
-        y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5] if any(tm[4:6]) else None
-        x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
-        runs.append((text, size, bold_cache[key], y, x))
+        degenerate = not any(tm[4:6]) and 0 < math.hypot(cm[2], cm[3]) < _TINY_SCALE
+        if degenerate:
+            y: float | None = cm[5]
+            x = cm[4]
+        else:
+            y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5] if any(tm[4:6]) else None
+            x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
+        runs.append((text, size, bold_cache[key], y, x, degenerate))
 
     page.extract_text(visitor_text=visit)
     lines: list[Line] = []
@@ -101,6 +115,8 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
     weights: Counter = Counter()
     y_line: float | None = None
     x_line = 0.0
+    joinable = False  # the last line ended a degenerate object: a piece on its baseline continues it
+    spaced = False  # ... and that object ended in white space
 
     def flush() -> None:
         nonlocal y_line
@@ -112,7 +128,18 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
         weights.clear()
         y_line = None
 
-    for text, size, bold, y, x in runs:
+    for text, size, bold, y, x, degenerate in runs:
+        if degenerate:
+            ends_line = text.endswith("\n")
+            body = " ".join(text.split("\n")).rstrip(" ")
+            if joinable and not parts and lines and y is not None and abs(lines[-1].y - y) < 0.5 \
+                    and body.strip():
+                last = lines.pop()  # the same baseline: continue the line the last object ended
+                parts.append(last.text + (" " if spaced else ""))
+                weights[(last.size, last.bold)] += len(last.text)
+                y_line, x_line = last.y, last.x
+            spaced = body[-1:].isspace()
+            text = body + ("\n" if ends_line else "")
         pieces = text.split("\n")
         for k, piece in enumerate(pieces):
             if k:
@@ -123,6 +150,7 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
                     weights[(size, bold)] += len(piece.strip())
                     if y_line is None and y is not None:
                         y_line, x_line = y, x
+        joinable = degenerate
     flush()
     return lines
 
