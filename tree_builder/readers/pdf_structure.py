@@ -44,19 +44,25 @@ def body_style(pages: Sequence[Sequence["Line"]]) -> tuple[float, bool]:
     return weights.most_common(1)[0][0] if weights else (0.0, False)
 
 
+def _capitals(text: str) -> bool:
+    """A line in capitals ("RESULTS OF OPERATIONS"): a heading's mark where fonts carry none."""
+    letters = [ch for ch in text if ch.isalpha() and ch.isascii()]
+    return len(letters) >= 4 and all(ch.isupper() for ch in letters)
+
+
 def _styled(ln: "Line", body_size: float, body_bold: bool) -> bool:
-    return ln.size >= body_size + 0.75 or (ln.bold and not body_bold)
+    return ln.size >= body_size + 0.75 or (ln.bold and not body_bold) or _capitals(ln.text)
 
 
 def _style(ln: "Line") -> tuple[float, bool, bool]:
     """Size, weight and case: a heading in capitals ranks above one in the same font in mixed case."""
-    letters = [ch for ch in ln.text if ch.isalpha()]
-    caps = len(letters) >= 3 and all(ch.isupper() for ch in letters if ch.isascii())
-    return ln.size, ln.bold, caps
+    return ln.size, ln.bold, _capitals(ln.text)
 
 
-def layout_candidate(ln: "Line", body_size: float, body_bold: bool) -> bool:
-    """A line that looks like a heading by its font alone (and is not a table line or a caption)."""
+def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bool = False) -> bool:
+    """A line that looks like a heading by its font alone (and is not a table line or a caption);
+    with ``capitals``, also a short line in capitals set in the body font (documents whose
+    headings differ from the body by case only, or whose bold font does not say it is bold)."""
     text = ln.text
     if len(text) > HEADING_MAX_CHARS or not any(ch.isalnum() for ch in text):
         return False
@@ -65,7 +71,7 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool) -> bool:
     if ln.size >= body_size + 0.75:
         styled = True
     else:
-        styled = (ln.bold and not body_bold and abs(ln.size - body_size) < 0.75
+        styled = ((ln.bold and not body_bold or capitals and _capitals(text)) and abs(ln.size - body_size) < 0.75
                   and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
     return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not is_table_line(text)
 
@@ -154,9 +160,14 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     elif structural and structural[0].page <= _COVER_MAX_PAGE:
         start = (structural[0].page, structural[0].first)
 
-    chosen = {(p, i) for p, lines in enumerate(pages) if p not in contents_pages
-              for i, ln in enumerate(lines)
-              if (p, i) >= start and (p, i) not in taken and layout_candidate(ln, body_size, body_bold)}
+    def chosen_lines(capitals: bool) -> set[tuple[int, int]]:
+        return {(p, i) for p, lines in enumerate(pages) if p not in contents_pages
+                for i, ln in enumerate(lines)
+                if (p, i) >= start and (p, i) not in taken and layout_candidate(ln, body_size, body_bold, capitals)}
+
+    chosen = chosen_lines(False)
+    if len(chosen) < len(pages) // 2:  # fonts mark almost no heading: capitals may
+        chosen = chosen_lines(True)
     styles = sorted({_style(pages[p][i]) for p, i in chosen}, key=lambda st: (-st[0], not st[1], not st[2]))
     rank = {st: deepest + k + 1 for k, st in enumerate(styles)}
     for p, lines in enumerate(pages):
