@@ -84,6 +84,9 @@ def form_of(text: str) -> str:
 
 
 def _kind(node: TreeNode) -> str | None:
+    """The division word a section opens with ("item", "part", ...); None for intro leaves and others."""
+    if node.kind != "section":
+        return None
     scheme = scheme_of(node.heading)
     return scheme.name if scheme else None
 
@@ -94,6 +97,7 @@ def _max_children(node: TreeNode) -> int:
 
 def _under_item(node: TreeNode) -> bool:
     return any(_kind(a) == "item" for a in [*node.ancestors(), node])
+
 
 
 def evidence_miss(doc_node: TreeNode, page: int) -> str | None:
@@ -148,25 +152,25 @@ def evidence_by_doc(qa_path: Path) -> dict[str, list[int]]:
     return out
 
 
-def render(checks: list[FileCheck]) -> str:
-    lines = []
-    annual = [c for c in checks if c.form == "10-K"]
-    for c in annual:
+def file_line(c: FileCheck) -> str:
+    """One file's verdict (printed as soon as the file is checked)."""
+    if c.form == "10-K":
         verdict = "pass" if c.passes else "FAIL " + "; ".join(c.failures())
-        lines.append(f"{c.file}: 10-K, {c.pages} pages, {c.parts} PART, {c.items} Item, "
-                     f"max children {c.max_children}, {c.leaves} leaves, "
-                     f"evidence {c.evidence - len(c.misses)}/{c.evidence} -> {verdict}")
-    for c in checks:
-        if c.form != "10-K":
-            lines.append(f"{c.file}: {c.form}, {c.pages} pages, max children {c.max_children}, "
-                         f"{c.leaves} leaves, {c.items} Item" + (f" ({c.error})" if c.error else ""))
+        return (f"{c.file}: 10-K, {c.pages} pages, {c.parts} PART, {c.items} Item, "
+                f"max children {c.max_children}, {c.leaves} leaves, "
+                f"evidence {c.evidence - len(c.misses)}/{c.evidence} -> {verdict}")
+    return (f"{c.file}: {c.form}, {c.pages} pages, max children {c.max_children}, "
+            f"{c.leaves} leaves, {c.items} Item" + (f" ({c.error})" if c.error else ""))
+
+
+def summary_line(checks: list[FileCheck]) -> str:
+    annual = [c for c in checks if c.form == "10-K"]
     passed = sum(1 for c in annual if c.passes)
     ev = sum(c.evidence for c in annual)
     missed = sum(len(c.misses) for c in annual)
-    lines.append(f"10-K passing all four checks: {passed} of {len(annual)}; "
-                 f"evidence pages in a leaf under an Item: {ev - missed} of {ev}; "
-                 f"max children over all files: {max((c.max_children for c in checks), default=0)}")
-    return "\n".join(lines)
+    return (f"10-K passing all four checks: {passed} of {len(annual)}; "
+            f"evidence pages in a leaf under an Item: {ev - missed} of {ev}; "
+            f"max children over all files: {max((c.max_children for c in checks), default=0)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     checks = []
     for k, path in enumerate(files, 1):
         checks.append(check_file(path, evidence.get(path.name, []), config))
-        print(f"[{k}/{len(files)}] {path.name}", file=sys.stderr, flush=True)
-    print(render(checks))
+        print(f"[{k}/{len(files)}] {file_line(checks[-1])}", flush=True)
+    print(summary_line(checks))
     if args.json:
         payload = [{**asdict(c), "passes": c.passes, "failures": c.failures()} for c in checks]
         atomic_write_text(args.json, json.dumps(payload, indent=1) + "\n")

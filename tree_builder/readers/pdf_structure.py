@@ -32,6 +32,8 @@ _SCHEME_MAX_CHARS = 200
 _COVER_MAX_PAGE = 3
 """A document whose first structural heading comes within the first pages has a cover before it."""
 _INDENT_STEP = 3.0
+_MIN_CAPS_HEADINGS = 3
+_TABLE_PAGE_SHARE = 0.4
 _NOT_TITLES = {"page", "pages", "page no", "continued", "(continued)"}
 
 
@@ -84,6 +86,22 @@ class _Structural:
     scheme: str | None
     indent: float | None
     """Indentation in the contents page (None: found by its division word in the body)."""
+
+
+def _table_page_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Candidates on a page that is mostly a table (a financial statement), except its first: bold
+    row-group labels and column names ("Operating activities", "Retained Earnings") are no sections."""
+    out: set[tuple[int, int]] = set()
+    for p, lines in enumerate(pages):
+        if not lines:
+            continue
+        on_page = sorted(i for q, i in chosen if q == p)
+        if len(on_page) < 2:
+            continue
+        rows = sum(1 for ln in lines if is_table_line(ln.text))
+        if rows >= _TABLE_PAGE_SHARE * len(lines):
+            out.update((p, i) for i in on_page[1:])
+    return out
 
 
 def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int], taken: set[tuple[int, int]],
@@ -168,14 +186,21 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen = chosen_lines(False)
     if len(chosen) < len(pages) // 2:  # fonts mark almost no heading: capitals may
         chosen = chosen_lines(True)
-    styles = sorted({_style(pages[p][i]) for p, i in chosen}, key=lambda st: (-st[0], not st[1], not st[2]))
+    chosen -= _table_page_labels(pages, chosen)
+    used = Counter(_style(pages[p][i]) for p, i in chosen)
+
+    def style(ln: "Line") -> tuple[float, bool, bool]:
+        st = _style(ln)  # capitals make a level of their own only when they recur ("COVID-19" once does not)
+        return st if not st[2] or used[st] >= _MIN_CAPS_HEADINGS else (st[0], st[1], False)
+
+    styles = sorted({style(pages[p][i]) for p, i in chosen}, key=lambda st: (-st[0], not st[1], not st[2]))
     rank = {st: deepest + k + 1 for k, st in enumerate(styles)}
     for p, lines in enumerate(pages):
         for k, ln in enumerate(lines):
             if (p, k) in taken:
                 continue
             if (p, k) in chosen:
-                ln.heading = rank[_style(ln)]
+                ln.heading = rank[style(ln)]
             elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
                     and p not in contents_pages \
                     and (ln.size, ln.bold) == (lines[k - 1].size, lines[k - 1].bold) \
