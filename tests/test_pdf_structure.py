@@ -134,3 +134,42 @@ def test_filing_citations_name_the_physical_page(tmp_path: Path) -> None:
     assert chunks and citation(chunks[0]).endswith(":p6")
     for c in chunk_documents(root, [doc], Config()):
         assert doc.text[c.start_char:c.end_char] == c.text
+
+
+def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
+    """Pages of (style, text): b = bold 10 pt, p = regular 10 pt."""
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    for page in pages:
+        pdf.add_page()
+        for style, text in page:
+            pdf.set_font("Helvetica", "B" if style == "b" else "", 10)
+            pdf.multi_cell(0, 6, text)
+            pdf.ln(2)
+    pdf.output(str(path))
+
+
+def test_headings_in_capitals_count_where_no_font_marks_them(tmp_path: Path) -> None:
+    body = "Widgets are made in three plants and sold to industrial customers in many countries."
+    pages = [[("p", "COMPANY OVERVIEW"), ("p", body), ("p", "RESEARCH AND DEVELOPMENT"), ("p", body)],
+             [("p", "SEASONALITY"), ("p", body), ("p", "A short line in COVID-19 times"), ("p", body)],
+             [("p", "EMPLOYEES"), ("p", body)], [("p", body)], [("p", body)], [("p", body)]]
+    path = tmp_path / "caps.pdf"
+    _render_lines(path, pages)
+    headings = _headings(_tree(path))
+    assert headings == ["COMPANY OVERVIEW", "RESEARCH AND DEVELOPMENT", "SEASONALITY", "EMPLOYEES"]
+
+
+def test_bold_row_labels_of_a_statement_page_are_no_sections(tmp_path: Path) -> None:
+    body = "The notes below explain the figures of the statement and how they were measured."
+    statement = [("b", "Consolidated Statements of Cash Flows"), ("p", "(In millions) 2022 2021"),
+                 ("b", "Operating activities"), ("p", "Net earnings 1,234 1,100"), ("p", "Depreciation 300 280"),
+                 ("b", "Investing activities"), ("p", "Capital expenditures (500) (450)"),
+                 ("p", "Acquisitions (20) (35)")]
+    pages = [[("b", "Overview"), ("p", body)], statement, [("b", "Basis of Presentation"), ("p", body)]]
+    path = tmp_path / "statement.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc) == ["Overview", "Consolidated Statements of Cash Flows", "Basis of Presentation"]
+    assert "Operating activities" in _find(doc, "Consolidated Statements of Cash Flows").content
