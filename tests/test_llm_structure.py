@@ -101,3 +101,13 @@ def test_structure_llm_without_an_llm_is_a_one_line_error(tmp_path: Path) -> Non
     r = run_cli("index", "--input", str(tmp_path / "a.md"), "--output", str(tmp_path / "idx"), "--mock",
                 "--structure", "llm", env=env)
     assert r.returncode != 0 and "--structure llm needs an LLM" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_structure_mode_is_a_build_setting_only_when_not_the_default() -> None:
+    from indexing.reuse import build_settings, settings_change
+
+    rules = build_settings(Config(), {"model_id": "h", "dim": 8}, "extractive", False)
+    llm = build_settings(Config(structure_mode="llm"), {"model_id": "h", "dim": 8}, "extractive", False)
+    assert "structure_mode" not in rules["config"]  # indexes built before the setting keep lending
+    assert settings_change(rules, llm) == "structure_mode changed ('rules' -> 'llm')"
+    assert settings_change(rules, rules) is None
