@@ -173,3 +173,21 @@ def test_bold_row_labels_of_a_statement_page_are_no_sections(tmp_path: Path) -> 
     doc = _tree(path)
     assert _headings(doc) == ["Overview", "Consolidated Statements of Cash Flows", "Basis of Presentation"]
     assert "Operating activities" in _find(doc, "Consolidated Statements of Cash Flows").content
+
+
+def test_a_chunk_cut_inside_a_table_is_represented_with_its_column_header() -> None:
+    from indexing.chunker import Chunk
+    from indexing.representation import chunk_representation, column_header_above
+
+    text = ("Results of Operations\n\nRevenue grew on higher volumes and better prices in every region this year.\n"
+            "(Dollars in millions) 2022 2021\nRevenues 1,234 1,100\nCost of sales (800) (760)\nGross margin 434 340\n")
+    start = text.index("Cost of sales")
+    header = column_header_above(text, start)
+    assert header == "(Dollars in millions) 2022 2021"
+    assert column_header_above(text, text.index("Revenue grew")) == ""  # prose: no table
+    assert column_header_above(text, start, floor=text.index("Revenues")) == ""  # not above the section
+    chunk = Chunk("0001_chunk_01", text[start:], "0001", "Item 7 > Results of Operations", start_char=start,
+                  end_char=len(text))
+    rep = chunk_representation(chunk, "", "headings", header)
+    assert rep == "Item 7 > Results of Operations\n(Dollars in millions) 2022 2021\n" + text[start:]
+    assert chunk.text == text[start:]  # the stored, cited text stays the exact span
