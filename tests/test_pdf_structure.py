@@ -191,3 +191,15 @@ def test_a_chunk_cut_inside_a_table_is_represented_with_its_column_header() -> N
     rep = chunk_representation(chunk, "", "headings", header)
     assert rep == "Item 7 > Results of Operations\n(Dollars in millions) 2022 2021\n" + text[start:]
     assert chunk.text == text[start:]  # the stored, cited text stays the exact span
+
+
+def test_a_flat_outline_of_divisions_is_nested_by_its_division_words() -> None:
+    from tree_builder.readers.pdf_structure import relevel_flat_outline
+
+    flat = [(1, "Part I", 2, None), (1, "Item 1. Business", 2, None), (1, "Overview", 3, None),
+            (1, "Part II", 9, None), (1, "Item 8. Financial Statements", 9, None), (1, "Note 1 - Basis", 10, None)]
+    assert [lv for lv, *_ in relevel_flat_outline(flat)] == [1, 2, 3, 1, 2, 3]
+    nested = [(1, "Part I", 2, None), (2, "Item 1. Business", 2, None)]
+    assert relevel_flat_outline(nested) == nested
+    plain = [(1, "Introduction", 1, None), (1, "Methods", 2, None)]
+    assert relevel_flat_outline(plain) == plain

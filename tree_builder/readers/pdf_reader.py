@@ -28,7 +28,7 @@ from tree_builder.documents import document_from_parts
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
-from tree_builder.readers.pdf_structure import body_style, mark_structure_headings
+from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from utils.cjk import is_wide
 from utils.errors import InputError
 
@@ -353,7 +353,7 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
         raise InputError(f"{rel_path}: PDF has no text layer (scanned?); run OCR on it first")
     pages = strip_furniture(pages)
     if len(entries) >= 2:
-        mark_outline_headings(pages, entries)
+        mark_outline_headings(pages, relevel_flat_outline(entries))
     else:
         mark_structure_headings(pages)
     built = assemble(pages)

@@ -208,3 +208,25 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
                     and not is_table_line(ln.text):
                 ln.heading = lines[k - 1].heading  # the wrapped tail of a heading ("）", "Time)")
     return contents
+
+
+def relevel_flat_outline(entries: list[tuple[int, str, int, float | None]]
+                         ) -> list[tuple[int, str, int, float | None]]:
+    """Bookmarks all at one level that name divisions ("Part II", "Item 7", "Note 3") get the
+    divisions' depths: a flat list of 100 bookmarks is no outline. An entry without a division word
+    goes one level below the division entry above it. Nested bookmarks are kept as they are."""
+    if len({level for level, *_ in entries}) != 1:
+        return entries
+    schemes = [scheme_of(title) for _, title, _, _ in entries]
+    ranks = scheme_ranks({sc.name for sc in schemes if sc is not None})
+    if len(ranks) < 2:
+        return entries
+    out: list[tuple[int, str, int, float | None]] = []
+    above = 0
+    for (_, title, page, top), sc in zip(entries, schemes):
+        if sc is not None:
+            above = ranks[sc.name]
+            out.append((above, title, page, top))
+        else:
+            out.append((above + 1, title, page, top))
+    return out
