@@ -38,7 +38,7 @@ def _headings(node: TreeNode) -> list[str]:
 @pytest.mark.parametrize("text, name", [
     ("PART II", "part"), ("Part I - Financial Information", "part"), ("Item 1A. Risk Factors", "item"),
     ("ITEM 7. MANAGEMENT'S DISCUSSION", "item"), ("Items 1 and 2. Business and Properties", "item"),
-    ("Note 12 - Debt", "note"), ("NOTE 3. LEASES", "note"), ("ARTICLE IV - Termination", "article"),
+    ("Note 12 - Debt", "note"), ("Note5– Earnings Per Share", "note"), ("NOTE 3. LEASES", "note"), ("ARTICLE IV - Termination", "article"),
     ("Chapter 3 Installation", "chapter"), ("第二章 总则", "cn_zhang"), ("第一节 一般规定", "cn_jie"),
 ])
 def test_division_words_are_recognised(text: str, name: str) -> None:
@@ -62,7 +62,7 @@ def test_scheme_ranks_leave_no_empty_level() -> None:
 @pytest.mark.parametrize("text, table", [
     ("Total revenues 66,608 62,286 58,158", True), ("2022 2021", True), ("December 31, 2022 2021", True),
     ("Years ended December 31,", True), ("Three Months Ended", True), ("Boeing Capital $2 $23 $32", True),
-    ("737 747 767 777X 787 Total", True), ("2022 Compared with 2021", False), ("Item 1. Business", False),
+    ("737 747 767 777X 787 Total", True), ("10,898 10,265 10,298Total revenues", True), ("2022 Compared with 2021", False), ("Item 1. Business", False),
     ("Results of Operations", False), ("Note 22 - Segment and Revenue Information", False),
 ])
 def test_table_rows_and_column_headers(text: str, table: bool) -> None:

@@ -26,7 +26,7 @@ _SCHEMES: list[tuple[str, int, re.Pattern[str]]] = [
                            re.IGNORECASE)),
     ("section", 3, re.compile(r"^section\s+\d{1,3}(?:\.\d{1,3})*\b", re.IGNORECASE)),
     ("cn_jie", 3, re.compile(rf"^第[{_CN_NUM}\d]+节")),
-    ("note", 3, re.compile(r"^note\s+\d{1,3}[A-Z]?(?=\s*[.:\-–—)]|\s+[A-Z]|\s*$)", re.IGNORECASE)),
+    ("note", 3, re.compile(r"^note\s*\d{1,3}[A-Z]?(?=\s*[.:\-–—)]|\s+[A-Z]|\s*$)", re.IGNORECASE)),
 ]
 
 

@@ -34,8 +34,8 @@ def is_table_line(text: str) -> bool:
     if not tokens or not any(ch.isdigit() for ch in text) and not _PERIOD_MARKS & set(text.casefold().split()):
         return False
     flags = [is_figure(t) for t in tokens]
-    if len(flags) >= 2 and flags[-1] and flags[-2]:
-        return True
+    if len(flags) >= 2 and (flags[-1] and flags[-2] or flags[0] and flags[1]):
+        return True  # figures at the end, or at the start of a row the extraction ran together
     figures_share = sum(1 for t, f in zip(tokens, flags) if f or not any(ch.isalpha() for ch in t)) / len(tokens)
     if len(tokens) >= 3 and figures_share >= 0.6:
         return True  # a header of figure-like column names: "737 747 767 777X 787 Total"
