@@ -203,3 +203,16 @@ def test_a_flat_outline_of_divisions_is_nested_by_its_division_words() -> None:
     assert relevel_flat_outline(nested) == nested
     plain = [(1, "Introduction", 1, None), (1, "Methods", 2, None)]
     assert relevel_flat_outline(plain) == plain
+
+
+def test_the_last_line_of_a_bold_caption_is_no_section(tmp_path: Path) -> None:
+    body = "Demand may fall when industrial output declines, and prices may not cover higher costs in time."
+    caption = ("Our results could suffer if demand for widgets falls in the regions where we sell most of "
+               "our products, or if our largest customers buy less")  # wraps: a long line, a short bold tail
+    pages = [[("b", "Risk Factors"), ("p", body), ("b", caption), ("p", "Customers may also delay orders.")],
+             [("b", "Properties"), ("p", "We own three plants and lease two warehouses near them.")]]
+    path = tmp_path / "risks.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc) == ["Risk Factors", "Properties"]
+    assert "largest customers buy less" in _find(doc, "Risk Factors").content

@@ -104,6 +104,28 @@ def _table_page_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int,
     return out
 
 
+def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]], body_size: float,
+                     body_bold: bool) -> set[tuple[int, int]]:
+    """Candidates that are a table's header cell (another line shares their baseline) or the last
+    line of a bold sentence (a run-in caption, such as a risk factor, whose first line is too long
+    to be a heading), not headings. Lines without a known position are left alone."""
+    out: set[tuple[int, int]] = set()
+    for p, i in chosen:
+        lines = pages[p]
+        ln = lines[i]
+        if not ln.y:
+            continue
+        if any(k != i and abs(other.y - ln.y) < 1.0 for k, other in enumerate(lines)):
+            out.add((p, i))
+            continue
+        if i and (p, i - 1) not in chosen:
+            prev = lines[i - 1]
+            if (prev.size, prev.bold) == (ln.size, ln.bold) and 0 < prev.y - ln.y < 2 * max(ln.size, 1) \
+                    and _styled(prev, body_size, body_bold):
+                out.add((p, i))
+    return out
+
+
 def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int], taken: set[tuple[int, int]],
                           body_size: float, body_bold: bool) -> list[_Structural]:
     found: list[_Structural] = []
@@ -187,6 +209,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     if len(chosen) < len(pages) // 2:  # fonts mark almost no heading: capitals may
         chosen = chosen_lines(True)
     chosen -= _table_page_labels(pages, chosen)
+    chosen -= _cells_and_tails(pages, chosen, body_size, body_bold)
     used = Counter(_style(pages[p][i]) for p, i in chosen)
 
     def style(ln: "Line") -> tuple[float, bool, bool]:
