@@ -32,7 +32,7 @@ from utils.errors import InputError
 
 MIN_ITEMS = 15
 MAX_CHILDREN = 60
-_FORM = re.compile(r"\bform\s+(10-K|10-Q|8-K|20-F|40-F|6-K)\b", re.IGNORECASE)
+_FORM = re.compile(r"\bform\s*(10-K|10-Q|8-K|20-F|40-F|6-K)\b", re.IGNORECASE)
 _COVER_CHARS = 6000
 
 

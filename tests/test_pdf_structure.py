@@ -216,3 +216,20 @@ def test_the_last_line_of_a_bold_caption_is_no_section(tmp_path: Path) -> None:
     doc = _tree(path)
     assert _headings(doc) == ["Risk Factors", "Properties"]
     assert "largest customers buy less" in _find(doc, "Risk Factors").content
+
+
+def test_numbered_notes_nest_their_subheadings_and_continued_headings_are_no_sections(tmp_path: Path) -> None:
+    body = "The figures are measured at cost and reviewed each quarter by the audit committee."
+    pages = [[("b", "Item 8. Financial Statements"), ("p", body),
+              ("b", "1. Summary of Significant Accounting Policies"), ("p", body), ("b", "Organization"), ("p", body)],
+             [("b", "1. Summary of Significant Accounting Policies (Continued)"), ("b", "Revenue Recognition"),
+              ("p", body + " More text.")],
+             [("b", "2. Inventories"), ("p", body + " Inventories."), ("b", "Raw Materials"), ("p", "Steel and resin.")],
+             [("b", "3. Leases"), ("p", "Leases run for five years."), ("b", "Lessee"), ("p", "We lease offices.")]]
+    path = tmp_path / "notes.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    note1 = _find(doc, "1. Summary of Significant Accounting Policies")
+    assert [c.heading for c in note1.children if c.kind == "section"] == ["Organization", "Revenue Recognition"]
+    assert _find(doc, "Raw Materials").parent.heading == "2. Inventories"
+    assert "1. Summary of Significant Accounting Policies (Continued)" not in _headings(doc)

@@ -16,11 +16,13 @@ whose structure starts after a cover, the cover's fields.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from tree_builder.heading_schemes import scheme_of, scheme_ranks
+from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_tables import is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
 
@@ -34,6 +36,8 @@ _COVER_MAX_PAGE = 3
 _INDENT_STEP = 3.0
 _MIN_CAPS_HEADINGS = 3
 _TABLE_PAGE_SHARE = 0.4
+_CONTINUED = re.compile(r"\((?:continued|cont'?d\.?)\)\s*$|\bcontinued\s*$", re.IGNORECASE)
+"""A heading repeated on the next page ("5. Revenue (Continued)") continues its section."""
 _NOT_TITLES = {"page", "pages", "page no", "continued", "(continued)"}
 
 
@@ -56,9 +60,12 @@ def _styled(ln: "Line", body_size: float, body_bold: bool) -> bool:
     return ln.size >= body_size + 0.75 or (ln.bold and not body_bold) or _capitals(ln.text)
 
 
-def _style(ln: "Line") -> tuple[float, bool, bool]:
-    """Size, weight and case: a heading in capitals ranks above one in the same font in mixed case."""
-    return ln.size, ln.bold, _capitals(ln.text)
+def _style(ln: "Line") -> tuple[float, bool, bool, bool]:
+    """Size, weight, case and number: in the same font a heading in capitals ranks above one in
+    mixed case, and a numbered one ("5. Revenue", a note) above an unnumbered one ("Deferred Revenue")."""
+    numbering = heading_numbering(ln.text)
+    top_number = numbering is not None and numbering.family == "decimal" and numbering.depth == 1
+    return ln.size, ln.bold, _capitals(ln.text), top_number
 
 
 def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bool = False) -> bool:
@@ -75,7 +82,8 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
     else:
         styled = ((ln.bold and not body_bold or capitals and _capitals(text)) and abs(ln.size - body_size) < 0.75
                   and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
-    return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not is_table_line(text)
+    return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not _CONTINUED.search(text) \
+        and not is_table_line(text)
 
 
 @dataclass
@@ -136,7 +144,7 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
         while i < len(lines):
             ln = lines[i]
             sc = scheme_of(ln.text) if (p, i) not in taken else None
-            if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) \
+            if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or _CONTINUED.search(ln.text) \
                     or not _styled(ln, body_size, body_bold):
                 i += 1
                 continue
@@ -210,13 +218,18 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
         chosen = chosen_lines(True)
     chosen -= _table_page_labels(pages, chosen)
     chosen -= _cells_and_tails(pages, chosen, body_size, body_bold)
-    used = Counter(_style(pages[p][i]) for p, i in chosen)
+    used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
 
-    def style(ln: "Line") -> tuple[float, bool, bool]:
-        st = _style(ln)  # capitals make a level of their own only when they recur ("COVID-19" once does not)
-        return st if not st[2] or used[st] >= _MIN_CAPS_HEADINGS else (st[0], st[1], False)
+    def style(ln: "Line") -> tuple[float, bool, bool, bool]:
+        # capitals or numbers make a level of their own only when they recur; numbers only below
+        # division words (a filing's notes), never among a paper's "1 Introduction" and "Abstract"
+        size, bold, caps, numbered = _style(ln)
+        numbered = numbered and deepest > 0
+        st = (size, bold, caps, numbered)
+        return st if not (caps or numbered) or used[st] >= _MIN_CAPS_HEADINGS else (size, bold, False, False)
 
-    styles = sorted({style(pages[p][i]) for p, i in chosen}, key=lambda st: (-st[0], not st[1], not st[2]))
+    styles = sorted({style(pages[p][i]) for p, i in chosen},
+                    key=lambda st: (-st[0], not st[1], not st[3], not st[2]))
     rank = {st: deepest + k + 1 for k, st in enumerate(styles)}
     for p, lines in enumerate(pages):
         for k, ln in enumerate(lines):
