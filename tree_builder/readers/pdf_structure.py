@@ -7,12 +7,15 @@
    that opens with "PART II", "Item 7A.", "Note 12 -", "ARTICLE IV", "第二章" is
    a structural heading at that scheme's depth, even when the contents page
    does not list it (notes to financial statements never are);
-3. layout: lines set larger than the body, or bold at body size, fill in
-   below the deepest structural level, ranked by size.
+3. layout: lines set larger than the body, or bold at body size (or, where
+   fonts mark almost nothing, short lines in capitals), fill in below the
+   deepest structural level, ranked by size, weight, number and case.
 
 What never becomes a heading: rows of the contents pages, table rows and
-column headers (``pdf_tables``), parenthesised captions, and in a document
-whose structure starts after a cover, the cover's fields.
+column headers (``pdf_tables``), a table's header cells and a statement's
+row labels, the tail of a bold run-in sentence, "(Continued)" repeats,
+parenthesised captions, and in a document whose structure starts after a
+cover, the cover's fields.
 """
 from __future__ import annotations
 
