@@ -41,6 +41,8 @@ _MIN_CAPS_HEADINGS = 3
 _TABLE_PAGE_SHARE = 0.4
 _CONTINUED = re.compile(r"\((?:continued|cont'?d\.?)\)\s*$|\bcontinued\s*$", re.IGNORECASE)
 """A heading repeated on the next page ("5. Revenue (Continued)") continues its section."""
+_RUN_ON_NUMBER = re.compile(r"^\d{1,3}\.(?=[A-Z][a-z])")
+"""A note number the extraction ran into its title: "1.Summary of Significant Accounting Policies"."""
 _NOT_TITLES = {"page", "pages", "page no", "continued", "(continued)"}
 
 
@@ -67,7 +69,8 @@ def _style(ln: "Line") -> tuple[float, bool, bool, bool]:
     """Size, weight, case and number: in the same font a heading in capitals ranks above one in
     mixed case, and a numbered one ("5. Revenue", a note) above an unnumbered one ("Deferred Revenue")."""
     numbering = heading_numbering(ln.text)
-    top_number = numbering is not None and numbering.family == "decimal" and numbering.depth == 1
+    top_number = numbering is not None and numbering.family == "decimal" and numbering.depth == 1 \
+        or bool(_RUN_ON_NUMBER.match(ln.text))
     return ln.size, ln.bold, _capitals(ln.text), top_number
 
 
