@@ -79,6 +79,9 @@ class Config:
     """Deepest section level that becomes a node; deeper headings stay as text."""
     summary_mode: Literal["extractive", "llm"] = field(default="extractive", metadata=_BUILD)
     """Node summaries the locator reads: extractive (no model) or written by the LLM."""
+    structure_mode: Literal["rules", "llm"] = field(default="rules", metadata=_BUILD)
+    """How a document's outline is recovered: by rules (contents page, division words, layout), or by
+    the rules then checked by an LLM that sees the outline only (tree_builder/llm_structure.py)."""
     chunk_size: int = field(default=200, metadata=_BUILD)
     """Most characters of a chunk (the spec's window)."""
     chunk_overlap: int = field(default=50, metadata=_BUILD)

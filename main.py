@@ -72,14 +72,15 @@ def cmd_index(args: argparse.Namespace) -> int:
                           embedder_model=args.embedder_model or base.embedder_model,
                           max_depth=base.max_depth if args.max_depth is None else args.max_depth,
                           summary_mode=args.summaries or base.summary_mode,
+                          structure_mode=args.structure or base.structure_mode,
                           kg_mode=args.kg or base.kg_mode,
                           kg_min_leaf_chars=base.tuning.graph.kg_min_leaf_chars if args.kg_min_leaf_chars is None
                           else args.kg_min_leaf_chars)
     embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
     config = config.replace(llm_build_budget_s=_llm_budget(args, config.llm_build_budget_s))
     _llm_timeout(args, config)  # a bad value is an error even without --summaries llm
-    summarizer, usage, workers, llm = None, None, 1, None
-    if config.summary_mode == "llm" or config.kg_mode == "llm":
+    summarizer, usage, workers, llm, structure = None, None, 1, None, None
+    if config.summary_mode == "llm" or config.kg_mode == "llm" or config.structure_mode == "llm":
         from utils.llm.factory import make_llm, resolve_llm_spec
         from utils.llm.types import UsageMeter
 
@@ -87,7 +88,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
                        notice=_stderr, timeout=_llm_timeout(args, config))
         if getattr(llm, "provider", "mock") == "mock":
-            what = "--summaries llm" if config.summary_mode == "llm" else "--kg llm"
+            what = ("--summaries llm" if config.summary_mode == "llm"
+                    else "--structure llm" if config.structure_mode == "llm" else "--kg llm")
             raise InputError(f"{what} needs an LLM: set ANTHROPIC_API_KEY or OPENAI_API_KEY/"
                              "OPENAI_BASE_URL, or pass --llm")
         from utils.llm.budget import with_budget
@@ -96,6 +98,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         # server costs a few requests, not one per node
         llm = with_budget(llm, config.llm_build_budget_s, max_failures=config.llm_max_failures)
         usage = UsageMeter()
+    if config.structure_mode == "llm":
+        from tree_builder.llm_structure import StructureChecker
+
+        structure = StructureChecker(llm, usage)
     if config.summary_mode == "llm":
         from tree_builder.llm_summary import LLMSummarizer
 
@@ -105,7 +111,8 @@ def cmd_index(args: argparse.Namespace) -> int:
                          progress=make_progress(not args.quiet), summarizer=summarizer,
                          summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
                          store=_store(args.store or config.store, output),
-                         kg_llm=llm if config.kg_mode == "llm" else None, compact=args.compact)
+                         kg_llm=llm if config.kg_mode == "llm" else None, compact=args.compact,
+                         structure=structure)
     if report.rebuild_reason:
         _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
     for n in report.notes:
@@ -115,6 +122,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     print(report.summary_line())
     if report.kg is not None:
         print(report.kg.line())
+    if structure is not None:
+        print(structure.stats.line() + ("" if summarizer is not None else f"; {usage.total().describe()}"))
+        for f in structure.stats.failures:
+            _stderr(f"warning: outline check failed {f}")
     if summarizer is not None:
         st = summarizer.stats
         print(f"summaries: {st.llm_calls} by LLM, {st.kept_own_text} short sections kept their own text, "
@@ -713,14 +724,18 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                     help=f"deepest heading level that becomes a node, 0-6 (default {d.max_depth}; 0 = one leaf per document)")
     pi.add_argument("--summaries", choices=("extractive", "llm"), default=None,
                     help=f"node summaries: extractive (no LLM) or llm (default {d.summary_mode})")
-    pi.add_argument("--llm", default=None, help="PROVIDER[:MODEL] for --summaries llm")
+    pi.add_argument("--structure", choices=("rules", "llm"), default=None,
+                    help="document outlines: rules (contents page, division words, layout; no LLM) or llm "
+                         f"(the rules' outline checked by an LLM, headings only) (default {d.structure_mode})")
+    pi.add_argument("--llm", default=None, help="PROVIDER[:MODEL] for --summaries llm / --structure llm")
     pi.add_argument("--summary-workers", type=int, default=None,
                     help=f"concurrent LLM summary calls (default {d.summary_workers})")
     pi.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     pi.add_argument("--llm-timeout", default=None,
                     help=f"wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or {d.llm_timeout_s:g})")
     pi.add_argument("--llm-budget", default=None,
-                    help=f"wall-clock seconds for all LLM summary calls of the build (default {d.llm_build_budget_s:g})")
+                    help=f"wall-clock seconds for all LLM calls of the build: summaries, outline checks, graphs "
+                         f"(default {d.llm_build_budget_s:g})")
     pi.add_argument("--kg", choices=("off", "rules", "llm"), default=None,
                     help=f"a local graph for every long leaf: rules (no LLM), llm, or off (default {d.kg_mode}; "
                          "docs/graph.md)")

@@ -26,6 +26,7 @@ from utils.progress import Progress
 
 if TYPE_CHECKING:
     from indexing.seekdb.uri import StoreURI
+    from tree_builder.llm_structure import StructureChecker
     from tree_builder.summary import Summarizer
     from utils.llm.types import LLMClient
 
@@ -47,6 +48,8 @@ class BuildRequest:
     store: "StoreURI | None" = None
     kg_llm: "LLMClient | None" = None
     compact: bool = False
+    structure: "StructureChecker | None" = None
+    """Checks each document's outline with an LLM before its tree is built (``--structure llm``)."""
     """Rewrite one merged index even when the update could be a delta segment (indexing/delta_update.py)."""
 
 
@@ -78,6 +81,7 @@ class BuildPlan:
     summary_workers: int
     kg_llm: "LLMClient | None"
     progress: Progress | None
+    structure: "StructureChecker | None" = None
     first_node: int = 1
     """The id of the first node below the root: 1, or after the last id of an index a delta segment
     is written for (indexing/delta_update.py)."""
@@ -164,7 +168,8 @@ def make_plan(request: BuildRequest, docs: Sequence[DocumentInfo], embedder: Emb
                      documents=docs, folder_mode=folder_mode, embedder=embedder, embedder_reason=embedder_reason,
                      identity=identity, settings=settings, previous=previous, changes=changes,
                      rebuild_reason=reason, store=request.store, summarizer=request.summarizer,
-                     summary_workers=request.summary_workers, kg_llm=request.kg_llm, progress=request.progress)
+                     summary_workers=request.summary_workers, kg_llm=request.kg_llm, progress=request.progress,
+                     structure=request.structure)
 
 
 @dataclass

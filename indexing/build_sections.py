@@ -53,6 +53,8 @@ def section_batches(plan: BuildPlan, documents: Iterable[Document]) -> Iterator[
 def _sections(plan: BuildPlan, docs: list[Document], first_id: int,
               unchanged: set[str]) -> tuple[list[DocumentSections], int]:
     root = new_root()
+    if plan.structure is not None:
+        docs = [plan.structure.check(doc) for doc in docs]
     tops = [document_tops(doc, plan.config, plan.folder_mode, root) for doc in docs]
     for t in tops:
         root.children.extend(t)

@@ -22,7 +22,7 @@ from indexing.index_writer import IndexWriter
 from indexing.kg_graph import GraphStats
 from indexing.kg_store import GraphWriter, make_extractor
 from indexing.leaf_terms import leaf_words
-from indexing.representation import chunk_representation, leaf_text_for_embedding
+from indexing.representation import chunk_representation, column_header_above, leaf_text_for_embedding
 from indexing.reuse import PreviousIndex
 from tree_builder.document import Document
 from tree_builder.markdown_headings import line_starts
@@ -172,7 +172,8 @@ class _Stream:
         for leaf in leaves:
             chunks = chunk_leaf(leaf, doc.text, config, starts, doc.page_starts)
             for c in chunks:
-                text = chunk_representation(c, doc.title, config.tuning.chunking.chunk_context)
+                header = column_header_above(doc.text, c.start_char, leaf.content_start)
+                text = chunk_representation(c, doc.title, config.tuning.chunking.chunk_context, header)
                 self.bm25.add(tokenize(text))
                 self.block.append(c)
                 self.texts.append(text)

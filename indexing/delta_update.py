@@ -280,7 +280,7 @@ def write_delta(request: BuildRequest, meta: dict[str, Any], segments: SegmentsM
                      embedder=embedder, embedder_reason=reason, identity=identity, settings=settings,
                      previous=None, changes=None, rebuild_reason=None, store=None, summarizer=request.summarizer,
                      summary_workers=request.summary_workers, kg_llm=None, progress=request.progress,
-                     first_node=segments.node_starts()[-1], bm25_impacts=False)
+                     first_node=segments.node_starts()[-1], bm25_impacts=False, structure=request.structure)
     if docs:
         load = getattr(embedder, "load", None)
         if callable(load):

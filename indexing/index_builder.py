@@ -39,6 +39,7 @@ from utils.dir_lock import exclusive
 
 if TYPE_CHECKING:
     from indexing.seekdb.uri import StoreURI
+    from tree_builder.llm_structure import StructureChecker
     from tree_builder.summary import Summarizer
     from utils.llm.types import LLMClient
 
@@ -66,6 +67,7 @@ def build_index(
     store: "StoreURI | None" = None,
     kg_llm: "LLMClient | None" = None,
     compact: bool = False,
+    structure: "StructureChecker | None" = None,
 ) -> BuildReport:
     """Build the index of ``input_path`` into ``output`` (``embedder`` None: ``auto``).
 
@@ -76,12 +78,13 @@ def build_index(
     keeps its manifest (indexing/seekdb/); the previous tables are
     dropped only after the new manifest is in place. ``progress`` (utils/progress.py)
     is told the plan and every stage. ``kg_llm``: the (budgeted) LLM client
-    ``kg_mode = "llm"`` extracts graphs with (indexing/kg_llm.py).
+    ``kg_mode = "llm"`` extracts graphs with (indexing/kg_llm.py). ``structure``: the LLM check of each
+    document's outline (``structure_mode = "llm"``, tree_builder/llm_structure.py).
     """
     output = real_output(index_dir_path(output, "--output"))
     prepare_output(output)
     request = BuildRequest(Path(input_path), output, config, embedder, progress, summarizer, summary_workers,
-                           follow_links, update, store, kg_llm, compact)
+                           follow_links, update, store, kg_llm, compact, structure)
     try:
         with exclusive(output):  # a second updater now would compute against a version about to be replaced
             report = _build_locked(request)

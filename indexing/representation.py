@@ -11,7 +11,11 @@ from config import Config
 from indexing.chunker import Chunk, chunk_leaf
 from tree_builder.document import Document
 from tree_builder.markdown_headings import line_starts
+from tree_builder.readers.pdf_tables import is_column_header, is_table_line, is_table_row
 from tree_builder.tree import TreeNode
+
+_TABLE_LOOKBACK_CHARS = 6000
+_PROSE_CHARS = 60
 
 
 def leaf_text_for_embedding(leaf: TreeNode) -> str:
@@ -19,25 +23,59 @@ def leaf_text_for_embedding(leaf: TreeNode) -> str:
     return f"{leaf.heading_path}\n{leaf.summary}"
 
 
-def chunk_representation(chunk: Chunk, title: str, context: str) -> str:
+def column_header_above(text: str, start: int, floor: int = 0) -> str:
+    """The column header ("2022 2021") of the table a chunk starting at ``start`` opens inside.
+
+    A chunk cut from the middle of a financial statement starts with rows such as "Total revenues
+    66,608 62,286": read alone, nothing says which year each figure is. When the chunk's first line
+    is a table row, the lines above it (within its section, from ``floor``) are walked back through
+    the table to its header; prose ends the walk. "" when there is none.
+    """
+    end = text.find("\n", start)
+    if not is_table_row(text[start:end if end >= 0 else len(text)].strip()):
+        return ""
+    floor = max(floor, start - _TABLE_LOOKBACK_CHARS)
+    pos = start
+    while pos > floor:
+        line_start = text.rfind("\n", floor, pos - 1) + 1
+        line = text[max(line_start, floor):pos].strip()
+        pos = line_start if line_start > floor else floor
+        if not line:
+            continue
+        if is_column_header(line):
+            return line
+        if not is_table_line(line) and len(line) > _PROSE_CHARS:
+            return ""
+    return ""
+
+
+def chunk_representation(chunk: Chunk, title: str, context: str, table_header: str = "") -> str:
     """The text a chunk is embedded and BM25-indexed as (never what is stored or cited).
 
     Headings are worth a lot to a retriever that sees them: "Results" or "第三章 合同的履行" says
     what a bare paragraph does not. Every arm, flat or tree, searches the same representation, so a
-    comparison of arms never credits the tree for text the flat arm was denied.
+    comparison of arms never credits the tree for text the flat arm was denied. A chunk cut from
+    inside a table also carries the table's column header (``column_header_above``), so its rows
+    still say which period each figure is; the stored and cited text stays the exact span.
     """
     if context == "none":
         return chunk.text
     path = chunk.heading_path
     if title and not (path == title or path.startswith(title + " > ")):
         path = f"{title} > {path}" if path else title
-    return f"{path}\n{chunk.text}" if path else chunk.text
+    body = f"{table_header}\n{chunk.text}" if table_header else chunk.text
+    return f"{path}\n{body}" if path else body
 
 
 def chunk_texts(chunks: list[Chunk], docs: list[Document], config: Config) -> list[str]:
     """What every chunk is embedded and BM25-indexed as, under ``chunk_context`` (ChunkParams)."""
-    titles = {d.path: d.title for d in docs}
-    return [chunk_representation(c, titles.get(c.doc_path, ""), config.tuning.chunking.chunk_context) for c in chunks]
+    by_path = {d.path: d for d in docs}
+    out = []
+    for c in chunks:
+        doc = by_path.get(c.doc_path)
+        header = column_header_above(doc.text, c.start_char) if doc is not None else ""
+        out.append(chunk_representation(c, doc.title if doc is not None else "", config.tuning.chunking.chunk_context, header))
+    return out
 
 
 def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> list[Chunk]:

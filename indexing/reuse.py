@@ -43,9 +43,15 @@ change what is built); an update compares them with the ones the index recorded.
 
 def build_settings(config: Config, embedder_identity: dict[str, Any], summarizer_id: str,
                    folder_mode: bool) -> dict[str, Any]:
-    """Everything that, changed, makes an old index's chunks or vectors wrong for a new build."""
+    """Everything that, changed, makes an old index's chunks or vectors wrong for a new build.
+
+    ``structure_mode`` is recorded only when it is not the default "rules", so indexes built before
+    the setting existed keep lending to a default build."""
+    built = {f: config.setting(f) for f in BUILD_FIELDS}
+    if config.structure_mode != "rules":
+        built["structure_mode"] = config.structure_mode
     return {
-        "config": {f: config.setting(f) for f in BUILD_FIELDS},
+        "config": built,
         "embedder": dict(embedder_identity),
         "tokenizer": TOKENIZER_VERSION,
         "summarizer": summarizer_id,
@@ -64,6 +70,9 @@ def settings_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     for f in BUILD_FIELDS:
         if old_cfg.get(f) != new["config"][f]:
             return f"{f} changed ({old_cfg.get(f)!r} -> {new['config'][f]!r})"
+    was, now = old_cfg.get("structure_mode", "rules"), new["config"].get("structure_mode", "rules")
+    if was != now:
+        return f"structure_mode changed ({was!r} -> {now!r})"
     return None
 
 

@@ -160,3 +160,80 @@ def render_html(src: Source, path: Path) -> None:
             parts.append(f"<p>{html.escape(b.text)}</p>\n")
     parts.append("</main><footer>Copyright footer chrome</footer></body></html>")
     path.write_text("".join(parts), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- a filing-like PDF
+
+FILING_PAGES: list[list[tuple[str, str]]] = [
+    # (style, text); style: title | field | h (bold body size) | p (body) | row (bold table row)
+    [("title", "ACME WIDGETS CORPORATION"), ("h", "FORM 10-K"), ("field", "Delaware 12-3456789"),
+     ("field", "100 Main Street Springfield, IL 62701"), ("p", "Annual report for the fiscal year ended December 31, 2022.")],
+    [],  # the contents page (drawn by render_filing_pdf)
+    [("h", "PART I"), ("h", "Item 1. Business"),
+     ("p", "Acme makes widgets for industrial customers in many countries and sells them directly."),
+     ("h", "Our Products"), ("p", "Widgets come in three sizes and are sold with a service plan.")],
+    [("h", "Item 1A. Risk Factors"), ("p", "Demand for widgets may fall when industrial output declines.")],
+    [("h", "PART II"), ("h", "Item 7. Management's Discussion and Analysis"),
+     ("p", "Revenues grew on higher widget volumes and better prices in every region."),
+     ("h", "Results of Operations"), ("row", "2022 2021"), ("row", "Total revenues 1,234 1,100"),
+     ("row", "Cost of sales (800) (760)"), ("p", "Gross margin improved by two points.")],
+    [("h", "Item 8. Financial Statements and Supplementary Data"),
+     ("h", "Note 1 - Basis of Presentation"), ("p", "The statements are prepared under US GAAP."),
+     ("h", "Note 2 - Revenue"), ("p", "Revenue is recognised when widgets are delivered.")],
+]
+FILING_CONTENTS: list[tuple[str, int | None]] = [
+    ("PART I", None), ("Item 1. Business", 1), ("Item 1A. Risk Factors", 2), ("PART II", None),
+    ("Item 7. Management's Discussion and Analysis", 3), ("Item 8. Financial Statements and Supplementary Data", 4),
+    ("Item 9. Controls and Procedures", 4),  # listed but never printed: must be dropped
+]
+
+
+def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False) -> None:
+    """A small annual-report-like PDF: cover, contents page (titles left, page numbers in a right
+    column, optionally dot leaders), running header, printed page numbers that start after the
+    contents, PART/Item/Note headings in bold body size, a bold table inside Item 7."""
+    from fpdf import FPDF
+
+    printed_from = 3 if contents else 2  # physical page that prints "1"
+
+    class _PDF(FPDF):
+        def header(self) -> None:  # noqa: D401 - fpdf2 hook
+            if self.page_no() > 1:
+                self.set_font("Helvetica", "", 8)
+                self.cell(0, 5, "Acme Widgets Corporation", align="C")
+                self.ln(8)
+
+        def footer(self) -> None:
+            if self.page_no() >= printed_from:
+                self.set_y(-12)
+                self.set_font("Helvetica", "", 8)
+                self.cell(0, 5, str(self.page_no() - printed_from + 1), align="C")
+
+    pdf = _PDF(format="A4")
+    pdf.set_auto_page_break(True, margin=18)
+    for n, page in enumerate(FILING_PAGES):
+        if n == 1:
+            if not contents:
+                continue
+            pdf.add_page()
+            pdf.set_font("Helvetica", "B", 10)
+            pdf.cell(0, 6, "Table of Contents", new_x="LMARGIN", new_y="NEXT")
+            for title, printed in FILING_CONTENTS:
+                pdf.set_font("Helvetica", "B" if printed is None else "", 10)
+                label = title + (" " + "." * 20 if leaders and printed is not None else "")
+                pdf.cell(150, 6, label)
+                pdf.cell(20, 6, "" if printed is None else str(printed), align="R", new_x="LMARGIN", new_y="NEXT")
+            continue
+        pdf.add_page()
+        for style, text in page:
+            if style == "title":
+                pdf.set_font("Helvetica", "B", 16)
+            elif style == "field":
+                pdf.set_font("Helvetica", "B", 9)
+            elif style in ("h", "row"):
+                pdf.set_font("Helvetica", "B", 10)
+            else:
+                pdf.set_font("Helvetica", "", 10)
+            pdf.multi_cell(0, 6, text)
+            pdf.ln(2)
+    pdf.output(str(path))

@@ -1,7 +1,7 @@
 """The build that holds a batch of documents at a time writes the index the whole-tree build wrote.
 
 ``stream_build_digests.json`` holds the digest of every file the build wrote, with hash embeddings,
-before the build streamed, plus the stored BM25 weights added since (metadata.json without its time stamps,
+before the build streamed, plus the stored BM25 weights and document cards added since (metadata.json without its time stamps,
 build id, input path and full settings): the
 streaming build must reproduce them byte for byte, whatever its batch and block sizes.
 """

@@ -6,8 +6,9 @@ layout rules need, in 0.6x the CPU time of pdfminer.six without layout
 analysis and 0.16x pdfplumber's; it also reads outlines and detects encryption.
 
 Sections come from the outline (bookmarks) when the PDF has one; otherwise
-from the layout: lines set larger than the body text, or bold, are heading
-candidates, ranked by size. Running headers/footers (the same small text at
+from the document's own contents page, its division words (PART, Item, Note,
+ARTICLE, 第一章 ...) and, below those, the layout: lines set larger than the
+body text, or bold, ranked by size (pdf_structure). Running headers/footers (the same small text at
 the top or bottom of most pages) and page numbers are dropped. The
 text is what pypdf extracts, with runs of spaces collapsed, so a quoted chunk
 reads as the PDF does.
@@ -19,7 +20,6 @@ import logging
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +28,17 @@ from tree_builder.documents import document_from_parts
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
+from tree_builder.readers.pdf_lines import Line
+from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from utils.cjk import is_wide
 from utils.errors import InputError
 
 _PAGE_NUMBER = re.compile(r"^[\s\-–—]*(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?[\s\-–—]*$",
                           re.IGNORECASE)
+_TINY_SCALE = 0.2
+"""A text-placement matrix that scales text down by more than this breaks pypdf's line-break test."""
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
-_HEADING_MAX_CHARS = 150
 _MIN_TEXT_CHARS = 10
-
-
-@dataclass
-class Line:
-    text: str
-    size: float
-    bold: bool
-    y: float
-    page: int
-    heading: int = 0
-    """0 = body; otherwise the heading's marker level."""
 
 
 def _norm(text: str) -> str:
@@ -76,8 +68,15 @@ def _font_is_bold(font: Any) -> bool:
 
 
 def page_lines(page: Any, page_no: int) -> list[Line]:
-    """The page's text lines in reading order, each with its dominant font size, weight and height."""
-    runs: list[tuple[str, float, bool, float | None]] = []
+    """The page's text lines in reading order, each with its dominant font size, weight and height.
+
+    Some generators place every text object by a matrix that scales text space down (a font of
+    "416 pt" drawn at 9 pt, the position only in the matrix's translation): pypdf's line-break test,
+    made in unscaled units, then breaks such an object at every word or kerning step and a visual
+    line arrives in pieces ("PART" / "I", "results of operat" / "ions"). Pieces of one such object
+    are one line, and a next object on the same baseline continues it.
+    """
+    runs: list[tuple[str, float, bool, float | None, float, bool]] = []
     bold_cache: dict[int, bool] = {}
 
     def visit(text: str, cm: list[float], tm: list[float], font: Any, font_size: float) -> None:
@@ -89,26 +88,46 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
         key = id(font)
         if key not in bold_cache:
             bold_cache[key] = _font_is_bold(font)
-        y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5] if any(tm[4:6]) else None
-        runs.append((text, size, bold_cache[key], y))
+        degenerate = not any(tm[4:6]) and 0 < math.hypot(cm[2], cm[3]) < _TINY_SCALE
+        if degenerate:
+            y: float | None = cm[5]
+            x = cm[4]
+        else:
+            y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5] if any(tm[4:6]) else None
+            x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
+        runs.append((text, size, bold_cache[key], y, x, degenerate))
 
     page.extract_text(visitor_text=visit)
     lines: list[Line] = []
     parts: list[str] = []
     weights: Counter = Counter()
     y_line: float | None = None
+    x_line = 0.0
+    joinable = False  # the last line ended a degenerate object: a piece on its baseline continues it
+    spaced = False  # ... and that object ended in white space
 
     def flush() -> None:
         nonlocal y_line
         text = " ".join("".join(parts).split())
         if text:
             (size, bold), _ = weights.most_common(1)[0]
-            lines.append(Line(text, size, bold, y_line if y_line is not None else 0.0, page_no))
+            lines.append(Line(text, size, bold, y_line if y_line is not None else 0.0, page_no, x=x_line))
         parts.clear()
         weights.clear()
         y_line = None
 
-    for text, size, bold, y in runs:
+    for text, size, bold, y, x, degenerate in runs:
+        if degenerate:
+            ends_line = text.endswith("\n")
+            body = " ".join(text.split("\n")).rstrip(" ")
+            if joinable and not parts and lines and y is not None and abs(lines[-1].y - y) < 0.5 \
+                    and body.strip():
+                last = lines.pop()  # the same baseline: continue the line the last object ended
+                parts.append(last.text + (" " if spaced else ""))
+                weights[(last.size, last.bold)] += len(last.text)
+                y_line, x_line = last.y, last.x
+            spaced = body[-1:].isspace()
+            text = body + ("\n" if ends_line else "")
         pieces = text.split("\n")
         for k, piece in enumerate(pieces):
             if k:
@@ -118,7 +137,8 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
                 if piece.strip():
                     weights[(size, bold)] += len(piece.strip())
                     if y_line is None and y is not None:
-                        y_line = y
+                        y_line, x_line = y, x
+        joinable = degenerate
     flush()
     return lines
 
@@ -162,40 +182,6 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
 
 
 # --------------------------------------------------------------------------- headings
-
-def body_style(pages: list[list[Line]]) -> tuple[float, bool]:
-    weights: Counter = Counter()
-    for lines in pages:
-        for ln in lines:
-            weights[(ln.size, ln.bold)] += len(ln.text)
-    return weights.most_common(1)[0][0] if weights else (0.0, False)
-
-
-def mark_layout_headings(pages: list[list[Line]]) -> None:
-    """Lines larger than the body, or bold at body size, become headings ranked by size."""
-    body_size, body_bold = body_style(pages)
-
-    def candidate(ln: Line) -> bool:
-        if len(ln.text) > _HEADING_MAX_CHARS or not any(ch.isalnum() for ch in ln.text):
-            return False
-        if ln.text.endswith((",", ";", "，", "；", "、")):
-            return False
-        if ln.size >= body_size + 0.75:
-            return True
-        return (ln.bold and not body_bold and abs(ln.size - body_size) < 0.75
-                and len(ln.text) <= 80 and not ln.text.endswith((".", "。", ":", "：")))
-
-    styles = sorted({(ln.size, ln.bold) for lines in pages for ln in lines if candidate(ln)},
-                    key=lambda st: (-st[0], not st[1]))
-    rank = {st: i + 1 for i, st in enumerate(styles)}
-    for lines in pages:
-        for k, ln in enumerate(lines):
-            if candidate(ln):
-                ln.heading = rank[(ln.size, ln.bold)]
-            elif k and lines[k - 1].heading and (ln.size, ln.bold) == (lines[k - 1].size, lines[k - 1].bold) \
-                    and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= _HEADING_MAX_CHARS:
-                ln.heading = lines[k - 1].heading  # the wrapped tail of a heading ("）", "Time)")
-
 
 def _flatten_outline(reader: Any, items: list[Any], level: int, out: list[tuple[int, str, int, float | None]]) -> None:
     for item in items:
@@ -353,9 +339,9 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
         raise InputError(f"{rel_path}: PDF has no text layer (scanned?); run OCR on it first")
     pages = strip_furniture(pages)
     if len(entries) >= 2:
-        mark_outline_headings(pages, entries)
+        mark_outline_headings(pages, relevel_flat_outline(entries))
     else:
-        mark_layout_headings(pages)
+        mark_structure_headings(pages)
     built = assemble(pages)
     check_headings(len(built.headings), rel_path, limits)
     return document_from_parts(built.text(), rel_path, "pdf", built.headings, built.page_starts, title)

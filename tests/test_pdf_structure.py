@@ -1,0 +1,235 @@
+"""Long-PDF structure: contents page, division words, table lines and cover fields (fpdf2-made filings)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config import Config
+from tests.doc_factory import render_filing_pdf
+from tree_builder.heading_schemes import scheme_of, scheme_ranks
+from tree_builder.loader import load_document
+from tree_builder.readers.pdf_tables import is_table_line
+from tree_builder.readers.pdf_toc import parse_rows, title_key
+from tree_builder.tree import TreeNode, build_tree
+
+pytest.importorskip("pypdf")
+pytest.importorskip("fpdf")
+
+
+def _tree(path: Path) -> TreeNode:
+    doc = load_document(path, path.name)
+    return build_tree([doc], Config(), folder_mode=True).children[0]
+
+
+def _find(node: TreeNode, heading: str) -> TreeNode:
+    for n in node.iter_preorder():
+        if n.heading == heading:
+            return n
+    raise AssertionError(f"no section {heading!r} in {[n.heading for n in node.iter_preorder()]}")
+
+
+def _headings(node: TreeNode) -> list[str]:
+    return [n.heading for n in node.iter_preorder() if n.kind == "section"]
+
+
+# --------------------------------------------------------------------------- rules
+
+@pytest.mark.parametrize("text, name", [
+    ("PART II", "part"), ("Part I - Financial Information", "part"), ("Item 1A. Risk Factors", "item"),
+    ("ITEM 7. MANAGEMENT'S DISCUSSION", "item"), ("Items 1 and 2. Business and Properties", "item"),
+    ("Note 12 - Debt", "note"), ("Note5– Earnings Per Share", "note"), ("NOTE 3. LEASES", "note"), ("ARTICLE IV - Termination", "article"),
+    ("Chapter 3 Installation", "chapter"), ("第二章 总则", "cn_zhang"), ("第一节 一般规定", "cn_jie"),
+])
+def test_division_words_are_recognised(text: str, name: str) -> None:
+    assert scheme_of(text).name == name
+
+
+@pytest.mark.parametrize("text", [
+    "Part III incorporates information by reference to the proxy statement",
+    "Item 7 of this report discusses liquidity", "Notes to Consolidated Financial Statements",
+    "Partners and customers",
+])
+def test_sentences_opening_with_a_division_word_are_not_divisions(text: str) -> None:
+    assert scheme_of(text) is None
+
+
+def test_scheme_ranks_leave_no_empty_level() -> None:
+    assert scheme_ranks({"item", "note"}) == {"item": 1, "note": 2}
+    assert scheme_ranks({"part", "item", "note"}) == {"part": 1, "item": 2, "note": 3}
+
+
+@pytest.mark.parametrize("text, table", [
+    ("Total revenues 66,608 62,286 58,158", True), ("2022 2021", True), ("December 31, 2022 2021", True),
+    ("Years ended December 31,", True), ("Three Months Ended", True), ("Boeing Capital $2 $23 $32", True),
+    ("737 747 767 777X 787 Total", True), ("10,898 10,265 10,298Total revenues", True), ("2022 Compared with 2021", False), ("Item 1. Business", False),
+    ("Results of Operations", False), ("Note 22 - Segment and Revenue Information", False),
+])
+def test_table_rows_and_column_headers(text: str, table: bool) -> None:
+    assert is_table_line(text) is table
+
+
+def test_contents_rows_parse_with_leaders_wrapped_titles_and_group_rows() -> None:
+    rows = [("Table of Contents", 50.0), ("PART I Page", 50.0), ("Item 1. Business .......... 1", 60.0),
+            ("Item 5. Market for Registrant's Common Equity, Related Stockholder Matters and", 60.0),
+            ("Purchases of Equity Securities 19", 60.0), ("Signatures 132", 60.0)]
+    entries = parse_rows(rows)
+    assert [(e.title, e.printed, e.scheme) for e in entries] == [
+        ("PART I", None, "part"), ("Item 1. Business", 1, "item"),
+        ("Item 5. Market for Registrant's Common Equity, Related Stockholder Matters and "
+         "Purchases of Equity Securities", 19, "item"),
+        ("Signatures", 132, None)]
+    assert title_key("ITEM 1A. RISK FACTORS") == title_key("Item 1A  Risk Factors")
+
+
+# --------------------------------------------------------------------------- whole filings
+
+@pytest.mark.parametrize("leaders", [False, True])
+def test_filing_tree_follows_its_contents_page(tmp_path: Path, leaders: bool) -> None:
+    path = tmp_path / "acme.pdf"
+    render_filing_pdf(path, contents=True, leaders=leaders)
+    doc = _tree(path)
+    part1, part2 = _find(doc, "PART I"), _find(doc, "PART II")
+    assert [c.heading for c in part1.children if c.kind == "section"] == ["Item 1. Business", "Item 1A. Risk Factors"]
+    assert _find(doc, "Our Products").parent.heading == "Item 1. Business"
+    item8 = _find(doc, "Item 8. Financial Statements and Supplementary Data")
+    assert item8.parent is part2
+    assert [c.heading for c in item8.children if c.kind == "section"] == [
+        "Note 1 - Basis of Presentation", "Note 2 - Revenue"]
+    # printed page 2 is physical page 4; sections run to the page where the next one starts
+    risk = _find(doc, "Item 1A. Risk Factors")
+    assert (risk.page_start, risk.page_end) == (4, 4)
+    assert (part1.page_start, part1.page_end) == (3, 4)
+    headings = _headings(doc)
+    assert "Item 9. Controls and Procedures" not in headings  # listed, never printed: dropped
+    assert headings.count("Item 1. Business") == 1  # the contents rows are no sections
+    for not_a_heading in ("2022 2021", "Total revenues 1,234 1,100", "Cost of sales (800) (760)",
+                          "Delaware 12-3456789", "Table of Contents", "Acme Widgets Corporation"):
+        assert not_a_heading not in headings
+    # the table's rows stay in their section's text
+    assert "Total revenues 1,234 1,100" in _find(doc, "Results of Operations").content
+
+
+def test_filing_without_contents_page_nests_by_division_words(tmp_path: Path) -> None:
+    path = tmp_path / "acme.pdf"
+    render_filing_pdf(path, contents=False)
+    doc = _tree(path)
+    item7 = _find(doc, "Item 7. Management's Discussion and Analysis")
+    assert item7.parent.heading == "PART II"
+    assert _find(doc, "Results of Operations").parent is item7
+    assert _find(doc, "Note 2 - Revenue").parent.heading == "Item 8. Financial Statements and Supplementary Data"
+    headings = _headings(doc)
+    assert "Delaware 12-3456789" not in headings and "2022 2021" not in headings
+
+
+def test_filing_citations_name_the_physical_page(tmp_path: Path) -> None:
+    from indexing.representation import chunk_documents
+    from pipeline import citation
+
+    path = tmp_path / "acme.pdf"
+    render_filing_pdf(path, contents=True)
+    doc = load_document(path, path.name)
+    root = build_tree([doc], Config(), folder_mode=True)
+    chunks = [c for c in chunk_documents(root, [doc], Config()) if "Revenue is recognised" in c.text]
+    assert chunks and citation(chunks[0]).endswith(":p6")
+    for c in chunk_documents(root, [doc], Config()):
+        assert doc.text[c.start_char:c.end_char] == c.text
+
+
+def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
+    """Pages of (style, text): b = bold 10 pt, p = regular 10 pt."""
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    for page in pages:
+        pdf.add_page()
+        for style, text in page:
+            pdf.set_font("Helvetica", "B" if style == "b" else "", 10)
+            pdf.multi_cell(0, 6, text)
+            pdf.ln(2)
+    pdf.output(str(path))
+
+
+def test_headings_in_capitals_count_where_no_font_marks_them(tmp_path: Path) -> None:
+    body = "Widgets are made in three plants and sold to industrial customers in many countries."
+    pages = [[("p", "COMPANY OVERVIEW"), ("p", body), ("p", "RESEARCH AND DEVELOPMENT"), ("p", body)],
+             [("p", "SEASONALITY"), ("p", body), ("p", "A short line in COVID-19 times"), ("p", body)],
+             [("p", "EMPLOYEES"), ("p", body)], [("p", body)], [("p", body)], [("p", body)]]
+    path = tmp_path / "caps.pdf"
+    _render_lines(path, pages)
+    headings = _headings(_tree(path))
+    assert headings == ["COMPANY OVERVIEW", "RESEARCH AND DEVELOPMENT", "SEASONALITY", "EMPLOYEES"]
+
+
+def test_bold_row_labels_of_a_statement_page_are_no_sections(tmp_path: Path) -> None:
+    body = "The notes below explain the figures of the statement and how they were measured."
+    statement = [("b", "Consolidated Statements of Cash Flows"), ("p", "(In millions) 2022 2021"),
+                 ("b", "Operating activities"), ("p", "Net earnings 1,234 1,100"), ("p", "Depreciation 300 280"),
+                 ("b", "Investing activities"), ("p", "Capital expenditures (500) (450)"),
+                 ("p", "Acquisitions (20) (35)")]
+    pages = [[("b", "Overview"), ("p", body)], statement, [("b", "Basis of Presentation"), ("p", body)]]
+    path = tmp_path / "statement.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc) == ["Overview", "Consolidated Statements of Cash Flows", "Basis of Presentation"]
+    assert "Operating activities" in _find(doc, "Consolidated Statements of Cash Flows").content
+
+
+def test_a_chunk_cut_inside_a_table_is_represented_with_its_column_header() -> None:
+    from indexing.chunker import Chunk
+    from indexing.representation import chunk_representation, column_header_above
+
+    text = ("Results of Operations\n\nRevenue grew on higher volumes and better prices in every region this year.\n"
+            "(Dollars in millions) 2022 2021\nRevenues 1,234 1,100\nCost of sales (800) (760)\nGross margin 434 340\n")
+    start = text.index("Cost of sales")
+    header = column_header_above(text, start)
+    assert header == "(Dollars in millions) 2022 2021"
+    assert column_header_above(text, text.index("Revenue grew")) == ""  # prose: no table
+    assert column_header_above(text, start, floor=text.index("Revenues")) == ""  # not above the section
+    chunk = Chunk("0001_chunk_01", text[start:], "0001", "Item 7 > Results of Operations", start_char=start,
+                  end_char=len(text))
+    rep = chunk_representation(chunk, "", "headings", header)
+    assert rep == "Item 7 > Results of Operations\n(Dollars in millions) 2022 2021\n" + text[start:]
+    assert chunk.text == text[start:]  # the stored, cited text stays the exact span
+
+
+def test_a_flat_outline_of_divisions_is_nested_by_its_division_words() -> None:
+    from tree_builder.readers.pdf_structure import relevel_flat_outline
+
+    flat = [(1, "Part I", 2, None), (1, "Item 1. Business", 2, None), (1, "Overview", 3, None),
+            (1, "Part II", 9, None), (1, "Item 8. Financial Statements", 9, None), (1, "Note 1 - Basis", 10, None)]
+    assert [lv for lv, *_ in relevel_flat_outline(flat)] == [1, 2, 3, 1, 2, 3]
+    nested = [(1, "Part I", 2, None), (2, "Item 1. Business", 2, None)]
+    assert relevel_flat_outline(nested) == nested
+    plain = [(1, "Introduction", 1, None), (1, "Methods", 2, None)]
+    assert relevel_flat_outline(plain) == plain
+
+
+def test_the_last_line_of_a_bold_caption_is_no_section(tmp_path: Path) -> None:
+    body = "Demand may fall when industrial output declines, and prices may not cover higher costs in time."
+    caption = ("Our results could suffer if demand for widgets falls in the regions where we sell most of "
+               "our products, or if our largest customers buy less")  # wraps: a long line, a short bold tail
+    pages = [[("b", "Risk Factors"), ("p", body), ("b", caption), ("p", "Customers may also delay orders.")],
+             [("b", "Properties"), ("p", "We own three plants and lease two warehouses near them.")]]
+    path = tmp_path / "risks.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc) == ["Risk Factors", "Properties"]
+    assert "largest customers buy less" in _find(doc, "Risk Factors").content
+
+
+def test_numbered_notes_nest_their_subheadings_and_continued_headings_are_no_sections(tmp_path: Path) -> None:
+    body = "The figures are measured at cost and reviewed each quarter by the audit committee."
+    pages = [[("b", "Item 8. Financial Statements"), ("p", body),
+              ("b", "1. Summary of Significant Accounting Policies"), ("p", body), ("b", "Organization"), ("p", body)],
+             [("b", "1. Summary of Significant Accounting Policies (Continued)"), ("b", "Revenue Recognition"),
+              ("p", body + " More text.")],
+             [("b", "2.Inventories"), ("p", body + " Inventories."), ("b", "Raw Materials"), ("p", "Steel and resin.")],
+             [("b", "3. Leases"), ("p", "Leases run for five years."), ("b", "Lessee"), ("p", "We lease offices.")]]
+    path = tmp_path / "notes.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    note1 = _find(doc, "1. Summary of Significant Accounting Policies")
+    assert [c.heading for c in note1.children if c.kind == "section"] == ["Organization", "Revenue Recognition"]
+    assert _find(doc, "Raw Materials").parent.heading == "2.Inventories"  # a number run into its title
+    assert "1. Summary of Significant Accounting Policies (Continued)" not in _headings(doc)

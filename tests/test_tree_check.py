@@ -1,0 +1,48 @@
+"""evaluation/tree_check.py: the four checks of a filing's tree, on an fpdf2-made filing."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from config import Config
+from evaluation.tree_check import check_file, form_of, main
+
+pytest.importorskip("pypdf")
+pytest.importorskip("fpdf")
+
+
+def test_form_is_read_from_the_cover_not_the_name() -> None:
+    assert form_of("UNITED STATES ... FORM 10-K\nANNUAL REPORT") == "10-K"
+    assert form_of("FORM 10-Q\nQuarterly report ... our Annual Report on Form 10-K") == "10-Q"
+    assert form_of("Press release: record quarter") == "other"
+
+
+def test_filing_checks_and_evidence_misses(tmp_path: Path) -> None:
+    from tests.doc_factory import render_filing_pdf
+
+    path = tmp_path / "acme.pdf"
+    render_filing_pdf(path, contents=True)
+    check = check_file(path, [1, 4, 6], Config())
+    assert check.form == "10-K" and check.parts == 2 and check.items == 4
+    assert check.shape_ok and check.max_children <= 5
+    assert [(m.page, m.why) for m in check.misses] == [(1, "before the first Item (cover or contents)")]
+    assert not check.passes and check.failures()[0] == "items 4"
+
+
+def test_cli_writes_json_and_refuses_a_missing_folder(tmp_path: Path, capsys) -> None:
+    from tests.doc_factory import render_filing_pdf
+
+    docs = tmp_path / "set" / "docs"
+    docs.mkdir(parents=True)
+    render_filing_pdf(docs / "acme.pdf", contents=False)
+    (tmp_path / "set" / "qa.jsonl").write_text(
+        json.dumps({"id": "q1", "evidence": [{"doc": "acme.pdf", "page": 5}]}) + "\n", encoding="utf-8")
+    out = tmp_path / "checks.json"
+    assert main(["--data", str(tmp_path / "set"), "--json", str(out)]) == 0
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    assert rows[0]["file"] == "acme.pdf" and rows[0]["evidence"] == 1 and rows[0]["misses"] == []
+    assert "10-K passing all four checks: 0 of 1" in capsys.readouterr().out
+    assert main(["--data", str(tmp_path / "nowhere")]) == 2
+    assert main(["--data", str(tmp_path / "set"), "--files", "*.docx"]) == 2

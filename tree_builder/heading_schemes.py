@@ -1,0 +1,69 @@
+"""Named division schemes (PART > Item > Note, ARTICLE > Section, Chapter, 第一编 > 第一章 > 第一节) and their rank.
+
+Long documents divide themselves with words, not only with numbers: a filing
+has "PART II" above "Item 7A." above "Note 12 -", a contract "ARTICLE IV"
+above "Section 4.2", a Chinese code 编 above 章 above 节. A heading that opens
+with such a word is a structural heading whatever its font, and the word says
+how deep it sits. The table is generic (any document that uses these words),
+never tied to one kind of filing.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+_ROMAN = r"(?:[IVXLC]{1,7})"
+_CN_NUM = "零〇一二三四五六七八九十百千两"
+# (name, rank, pattern). Lower rank = higher in the document. The pattern must match the
+# whole division mark; what follows it must look like a title (see ``scheme_of``).
+_SCHEMES: list[tuple[str, int, re.Pattern[str]]] = [
+    ("part", 1, re.compile(rf"^part\s+(?:{_ROMAN}|\d{{1,2}}|one|two|three|four|five)\b", re.IGNORECASE)),
+    ("cn_bian", 1, re.compile(rf"^第[{_CN_NUM}\d]+(?:编|部分)")),
+    ("article", 2, re.compile(rf"^article\s+(?:{_ROMAN}|\d{{1,3}})\b", re.IGNORECASE)),
+    ("chapter", 2, re.compile(rf"^chapter\s+(?:{_ROMAN}|\d{{1,3}})\b", re.IGNORECASE)),
+    ("cn_zhang", 2, re.compile(rf"^第[{_CN_NUM}\d]+章")),
+    ("item", 2, re.compile(r"^items?\s+\d{1,2}[A-Z]?\b(?:\s*(?:,|and|&|through|-|–)\s*\d{1,2}[A-Z]?\b)*",
+                           re.IGNORECASE)),
+    ("section", 3, re.compile(r"^section\s+\d{1,3}(?:\.\d{1,3})*\b", re.IGNORECASE)),
+    ("cn_jie", 3, re.compile(rf"^第[{_CN_NUM}\d]+节")),
+    ("note", 3, re.compile(r"^note\s*\d{1,3}[A-Z]?(?=\s*[.:\-–—)]|\s+[A-Z]|\s*$)", re.IGNORECASE)),
+]
+
+
+class Scheme(NamedTuple):
+    name: str
+    rank: int
+
+
+def scheme_of(text: str) -> Scheme | None:
+    """The division scheme a heading line opens with, or None.
+
+    "Item 1A. Risk Factors", "PART II", "PART I - FINANCIAL INFORMATION", "Note 12 - Debt",
+    "第二章 总则" match; a sentence that merely starts with the word ("Part III incorporates
+    information by reference ...", "Item 7 of this report discusses ...") does not: after the
+    mark comes nothing, punctuation, or a capitalised title word.
+    """
+    s = text.strip()
+    for name, rank, pattern in _SCHEMES:
+        m = pattern.match(s)
+        if m is None:
+            continue
+        rest = s[m.end():].lstrip()
+        if name.startswith("cn_"):
+            return Scheme(name, rank)
+        rest = rest.lstrip(".:-–—) ").lstrip()
+        if not rest or rest[0].isupper() or rest[0].isdigit() or rest[0] in "[(\"“'":
+            return Scheme(name, rank)
+        return None
+    return None
+
+
+def scheme_ranks(names: set[str]) -> dict[str, int]:
+    """Marker levels 1.. for the schemes a document uses, in the table's order of depth.
+
+    Schemes of equal rank (Chapter and Item) keep one level; a document with only Items
+    gets Item = 1, so a missing PART never leaves an empty level above it.
+    """
+    ranks = sorted({rank for name, rank, _ in _SCHEMES if name in names})
+    level = {rank: i + 1 for i, rank in enumerate(ranks)}
+    return {name: level[rank] for name, rank, _ in _SCHEMES if name in names}

@@ -1,0 +1,18 @@
+"""A PDF page's text line with the layout signals structure recovery reads (its own module: the
+reader and the structure rules both use it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Line:
+    text: str
+    size: float
+    bold: bool
+    y: float
+    page: int
+    heading: int = 0
+    """0 = body; otherwise the heading's marker level."""
+    x: float = 0.0
+    """Left edge of the line's first run (indentation in a contents page)."""

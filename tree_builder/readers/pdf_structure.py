@@ -1,0 +1,274 @@
+"""Heading lines of a PDF without bookmarks, in order of trust: contents page, division words, layout.
+
+1. the document's own contents page (``pdf_toc``): each verified entry is a
+   heading, at the depth its division word ("PART", "Item") or its indentation
+   in the contents gives;
+2. division words (``tree_builder.heading_schemes``): a heading-styled line
+   that opens with "PART II", "Item 7A.", "Note 12 -", "ARTICLE IV", "第二章" is
+   a structural heading at that scheme's depth, even when the contents page
+   does not list it (notes to financial statements never are);
+3. layout: lines set larger than the body, or bold at body size (or, where
+   fonts mark almost nothing, short lines in capitals), fill in below the
+   deepest structural level, ranked by size, weight, number and case.
+
+What never becomes a heading: rows of the contents pages, table rows and
+column headers (``pdf_tables``), a table's header cells and a statement's
+row labels, the tail of a bold run-in sentence, "(Continued)" repeats,
+parenthesised captions, and in a document whose structure starts after a
+cover, the cover's fields.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from tree_builder.heading_schemes import scheme_of, scheme_ranks
+from tree_builder.numbering import heading_numbering
+from tree_builder.readers.pdf_tables import is_table_line
+from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
+
+if TYPE_CHECKING:
+    from tree_builder.readers.pdf_lines import Line
+
+HEADING_MAX_CHARS = 150
+_SCHEME_MAX_CHARS = 200
+_COVER_MAX_PAGE = 3
+"""A document whose first structural heading comes within the first pages has a cover before it."""
+_INDENT_STEP = 3.0
+_MIN_CAPS_HEADINGS = 3
+_TABLE_PAGE_SHARE = 0.4
+_CONTINUED = re.compile(r"\((?:continued|cont'?d\.?)\)\s*$|\bcontinued\s*$", re.IGNORECASE)
+"""A heading repeated on the next page ("5. Revenue (Continued)") continues its section."""
+_RUN_ON_NUMBER = re.compile(r"^\d{1,3}\.(?=[A-Z][a-z])")
+"""A note number the extraction ran into its title: "1.Summary of Significant Accounting Policies"."""
+_NOT_TITLES = {"page", "pages", "page no", "continued", "(continued)"}
+
+
+def body_style(pages: Sequence[Sequence["Line"]]) -> tuple[float, bool]:
+    """The (size, bold) most of the text is set in."""
+    weights: Counter = Counter()
+    for lines in pages:
+        for ln in lines:
+            weights[(ln.size, ln.bold)] += len(ln.text)
+    return weights.most_common(1)[0][0] if weights else (0.0, False)
+
+
+def _capitals(text: str) -> bool:
+    """A line in capitals ("RESULTS OF OPERATIONS"): a heading's mark where fonts carry none."""
+    letters = [ch for ch in text if ch.isalpha() and ch.isascii()]
+    return len(letters) >= 4 and all(ch.isupper() for ch in letters)
+
+
+def _styled(ln: "Line", body_size: float, body_bold: bool) -> bool:
+    return ln.size >= body_size + 0.75 or (ln.bold and not body_bold) or _capitals(ln.text)
+
+
+def _style(ln: "Line") -> tuple[float, bool, bool, bool]:
+    """Size, weight, case and number: in the same font a heading in capitals ranks above one in
+    mixed case, and a numbered one ("5. Revenue", a note) above an unnumbered one ("Deferred Revenue")."""
+    numbering = heading_numbering(ln.text)
+    top_number = numbering is not None and numbering.family == "decimal" and numbering.depth == 1 \
+        or bool(_RUN_ON_NUMBER.match(ln.text))
+    return ln.size, ln.bold, _capitals(ln.text), top_number
+
+
+def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bool = False) -> bool:
+    """A line that looks like a heading by its font alone (and is not a table line or a caption);
+    with ``capitals``, also a short line in capitals set in the body font (documents whose
+    headings differ from the body by case only, or whose bold font does not say it is bold)."""
+    text = ln.text
+    if len(text) > HEADING_MAX_CHARS or not any(ch.isalnum() for ch in text):
+        return False
+    if text.endswith((",", ";", "，", "；", "、")) or text.startswith(("(", "（")):
+        return False
+    if ln.size >= body_size + 0.75:
+        styled = True
+    else:
+        styled = ((ln.bold and not body_bold or capitals and _capitals(text)) and abs(ln.size - body_size) < 0.75
+                  and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
+    return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not _CONTINUED.search(text) \
+        and not is_table_line(text)
+
+
+@dataclass
+class _Structural:
+    page: int
+    first: int
+    last: int
+    scheme: str | None
+    indent: float | None
+    """Indentation in the contents page (None: found by its division word in the body)."""
+
+
+def _table_page_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Candidates on a page that is mostly a table (a financial statement), except its first: bold
+    row-group labels and column names ("Operating activities", "Retained Earnings") are no sections."""
+    out: set[tuple[int, int]] = set()
+    for p, lines in enumerate(pages):
+        if not lines:
+            continue
+        on_page = sorted(i for q, i in chosen if q == p)
+        if len(on_page) < 2:
+            continue
+        rows = sum(1 for ln in lines if is_table_line(ln.text))
+        if rows >= _TABLE_PAGE_SHARE * len(lines):
+            out.update((p, i) for i in on_page[1:])
+    return out
+
+
+def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]], body_size: float,
+                     body_bold: bool) -> set[tuple[int, int]]:
+    """Candidates that are a table's header cell (another line shares their baseline) or the last
+    line of a bold sentence (a run-in caption, such as a risk factor, whose first line is too long
+    to be a heading), not headings. Lines without a known position are left alone."""
+    out: set[tuple[int, int]] = set()
+    for p, i in chosen:
+        lines = pages[p]
+        ln = lines[i]
+        if not ln.y:
+            continue
+        if any(k != i and abs(other.y - ln.y) < 1.0 for k, other in enumerate(lines)):
+            out.add((p, i))
+            continue
+        if i and (p, i - 1) not in chosen:
+            prev = lines[i - 1]
+            if (prev.size, prev.bold) == (ln.size, ln.bold) and 0 < prev.y - ln.y < 2 * max(ln.size, 1) \
+                    and _styled(prev, body_size, body_bold):
+                out.add((p, i))
+    return out
+
+
+def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int], taken: set[tuple[int, int]],
+                          body_size: float, body_bold: bool) -> list[_Structural]:
+    found: list[_Structural] = []
+    for p, lines in enumerate(pages):
+        if p in skip_pages:
+            continue
+        i = 0
+        while i < len(lines):
+            ln = lines[i]
+            sc = scheme_of(ln.text) if (p, i) not in taken else None
+            if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or _CONTINUED.search(ln.text) \
+                    or not _styled(ln, body_size, body_bold):
+                i += 1
+                continue
+            j = i
+            # a long division title wrapped onto the next line in the same font
+            while j + 1 < len(lines) and len(lines[j].text) >= 40 and (p, j + 1) not in taken \
+                    and (lines[j + 1].size, lines[j + 1].bold) == (ln.size, ln.bold) \
+                    and 0 < lines[j].y - lines[j + 1].y < 1.6 * max(ln.size, 1) \
+                    and scheme_of(lines[j + 1].text) is None and len(lines[j + 1].text) <= HEADING_MAX_CHARS:
+                j += 1
+            found.append(_Structural(p, i, j, sc.name, None))
+            i = j + 1
+    return found
+
+
+def _markers(structural: list[_Structural]) -> list[int]:
+    """Marker level of each structural heading (document order): division words by their
+    scheme's rank; a contents entry without one one level below the division entry above it
+    when indented further, beside it otherwise; without any division word, by indentation."""
+    ranks = scheme_ranks({s.scheme for s in structural if s.scheme})
+    indents = sorted({round(s.indent / _INDENT_STEP) for s in structural
+                      if s.indent is not None and s.scheme is None})
+    out: list[int] = []
+    last_division: tuple[int, float | None] | None = None
+    for s in structural:
+        if s.scheme:
+            out.append(ranks[s.scheme])
+            last_division = (ranks[s.scheme], s.indent)
+        elif not ranks:
+            out.append(1 + indents.index(round((s.indent or 0.0) / _INDENT_STEP)))
+        elif last_division is None:
+            out.append(1)
+        else:
+            level, indent = last_division
+            deeper = indent is not None and s.indent is not None and s.indent > indent + _INDENT_STEP
+            out.append(level + 1 if deeper else level)
+    return out
+
+
+def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
+    """Set ``Line.heading`` (marker level) on the heading lines of ``pages``; returns the contents
+    list found (its pages hold no heading)."""
+    body_size, body_bold = body_style(pages)
+    contents = read_contents(pages, body_size)
+    contents_pages = contents.list_pages
+    anchors: list[TocAnchor] = contents.anchors
+    structural = [_Structural(a.page, a.first, a.last, a.scheme, a.indent) for a in anchors]
+    taken = {(s.page, i) for s in structural for i in range(s.first, s.last + 1)}
+    structural += _body_scheme_headings(pages, contents_pages, taken, body_size, body_bold)
+    structural.sort(key=lambda s: (s.page, s.first))
+    markers = _markers(structural)
+    for s, marker in zip(structural, markers):
+        for i in range(s.first, s.last + 1):
+            pages[s.page][i].heading = marker
+    taken = {(s.page, i) for s in structural for i in range(s.first, s.last + 1)}
+    deepest = max(markers, default=0)
+
+    start = (0, 0)  # layout headings before this point are a cover's fields
+    if contents.pages:
+        start = (max(contents.pages) + 1, 0)
+    elif structural and structural[0].page <= _COVER_MAX_PAGE:
+        start = (structural[0].page, structural[0].first)
+
+    def chosen_lines(capitals: bool) -> set[tuple[int, int]]:
+        return {(p, i) for p, lines in enumerate(pages) if p not in contents_pages
+                for i, ln in enumerate(lines)
+                if (p, i) >= start and (p, i) not in taken and layout_candidate(ln, body_size, body_bold, capitals)}
+
+    chosen = chosen_lines(False)
+    if len(chosen) < len(pages) // 2:  # fonts mark almost no heading: capitals may
+        chosen = chosen_lines(True)
+    chosen -= _table_page_labels(pages, chosen)
+    chosen -= _cells_and_tails(pages, chosen, body_size, body_bold)
+    used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
+
+    def style(ln: "Line") -> tuple[float, bool, bool, bool]:
+        # capitals or numbers make a level of their own only when they recur; numbers only below
+        # division words (a filing's notes), never among a paper's "1 Introduction" and "Abstract"
+        size, bold, caps, numbered = _style(ln)
+        numbered = numbered and deepest > 0
+        st = (size, bold, caps, numbered)
+        return st if not (caps or numbered) or used[st] >= _MIN_CAPS_HEADINGS else (size, bold, False, False)
+
+    styles = sorted({style(pages[p][i]) for p, i in chosen},
+                    key=lambda st: (-st[0], not st[1], not st[3], not st[2]))
+    rank = {st: deepest + k + 1 for k, st in enumerate(styles)}
+    for p, lines in enumerate(pages):
+        for k, ln in enumerate(lines):
+            if (p, k) in taken:
+                continue
+            if (p, k) in chosen:
+                ln.heading = rank[style(ln)]
+            elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
+                    and p not in contents_pages \
+                    and (ln.size, ln.bold) == (lines[k - 1].size, lines[k - 1].bold) \
+                    and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= HEADING_MAX_CHARS \
+                    and not is_table_line(ln.text):
+                ln.heading = lines[k - 1].heading  # the wrapped tail of a heading ("）", "Time)")
+    return contents
+
+
+def relevel_flat_outline(entries: list[tuple[int, str, int, float | None]]
+                         ) -> list[tuple[int, str, int, float | None]]:
+    """Bookmarks all at one level that name divisions ("Part II", "Item 7", "Note 3") get the
+    divisions' depths: a flat list of 100 bookmarks is no outline. An entry without a division word
+    goes one level below the division entry above it. Nested bookmarks are kept as they are."""
+    if len({level for level, *_ in entries}) != 1:
+        return entries
+    schemes = [scheme_of(title) for _, title, _, _ in entries]
+    ranks = scheme_ranks({sc.name for sc in schemes if sc is not None})
+    if len(ranks) < 2:
+        return entries
+    out: list[tuple[int, str, int, float | None]] = []
+    above = 0
+    for (_, title, page, top), sc in zip(entries, schemes):
+        if sc is not None:
+            above = ranks[sc.name]
+            out.append((above, title, page, top))
+        else:
+            out.append((above + 1, title, page, top))
+    return out
