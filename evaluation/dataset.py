@@ -155,15 +155,29 @@ def find_ignoring_space(text: str, needle: str) -> Span | None:
     A changed reader moves line breaks and spaces (columns, table cells) far more often than it
     changes the characters themselves, so this is what survives of an annotator's text.
     """
-    target = "".join(needle.split())
-    if not target:
-        return None
-    where = [i for i, ch in enumerate(text) if not ch.isspace()]
-    compact = "".join(text[i] for i in where)
-    pos = compact.find(target)
-    if pos < 0:
-        return None
-    return (where[pos], where[pos + len(target) - 1] + 1)
+    return SpaceFree.of(text).find(needle)
+
+
+@dataclass(frozen=True)
+class SpaceFree:
+    """A text with its whitespace removed and, per remaining character, its offset in the text:
+    built once, searched for many needles (a page searched for each of its chunks)."""
+
+    compact: str
+    where: tuple[int, ...]
+
+    @classmethod
+    def of(cls, text: str) -> "SpaceFree":
+        where = tuple(i for i, ch in enumerate(text) if not ch.isspace())
+        return cls("".join(text[i] for i in where), where)
+
+    def find(self, needle: str) -> Span | None:
+        """``needle``'s span in the original text, whitespace ignored on both sides; None if absent."""
+        target = "".join(needle.split())
+        pos = self.compact.find(target) if target else -1
+        if pos < 0:
+            return None
+        return (self.where[pos], self.where[pos + len(target) - 1] + 1)
 
 
 def place_on_page(doc_text: str, span: Span, candidates: list[str]) -> tuple[tuple[Span, ...], int]:

@@ -25,6 +25,9 @@ from utils.errors import InputError
 CACHE_FORMAT = 1
 READER_PACKAGE = "tree_builder"
 """Every source file under it keys the cache: readers, heading parsers and normalisation."""
+ROOT = Path(__file__).resolve().parent.parent
+CACHE_SUBDIR = ("eval", "documents")
+"""Where, under the evaluation cache root, the documents are kept."""
 
 
 def reader_digest(root: Path) -> str:
@@ -118,3 +121,9 @@ class DocumentCache:
         if not out:
             raise InputError(f"no readable documents under {os.fspath(docs_dir)}")
         return out, warnings
+
+
+def document_cache(cache_root: Path | None, limits: ReadLimits) -> DocumentCache:
+    """The cache every tool reading an evaluation set shares (None: read every file, keep nothing)."""
+    folder = None if cache_root is None else Path(cache_root).joinpath(*CACHE_SUBDIR)
+    return DocumentCache(folder, limits, reader_digest(ROOT))

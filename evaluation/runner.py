@@ -734,12 +734,11 @@ def run_eval(opts: EvalOptions) -> EvalRun:
 def _document_reader(opts: EvalOptions) -> Callable[[Path], tuple[list[Any], list[str]]]:
     """How the set's documents are read: through the evaluation cache's document store (one read per
     file and reader version, evaluation/doc_cache.py), with the build's read limits."""
-    from evaluation.doc_cache import DocumentCache, reader_digest
+    from evaluation.doc_cache import document_cache
     from tree_builder.readers.limits import ReadLimits
 
-    root = opts.cache_root or default_cache_root()
-    cache = DocumentCache(root / "eval" / "documents" if opts.use_cache else None,
-                          ReadLimits.from_config(opts.config), reader_digest(ROOT))
+    cache = document_cache((opts.cache_root or default_cache_root()) if opts.use_cache else None,
+                           ReadLimits.from_config(opts.config))
 
     def read(docs_dir: Path) -> tuple[list[Any], list[str]]:
         with progress_stage(make_progress(opts.progress, prefix="evaluation set: "), "reading documents") as st:
