@@ -114,9 +114,9 @@ class DocumentCache:
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.folder / f"{key}.json", json.dumps(document_to_dict(doc), ensure_ascii=False))
 
-    def read(self, docs_dir: Path) -> tuple[list[Document], list[str]]:
+    def read(self, docs_dir: Path, done: Callable[[int], None] | None = None) -> tuple[list[Document], list[str]]:
         """(documents in the loader's order, warnings); an unreadable file is skipped with a warning,
-        as a build skips it."""
+        as a build skips it. ``done(1)`` after each file (progress: a long PDF takes seconds)."""
         walk = walk_folder(Path(docs_dir))
         warnings = walk_warnings(walk.skipped)
         skipped = list(walk.skipped)
@@ -133,6 +133,8 @@ class DocumentCache:
                 self.reads += 1
                 self._put(key, doc)
             out.append(doc)
+            if done is not None:
+                done(1)
         if not out:
             raise InputError(f"no readable documents under {os.fspath(docs_dir)}")
         return out, warnings

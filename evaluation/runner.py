@@ -742,7 +742,7 @@ def _document_reader(opts: EvalOptions) -> Callable[[Path], tuple[list[Any], lis
 
     def read(docs_dir: Path) -> tuple[list[Any], list[str]]:
         with progress_stage(make_progress(opts.progress, prefix="evaluation set: "), "reading documents") as st:
-            out = cache.read(docs_dir)
+            out = cache.read(docs_dir, lambda n: st.tick(n, "documents"))
             st.count(len(out[0]), f"documents ({cache.reads} read, {cache.hits} from the cache)")
         return out
 
