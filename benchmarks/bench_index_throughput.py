@@ -235,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         if res["pages"]:
             print(f"  pages: {res['pages']}; index {res['index_pages_per_s']:.2f} pages/s, raw encoder alone "
                   f"{res['raw_pages_per_s']:.2f} pages/s; build / embedding = {res['index_s'] / res['raw_s']:.2f}x "
-                  "the time the chunks' embedding needs")
-            print(table(["stage", "pages/s (wall)"], [[k, res["pages"] / v if v > 0 else float("inf")]
-                                                     for k, v in st.items()]))
+                  f"the time the chunks' embedding needs ({res['index_cpu_s'] / res['raw_cpu_s']:.2f}x in CPU time)")
+            print(table(["stage", "pages/s (wall)", "pages per CPU-s"],
+                        [[k, res["pages"] / v if v > 0 else float("inf"),
+                          res["pages"] / sc[k] if sc[k] > 0 else float("inf")] for k, v in st.items()]))
         non_embed = sum(v for k, v in st.items() if not k.startswith("embed"))
         print(f"  everything but the encoder: {non_embed:.2f} s = {100 * non_embed / total:.1f}% of the build; "
               f"leaf embeddings (the locator's) add {100 * st['embed leaves (locator)'] / total:.1f}% "
