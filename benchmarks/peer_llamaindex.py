@@ -37,6 +37,7 @@ Each configuration (``--configs``) is ``NAME:chunk_size:overlap:retriever`` with
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -217,8 +218,10 @@ def build_nodes(documents: list[Any], cfg: PeerConfig, lang: str,
     return nodes, totals
 
 
+@functools.lru_cache(maxsize=None)
 def read_pdf_pages(path: Path) -> list[Any]:
-    """The file as ``SimpleDirectoryReader`` hands it to a LlamaIndex user: one Document per page."""
+    """The file as ``SimpleDirectoryReader`` hands it to a LlamaIndex user: one Document per page
+    (read once for every configuration: a long filing takes seconds)."""
     from llama_index.core import SimpleDirectoryReader
 
     return SimpleDirectoryReader(input_files=[str(path)]).load_data()
