@@ -183,9 +183,9 @@ class SpaceFree:
 def place_on_page(doc_text: str, span: Span, candidates: list[str]) -> tuple[tuple[Span, ...], int]:
     """Spans of the first candidate text found within the page ``span`` (whitespace ignored) and
     its position in ``candidates``; ((span,), len(candidates)) when none is: the whole page."""
-    page = doc_text[span[0]:span[1]]
+    page = SpaceFree.of(doc_text[span[0]:span[1]])
     for i, cand in enumerate(candidates):
-        found = find_ignoring_space(page, normalise_text(cand)) if cand else None
+        found = page.find(normalise_text(cand)) if cand else None
         if found is not None:
             return ((span[0] + found[0], span[0] + found[1]),), i
     return (span,), len(candidates)

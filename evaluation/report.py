@@ -27,6 +27,7 @@ PAGE_COLUMNS = tuple((k, k) for k in PAGE_KEYS)
 
 
 def slice_columns(run: EvalRun) -> tuple[tuple[str, str], ...]:
+    """The slice tables' columns: the page figures too when every scored question has evidence pages."""
     return SLICE_COLUMNS + (PAGE_COLUMNS if set(PAGE_KEYS) <= set(run.slice_keys) else ())
 
 
