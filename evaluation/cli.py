@@ -116,7 +116,8 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
         "eval", help="score retrieval arms (flat and tree) on a labelled question set",
         description="Run every question of an evaluation set (docs/ + qa.jsonl) through flat and "
                     "TreeRAG retrieval arms and print Hit@k, evidence recall, MRR, nDCG, leaf "
-                    "recall/precision, cov@2k and latency, with paired-bootstrap intervals against the best flat arm.")
+                    "recall/precision, cov@2k and latency (and page@B, doc@1 where evidence names its page), with "
+                    "paired-bootstrap intervals against the best flat arm, per slice and per question label.")
     pe.add_argument("--data", required=True, help="evaluation set folder holding docs/ and qa.jsonl")
     pe.add_argument("--index", default=None,
                     help="reuse this index of the set's docs/ (default: a cached build keyed by content)")

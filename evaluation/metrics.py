@@ -59,9 +59,16 @@ CONTEXT_KEYS = tuple(k for b in BUDGETS for k in budget_keys(b))
 SLICE_KEYS = ("ndcg@10", "dndcg@10") + CONTEXT_KEYS
 """Figures reported per slice with an interval against the best flat arm."""
 
-SCORE_KEYS = tuple(dict.fromkeys(METRIC_KEYS + SLICE_KEYS))
+PAGE_BUDGETS = (2000, 4000, 8000, 16000)
+"""Budgets page@B is reported at (one financial-statement page alone holds 3,000-6,000 characters)."""
+PAGE_READ_CHARS = 200
+"""page@B: an evidence page counts as read when this many of its characters are (or all of a shorter page)."""
+PAGE_KEYS = tuple(f"page@{budget_name(b)}" for b in PAGE_BUDGETS) + ("doc@1",)
+"""Figures of sets whose evidence names pages: page@2k .. page@16k and doc@1."""
+
+SCORE_KEYS = tuple(dict.fromkeys(METRIC_KEYS + SLICE_KEYS + PAGE_KEYS))
 """Every per-question figure (cov@2k once: the context's, which is the ranked chunks' when
-an arm has no context step)."""
+an arm has no context step). Page figures are None for a question whose evidence names no page."""
 
 SLICES = ("all", "one-leaf", "multi-leaf", "multi-doc", "long-leaf", "long-leaf-multi")
 """long-leaf-multi: two or more evidence items inside the same long leaf (what the graph channel is for)."""
@@ -383,6 +390,41 @@ def context_figures(passages: Sequence[tuple[str, Span]], rel: Relevance,
     half_read = any(_half_read(spans, ctx.read.get(doc, [])) for doc, spans in items)
     return {r_key: found / len(items), all_key: float(found == len(items)),
             any_key: float(half_read), cov_key: _coverage(ctx, rel)}
+
+
+def _inside(span: Span, got: Sequence[Span]) -> int:
+    """Characters of ``span`` inside the disjoint intervals ``got``."""
+    return sum(overlap(span, g) for g in got)
+
+
+def page_read(pages: Sequence[tuple[str, Span]], ctx: ReadContext,
+              min_chars: int = PAGE_READ_CHARS) -> float | None:
+    """Share of ``pages`` (doc, the page's span) of which the context read at least ``min_chars``
+    characters, or the whole page when it holds fewer; None when there is no non-empty page.
+
+    A page rather than the annotators' sentence: a figure on a financial statement is read from
+    its row and column headers, so reading a part of the page is what an answer needs, and it does
+    not depend on how a reader cut the page's text into lines.
+    """
+    pages = [(d, s) for d, s in dict.fromkeys(pages) if s[1] > s[0]]
+    if not pages:
+        return None
+    hit = sum(1 for d, s in pages if _inside(s, ctx.read.get(d, [])) >= min(min_chars, s[1] - s[0]))
+    return hit / len(pages)
+
+
+def page_figures(passages_at: Mapping[int, Sequence[tuple[str, Span]]],
+                 pages: Sequence[tuple[str, Span]]) -> dict[str, float | None]:
+    """page@B for each budget B of ``passages_at`` (budget -> the passages in reading order); None
+    for every B when there is no evidence page."""
+    if not pages:
+        return {f"page@{budget_name(b)}": None for b in passages_at}
+    return {f"page@{budget_name(b)}": page_read(pages, read_context(p, b)) for b, p in passages_at.items()}
+
+
+def doc_at_1(top_doc: str | None, evidence_docs: Iterable[str]) -> float:
+    """doc@1: 1 when the top-ranked chunk comes from a document that holds evidence (0 with no chunk)."""
+    return float(top_doc is not None and top_doc in set(evidence_docs))
 
 
 def leaf_scores(located: Sequence[str], gold: frozenset[str] | set[str]) -> tuple[float | None, float | None]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.dataset import EvalSet
-from evaluation.metrics import BUDGETS, SpanTable
+from evaluation.metrics import BUDGETS, PAGE_BUDGETS, SpanTable
 from utils.bounded_read import read_bounded
 from utils.errors import InputError
 
@@ -45,7 +45,7 @@ class PeerArm:
     def contexts(self, rows: list[int]) -> dict[str, list[list[Any]]]:
         """No context step: the answer step would read the ranked chunks in rank order."""
         ranked = self.spans(rows)
-        return {str(b): ranked for b in BUDGETS}
+        return {str(b): ranked for b in sorted(set(BUDGETS) | set(PAGE_BUDGETS))}
 
 
 def read_peer_file(path: Path) -> dict[str, Any]:

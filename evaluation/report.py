@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluation.metrics import BUDGETS, LONG_LEAF_CHARS, SLICES, BootstrapCI
+from evaluation.metrics import BUDGETS, LONG_LEAF_CHARS, PAGE_KEYS, PAGE_READ_CHARS, SLICES, BootstrapCI
 from evaluation.runner import ArmSummary, EvalRun, SliceSummary, read_passages
 from utils.atomic import atomic_write_text
 from indexing.kg_graph import GraphStats
@@ -22,6 +22,14 @@ SLICE_COLUMNS = (("dnDCG@10", "dndcg@10"), ("R@2k", "R@2k"), ("any@2k", "any@2k"
                  ("cov@2k", "cov@2k"), ("R@8k", "R@8k"), ("any@8k", "any@8k"), ("all@8k", "all@8k"),
                  ("cov@8k", "cov@8k"))
 """The per-slice table (the 4k figures are in the JSON only, to keep it terminal-wide)."""
+
+PAGE_COLUMNS = tuple((k, k) for k in PAGE_KEYS)
+"""Added to the slice tables of a set whose evidence names pages."""
+
+
+def slice_columns(run: EvalRun) -> tuple[tuple[str, str], ...]:
+    """The slice tables' columns: the page figures too when every scored question has evidence pages."""
+    return SLICE_COLUMNS + (PAGE_COLUMNS if set(PAGE_KEYS) <= set(run.slice_keys) else ())
 
 
 def _f(v: float | None, fmt: str = "{:.3f}") -> str:
@@ -80,6 +88,10 @@ def format_table(run: EvalRun) -> str:
         notes.append(f"{len(run.unscorable)} sampled question(s) not scored: no chunk of the index covers their evidence")
     if run.eval_set.missing_evidence:
         notes.append(f"{run.eval_set.missing_evidence} evidence item(s) of the set not found verbatim: skipped")
+    if run.eval_set.has_pages:
+        notes.append(f"evidence items placed: {run.eval_set.placement_text()} (verbatim: the text as read today; "
+                     "text-on-page / source-text: the item's text / the annotators' source_text found on its page, "
+                     "whitespace ignored; page: the whole page)")
     fb = [f"{s.name} {s.fallbacks}" for s in run.summaries if s.fallbacks]
     if fb:
         notes.append("questions with a recorded fallback: " + ", ".join(fb))
@@ -117,24 +129,25 @@ def _short(arm: str) -> str:
 
 def _slice_table(run: EvalRun, sl: SliceSummary) -> list[str]:
     """Means of every arm, then each tree arm's ratio to the slice's best flat arm per figure."""
-    header = ["arm"] + [c for c, _ in SLICE_COLUMNS]
-    rows = [[a.name] + [_f(sl.means.get(a.name, {}).get(k)) for _, k in SLICE_COLUMNS] for a in run.arms]
+    cols = slice_columns(run)
+    header = ["arm"] + [c for c, _ in cols]
+    rows = [[a.name] + [_f(sl.means.get(a.name, {}).get(k)) for _, k in cols] for a in run.arms]
     ratios: list[list[str]] = []
     for a in run.arms:
         if a.is_tree and a.name in sl.vs_baseline:
-            cells = [_ratio(sl.vs_baseline[a.name].get(k)) for _, k in SLICE_COLUMNS]
+            cells = [_ratio(sl.vs_baseline[a.name].get(k)) for _, k in cols]
             ratios += [[a.name] + [c[0] for c in cells], [""] + [c[1] for c in cells]]
     if ratios:
-        ratios.append(["best flat"] + [_short(sl.baseline.get(k, "-")) for _, k in SLICE_COLUMNS])
+        ratios.append(["best flat"] + [_short(sl.baseline.get(k, "-")) for _, k in cols])
     peer_ratios: list[list[str]] = []
     for label, cis in sl.vs_peer.items():
-        cells = [_ratio(cis.get(k)) for _, k in SLICE_COLUMNS]
+        cells = [_ratio(cis.get(k)) for _, k in cols]
         peer_ratios += [[label] + [c[0] for c in cells], [""] + [c[1] for c in cells]]
     if peer_ratios:
-        peer_ratios.append(["best peer"] + [sl.peer_baseline.get(k, "-") for _, k in SLICE_COLUMNS])
+        peer_ratios.append(["best peer"] + [sl.peer_baseline.get(k, "-") for _, k in cols])
     graph_ratios: list[list[str]] = []
     for label, cis in sl.vs_graph.items():
-        cells = [_ratio(cis.get(k)) for _, k in SLICE_COLUMNS]
+        cells = [_ratio(cis.get(k)) for _, k in cols]
         graph_ratios += [[label] + [c[0] for c in cells], [""] + [c[1] for c in cells]]
     every = [header] + rows + ratios + peer_ratios + graph_ratios
     widths = [max(len(r[i]) for r in every) for i in range(len(header))]
@@ -163,6 +176,11 @@ def format_slices(run: EvalRun) -> list[str]:
         if sl is None or sl.n == 0:
             continue
         tables += [""] + _slice_table(run, sl)
+    labelled = [sl for sl in run.label_slices.values() if sl.n]
+    if labelled:
+        tables += ["", "slices by the set's question labels:"]
+        for sl in labelled:
+            tables += [""] + _slice_table(run, sl)
     if not tables:
         return []
     legend = (f"slices by where the evidence lies: one-leaf (all in one leaf), multi-leaf (two or more "
@@ -172,6 +190,10 @@ def format_slices(run: EvalRun) -> list[str]:
               "dnDCG@10 counts each evidence item once. ratio = arm mean / the slice's best flat arm's mean "
               "for that figure [95% paired bootstrap CI], * the interval excludes 1 (best flat: its name without "
               "flat-); 4k figures in --json.")
+    if set(PAGE_KEYS) <= set(run.slice_keys):
+        legend += (f" page@B: share of evidence pages of which the context within B characters reads at least "
+                   f"{PAGE_READ_CHARS} characters (all of a shorter page); doc@1: the top-ranked chunk comes from "
+                   "a document that holds evidence.")
     return tables + ["", legend]
 
 
@@ -223,7 +245,7 @@ def _located(run: EvalRun, located: list[dict[str, Any]], gold: frozenset[str]) 
     return out
 
 
-def _slices_dict(run: EvalRun) -> dict[str, Any]:
+def _slices_dict(run: EvalRun, slices: dict[str, SliceSummary] | None = None) -> dict[str, Any]:
     return {name: {"n": sl.n, "means": sl.means, "baseline": sl.baseline,
                    "vs_baseline": {arm: {k: ci.to_dict() for k, ci in cis.items()}
                                    for arm, cis in sl.vs_baseline.items()},
@@ -231,7 +253,7 @@ def _slices_dict(run: EvalRun) -> dict[str, Any]:
                    "vs_peer": {arm: {k: ci.to_dict() for k, ci in cis.items()} for arm, cis in sl.vs_peer.items()},
                    "vs_graph": {arm: {k: ci.to_dict() for k, ci in cis.items()}
                                 for arm, cis in sl.vs_graph.items()}}
-            for name, sl in run.slices.items()}
+            for name, sl in (run.slices if slices is None else slices).items()}
 
 
 def _context(run: EvalRun, out: Any) -> list[dict[str, Any]]:
@@ -267,15 +289,20 @@ def run_to_dict(run: EvalRun) -> dict[str, Any]:
                           "context": _context(run, out)}
         questions.append({
             "id": q.id, "query": q.query, "lang": q.lang, "scope": list(q.scope) if q.scope else None,
-            "evidence": [{"doc": e.doc, "spans": [list(s) for s in e.spans]} for e in q.evidence],
+            "evidence": [{"doc": e.doc, "spans": [list(s) for s in e.spans], "page": e.page,
+                          "page_span": list(e.page_span) if e.page_span else None, "placed": e.placed}
+                         for e in q.evidence],
+            "labels": dict(q.labels),
             "relevant_chunks_in_index": len(r.relevance.relevant),
             "gold_leaves": sorted(r.relevance.gold_leaves),
-            "slices": [name for name in SLICES if name in r.slices], "arms": arms})
+            "slices": [name for name in SLICES if name in r.slices],
+            "label_slices": [name for name in run.label_slices if name in r.slices], "arms": arms})
     return {
         "set": str(o.data),
         "n_scored": run.n_scored, "n_sampled": run.sampled, "n_questions_in_set": len(run.eval_set.questions),
         "unscorable": run.unscorable,
         "evidence_items": run.eval_set.evidence_items, "missing_evidence": run.eval_set.missing_evidence,
+        "evidence_placed": dict(run.eval_set.placements),
         "options": {"k": o.k, "seed": o.seed, "limit": o.limit, "arms": [a.name for a in run.arms],
                     "resamples": o.resamples, "rerank_pool": o.rerank_pool,
                     "llm": ([getattr(o.llm, "provider", None), getattr(o.llm, "model", None)]
@@ -287,7 +314,10 @@ def run_to_dict(run: EvalRun) -> dict[str, Any]:
                   "build_seconds": run.index.metadata.get("build_seconds")},
         "table": table,
         "context_budgets": list(BUDGETS),
+        "page_budgets": [k for k in PAGE_KEYS if k.startswith("page@")] if run.eval_set.has_pages else [],
+        "slice_keys": list(run.slice_keys),
         "slices": _slices_dict(run),
+        "label_slices": _slices_dict(run, run.label_slices),
         "peers": {p.name: {"system": p.system, "versions": p.versions, "config": p.config,
                            "chunks": len(p.chunks)} for p in run.peers.values()},
         "seconds": round(run.seconds, 2),

@@ -28,11 +28,11 @@ from evaluation.arms import (ARM_MODULE, BASELINE, KG, LLM_ARMS, Arm, ArmContext
 from evaluation.code_digest import closure_digest
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
 from evaluation.peer import PeerArm, load_peer_arms, read_peer_file
-from evaluation.metrics import (BUDGETS, SCORE_KEYS, SLICE_KEYS, SLICES, BootstrapCI, Relevance,
-                                SpanTable, Span, bootstrap_cis, context_figures, distinct_ndcg,
-                                latency_percentiles, leaf_scores, mean_metrics, paired_bootstrap,
-                                question_relevance, question_slices, read_context, resampled_means,
-                                score_ranking)
+from evaluation.metrics import (BUDGETS, PAGE_BUDGETS, PAGE_KEYS, SCORE_KEYS, SLICE_KEYS, SLICES, BootstrapCI,
+                                Relevance, SpanTable, Span, bootstrap_cis, context_figures, distinct_ndcg,
+                                doc_at_1, latency_percentiles, leaf_scores, mean_metrics, page_figures,
+                                paired_bootstrap, question_relevance, question_slices, read_context,
+                                resampled_means, score_ranking)
 from indexing.index_store import Index, FORMAT_VERSION, load_index
 from indexing.reuse import BUILD_FIELDS as INDEX_BUILD_FIELDS
 from utils.progress import make_progress
@@ -112,6 +112,8 @@ class QuestionResult:
     """The slices (metrics.SLICES) the question belongs to."""
     peer_relevance: dict[str, Relevance] = field(default_factory=dict)
     """Peer arm -> the question's relevance against that peer's own chunks."""
+    pages: tuple[tuple[str, Span], ...] = ()
+    """The question's in-scope evidence pages (doc, the page's span), for page@B."""
 
 
 @dataclass
@@ -175,6 +177,10 @@ class EvalRun:
     """Slice name (metrics.SLICES order) -> its summary; slices with no question have n == 0."""
     peers: dict[str, PeerArm] = field(default_factory=dict)
     """Peer arms of the run by name (their rows index their own chunks, not the index's)."""
+    slice_keys: tuple[str, ...] = SLICE_KEYS
+    """The figures of the slice tables (a set with evidence pages adds metrics.PAGE_KEYS)."""
+    label_slices: dict[str, SliceSummary] = field(default_factory=dict)
+    """``field=value`` of a question label (dataset.LABEL_FIELDS) -> its slice, in first-seen order."""
 
     @property
     def n_scored(self) -> int:
@@ -285,10 +291,15 @@ def obtain_index(eval_set: EvalSet, opts: EvalOptions,
     embedder = None if config.embedder == "auto" else make_embedder(config.embedder, config)
     source = eval_set.docs_dir
     staging = target.with_name(f".{target.name}.docs-{os.getpid()}")
+    wanted = None if subset is None else set(subset)
+    documents = [d for d in eval_set.documents if wanted is None or d.path in wanted]
     try:
         if subset is not None:
             source = _stage_documents(eval_set, subset, staging)
-        report = build_index(source, target, config, embedder,
+        lender = seed_from_earlier(target, documents, opts.rebuild)
+        if lender is not None:
+            opts.notice(f"lending the vectors of {lender} (chunks of unchanged text are not embedded again)")
+        report = build_index(source, target, config, embedder, documents=documents,
                              progress=make_progress(opts.progress, prefix="evaluation index: "))
     finally:
         if subset is not None:
@@ -302,6 +313,43 @@ def obtain_index(eval_set: EvalSet, opts: EvalOptions,
     return index, info
 
 
+def seed_from_earlier(target: Path, documents: list[Any], rebuild: bool) -> Path | None:
+    """Copy the cached evaluation index that shares the most documents with ``documents`` into the
+    empty ``target``, so the build lends its vectors by text (indexing/reuse.py); the path copied, or
+    None.
+
+    A reader change gives every PDF a new content hash, hence a new cache key and an empty folder:
+    without a lender the whole set would be embedded again though most chunk texts are unchanged.
+    The build checks the lender's settings itself (embedder, chunking): one that differs lends nothing.
+    ``documents`` are handed to the build, which then rewrites the index rather than adding a
+    delta, so nothing of the lender survives but vectors of identical texts.
+    """
+    if rebuild or target.exists():
+        return None
+    paths = {d.path for d in documents}
+    best: tuple[int, float, Path] | None = None
+    for meta in target.parent.glob("*/metadata.json"):
+        try:
+            docs = json.loads(meta.read_text(encoding="utf-8")).get("documents") or []
+            shared = len(paths & {d.get("path") for d in docs if isinstance(d, dict)})
+            cand = (shared, meta.stat().st_mtime, meta.parent)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if shared and (best is None or cand[:2] > best[:2]):
+            best = cand
+    if best is None:
+        return None
+    tmp = target.with_name(f".{target.name}.seed-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(best[2], tmp, ignore=shutil.ignore_patterns(".*"))
+        os.replace(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
+    return best[2]
+
+
 # --------------------------------------------------------------------------- result cache
 
 def code_fingerprint(root: Path | None = None) -> str:
@@ -310,15 +358,24 @@ def code_fingerprint(root: Path | None = None) -> str:
     return closure_digest(ARM_MODULE, root or ROOT)
 
 
-def arm_key(arm: Arm, opts: EvalOptions, question: Question, code: str) -> str:
+def arm_key(arm: Arm, opts: EvalOptions, question: Question, code: str,
+            budgets: tuple[int, ...] = BUDGETS) -> str:
     llm = None
     if arm.name in LLM_ARMS and opts.llm is not None:
         llm = [getattr(opts.llm, "provider", None), getattr(opts.llm, "model", None),
                getattr(opts.llm, "base_url", None)]
-    return _sha({"arm": arm.name, "config": arm.config.to_dict(), "k": opts.k, "code": code,
-                 "rerank_pool": opts.rerank_pool, "llm": llm, "query": question.query,
-                 "scope": question.scope, "format": RESULTS_FORMAT,
-                 "weights": _file_digest(arm.config.ranker_weights)})[:24]
+    key = {"arm": arm.name, "config": arm.config.to_dict(), "k": opts.k, "code": code,
+           "rerank_pool": opts.rerank_pool, "llm": llm, "query": question.query,
+           "scope": question.scope, "format": RESULTS_FORMAT,
+           "weights": _file_digest(arm.config.ranker_weights)}
+    if tuple(budgets) != BUDGETS:  # contexts assembled at more budgets are a different result
+        key["budgets"] = list(budgets)
+    return _sha(key)[:24]
+
+
+def context_budgets(eval_set: EvalSet) -> tuple[int, ...]:
+    """The budgets every arm's context is assembled at: BUDGETS, and PAGE_BUDGETS with evidence pages."""
+    return tuple(sorted(set(BUDGETS) | set(PAGE_BUDGETS))) if eval_set.has_pages else BUDGETS
 
 
 def _file_digest(path: str | None) -> str | None:
@@ -412,11 +469,21 @@ def read_passages(out: ArmOutput, budget: int, index: Index) -> list[tuple[str, 
     return read_context(context_passages(out, budget, index), budget).passages
 
 
-def _score(arm: Arm, out: ArmOutput, rel: Relevance, index: Index) -> dict[str, float | None]:
+def evidence_pages(q: Question) -> tuple[tuple[str, Span], ...]:
+    """The question's evidence pages in its scope (doc, page span), each once."""
+    return tuple(dict.fromkeys((e.doc, e.page_span) for e in q.evidence
+                               if e.page_span is not None and (not q.scope or e.doc in q.scope)))
+
+
+def _score(arm: Arm, out: ArmOutput, rel: Relevance, index: Index, pages: tuple[tuple[str, Span], ...] = (),
+           top_doc: str | None = None) -> dict[str, float | None]:
+    """Every figure of one arm on one question; ``top_doc``: the document of its top-ranked chunk."""
     s: dict[str, float | None] = dict(score_ranking(out.rows, rel))
     s["dndcg@10"] = distinct_ndcg(out.rows, rel)
     for budget in BUDGETS:
         s.update(context_figures(context_passages(out, budget, index), rel, budget))
+    s.update(page_figures({b: context_passages(out, b, index) if pages else [] for b in PAGE_BUDGETS}, pages))
+    s["doc@1"] = doc_at_1(top_doc, (doc for doc, _ in rel.evidence_spans))
     if arm.is_tree:
         s["leaf_recall"], s["leaf_precision"] = leaf_scores(out.located_ids, rel.gold_leaves)
     else:
@@ -458,8 +525,8 @@ def _best_of(group: list[int], names: list[str], means: np.ndarray) -> int:
 
 
 def _against_best(group: list[int], others: list[int], names: list[str], values: np.ndarray,
-                  boot: np.ndarray, n_q: int, confidence: float,
-                  extra: list[int] | None = None) -> tuple[list[int], dict[str, dict[str, BootstrapCI]]]:
+                  boot: np.ndarray, n_q: int, confidence: float, extra: list[int] | None = None,
+                  keys: tuple[str, ...] = SLICE_KEYS) -> tuple[list[int], dict[str, dict[str, BootstrapCI]]]:
     """Per figure, the best arm of ``group``, and intervals of each arm in ``others`` against it.
 
     ``extra``, when given, is one more compared arm per figure (reported as ``BEST_FLAT``).
@@ -481,12 +548,12 @@ def _against_best(group: list[int], others: list[int], names: list[str], values:
     cis = bootstrap_cis(boot[:, arm_i, fig_i], boot[:, base_i, fig_i], means[arm_i, fig_i],
                         means[base_i, fig_i], n_q, confidence)
     for label, (_, f), ci in zip(labels, pairs, cis):
-        out.setdefault(label, {})[SLICE_KEYS[f]] = ci
+        out.setdefault(label, {})[keys[f]] = ci
     return best, out
 
 
 def summarize_slice(name: str, arms: list[Arm], results: list[QuestionResult], resamples: int,
-                    seed: int, confidence: float = 0.95) -> SliceSummary:
+                    seed: int, confidence: float = 0.95, keys: tuple[str, ...] = SLICE_KEYS) -> SliceSummary:
     """Means of every arm over the slice's questions and, per figure, intervals against its best flat arm.
 
     With peer arms, tree arms and the best flat arm are also held to the best peer arm per figure.
@@ -501,8 +568,8 @@ def summarize_slice(name: str, arms: list[Arm], results: list[QuestionResult], r
     summary.means = {n: mean_metrics([r.scores[n] for r in members], SCORE_KEYS) for n in names}
     flat = [i for i, a in enumerate(arms) if a.kind == "flat"]
     peer = [i for i, a in enumerate(arms) if a.kind == "peer"]
-    n_q, n_a, n_f = len(members), len(arms), len(SLICE_KEYS)
-    values = np.array([[[r.scores[n][k] for k in SLICE_KEYS] for n in names] for r in members],
+    n_q, n_a, n_f = len(members), len(arms), len(keys)
+    values = np.array([[[r.scores[n][k] for k in keys] for n in names] for r in members],
                       dtype=np.float64)  # (questions, arms, figures)
     boot = resampled_means(values.reshape(n_q, n_a * n_f), resamples, seed).reshape(-1, n_a, n_f)
     means = values.mean(axis=0)
@@ -510,22 +577,37 @@ def summarize_slice(name: str, arms: list[Arm], results: list[QuestionResult], r
         j = names.index(name[:-len(KG)]) if name.endswith(KG) and name[:-len(KG)] in names else None
         if j is not None:
             cis = bootstrap_cis(boot[:, i, :], boot[:, j, :], means[i], means[j], n_q, confidence)
-            summary.vs_graph[name] = dict(zip(SLICE_KEYS, cis))
+            summary.vs_graph[name] = dict(zip(keys, cis))
     if not flat:
         return summary
-    best_flat, summary.vs_baseline = _against_best(flat, list(range(n_a)), names, values, boot, n_q, confidence)
-    summary.baseline = {k: names[best_flat[f]] for f, k in enumerate(SLICE_KEYS)}
+    best_flat, summary.vs_baseline = _against_best(flat, list(range(n_a)), names, values, boot, n_q, confidence,
+                                                   keys=keys)
+    summary.baseline = {k: names[best_flat[f]] for f, k in enumerate(keys)}
     if peer:
         tree = [i for i, a in enumerate(arms) if a.is_tree]
         best_peer, summary.vs_peer = _against_best(peer, tree, names, values, boot, n_q, confidence,
-                                                   extra=best_flat)
-        summary.peer_baseline = {k: names[best_peer[f]] for f, k in enumerate(SLICE_KEYS)}
+                                                   extra=best_flat, keys=keys)
+        summary.peer_baseline = {k: names[best_peer[f]] for f, k in enumerate(keys)}
     return summary
 
 
 def summarize_slices(arms: list[Arm], results: list[QuestionResult], resamples: int,
-                     seed: int) -> dict[str, SliceSummary]:
-    return {name: summarize_slice(name, arms, results, resamples, seed) for name in SLICES}
+                     seed: int, keys: tuple[str, ...] = SLICE_KEYS,
+                     names: tuple[str, ...] = SLICES) -> dict[str, SliceSummary]:
+    return {name: summarize_slice(name, arms, results, resamples, seed, keys=keys) for name in names}
+
+
+def slice_keys(results: list[QuestionResult], arms: list[Arm]) -> tuple[str, ...]:
+    """SLICE_KEYS, and PAGE_KEYS when every scored question has evidence pages (page@B defined)."""
+    if results and all(r.pages for r in results) and all(
+            r.scores[a.name].get(k) is not None for r in results for a in arms for k in PAGE_KEYS):
+        return SLICE_KEYS + PAGE_KEYS
+    return SLICE_KEYS
+
+
+def label_slice_names(results: list[QuestionResult]) -> tuple[str, ...]:
+    """``field=value`` of every question label of the scored questions, in first-seen order."""
+    return tuple(dict.fromkeys(f"{f}={v}" for r in results for f, v in r.question.labels))
 
 
 def add_peer_scores(qr: QuestionResult, peers: list[tuple[Arm, PeerArm]], index: Index) -> None:
@@ -538,14 +620,14 @@ def add_peer_scores(qr: QuestionResult, peers: list[tuple[Arm, PeerArm]], index:
                         contexts=p.contexts(rows))
         qr.outputs[p.name] = out
         qr.peer_relevance[p.name] = rel
-        qr.scores[p.name] = _score(arm, out, rel, index)
+        qr.scores[p.name] = _score(arm, out, rel, index, qr.pages, p.chunks[rows[0]][0] if rows else None)
 
 
 def run_eval(opts: EvalOptions) -> EvalRun:
     t0 = time.perf_counter()
     if opts.k < 1:
         raise InputError(f"--k must be at least 1 (got {opts.k})")
-    eval_set = load_eval_set(Path(opts.data))
+    eval_set = load_eval_set(Path(opts.data), read=_document_reader(opts))
     opts.notice(eval_set.summary_line())
     for ex in eval_set.missing_examples[:3]:
         opts.notice(f"  evidence skipped: {ex}")
@@ -565,7 +647,8 @@ def run_eval(opts: EvalOptions) -> EvalRun:
                     "`index --input DOCS --output COPY_OF_INDEX --kg rules`, then --index COPY_OF_INDEX)")
     backends = make_backends(index, base, opts.llm, long_running=True)
     backends.embedder = MemoQueryEmbedder(backends.embedder)  # every arm reuses a question's vector
-    ctx = ArmContext(index=index, backends=backends, rerank_pool=opts.rerank_pool)
+    budgets = context_budgets(eval_set)
+    ctx = ArmContext(index=index, backends=backends, rerank_pool=opts.rerank_pool, budgets=budgets)
 
     table = SpanTable.from_index(index)
     scored: list[tuple[Question, Relevance]] = []
@@ -594,7 +677,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     code = code_fingerprint()
     per_question = ((q, rel, fold_arms[1][_fold_of(fold_arms[0], q.id)] if fold_arms else arms)
                     for q, rel in scored)
-    jobs = [(q, rel, arm, arm_key(arm, opts, q, code)) for q, rel, q_arms in per_question for arm in q_arms]
+    jobs = [(q, rel, arm, arm_key(arm, opts, q, code, budgets)) for q, rel, q_arms in per_question for arm in q_arms]
     todo = sum(1 for q, _, arm, key in jobs if cache.get(q.id, arm.name, key) is None)
     computed = 0
     results: list[QuestionResult] = []
@@ -614,10 +697,12 @@ def run_eval(opts: EvalOptions) -> EvalRun:
                 computed += 1
             qr = by_q.get(q.id)
             if qr is None:
-                qr = by_q[q.id] = QuestionResult(q, rel, {}, {}, slices[q.id])
+                qr = by_q[q.id] = QuestionResult(q, rel, {}, {}, slices[q.id] | {f"{f}={v}" for f, v in q.labels},
+                                                 pages=evidence_pages(q))
                 results.append(qr)
             qr.outputs[arm.name] = out
-            qr.scores[arm.name] = _score(arm, out, rel, index)
+            qr.scores[arm.name] = _score(arm, out, rel, index, qr.pages,
+                                         index.chunks[out.rows[0]].doc_path if out.rows else None)
             if len(qr.outputs) == len(arms):
                 bar.advance(1)
     finally:
@@ -629,11 +714,32 @@ def run_eval(opts: EvalOptions) -> EvalRun:
         for qr in results:
             add_peer_scores(qr, peer_arms, index)
     summaries = summarize(arms, results, opts.resamples, opts.seed)
-    by_slice = summarize_slices(arms, results, opts.resamples, opts.seed)
+    keys = slice_keys(results, arms)
+    by_slice = summarize_slices(arms, results, opts.resamples, opts.seed, keys)
+    by_label = summarize_slices(arms, results, opts.resamples, opts.seed, keys, label_slice_names(results))
     return EvalRun(options=opts, eval_set=eval_set, arms=arms, index=index, index_info=info,
                    sampled=len(questions), results=results, unscorable=unscorable,
                    summaries=summaries, computed=computed, cached=len(jobs) - computed,
-                   seconds=time.perf_counter() - t0, slices=by_slice, peers={p.name: p for p in peers})
+                   seconds=time.perf_counter() - t0, slices=by_slice, peers={p.name: p for p in peers},
+                   slice_keys=keys, label_slices=by_label)
+
+
+def _document_reader(opts: EvalOptions) -> Callable[[Path], tuple[list[Any], list[str]]]:
+    """How the set's documents are read: through the evaluation cache's document store (one read per
+    file and reader version, evaluation/doc_cache.py), with the build's read limits."""
+    from evaluation.doc_cache import document_cache
+    from tree_builder.readers.limits import ReadLimits
+
+    cache = document_cache((opts.cache_root or default_cache_root()) if opts.use_cache else None,
+                           ReadLimits.from_config(opts.config))
+
+    def read(docs_dir: Path) -> tuple[list[Any], list[str]]:
+        with progress_stage(make_progress(opts.progress, prefix="evaluation set: "), "reading documents") as st:
+            out = cache.read(docs_dir, lambda n: st.tick(n, "documents"))
+            st.count(len(out[0]), f"documents ({cache.reads} read, {cache.hits} from the cache)")
+        return out
+
+    return read
 
 
 def _fold_arms(opts: EvalOptions, eval_set: Any, names: list[str], base: Config

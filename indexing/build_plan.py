@@ -48,9 +48,12 @@ class BuildRequest:
     store: "StoreURI | None" = None
     kg_llm: "LLMClient | None" = None
     compact: bool = False
+    """Rewrite one merged index even when the update could be a delta segment (indexing/delta_update.py)."""
     structure: "StructureChecker | None" = None
     """Checks each document's outline with an LLM before its tree is built (``--structure llm``)."""
-    """Rewrite one merged index even when the update could be a delta segment (indexing/delta_update.py)."""
+    documents: "Sequence[Document] | None" = None
+    """The documents of ``input_path`` already read, in the loader's order (an evaluation reads its set
+    once); None: read them. Given documents are never a delta update: it would compare files, not them."""
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ class _Vectors:
     plan: BuildPlan
     written: Written
     bar: Stage
+    """The writing stage: told of every vector made (lent or embedded), so a log hears from a
+    long embedding (utils/progress.py's heartbeat) between one document and the next."""
     old_rows: dict[str, list[np.ndarray]] = field(default_factory=lambda: {"chunk": [], "leaf": []})
     """Per new row, the previous index's row its vector came from (-1: embedded anew)."""
 
@@ -77,16 +79,16 @@ class _Vectors:
             vecs, found, rows = _reuse(source, texts, kind)
             self.old_rows[kind].append(np.where(found, rows, -1))
         todo = np.flatnonzero(~found)
-        self.bar.advance(len(texts) - int(todo.size))  # lent by the previous index
+        self.bar.tick(len(texts) - int(todo.size), "vectors")  # lent by the previous index
         if todo.size:
             told = [0]
 
             def advance(n: int) -> None:  # per batch of the encoder: the bar moves from the first second
                 told[0] += n
-                self.bar.advance(n)
+                self.bar.tick(n, "vectors")
 
             vecs[todo] = self.plan.embedder.embed_documents([texts[i] for i in todo], progress=advance)
-            self.bar.advance(int(todo.size) - told[0])  # an embedder that reports no batches
+            self.bar.tick(int(todo.size) - told[0], "vectors")  # an embedder that reports no batches
         if kind == "chunk":
             self.written.embedded += int(todo.size)
         self.written.embed_seconds += time.perf_counter() - t
@@ -111,7 +113,7 @@ def write_files(plan: BuildPlan, staged: Path, documents: Iterable[Document], me
     try:
         bar = progress_stage(plan.progress, "indexing documents", len(plan.documents), "documents")
         with bar:
-            stream = _Stream(plan, writer, _Vectors(plan, written, progress_stage(None, "")))
+            stream = _Stream(plan, writer, _Vectors(plan, written, bar))
             stream.run(documents, bar)
         written.chunks, written.nodes, written.leaves = writer.n_chunks, writer.n_nodes - 1, writer.n_leaves
         if not written.chunks:

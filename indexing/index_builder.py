@@ -14,7 +14,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from config import Config
 from indexing.build_output import (ReplacedTables, clean_stale_builds, prepare_output, real_output, staging_dir,
@@ -27,7 +27,7 @@ from indexing.embedders.floors import default_floor
 from indexing.index_store import looks_like_index
 from tree_builder.folder_walk import printable_name
 from indexing.doc_spill import DocumentSpill
-from tree_builder.document import DocumentInfo
+from tree_builder.document import Document, DocumentInfo
 from tree_builder.loader import LoadedInput, read_input
 from utils.atomic import recover_directory
 from utils.interrupts import resume_interrupts
@@ -68,6 +68,7 @@ def build_index(
     kg_llm: "LLMClient | None" = None,
     compact: bool = False,
     structure: "StructureChecker | None" = None,
+    documents: "Sequence[Document] | None" = None,
 ) -> BuildReport:
     """Build the index of ``input_path`` into ``output`` (``embedder`` None: ``auto``).
 
@@ -80,11 +81,13 @@ def build_index(
     is told the plan and every stage. ``kg_llm``: the (budgeted) LLM client
     ``kg_mode = "llm"`` extracts graphs with (indexing/kg_llm.py). ``structure``: the LLM check of each
     document's outline (``structure_mode = "llm"``, tree_builder/llm_structure.py).
+    ``documents``: the documents of ``input_path`` already read (as ``tree_builder.loader.read_input``
+    yields them), so a caller that needed them first does not pay for reading them twice.
     """
     output = real_output(index_dir_path(output, "--output"))
     prepare_output(output)
     request = BuildRequest(Path(input_path), output, config, embedder, progress, summarizer, summary_workers,
-                           follow_links, update, store, kg_llm, compact, structure)
+                           follow_links, update, store, kg_llm, compact, structure, documents)
     try:
         with exclusive(output):  # a second updater now would compute against a version about to be replaced
             report = _build_locked(request)
@@ -101,7 +104,7 @@ def _build_locked(request: BuildRequest) -> BuildReport:
     recover_directory(request.output, looks_like_index)  # a swap a crash interrupted is finished first
     check_store(request.store)
     clean_stale_builds(request.output)
-    if request.update and not request.compact:
+    if request.update and not request.compact and request.documents is None:
         outcome = try_delta_update(request, t0)
         if outcome.report is not None:
             return outcome.report
@@ -131,14 +134,19 @@ def check_store(store: "StoreURI | None") -> None:
 
 def read_documents(request: BuildRequest, spill: DocumentSpill) -> LoadedInput:
     """Every document read once: what the plan needs of it kept (``DocumentInfo``), the document
-    itself set aside in ``spill`` for the writing stage, so no two texts are held at once."""
+    itself set aside in ``spill`` for the writing stage, so no two texts are held at once (and the
+    stage ticks per document: a log hears from a folder of long PDFs while it is read)."""
+    from tree_builder.readers.limits import ReadLimits  # noqa: PLC0415
+
     with progress_stage(request.progress, "reading documents") as st:
         loaded = LoadedInput([])
         infos: list[DocumentInfo] = []
-        for doc in read_input(request.input_path, loaded, follow_links=request.follow_links,
-                              limits=ReadLimits.from_config(request.config)):
+        source = request.documents if request.documents is not None else read_input(
+            request.input_path, loaded, follow_links=request.follow_links, limits=ReadLimits.from_config(request.config))
+        for doc in source:
             infos.append(DocumentInfo.of(doc, cjk=request.embedder is None))
             spill.add(doc)
+            st.tick(1, "documents")
         spill.close()
         loaded.documents = infos
         st.count(len(infos), "documents")

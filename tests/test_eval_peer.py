@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,43 @@ def test_a_bad_peer_file_fails_before_the_index_is_built(eval_set: Path, tmp_pat
     with pytest.raises(InputError, match="not a peer file"):
         run_eval(_opts(eval_set, tmp_path / "c", peers=[bad]))
     assert not (tmp_path / "c" / "eval" / "indexes").exists()
+
+
+def test_the_recipes_pdf_chunks_map_onto_our_text_of_the_same_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/peer_llamaindex.py reads a PDF page by page with its own reader; each chunk is
+    placed on our text of that page (whitespace ignored), else at the same relative position."""
+    import importlib.util
+    from dataclasses import dataclass
+
+    from evaluation.dataset import SpaceFree
+
+    spec = importlib.util.spec_from_file_location("peer_llamaindex",
+                                                  Path(__file__).resolve().parent.parent / "benchmarks" /
+                                                  "peer_llamaindex.py")
+    peer = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "peer_llamaindex", peer)  # its dataclasses look their module up
+    spec.loader.exec_module(peer)
+
+    @dataclass
+    class Node:  # what the function reads of a LlamaIndex node
+        text: str
+        start_char_idx: int | None
+        end_char_idx: int | None
+
+        def get_content(self) -> str:
+            return self.text
+
+    ours = "HEADER\nTotal revenues 66,608\n62,286\nOther text that the other reader spells differently."
+    theirs = "Total revenues 66,608 62,286 Other text that the other reader spells différently."
+    base = 1000  # our page starts at character 1000 of the document
+    counts = {"on-page": 0, "by-position": 0, "dropped": 0}
+    nodes = [Node("Total revenues 66,608 62,286", 0, 28), Node("spells différently.", 60, 80)]
+    spans = peer.page_chunk_spans(theirs, (base, base + len(ours)), SpaceFree.of(ours), nodes, counts)
+    s0, e0 = spans[0]
+    assert ours[s0 - base:e0 - base] == "Total revenues 66,608\n62,286"
+    s1, e1 = spans[1]  # not on our page as written: the same share of the page, scaled to ours
+    scale = len(ours) / len(theirs)
+    assert (s1 - base, e1 - base) == (int(60 * scale), round(80 * scale))
+    assert counts == {"on-page": 1, "by-position": 1, "dropped": 0}
+    empty = peer.page_chunk_spans(theirs, (base, base), SpaceFree.of(""), nodes[1:], counts)
+    assert empty == [None] and counts["dropped"] == 1

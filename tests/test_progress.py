@@ -188,3 +188,75 @@ def test_eval_limit_reuses_a_cached_index_of_the_whole_set(tmp_path: Path) -> No
     run_eval(EvalOptions(**opts))  # builds the whole set's index
     run = run_eval(EvalOptions(**opts, limit=2))
     assert run.index_info["source"] == "cached" and len(run.index.metadata["documents"]) == len(DOCS)
+
+
+class _FakeClock:
+    """A clock the test moves: the heartbeat is checked without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_silent_stage_writes_where_it_is_after_the_heartbeat_with_counts_and_rates() -> None:
+    out, clock = io.StringIO(), _FakeClock()
+    p = Progress(out, heartbeat=30.0, clock=clock)
+    with p.stage("indexing documents", 30, "documents") as st:
+        clock.now += 29.0
+        st.tick(500, "vectors")
+        assert out.getvalue() == ""  # 29 s: not yet
+        clock.now += 1.0
+        st.tick(100, "vectors")  # 30 s without a line
+        assert out.getvalue().splitlines() == [
+            "indexing documents: 0/30 documents (0%), 600 vectors (20.0/s), 30.0 s"]
+        clock.now += 10.0
+        st.tick(100, "vectors")
+        assert len(out.getvalue().splitlines()) == 1  # 10 s after the last line
+        clock.now += 20.0
+        st.advance(1)  # an advance that crosses no tenth still beats after 30 s of silence
+        assert out.getvalue().splitlines()[-1] == \
+            "indexing documents: 1/30 documents (3%), 700 vectors (11.7/s), 60.0 s"
+    assert out.getvalue().splitlines()[-1] == "indexing documents: 1/30 documents, 60.0 s, 0.0 documents/s"
+
+
+def test_a_stage_without_a_total_beats_too_and_a_terminal_gets_no_heartbeat_lines() -> None:
+    out, clock = io.StringIO(), _FakeClock()
+    p = Progress(out, clock=clock)
+    with p.stage("reading documents") as st:
+        for _ in range(4):
+            clock.now += 16.0
+            st.tick(1, "documents")
+        st.count(4, "documents")
+    assert out.getvalue().splitlines() == ["reading documents: 2 documents (0.1/s), 32.0 s",
+                                           "reading documents: 4 documents (0.1/s), 64.0 s",
+                                           "reading documents: 4 documents, 64.0 s"]
+    live = io.StringIO()
+    with Progress(live, live=True, clock=clock).stage("reading documents") as st:
+        clock.now += 60.0
+        st.tick(1, "documents")
+    assert "/s)" not in live.getvalue()  # a terminal has its bar or spinner, no heartbeat lines
+
+
+def test_a_build_hears_from_the_embedding_inside_one_document(tmp_path: Path) -> None:
+    """One long document: the document count cannot move while its chunks are embedded, the vectors do."""
+    from indexing.embedders.hash_embedder import HashEmbedder
+    from indexing.index_builder import build_index
+
+    doc = tmp_path / "docs" / "long.md"
+    doc.parent.mkdir()
+    doc.write_text("# Long\n\n" + "\n\n".join(f"## Part {i}\n\nParagraph {i} about widgets and gears "
+                                             f"number {i}." for i in range(600)), encoding="utf-8")
+    out, clock = io.StringIO(), _FakeClock()
+
+    def ticking() -> float:  # every look at the clock is 31 s later: each chance to beat is taken
+        clock.now += 31.0
+        return clock.now
+
+    build_index(doc.parent, tmp_path / "idx", Config(), HashEmbedder(), progress=Progress(out, clock=ticking))
+    beats = [ln for ln in out.getvalue().splitlines()
+             if re.match(r"indexing documents: [01]/1 documents \(\d+%\), [\d,]+ vectors \([\d,.]+/s\), [\d.]+ s$", ln)]
+    assert len(beats) >= 2, out.getvalue()
+    counts = [int(re.search(r"([\d,]+) vectors", ln).group(1).replace(",", "")) for ln in beats]
+    assert counts == sorted(counts) and counts[-1] > counts[0]

@@ -4,8 +4,11 @@ A build is a row of stages (reading documents, loading the model, embedding,
 writing, publishing). On a terminal each counted stage is a live bar and each
 finished stage leaves one line; when stderr is a file or a pipe (CI logs, `nohup`)
 a bar would be noise, so each stage writes one line when it ends, with its count
-and seconds, and a counted stage also writes a line at every tenth of its total,
-so a log shows what a long build is doing without a carriage-return mess.
+and seconds, and a counted stage also writes a line at every tenth of its total;
+and a stage that has said nothing for ``heartbeat`` seconds (30) while work goes on
+(an advance, or a ``tick`` of work inside it: vectors embedded while one long
+document is indexed) writes where it is, with its counts and rates, so a log of a
+build that embeds for a quarter of an hour is never silent for more than that.
 ``--quiet`` passes ``enabled=False``: nothing is written.
 """
 from __future__ import annotations
@@ -21,6 +24,8 @@ ProgressFactory = Callable[[int, str], Advance]
 
 STEPS = 10
 """A counted stage off a terminal writes a line each time it passes another 1/STEPS of its total."""
+HEARTBEAT_S = 30.0
+"""Off a terminal, a stage at work writes a line when it has been silent this long."""
 
 
 class Stage(Protocol):
@@ -29,6 +34,8 @@ class Stage(Protocol):
     def advance(self, n: int = 1) -> None: ...
 
     def count(self, n: int, unit: str) -> None: ...
+
+    def tick(self, n: int, unit: str) -> None: ...
 
     def close(self) -> None: ...
 
@@ -44,6 +51,9 @@ class _NullStage:
         pass
 
     def count(self, n: int, unit: str) -> None:
+        pass
+
+    def tick(self, n: int, unit: str) -> None:
         pass
 
     def close(self) -> None:
@@ -68,8 +78,12 @@ class _Stage:
     total: int | None
     unit: str
     done: int = 0
-    started: float = field(default_factory=time.perf_counter)
+    started: float = 0.0
     produced: tuple[int, str] | None = None
+    work: dict[str, int] = field(default_factory=dict)
+    """unit -> work done inside the stage (``tick``), for the heartbeat line."""
+    said: float = 0.0
+    """When the stage last wrote a line (its start, at first)."""
     auto_close: bool = False
     """End when the total is reached (a factory stage); a ``with`` stage ends when its block does."""
     closed: bool = False
@@ -77,6 +91,7 @@ class _Stage:
     _step: int = 0
 
     def __post_init__(self) -> None:
+        self.started = self.said = self.owner.clock()
         self.owner._begin(self)
 
     def advance(self, n: int = 1) -> None:
@@ -89,6 +104,13 @@ class _Stage:
 
     def count(self, n: int, unit: str) -> None:
         self.produced = (n, unit)
+
+    def tick(self, n: int, unit: str) -> None:
+        """``n`` more of some work inside the stage (not its total's unit), e.g. vectors embedded."""
+        if self.closed or n <= 0:
+            return
+        self.work[unit] = self.work.get(unit, 0) + n
+        self.owner._heartbeat(self)
 
     def close(self) -> None:
         if not self.closed:
@@ -106,7 +128,7 @@ class _Stage:
             self.owner._abandon(self)
 
     def seconds(self) -> float:
-        return time.perf_counter() - self.started
+        return self.owner.clock() - self.started
 
 
 def _describe(stage: _Stage) -> str:
@@ -130,9 +152,13 @@ class Progress:
     stage that ends by itself when its total is reached.
     """
 
-    def __init__(self, stream: TextIO | None = None, prefix: str = "", live: bool | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, prefix: str = "", live: bool | None = None,
+                 heartbeat: float = HEARTBEAT_S, clock: Callable[[], float] = time.perf_counter) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.prefix = prefix
+        self.heartbeat = heartbeat
+        self.clock = clock
+        """Seconds since some fixed point (a test passes a fake one)."""
         if live is None:
             isatty = getattr(self.stream, "isatty", None)
             live = bool(isatty and isatty())
@@ -173,13 +199,35 @@ class Progress:
         if stage._bar is not None:
             stage._bar.update(n)
             return
-        if self.live or not stage.total:
+        if self.live:
             return
-        step = min(STEPS, stage.done * STEPS // stage.total)
-        if step > stage._step and stage.done < stage.total:
+        step = min(STEPS, stage.done * STEPS // stage.total) if stage.total else 0
+        if step > stage._step and stage.total and stage.done < stage.total:
             stage._step = step
+            stage.said = self.clock()
             self._write(f"{self.prefix}{stage.name}: {stage.done:,}/{stage.total:,} {stage.unit} "
                         f"({100 * stage.done // stage.total}%), {stage.seconds():.1f} s\n")
+            return
+        self._heartbeat(stage)
+
+    def _heartbeat(self, stage: _Stage) -> None:
+        """Off a terminal: where a stage silent for ``heartbeat`` seconds is, with its counts and rates."""
+        if self.live or stage._bar is not None:
+            return
+        now = self.clock()
+        if now - stage.said < self.heartbeat:
+            return
+        stage.said = now
+        secs = now - stage.started
+        parts = []
+        if stage.total:
+            parts.append(f"{stage.done:,}/{stage.total:,} {stage.unit} ({100 * stage.done // stage.total}%)")
+        elif stage.done:
+            parts.append(f"{stage.done:,} {stage.unit}".rstrip())
+        for unit, n in stage.work.items():
+            parts.append(f"{n:,} {unit}" + (f" ({n / secs:,.1f}/s)" if secs > 0 else ""))
+        parts.append(f"{secs:.1f} s")
+        self._write(f"{self.prefix}{stage.name}: {', '.join(parts)}\n")
 
     def _end(self, stage: _Stage) -> None:
         if stage._bar is not None:

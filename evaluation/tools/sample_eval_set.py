@@ -16,6 +16,7 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -24,11 +25,21 @@ from evaluation.dataset import DOCS_DIR, QA_FILE, load_eval_set, sample_question
 from utils.errors import InputError  # noqa: E402
 
 
+def _cached_reader() -> Callable[[Path], tuple[list, list[str]]]:
+    """The evaluation cache's documents (a set of long PDFs is read once, not per tool)."""
+    from config import Config
+    from evaluation.doc_cache import document_cache
+    from evaluation.runner import default_cache_root
+    from tree_builder.readers.limits import ReadLimits
+
+    return document_cache(default_cache_root(), ReadLimits.from_config(Config())).read
+
+
 def cut(data: Path, limit: int, seed: int, out: Path) -> tuple[int, int]:
     """Write the sample to ``out``; returns (questions, documents)."""
     if out.exists():
         raise InputError(f"{out} already exists: choose a new --out")
-    es = load_eval_set(data)
+    es = load_eval_set(data, read=_cached_reader())
     picked = sample_questions(es.questions, limit, seed)
     lines = (data / QA_FILE).read_text(encoding="utf-8-sig").splitlines()
     docs: set[str] = set()
