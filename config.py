@@ -11,9 +11,10 @@ import functools
 import math
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from retrieval.ranking_params import RankingParams
 from utils.errors import InputError
 from utils.oneline import one_line
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-FusionMode = Literal["weighted", "relative", "rrf"]
 IdfScope = Literal["leaf", "document", "corpus"]
 
 CJK_SHARE_FOR_MULTILINGUAL = 0.2
@@ -186,91 +186,17 @@ class Config:
     """Leaves the no-LLM hybrid locator returns."""
     locator_leaf_weight: float = 0.3
     """Share of a leaf's heading+summary similarity in its hybrid locator score (rest: best chunk)."""
-    top_k_per_leaf: int = 5
     final_top_k: int = 5
-    fusion: FusionMode = "weighted"
-    """weighted: each signal min-max scaled over the whole scope, then the weighted sum (the spec);
-    relative: each signal scaled between its best and its fusion_depth-th best score in the scope
-    (lower ones get 0), then the weighted sum; rrf: reciprocal-rank fusion."""
-    fusion_depth: int = 40
-    """fusion=relative: the score ranked this deep is a signal's zero. A cosine's floor over a whole
-    collection lies far below its candidates, so whole-scope scaling squeezes the dense side of every
-    plausible chunk into the top few hundredths while BM25 keeps its spread; scaled over its own top
-    candidates each signal spans the same range where the ranking is decided."""
-    dense_weight: float = 0.5
-    bm25_weight: float = 0.5
-    rrf_k: int = 60
     reranker: str = "none"
     """none | cross-encoder"""
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    candidate_order: Literal["auto", "fused", "union", "section"] = "auto"
-    """How step 2 ranks candidates before (or without) rerank: fused = the spec's strict in-leaf
-    retrieval, per-leaf fused scores; union = located leaves' chunks re-scored on one scale + leaf
-    prior; section = every chunk in scope scored by a linear model over its own and its leaf's,
-    section's and document's evidence, the located leaves a prior instead of a cut; auto = section
-    within one document, union across several (chosen by evaluation, see README)."""
-    section_evidence: Literal["once", "every", "joint"] = "joint"
-    """candidate_order=section: a section's evidence lifts only its best chunk (the section's entry;
-    every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is).
-    joint (default) = the top of the list (joint_top_k) ordered by one model (``joint`` in the weights
-    file) over the chunk's own, paragraph and coverage features and its section's evidence, on every
-    chunk and once more on the section's entry (ENTRY_FEATURES in retrieval/section_features.py),
-    fitted on that list with LambdaRank-style pair weights, the once order after it; once = the tree
-    model picks and places each entry, the section_chunk_model orders the rest, the two blended on a
-    standardised scale. Within a paper joint reads every paragraph's text once per question (a few
-    milliseconds); over a collection ordered by the section ranker on request, every paragraph of it."""
-    joint_top_k: int = 20
-    """section_evidence=joint: the joint model orders the list's first this many chunks; the rest
-    follow in the ``once`` order (the tree model's entries, section_chunk_model past them). The joint
-    model is fitted for the top ten; past it the once order, fitted on every pair alike, reads as
-    much evidence at 8,000 characters or more. 0: the joint model orders everything."""
-    section_chunk_model: Literal["flat", "para"] = "para"
-    """section_evidence=once: the model that orders a section's chunks past its entry. para = the chunk's
-    and its paragraph's evidence (the paragraph's mean window score, its neighbouring paragraphs' best,
-    the leaf's best chunks around it: the ``para`` model of the weights file); flat = the chunk's own
-    (the flat learner's weights). Measured out of fold on papers (docs/evaluation.md)."""
-    paragraph_pooling: Literal["max", "soft"] = "max"
-    """candidate_order=section: how a paragraph's windows make its rank. max = its best window (the
-    default); soft = the log-mean-exp of its windows' scores at paragraph_pooling_temperature, so a
-    paragraph that matches throughout beats one where a single window does (retrieval/paragraph_pooling.py;
-    on papers the flat learner gains, the tree stays level: docs/evaluation.md)."""
-    paragraph_pooling_temperature: float = 0.5
-    """paragraph_pooling=soft: in the ranker's standardised score units; towards 0 it is the best window."""
     ranker_weights: str | None = None
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
-    leaf_prior_weight: float = 0.4
-    """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
-    union_model: Literal["blend", "learned"] = "learned"
-    """candidate_order=union: how the union's candidates are ordered. blend = their rank-fused score
-    blended with the leaf prior (leaf_prior_weight); learned = the ``union_multi`` model of the weights
-    file over those and each candidate's standing beside the others (its leaf's and document's best,
-    its neighbours, the whole scope's flat ranking, the question's words it holds, its length:
-    retrieval/union_features.py). Out of fold on the statutes: dnDCG@10 +3.6% over the blend, the
-    2,000-character figures 0.995-0.998 within noise (docs/evaluation.md)."""
-    union_flat_top_k: int = 20
-    """candidate_order=union: the flat ranking's best this-many chunks join the located leaves'
-    candidates, each weighted by the locator's belief in its leaf (its ranked candidate leaves), so
-    a leaf ranked just below the located ones still competes (0: off)."""
-    safety_net: bool = False
-    """candidate_order fused/union: also merge the flat top results (section order scores everything)."""
-    safety_net_top_k: int = 5
     toc_budget_tokens: int = 6000
     context_budget_chars: int = 6000
     """Characters of document text the answer step reads (step 2 -> 3): ranked hits become whole
     paragraphs or sentence-aligned windows, merged where they touch, spread over sections, then grown
     to their paragraph and section while the budget lasts (retrieval/context_assembly.py)."""
-    context_pool: int = 60
-    """Ranked hits the context may be assembled from (step 2's list is the first final_top_k). Enough
-    hits to fill a budget of 8,000 characters with short ones: statute hits are ~150 characters, so 40
-    ran out before 8,000 and the rest of the budget went unread (60 and 80 read the same; on papers,
-    whose hits are longer, 60 reads a shade more at 8,000 and the same at 2,000: docs/evaluation.md)."""
-    collection_fusion: Literal["same", "weighted", "relative", "rrf"] = "rrf"
-    """How a collection question's tree retrieval fuses the two signals where chunks of several
-    documents meet: the flat ranking it draws on (the union's flat candidates, the pool's
-    continuation) and the union ordering of all candidates (same: ``fusion``). Rank fusion: over
-    a whole collection min-max scaling squeezes every plausible chunk's cosine into the top few
-    hundredths while BM25 keeps its spread and decides, and each statute's BM25 scores come with
-    its own statistics, so their scales differ (docs/evaluation.md)."""
     context_leaf_share: float = 0.5
     """Share of the context budget one leaf may take before hits of other leaves are read (a detail
     question allows more, an overview or multi-part question less: retrieval/query_plan.py)."""
@@ -387,14 +313,39 @@ class Config:
     benchmarks/calibrate_floor.py, figures in docs/models.md). A number replaces that floor's value
     on the same statistic (retrieval/relevance.py): 0 answers everything, 1 refuses nearly all."""
 
+    ranking: RankingParams = field(default_factory=RankingParams)
+    """Step 2's tuning parameters (retrieval/ranking_params.py): set as ``ranking.NAME``."""
+
     def __post_init__(self) -> None:
         validate(self)
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
+    def with_settings(self, settings: "Mapping[str, Any]") -> "Config":
+        """This config with ``settings`` (names as ``to_dict`` gives them; a group's as ``GROUP.NAME``)."""
+        plain = {k: v for k, v in settings.items() if "." not in k}
+        for group in PARAM_GROUPS:
+            sub = {k.split(".", 1)[1]: v for k, v in settings.items() if k.startswith(group + ".")}
+            if sub:
+                plain[group] = dataclasses.replace(getattr(self, group), **sub)
+        return self.replace(**plain)
+
+    @classmethod
+    def from_dict(cls, settings: "Mapping[str, Any]") -> "Config":
+        return cls().with_settings(settings)
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every setting by name, a parameter group's as ``GROUP.NAME`` (the names ``--set`` takes)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in PARAM_GROUPS}
+        for group in PARAM_GROUPS:
+            out.update({f"{group}.{k}": v for k, v in dataclasses.asdict(getattr(self, group)).items()})
+        return out
+
+
+PARAM_GROUPS: dict[str, type] = {"ranking": RankingParams}
+"""Tuning parameters that are not user settings, nested as one frozen object each and owned by the
+module that reads them: ``eval --set ranking.joint_top_k=0`` or a ``[ranking]`` TOML table."""
 
 
 # ----------------------------------------------------------------------------- validation
@@ -415,11 +366,9 @@ _RANGES: dict[str, tuple[float, float]] = {
     "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_candidates_growth": (0, 1), "ann_probe": (0.0001, 1), "query_mapped_mb": (0, math.inf), "query_ann_kept_mb": (0, math.inf),
     "delta_max_share": (0, 1), "delta_max_segments": (0, 1 << 16),
     "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
-    "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
-    "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1), "paragraph_pooling_temperature": (0.01, 100),
-    "safety_net_top_k": (1, math.inf), "union_flat_top_k": (0, math.inf), "toc_budget_tokens": (1, math.inf),
-    "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "context_leaf_share": (0.05, 1),
-    "context_first_unit_share": (0, 1), "context_units_per_budget": (1, 1000), "joint_top_k": (0, 100_000),
+    "final_top_k": (1, math.inf), "toc_budget_tokens": (1, math.inf),
+    "context_budget_chars": (200, math.inf), "context_leaf_share": (0.05, 1),
+    "context_first_unit_share": (0, 1), "context_units_per_budget": (1, 1000),
     "kg_min_leaf_chars": (0, math.inf), "kg_max_nodes": (1, 100_000), "kg_max_leaves": (1, math.inf),
     "kg_top_chunks": (0, math.inf), "kg_subgraph_nodes": (1, 10_000), "kg_ppr_restart": (0.01, 1),
     "kg_llm_window_chars": (500, math.inf),
@@ -438,10 +387,11 @@ _POSITIVE = frozenset({"llm_query_budget_s", "llm_build_budget_s", "llm_timeout_
 
 
 @functools.cache
-def _hints() -> dict[str, Any]:
-    """Field types of Config, resolved once: every Config construction validates against them, and
-    ``typing.get_type_hints`` costs ~0.3 ms (the eval builds a Config per question on some arms)."""
-    return typing.get_type_hints(Config)
+def _hints(cls: type | None = None) -> dict[str, Any]:
+    """Field types of Config (or of a parameter group), resolved once: every Config construction
+    validates against them, and ``typing.get_type_hints`` is slow next to a Config's construction."""
+    hints = typing.get_type_hints(cls or Config)
+    return {k: v for k, v in hints.items() if k != "RANGES"}
 
 
 def _type_ok(value: Any, hint: Any) -> bool:
@@ -486,14 +436,26 @@ def validate(config: Config) -> None:
     Runs on every Config (``__post_init__``), so a bad value from a TOML file, ``--set``, a CLI
     flag or the Python API is one line naming the setting, before anything is built or queried.
     """
-    for name, hint in _hints().items():
-        value = getattr(config, name)
+    _check_fields(config, _hints(), _RANGES, "")
+    for group, cls in PARAM_GROUPS.items():
+        _check_fields(getattr(config, group), _hints(cls), cls.RANGES, group + ".")  # type: ignore[attr-defined]
+    if config.chunk_overlap >= config.chunk_size:
+        raise InputError(f"setting chunk_overlap must be less than chunk_size "
+                         f"(got {config.chunk_overlap} >= {config.chunk_size})")
+    if isinstance(config.reranker_model, str) and not config.reranker_model.strip():
+        raise InputError("setting reranker_model must not be empty")
+
+
+def _check_fields(obj: Any, hints: dict[str, Any], ranges: dict[str, tuple[float, float]], prefix: str) -> None:
+    for field_name, hint in hints.items():
+        value = getattr(obj, field_name)
+        name = prefix + field_name
         if not _type_ok(value, hint):
             raise InputError(f"setting {name} must be {_describe(hint)}, got {shown(value)}")
         if name in _CHOICES and value not in _CHOICES[name]:
             raise InputError(f"setting {name} must be one of {', '.join(_CHOICES[name])}, got {shown(value)}")
-        if name in _RANGES and not isinstance(value, bool) and value is not None:
-            low, high = _RANGES[name]
+        if field_name in ranges and not isinstance(value, bool) and value is not None:
+            low, high = ranges[field_name]
             if isinstance(value, int) and abs(value) > INT_SETTING_MAX:
                 raise InputError(f"setting {name} must be at most {INT_SETTING_MAX:,}, got {shown(value, 40)}")
             positive = name in _POSITIVE
@@ -504,11 +466,6 @@ def validate(config: Config) -> None:
             if not ok:
                 span = ("> 0" if positive else f">= {low:g}") if high == math.inf else f"in [{low:g}, {high:g}]"
                 raise InputError(f"setting {name} must be {span}, got {shown(value)}")
-    if config.chunk_overlap >= config.chunk_size:
-        raise InputError(f"setting chunk_overlap must be less than chunk_size "
-                         f"(got {config.chunk_overlap} >= {config.chunk_size})")
-    if isinstance(config.reranker_model, str) and not config.reranker_model.strip():
-        raise InputError("setting reranker_model must not be empty")
 
 
 def parse_seconds(raw: Any, what: str) -> float:
@@ -545,10 +502,13 @@ def coerce_setting(name: str, value: Any) -> Any:
     The one converter behind ``--config`` files and ``eval --set``; ranges and choices are then
     checked by ``validate`` when the Config is made.
     """
-    hints = _hints()
-    if name not in hints:
-        raise InputError(f"unknown setting {name!r} (see config.py)")
-    hint = hints[name]
+    group, _, key = name.rpartition(".")
+    hints = _hints(PARAM_GROUPS[group]) if group in PARAM_GROUPS else {} if group else _hints()
+    if key not in hints or name in PARAM_GROUPS:
+        owner = next((g for g, cls in PARAM_GROUPS.items() if key in _hints(cls)), None)
+        where = f": it is set as {owner}.{key}" if owner and not group else " (see config.py)"
+        raise InputError(f"unknown setting {name!r}{where}")
+    hint = hints[key]
     optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
     if isinstance(value, str) and (optional or not _type_ok(value, hint)):
         value = _from_text(name, value, hint)
@@ -615,9 +575,14 @@ def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
         raise InputError(f"config file {p} is nested too deeply to be a config file") from None
     if not isinstance(data.get("treerag", data), dict):
         raise InputError(f"config file {p}: [treerag] must be a table")
-    data = data.get("treerag", data)
+    data = dict(data.get("treerag", data))
+    for group in PARAM_GROUPS:  # a [ranking] table (or [treerag.ranking]) holds that group's names
+        table = data.pop(group, None)
+        if table is not None and not isinstance(table, dict):
+            raise InputError(f"config file {p}: [{group}] must be a table")
+        data.update({f"{group}.{k}": v for k, v in (table or {}).items()})
     try:
-        return Config(**{key: coerce_setting(key, value) for key, value in data.items()})
+        return Config.from_dict({key: coerce_setting(key, value) for key, value in data.items()})
     except InputError as exc:
         raise InputError(f"config file {p}: {exc}") from None
 

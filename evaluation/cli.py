@@ -22,7 +22,7 @@ def _stderr(msg: str) -> None:
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """``["fusion=rrf", "hybrid_top_leaves=5"]`` -> typed Config changes (config.coerce_setting)."""
+    """``["ranking.fusion=rrf", "hybrid_top_leaves=5"]`` -> typed Config changes (config.coerce_setting)."""
     out: dict[str, Any] = {}
     for item in items or []:
         name, sep, raw = item.partition("=")
@@ -49,7 +49,7 @@ def eval_config(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -
         changes.update(rerank_setting(args.rerank))
     if args.embedder:
         changes["embedder"] = args.embedder
-    return base.replace(**changes)
+    return base.with_settings(changes)
 
 
 def _make_llm(spec: str | None, cache_root: Path, timeout_s: float) -> Any:
@@ -141,7 +141,8 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     pe.add_argument("--llm", default=None,
                     help="PROVIDER[:MODEL] (anthropic, openai) to run the tree-llm and tree-llm-rerank arms")
     pe.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
-                    help="override a config.py setting for every arm, e.g. --set fusion=rrf (repeatable)")
+                    help="override a setting for every arm, e.g. --set ranking.fusion=rrf or "
+                         "--set ranking.document_order=section-every (evaluation/variants.py; repeatable)")
     pe.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     pe.add_argument("--rerank-pool", type=int, default=20,
                     help="flat candidates handed to the reranker when --rerank is on (default 20)")

@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.breadth import ParagraphMemo
-from retrieval.paragraph_pooling import paragraph_ids
+from retrieval.breadth import ParagraphMemo, paragraph_ids
 from utils.tokenizer import tokenize
 
 

@@ -35,11 +35,15 @@ def test_ask_returns_a_typed_result_equal_to_query_json(paper_index_dir: Path) -
 
 
 def test_settings_are_validated_and_applied(paper_index_dir: Path) -> None:
-    rag = TreeRAG.open(paper_index_dir, llm="mock", env={}, final_top_k=2, fusion="rrf")
+    rag = TreeRAG.open(paper_index_dir, llm="mock", env={}, final_top_k=2, **{"ranking.fusion": "rrf"})
     r = rag.ask(Q)
-    assert len(r.chunks) <= 2 and r.to_dict()["config"]["fusion"] == "rrf" and r.record.config["fusion"] == "rrf"
+    assert len(r.chunks) <= 2 and r.to_dict()["config"]["ranking.fusion"] == "rrf" and r.record.config["ranking.fusion"] == "rrf"
     with pytest.raises(InputError, match="fusion must be one of"):
-        TreeRAG.open(paper_index_dir, llm="mock", env={}, fusion="banana")
+        TreeRAG.open(paper_index_dir, llm="mock", env={}, **{"ranking.fusion": "banana"})
+    with pytest.raises(InputError, match="set as ranking.fusion"):
+        TreeRAG.open(paper_index_dir, llm="mock", env={}, fusion="rrf")
+    with pytest.raises(InputError, match="evaluation variants"):
+        TreeRAG.open(paper_index_dir, llm="mock", env={}, **{"ranking.document_order": "section-every"})
     with pytest.raises(InputError, match="unknown setting"):
         TreeRAG.open(paper_index_dir, llm="mock", env={}, no_such_setting=1)
 

@@ -43,7 +43,7 @@ def _init(name: str, config_dict: dict[str, Any], threads: int) -> None:
     from config import Config
     from indexing.embedders.factory import make_embedder
 
-    _worker_embedder = make_embedder(name, Config(**config_dict), threads=threads)
+    _worker_embedder = make_embedder(name, Config.from_dict(config_dict), threads=threads)
 
 
 def _embed(texts: list[str]) -> np.ndarray:
