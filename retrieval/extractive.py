@@ -25,7 +25,6 @@ Whether the evidence answers the question at all is decided separately
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -42,6 +41,7 @@ from indexing.search import Scope
 from retrieval.scoring import fuse
 from retrieval.types import RetrievedChunk
 from retrieval.query import Query
+from utils.idf import okapi
 from utils.similarity import min_max_normalize
 from utils.tokenizer import tokenize
 
@@ -352,7 +352,7 @@ def _idf_of(n: int, dfs: dict[str, int], config: Config) -> dict[str, float]:
     for t, df in dfs.items():
         if 0 < df <= n:
             # rank_bm25's negative-IDF floor (epsilon * average idf) is replaced by a small positive floor
-            out[t] = max(math.log(n - df + 0.5) - math.log(df + 0.5), config.bm25_epsilon * 0.1)
+            out[t] = max(okapi(n, df), config.bm25_epsilon * 0.1)
     return out
 
 

@@ -25,7 +25,6 @@ the index); ``Config.evidence_floor`` overrides its value.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -36,6 +35,7 @@ from indexing.embedders.floors import RelevanceFloor, default_floor
 from indexing.index_store import Index
 from retrieval.types import RetrievedChunk
 from retrieval.query import Query
+from utils.idf import okapi
 from utils.tokenizer import script_of, tokenize
 
 
@@ -114,7 +114,7 @@ def idf_coverage(query: Query, chunks: Sequence[RetrievedChunk], index: Index) -
     for t in q:
         df = dfs.get(t, 0)
         # BM25's IDF, floored at a small positive weight (a term in most chunks still counts a little)
-        w = max(math.log((n - df + 0.5) / (df + 0.5)), 0.05) if n else 1.0
+        w = max(okapi(n, df), 0.05) if n else 1.0
         total += w
         if t in found:
             got += w
