@@ -293,8 +293,8 @@ class Config:
     """Share of a sentence's answer score that comes from the step-2 rank of the best hit in its passage
     (the rest: the sentence's own dense + BM25 match with the question); retrieval saw the leaf."""
     answer_bm25_weight: float = 0.5
-    """Weight of a sentence's BM25 against its dense cosine (``dense_weight``) in the extractive answer's
-    weighted fusion, apart from retrieval's ``bm25_weight`` so that the answer can be tuned without moving
+    """Weight of a sentence's BM25 against its dense cosine (``ranking.dense_weight``) in the extractive answer's
+    weighted fusion, apart from retrieval's ``ranking.bm25_weight`` so that the answer can be tuned without moving
     retrieval. 0 scores sentences by dense similarity and rank alone; QASPER, 200 questions: 0 / 0.5 quote
     labelled evidence for 0.430 / 0.455, contain a reference answer 0.316 / 0.274; LeCoQA quotes the labelled
     article for 0.365 / 0.395 (docs/evaluation.md)."""

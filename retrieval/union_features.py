@@ -1,11 +1,11 @@
 """Features of a collection question's union candidates, for the learned union ordering.
 
 Across a collection step 2 gathers the located leaves' best chunks and the flat ranking's best
-(``retrieval.candidates.union_candidates``) and orders them on one scale: a rank fusion of the chunk's two
-signals blended with the locator's belief in its leaf was the first ordering (now the
-``union-blend`` variant, evaluation/variants.py): two numbers with a hand-set weight decide the top 10 and the order the context is read in, and on the statutes the
-evidence a reference reads first usually sits a few places too low in that list, inside a leaf the
-locator believes in (docs/evaluation.md). What else the list knows about a candidate is how it stands
+(``retrieval.candidates.union_candidates``) and orders them on one scale. A rank fusion of the chunk's
+two signals blended with the locator's belief in its leaf (the ``union-blend`` variant,
+evaluation/variants.py) lets two numbers with a hand-set weight decide the top 10 and the order the
+context is read in, and tends to place the evidence a few places too low inside a leaf the locator
+believes in (docs/evaluation.md). What else the list knows about a candidate is how it stands
 beside the others: is it its leaf's best, how strongly its document and its neighbours match, how
 the whole collection's flat ranking placed it, how many of the question's words it holds. A linear
 model over these (``union_multi`` in the weights file, fitted by ``evaluation.learn_union`` with

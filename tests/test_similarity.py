@@ -91,7 +91,6 @@ def test_top_scaled_spans_a_signals_own_top_candidates() -> None:
 def test_relative_fusion_gives_a_compressed_dense_signal_its_spread() -> None:
     """Whole-scope min-max squeezes e5-like cosines (the floor far below the candidates) so that BM25
     decides among them; scaled over each signal's top candidates, a clearly better dense match wins."""
-    from config import Config
     from retrieval.scoring import fuse
 
     rng = np.random.default_rng(0)
