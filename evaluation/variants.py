@@ -22,13 +22,14 @@ import numpy as np
 from config import Config
 from evaluation.paragraph_pooling import pooled_scores
 from indexing.index_store import Index
-from retrieval.candidates import dedupe_best, flat_top, located_candidates, rank_scored, union_candidates
-from retrieval.ordering import Ask, Ordering, SectionOrdering, UnionOrdering, ordered_union
+from retrieval.candidates import dedupe_best, flat_top, located_candidates, rank_scored
+from retrieval.ordering import Ask, Ordering, SectionOrdering, UnionOrdering
 from retrieval.query import Query, QueryEmbedder
-from retrieval.rankers import SectionRanker, union_signals
+from retrieval.rankers import SectionRanker
 from retrieval.retriever import ORDERINGS
 from retrieval.scoring import documents_scope, flat_scores, score_scope
 from retrieval.types import RetrievedChunk
+from retrieval.union_features import UnionSignals
 from utils.errors import InputError
 
 NET_TOP_K = 5
@@ -54,19 +55,14 @@ class FusedOrdering:
 
 
 @dataclass(frozen=True)
-class BlendOrdering:
-    """The union's candidates by their rank-fused score blended with the leaf prior."""
+class BlendRanker:
+    """A union candidate's rank-fused score blended with the locator's belief in its leaf."""
 
     weight: float = LEAF_PRIOR_WEIGHT
-    net_top_k: int = 0
+    flat_standing: bool = False
 
-    def order(self, index: Index, embedder: QueryEmbedder, config: Config, ask: Ask) -> list[RetrievedChunk]:
-        cands, believed = union_candidates(index, embedder, ask.query, ask.located, config, ask.doc_paths,
-                                           ask.stages, ask.beliefs, self.net_top_k)
-        if not cands:
-            return cands
-        sig = union_signals(index, ask.query, cands, believed, config, ask.doc_paths, flat_standing=False)
-        return ordered_union(cands, (1 - self.weight) * sig.fused + self.weight * sig.prior, sig.prior)
+    def score(self, index: Index, query: Query, sig: UnionSignals, config: Config) -> np.ndarray:
+        return (1 - self.weight) * sig.fused + self.weight * sig.prior
 
 
 def _soft(index: Index, rows: np.ndarray, scores: np.ndarray, n: int) -> np.ndarray:
@@ -88,8 +84,8 @@ def _variants() -> dict[str, Ordering]:
         out[name] = SectionOrdering(ranker)
         out[name + "+soft"] = SectionOrdering(ranker, rescore=_soft)
     out["fused"] = FusedOrdering()
-    out["union-blend"] = BlendOrdering()
-    net = {"fused": FusedOrdering(NET_TOP_K), "union-blend": BlendOrdering(net_top_k=NET_TOP_K),
+    out["union-blend"] = UnionOrdering(BlendRanker())
+    net = {"fused": FusedOrdering(NET_TOP_K), "union-blend": UnionOrdering(BlendRanker(), NET_TOP_K),
            "union-learned": UnionOrdering(net_top_k=NET_TOP_K)}
     out.update({name + "+net": net.get(name, ordering) for name, ordering in list(out.items())})
     return out

@@ -21,7 +21,7 @@ from config import Config
 from indexing.index_store import Index
 from retrieval.candidates import StageHits, record_single_signals, scope_documents, union_candidates
 from retrieval.query import Query, QueryEmbedder
-from retrieval.rankers import SectionRanker, UnionRanker, union_signals
+from retrieval.rankers import SectionRanker, UnionRanker, UnionScorer, union_signals
 from retrieval.scoring import flat_scores, fuse
 from retrieval.types import LocatedNode, RetrievedChunk
 
@@ -104,10 +104,10 @@ class UnionOrdering:
 
     In-leaf fused scores are min-max normalised per leaf, so every leaf's best chunk scores ~1.0 and
     they cannot be compared across leaves: every candidate is re-scored against the question with
-    document-level BM25 statistics and ordered by ``scorer`` over its signals. ``net_top_k``: the
-    in-document flat ranking's best also join (an evaluation variant)."""
+    document-level BM25 statistics and scored by ``ranker`` over its signals. ``net_top_k``: the in-document flat
+    ranking's best also join (an evaluation variant)."""
 
-    ranker: UnionRanker = field(default_factory=UnionRanker)
+    ranker: UnionScorer = field(default_factory=UnionRanker)
     net_top_k: int = 0
 
     def order(self, index: Index, embedder: QueryEmbedder, config: Config, ask: Ask) -> list[RetrievedChunk]:
@@ -115,7 +115,7 @@ class UnionOrdering:
                                            ask.stages, ask.beliefs, self.net_top_k)
         if not cands:
             return cands
-        sig = union_signals(index, ask.query, cands, believed, config, ask.doc_paths)
+        sig = union_signals(index, ask.query, cands, believed, config, ask.doc_paths, self.ranker.flat_standing)
         scores = self.ranker.score(index, ask.query, sig, config)
         return ordered_union(cands, scores, sig.prior)
 

@@ -8,7 +8,7 @@ the features they need, so a variant is a ranker with other models, not another 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -165,12 +165,23 @@ def _flat_standing(index: Index, query: Query, rows: np.ndarray, config: Config,
     return np.where(found, fused[order][pos], 0.0)
 
 
+class UnionScorer(Protocol):
+    """Scores a union's candidates from their signals (``flat_standing``: it reads ``sig.flat``, so the
+    signals must hold each candidate's standing in the scope's flat ranking)."""
+
+    flat_standing: bool
+
+    def score(self, index: Index, query: Query, sig: UnionSignals, config: Config) -> np.ndarray: ...
+
+
 @dataclass(frozen=True)
 class UnionRanker:
     """The learned union ordering: the weights file's ``union_multi`` model over the candidates'
     signals and their standing beside each other (retrieval/union_features.py)."""
 
     model: str = UNION_MODEL
+    flat_standing: bool = True
+    """The model reads each candidate's standing in the scope's flat ranking (``u_flat``)."""
 
     def score(self, index: Index, query: Query, sig: UnionSignals, config: Config) -> np.ndarray:
         ranker = load_ranker(self.model, config.ranker_weights,

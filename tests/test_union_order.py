@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from config import Config
-from evaluation.variants import BlendOrdering
+from evaluation.variants import BlendRanker
 from indexing.embedders.factory import make_embedder
 from retrieval.candidates import rank_scored
 from retrieval.ordering import Ask, UnionOrdering
@@ -41,7 +41,7 @@ def test_the_located_leaf_with_the_stronger_belief_wins(paper_index, first: int)
     located = [LocatedNode(leaves[first].node_id, "q", score=1.0),
                LocatedNode(leaves[1 - first].node_id, "q", score=0.1)]
     q = Query.build("zzzz unrelated words", emb)  # no chunk matches: the prior decides
-    out = BlendOrdering(weight=0.9).order(paper_index, emb, LEAVES_ONLY, Ask(q, located))
+    out = UnionOrdering(BlendRanker(0.9)).order(paper_index, emb, LEAVES_ONLY, Ask(q, located))
     assert out[0].chunk.source_node_id == leaves[first].node_id
     assert out[0].retrieval_detail["leaf_prior"] == 1.0
     assert {h.retrieval_detail["leaf_prior"] for h in out} == {1.0, 0.1}
@@ -57,7 +57,7 @@ def test_without_prior_weight_the_question_decides(paper_index) -> None:
     target = paper_index.chunks[paper_index.leaf_rows[leaves[1].node_id][0]]
     q = Query.build(" ".join(target.text.split()[:12]), emb)  # the second leaf's own words
     located = [LocatedNode(leaves[0].node_id, "q", score=1.0), LocatedNode(leaves[1].node_id, "q", score=0.1)]
-    out = BlendOrdering(weight=0.0).order(paper_index, emb, LEAVES_ONLY, Ask(q, located))
+    out = UnionOrdering(BlendRanker(0.0)).order(paper_index, emb, LEAVES_ONLY, Ask(q, located))
     assert out[0].chunk.source_node_id == leaves[1].node_id
     assert UnionOrdering().order(paper_index, emb, LEAVES_ONLY, Ask(q, [])) == []
 
@@ -78,7 +78,7 @@ def test_the_flat_rankings_best_chunks_join_the_union_with_the_locators_belief(p
     emb, q, abstract, holder = _epochs_setup(paper_index)
     located = [LocatedNode(abstract, q.text, score=0.8)]
     beliefs = [LocatedNode(abstract, q.text, score=0.8), LocatedNode(holder, q.text, score=0.6)]
-    blend = BlendOrdering()
+    blend = UnionOrdering(BlendRanker())
     cfg = Config().with_settings({"ranking.union_flat_top_k": 5})
     off = blend.order(paper_index, emb, LEAVES_ONLY, Ask(q, located, beliefs=beliefs))
     assert off and all(rc.source == "tree" for rc in off)
@@ -90,7 +90,7 @@ def test_the_flat_rankings_best_chunks_join_the_union_with_the_locators_belief(p
     assert held and all(rc.retrieval_detail["leaf_prior"] == 0.0 for rc in held)
     # the belief lifts the answering chunk by the prior's weight times the belief, nothing else
     score0 = next(rc.score for rc in unbelieved if rc.chunk.chunk_id == net[0].chunk.chunk_id)
-    assert net[0].score == pytest.approx(score0 + blend.weight * 0.75, abs=1e-6)
+    assert net[0].score == pytest.approx(score0 + blend.ranker.weight * 0.75, abs=1e-6)
 
 
 def test_an_unscored_located_list_keeps_rank_priors_and_ignores_the_beliefs(paper_index) -> None:
