@@ -324,11 +324,16 @@ class Config:
 
     def with_settings(self, settings: "Mapping[str, Any]") -> "Config":
         """This config with ``settings`` (names as ``to_dict`` gives them; a group's as ``GROUP.NAME``)."""
-        plain = {k: v for k, v in settings.items() if "." not in k}
-        for group in PARAM_GROUPS:
-            sub = {k.split(".", 1)[1]: v for k, v in settings.items() if k.startswith(group + ".")}
-            if sub:
-                plain[group] = dataclasses.replace(getattr(self, group), **sub)
+        plain: dict[str, Any] = {}
+        groups: dict[str, dict[str, Any]] = {}
+        for name, value in settings.items():
+            group, _, key = name.rpartition(".")
+            known = _hints(PARAM_GROUPS[group]) if group in PARAM_GROUPS else {} if group else _hints()
+            if key not in known or name in PARAM_GROUPS:
+                raise InputError(f"unknown setting {name!r} (see config.py)")
+            (groups.setdefault(group, {}) if group else plain)[key] = value
+        for group, sub in groups.items():
+            plain[group] = dataclasses.replace(getattr(self, group), **sub)
         return self.replace(**plain)
 
     @classmethod

@@ -30,6 +30,9 @@ def test_settings_round_trip_through_their_names() -> None:
     d = c.to_dict()
     assert d["ranking.joint_top_k"] == 0 and "ranking" not in d and "joint_top_k" not in d
     assert Config.from_dict(d) == c and Config.from_dict(Config().to_dict()) == Config()
+    for bad in ("ranking.nonsense", "nogroup.fusion", "nonsense", "ranking"):
+        with pytest.raises(InputError, match=f"unknown setting '{bad}'"):
+            Config().with_settings({bad: 1})
 
 
 def test_config_file_from_environment(tmp_path: Path) -> None:
