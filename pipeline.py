@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from config import Config

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from config import Config
 from evaluation.metrics import BUDGETS
 from evaluation.variants import VARIANTS, FlatOrdering, with_net
