@@ -35,9 +35,9 @@ def test_entry_features_are_the_section_evidence_of_each_leafs_best_chunk_only(p
     sc = _scores(idx)
     cfg = Config()
     X = chunk_features(idx, Query("q", ("q",), None), sc, cfg, {idx.chunks[0].source_node_id}, ALL_FEATURES)
-    d, b = sc.dense.astype(np.float64), sc.lexical.astype(np.float64)
-    r = cfg.ranking
-    fused = r.dense_weight * (d - d.min()) / (d.max() - d.min()) + r.bm25_weight * (b - b.min()) / (b.max() - b.min())
+    # with equal fusion weights a chunk's fused score orders as its two scaled signals' sum
+    assert cfg.ranking.dense_weight == cfg.ranking.bm25_weight
+    fused = _col(X, "dense_mm") + _col(X, "bm25_mm")
     leaf = [idx.chunks[int(r)].source_node_id for r in sc.rows]
     best: dict[str, int] = {}
     for i, lf in enumerate(leaf):
