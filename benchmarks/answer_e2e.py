@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from evaluation.cli import parse_overrides
 
-    config = Config(locator="hybrid").replace(**parse_overrides(args.set))
+    config = Config(locator="hybrid").with_settings(parse_overrides(args.set))
     es = load_eval_set(args.data)
     index, _ = obtain_index(es, EvalOptions(data=args.data, embedder=args.embedder, config=config, progress=False))
     config = config.replace(embedder=index.embedder_identity["name"])

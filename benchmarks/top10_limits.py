@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ref_path, _, ref_arm = args.ref.rpartition(":")
     ref = {q["id"]: q["arms"][ref_arm]["scores"]["dndcg@10"]
            for q in json.loads(Path(ref_path).read_text(encoding="utf-8"))["questions"] if ref_arm in q["arms"]}
-    config = Config(embedder=args.embedder).replace(**parse_overrides(args.set))
+    config = Config(embedder=args.embedder).with_settings(parse_overrides(args.set))
     pool = args.pool or config.ranking.context_pool
     index = load_index(args.index)
     backends = make_backends(index, config, None)

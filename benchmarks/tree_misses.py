@@ -112,7 +112,7 @@ def open_eval_index(args: argparse.Namespace) -> tuple[Any, list[Any], Config, A
     the embedder's: it never builds one (a build of a whole set costs the shared CPU an hour)."""
     eval_set = load_eval_set(args.data)
     questions = sample_questions(eval_set.questions, args.limit, args.seed)
-    base = Config(embedder=args.embedder).replace(**parse_overrides(args.set))
+    base = Config(embedder=args.embedder).with_settings(parse_overrides(args.set))
     index = load_index(args.index)
     if index.embedder_identity.get("name") != args.embedder:
         raise InputError(f"--index {args.index} was built with {index.embedder_identity.get('name')!r}, "

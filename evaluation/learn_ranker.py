@@ -516,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from evaluation.cli import parse_overrides
 
-    config = Config().replace(**parse_overrides(args.set))
+    config = Config().with_settings(parse_overrides(args.set))
     only = set(args.models.split(",")) if args.models else None
     if only and (only - set(model_features(False)) or not args.base):
         raise SystemExit("error: --models takes flat, tree, para, joint and needs --base for the models it keeps")

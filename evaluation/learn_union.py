@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     from evaluation.cli import parse_overrides
 
     try:
-        config = Config().replace(**parse_overrides(args.set))
+        config = Config().with_settings(parse_overrides(args.set))
         names = tuple(n.strip() for n in args.features.split(",") if n.strip())
         unknown = [n for n in names if n not in UNION_FEATURES]
         if unknown or not names:
