@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -396,7 +396,8 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     picked = vecs @ qvec
     dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
     dense[pick] = picked
-    fused = fuse(dense.astype(np.float32), bm25, replace(config.ranking.fused, bm25_weight=config.answer_bm25_weight))
+    fused = fuse(dense.astype(np.float32), bm25,
+                 dataclasses.replace(config.ranking.fused, bm25_weight=config.answer_bm25_weight))
     for s, d, bm, f in zip(sentences, dense, bm25, fused):
         s.dense, s.bm25 = float(d), float(bm)
         s.score = float((1 - w) * f + w * s.prior)
