@@ -82,14 +82,13 @@ def test_a_section_past_its_entry_is_ordered_by_the_paragraph_model(paper_index,
     sc = flat_scores(paper_index, q, cfg)
     X = chunk_features(paper_index, q, sc, cfg, set(), ALL_FEATURES)
     para_mean = dict(zip(sc.rows.tolist(), X[:, ALL_FEATURES.index("para_mean")]))
-    tree = load_ranker("tree", weights)
-    tree_score = tree.score(X[:, [ALL_FEATURES.index(n) for n in tree.names]])
-    entry: dict[str, tuple[float, int]] = {}
-    for r, t in zip(sc.rows.tolist(), tree_score):
-        leaf = paper_index.chunks[r].source_node_id
-        if leaf not in entry or (-t, r) < (-entry[leaf][0], entry[leaf][1]):
-            entry[leaf] = (float(t), r)
-    entries = {r for _, r in entry.values()}
+    # each leaf's entry: its first chunk in the order of the section model alone (every chunk listed)
+    alone = rank_in_sections(paper_index, q, [], cfg, chunk_model=None)
+    assert len(alone) == len(sc.rows)
+    first: dict[str, int] = {}
+    for c in alone:
+        first.setdefault(c.chunk.source_node_id, c.row)
+    entries = set(first.values())
     rest = [c for c in ranked if c.row not in entries]
     assert len(rest) >= 5
     keys = [para_mean[c.row] for c in rest]
