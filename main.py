@@ -22,7 +22,7 @@ def _process_setup() -> None:
     # main() restores the normal KeyboardInterrupt once its handlers are in place.
     signal.signal(signal.SIGINT, lambda _s, _f: sys.exit(130))
     # One BLAS thread: on 2 cores a threaded mat-vec spins both and starves the
-    # ONNX encoder that runs next (measured: whole-index query p95 209 -> 119 ms).
+    # ONNX encoder that runs next (benchmarks/README.md, the latency benchmark's BLAS A/B).
     for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
 
@@ -33,12 +33,14 @@ if __name__ == "__main__":
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 from config import (EMBEDDERS, LOCATORS, VERSION, Config, auto_embedder_help, llm_timeout_seconds, parse_seconds,
                     rerank_setting)
+from config import shown as shown_value
 from utils.errors import InputError, TreeRAGError
 from utils.progress import make_progress
 
@@ -71,7 +73,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                           max_depth=base.max_depth if args.max_depth is None else args.max_depth,
                           summary_mode=args.summaries or base.summary_mode,
                           kg_mode=args.kg or base.kg_mode,
-                          kg_min_leaf_chars=base.kg_min_leaf_chars if args.kg_min_leaf_chars is None
+                          kg_min_leaf_chars=base.tuning.graph.kg_min_leaf_chars if args.kg_min_leaf_chars is None
                           else args.kg_min_leaf_chars)
     embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
     config = config.replace(llm_build_budget_s=_llm_budget(args, config.llm_build_budget_s))
@@ -167,16 +169,20 @@ def cmd_tree(args: argparse.Namespace) -> int:
         _stderr(f"warning: {w}")
     root = build_tree(docs, config, folder_mode=path.is_dir())
     summarize_tree(root, config)
+    from tree_builder.doc_card import read_card
+
+    cards = {d.path: read_card(d.text, d.title, d.path, d.page_starts) for d in docs}
     if args.json:
         from tree_builder.visualizer import tree_dict
 
-        _print_json({"documents": [{"path": d.path, "title": d.title, "kind": d.kind} for d in docs],
+        _print_json({"documents": [{"path": d.path, "title": d.title, "kind": d.kind, "card": cards[d.path].record()}
+                                   for d in docs],
                      "nodes": tree_dict(root)})
         return 0
     from utils.render import terminal_safe
 
     if args.locator_view:
-        print(terminal_safe(serialize_tree(root)))
+        print(terminal_safe(serialize_tree(root, cards=cards)))
         return 0
     from config import CJK_SHARE_FOR_MULTILINGUAL
     from tree_builder.visualizer import readable_tree
@@ -184,7 +190,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
     chars = sum(len(d.text) for d in docs)
     share = sum(cjk_share(d.text) * len(d.text) for d in docs) / chars if chars else 0.0
-    print(terminal_safe(readable_tree(root, "zh" if share >= CJK_SHARE_FOR_MULTILINGUAL else "en")))
+    print(terminal_safe(readable_tree(root, "zh" if share >= CJK_SHARE_FOR_MULTILINGUAL else "en", cards)))
     return 0
 
 
@@ -200,6 +206,8 @@ def _query_config(args: argparse.Namespace) -> Config:
         changes["answer_mode"] = args.answer
     if getattr(args, "context_budget", None) is not None:
         changes["context_budget_chars"] = args.context_budget
+    if getattr(args, "log_max_runs", None) is not None:
+        changes["run_log_max_runs"] = args.log_max_runs
     if getattr(args, "mock", False):
         changes.setdefault("locator", "keyword")
         changes["reranker"] = "none"
@@ -219,7 +227,7 @@ class Session:
         config = config.replace(llm_query_budget_s=_llm_budget(args, config.llm_query_budget_s))
         if not long_running and getattr(args, "doc", None) and config.store_prewarm == "auto":
             # one question scoped to documents: scored by filters, it needs no vector index, and loading
-            # one beside it cost a scoped one-shot query ~140 ms of the 2 cores (an engine index)
+            # one beside it would cost a one-shot query more than the question itself (docs/seekdb.md)
             config = config.replace(store_prewarm="off")
         log = None if args.no_log else (Path(args.log) if args.log else default_log_path(os.environ))
         from utils.paths import index_dir_path
@@ -315,9 +323,9 @@ def _scoped_documents(given: list[str], index: Any) -> list[str]:
         if not matches:
             matches = [k for k in known if k.rsplit("/", 1)[-1] == norm.rsplit("/", 1)[-1]]
         if len(matches) != 1:
-            shown = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+            held = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
             why = "names several documents" if matches else "is not a document of the index"
-            raise InputError(f"--doc {text} {why} (the index holds: {shown})")
+            raise InputError(f"--doc {shown_value(text)} {why} (the index holds: {held})")
         out.append(matches[0])
     return list(dict.fromkeys(out))
 
@@ -416,7 +424,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
     record = log.get(args.run_id)
     if record is None:
-        raise InputError(f"no recorded run {args.run_id!r} (see: python main.py history)")
+        raise InputError(f"no recorded run {shown_value(args.run_id)} (see: python main.py history)")
     _print_result(record, args.json)
     return 0
 
@@ -426,6 +434,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from indexing.index_store import load_index
     from retrieval.graph_channel import graph_listing, leaf_graph_dict, leaf_graph_text
     from utils.paths import index_dir_path
+    from utils.render import json_safe, terminal_safe  # headings and node names are the documents' text
 
     index = load_index(index_dir_path(args.index, "--index"))
     if index.kg is None:
@@ -433,12 +442,12 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if args.leaf is None:
         rows = graph_listing(index)
         if args.json:
-            print(json.dumps(rows, ensure_ascii=False, indent=2))
+            print(json_safe(json.dumps(rows, ensure_ascii=False, indent=2)))
         else:
             print(index.kg.stats.line())
             for r in rows:
-                print(f"{r['leaf']:<14} {r['nodes']:>5} nodes {r['edges']:>6} edges  max degree {r['max_degree']:>4}  "
-                      f"{r['heading_path']}")
+                print(terminal_safe(f"{r['leaf']:<14} {r['nodes']:>5} nodes {r['edges']:>6} edges  "
+                                    f"max degree {r['max_degree']:>4}  {r['heading_path']}"))
         return 0
     graph = index.kg.for_leaf(args.leaf)
     if graph is None:
@@ -446,9 +455,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
         raise InputError(f"leaf {args.leaf!r} " + ("has no graph (it is not longer than kg_min_leaf_chars)"
                                                    if known else "is not a leaf of the index"))
     if args.json:
-        print(json.dumps(leaf_graph_dict(index, graph), ensure_ascii=False, indent=2))
+        print(json_safe(json.dumps(leaf_graph_dict(index, graph), ensure_ascii=False, indent=2)))
     else:
-        print(leaf_graph_text(index, graph))
+        print(terminal_safe(leaf_graph_text(index, graph)))
     return 0
 
 
@@ -560,14 +569,19 @@ def render_info(info: dict[str, Any]) -> str:
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
     """Add what a newer build writes and a query can use to an index, without rebuilding it."""
-    from indexing.bm25_impacts import upgrade
+    from indexing.upgrade import upgrade
     from utils.paths import index_dir_path
 
     path = index_dir_path(args.index, "--index")
     config = _base_config(args)
-    added = upgrade(path, config.bm25_k1, config.bm25_b)
-    print(f"{path}: added {', '.join(added)} (BM25 weights for k1 {config.bm25_k1}, b {config.bm25_b})" if added
-          else f"{path}: already up to date")
+    bm25 = config.tuning.bm25
+    added = upgrade(path, bm25.bm25_k1, bm25.bm25_b)
+    from indexing.card_upgrade import add_cards
+
+    cards = add_cards(path)
+    done = ([f"added {', '.join(added)} (BM25 weights for k1 {bm25.bm25_k1}, b {bm25.bm25_b})"] if added else []) \
+        + ([f"added the cards of {cards} document(s) (title, issuer, form, period)"] if cards else [])
+    print(f"{path}: {'; '.join(done)}" if done else f"{path}: already up to date")
     return 0
 
 
@@ -594,9 +608,12 @@ def _serve_settings(args: argparse.Namespace) -> Any:
     for name, value in (("--max-body-kb", args.max_body_kb), ("--max-question-chars", args.max_question_chars)):
         if value < 1:
             raise InputError(f"{name} must be at least 1")
+    read_timeout = getattr(args, "read_timeout", None)
     settings = ServeSettings(host=getattr(args, "host", "127.0.0.1"), port=getattr(args, "port", 0), token=token,
                              cors_origins=tuple(getattr(args, "cors_origin", None) or ()), workers=args.workers,
-                             limits=limits, mcp=not getattr(args, "no_mcp", False))
+                             limits=limits, mcp=not getattr(args, "no_mcp", False),
+                             read_timeout_s=30.0 if read_timeout is None else parse_seconds(read_timeout, "--read-timeout"),
+                             max_connections=getattr(args, "max_connections", 1000))
     settings.check()
     return settings
 
@@ -627,6 +644,8 @@ class OneLineParser(argparse.ArgumentParser):
     error of the CLI; sub-commands inherit it (add_subparsers uses the parser's own class)."""
 
     def error(self, message: str) -> NoReturn:
+        # argparse quotes the value it refused whole: a 5,000-digit number is cut like config.shown cuts
+        message = re.sub(r"'[^']{80,}'", lambda m: m.group()[:78] + "…'", message)
         self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
 
 
@@ -702,7 +721,7 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                     help=f"a local graph for every long leaf: rules (no LLM), llm, or off (default {d.kg_mode}; "
                          "docs/graph.md)")
     pi.add_argument("--kg-min-leaf-chars", type=int, default=None,
-                    help=f"leaves longer than this get a graph (default {d.kg_min_leaf_chars})")
+                    help=f"leaves longer than this get a graph (default {d.tuning.graph.kg_min_leaf_chars})")
     pi.add_argument("--quiet", action="store_true",
                     help="no progress (default: a live bar per stage on a terminal, one line per stage otherwise)")
     pi.set_defaults(func=cmd_index)
@@ -744,6 +763,9 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
                         help=f"wall-clock seconds for all LLM calls of one query, retries included (default {d.llm_query_budget_s:g})")
         sp.add_argument("--no-log", action="store_true", help="do not record this run")
         sp.add_argument("--log", default=None, help="run log SQLite file (default: $TREERAG_LOG or user data dir)")
+        sp.add_argument("--log-max-runs", type=int, default=None, metavar="N",
+                        help="runs the run log keeps; older ones are deleted as new ones are recorded "
+                             "(0 keeps all; default: setting run_log_max_runs, 2000)")
 
     pq = sub.add_parser("query", help="answer one question from an index")
     query_options(pq)
@@ -773,6 +795,10 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pserve.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
                         help="let a web page from ORIGIN call the API (repeatable; default: no CORS)")
     pserve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
+    pserve.add_argument("--read-timeout", default=None, metavar="SECONDS",
+                        help="a request's headers and body must arrive within this (default 30; else 408)")
+    pserve.add_argument("--max-connections", type=int, default=1000,
+                        help="open connections at once; more are refused with 503 (default 1000)")
     pserve.set_defaults(func=cmd_serve)
 
     pmcp = sub.add_parser("mcp", help="serve an index to an MCP client over stdio (tools ask, search, "
@@ -800,7 +826,7 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     pv.add_argument("--index", required=True, help="index directory built by `index`")
     pv.set_defaults(func=cmd_verify)
 
-    pu = sub.add_parser("upgrade", help="add the stored BM25 weights of newer builds to an existing index (no rebuild)")
+    pu = sub.add_parser("upgrade", help="add what newer builds store (BM25 weights, document cards) to an existing index (no rebuild)")
     pu.add_argument("--index", required=True, help="index directory built by `index`")
     pu.set_defaults(func=cmd_upgrade)
 

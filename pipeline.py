@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from config import Config
+from config import BUILD_ONLY_SETTINGS, Config
 from indexing.embedders.base import Embedder
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
@@ -29,7 +29,7 @@ from retrieval.locators import make_locator
 from retrieval.query import Query
 from retrieval.relevance import evidence_strength, index_floor, is_answerable
 from retrieval.synthesizer import is_chinese, synthesize
-from retrieval.types import Fallback, LocateResult, RetrievedChunk
+from retrieval.types import BreadthParams, Fallback, LocateResult, RetrievedChunk
 from utils.llm.budget import BudgetedLLM, with_budget
 from utils.llm.types import LLMClient, UsageMeter
 from utils.errors import InputError
@@ -188,14 +188,10 @@ def locate_step(loc: LocateResult, plan: QueryPlan | None) -> LocateStep:
                       route=None if plan is None else Route(plan.route, list(plan.aspects), plan.reason))
 
 
-def question_plan(query: str, index: Index, config: Config, doc_paths: set[str] | None) -> QueryPlan:
-    """The question's route, with a multi-part question over several documents read as one when
-    ``collection_parts = "whole"`` (retrieval/query_plan.py, ``read_as_one``): every arm and the
-    pipeline plan through here."""
-    plan = plan_query(query, config.query_routing)
-    if config.collection_parts == "whole":
-        plan = read_as_one(plan, query, scope_documents(index, doc_paths))
-    return plan
+def question_plan(query: str, index: Index, breadth: BreadthParams, doc_paths: set[str] | None) -> QueryPlan:
+    """The question's route, with a multi-part question over several documents read as one
+    (retrieval/query_plan.py, ``read_as_one``): every arm and the pipeline plan through here."""
+    return read_as_one(plan_query(query, breadth.query_routing), query, scope_documents(index, doc_paths))
 
 
 def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
@@ -203,7 +199,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
                   on_step: StepHook | None = None,
                   orderings: Mapping[str, Ordering] = ORDERINGS) -> Retrieval:
     """Locate, then step 2 once for the question and once for each of its parts: the exact path
-    `query` and `eval` share (``orderings``: the table ``config.ranking`` names its orderings in;
+    `query` and `eval` share (``orderings``: the table ``config.tuning.ranking`` names its orderings in;
     evaluation passes its variants too)."""
     usage = usage if usage is not None else UsageMeter()
     stages = StageHits()
@@ -218,7 +214,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     timing: dict[str, float] = {}
     t = time.perf_counter()
     question = Query.build(query, backends.embedder)  # tokenised and embedded once, here
-    plan = question_plan(query, index, config, doc_paths)
+    plan = question_plan(query, index, config.tuning.breadth, doc_paths)
     loc = locate(question, index, config, backends, doc_paths, usage)
     timing["locate"] = (time.perf_counter() - t) * 1000
     fallbacks.extend(loc.fallbacks)
@@ -232,7 +228,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     if final and "rerank_score" in final[0].retrieval_detail:
         stages.rerank = list(final)
 
-    parts = sub_questions(plan, loc.nodes, query) if config.aspect_retrieval else []
+    parts = sub_questions(plan, loc.nodes, query) if config.tuning.breadth.aspect_retrieval else []
     if parts:
         t = time.perf_counter()
         part_config = config.replace(locator="hybrid")  # the parts never cost another LLM call
@@ -242,7 +238,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
             part_loc = locate(q, index, part_config, backends, doc_paths, usage)
             return retriever.retrieve(Ask(q, part_loc.nodes, doc_paths, part_loc.candidates), fallbacks).ranked
 
-        pool = aspect_pool(pool, parts, for_part, keep(config), config.aspect_merge, config.ranking.rrf_k)
+        pool = aspect_pool(pool, parts, for_part, keep(config))
         timing["parts"] = (time.perf_counter() - t) * 1000
     return Retrieval(loc, final, stages, fallbacks, timing, question=question, pool=pool, plan=plan,
                      graph=found.graph)
@@ -282,7 +278,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
             on_step("step2", record.part("step2"))
 
         t = time.perf_counter()
-        ctx = assemble_planned(index, r.pool, config.context_budget_chars, plan, config)
+        ctx = assemble_planned(index, r.pool, config.context_budget_chars, plan, config.tuning.context)
         timing["context"] = (time.perf_counter() - t) * 1000
         record.context = context_record(ctx)
         if on_step is not None:
@@ -317,7 +313,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     record.fallbacks = [FallbackRecord(f.step, f.reason, f.used) for f in fallbacks]
     record.usage = Usage(**usage.to_dict())
     record.index = index_use(index)
-    record.config = query_settings(config.to_dict())
+    record.config = query_settings(config.to_dict(), BUILD_ONLY_SETTINGS)
     index.search.after_question()  # the answer is built: the store's housekeeping, off the question's path
     return record
 
@@ -330,7 +326,7 @@ def index_use(index: Index) -> IndexUse:
     return IndexUse(path=printable_name(str(index.path)), created_at=meta.get("created_at"),
                     embedder=dict(index.embedder_identity), embedder_reason=meta.get("embedder_reason"),
                     build_id=meta.get("build_id"), documents=meta["counts"]["documents"],
-                    chunks=meta["counts"]["chunks"], build_settings=BuildSettings.from_metadata(meta))
+                    chunks=meta["counts"]["chunks"], build_settings=BuildSettings.from_metadata(meta, BUILD_ONLY_SETTINGS))
 
 
 def _answer_deltas(on_step: StepHook | None) -> Callable[[str], None] | None:
@@ -495,7 +491,7 @@ class TreeRAG:
         ``use_cache`` False asks the LLM every time but still refreshes its cache (default:
         ``config.llm_cache``); ``notice`` gets one-line notices (default: none); ``long_running``: this
         process will answer many questions, so an embedded engine warms its tables too (Config.store_prewarm);
-        ``orderings``: the table ``config.ranking`` names its orderings in (an experiment may pass
+        ``orderings``: the table ``config.tuning.ranking`` names its orderings in (an experiment may pass
         ``evaluation.variants.VARIANTS``).
         """
         import os
@@ -522,7 +518,7 @@ class TreeRAG:
         llm_timeout = parse_seconds(llm_timeout, "llm_timeout")
         env = os.environ if env is None else env
         changes = {name: coerce_setting(name, value) for name, value in settings.items()}
-        config = (config or Config()).with_settings(changes)
+        config = Config.of(changes) if config is None else config.replace(**changes)
         index = load_index(index_path)
         spec = resolve_llm_spec(llm, env, None if config.llm == "auto" else config.llm)
         client = make_llm(spec, env, cache_dir=default_cache_dir(env),
@@ -533,7 +529,8 @@ class TreeRAG:
         if log is not None:
             from utils.run_log import RunLog
 
-            run_log = RunLog(Path(log), warn=notice or (lambda msg: print(msg, file=sys.stderr)))
+            run_log = RunLog(Path(log), warn=notice or (lambda msg: print(msg, file=sys.stderr)),
+                             max_runs=config.run_log_max_runs)
         return cls(index, config, backends, run_log, orderings)
 
     def run(self, question: str, documents: list[str] | None = None,

@@ -23,6 +23,7 @@ indexer uses and compared with the source:
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from collections import Counter
@@ -31,7 +32,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import BENCH_DATA, TEST_PAPER, base_parser, machine_info, machine_line, workdir_of  # noqa: E402
+from benchmarks.common import (BENCH_DATA, TEST_PAPER, Headline, Report, base_parser, machine_info,  # noqa: E402
+                               machine_line, pick, workdir_of)
 
 FORMATS = ("pdf+outline", "pdf-layout", "docx", "html", "txt")
 
@@ -88,15 +90,16 @@ def compare(truth_doc: Any, doc: Any) -> dict[str, float]:
             "tree_truth": sum(ts.values()), "tree_hit": sum((ts & ps).values())}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = base_parser(__doc__)
-    ap.add_argument("--per-set", type=int, default=10, help="documents sampled from each bench set")
+    ap.add_argument("--per-set", type=int, default=None, help="documents sampled from each bench set (quick 3, full 10)")
     ap.add_argument("--embedder", default="onnx", help="raw encoder for the throughput ratio (onnx|hash|...)")
     ap.add_argument("--libs", action="store_true", help="also time candidate PDF/HTML libraries")
     ap.add_argument("--ndcg-docs", type=int, default=0,
                     help="also compare retrieval nDCG@10 on this many qasper papers per format (0 = skip)")
     ap.add_argument("--ndcg-embedder", default="hash", help="embedder for the nDCG comparison")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    args.per_set = pick(args.per_set, args.quick, 3, 10)
     from config import Config
     from indexing.embedders.factory import make_embedder
     from indexing.representation import chunk_documents
@@ -107,6 +110,8 @@ def main() -> int:
 
     info = machine_info()
     print(machine_line(info))
+    report = Report("formats", sys.argv[1:] if argv is None else list(argv), info,
+                    params={"per_set": args.per_set, "embedder": args.embedder})
     work = workdir_of(args) / "formats"
     work.mkdir(parents=True, exist_ok=True)
     totals = {f: Counter() for f in FORMATS}
@@ -123,7 +128,9 @@ def main() -> int:
         try:
             for fmt in FORMATS:
                 ext = {"pdf+outline": ".pdf", "pdf-layout": ".pdf"}.get(fmt, "." + fmt)
-                outs[fmt] = out = work / f"d{i:02d}-{fmt.replace('+', '_')}{ext}"
+                # named by the source's digest: a rendering cached by an earlier run of another sample is not reused
+                key = hashlib.sha256(md_text.encode("utf-8")).hexdigest()[:10]
+                outs[fmt] = out = work / f"d{i:02d}-{key}-{fmt.replace('+', '_')}{ext}"
                 if not out.exists():
                     render(src, fmt, out, md_text)
         except RuntimeError as exc:  # e.g. no CJK font on this machine: leave the document out of every format
@@ -166,10 +173,18 @@ def main() -> int:
         print(f"  {what:>4}: read {parse:.2f} s ({pages / parse:.0f} pages/s), embed {embed:.2f} s; "
               f"reading/embedding = {parse / embed:.3f}; read+embed runs at {share:.3f}x the raw encoder "
               f"(goal >= 0.9)")
+        results[f"pdf_share_{what.lower()}"] = share
+        if what == "CPU":  # CPU time: what a shared machine disturbs least
+            report.headlines.append(Headline("PDF read + embed vs the raw encoder (CPU)", share, "x", "≥ 0.9",
+                                             share >= 0.9, ratio=share, ratio_of="raw encoder"))
+    for fmt in FORMATS:
+        report.headlines.append(Headline(f"heading recall, {fmt}", results[fmt]["recall"], ""))
+    report.results = results
     if args.libs:
         time_libraries(sorted(work.glob("d*-pdf-layout.pdf")), sorted(work.glob("d*-html.html")))
     if args.ndcg_docs:
         retrieval_ndcg(work / "ndcg", args.ndcg_docs, args.ndcg_embedder)
+    report.finish(args.json)
     return 0
 
 

@@ -23,7 +23,7 @@ ANN path's baseline in the same run (p95, peak RSS), and where the recall@100 of
 100 among the ANN candidates and the overlap of the flat top 10 are measured. ``--drop-caches``
 (root) adds a cold query after dropping the page cache.
 
-``--reuse-index N=DIR`` measures an index that exists (only those indexes unless ``--sizes`` is given) (e.g. one ``bench_stream_build.py`` built) as the
+``--reuse-index N=DIR`` measures an index that exists (only those indexes unless ``--sizes`` is given) (e.g. one ``bench_index_throughput.py memory`` built) as the
 N-document size instead of generating and building it: its questions come from the document folder its
 metadata.json names, and its build figures are that build's own wall time from metadata.json (CPU and
 peak RSS of a build not run here are not measured). ``--exact-max-docs N`` skips the ``ann=off`` worker
@@ -60,7 +60,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (Headline, Report, banner, base_parser, bench_env, dir_sizes, drop_page_cache, limit_blas_threads,  # noqa: E402
-                    machine_info, machine_line, pick, python, run_proc, stats, table, workdir_of)
+                    machine_info, machine_line, pick, proc_memory_mb, python, run_proc, stats, table, workdir_of,
+                    worker_result)
 
 GEN_VERSION = 1
 GOAL_RAM_MB = 1024.0
@@ -224,20 +225,6 @@ def budgeted(items: list[Any], budget_s: float, min_n: int = 3) -> Any:
         yield item
 
 
-def rss_split() -> dict[str, float]:
-    """Resident memory now, by kind (Linux): the process's own (anonymous) pages vs pages of mapped
-    index files, which the page cache shares between processes and the kernel can drop at will."""
-    out: dict[str, float] = {}
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "RssAnon", "RssFile"):
-                out[key] = int(value.split()[0]) / 1024
-    except OSError:
-        pass
-    return out
-
-
 def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder: Any) -> dict[str, Any]:
     """Recall@100 of the exact dense top 100 among the ANN's candidates, and how much of the exact
     whole-collection flat top 10 (dense + BM25 fused) the ANN path returns. Scans every vector:
@@ -257,15 +244,15 @@ def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder
         question = Query.build(q["query"], embedder)
         qvec = question.dense_vector
         exact = np.argsort(-(np.asarray(index.embeddings) @ qvec), kind="stable")[:100]
-        cand = ann.search(qvec, ann.proposals(on.ann_candidates, on.ann_candidates_growth), on.ann_probe)
+        cand = ann.search(qvec, ann.proposals(on.tuning.store.ann_candidates, on.tuning.store.ann_candidates_growth), on.tuning.store.ann_probe)
         rec.append(len(set(exact.tolist()) & set(cand.tolist())) / 100)
         # the question's memo keys its scores by the settings: exact and ANN are two entries
-        a = {h.row for h in rank_scored(index, flat_scores(index, question, off), 10, off.ranking.fused, "", "flat")}
-        b = {h.row for h in rank_scored(index, flat_scores(index, question, on), 10, on.ranking.fused, "", "flat")}
+        a = {h.row for h in rank_scored(index, flat_scores(index, question, off), 10, off.tuning.ranking.fused, "", "flat")}
+        b = {h.row for h in rank_scored(index, flat_scores(index, question, on), 10, on.tuning.ranking.fused, "", "flat")}
         top10.append(len(a & b) / max(1, len(a)))
     return {"recall_at_100": float(np.mean(rec)), "recall_at_100_min": float(np.min(rec)),
             "flat_top10_overlap": float(np.mean(top10)), "queries": len(rec),
-            "probe": on.ann_probe, "candidates": ann.proposals(on.ann_candidates, on.ann_candidates_growth)}
+            "probe": on.tuning.store.ann_probe, "candidates": ann.proposals(on.tuning.store.ann_candidates, on.tuning.store.ann_candidates_growth)}
 
 
 def recall_worker(index_dir: Path, queries_file: Path, out_file: Path) -> None:
@@ -308,13 +295,13 @@ def recall_worker(index_dir: Path, queries_file: Path, out_file: Path) -> None:
             order = np.lexsort((r_all, -s_all))[:k]
             top_s[j], top_r[j] = s_all[order], r_all[order]
     scan_s = time.perf_counter() - t
-    proposals = ann.proposals(config.ann_candidates, config.ann_candidates_growth)  # what a question re-scores
+    proposals = ann.proposals(config.tuning.store.ann_candidates, config.tuning.store.ann_candidates_growth)  # what a question re-scores
     rec = []
     for j, qvec in enumerate(qv):
-        cand = ann.search(qvec, proposals, config.ann_probe)
+        cand = ann.search(qvec, proposals, config.tuning.store.ann_probe)
         rec.append(len(set(top_r[j].tolist()) & set(cand.tolist())) / k)
     out_file.write_text(json.dumps({"recall_at_100": float(np.mean(rec)), "recall_at_100_min": float(np.min(rec)),
-                                    "queries": len(rec), "probe": config.ann_probe,
+                                    "queries": len(rec), "probe": config.tuning.store.ann_probe,
                                     "candidates": proposals, "exact_pass_s": scan_s}))
 
 
@@ -363,7 +350,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     res["toc_for_prompt_ms"] = stats(toc_ms).to_dict()
     res["toc_tokens"] = stats(toc_tokens).to_dict(0)
     res["toc_nodes_shown"] = stats(toc_nodes).to_dict(0)
-    res["toc_budget_tokens"] = config.toc_budget_tokens
+    res["toc_budget_tokens"] = config.tuning.locator.toc_budget_tokens
 
     cfg_llm = config.replace(locator="llm")
     b_llm = Backends(embedder=backends.embedder, reranker=backends.reranker, llm=InstantLLM())
@@ -390,7 +377,7 @@ def worker(index_dir: Path, queries_file: Path, out_file: Path, n_toc: int, budg
     prof.disable()
     res["profile_toc_for_prompt"] = _profile_text(prof, 10)
     res["rss_peak_in_worker_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    res["rss_split_mb"] = rss_split()
+    res["rss_split_mb"] = {k: v for k, v in proc_memory_mb().items() if k in ("VmHWM", "RssAnon", "RssFile")}
     res["ann_files"] = sorted(index.search.ann) if hasattr(index.search, "ann") else []
     if ann == "off":
         res["ann_quality"] = ann_quality(index, config, queries, backends.embedder)
@@ -636,15 +623,13 @@ def main(argv: list[str] | None = None) -> int:
         qfile = work / f"queries-{n}.json"
         qfile.write_text(json.dumps(make_queries(docs, n_q, args.seed)))
         out = work / f"worker-{n}.json"
-        wr = run_proc(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out, n_toc, budget, "auto"),
-                      env=env).check()
-        w = json.loads(out.read_text())
+        w, wr = worker_result(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out, n_toc, budget, "auto"),
+                              out, env=env)
         if args.exact_max_docs is None or n <= args.exact_max_docs:
             # the same index scored exactly (ann=off): the baseline of the ANN path, in a process of its own
             out_x = work / f"worker-{n}-exact.json"
-            xr = run_proc(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out_x, n_toc, budget,
-                                 "off"), env=env).check()
-            wx = json.loads(out_x.read_text())
+            wx, xr = worker_result(python(Path(__file__).resolve(), "--worker", index_dir, qfile, out_x, n_toc, budget,
+                                          "off"), out_x, env=env)
             w["exact"] = {"query_rss_mb": xr.maxrss_mb, "hybrid_whole": wx["hybrid_whole"],
                           "hybrid_scoped": wx["hybrid_scoped"], "llm_locator_whole": wx["llm_locator_whole"],
                           "rss_split_mb": wx["rss_split_mb"]}
@@ -654,8 +639,8 @@ def main(argv: list[str] | None = None) -> int:
             w["exact"] = {"query_rss_mb": float("nan"), "hybrid_whole": nan, "hybrid_scoped": nan,
                           "llm_locator_whole": nan, "rss_split_mb": {}, "skipped": True}
             out_r = work / f"recall-{n}.json"
-            run_proc(python(Path(__file__).resolve(), "--recall-worker", index_dir, qfile, out_r), env=env).check()
-            w["ann_quality"] = json.loads(out_r.read_text())
+            w["ann_quality"] = worker_result(python(Path(__file__).resolve(), "--recall-worker", index_dir, qfile, out_r),
+                                             out_r, env=env)[0]
         question = json.loads(qfile.read_text())[0]["query"]
         for key, flags in (("cold_query", ["--mock"]), ("cold_hybrid", [])):
             # --mock: the spec's mock (keyword locator); none: the default CLI path without an LLM key

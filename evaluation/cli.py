@@ -22,7 +22,7 @@ def _stderr(msg: str) -> None:
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """``["ranking.fusion=rrf", "hybrid_top_leaves=5"]`` -> typed Config changes (config.coerce_setting)."""
+    """``["fusion=rrf", "hybrid_top_leaves=5"]`` -> typed Config changes (config.coerce_setting)."""
     out: dict[str, Any] = {}
     for item in items or []:
         name, sep, raw = item.partition("=")
@@ -49,7 +49,7 @@ def eval_config(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -
         changes.update(rerank_setting(args.rerank))
     if args.embedder:
         changes["embedder"] = args.embedder
-    return base.with_settings(changes)
+    return base.replace(**changes)
 
 
 def _make_llm(spec: str | None, cache_root: Path, timeout_s: float) -> Any:
@@ -60,10 +60,10 @@ def _make_llm(spec: str | None, cache_root: Path, timeout_s: float) -> Any:
     """
     if spec is None:
         return None
-    from pipeline import has_real_llm
+    from pipeline import has_real_llm  # main.py builds this parser at start-up: the query stack loads when eval runs
     from utils.llm.factory import make_llm
 
-    # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (README_local_llm.md)
+    # $TREERAG_LLM_TIMEOUT: a CPU-served local model needs minutes per locating prompt (tools/local_llm/README.md)
     llm = make_llm(spec, os.environ, cache_dir=cache_root, use_cache=True, notice=_stderr,
                    timeout=llm_timeout_seconds(None, os.environ, timeout_s))
     if not has_real_llm(llm):
@@ -73,7 +73,7 @@ def _make_llm(spec: str | None, cache_root: Path, timeout_s: float) -> Any:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evaluation.arms import parse_arms
+    from evaluation.arms import parse_arms  # main.py builds this parser at start-up: eval's modules load when it runs
     from evaluation.report import format_table, write_json
     from evaluation.runner import EvalOptions, default_cache_root, run_eval
 
@@ -141,8 +141,8 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     pe.add_argument("--llm", default=None,
                     help="PROVIDER[:MODEL] (anthropic, openai) to run the tree-llm and tree-llm-rerank arms")
     pe.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
-                    help="override a setting for every arm, e.g. --set ranking.fusion=rrf or "
-                         "--set ranking.document_order=section-every (evaluation/variants.py; repeatable)")
+                    help="override a setting for every arm, e.g. --set fusion=rrf or "
+                         "--set document_order=section-every (evaluation/variants.py; repeatable)")
     pe.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     pe.add_argument("--rerank-pool", type=int, default=20,
                     help="flat candidates handed to the reranker when --rerank is on (default 20)")

@@ -20,6 +20,7 @@ from tree_builder.decoding import normalise_text
 from tree_builder.loader import load_documents
 from tree_builder.document import Document
 from utils.errors import InputError
+from utils.bounded_read import read_bounded
 
 QA_FILE = "qa.jsonl"
 QA_MAX_BYTES = 512 * 1024 * 1024
@@ -166,8 +167,6 @@ def load_eval_set(data_dir: Path) -> EvalSet:
         raise InputError(f"{data_dir} has no {QA_FILE}")
     documents, warnings = load_documents(docs_dir)
     by_path = {d.path: d for d in documents}
-    from utils.bounded_read import read_bounded
-
     data = read_bounded(qa_path, limit=QA_MAX_BYTES, what=f"{data_dir}/{QA_FILE}", setting="a question file")
     try:
         raw_lines = data.decode("utf-8-sig").splitlines()

@@ -32,7 +32,7 @@ import numpy as np
 
 from config import Config
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
-from evaluation.metrics import Relevance, SpanTable, distinct_ndcg, question_relevance
+from evaluation.metrics import Relevance, SpanTable, distinct_ndcg, question_relevance, paired_bootstrap
 from evaluation.runner import EvalOptions, obtain_index
 from indexing.index_store import Index
 from retrieval.learned_ranker import MULTI_SUFFIX
@@ -43,6 +43,8 @@ from retrieval.query import Query
 from retrieval.section_features import (ALL_FEATURES, COVERAGE_FEATURES, ENTRY_FEATURES, FLAT_FEATURES,
                                        PARAGRAPH_FEATURES, TREE_FEATURES, chunk_features)
 from utils.atomic import atomic_write_text
+from evaluation.cli import parse_overrides
+from pipeline import make_backends
 
 POOL = 400
 """Chunks kept per question for fitting and scoring: the best by fused score and by a section
@@ -95,8 +97,6 @@ def document_group(q: Question) -> str:
 
 
 def collect(data: Path, embedder: str, config: Config, limit: int | None = None) -> list[QData]:
-    from pipeline import make_backends
-
     eval_set, index = open_set(data, embedder, config)
     backends = make_backends(index, config.replace(embedder=index.embedder_identity["name"]), None)
     out: list[QData] = []
@@ -107,7 +107,7 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         located = {n.node_id for n in hybrid_locate(index, question, config, doc_paths).nodes}
         X = chunk_features(index, question, scores, config, located, ALL_FEATURES)
         col = {name: X[:, i] for i, name in enumerate(ALL_FEATURES)}
-        fused = col["dense_mm"] * config.ranking.dense_weight + col["bm25_mm"] * config.ranking.bm25_weight
+        fused = col["dense_mm"] * config.tuning.ranking.dense_weight + col["bm25_mm"] * config.tuning.ranking.bm25_weight
         prior = 0.5 * fused + 0.5 * col["leaf_top3"]
         keep = np.union1d(np.argsort(-fused, kind="stable")[:POOL], np.argsort(-prior, kind="stable")[:POOL])
         rows = scores.rows[keep]
@@ -225,7 +225,7 @@ def fit_listwise(qs: list[QData], cols: list[int], l2: float = 1.0) -> np.ndarra
     """Listwise softmax (ListNet-style): for each question, the log share of probability mass its
     relevant chunks get among the whole pool. The loss is dominated by the top of each list,
     which is where nDCG@10 is decided; every question weighs the same. L-BFGS on a convex loss."""
-    from scipy.optimize import minimize
+    from scipy.optimize import minimize  # scipy loads only for the L-BFGS fit
 
     qs = [q for q in qs if q.y.any()]
     X = np.vstack([q.X[:, cols] for q in qs])
@@ -476,8 +476,6 @@ ABLATION_GROUPS: dict[str, tuple[str, ...]] = {
 def print_ablation(sets: dict[str, list[QData]], l2: float, fit: str, tree: tuple[str, ...]) -> None:
     """Out-of-fold nDCG@10 with each structural feature group removed, against the flat model,
     with paired-bootstrap intervals (same folds, same questions)."""
-    from evaluation.metrics import paired_bootstrap
-
     for name, qs in sets.items():
         flat = cross_validate(qs, cols_of(FLAT_FEATURES), l2=l2, fit=fit)
         rows = [("flat model (chunk features only)", flat)]
@@ -514,9 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ablation", action="store_true",
                     help="also print out-of-fold nDCG@10 of the tree model with each feature group left out")
     args = ap.parse_args(argv)
-    from evaluation.cli import parse_overrides
-
-    config = Config().with_settings(parse_overrides(args.set))
+    config = Config().replace(**parse_overrides(args.set))
     only = set(args.models.split(",")) if args.models else None
     if only and (only - set(model_features(False)) or not args.base):
         raise SystemExit("error: --models takes flat, tree, para, joint and needs --base for the models it keeps")
@@ -530,14 +526,14 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.data:
         path, _, emb = spec.rpartition(":")
         name = Path(path).name
-        cache = (args.features_cache / f"{name}-{config.chunk_context}-{emb}-{args.limit or 'all'}"
+        cache = (args.features_cache / f"{name}-{config.tuning.chunking.chunk_context}-{emb}-{args.limit or 'all'}"
                  if args.features_cache else None)
         sets[name] = cached(cache, load_features, lambda: collect(Path(path), emb, config, args.limit),
                             save_features)
     features = model_features(args.paragraph)
     flat_cols, tree_cols = cols_of(FLAT_FEATURES), cols_of(features["tree"])
     fused_w = np.zeros(len(ALL_FEATURES))
-    fused_w[1], fused_w[2] = config.ranking.dense_weight, config.ranking.bm25_weight
+    fused_w[1], fused_w[2] = config.tuning.ranking.dense_weight, config.tuning.ranking.bm25_weight
     report: dict[str, dict[str, float]] = {}
     pooled = {label: pooled_cross_validate(sets, cols, args.l2, args.fit)
               for label, cols in (("flat", flat_cols), ("tree", tree_cols))}
@@ -569,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
                 report.setdefault("transfer", {})[f"{label}: {a} -> {b}"] = float(nd)
                 print(f"transfer {label}: fit {a} -> score {b}: {nd:.4f}")
     header = {"format_version": 1, "fitted_on": names, "fit": args.fit, "l2": args.l2,
-              "chunk_context": config.chunk_context}
+              "chunk_context": config.tuning.chunking.chunk_context}
     if args.folds_out:
         write_folds(sets, features, args.l2, args.fit, header, keep, args.folds_out, only=only)
         print(f"wrote {args.folds_out}/fold-*.json and folds.json")

@@ -35,6 +35,8 @@ from retrieval.query import Query
 from retrieval.union_features import UNION_FEATURES, union_feature_matrix
 from utils.atomic import atomic_write_text
 from utils.errors import InputError
+from evaluation.cli import parse_overrides
+from pipeline import UsageMeter, locate, make_backends
 
 BLEND = "blend"
 
@@ -47,8 +49,6 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
     (the default's, for the baseline figure on the same lists); and every scorable question's
     document group, so the folds cover each question `eval` scores (a question of one document is
     ordered by the section ranker: any fold serves it)."""
-    from pipeline import UsageMeter, locate, make_backends
-
     eval_set, index = open_set(data, embedder, config)
     cfg = config.replace(embedder=index.embedder_identity["name"])
     backends = make_backends(index, cfg, None)
@@ -152,10 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                          "for `eval --ranker-folds DIR`")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
-    from evaluation.cli import parse_overrides
-
     try:
-        config = Config().with_settings(parse_overrides(args.set))
+        config = Config().replace(**parse_overrides(args.set))
         names = tuple(n.strip() for n in args.features.split(",") if n.strip())
         unknown = [n for n in names if n not in UNION_FEATURES]
         if unknown or not names:

@@ -12,6 +12,7 @@ from typing import Any
 from evaluation.metrics import BUDGETS, LONG_LEAF_CHARS, SLICES, BootstrapCI
 from evaluation.runner import ArmSummary, EvalRun, SliceSummary, read_passages
 from utils.atomic import atomic_write_text
+from indexing.kg_graph import GraphStats
 
 COLUMNS = (("Hit@1", "hit@1"), ("Hit@5", "hit@5"), ("R@5", "recall@5"), ("R@10", "recall@10"),
            ("MRR@10", "mrr@10"), ("nDCG@10", "ndcg@10"), ("cov@2k", "cov@2k"), ("leafR", "leaf_recall"),
@@ -179,8 +180,6 @@ def graph_note(run: EvalRun) -> str:
     kg = run.index.metadata.get("kg")
     if not isinstance(kg, dict) or kg.get("mode", "off") == "off":
         return ""
-    from indexing.kg_graph import GraphStats  # noqa: PLC0415
-
     stats = GraphStats.from_dict(kg)
     build = run.index.metadata.get("build_seconds")
     return f"index {stats.line()}" + (f"; this build of the index took {build:.1f} s in all" if build else "")

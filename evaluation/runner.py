@@ -23,8 +23,9 @@ from typing import Any, Callable
 import numpy as np
 
 from config import Config
-from evaluation.arms import (ARM_CODE_FILES, BASELINE, KG, LLM_ARMS, Arm, ArmContext, ArmOutput,
+from evaluation.arms import (ARM_MODULE, BASELINE, KG, LLM_ARMS, Arm, ArmContext, ArmOutput,
                              all_arm_names, make_arm, run_arm)
+from evaluation.code_digest import closure_digest
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
 from evaluation.peer import PeerArm, load_peer_arms, read_peer_file
 from evaluation.metrics import (BUDGETS, SCORE_KEYS, SLICE_KEYS, SLICES, BootstrapCI, Relevance,
@@ -32,11 +33,16 @@ from evaluation.metrics import (BUDGETS, SCORE_KEYS, SLICE_KEYS, SLICES, Bootstr
                                 latency_percentiles, leaf_scores, mean_metrics, paired_bootstrap,
                                 question_relevance, question_slices, read_context, resampled_means,
                                 score_ranking)
-from indexing.index_store import Index
+from indexing.index_store import Index, FORMAT_VERSION, load_index
 from indexing.reuse import BUILD_FIELDS as INDEX_BUILD_FIELDS
 from utils.progress import make_progress
 from utils.progress import stage as progress_stage
 from utils.errors import IndexFormatError, InputError, TreeRAGError
+from indexing.embedders.memo import MemoQueryEmbedder
+from pipeline import make_backends
+from retrieval.learned_ranker import load_ranker
+from utils.bounded_read import read_text_bounded
+from utils.tokenizer import TOKENIZER_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,7 +68,7 @@ def _sha(obj: Any) -> str:
 
 def default_cache_root() -> Path:
     """The CLI's one cache directory ($TREERAG_CACHE_DIR, else $XDG_CACHE_HOME/treerag or ~/.cache/treerag)."""
-    from utils.llm.factory import default_cache_dir
+    from utils.llm.factory import default_cache_dir  # the LLM factory (SDK probing) only when no cache root is given
 
     return default_cache_dir(os.environ)
 
@@ -179,10 +185,7 @@ class EvalRun:
 
 def build_key(eval_set: EvalSet, config: Config, documents: list[str] | None = None) -> str:
     """The cached index's name: the documents it holds (all, or ``documents``) and the build settings."""
-    from indexing.index_store import FORMAT_VERSION
-    from utils.tokenizer import TOKENIZER_VERSION
-
-    settings = {f: getattr(config, f) for f in BUILD_FIELDS}
+    settings = {f: config.setting(f) for f in BUILD_FIELDS}
     wanted = None if documents is None else set(documents)
     docs = sorted((d.path, d.content_hash) for d in eval_set.documents if wanted is None or d.path in wanted)
     return _sha({"docs": docs, "settings": settings, "format": FORMAT_VERSION,
@@ -237,10 +240,8 @@ def obtain_index(eval_set: EvalSet, opts: EvalOptions,
     With ``--limit`` (``questions`` given) and no cached index of the whole set, only the
     documents the sampled questions are scoped to are indexed (``sample_documents``).
     """
-    from indexing.embedders.factory import make_embedder
+    from indexing.embedders.factory import make_embedder  # the build stack only when the eval index is not cached
     from indexing.index_builder import build_index
-    from indexing.index_store import load_index
-
     if opts.index is not None:
         index = load_index(Path(opts.index))
         differ = _docs_differ(index, eval_set)
@@ -303,15 +304,10 @@ def obtain_index(eval_set: EvalSet, opts: EvalOptions,
 
 # --------------------------------------------------------------------------- result cache
 
-def code_fingerprint() -> str:
-    h = hashlib.sha256()
-    for rel in ARM_CODE_FILES:
-        h.update(rel.encode())
-        try:
-            h.update((ROOT / rel).read_bytes())
-        except OSError:
-            h.update(b"<missing>")
-    return h.hexdigest()[:20]
+def code_fingerprint(root: Path | None = None) -> str:
+    """A digest of the code an arm runs (the arm module's import closure under ``root``, by default
+    this checkout); part of every result's key."""
+    return closure_digest(ARM_MODULE, root or ROOT)
 
 
 def arm_key(arm: Arm, opts: EvalOptions, question: Question, code: str) -> str:
@@ -546,9 +542,6 @@ def add_peer_scores(qr: QuestionResult, peers: list[tuple[Arm, PeerArm]], index:
 
 
 def run_eval(opts: EvalOptions) -> EvalRun:
-    from indexing.embedders.memo import MemoQueryEmbedder
-    from pipeline import make_backends
-
     t0 = time.perf_counter()
     if opts.k < 1:
         raise InputError(f"--k must be at least 1 (got {opts.k})")
@@ -646,9 +639,6 @@ def run_eval(opts: EvalOptions) -> EvalRun:
 def _fold_arms(opts: EvalOptions, eval_set: Any, names: list[str], base: Config
                ) -> tuple[dict[str, int], dict[int, list[Arm]]]:
     """(question id -> fold, fold -> the arms with that fold's weights) of ``opts.ranker_folds``."""
-    from retrieval.learned_ranker import load_ranker
-    from utils.bounded_read import read_text_bounded
-
     folder = Path(opts.ranker_folds or ".")
     text = read_text_bounded(folder / "folds.json", limit=64 * 1024 * 1024, what=f"--ranker-folds {folder}",
                              setting="folds.json lists question ids")

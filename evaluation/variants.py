@@ -1,7 +1,7 @@
 """Step 2 variants that evaluation measures and the product does not ship.
 
-Each is an ordering (retrieval/ordering.py) under a name that ``--set ranking.document_order=NAME``
-or ``ranking.collection_order=NAME`` selects; ``VARIANTS`` is the product's ``ORDERINGS`` plus these,
+Each is an ordering (retrieval/ordering.py) under a name that ``--set document_order=NAME``
+or ``collection_order=NAME`` selects; ``VARIANTS`` is the product's ``ORDERINGS`` plus these,
 and every tree arm runs through the product's retriever with it. A name may carry modifiers:
 
 - ``+net``: an ordering that draws on leaves also takes the in-document flat ranking's best
@@ -131,7 +131,7 @@ class FlatOrdering:
         if self.method == "learned":
             return self.learned.order(index, embedder, config.replace(final_top_k=top), ask)[:top]
         scores = flat_scores(index, question, config, doc_paths)
-        return rank_scored(index, scores, top, config.ranking.fused, question.text, "flat")
+        return rank_scored(index, scores, top, config.tuning.ranking.fused, question.text, "flat")
 
 
 def _rank_single(index: Index, rows: np.ndarray, scores: np.ndarray, top: int, key: str,

@@ -53,6 +53,7 @@ import numpy as np
 
 from utils.errors import BackendError, IndexFormatError
 from utils.similarity import top_order
+from utils import mapped_pages
 
 if TYPE_CHECKING:
     from indexing.index_files import IndexDir
@@ -66,26 +67,22 @@ BLOCK_ROWS = 32768
 LISTS_PER_SQRT = 4
 """IVF lists = 4 * sqrt(rows) up to a million rows (~250 rows a list there: ~4,000 lists)."""
 ROWS_PER_LIST = 250
-"""Past a million rows the lists stay ~250 rows long (10.5M rows: 42,000 lists), the recall of the
-10,000-document index: longer lists cost recall at the same ``ann_probe`` (measured with
-benchmarks/bench_ann_lists.py: 0.96 at 247 rows a list, 0.89 at 810, 0.79 at 2,564)."""
+"""Past a million rows the lists stay ~250 rows long (10.5M rows: 42,000 lists): longer lists cost recall
+at the same ``ann_probe`` (docs/scale.md, "The coarse quantizer")."""
 TWO_LEVEL_MIN_LISTS = 8192
 """From this many lists the centroids come from a two-level k-means (``two_level_centroids``): one
 k-means over 42,000 centroids would cost ~5 * 10^14 flops for its 1.7M training rows."""
 HNSW_MIN_LISTS = 1 << 62
 """From this many lists the coarse quantizer is an HNSW graph over the centroids (``quantizer`` "hnsw");
-by default never. Measured (benchmarks/bench_ann_quantizer.py, docs/scale.md): at 42,000 lists a flat
-filing through BLAS costs 38.8 CPU s per 100k rows, the graph 11.6 at ef 16 and 33.7 at ef 64, but on
-hash embeddings the graph files only 43% / 60% of the rows under their nearest list, and on the
-10,000-document index such a filing leaves 10-15% of the exact top 100 outside the lists a question
-scans (3% with the flat filing): the recall goal (0.95) would be lost to save at most ~3x. An
-embedder that clusters (lower it here) can take the graph; everything else (file, load, verify,
-update) supports it."""
+by default never. Why: the graph files rows faster than the flat filing, but files too many rows away
+from their nearest list, which leaves part of a question's exact top rows outside the lists it scans
+and costs the recall goal (docs/scale.md, "The coarse quantizer"). An embedder that clusters (lower it
+here) can take the graph; everything else (file, load, verify, update) supports it."""
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 64
-"""Candidates the graph keeps while filing a row: the share of rows filed under their exact nearest
-centroid, and the rate, are measured in benchmarks/bench_ann_quantizer.py."""
+"""Candidates the graph keeps while filing a row: more files more rows under their exact nearest
+centroid, at a lower rate."""
 QUANTIZERS = ("flat", "hnsw")
 MIN_PER_CENTROID = 39
 """k-means needs this many training rows per centroid (fewer: faiss warns and clusters poorly)."""
@@ -418,10 +415,8 @@ class AnnIndex:
         """(lists, 4) addresses of each list's codes and ids in the file faiss maps, or None (lists in
         memory): the lists a question scans are requested from the disk together before the scan."""
         if self._spans is not None:
-            from utils.mapped_pages import advise_random_range  # noqa: PLC0415
-
             lists = _faiss().downcast_InvertedLists(index.invlists)
-            advise_random_range(int(lists.ptr), int(lists.totsize))  # no read-ahead: the lists come by will_need
+            mapped_pages.advise_random_range(int(lists.ptr), int(lists.totsize))  # no read-ahead: the lists come by will_need
 
     @property
     def mapped_bytes(self) -> int:
@@ -598,10 +593,8 @@ class AnnIndex:
         if self._spans is None:
             return
         lists = lists[(lists >= 0) & (lists < len(self._spans))]
-        from utils.mapped_pages import will_need  # noqa: PLC0415
-
         spans = self._spans[lists]
-        will_need(np.concatenate([spans[:, 0], spans[:, 2]]), np.concatenate([spans[:, 1], spans[:, 3]]))
+        mapped_pages.will_need(np.concatenate([spans[:, 0], spans[:, 2]]), np.concatenate([spans[:, 1], spans[:, 3]]))
 
 
 class CentroidScores:

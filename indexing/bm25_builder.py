@@ -38,19 +38,19 @@ import threading
 from array import array
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from indexing import bm25_impacts
-from indexing.bm25_impacts import Impacts
+from indexing.bm25_impacts import Impacts, saturated_weights
 from indexing.bm25_spill import PostingSpill, place_file
 from utils.errors import IndexFormatError
 from utils.idf import okapi
 from utils.tokenizer import TOKENIZER_VERSION
+from indexing.index_files import IndexDir
+from indexing import index_files
 
-if TYPE_CHECKING:
-    from indexing.index_files import IndexDir
 
 FORMAT_VERSION = 1
 VOCAB_FILE = "bm25_vocab.json"
@@ -207,8 +207,6 @@ class BM25Index:
         ``files`` is the index's opened directory (so BM25 comes from the same
         version as everything else); without it ``directory`` is opened here.
         """
-        from indexing.index_files import IndexDir
-
         if files is None:
             with IndexDir(Path(directory)) as own:
                 return cls.load(directory, mmap, own, prefix)
@@ -290,9 +288,7 @@ class BM25Index:
             rising[starts[(starts >= 0) & (starts < len(rising))]] = True
             if not bool(np.all(rising)):
                 raise IndexFormatError(f"{rows_file}: postings are not sorted by row within a term")
-        from indexing.index_files import release_pages
-
-        release_pages(self.rows, self.tf, self.row_terms)  # checked whole; a query reads a few terms' postings
+        index_files.release_pages(self.rows, self.tf, self.row_terms)  # checked whole; a query reads a few terms' postings
         self._checked_terms.update(range(n_terms))
 
     def will_need(self, tids: Sequence[int]) -> None:
@@ -300,8 +296,6 @@ class BM25Index:
         before a question reads them term by term (index_files.will_need_spans): a first question
         after the page cache is dropped waits for one round of parallel reads, not for each term's
         pages in turn. An advice only; nothing for arrays in memory."""
-        from indexing.index_files import will_need_spans  # noqa: PLC0415
-
         t = np.asarray([int(x) for x in tids if 0 <= int(x) < len(self.terms) and int(x) not in self._requested],
                        dtype=np.int64)
         if not len(t):
@@ -309,7 +303,7 @@ class BM25Index:
         self._requested.update(t.tolist())  # once a process: later reads find them cached, or fault
         starts, ends = np.asarray(self.indptr[t], dtype=np.int64), np.asarray(self.indptr[t + 1], dtype=np.int64)
         for arr in (self.rows, self.tf):
-            will_need_spans(arr, starts, ends)
+            index_files.will_need_spans(arr, starts, ends)
 
     def postings(self, tid: int) -> tuple[int, int, np.ndarray]:
         """(first posting, end, rows) of term ``tid``, its rows and tfs checked the first time they are
@@ -346,9 +340,7 @@ class BM25Index:
     def _row_term_ids(self, a: int, b: int) -> np.ndarray:
         """Distinct term ids of rows [a, b), checked against the vocabulary (they index arrays)."""
         x, y = self.row_span(a, b)
-        from indexing.index_files import will_need_spans  # noqa: PLC0415
-
-        will_need_spans(self.row_terms, np.array([x]), np.array([y]))  # no read-ahead here (index_store)
+        index_files.will_need_spans(self.row_terms, np.array([x]), np.array([y]))  # no read-ahead here (index_store)
         tids = np.asarray(self.row_terms[x:y])
         if tids.size and (int(tids.min()) < 0 or int(tids.max()) >= len(self.terms)):
             raise IndexFormatError(f"{self.names[2]} points at terms outside the vocabulary; "
@@ -523,16 +515,6 @@ class BM25Index:
             if found.any():
                 out[found] += mult * weights
         return out
-
-
-def saturated_weights(tf: np.ndarray, doc_len: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
-    """BM25's saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` in float64, stored
-    float32: the one formula every collection-scope weight goes through, so that a weight computed for
-    a few rows equals the one computed for a whole term's postings bit for bit."""
-    f = np.asarray(tf, dtype=np.float64)
-    dl = np.asarray(doc_len, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))).astype(np.float32)
 
 
 class BM25Builder:

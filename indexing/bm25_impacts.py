@@ -8,7 +8,7 @@ once (as bm25s does) and a question multiplies by the word's IDF and adds. The p
 those weights is stored too: a far tighter bound for MaxScore (``bm25_corpus.top_rows``) than
 ``k1 + 1``, so the best rows are found without reading the postings of the frequent words.
 
-Exactness: the stored float32 is what ``bm25_builder.saturated_weights`` returns for that posting, the
+Exactness: the stored float32 is what ``saturated_weights`` returns for that posting, the
 one formula every collection-scope weight goes through, so a score is bit-identical with or without
 the file. The weights are used only when the question's (k1, b) and the collection's average length
 equal the stored ones exactly; otherwise (other settings, or a segmented index whose live average
@@ -27,21 +27,35 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 from numpy.lib import format as npy_format
 
 from utils.errors import IndexFormatError
+from utils.atomic import process_umask
+from indexing import index_files
 
 if TYPE_CHECKING:
-    from indexing.bm25_builder import BM25Index
     from indexing.index_files import IndexDir
 
 FORMAT_VERSION = 1
 BLOCK = 1 << 22
 """Postings weighed at a time: the float64 temporaries of one block stay ~100 MB."""
 PREFIX = "bm25_"
+
+
+class Postings(Protocol):
+    """What the impacts read of a BM25 index (``bm25_builder.BM25Index``): its postings, the rows'
+    lengths and the file names it was loaded from. A protocol, so the format module that the index
+    class reads its stored weights with does not import that class back."""
+
+    terms: Sequence[str]
+    names: Sequence[str]
+    indptr: np.ndarray
+    rows: np.ndarray
+    tf: np.ndarray
+    doc_len: np.ndarray
 
 
 def impact_names(prefix: str = PREFIX) -> tuple[str, str, str]:
@@ -65,6 +79,16 @@ class Impacts:
         return self.k1 == k1 and self.b == b and self.avgdl == avgdl
 
 
+def saturated_weights(tf: np.ndarray, doc_len: np.ndarray, k1: float, b: float, avgdl: float) -> np.ndarray:
+    """BM25's saturated tf weight ``tf (k1+1) / (tf + k1 (1 - b + b dl/avgdl))`` in float64, stored
+    float32: the one formula every collection-scope weight goes through, so that a weight computed for
+    a few rows equals the one computed for a whole term's postings bit for bit."""
+    f = np.asarray(tf, dtype=np.float64)
+    dl = np.asarray(doc_len, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * dl / avgdl))).astype(np.float32)
+
+
 def corpus_avgdl(doc_len: Any) -> float:
     """The average length of the rows ``doc_len`` (of the collection, or of a scope): the one
     computation ``BM25Index._scope_stats`` scores with too, so the value the stored weights are keyed
@@ -73,10 +97,8 @@ def corpus_avgdl(doc_len: Any) -> float:
     return float(np.sum(doc_len, dtype=np.float64)) / n if n else 0.0
 
 
-def _blocks(index: "BM25Index", k1: float, b: float, avgdl: float):
+def _blocks(index: Postings, k1: float, b: float, avgdl: float):
     """(start, end, float32 weights) of consecutive blocks of the postings."""
-    from indexing.bm25_builder import saturated_weights  # noqa: PLC0415
-
     nnz = int(index.indptr[-1])
     for a in range(0, nnz, BLOCK):
         z = min(nnz, a + BLOCK)
@@ -93,11 +115,9 @@ def _block_maxima(indptr: np.ndarray, a: int, z: int, w: np.ndarray, out: np.nda
     np.maximum.at(out, word, np.maximum.reduceat(w, starts - a))
 
 
-def compute(index: "BM25Index", k1: float, b: float, weights_out: Any) -> tuple[float, np.ndarray]:
+def compute(index: Postings, k1: float, b: float, weights_out: Any) -> tuple[float, np.ndarray]:
     """Fill ``weights_out`` (nnz float32, an array or a writable map) with every posting's weight;
     (avgdl, per-word maxima)."""
-    from indexing.index_files import release_pages  # noqa: PLC0415
-
     avgdl = corpus_avgdl(index.doc_len)
     maxima = np.zeros(len(index.terms), dtype=np.float32)
     for a, z, w in _blocks(index, k1, b, avgdl):
@@ -106,18 +126,16 @@ def compute(index: "BM25Index", k1: float, b: float, weights_out: Any) -> tuple[
             _block_maxima(index.indptr, a, z, w, maxima)
         if isinstance(weights_out, np.memmap):  # written pages leave the process (they stay in the page cache)
             weights_out.flush()
-        release_pages(index.rows, index.tf, weights_out)  # a build's peak memory must not grow with the postings
+        index_files.release_pages(index.rows, index.tf, weights_out)  # a build's peak memory must not grow with the postings
     return avgdl, maxima
 
 
-def write(index: "BM25Index", directory: Path, prefix: str, k1: float, b: float, publish: bool = False) -> list[str]:
+def write(index: Postings, directory: Path, prefix: str, k1: float, b: float, publish: bool = False) -> list[str]:
     """Write the three files of ``index``'s impacts into ``directory``; the names written.
 
     ``publish``: each file is written under a temporary name and renamed in (an existing index gains
     them, see ``upgrade``); a build writes into its staging directory directly.
     """
-    from utils.atomic import process_umask  # noqa: PLC0415
-
     directory = Path(directory)
     weights_name, max_name, params_name = impact_names(prefix)
     nnz = int(index.indptr[-1])
@@ -179,7 +197,7 @@ def load(files: "IndexDir", prefix: str, n_terms: int, nnz: int, mmap: bool) -> 
     return Impacts(k1, b, params["avgdl"], weights, maxima)
 
 
-def check_term(index: "BM25Index", impacts: Impacts, tid: int) -> None:
+def check_term(index: Postings, impacts: Impacts, tid: int) -> None:
     """A word's stored weights are finite and within its stored maximum (checked on their first read,
     like its postings): a damaged file is a one-line error, never a wrong bound."""
     p0, p1 = int(index.indptr[tid]), int(index.indptr[tid + 1])
@@ -192,14 +210,12 @@ def check_term(index: "BM25Index", impacts: Impacts, tid: int) -> None:
                                "run python main.py verify, then rebuild the index")
 
 
-def _prefix_of(index: "BM25Index") -> str:
+def _prefix_of(index: Postings) -> str:
     return index.names[0][:-len("rows.npy")]
 
 
-def verify(index: "BM25Index", impacts: Impacts) -> None:
+def verify(index: Postings, impacts: Impacts) -> None:
     """Every stored weight and maximum equals the one computed from the postings (``verify``)."""
-    from indexing.index_files import release_pages  # noqa: PLC0415
-
     weights_name, max_name, params_name = impact_names(_prefix_of(index))
     if impacts.avgdl != corpus_avgdl(index.doc_len):
         raise IndexFormatError(f"{params_name}: the average row length differs from the rows' lengths")
@@ -212,53 +228,6 @@ def verify(index: "BM25Index", impacts: Impacts) -> None:
                                    f"in postings {a}..{z - 1}; rebuild the index")
         if z > a:
             _block_maxima(index.indptr, a, z, w, maxima)
-        release_pages(index.rows, index.tf, impacts.weights)
+        index_files.release_pages(index.rows, index.tf, impacts.weights)
     if not np.array_equal(maxima.view(np.uint32), np.asarray(impacts.maxima).view(np.uint32)):
         raise IndexFormatError(f"{max_name} does not match the largest weight of each word; rebuild the index")
-
-
-def upgrade(path: Path, k1: float, b: float) -> list[str]:
-    """Add the impacts to a file-store index built before them, without rebuilding it; the files added.
-
-    The new files are written under temporary names and renamed in; then ``metadata.json``, listing
-    them, is replaced in one rename: a reader sees the index before or after, never between. Only new
-    files are written (an index whose files are hard links to another's leaves that one unchanged).
-    """
-    from indexing.bm25_builder import BM25Index  # noqa: PLC0415
-    from indexing.index_files import IndexDir, parse_manifest, replace_manifest, write_manifest_entry  # noqa: PLC0415
-    from indexing.index_store import METADATA, METADATA_MAX_BYTES  # noqa: PLC0415
-    from indexing.segments import SEGMENTS  # noqa: PLC0415
-    from utils.dir_lock import exclusive  # noqa: PLC0415
-    from utils.errors import InputError  # noqa: PLC0415
-
-    path = Path(path)
-    # the lock every build and update holds: an update renaming in its metadata.json meanwhile would
-    # otherwise be replaced by this one, and its delta segment forgotten
-    with exclusive(path), IndexDir(path) as files:
-        meta = files.read_json(METADATA, METADATA_MAX_BYTES)
-        if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
-            raise IndexFormatError(f"{path / METADATA} is not a TreeRAG index manifest")
-        if "store" in meta:
-            raise InputError(f"{path} keeps its postings in an engine; there is nothing to add")
-        if SEGMENTS in meta:
-            raise InputError(f"{path} holds delta segments; compact it (python main.py index --compact), "
-                             "which writes the impacts")
-        files.hold_all(parse_manifest(meta["files"], METADATA))
-        if impact_names()[2] in meta["files"]:
-            return []
-        index = BM25Index.load(path, files=files)
-        # every write goes to the directory opened above: a rebuild swapping another in cannot receive them
-        here = Path(f"/proc/self/fd/{files.fd}")
-        here = here if here.is_dir() else path
-        written = write(index, here, PREFIX, k1, b, publish=True)
-        entries = dict(meta["files"])
-        for name in written:
-            entries[name] = write_manifest_entry(here, name)
-        new_meta = dict(meta, files=dict(sorted(entries.items())))
-
-        def still_ours() -> None:
-            if files.replaced():
-                raise InputError(f"the index at {path} was replaced while it was upgraded; run upgrade again")
-
-        replace_manifest(here, new_meta, before_rename=still_ours)
-    return written

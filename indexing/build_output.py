@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 from indexing.ann_index import FILES as ANN_FILES
 from indexing.bm25_builder import file_names as bm25_file_names
 from indexing.bm25_impacts import impact_names
-from indexing.index_files import MANIFEST_TMP
+from indexing.index_files import MANIFEST_TMP, METADATA_MAX_BYTES, IndexDir
 from indexing.index_store import FILES as STORE_FILES
 from indexing.index_store import LEGACY_FILES, METADATA
 from indexing.kg_store import KG_FILES
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from utils.atomic import keep_mode, replace_directory
 from utils.errors import IndexFormatError, InputError
+from utils.interrupts import defer_interrupts
 from utils.paths import index_dir_path
 
 if TYPE_CHECKING:
@@ -37,6 +38,20 @@ _TMP_RE = re.compile(r"^\.(?P<name>.+)\.building-(?P<pid>\d+)-")
 OWN_FILES = frozenset({*STORE_FILES, *LEGACY_FILES, *KG_FILES, *bm25_file_names(),
                        *bm25_file_names(LEAF_TERMS_PREFIX), *impact_names(), *ANN_FILES})
 """Every file an index build writes (all format versions)."""
+
+
+def real_output(output: Path) -> Path:
+    """The directory a symlinked ``--output`` names: the build updates, locks and swaps that
+    directory (replacing the link itself left it stale and took a lock the other name did not see)."""
+    output = Path(output)
+    if not output.is_symlink():
+        return output
+    target = Path(os.path.realpath(output))
+    if not target.exists():
+        raise InputError(f"output {output} is a symbolic link to {target}, which does not exist")
+    if not target.is_dir():
+        raise InputError(f"output {output} is a symbolic link to {target}, which is not a directory")
+    return target
 
 
 def prepare_output(output: Path) -> None:
@@ -69,13 +84,15 @@ def _foreign_files(output: Path) -> list[str]:
     return sorted(e.name for e in output.iterdir() if e.name not in OWN_FILES and not is_delta_file(e.name))
 
 
+SOURCES_PREFIX = "sources."
+"""``sources.<build id>.json``, one per update (indexing/delta_update.py): every live document's file size
+and modification time, so the next update can tell an unchanged file without reading it (named in
+metadata.json's segments)."""
 _DELTA_RE = re.compile(r"^delta[1-9][0-9]*\.(?P<name>.+)$")
 
 
 def is_delta_file(name: str) -> bool:
     """A delta segment's file (indexing/delta_update.py) or an update's temporary manifest."""
-    from indexing.delta_update import SOURCES_PREFIX  # noqa: PLC0415
-
     m = _DELTA_RE.match(name)
     return (m is not None and m.group("name") in OWN_FILES) or name.startswith((MANIFEST_TMP, SOURCES_PREFIX))
 
@@ -108,8 +125,12 @@ def staging_dir(output: Path) -> Path:
 
 
 def swap_in(staged: Path, output: Path) -> list[str]:
-    """``staged`` becomes ``output`` atomically, with the old directory's permissions; notes for the person."""
+    """``staged`` becomes ``output`` atomically, with the old directory's permissions; notes for the person.
+
+    From here on Ctrl-C is held back (utils/interrupts.py): the build is committed at the swap, and
+    ``build_index`` reports it done."""
     keep_mode(staged, output)
+    defer_interrupts()
     left = replace_directory(staged, output)
     if left:
         return [f"the replaced index could not be removed and stays beside it ({left}); remove it by hand"]
@@ -150,8 +171,6 @@ class ReplacedTables:
 
 def _metadata_of(output: Path) -> dict[str, Any] | None:
     """The metadata.json of the index now at ``output``, if it reads as a JSON object."""
-    from indexing.index_files import METADATA_MAX_BYTES, IndexDir  # noqa: PLC0415
-
     try:
         with IndexDir(index_dir_path(output, "--output")) as files:  # bounded, regular file only
             meta = files.read_json(METADATA, METADATA_MAX_BYTES)

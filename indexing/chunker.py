@@ -49,13 +49,44 @@ import math
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Sequence
 
 from utils.errors import TreeRAGError
+from tree_builder.markdown_headings import line_starts
+from tree_builder.pages import page_span
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from config import Config
     from tree_builder.tree import TreeNode
+
+
+class Settings(Protocol):
+    """What chunking reads of the settings: config.Config has it (config.py composes ChunkParams, so this
+    module cannot import config)."""
+
+    @property
+    def chunk_size(self) -> int: ...
+
+    @property
+    def chunk_overlap(self) -> int: ...
+
+    @property
+    def tuning(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ChunkParams:
+    """How a leaf's text becomes chunks beyond the user's chunk_size and chunk_overlap (build only)."""
+
+    min_chunk_chars: int = field(default=20, metadata={"build": True})
+    """A scrap shorter than this joins a neighbouring chunk instead of being one."""
+    chunk_units: Literal["paragraph", "packed"] = field(default="packed", metadata={"build": True})
+    """packed: consecutive paragraphs share a chunk while it fits chunk_size (a statute's clauses
+    embedded together; chosen by evaluation); paragraph: every paragraph its own chunk (the spec's)."""
+    chunk_context: Literal["none", "headings"] = field(default="headings", metadata={"build": True})
+    """headings: a chunk is embedded and BM25-indexed with its document title and heading path on a
+    line before it (chosen by evaluation); none: its text alone. Stored text and citations never change."""
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"min_chunk_chars": (0, math.inf)}
 
 
 @dataclass
@@ -272,7 +303,7 @@ def span_lines(starts: Sequence[int], start_char: int, end_char: int) -> tuple[i
     return bisect_right(starts, start_char), bisect_right(starts, max(start_char, end_char - 1))
 
 
-def chunk_leaf(node: "TreeNode", doc_text: str, config: "Config",
+def chunk_leaf(node: "TreeNode", doc_text: str, config: Settings,
                starts: Sequence[int] | None = None,
                page_starts: Sequence[int] = ()) -> list[Chunk]:
     """Chunks of one leaf, with absolute character and line spans in its document.
@@ -281,17 +312,15 @@ def chunk_leaf(node: "TreeNode", doc_text: str, config: "Config",
     one document (it is recomputed otherwise). ``page_starts`` is the
     document's ``Document.page_starts`` (PDF): each chunk then records its pages.
     """
-    from tree_builder.pages import page_span
-    from tree_builder.markdown_headings import line_starts
-
     lo, hi = node.content_start, node.content_end
     if hi - lo != len(node.content) or not doc_text.startswith(node.content, lo):
         raise ValueError(f"node {node.node_id}: content does not match doc_text[{lo}:{hi}]")
     if starts is None:
         starts = line_starts(doc_text)
     out: list[Chunk] = []
-    spans = chunk_spans(node.content, config.chunk_size, config.chunk_overlap, config.min_chunk_chars,
-                        pack=config.chunk_units == "packed")
+    params = config.tuning.chunking
+    spans = chunk_spans(node.content, config.chunk_size, config.chunk_overlap, params.min_chunk_chars,
+                        pack=params.chunk_units == "packed")
     for i, (s, e) in enumerate(spans):
         a, b = lo + s, lo + e
         first, last = span_lines(starts, a, b)

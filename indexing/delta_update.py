@@ -1,7 +1,7 @@
 """An update that writes only what changed: a delta segment, deletes, one rename of the manifest.
 
-Why: re-indexing one document used to read every document again and rewrite every file (at
-100,000 documents 36 GB, beside the old copy). Now an update
+Why: a full rebuild reads every document again and rewrites every file (tens of GB at 100,000
+documents, beside the old copy: docs/scale.md, "One changed document"), for one changed file. An update
 
 1. finds what changed without reading unchanged documents: a file whose size and modification time
    are those the index recorded is unchanged; any other is digested (a Markdown or text file is only
@@ -30,25 +30,26 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
-from indexing.build_output import staging_dir
-from indexing.build_plan import BuildPlan, BuildRequest
-from indexing.index_files import fsync_directory, replace_manifest
+from indexing.build_output import SOURCES_PREFIX, is_delta_file, staging_dir
+from indexing.build_plan import BuildPlan, BuildReport, BuildRequest, UpdateReport
+from indexing.index_files import fsync_directory, replace_manifest, IndexDir, parse_manifest, write_manifest_entry
 from indexing.reuse import build_settings, settings_change
 from indexing.segments import SEGMENTS, SegmentInfo, SegmentsMeta, delta_prefix
 from tree_builder.document import Document, DocumentInfo
-from tree_builder.folder_walk import FoundFile, Skipped, walk_folder
+from tree_builder.folder_walk import FoundFile, Skipped, walk_folder, printable_name
 from utils.errors import IndexFormatError, InputError
+from utils.interrupts import defer_interrupts
 from utils.progress import note
 from utils.progress import stage as progress_stage
+from indexing.embedders.factory import embedder_identity, make_embedder
+from indexing.index_store import read_metadata, load_index
+from tree_builder.documents import text_content_hash
+from tree_builder.loader import read_or_skip, walk_warnings
+from tree_builder.readers.limits import ReadLimits
+from utils.bounded_read import read_bounded
 
-if TYPE_CHECKING:
-    from indexing.index_builder import BuildReport
-
-SOURCES_PREFIX = "sources."
-"""``sources.<build id>.json``, one per update: every live document's file size and modification time,
-so the next update can tell an unchanged file without reading it (named in metadata.json's segments)."""
 TEXT_KINDS = ("md", "txt")
 """Formats whose content hash is the decoded text's: digested without parsing."""
 
@@ -83,7 +84,7 @@ class Changes:
 class Outcome:
     """A finished delta update's report, or why the update must be a full rewrite (None: no index)."""
 
-    report: "BuildReport | None" = None
+    report: BuildReport | None = None
     full_reason: str | None = None
 
 
@@ -96,8 +97,6 @@ def try_delta_update(request: BuildRequest, t0: float) -> Outcome:
     if why:
         return Outcome(full_reason=why)
     embedder, reason = _embedder(request, meta)
-    from indexing.embedders.factory import embedder_identity  # noqa: PLC0415
-
     identity = embedder_identity(embedder)
     settings = build_settings(request.config, identity, getattr(request.summarizer, "summarizer_id", "extractive"),
                               True)
@@ -120,8 +119,6 @@ def try_delta_update(request: BuildRequest, t0: float) -> Outcome:
         return Outcome(full_reason=f"compacting: the index holds {segments.deltas} delta segments")
     plan_line = _describe(request, changes, identity, reason)
     note(request.progress, plan_line)
-    from indexing.index_builder import BuildReport, UpdateReport  # noqa: PLC0415
-
     # nothing changed: nothing is written (files only touched are digested again next time)
     written = publish(request, meta, segments, changes, embedder, reason, identity, settings, t0) if changes.any else None
     counts = meta["counts"] if written is None else written.counts
@@ -139,8 +136,6 @@ def try_delta_update(request: BuildRequest, t0: float) -> Outcome:
 
 def _describe(request: BuildRequest, changes: Changes, identity: dict[str, Any], reason: str) -> str:
     """The plan's line, as ``BuildPlan.describe`` words a full build's, saying it is a delta segment."""
-    from tree_builder.folder_walk import printable_name  # noqa: PLC0415
-
     n = len(changes.order)
     source = f"{printable_name(str(request.input_path))} ({n} document{'s' if n != 1 else ''})"
     summaries = getattr(request.summarizer, "summarizer_id", None) or "extractive"
@@ -153,8 +148,6 @@ def _describe(request: BuildRequest, changes: Changes, identity: dict[str, Any],
 # --------------------------------------------------------------------------- what may be updated
 
 def _current_metadata(output: Path) -> dict[str, Any] | None:
-    from indexing.index_store import read_metadata  # noqa: PLC0415
-
     if not (output / "metadata.json").is_file():
         return None
     try:
@@ -181,8 +174,6 @@ def _embedder(request: BuildRequest, meta: dict[str, Any]) -> tuple[Any, str]:
     keeps it; a full build or ``--compact`` chooses again from every document)."""
     if request.embedder is not None:
         return request.embedder, "asked for (--embedder, --mock or the config)"
-    from indexing.embedders.factory import make_embedder  # noqa: PLC0415
-
     return make_embedder(str(meta["embedder"]["name"]), request.config), str(meta.get("embedder_reason", ""))
 
 
@@ -207,9 +198,6 @@ def _stamp(f: FoundFile) -> list[int] | None:
 
 def _text_digest(f: FoundFile, limit: int) -> str | None:
     """The content hash a Markdown or text file would get, from its bytes, without parsing it."""
-    from tree_builder.documents import text_content_hash  # noqa: PLC0415
-    from utils.bounded_read import read_bounded  # noqa: PLC0415
-
     try:
         return text_content_hash(read_bounded(f.path, limit=limit, what=f.rel), f.rel)
     except (InputError, OSError):
@@ -218,9 +206,6 @@ def _text_digest(f: FoundFile, limit: int) -> str | None:
 
 def find_changes(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta) -> Changes:
     """Compare the folder with the index's documents; read only what is new or changed."""
-    from tree_builder.loader import read_or_skip, walk_warnings  # noqa: PLC0415
-    from tree_builder.readers.limits import ReadLimits  # noqa: PLC0415
-
     limits = ReadLimits.from_config(request.config)
     walk = walk_folder(Path(request.input_path), request.follow_links)
     inside = None if request.follow_links else Path(request.input_path)
@@ -261,8 +246,6 @@ def _recorded_stamps(output: Path, meta: dict[str, Any], segments: SegmentsMeta)
     name = (meta.get(SEGMENTS) or {}).get("sources")
     if not isinstance(name, str) or not name.startswith(SOURCES_PREFIX):
         return {}
-    from indexing.index_files import IndexDir, parse_manifest  # noqa: PLC0415
-
     try:
         with IndexDir(output) as files:
             files.manifest = parse_manifest(meta["files"], "metadata.json")
@@ -312,9 +295,6 @@ def publish(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta,
     """Write the delta beside the index, move its files in under a fresh prefix, then rename the new
     manifest over the old one (the one step that changes what a reader sees). Only removals: no delta,
     a manifest with more deleted documents."""
-    from indexing.index_files import write_manifest_entry  # noqa: PLC0415
-    from indexing.index_store import load_index  # noqa: PLC0415
-
     output = request.output
     remove_unlisted(output, meta)
     index = load_index(output)  # the version this delta extends (the build holds the index's lock)
@@ -344,6 +324,7 @@ def publish(request: BuildRequest, meta: dict[str, Any], segments: SegmentsMeta,
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     new_meta = _next_metadata(index, meta, segments, changes, staged_meta, prefix, entries, build_id, sources)
+    defer_interrupts()  # the manifest's rename commits the update: Ctrl-C from here is reported after it
     replace_manifest(output, new_meta, checkpoint=checkpoint)
     old_sources = (meta.get(SEGMENTS) or {}).get("sources")
     if isinstance(old_sources, str) and old_sources.startswith(SOURCES_PREFIX):
@@ -418,8 +399,6 @@ def _write_json(path: Path, value: Any) -> None:
 def remove_unlisted(output: Path, meta: dict[str, Any]) -> list[str]:
     """Delete files of deltas a crash left unpublished (named ``deltaN.*`` or a temporary manifest,
     not in the manifest): they were never part of any version a reader could open."""
-    from indexing.build_output import is_delta_file  # noqa: PLC0415
-
     listed = set(meta.get("files", {}))
     removed = []
     for name in _names(output):

@@ -26,18 +26,19 @@ from indexing.search import (EVERYTHING, LEAVES_WANTED, ChunkRows, Probe, Scope,
 from utils.beside import SharedCalls
 from utils.similarity import matvec
 from utils.tokenizer import vocabulary_scripts
+from indexing.ann_index import AnnIndex
 
 if TYPE_CHECKING:
-    from indexing.ann_index import AnnIndex, CentroidScores
+    from indexing.ann_index import CentroidScores
 
 FAR_CANDIDATES = 16
 """Rows the ANN proposes as the question's least similar: see ``FileSearch._ann_scores``."""
 FAR_MAX_LISTS = 1024
 """At most this many lists are scanned for the least similar rows (``ann_probe`` / 4 of the lists below
 ~13,650 lists, unchanged there). Why a cap: the least similar row lies in the lists least similar to the
-question, and how far down it is found depends on the rows scanned, not on the share: at 100,000
-generated documents (39,145 lists) 1,024 and 512 lists found the row the quarter share's 2,936 find for
-60 of 60 questions, 256 for 59 (benchmarks/bench_ann_far.py, docs/scale.md)."""
+question, and how far down it is found depends on the rows scanned, not on the share; past the cap
+more lists find no other row (docs/scale.md, "The lists kept mapped, the least similar rows from fewer
+lists")."""
 NEAR_PARTS = 2
 """Shares of the lists the chunks' nearest-row scan is split into: the question's two threads take them
 in turn (``SharedCalls``)."""
@@ -80,8 +81,6 @@ class FileSearch:
         if kind not in self.ann and params.ann == "on":
             with self._ann_lock:  # the server shares one index between threads: build it once
                 if kind not in self.ann:
-                    from indexing.ann_index import AnnIndex  # noqa: PLC0415 - faiss loads only when asked for
-
                     vecs = self.embeddings if kind == "chunks" else self.leaf_embeddings
                     self.ann[kind] = AnnIndex.build(vecs, len(vecs), int(vecs.shape[1]), f"{kind} (in memory)")
         return self.ann.get(kind)

@@ -12,96 +12,35 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from config import Config
-from indexing.build_output import ReplacedTables, clean_stale_builds, prepare_output, staging_dir, swap_in
-from indexing.build_plan import BuildPlan, BuildRequest, chosen_embedder, make_plan
+from indexing.build_output import (ReplacedTables, clean_stale_builds, prepare_output, real_output, staging_dir,
+                                   swap_in)
+from indexing.build_plan import BuildPlan, BuildReport, BuildRequest, UpdateReport, chosen_embedder, make_plan
 from indexing.build_write import OldIndexDamaged, Written, write_files
+from indexing.delta_update import try_delta_update
 from indexing.embedders.base import Embedder
 from indexing.embedders.floors import default_floor
 from indexing.index_store import looks_like_index
-from indexing.kg_graph import GraphStats
 from tree_builder.folder_walk import printable_name
 from indexing.doc_spill import DocumentSpill
 from tree_builder.document import DocumentInfo
 from tree_builder.loader import LoadedInput, read_input
 from utils.atomic import recover_directory
+from utils.interrupts import resume_interrupts
 from utils.paths import index_dir_path
 from utils.progress import Progress, note
 from utils.progress import stage as progress_stage
+from tree_builder.readers.limits import ReadLimits
+from utils.dir_lock import exclusive
 
 if TYPE_CHECKING:
     from indexing.seekdb.uri import StoreURI
     from tree_builder.summary import Summarizer
     from utils.llm.types import LLMClient
-
-
-@dataclass
-class UpdateReport:
-    """How an update over an existing index went (None on a report: nothing was reused)."""
-
-    unchanged: int
-    changed: int
-    new: int
-    removed: int
-    embedded_chunks: int
-    delta: int | None = None
-    """The delta segment the update was written as (indexing/delta_update.py); None: a full rewrite."""
-
-
-@dataclass
-class BuildReport:
-    documents: int
-    nodes: int
-    leaves: int
-    chunks: int
-    seconds: float
-    embed_seconds: float
-    warnings: list[str] = field(default_factory=list)
-    loaded: LoadedInput | None = None
-    """What was read and skipped, for the per-format counts of the summary line."""
-    update: UpdateReport | None = None
-    """Set when an existing index lent its vectors and summaries (an update, not a full build)."""
-    rebuild_reason: str | None = None
-    """Why an existing index at the output could not be updated in place (a full rebuild instead)."""
-    notes: list[str] = field(default_factory=list)
-    """What the build changed outside the index that the person should know (an engine setting)."""
-    embedder: dict[str, Any] = field(default_factory=dict)
-    """The embedder's identity (name, model_id, dim): the summary line names it, since it decides
-    both the build's speed and what the index can be queried with."""
-    embedder_reason: str = ""
-    """Why this embedder: what ``auto`` saw in the documents, or that it was asked for."""
-    kg: GraphStats | None = None
-    """The long-leaf graphs built (None when kg_mode is off)."""
-    plan: str = ""
-    """The plan's line (``BuildPlan.describe``) as it stood when the build finished."""
-
-    @property
-    def chunks_per_second(self) -> float:
-        return self.chunks / self.seconds if self.seconds > 0 else 0.0
-
-    def embedder_text(self) -> str:
-        """``embedder onnx (sentence-transformers/all-MiniLM-L6-v2; auto: ...)``, or "" when unknown."""
-        if not self.embedder:
-            return ""
-        why = f"; {self.embedder_reason}" if self.embedder_reason else ""
-        return f"embedder {self.embedder.get('name')} ({self.embedder.get('model_id')}{why})"
-
-    def summary_line(self) -> str:
-        emb = self.embedder_text()
-        if self.update is not None:
-            u = self.update
-            how = f" as delta segment {u.delta}" if u.delta is not None else ""
-            return (f"updated {self.documents} document(s): {u.changed} changed, {u.new} new, {u.removed} removed "
-                    f"(re-embedded {u.embedded_chunks} chunks){how} in {self.seconds:.1f} s" + (f"; {emb}" if emb else ""))
-        kinds = f" ({self.loaded.kind_counts()})" if self.loaded else ""
-        skipped = f"; {self.loaded.skipped_text()}" if self.loaded and self.loaded.skipped else ""
-        return (f"indexed {self.documents} document(s){kinds}: {self.nodes} nodes, {self.leaves} leaves, "
-                f"{self.chunks} chunks in {self.seconds:.2f} s ({self.chunks_per_second:.1f} chunks/s)"
-                + (f"; {emb}" if emb else "") + skipped)
 
 
 @dataclass
@@ -139,14 +78,18 @@ def build_index(
     is told the plan and every stage. ``kg_llm``: the (budgeted) LLM client
     ``kg_mode = "llm"`` extracts graphs with (indexing/kg_llm.py).
     """
-    from utils.dir_lock import exclusive  # noqa: PLC0415
-
-    output = index_dir_path(output, "--output")
+    output = real_output(index_dir_path(output, "--output"))
     prepare_output(output)
     request = BuildRequest(Path(input_path), output, config, embedder, progress, summarizer, summary_workers,
                            follow_links, update, store, kg_llm, compact)
-    with exclusive(output):  # a second updater now would compute against a version about to be replaced
-        return _build_locked(request)
+    try:
+        with exclusive(output):  # a second updater now would compute against a version about to be replaced
+            report = _build_locked(request)
+    finally:
+        late = resume_interrupts()  # held back from the commit on (build_output.swap_in)
+    if late:
+        report.notes.append("Ctrl-C came after the new index was in place: the build is complete")
+    return report
 
 
 def _build_locked(request: BuildRequest) -> BuildReport:
@@ -156,8 +99,6 @@ def _build_locked(request: BuildRequest) -> BuildReport:
     check_store(request.store)
     clean_stale_builds(request.output)
     if request.update and not request.compact:
-        from indexing.delta_update import try_delta_update  # noqa: PLC0415
-
         outcome = try_delta_update(request, t0)
         if outcome.report is not None:
             return outcome.report
@@ -188,8 +129,6 @@ def check_store(store: "StoreURI | None") -> None:
 def read_documents(request: BuildRequest, spill: DocumentSpill) -> LoadedInput:
     """Every document read once: what the plan needs of it kept (``DocumentInfo``), the document
     itself set aside in ``spill`` for the writing stage, so no two texts are held at once."""
-    from tree_builder.readers.limits import ReadLimits  # noqa: PLC0415
-
     with progress_stage(request.progress, "reading documents") as st:
         loaded = LoadedInput([])
         infos: list[DocumentInfo] = []
@@ -242,7 +181,7 @@ def index_metadata(plan: BuildPlan, loaded: LoadedInput) -> dict[str, Any]:
         "input": printable_name(str(plan.input_path)),
         "folder_mode": plan.folder_mode,
         "config": plan.config.to_dict(),
-        "chunk_context": plan.config.chunk_context,
+        "chunk_context": plan.config.tuning.chunking.chunk_context,
         "embedder": plan.identity,
         "embedder_reason": plan.embedder_reason,
         "relevance_floor": default_floor(plan.identity.get("model_id")).to_dict(),

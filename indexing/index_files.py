@@ -45,7 +45,20 @@ from numpy.lib import format as npy_format
 from utils.bounded_read import kind_name
 from utils.oneline import one_line
 from utils.errors import IndexFormatError
+from utils import mapped_pages
 
+METADATA = "metadata.json"
+CHUNKS = "chunks.jsonl"
+CHUNK_OFFSETS = "chunk_offsets.npy"
+LEAF_CHUNKS = "leaf_chunks.npy"
+EMBEDDINGS = "embeddings.npy"
+LEAF_EMBEDDINGS = "leaf_embeddings.npy"
+CHUNK_KEYS = "chunk_text_keys.npy"
+LEAF_KEYS = "leaf_text_keys.npy"
+"""The files of an index beside the node table's (node_table.py) and the postings' (bm25_builder.py);
+index_store.py reads them, index_writer.py writes them."""
+KEY_BYTES = 16
+"""Bytes of a text key: the digest of the text a vector embeds (``index_store.text_key``)."""
 METADATA_MAX_BYTES = 256 * 1024 * 1024
 """metadata.json is read before anything declares its size; a real one is far smaller."""
 UNDECLARED_MAX_BYTES = 4 * 1024 * 1024 * 1024
@@ -380,17 +393,15 @@ def release_over(limit_mb: int, *arrays: Any, directory: Path | None = None,
     (real paths: the ANN files while they are small enough to keep, config ``query_ann_kept_mb``).
 
     Why not every time: a question's scattered rows fault in whole read-around windows, and a window
-    kept mapped is one the next question's rows often fall into again (at 10,000 documents the faults
-    of a question's ~3,000 vector rows fell from ~7 ms of CPU to ~2 ms after 40 questions kept mapped).
+    kept mapped is one the next question's rows often fall into again, so their faults cost less the
+    longer the windows stay (docs/scale.md).
     """
     size = resident_mb() if limit_mb > 0 else None
     if size is not None and size <= limit_mb:
         return False
     release_pages(*arrays)
     if directory is not None:
-        from utils.mapped_pages import release_mappings  # noqa: PLC0415
-
-        release_mappings(directory, keep)
+        mapped_pages.release_mappings(directory, keep)
     return True
 
 
@@ -433,10 +444,8 @@ def will_need_spans(array: Any, starts: np.ndarray, ends: np.ndarray) -> None:
     one, element ranges: the postings of a question's terms). The one place rows become addresses."""
     if not isinstance(array, np.memmap) or array.ndim < 1 or not array.size or not len(starts):
         return
-    from utils.mapped_pages import will_need  # noqa: PLC0415
-
     step, base = int(array.strides[0]), array.ctypes.data
-    will_need(np.asarray(starts, dtype=np.int64) * step + base, np.asarray(ends, dtype=np.int64) * step + base)
+    mapped_pages.will_need(np.asarray(starts, dtype=np.int64) * step + base, np.asarray(ends, dtype=np.int64) * step + base)
 
 
 def advise_random(*maps: Any) -> None:

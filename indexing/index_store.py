@@ -38,22 +38,29 @@ from typing import Any, Iterable, Mapping, Sequence, overload
 
 import numpy as np
 
-from indexing.bm25_builder import BM25Index
+from indexing.bm25_builder import BM25Index, file_names
 from indexing.chunker import Chunk
-from indexing.index_files import (METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing, advise_random,
-                                  parse_manifest)
+from indexing.index_files import (CHUNK_KEYS, CHUNK_OFFSETS, CHUNKS, EMBEDDINGS, KEY_BYTES, LEAF_CHUNKS, LEAF_EMBEDDINGS,
+                                  LEAF_KEYS, METADATA, METADATA_MAX_BYTES, IndexChanged, IndexDir, IndexFileMissing,
+                                  advise_random, parse_manifest)
+from indexing.kg_store import attach as attach_graphs
+from indexing.kg_store import attach_records, verify_graphs
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS, NODES,
-                                 LeafList, LeafRows, NodeMap, NodeTable)
+                                 LeafList, LeafRows, NodeMap, NodeTable, doc_rows)
 from indexing.row_layout import RowLayout, row_layout
-from indexing.records import Records, check_offsets, check_spans, require, typed_fields
+from indexing.records import Records, check_spans, load_records, require, typed_fields
 from indexing.file_search import FileSearch
 from indexing.search import ChunkRows, Search, leaves_of_rows
+from indexing.segment_load import load_segmented
 from indexing.segments import SEGMENTS
+from tree_builder.doc_card import CardSet, cards_of
 from tree_builder.tree import TreeNode
 from utils.atomic import recover_directory
 from utils.errors import IndexFormatError
 from utils.paths import index_dir_path
+from indexing import ann_index
+from indexing.ann_index import head_bytes
 
 FORMAT_NAME = "treerag-index"
 FORMAT_VERSION = 3
@@ -63,20 +70,11 @@ FORMAT_VERSION = 3
 LOAD_ATTEMPTS = 5
 """A load that raced a rebuild's swap starts over on the new version at most this often."""
 
-METADATA = "metadata.json"
-CHUNKS = "chunks.jsonl"
-CHUNK_OFFSETS = "chunk_offsets.npy"
-LEAF_CHUNKS = "leaf_chunks.npy"
-EMBEDDINGS = "embeddings.npy"
-LEAF_EMBEDDINGS = "leaf_embeddings.npy"
-CHUNK_KEYS = "chunk_text_keys.npy"
-LEAF_KEYS = "leaf_text_keys.npy"
 FILES = (METADATA, NODE_TABLE, NODE_TOC_TOKENS, NODES, NODE_OFFSETS, NODE_CONTENTS, NODE_CONTENT_OFFSETS, CHUNKS,
          CHUNK_OFFSETS, LEAF_CHUNKS, EMBEDDINGS, LEAF_EMBEDDINGS, CHUNK_KEYS, LEAF_KEYS)
 """Every file of an index but the postings' (bm25_builder.file_names)."""
 LEGACY_FILES = ("tree.json",)
 """Written by older formats: still TreeRAG's own when an old index is replaced."""
-KEY_BYTES = 16
 RECORD_CACHE = 4096
 """Parsed chunk records kept per index (a query reads tens; the cache is dropped when full)."""
 
@@ -184,7 +182,7 @@ class Index:
         self._chunk_table = ChunkTable(records, leaf_ptr, self.leaves)
         self.chunks: Sequence[Chunk] = self._chunk_table
         self.doc_rows = search.rows.doc_rows if isinstance(getattr(search, "rows", None), ChunkRows) \
-            else _doc_rows(tree, leaf_ptr)  # the search's own table when it has one (100,000 documents: ~0.15 s)
+            else doc_rows(tree, leaf_ptr)  # the search's own table when it has one (100,000 documents: ~0.15 s)
         self.text_keys: dict[str, np.ndarray] = {}
         """CHUNK_KEYS / LEAF_KEYS -> (rows, KEY_BYTES) digests of the texts the vectors embed (for updates)."""
         self.kg: Any = None
@@ -247,6 +245,12 @@ class Index:
         return {self.tree.doc_paths[int(docs[a])]: (int(a), int(b)) for a, b in zip(starts, ends)}
 
     @cached_property
+    def card_terms(self) -> CardSet:
+        """The documents' cards as questions are matched with them (tree_builder.doc_card), read once
+        from the metadata; empty for an index built before cards."""
+        return cards_of(self.metadata.get("documents"))
+
+    @cached_property
     def layout(self) -> RowLayout:
         """Row -> leaf / section / document positions (the section ranker's groups), computed once."""
         return row_layout(self.tree, self.leaf_ptr, self.doc_rows)
@@ -255,19 +259,6 @@ class Index:
 def text_key(text: str) -> bytes:
     """Digest of the exact text a vector embeds (chunk_text_keys.npy): how an update finds reusable vectors."""
     return hashlib.blake2b(text.encode("utf-8"), digest_size=KEY_BYTES).digest()
-
-
-def _doc_rows(tree: NodeTable, leaf_ptr: np.ndarray) -> dict[str, tuple[int, int]]:
-    """Document path -> its contiguous chunk rows (documents with chunks only)."""
-    docs = tree.doc[tree.leaf_rows]
-    if not len(docs):
-        return {}
-    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
-    ends = np.r_[starts[1:], len(docs)]
-    first, end = leaf_ptr[starts], leaf_ptr[ends]
-    keep = end > first
-    paths = tree.doc_paths
-    return {paths[d]: (s, e) for d, s, e in zip(docs[starts][keep].tolist(), first[keep].tolist(), end[keep].tolist())}
 
 
 # --------------------------------------------------------------------------- read
@@ -340,7 +331,7 @@ DOCUMENT_SCAN_ENTRIES = 1000
 def not_an_index_message(path: Path) -> str:
     """A directory without metadata.json: most often the documents themselves were named as the
     index, and the fix is to index them first, so the message says which command to run."""
-    from tree_builder.readers import SUFFIX_KINDS
+    from tree_builder.readers import SUFFIX_KINDS  # the readers only for this message: a query never imports them
 
     has_docs = False
     try:
@@ -385,23 +376,17 @@ def load_index(path: Path, mmap: bool = True, verify: bool = False) -> Index:
     raise AssertionError("unreachable")
 
 
-def _load_records(files: IndexDir, name: str, offsets_name: str, count: int) -> Records:
-    offsets = files.read_array(offsets_name, mmap=not files.verify)
-    data = files.map_bytes(name)
-    check_offsets(offsets, count, len(data), name, offsets_name, whole=files.verify)
-    advise_random(offsets)
-    return Records(data, offsets, name)
-
-
 def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     meta = _check_metadata(files.read_json(METADATA, METADATA_MAX_BYTES), path)
     files.hold_all(parse_manifest(meta["files"], METADATA))
     if "store" in meta:  # an engine holds the records, vectors and full text; this directory the structure
         return _load_engine(files, path, meta)
     if SEGMENTS in meta:  # a base and delta segments (indexing/segments.py)
-        from indexing.segment_load import load_segmented  # noqa: PLC0415
-
-        index = load_segmented(files, path, meta, mmap)
+        parts = load_segmented(files, path, meta, mmap)
+        index = Index(path, meta, parts.tree, parts.records, parts.embeddings,  # type: ignore[arg-type]
+                      parts.leaf_embeddings, parts.leaf_ptr, parts.search)
+        index.text_keys.update(parts.text_keys)  # type: ignore[arg-type]
+        index.segments = parts.segments
         if not files.verify:
             _advise_scattered(index, index.chunks.records, index.tree)
         return index
@@ -409,10 +394,10 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     dim = meta["embedder"]["dim"]
     if not files.verify:
         files.will_need(_read_at_load(meta, dim))
-    tree, leaf_ptr = _tree_structure(files, meta, lambda n: _load_records(files, NODES, NODE_OFFSETS, n),
-                                     lambda n: _load_records(files, NODE_CONTENTS, NODE_CONTENT_OFFSETS, n))
+    tree, leaf_ptr = _tree_structure(files, meta, lambda n: load_records(files, NODES, NODE_OFFSETS, n),
+                                     lambda n: load_records(files, NODE_CONTENTS, NODE_CONTENT_OFFSETS, n))
     n_leaves, n_chunks = len(tree.leaf_rows), counts["chunks"]
-    records = _load_records(files, CHUNKS, CHUNK_OFFSETS, n_chunks)
+    records = load_records(files, CHUNKS, CHUNK_OFFSETS, n_chunks)
     emb = files.read_array(EMBEDDINGS, mmap)
     if emb.dtype != np.float32 or emb.shape != (n_chunks, dim):
         raise IndexFormatError(
@@ -427,7 +412,7 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
     leaf_terms = BM25Index.load(path, mmap=mmap, files=files, prefix=LEAF_TERMS_PREFIX)
     if leaf_terms.n_rows != n_leaves:
         raise IndexFormatError(f"{LEAF_TERMS_PREFIX}* covers {leaf_terms.n_rows} leaves but {NODE_TABLE} has {n_leaves}")
-    search = FileSearch(emb, leaf_emb, bm25, leaf_terms, ChunkRows(leaf_ptr, _doc_rows(tree, leaf_ptr)),
+    search = FileSearch(emb, leaf_emb, bm25, leaf_terms, ChunkRows(leaf_ptr, doc_rows(tree, leaf_ptr)),
                         _load_ann(files, meta, n_chunks, n_leaves, dim), directory=path)
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)
     if not files.verify:
@@ -437,8 +422,6 @@ def _load_from(files: IndexDir, path: Path, mmap: bool) -> Index:
         if keys.dtype != np.uint8 or keys.shape != (rows, KEY_BYTES):
             raise IndexFormatError(f"{name} has shape {keys.shape} {keys.dtype}, expected ({rows}, {KEY_BYTES}) uint8")
         index.text_keys[name] = keys
-    from indexing.kg_store import attach as attach_graphs  # noqa: PLC0415
-
     attach_graphs(index, files)
     return index
 
@@ -447,16 +430,12 @@ def _read_at_load(meta: dict[str, Any], dim: int) -> dict[str, int]:
     """File name -> the bytes ``_load_from`` reads of it (-1: all), requested together beforehand
     (IndexDir.will_need). The ANN files: their head (centroids, codebooks, list sizes); their lists
     are mapped and read by the questions that scan them."""
-    from indexing.bm25_builder import file_names  # noqa: PLC0415
-
     whole = [NODE_TABLE, NODE_TOC_TOKENS, LEAF_CHUNKS]
     for names in (file_names(), file_names(LEAF_TERMS_PREFIX)):
         vocab, indptr, _, _, doc_len, _, _ = names
         whole += [vocab, indptr, doc_len]
     out = dict.fromkeys(whole, -1)
     if isinstance(meta.get("ann"), dict):
-        from indexing.ann_index import head_bytes  # noqa: PLC0415
-
         for entry in meta["ann"].values():
             if isinstance(entry, dict) and isinstance(entry.get("file"), str):
                 out[entry["file"]] = head_bytes(entry, dim)
@@ -482,8 +461,6 @@ def _load_ann(files: IndexDir, meta: dict[str, Any], n_chunks: int, n_leaves: in
     """The index's ANN files (indexing/ann_index.py), memory-mapped; none when it was built without."""
     if "ann" not in meta:
         return {}
-    from indexing import ann_index  # noqa: PLC0415 - faiss loads only for an index that has an ANN
-
     entries = ann_index.parse_meta(meta["ann"], {"chunks": n_chunks, "leaves": n_leaves})
     return {kind: ann_index.AnnIndex.open(files, e["file"], e["rows"], dim, e) for kind, e in entries.items()}
 
@@ -538,15 +515,13 @@ def _load_engine(files: IndexDir, path: Path, meta: dict[str, Any]) -> Index:
     if uri.embedded:  # its vector indexes load into this process's engine: the budget must hold them
         kind = str(meta["store"].get("vector_index", "hnsw"))  # indexes built before the choice: hnsw
         ensure_memory_budget(engine, memory_budget_needed(counts["chunks"] + len(tree.leaf_rows), dim, kind))
-    search = SeekdbSearch(engine, prefix, dim, ChunkRows(leaf_ptr, _doc_rows(tree, leaf_ptr)), doc_numbers,
+    search = SeekdbSearch(engine, prefix, dim, ChunkRows(leaf_ptr, doc_rows(tree, leaf_ptr)), doc_numbers,
                           frozenset(s for s in scripts if isinstance(s, str)))
     index = Index(path, meta, tree, records, emb, leaf_emb, leaf_ptr, search)  # type: ignore[arg-type]
     index.text_keys[CHUNK_KEYS] = EngineRows(engine, names["chunks"], "row_id", "tkey", n_chunks, dim,
                                                  "key")  # type: ignore[assignment]
     index.text_keys[LEAF_KEYS] = EngineRows(engine, names["leaves"], "leaf", "tkey", n_leaves, dim,
                                                 "key")  # type: ignore[assignment]
-    from indexing.kg_store import attach_records  # noqa: PLC0415
-
     kg = meta.get("kg")
     if isinstance(kg, dict) and kg.get("mode", "off") != "off":
         n_graphs = kg.get("graphs")
@@ -596,14 +571,10 @@ def verify_index(path: Path) -> Verified:
     _require_finite(index.leaf_embeddings, LEAF_EMBEDDINGS)
     ann = getattr(index.search, "ann", {})
     if ann:
-        from indexing import ann_index  # noqa: PLC0415
-
         for kind, a in ann.items():
             vectors = index.embeddings if kind == "chunks" else index.leaf_embeddings
             if hasattr(a, "base"):  # a segmented index: the base's ANN files hold the base's vectors
                 a, vectors = a.base, vectors.parts[0]
             ann_index.verify(a, vectors)
-    from indexing.kg_store import verify_graphs  # noqa: PLC0415
-
     return Verified(files=len(index.metadata["files"]), chunks=len(index.chunks), nodes=len(index.nodes),
                     ann_rows=sum(a.rows for a in ann.values()), graphs=verify_graphs(index))

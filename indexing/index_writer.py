@@ -12,7 +12,7 @@ import os
 import uuid
 from array import array
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,17 +27,8 @@ from indexing.node_table import (KINDS, NODE_CONTENT_OFFSETS, NODE_CONTENTS, NOD
                                  NODE_TOC_TOKENS, NODES, node_id_of, node_record)
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
-
-
-def write_lines(path: Path, values: Iterable[Any], offsets_path: Path) -> None:
-    """One JSON value per line, and the byte offset of every line (plus the end) beside it."""
-    offsets = array("q", [0])
-    with open(path, "wb") as fh:
-        for v in values:
-            line = json.dumps(v, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
-            fh.write(line)
-            offsets.append(offsets[-1] + len(line))
-    np.save(offsets_path, np.frombuffer(offsets, dtype=np.int64), allow_pickle=False)
+from tree_builder.visualizer import node_block
+from utils.tokenizer import estimate_tokens
 
 
 def chunk_record(chunk: Chunk) -> dict[str, Any]:
@@ -173,9 +164,6 @@ class IndexWriter:
         return leaves
 
     def _add_node(self, node: TreeNode, parent: int, doc_number: int, depth: int) -> None:
-        from tree_builder.visualizer import node_block  # noqa: PLC0415
-        from utils.tokenizer import estimate_tokens  # noqa: PLC0415
-
         row = self.n_nodes
         if node.node_id != node_id_of(row if row == 0 else row - 1 + self.first_node):
             raise ValueError(f"node {node.node_id!r} is at pre-order row {row}: ids must be pre-order rows")

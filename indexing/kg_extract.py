@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 
 from indexing.kg_graph import KGEdge, KGNode, LeafGraph
 from utils.cjk import has_han
-from utils.tokenizer import EN_STOPWORDS, s_stem
+from utils.tokenizer import EN_STOPWORDS, s_stem, load_jieba
 
 EXTRACTOR_VERSION = "rules-3"
 """Part of every graph key: a change to the rules makes an update extract the graphs again."""
@@ -233,8 +233,6 @@ def _en_mentions(s: str) -> list[_Mention]:
 
 
 def _zh_mentions(s: str, article: str | None, previous_article: str | None) -> list[_Mention]:
-    from utils.tokenizer import load_jieba  # noqa: PLC0415 - jieba loads only for Chinese text
-
     import jieba.posseg as pseg  # noqa: PLC0415
 
     load_jieba()

@@ -11,8 +11,9 @@ meaningful only together with the chunks it was built from (its ``key`` digests 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from utils.errors import IndexFormatError
 
@@ -22,6 +23,38 @@ a number with a unit; ref: a cross-reference (Section 3, 第十条); concept: a 
 an LLM reports as one."""
 MAX_NAME_CHARS = 200
 MAX_LIST = 10_000
+
+
+@dataclass(frozen=True)
+class GraphParams:
+    """Which leaves get a graph and how large it grows (build: indexing/kg_store.py, kg_llm.py), and how
+    the graph channel lifts chunks at query time (retrieval/graph_channel.py); docs/graph.md."""
+
+    kg_min_leaf_chars: int = field(default=3000, metadata={"build": True})
+    """Leaves with more content characters than this get a graph (``index --kg-min-leaf-chars``)."""
+    kg_max_nodes: int = field(default=400, metadata={"build": True})
+    """Most nodes one leaf's graph keeps (the most mentioned)."""
+    kg_llm_window_chars: int = field(default=6000, metadata={"build": True})
+    """kg_mode=llm: characters of a leaf one extraction prompt reads."""
+    kg_llm_max_tokens: int = field(default=2048, metadata={"build": True})
+    """kg_mode=llm: most tokens one extraction reply may generate (a CPU-served model writes a few a
+    second); a reply cut at the cap keeps its complete entries."""
+    kg_max_leaves: int = 3
+    """Located leaves (best first) the graph channel searches."""
+    kg_top_chunks: int = 2
+    """Chunks one leaf's graph channel adds after the leaf's best candidate."""
+    kg_subgraph_nodes: int = 8
+    """Nodes of the subgraph kept by personalised PageRank (seeds included)."""
+    kg_require_bridge: bool = True
+    """Add only chunks sharing a node the question does not name with the leaf's best retrieved chunk
+    (one hop from what retrieval found); off: any high-scoring chunk."""
+    kg_ppr_restart: float = 0.5
+    """Restart probability of the personalised PageRank walk (high: stay near the seeds)."""
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {
+        "kg_min_leaf_chars": (0, math.inf), "kg_max_nodes": (1, 100_000), "kg_llm_window_chars": (500, math.inf),
+        "kg_llm_max_tokens": (64, 32_768), "kg_max_leaves": (1, math.inf), "kg_top_chunks": (0, math.inf),
+        "kg_subgraph_nodes": (1, 10_000), "kg_ppr_restart": (0.01, 1)}
 
 
 @dataclass

@@ -18,10 +18,11 @@ import json
 import re
 from typing import Any, Callable, Sequence
 
-from config import Config
 from indexing.kg_extract import cap_degree, MAX_DEGREE, norm_key
-from indexing.kg_graph import NODE_TYPES, KGEdge, KGNode, LeafGraph
+from indexing.kg_graph import NODE_TYPES, GraphParams, KGEdge, KGNode, LeafGraph
 from utils.errors import BackendError
+from utils.llm.prompt_text import escape_evidence
+from utils.llm.replies import extract_json_object
 
 PROMPT_VERSION = "kg-llm-2"
 MAX_ENTITIES = 80
@@ -127,8 +128,6 @@ def parse_reply(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] 
 
     A reply cut off at the token cap keeps its complete entries (``close_truncated``).
     """
-    from retrieval.node_locator import extract_json_object  # noqa: PLC0415 - the locator's repair
-
     lists = _graph_lists(extract_json_object(text or ""))
     if lists is None:
         lists = _graph_lists(close_truncated(text or ""))
@@ -148,30 +147,28 @@ def parse_reply(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] 
 class LLMGraphExtractor:
     """The ``Extractor`` of kg_store for ``kg_mode = "llm"``: windows, prompts, checks, fallback."""
 
-    def __init__(self, llm: Any, config: Config, usage: Any = None,
+    def __init__(self, llm: Any, params: GraphParams, usage: Any = None,
                  fallback: Callable[..., LeafGraph] | None = None) -> None:
         if llm is None:
             raise BackendError("kg_mode llm needs an LLM client")
         self.llm = llm
-        self.config = config
+        self.params = params
         self.usage = usage
         self.fallback = fallback
         self.extractor_id = (f"{PROMPT_VERSION}:{getattr(llm, 'provider', '?')}:{getattr(llm, 'model', '?')}:"
-                             f"{config.kg_llm_window_chars}:{config.kg_llm_max_tokens}")
+                             f"{params.kg_llm_window_chars}:{params.kg_llm_max_tokens}")
 
     def extract(self, leaf_id: str, chunk_texts: Sequence[str], heading_path: str = "") -> LeafGraph:
         nodes: list[KGNode] = []
         by_key: dict[str, int] = {}
         edges: dict[tuple[int, int], KGEdge] = {}
         calls = tokens = 0
-        for win in windows(chunk_texts, self.config.kg_llm_window_chars):
+        for win in windows(chunk_texts, self.params.kg_llm_window_chars):
             text = "\n".join(chunk_texts[k] for k in win)
-            from retrieval.synthesizer import escape_evidence  # noqa: PLC0415
-
             prompt = KG_PROMPT.format(heading_path=escape_evidence(" ".join(heading_path.split())),
                                       text=escape_evidence(text))
             try:
-                resp = self.llm.generate(prompt, json_mode=True, max_tokens=self.config.kg_llm_max_tokens, temperature=0.0, system=KG_SYSTEM)
+                resp = self.llm.generate(prompt, json_mode=True, max_tokens=self.params.kg_llm_max_tokens, temperature=0.0, system=KG_SYSTEM)
             except BackendError:
                 return self._fall_back(leaf_id, chunk_texts, calls, tokens)
             calls += 1
@@ -215,7 +212,7 @@ class LLMGraphExtractor:
                 return None
             i = next((by_key[norm_key(f)] for f in forms if norm_key(f) in by_key), None)
             if i is None:
-                if len(nodes) >= self.config.kg_max_nodes:
+                if len(nodes) >= self.params.kg_max_nodes:
                     return None
                 i = len(nodes)
                 nodes.append(KGNode(forms[0], typ if typ in NODE_TYPES else "entity"))

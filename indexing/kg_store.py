@@ -13,18 +13,20 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from indexing.kg_graph import GraphStats, LeafGraph
 from indexing.records import Records, check_offsets
 from utils.errors import IndexFormatError
+from indexing.kg_extract import extract_rules, graph_key
 
 if TYPE_CHECKING:
     from config import Config
     from indexing.index_files import IndexDir
-    from indexing.index_store import Index
+    from indexing.node_table import NodeTable
+    from tree_builder.tree import TreeNode
 
 KG_GRAPHS = "kg_graphs.jsonl"
 KG_OFFSETS = "kg_graph_offsets.npy"
@@ -46,7 +48,7 @@ class GraphWriter:
     def __init__(self, config: "Config", extractor: Extractor, previous: "GraphTable | None" = None,
                  extractor_id: str = "") -> None:
         self.mode = config.kg_mode
-        self.min_chars = config.kg_min_leaf_chars
+        self.min_chars = config.tuning.graph.kg_min_leaf_chars
         self.extractor = extractor
         self.extractor_id = extractor_id
         self.previous = previous
@@ -56,8 +58,6 @@ class GraphWriter:
 
     def add_leaf(self, leaf_id: str, content_chars: int, chunk_texts: Sequence[str], heading_path: str = "") -> None:
         """Called once per leaf in order; a graph only for leaves longer than the threshold."""
-        from indexing.kg_extract import graph_key  # noqa: PLC0415
-
         if content_chars <= self.min_chars or not chunk_texts:
             self.rows.append(-1)
             return
@@ -92,10 +92,23 @@ class GraphWriter:
         return self.stats.to_dict()
 
 
+class GraphHost(Protocol):
+    """What the graphs read of the loaded index that holds them (``index_store.Index``): its manifest,
+    tree and leaf -> chunk rows, and the ``kg`` slot they fill. A protocol, so the index loader can
+    attach graphs without this module importing it back."""
+
+    metadata: dict[str, Any]
+    tree: "NodeTable"
+    leaves: Sequence["TreeNode"]
+    leaf_rows: Mapping[str, tuple[int, int]]
+    leaf_ptr: np.ndarray
+    kg: Any
+
+
 class GraphTable:
     """The graphs of one loaded index: a leaf's graph parsed and checked when first asked for."""
 
-    def __init__(self, records: Any, leaf_rows: np.ndarray, index: "Index", stats: GraphStats) -> None:
+    def __init__(self, records: Any, leaf_rows: np.ndarray, index: GraphHost, stats: GraphStats) -> None:
         self.records = records
         self.leaf_rows = leaf_rows
         self.index = index
@@ -159,7 +172,7 @@ class GraphTable:
         return [leaves[int(p)].node_id for p in np.flatnonzero(self.leaf_rows >= 0)]
 
 
-def attach(index: "Index", files: "IndexDir") -> None:
+def attach(index: GraphHost, files: "IndexDir") -> None:
     """Give ``index`` its graphs when the build wrote them (``index.kg``; None otherwise)."""
     meta = index.metadata.get("kg")
     if not isinstance(meta, dict) or meta.get("mode", "off") == "off":
@@ -170,7 +183,7 @@ def attach(index: "Index", files: "IndexDir") -> None:
     attach_records(index, files, Records(data, offsets, KG_GRAPHS))
 
 
-def attach_records(index: "Index", files: "IndexDir", records: Any) -> None:
+def attach_records(index: GraphHost, files: "IndexDir", records: Any) -> None:
     """``index.kg`` over graph records from either store (a file's lines, or an engine table's rows)
     and the leaf -> record table kg_leaves.npy, checked against each other."""
     meta = index.metadata.get("kg") or {}
@@ -188,7 +201,7 @@ def attach_records(index: "Index", files: "IndexDir", records: Any) -> None:
     index.kg = GraphTable(records, leaf_rows, index, GraphStats.from_dict(meta))
 
 
-def verify_graphs(index: "Index") -> GraphStats | None:
+def verify_graphs(index: GraphHost) -> GraphStats | None:
     """Read and check every graph (``verify``); the sizes and the largest degree, recomputed."""
     table = getattr(index, "kg", None)
     if table is None:
@@ -204,14 +217,14 @@ def verify_graphs(index: "Index") -> GraphStats | None:
 
 def make_extractor(config: "Config", llm: Any = None, usage: Any = None) -> tuple[Extractor, str]:
     """(the extractor for ``config.kg_mode``, its identity for graph keys)."""
-    from indexing.kg_extract import extract_rules  # noqa: PLC0415
+    params = config.tuning.graph
 
     def rules(leaf_id: str, texts: Sequence[str], heading_path: str = "") -> LeafGraph:
-        return extract_rules(leaf_id, texts, config.kg_max_nodes)
+        return extract_rules(leaf_id, texts, params.kg_max_nodes)
 
     if config.kg_mode == "llm":
         from indexing.kg_llm import LLMGraphExtractor  # noqa: PLC0415
 
-        ext = LLMGraphExtractor(llm, config, usage, fallback=rules)
+        ext = LLMGraphExtractor(llm, params, usage, fallback=rules)
         return ext.extract, ext.extractor_id
-    return rules, f"max_nodes={config.kg_max_nodes}"
+    return rules, f"max_nodes={params.kg_max_nodes}"

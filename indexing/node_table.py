@@ -28,9 +28,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, ov
 
 import numpy as np
 
+from indexing.node_columns import DOC, KIND, KINDS, PARENT
 from indexing.records import Records, check_spans, typed_fields
 from tree_builder.tree import TreeNode
 from utils.errors import IndexFormatError
+from tree_builder.visualizer import node_block
+from utils.tokenizer import estimate_tokens
 
 if TYPE_CHECKING:
     from indexing.segments import Runs
@@ -41,8 +44,6 @@ NODE_CONTENTS = "node_contents.jsonl"
 NODE_CONTENT_OFFSETS = "node_content_offsets.npy"
 NODE_TABLE = "node_table.npy"
 NODE_TOC_TOKENS = "node_toc_tokens.npy"
-KINDS = ("root", "document", "section", "intro")
-PARENT, DOC, KIND = 0, 1, 2
 MAX_TREE_DEPTH = 64
 """Far deeper than any document tree (root > documents > six heading levels); bounds every walk."""
 CONTENT_CACHE_CHARS = 4_000_000
@@ -93,9 +94,6 @@ def node_table(root: TreeNode, doc_number: Mapping[str, int]) -> tuple[list[Tree
 def toc_tokens(nodes: list[TreeNode], table: np.ndarray) -> np.ndarray:
     """Estimated tokens of each node's block of the serialised tree (+2 for the blank line between
     blocks; 0 for the root): what the LLM locator's TOC budget sums, computed once at build time."""
-    from tree_builder.visualizer import node_block
-    from utils.tokenizer import estimate_tokens
-
     depth = depths(np.asarray(table[:, PARENT], dtype=np.int64))
     out = np.zeros(len(nodes), dtype=np.int32)
     for i, n in enumerate(nodes[1:], 1):
@@ -334,6 +332,19 @@ class NodeTable:
         return text
 
 
+def doc_rows(tree: NodeTable, leaf_ptr: np.ndarray) -> dict[str, tuple[int, int]]:
+    """Document path -> its contiguous chunk rows (documents with chunks only)."""
+    docs = tree.doc[tree.leaf_rows]
+    if not len(docs):
+        return {}
+    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
+    ends = np.r_[starts[1:], len(docs)]
+    first, end = leaf_ptr[starts], leaf_ptr[ends]
+    keep = end > first
+    paths = tree.doc_paths
+    return {paths[d]: (s, e) for d, s, e in zip(docs[starts][keep].tolist(), first[keep].tolist(), end[keep].tolist())}
+
+
 class StoredNode(TreeNode):
     """A node of a loaded index: parent, children and content resolve from the table when read."""
 
@@ -380,6 +391,16 @@ class StoredNode(TreeNode):
         if own is _ON_DISK:
             return self._table.is_leaf_row(self._row)
         return len(own) == 0
+
+
+def first_children(node: TreeNode, n: int) -> tuple[list[TreeNode], int]:
+    """The first ``n`` children of ``node`` and how many it has. A loaded index's node reads only
+    those ``n`` from its table (a document of 100,000 top-level sections would otherwise read them
+    all to show a few)."""
+    if isinstance(node, StoredNode) and node.__dict__["_children"] is _ON_DISK:
+        rows = node._table.children(node._row)
+        return [node._table.node(r) for r in rows[:max(0, n)]], len(rows)
+    return node.children[:max(0, n)], len(node.children)
 
 
 class NodeMap(Mapping[str, TreeNode]):

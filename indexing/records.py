@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from indexing.index_files import loads_strict
+from indexing.index_files import IndexDir, advise_random, loads_strict
 from utils.errors import IndexFormatError
+from utils import mapped_pages
+from indexing import index_files
 
 
 class Records:
@@ -44,23 +46,20 @@ class Records:
         files are read without read-ahead (scattered lines), so after the page cache is dropped each
         record would wait for the disk twice in turn; a question reads tens. An advice only: the
         offsets are checked, as always, when a record is read."""
-        from indexing.index_files import will_need_rows  # noqa: PLC0415
-        from utils.mapped_pages import will_need  # noqa: PLC0415
-
         if not isinstance(self.data, mmap.mmap) or not hasattr(mmap, "MADV_WILLNEED"):
             return
         r = np.unique(np.asarray([int(x) for x in rows], dtype=np.int64))
         r = r[(r >= 0) & (r < len(self))]
         if not len(r):
             return
-        will_need_rows(self.offsets, np.concatenate([r, r + 1]))
+        index_files.will_need_rows(self.offsets, np.concatenate([r, r + 1]))
         a, b = np.asarray(self.offsets[r], dtype=np.int64), np.asarray(self.offsets[r + 1], dtype=np.int64)
         ok = (a >= 0) & (a <= b) & (b <= len(self.data))
         a, b = a[ok], b[ok]
         view = np.frombuffer(self.data, dtype=np.uint8)  # the mapping's address
         base = view.ctypes.data
         del view  # no export left on the mapping (it could not be closed); the address stays valid
-        will_need(base + a, base + b)  # sampled first: a warm process gives no advice
+        mapped_pages.will_need(base + a, base + b)  # sampled first: a warm process gives no advice
 
 
 def check_offsets(offsets: np.ndarray, count: int, size: int, name: str, table: str, whole: bool = True) -> None:
@@ -107,3 +106,13 @@ def check_spans(d: dict[str, Any], ints: tuple[str, ...], where: str) -> None:
     for a, b in SPAN_PAIRS:
         if a in d and b in d and d[b] < d[a]:
             raise IndexFormatError(f"{where}: {b} ({d[b]}) is before {a} ({d[a]})")
+
+
+def load_records(files: IndexDir, name: str, offsets_name: str, count: int) -> Records:
+    """The records file ``name`` through its offset table, checked against ``count`` (wholly when the
+    directory is opened to verify)."""
+    offsets = files.read_array(offsets_name, mmap=not files.verify)
+    data = files.map_bytes(name)
+    check_offsets(offsets, count, len(data), name, offsets_name, whole=files.verify)
+    advise_random(offsets)
+    return Records(data, offsets, name)

@@ -35,9 +35,9 @@ def chunk_representation(chunk: Chunk, title: str, context: str) -> str:
 
 
 def chunk_texts(chunks: list[Chunk], docs: list[Document], config: Config) -> list[str]:
-    """What every chunk is embedded and BM25-indexed as, under ``config.chunk_context``."""
+    """What every chunk is embedded and BM25-indexed as, under ``chunk_context`` (ChunkParams)."""
     titles = {d.path: d.title for d in docs}
-    return [chunk_representation(c, titles.get(c.doc_path, ""), config.chunk_context) for c in chunks]
+    return [chunk_representation(c, titles.get(c.doc_path, ""), config.tuning.chunking.chunk_context) for c in chunks]
 
 
 def chunk_documents(root: TreeNode, docs: list[Document], config: Config) -> list[Chunk]:
@@ -54,9 +54,3 @@ def leaf_chunks(leaves: list[TreeNode], by_path: dict[str, Document],
         if doc.path != doc_path:
             doc_path, starts = doc.path, line_starts(doc.text)
         yield leaf, doc, chunk_leaf(leaf, doc.text, config, starts, doc.page_starts)
-
-
-def count_chunks(leaves: list[TreeNode], by_path: dict[str, Document], config: Config) -> int:
-    """How many chunks the leaves make: the embedding stage's total, known before its first block
-    (counted by chunking, because the build keeps no more than a block of chunks at a time)."""
-    return sum(len(chunks) for _, _, chunks in leaf_chunks(leaves, by_path, config))

@@ -37,14 +37,15 @@ from utils.tokenizer import TOKENIZER_VERSION
 
 BUILD_FIELDS = ("max_depth", "summary_mode", "summary_max_chars", "short_section_tokens",
                 "chunk_size", "chunk_overlap", "min_chunk_chars", "chunk_units", "chunk_context")
-"""Config fields that change an index's tree, chunks, summaries or vectors (the rest are query-time)."""
+"""Settings that change an index's tree, chunks, summaries or vectors (the rest are query-time or do not
+change what is built); an update compares them with the ones the index recorded."""
 
 
 def build_settings(config: Config, embedder_identity: dict[str, Any], summarizer_id: str,
                    folder_mode: bool) -> dict[str, Any]:
     """Everything that, changed, makes an old index's chunks or vectors wrong for a new build."""
     return {
-        "config": {f: getattr(config, f) for f in BUILD_FIELDS},
+        "config": {f: config.setting(f) for f in BUILD_FIELDS},
         "embedder": dict(embedder_identity),
         "tokenizer": TOKENIZER_VERSION,
         "summarizer": summarizer_id,

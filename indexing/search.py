@@ -24,7 +24,7 @@ from typing import Any, Callable, Hashable, Literal, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from config import IdfScope
+from indexing.search_params import IdfScope
 from utils.errors import IndexFormatError
 
 T = TypeVar("T")

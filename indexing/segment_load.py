@@ -6,6 +6,7 @@ tree; every other read goes through the segments' runs.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -13,26 +14,42 @@ import numpy as np
 
 from indexing.bm25_builder import BM25Index
 from indexing.file_search import FileSearch
-from indexing.index_files import IndexDir
+from indexing.index_files import (CHUNK_KEYS, CHUNK_OFFSETS, CHUNKS, EMBEDDINGS, KEY_BYTES, LEAF_CHUNKS, LEAF_EMBEDDINGS,
+                                  LEAF_KEYS, IndexDir)
 from indexing.leaf_terms import PREFIX as LEAF_TERMS_PREFIX
 from indexing.node_table import (NODE_CONTENT_OFFSETS, NODE_CONTENTS, NODE_OFFSETS, NODE_TABLE, NODE_TOC_TOKENS,
-                                 NODES, NodeTable)
+                                 NODES, NodeTable, doc_rows)
+from indexing.records import load_records
 from indexing.search import ChunkRows
 from indexing.segment_bm25 import SegmentBM25
 from indexing.segments import SEGMENTS, PiecewiseRows, PieceRecords, Runs, SegmentsMeta, compose
 from utils.errors import IndexFormatError
+from indexing import ann_index
 
 
-def load_segmented(files: IndexDir, path: Path, meta: dict[str, Any], mmap: bool) -> Any:
-    """The ``Index`` of a segmented index directory (index_store.load_index calls this)."""
-    from indexing import index_store as st  # noqa: PLC0415 - index_store imports this module lazily
+@dataclass(frozen=True)
+class SegmentedParts:
+    """What a segmented index directory holds, composed into one logical index: ``index_store`` builds
+    its ``Index`` from these (so this module, which it calls, does not import it back)."""
 
+    tree: NodeTable
+    records: PieceRecords
+    embeddings: PiecewiseRows
+    leaf_embeddings: PiecewiseRows
+    leaf_ptr: np.ndarray
+    search: FileSearch
+    text_keys: dict[str, PiecewiseRows]
+    segments: SegmentsMeta
+
+
+def load_segmented(files: IndexDir, path: Path, meta: dict[str, Any], mmap: bool) -> SegmentedParts:
+    """The parts of a segmented index directory (index_store.load_index builds the ``Index``)."""
     seg = SegmentsMeta.parse(meta.get(SEGMENTS))
     if "kg" in meta and isinstance(meta["kg"], dict) and meta["kg"].get("mode", "off") != "off":
         raise IndexFormatError("metadata.json: an index with long-leaf graphs cannot have delta segments")
     dim = meta["embedder"]["dim"]
     tables, tocs, ptrs, nodes, contents, chunks, embs, leaf_embs, bm25s, terms = ([] for _ in range(10))
-    keys: dict[str, list[np.ndarray]] = {st.CHUNK_KEYS: [], st.LEAF_KEYS: []}
+    keys: dict[str, list[np.ndarray]] = {CHUNK_KEYS: [], LEAF_KEYS: []}
     for k, s in enumerate(seg.segments):
         p = s.prefix
         table = files.read_array(p + NODE_TABLE, mmap=False)
@@ -41,25 +58,25 @@ def load_segmented(files: IndexDir, path: Path, meta: dict[str, Any], mmap: bool
         toc = files.read_array(p + NODE_TOC_TOKENS, mmap=False)
         if toc.dtype != np.int32 or toc.shape != (s.nodes,) or (s.nodes and int(toc.min()) < 0):
             raise IndexFormatError(f"{p}{NODE_TOC_TOKENS} has shape {toc.shape} {toc.dtype}, expected ({s.nodes},)")
-        ptr = files.read_array(p + st.LEAF_CHUNKS, mmap=False)
+        ptr = files.read_array(p + LEAF_CHUNKS, mmap=False)
         if (ptr.dtype != np.int64 or ptr.shape != (s.leaves + 1,) or ptr[0] != 0 or ptr[-1] != s.chunks
                 or bool(np.any(np.diff(ptr) < 0))):
-            raise IndexFormatError(f"{p}{st.LEAF_CHUNKS} does not split the {s.chunks} chunks among {s.leaves} leaves")
+            raise IndexFormatError(f"{p}{LEAF_CHUNKS} does not split the {s.chunks} chunks among {s.leaves} leaves")
         tables.append(table)
         tocs.append(toc)
         ptrs.append(ptr)
-        nodes.append(st._load_records(files, p + NODES, p + NODE_OFFSETS, s.nodes))
-        contents.append(st._load_records(files, p + NODE_CONTENTS, p + NODE_CONTENT_OFFSETS, s.nodes))
-        chunks.append(st._load_records(files, p + st.CHUNKS, p + st.CHUNK_OFFSETS, s.chunks))
-        for name, rows, out in ((st.EMBEDDINGS, s.chunks, embs), (st.LEAF_EMBEDDINGS, s.leaves, leaf_embs)):
+        nodes.append(load_records(files, p + NODES, p + NODE_OFFSETS, s.nodes))
+        contents.append(load_records(files, p + NODE_CONTENTS, p + NODE_CONTENT_OFFSETS, s.nodes))
+        chunks.append(load_records(files, p + CHUNKS, p + CHUNK_OFFSETS, s.chunks))
+        for name, rows, out in ((EMBEDDINGS, s.chunks, embs), (LEAF_EMBEDDINGS, s.leaves, leaf_embs)):
             a = files.read_array(p + name, mmap)
             if a.dtype != np.float32 or a.shape != (rows, dim):
                 raise IndexFormatError(f"{p}{name} has shape {a.shape} {a.dtype}, expected ({rows}, {dim}) float32")
             out.append(a)
-        for name, rows in ((st.CHUNK_KEYS, s.chunks), (st.LEAF_KEYS, s.leaves)):
+        for name, rows in ((CHUNK_KEYS, s.chunks), (LEAF_KEYS, s.leaves)):
             a = files.read_array(p + name, mmap)
-            if a.dtype != np.uint8 or a.shape != (rows, st.KEY_BYTES):
-                raise IndexFormatError(f"{p}{name} has shape {a.shape} {a.dtype}, expected ({rows}, {st.KEY_BYTES}) uint8")
+            if a.dtype != np.uint8 or a.shape != (rows, KEY_BYTES):
+                raise IndexFormatError(f"{p}{name} has shape {a.shape} {a.dtype}, expected ({rows}, {KEY_BYTES}) uint8")
             keys[name].append(a)
         b = BM25Index.load(path, mmap=mmap, files=files, prefix=p + "bm25_")
         t = BM25Index.load(path, mmap=mmap, files=files, prefix=p + LEAF_TERMS_PREFIX)
@@ -81,14 +98,12 @@ def load_segmented(files: IndexDir, path: Path, meta: dict[str, Any], mmap: bool
     emb = PiecewiseRows(embs, c.chunks)
     leaf_emb = PiecewiseRows(leaf_embs, c.leaves)
     ann = _segment_ann(files, meta, seg, c, emb, leaf_emb, dim)
-    doc_rows = st._doc_rows(tree, c.leaf_ptr)
+    by_document = doc_rows(tree, c.leaf_ptr)
     search = FileSearch(emb, leaf_emb, SegmentBM25(bm25s, c.chunks), SegmentBM25(terms, c.leaves),  # type: ignore[arg-type]
-                        ChunkRows(c.leaf_ptr, doc_rows), ann, directory=path)
-    index = st.Index(path, meta, tree, PieceRecords(chunks, c.chunks), emb, leaf_emb, c.leaf_ptr, search)  # type: ignore[arg-type]
-    for name, parts in keys.items():
-        index.text_keys[name] = PiecewiseRows(parts, c.chunks if name == st.CHUNK_KEYS else c.leaves)  # type: ignore[assignment]
-    index.segments = seg
-    return index
+                        ChunkRows(c.leaf_ptr, by_document), ann, directory=path)
+    text_keys = {name: PiecewiseRows(parts, c.chunks if name == CHUNK_KEYS else c.leaves)
+                 for name, parts in keys.items()}
+    return SegmentedParts(tree, PieceRecords(chunks, c.chunks), emb, leaf_emb, c.leaf_ptr, search, text_keys, seg)
 
 
 def _segment_ann(files: IndexDir, meta: dict[str, Any], seg: SegmentsMeta, c: Any, emb: PiecewiseRows,
@@ -96,8 +111,6 @@ def _segment_ann(files: IndexDir, meta: dict[str, Any], seg: SegmentsMeta, c: An
     """The base's ANN files, their rows mapped to logical ones; the deltas' rows are scanned exactly."""
     if "ann" not in meta:
         return {}
-    from indexing import ann_index  # noqa: PLC0415
-
     base = seg.segments[0]
     entries = ann_index.parse_meta(meta["ann"], {"chunks": base.chunks, "leaves": base.leaves})
     out = {}

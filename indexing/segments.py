@@ -1,7 +1,7 @@
 """An index of a base and delta segments, read as the one index a full build would have written.
 
-Why segments: an update of one document used to rewrite every file of the index (at 100,000
-documents 36 GB, more than the free disk). An update now writes the changed documents as a small
+Why segments: rewriting every file of the index for one changed document costs what a full build
+writes (more than the free disk at 100,000 documents: docs/scale.md). An update writes the changed documents as a small
 **delta segment** (the same files under a ``deltaN.`` prefix, node ids after the last ones) and
 marks the replaced documents of earlier segments **deleted**; one rename of ``metadata.json``
 publishes it (indexing/delta_update.py). Nothing already written is touched.
@@ -21,7 +21,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from indexing.node_columns import DOC, KIND, PARENT
 from utils.errors import IndexFormatError
+from indexing import index_files
 
 SEGMENTS = "segments"
 """metadata.json key of a segmented index (absent in a fully built one)."""
@@ -77,18 +79,6 @@ class Runs:
         return cls(log, starts, lengths, seg,
                    np.zeros(len(seg) - 1, dtype=np.int64) if local0 is None else np.asarray(local0, dtype=np.int64),
                    np.argsort(starts, kind="stable"))
-
-    @classmethod
-    def from_mask(cls, live: np.ndarray, seg_start: Sequence[int], local0: Sequence[int] | None = None) -> "Runs":
-        """Runs of the live rows in physical order."""
-        live = np.asarray(live, dtype=bool)
-        starts, ends = true_spans(live)
-        seg = np.asarray(seg_start, dtype=np.int64)
-        cuts = seg[1:-1]
-        bounds = np.unique(np.concatenate([starts, ends, cuts[(cuts > 0)]]))
-        a, z = bounds[:-1], bounds[1:]
-        keep = live[a] if len(a) else np.zeros(0, dtype=bool)
-        return cls.from_ranges(a[keep], (z - a)[keep], seg_start, local0)
 
     @property
     def n(self) -> int:
@@ -210,15 +200,13 @@ class PiecewiseRows:
 
     def touch_rows(self, rows: np.ndarray) -> None:
         """Read in the pages of ``rows`` in each segment's file (index_files.touch_rows)."""
-        from indexing.index_files import touch_rows  # noqa: PLC0415
-
         rows = np.asarray(rows, dtype=np.int64)
         rows = rows[(rows >= 0) & (rows < len(self))]
         if not len(rows):
             return
         seg, loc = self.runs.locate(rows)
         for s in np.unique(seg).tolist():
-            touch_rows(self.parts[s], loc[seg == s])
+            index_files.touch_rows(self.parts[s], loc[seg == s])
 
 
 class PieceRecords:
@@ -347,8 +335,6 @@ def compose(meta: SegmentsMeta, tables: Sequence[np.ndarray], tocs: Sequence[np.
             leaf_ptrs: Sequence[np.ndarray]) -> Composed:
     """The logical tree from each segment's node table, TOC costs and leaf -> chunk rows (all local):
     the root, then each live document's nodes in ``meta.order``."""
-    from indexing.node_table import DOC, KIND, PARENT  # noqa: PLC0415
-
     node_start = meta.node_starts()
     doc_start = np.cumsum([0] + [len(s.documents) for s in meta.segments])
     n_docs = int(doc_start[-1])

@@ -5,9 +5,8 @@ question with two parts ("which datasets and which metrics") then reads one sect
 and never the other. Here each part of a multi-part question (``retrieval.query_plan``) is
 located and retrieved as a sub-query of its own, exactly as the whole question is (the same
 locator, the same in-section ranking), and the context pool takes turns: the whole question's
-best hit, each part's best hit not yet taken, the whole question's second, and so on
-(``aspect_merge = "rrf"`` fuses the lists by reciprocal rank instead). Step 2's top-k list stays
-the whole question's; only what the answer step reads is widened.
+best hit, each part's best hit not yet taken, the whole question's second, and so on. Step 2's
+top-k list stays the whole question's; only what the answer step reads is widened.
 
 Every ranked list, flat or tree, also lists each paragraph's best window before any paragraph's
 second (``paragraph_first``).
@@ -40,32 +39,14 @@ def interleave(lists: Sequence[Sequence[RetrievedChunk]], limit: int) -> list[Re
     return out
 
 
-def fuse_ranks(lists: Sequence[Sequence[RetrievedChunk]], limit: int, k: int) -> list[RetrievedChunk]:
-    """Reciprocal-rank fusion of ranked lists, each chunk once (its first list's hit kept); ties by
-    row (document order)."""
-    score: dict[int, float] = {}
-    hit_of: dict[int, RetrievedChunk] = {}
-    for lst in lists:
-        for rank, hit in enumerate(lst, 1):
-            score[hit.row] = score.get(hit.row, 0.0) + 1.0 / (k + rank)
-            hit_of.setdefault(hit.row, hit)
-    order = sorted(score, key=lambda row: (-score[row], row))
-    return [hit_of[row] for row in order[:limit]]
-
-
 def aspect_pool(whole: list[RetrievedChunk], aspects: Sequence[str],
-                retrieve_for: Callable[[str], list[RetrievedChunk]], limit: int,
-                merge: str = "turns", k: int = 60) -> list[RetrievedChunk]:
-    """The whole question's ranked hits merged with each part's own ranked hits.
-
-    ``turns`` (the default): strict round-robin, the whole question first in every round;
-    ``rrf``: by reciprocal rank over the lists, so a chunk that two lists (the whole question and a
-    part, or two parts) rank high comes before one list's hit of the same rank (measured against
-    each other in docs/evaluation.md)."""
+                retrieve_for: Callable[[str], list[RetrievedChunk]], limit: int) -> list[RetrievedChunk]:
+    """The whole question's ranked hits merged with each part's own ranked hits: strict round-robin,
+    the whole question first in every round (reciprocal-rank fusion of the lists read no more:
+    docs/evaluation.md)."""
     if len(aspects) < 2:
         return whole[:limit]
-    lists = [whole] + [retrieve_for(a) for a in aspects]
-    return fuse_ranks(lists, limit, k) if merge == "rrf" else interleave(lists, limit)
+    return interleave([whole] + [retrieve_for(a) for a in aspects], limit)
 
 
 def sub_questions(plan: QueryPlan, located: Sequence[LocatedNode], query: str) -> list[str]:

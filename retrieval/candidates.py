@@ -83,7 +83,7 @@ def in_leaf(index: Index, embedder: QueryEmbedder, node: LocatedNode, config: Co
         return []
     sub = question if question.text == node.sub_query else Query.build(node.sub_query, embedder)
     scores = score_scope(index, sub, scope, config)
-    return rank_scored(index, scores, config.ranking.top_k_per_leaf, config.ranking.fused, node.sub_query, "tree",
+    return rank_scored(index, scores, config.tuning.ranking.top_k_per_leaf, config.tuning.ranking.fused, node.sub_query, "tree",
                        stages)
 
 
@@ -101,7 +101,7 @@ def flat_top(index: Index, query: Query, config: Config, doc_paths: set[str] | N
              stages: StageHits | None = None) -> list[RetrievedChunk]:
     """The flat ranking's best ``top_k`` under the in-document fusion (source "net")."""
     scores = flat_scores(index, query, config, doc_paths)
-    return rank_scored(index, scores, top_k, config.ranking.fused, query.text, "net", stages)
+    return rank_scored(index, scores, top_k, config.tuning.ranking.fused, query.text, "net", stages)
 
 
 def collection_fused(index: Index, query: Query, config: Config,
@@ -110,7 +110,7 @@ def collection_fused(index: Index, query: Query, config: Config,
     once per question: the union's flat candidates, the union model's flat standing and the pool's
     continuation all read it."""
     scores = flat_scores(index, query, config, doc_paths)
-    fusion = config.ranking.collection
+    fusion = config.tuning.ranking.collection
     key = ("collection_fused", documents_scope(doc_paths), score_params(config), fusion)
     return scores, query.memo.get_or_make(key, lambda: fuse(scores.dense, scores.lexical, fusion))
 
@@ -119,7 +119,7 @@ def collection_top(index: Index, query: Query, config: Config, doc_paths: set[st
                    stages: StageHits | None = None) -> list[RetrievedChunk]:
     """The flat ranking's best ``top_k`` as a collection fuses it (source "net")."""
     scores, fused = collection_fused(index, query, config, doc_paths)
-    return rank_scored(index, scores, top_k, config.ranking.collection, query.text, "net", stages, fused)
+    return rank_scored(index, scores, top_k, config.tuning.ranking.collection, query.text, "net", stages, fused)
 
 
 def dedupe_best(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:
@@ -142,8 +142,8 @@ def union_candidates(index: Index, embedder: QueryEmbedder, query: Query, locate
     out = located_candidates(index, embedder, query, located, config, stages)
     if net_top_k > 0:
         out.extend(flat_top(index, query, config, doc_paths, net_top_k, stages))
-    if config.ranking.union_flat_top_k > 0:
-        out.extend(collection_top(index, query, config, doc_paths, config.ranking.union_flat_top_k, stages))
+    if config.tuning.ranking.union_flat_top_k > 0:
+        out.extend(collection_top(index, query, config, doc_paths, config.tuning.ranking.union_flat_top_k, stages))
     known = {n.node_id for n in located}
     scored = all(n.score is not None for n in [*located, *beliefs])  # an LLM's list has ranks, not scores
     wider = [b for b in beliefs if b.node_id not in known] if scored else []

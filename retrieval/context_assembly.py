@@ -28,20 +28,19 @@ ranked list favours is. Passages come out in reading order (document, then posit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from indexing.chunker import Chunk, paragraph_at, paragraph_spans
 from retrieval.extractive import sentence_window, widen_to_sentences
 from retrieval.types import RetrievedChunk
 
 if TYPE_CHECKING:
-    from config import Config
     from retrieval.query_plan import QueryPlan
+    from retrieval.types import ContextParams
 
 UNITS_PER_BUDGET = 3
 """A hit is read as at most budget / this many characters on the first pass (its paragraph whole when
-that fits); Config.context_units_per_budget says why three."""
-HitUnit = Literal["window", "sentences"]
+that fits); ContextParams.context_units_per_budget says why three."""
 MIN_TAKE = 40
 """Remaining budget below which no new unit is started (a fragment that short answers nothing)."""
 
@@ -153,29 +152,27 @@ def _load_leaf(index: Any, chunk: Chunk) -> _Leaf | None:
                  paragraph_spans(content), pages)
 
 
-def _units(leaf: _Leaf, a: int, b: int, unit_chars: int, window: bool) -> list[tuple[int, int]]:
+def _units(leaf: _Leaf, a: int, b: int, unit_chars: int) -> list[tuple[int, int]]:
     """What a hit at [a, b) may be read as, most preferred first: its paragraph(s) when short enough
-    for the unit, else (``window``) the sentences around the hit up to the unit, its own sentences,
-    the chunk as retrieved."""
+    for the unit, else the sentences around the hit up to the unit, its own sentences, the chunk as
+    retrieved."""
     out = []
     pa, pb = leaf.paragraphs_of(a, b)
     if pb - pa <= unit_chars:
         out.append((pa, pb))
     core = widen_to_sentences(leaf.content, a, b)
-    if window:
-        out.append(sentence_window(leaf.content, (pa, pb), core, unit_chars))
+    out.append(sentence_window(leaf.content, (pa, pb), core, unit_chars))
     out.append(core)
     out.append((a, b))
     return out
 
 
 def assemble_planned(index: Any, ranked: Sequence[RetrievedChunk], budget: int, plan: "QueryPlan",
-                     config: "Config") -> AssembledContext:
-    """``assemble_context`` as the question's plan and the config say: the query pipeline, every
-    evaluation arm and the benchmarks read through this one call, so they cannot drift apart."""
-    return assemble_context(index, ranked, budget, leaf_share=plan.leaf_share(config.context_leaf_share),
-                            units_per_budget=plan.units_per_budget(config.context_units_per_budget),
-                            first_unit_share=config.context_first_unit_share, hit_unit=config.context_hit_unit)
+                     params: "ContextParams") -> AssembledContext:
+    """``assemble_context`` as the question's plan and the context parameters say: the query pipeline,
+    every evaluation arm and the benchmarks read through this one call, so they cannot drift apart."""
+    return assemble_context(index, ranked, budget, leaf_share=plan.leaf_share(params.context_leaf_share),
+                            units_per_budget=plan.units_per_budget(params.context_units_per_budget))
 
 
 @dataclass
@@ -192,18 +189,14 @@ class AssembledContext:
 
 
 def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, *,
-                     leaf_share: float = 0.5, units_per_budget: int = UNITS_PER_BUDGET,
-                     first_unit_share: float = 0.0, hit_unit: HitUnit = "window") -> AssembledContext:
+                     leaf_share: float = 0.5, units_per_budget: int = UNITS_PER_BUDGET) -> AssembledContext:
     """The passages (reading order) the answer step reads from ``ranked`` within ``budget`` characters.
 
     ``units_per_budget``: a hit is read as at most ``budget / units_per_budget`` characters on the first
-    pass. ``hit_unit``: how a hit in a paragraph longer than that is read: ``window``, its sentences and
-    the sentences around them up to that size; ``sentences``, only the sentences the hit touches.
-    ``first_unit_share``: the best hit's reading unit may be that share of the budget (its paragraph
-    read whole), the others keep ``budget / units_per_budget``.
+    pass; a hit in a paragraph longer than that is read as its sentences and those around them up to
+    that size.
     """
     unit_chars = max(1, budget // max(1, units_per_budget))
-    first_unit = max(unit_chars, int(budget * first_unit_share))
     leaves: dict[str, _Leaf] = {}
     loose: list[ContextPassage] = []
     left = budget
@@ -245,7 +238,7 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
                 continue
             leaves[c.source_node_id] = leaf
         hit = (c.start_char - leaf.start, c.end_char - leaf.start)
-        units = _units(leaf, *hit, first_unit if rank == 1 else unit_chars, hit_unit == "window")
+        units = _units(leaf, *hit, unit_chars)
         crowded = bool(leaf.chosen) and leaf.used() + _new_chars(leaf, *units[0]) > leaf_share * budget
         if crowded:
             waiting.append((rank, leaf, units))

@@ -38,8 +38,10 @@ from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from indexing.index_store import Index
 from indexing.search import Scope
+from retrieval.figure_rows import asked_periods, asks_quantity, figures_in, states_figure_for
+from indexing.search_params import Bm25Params
 from retrieval.scoring import fuse
-from retrieval.types import RetrievedChunk
+from retrieval.types import AnswerParams, RetrievedChunk
 from retrieval.query import Query
 from utils.idf import okapi
 from utils.similarity import min_max_normalize
@@ -47,6 +49,10 @@ from utils.tokenizer import tokenize
 
 #: Paragraph breaks, and single line breaks that start a list item, table row, quote or heading.
 _LINE_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*+•]\s|\d{1,3}[.)、]\s|\||#|>))")
+#: How much a figure row's evidence rank counts beside its label match (rank 1 adds this, the last 0).
+FIGURE_PRIOR_WEIGHT = 0.2
+#: Added to the score of a sentence that states a figure and names the period a question asks about.
+FIGURE_SENTENCE_BONUS = 0.25
 #: How far a passage may be widened to reach a sentence boundary (characters, each side).
 MAX_WIDEN = 400
 
@@ -104,6 +110,8 @@ class Quote:
     article: str | None = None
     """The statute article (``第十条``) the quote lies in when the quote does not begin with it: a
     quote from an article's second paragraph is cited by its article, as a lawyer cites it."""
+    read: str | None = None
+    """For a figure read from a table row: which row and column(s) (``row 'Total revenues', column '2022'``)."""
 
 
 @dataclass
@@ -330,29 +338,29 @@ def split_sentences(p: Passage, idx: int, k: int = 1) -> list[Sentence]:
 
 # --------------------------------------------------------------------------- scoring
 
-def idf_scope(index: Index, doc_path: str, config: Config) -> Scope:
+def idf_scope(index: Index, doc_path: str, bm25: Bm25Params) -> Scope:
     """Whose statistics a sentence of ``doc_path`` is weighed with: the corpus for ``corpus``, else its
     document. ``leaf`` means the document here too: a leaf holds a handful of chunks, too few to tell a
     rare word from a common one, and a quote's sentences come from several leaves of one document."""
-    if config.bm25_idf_scope == "corpus" or doc_path not in index.doc_rows:
+    if bm25.bm25_idf_scope == "corpus" or doc_path not in index.doc_rows:
         return Scope.everything()
     return Scope.of_documents([doc_path])
 
 
-def _idf(index: Index | None, tokens: list[str], doc_path: str, config: Config) -> dict[str, float]:
+def _idf(index: Index | None, tokens: list[str], doc_path: str, bm25: Bm25Params) -> dict[str, float]:
     """BM25 IDF of each query term over the configured scope, from the store's own counts
     (``Search.term_stats``). No index (quotes of bare chunks): no IDF, so no BM25 term."""
     if index is None or not tokens:
         return {}
-    return _idf_of(*index.search.term_stats(tokens, idf_scope(index, doc_path, config)), config)
+    return _idf_of(*index.search.term_stats(tokens, idf_scope(index, doc_path, bm25)), bm25)
 
 
-def _idf_of(n: int, dfs: dict[str, int], config: Config) -> dict[str, float]:
+def _idf_of(n: int, dfs: dict[str, int], bm25: Bm25Params) -> dict[str, float]:
     out: dict[str, float] = {}
     for t, df in dfs.items():
         if 0 < df <= n:
             # rank_bm25's negative-IDF floor (epsilon * average idf) is replaced by a small positive floor
-            out[t] = max(okapi(n, df), config.bm25_epsilon * 0.1)
+            out[t] = max(okapi(n, df), bm25.bm25_epsilon * 0.1)
     return out
 
 
@@ -361,6 +369,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     """Fill dense, bm25 and fused score of every sentence (in place)."""
     if not sentences:
         return
+    bm25_params, answer = config.tuning.bm25, config.tuning.answer
     q_tokens = list(query.tokens)
     toks = [tokenize(s.text) for s in sentences]
     avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
@@ -368,15 +377,15 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     many = getattr(index.search, "term_stats_many", None) if index is not None and q_tokens else None
     if many is not None and index is not None:  # every quoted document's counts in one round trip
         docs = list(dict.fromkeys(passages[s.passage].chunk.doc_path for s in sentences))
-        for doc, (n, dfs) in zip(docs, many(q_tokens, [idf_scope(index, d, config) for d in docs])):
-            idf_memo[doc] = _idf_of(n, dfs, config)
+        for doc, (n, dfs) in zip(docs, many(q_tokens, [idf_scope(index, d, bm25_params) for d in docs])):
+            idf_memo[doc] = _idf_of(n, dfs, bm25_params)
     bm25 = np.zeros(len(sentences), dtype=np.float32)
-    k1, b = config.bm25_k1, config.bm25_b
+    k1, b = bm25_params.bm25_k1, bm25_params.bm25_b
     for i, (s, t) in enumerate(zip(sentences, toks)):
         doc = passages[s.passage].chunk.doc_path
         idf = idf_memo.get(doc)
         if idf is None:
-            idf = idf_memo[doc] = _idf(index, q_tokens, doc, config)
+            idf = idf_memo[doc] = _idf(index, q_tokens, doc, bm25_params)
         tf = Counter(t)
         total = 0.0
         for term, qcount in Counter(q_tokens).items():
@@ -384,12 +393,12 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
             if f and term in idf:
                 total += qcount * idf[term] * f * (k1 + 1) / (f + k1 * (1 - b + b * len(t) / avgdl))
         bm25[i] = total
-    w = config.answer_rank_weight
+    w = answer.answer_rank_weight
     # Embedding a sentence costs a model call (~10 ms each on a busy CPU): only the sentences that
     # BM25 and their chunk's rank put in the running are embedded; the rest get the lowest dense score.
     prior = np.array([s.prior for s in sentences], dtype=np.float32)
-    cheap = (1 - w) * config.answer_bm25_weight * min_max_normalize(bm25) + w * prior
-    k = config.answer_dense_candidates
+    cheap = (1 - w) * answer.answer_bm25_weight * min_max_normalize(bm25) + w * prior
+    k = answer.answer_dense_candidates
     pick = np.argsort(-cheap, kind="stable")[:k] if 0 < k < len(sentences) else np.arange(len(sentences))
     qvec = query.dense_vector
     vecs = np.asarray(embedder.embed_documents([sentences[i].text for i in pick]), dtype=np.float32)
@@ -397,7 +406,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
     dense[pick] = picked
     fused = fuse(dense.astype(np.float32), bm25,
-                 dataclasses.replace(config.ranking.fused, bm25_weight=config.answer_bm25_weight))
+                 dataclasses.replace(config.tuning.ranking.fused, bm25_weight=answer.answer_bm25_weight))
     for s, d, bm, f in zip(sentences, dense, bm25, fused):
         s.dense, s.bm25 = float(d), float(bm)
         s.score = float((1 - w) * f + w * s.prior)
@@ -428,19 +437,19 @@ def _cut(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:，、；：") + "…"
 
 
-def select_quotes(sentences: list[Sentence], passages: list[Passage], config: Config) -> list[Quote]:
+def select_quotes(sentences: list[Sentence], passages: list[Passage], params: AnswerParams) -> list[Quote]:
     """Best sentences within the budget, merged into quotes of consecutive sentences, best first."""
     if not sentences:
         return []
     order = sorted(range(len(sentences)), key=lambda i: (-sentences[i].score, i))
-    budget = config.answer_max_chars
+    budget = params.answer_max_chars
     chosen: list[int] = []
     used = 0
     for i in order:
-        if len(chosen) >= config.answer_max_sentences:
+        if len(chosen) >= params.answer_max_sentences:
             break
         s = sentences[i]
-        if chosen and (used + len(s.text) > budget or s.score < config.answer_min_relative * sentences[order[0]].score):
+        if chosen and (used + len(s.text) > budget or s.score < params.answer_min_relative * sentences[order[0]].score):
             continue
         chosen.append(i)
         used += len(s.text)
@@ -488,4 +497,42 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
     for i, p in enumerate(passages):
         sentences.extend(split_sentences(p, i, len(ranked)))
     score_sentences(sentences, passages, query, index, embedder, config)
-    return Extract(select_quotes(sentences, passages, config), len(sentences))
+    periods = asked_periods(query.text) if asks_quantity(query.text) else []
+    for s in sentences:  # a sentence that states a figure for the asked period answers a figure question
+        if periods and states_figure_for(s.text, periods):
+            s.score += FIGURE_SENTENCE_BONUS
+    quotes = select_quotes(sentences, passages, config.tuning.answer)
+    figure = figure_quote(query, passages, index, config, len(ranked))
+    if figure is not None:  # the asked figure leads: it states the quantity for the period asked
+        figure.score = max([figure.score] + [q.score for q in quotes])
+        quotes.insert(0, figure)
+    return Extract(quotes, len(sentences))
+
+
+def figure_quote(query: Query, passages: list[Passage], index: Index | None, config: Config,
+                 k: int) -> Quote | None:
+    """The table row of the evidence that states the asked quantity for the asked period, as a quote
+    that says which row and column it read (``retrieval.figure_rows``); None when no row does.
+
+    Rows are matched with the question's words weighted by the document's IDF, less the words of
+    the document's card (its issuer and title name the document, not a row); among equally good
+    rows the one from the better-ranked evidence wins."""
+    best: tuple[float, Quote] | None = None
+    for p in passages:
+        text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
+        weights = _idf(index, list(query.tokens), p.chunk.doc_path, config.tuning.bm25)
+        card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
+        names = card.names | card.hint_names if card is not None else frozenset()
+        section = p.chunk.heading_path.rsplit(" > ", 1)[-1]
+        for f in figures_in(text, query.text, weights, (p.start - base, p.end - base), names, section,
+                            query.tokens)[:1]:
+            a, b = base + f.start, base + f.end
+            ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
+            prior = 1.0 - (ranks[0] - 1) / max(k, 1)
+            score = f.score + FIGURE_PRIOR_WEIGHT * prior
+            if best is None or score > best[0]:
+                lines = (_line_of(p, a), _line_of(p, max(a, b - 1)))
+                chunk = dataclasses.replace(p.chunk, text=f.text, start_char=a, end_char=b,
+                                            start_line=lines[0], end_line=lines[1])
+                best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read))
+    return best[1] if best is not None else None

@@ -20,9 +20,11 @@ import numpy as np
 
 from config import Config
 from indexing.kg_extract import norm_key, question_mentions
-from indexing.kg_graph import LeafGraph
+from indexing.kg_graph import GraphParams, LeafGraph
 from retrieval.query import Query
 from retrieval.types import LocatedNode, RetrievedChunk
+from utils.llm.prompt_text import escape_evidence
+from utils.oneline import one_line
 from utils.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -152,7 +154,7 @@ def bridge_chunks(graph: LeafGraph, seeds: dict[int, float], ppr: np.ndarray, an
 
 
 def leaf_graph_channel(index: "Index", leaf: LocatedNode, graph: LeafGraph, texts: Sequence[str],
-                       config: Config, anchor_row: int | None = None) -> tuple[GraphUse, list[tuple[int, float, int]]]:
+                       params: GraphParams, anchor_row: int | None = None) -> tuple[GraphUse, list[tuple[int, float, int]]]:
     """The leaf's subgraph and its chunks as (row, graph score, subgraph edges stated), best first.
 
     With ``kg_require_bridge`` and the leaf's best retrieved chunk (``anchor_row``), only chunks
@@ -162,19 +164,19 @@ def leaf_graph_channel(index: "Index", leaf: LocatedNode, graph: LeafGraph, text
     use.seeds = [graph.nodes[i].name for i in sorted(seeds, key=lambda i: -seeds[i])]
     if not seeds:
         return use, []
-    ppr = personalized_pagerank(graph, seeds, config.kg_ppr_restart)
-    order = [int(i) for i in np.argsort(-ppr, kind="stable") if ppr[i] > 0][:config.kg_subgraph_nodes]
+    ppr = personalized_pagerank(graph, seeds, params.kg_ppr_restart)
+    order = [int(i) for i in np.argsort(-ppr, kind="stable") if ppr[i] > 0][:params.kg_subgraph_nodes]
     use.nodes = [(graph.nodes[i].name, float(ppr[i])) for i in order]
     scores = chunk_scores(graph, ppr, seeds)
     first_row = index.leaf_rows[leaf.node_id][0]
-    if config.kg_require_bridge and anchor_row is not None:
+    if params.kg_require_bridge and anchor_row is not None:
         allowed = bridge_chunks(graph, seeds, ppr, anchor_row - first_row)
         scores = {k: v for k, v in scores.items() if k in allowed}
     ranked = sorted(scores, key=lambda k: (-scores[k], k))
     top = scores[ranked[0]] if ranked else 0.0
     # the paths: edges of the subgraph, and edges the best chunks state from a subgraph node
     keep = set(order)
-    best = set(ranked[:max(1, config.kg_top_chunks)])
+    best = set(ranked[:max(1, params.kg_top_chunks)])
     scored_edges = []
     for j, e in enumerate(graph.edges):
         inside = e.head in keep and e.tail in keep
@@ -190,7 +192,7 @@ def leaf_graph_channel(index: "Index", leaf: LocatedNode, graph: LeafGraph, text
     use.paths = [GraphPath(graph.nodes[graph.edges[j].head].name, graph.edges[j].relation,
                            graph.nodes[graph.edges[j].tail].name, score,
                            tuple(f"{leaf_id}_chunk_{k:02d}" for k in graph.edges[j].chunks[:3]))
-                 for score, j in scored_edges[:config.kg_subgraph_nodes]]
+                 for score, j in scored_edges[:params.kg_subgraph_nodes]]
     return use, [(first_row + k, scores[k] / top if top > 0 else 0.0, n_edges.get(k, 0)) for k in ranked]
 
 
@@ -199,29 +201,30 @@ def apply_graph_channel(index: "Index", question: Query, located: Sequence[Locat
     """``candidates`` with each graph-bearing located leaf's best graph chunks placed right after the
     leaf's best candidate (a chunk already at or above that place keeps it), and what was done."""
     table = getattr(index, "kg", None)
-    if not config.kg_channel or table is None or not located or config.kg_top_chunks <= 0:
+    params = config.tuning.graph
+    if not config.kg_channel or table is None or not located or params.kg_top_chunks <= 0:
         return candidates, []
     text = question.text
     uses: list[GraphUse] = []
     out = list(candidates)
     for leaf in located:
-        if len(uses) >= config.kg_max_leaves:
+        if len(uses) >= params.kg_max_leaves:
             break
         graph = table.for_leaf(leaf.node_id)
         if graph is None:
             continue
         texts = [text] if leaf.sub_query in ("", text) else [text, leaf.sub_query]
         anchor = next((c.row for c in out if c.chunk.source_node_id == leaf.node_id), None)
-        use, ranked = leaf_graph_channel(index, leaf, graph, texts, config, anchor)
+        use, ranked = leaf_graph_channel(index, leaf, graph, texts, params, anchor)
         uses.append(use)
-        out = _fuse(index, out, leaf, ranked, config, use, question)
+        out = _fuse(index, out, leaf, ranked, params.kg_top_chunks, use, question)
     return out, uses
 
 
 def _fuse(index: "Index", cands: list[RetrievedChunk], leaf: LocatedNode, ranked: list[tuple[int, float, int]],
-          config: Config, use: GraphUse, question: Query) -> list[RetrievedChunk]:
+          top_chunks: int, use: GraphUse, question: Query) -> list[RetrievedChunk]:
     """Rank fusion: the leaf's best candidate stays first; its best graph chunks that retrieval did not
-    already place within the next ``kg_top_chunks`` follow it (a chunk
+    already place within the next ``top_chunks`` (kg_top_chunks) follow it (a chunk
     the leaf's retrieval had not kept enters with its dense score recorded; BM25 is not recomputed)."""
     qvec = question.vector
     if not ranked:
@@ -234,11 +237,11 @@ def _fuse(index: "Index", cands: list[RetrievedChunk], leaf: LocatedNode, ranked
     lifted: list[RetrievedChunk] = []
     drop: set[int] = set()
     for g_rank, (row, gscore, n_edges) in enumerate(ranked, 1):
-        if len(lifted) >= config.kg_top_chunks or gscore < MIN_CHUNK_SHARE:
+        if len(lifted) >= top_chunks or gscore < MIN_CHUNK_SHARE:
             break
         detail = {"graph_score": round(gscore, 4), "graph_rank": g_rank, "graph_edges": n_edges}
         i = pos.get(row)
-        if i is not None and i <= anchor + config.kg_top_chunks:  # retrieval reads it this early already
+        if i is not None and i <= anchor + top_chunks:  # retrieval reads it this early already
             cands[i] = cands[i].with_scores(cands[i].score, **detail)
             continue
         if i is not None:
@@ -268,9 +271,6 @@ def prompt_block(uses: Sequence[GraphUse], read: Sequence[tuple[int, RetrievedCh
     An edge's chunk is cited by the number of the evidence passage that contains it; an edge whose
     chunk the context did not take is cited by its chunk id and heading path.
     """
-    from retrieval.synthesizer import escape_evidence  # noqa: PLC0415
-    from utils.oneline import one_line  # noqa: PLC0415
-
     lines: list[str] = []
     for use in uses:
         for p in use.paths:

@@ -9,23 +9,25 @@ Three locators share one result type:
 """
 from __future__ import annotations
 
-import json
 import re
-from typing import Any, Collection, Iterator, Sequence
+from typing import Collection, Iterator, Sequence
 
 import numpy as np
 
 from config import Config
 from indexing.index_store import Index
-from indexing.node_table import LeafList
+from indexing.node_table import KINDS, LeafList
 from indexing.search import LEAVES_WANTED, leaves_of_rows
+from retrieval.doc_cards import leaf_card_factors
 from retrieval.scoring import flat_scores, score_params
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
 from retrieval.locate_prompts import LOCATE_SYSTEM, NODE_LOCATE_PROMPT, tree_for_prompt
-from tree_builder.visualizer import HEADER, join_blocks, node_block
+from tree_builder.doc_card import DocumentCard
+from tree_builder.visualizer import HEADER, card_line, join_blocks, node_block
 from utils.errors import BackendError
 from utils.llm.cached import forget_reply
+from utils.llm.replies import extract_json_object
 from utils.llm.types import LLMClient, UsageMeter
 from utils.similarity import ScoreArray, SparseScores, best_first, min_max_normalize, top_order
 from retrieval.query import Query
@@ -57,7 +59,7 @@ def keyword_locate(index: Index, query: Query, config: Config,
     q = sorted(set(query.tokens))
     positions = None if doc_paths is None else index.leaf_positions(doc_paths)
     scores = index.search.leaf_keyword(q, positions, score_params(config))
-    top = [i for i in top_order(scores, config.keyword_top_leaves) if scores[i] > 0]
+    top = [i for i in top_order(scores, config.tuning.locator.keyword_top_leaves) if scores[i] > 0]
     leaves = [index.leaves[int(i if positions is None else positions[i])] for i in top]
     nodes = [LocatedNode(leaf.node_id, query.text, leaf.heading_path, round(float(scores[i]), 4))
              for leaf, i in zip(leaves, top)]
@@ -159,7 +161,7 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
     n_leaves = len(leaves)
     # raw cosine, not min-max: near-equal heading similarities must not be stretched to 0..1
     raw_dense = index.search.leaf_dense(query, leaf_idx, score_params(config))
-    w = config.locator_leaf_weight
+    w = config.tuning.locator.locator_leaf_weight
     if len(scores.rows) * SPARSE_ROW_SHARE < n:
         ptr = np.asarray(index.leaf_ptr)
         owners, best_dense = _leaf_max_sparse(scores.dense, scores.rows, ptr)
@@ -173,9 +175,10 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
         # clipped only where read: one pass over the leaves (the > 0 test), not three
         at = np.union1d(pos[inside], np.flatnonzero(raw_dense > 0))
         chunk_part = np.zeros(len(at), dtype=np.float64)
-        chunk_part[np.searchsorted(at, pos[inside])] = (config.ranking.dense_weight * best_dense[inside]
-                                                        + config.ranking.bm25_weight * best_bm25[inside])
+        chunk_part[np.searchsorted(at, pos[inside])] = (config.tuning.ranking.dense_weight * best_dense[inside]
+                                                        + config.tuning.ranking.bm25_weight * best_bm25[inside])
         total = (1 - w) * chunk_part + w * np.clip(raw_dense[at], 0.0, 1.0)
+        total = _weigh_by_cards(index, query, at if leaf_idx is None else leaf_idx[at], total)
         return leaves, SparseScores(n_leaves, at.astype(np.int64), total.astype(np.float32))
     leaf_dense = np.clip(raw_dense, 0.0, 1.0)
     if leaf_idx is None:
@@ -183,18 +186,26 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
     starts, has_rows = _leaf_row_starts(index)
     best_dense_all = np.where(has_rows, _leaf_max_scaled(scores.dense, scores.rows, n, starts), 0.0)
     best_bm25_all = np.where(has_rows, _leaf_max_scaled(scores.lexical, scores.rows, n, starts), 0.0)
-    chunk_part = (config.ranking.dense_weight * best_dense_all[leaf_idx]
-                  + config.ranking.bm25_weight * best_bm25_all[leaf_idx])
-    total = (1 - w) * chunk_part + w * leaf_dense
+    chunk_part = (config.tuning.ranking.dense_weight * best_dense_all[leaf_idx]
+                  + config.tuning.ranking.bm25_weight * best_bm25_all[leaf_idx])
+    total = _weigh_by_cards(index, query, leaf_idx, (1 - w) * chunk_part + w * leaf_dense)
     return leaves, total.astype(np.float32)
+
+
+def _weigh_by_cards(index: Index, query: Query, positions: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """``total`` (scores of the leaves at ``positions``, index leaf numbers) with the leaves of the
+    documents the question names by their cards raised (retrieval.doc_cards); unchanged when the
+    cards tell no document in scope apart (one document, or an index built before cards)."""
+    factors = leaf_card_factors(index, query.text, query.tokens, positions)
+    return total if factors is None else total * factors
 
 
 def hybrid_locate(index: Index, query: Query, config: Config,
                   doc_paths: set[str] | None = None) -> LocateResult:
     """Needs the question's vector: the no-LLM locator without an embedder is ``keyword_locate``."""
     leaves, total = hybrid_leaf_scores(index, query, config, doc_paths)
-    order = top_order(total, max(config.hybrid_top_leaves, LOCATOR_CANDIDATES))
-    picked = [i for i in order[:config.hybrid_top_leaves] if total[i] > 0]
+    order = top_order(total, max(config.tuning.locator.hybrid_top_leaves, LOCATOR_CANDIDATES))
+    picked = [i for i in order[:config.tuning.locator.hybrid_top_leaves] if total[i] > 0]
     shown = np.asarray(order[:LOCATOR_CANDIDATES], dtype=np.int64)
     if doc_paths is not None:  # leaves[i] is leaf positions[i] of the index (whole collection: i)
         shown = np.asarray(index.leaf_positions(doc_paths))[shown]
@@ -219,25 +230,6 @@ def no_llm_locate(index: Index, query: Query, config: Config,
 
 
 # --------------------------------------------------------------------------- LLM
-
-def _strip_fences(text: str) -> str:
-    m = re.search(r"```(?:json|JSON)?\s*\n?(.*?)```", text, re.S)
-    return m.group(1) if m else text
-
-
-def extract_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` that parses, fenced or surrounded by prose."""
-    text = _strip_fences(text)
-    dec = json.JSONDecoder()
-    for m in re.finditer(r"\{", text):
-        try:
-            obj, _ = dec.raw_decode(text, m.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
-
 
 def _normalise_title(s: str) -> str:
     s = re.sub(r"\s+", " ", s).strip().lower()
@@ -359,9 +351,12 @@ def toc_for_prompt(index: Index, query: Query, config: Config,
         allowed = np.flatnonzero(np.isin(tree.doc, numbers)) if numbers else np.zeros(0, dtype=np.int64)
         total = int(costs[allowed].sum())
     header = estimate_tokens(HEADER) + 2
-    if header + total <= config.toc_budget_tokens or query.vector is None:
+    cards = _shown_cards(index, doc_paths)
+    card_cost = {d: estimate_tokens(card_line(c, 0)) for d, c in cards.items()}
+    total += sum(card_cost.values())
+    if header + total <= config.tuning.locator.toc_budget_tokens or query.vector is None:
         rows = np.arange(1, len(tree)) if allowed is None else allowed
-        return _serialize_rows(index, rows), len(rows)
+        return _serialize_rows(index, rows, cards), len(rows)
     _, scores = hybrid_leaf_scores(index, query, config, doc_paths)
     positions = None if doc_paths is None else index.leaf_positions(doc_paths)  # None: leaf i is position i
     included = np.zeros(len(tree), dtype=bool)
@@ -372,19 +367,41 @@ def toc_for_prompt(index: Index, query: Query, config: Config,
         while parent > 0 and not included[parent]:  # row 0, the root, is never shown
             new.append(parent)
             parent = int(tree.parent[parent])
-        cost = int(costs[new].sum())
-        if used + cost > config.toc_budget_tokens:
+        cost = int(costs[new].sum()) + sum(card_cost.get(tree.doc_paths[int(tree.doc[r])], 0)
+                                           for r in new if tree.kind[r] == DOCUMENT_KIND)
+        if used + cost > config.tuning.locator.toc_budget_tokens:
             break
         included[new] = True
         used += cost
     rows = np.flatnonzero(included)
-    return _serialize_rows(index, rows), len(rows)
+    return _serialize_rows(index, rows, cards), len(rows)
 
 
-def _serialize_rows(index: Index, rows: np.ndarray) -> str:
+DOCUMENT_KIND = KINDS.index("document")
+
+
+def _shown_cards(index: Index, doc_paths: set[str] | None) -> dict[str, DocumentCard]:
+    """The cards of the documents in scope that say more than a title (a collection's TOC shows
+    them under each document's heading); none for an index built before cards."""
+    out: dict[str, DocumentCard] = {}
+    for d in index.metadata.get("documents") or []:
+        if not isinstance(d, dict) or (doc_paths is not None and d.get("path") not in doc_paths):
+            continue
+        card = DocumentCard.from_record(d.get("card"))
+        if card is not None and card_line(card, 0):
+            out[d["path"]] = card
+    return out
+
+
+def _serialize_rows(index: Index, rows: np.ndarray, cards: dict[str, DocumentCard] | None = None) -> str:
     """``serialize_tree`` of exactly these node rows (a set closed under ancestors), in pre-order."""
     tree = index.tree
-    return join_blocks([node_block(tree.node(int(r)), int(tree.depth[r])) for r in np.sort(rows)])
+    blocks = []
+    for r in np.sort(rows):
+        node = tree.node(int(r))
+        card = cards.get(node.doc_path) if cards and node.kind == "document" else None
+        blocks.append(node_block(node, int(tree.depth[r]), card=card))
+    return join_blocks(blocks)
 
 
 def ask_for_leaves(index: Index, llm: LLMClient, query: Query, config: Config,

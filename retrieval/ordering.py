@@ -52,7 +52,7 @@ class Ordering(Protocol):
 
 def keep(config: Config) -> int:
     """Hits a ranked list holds: step 2's top k and the context's pool."""
-    return max(config.final_top_k, config.ranking.context_pool)
+    return max(config.final_top_k, config.tuning.ranking.context_pool)
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class SectionOrdering:
         if self.rescore is not None:
             s = self.rescore(index, scores.rows, s, n)
         order = np.lexsort((scores.rows, -s))[:n]
-        fused = fuse(scores.dense, scores.lexical, config.ranking.fused)
+        fused = fuse(scores.dense, scores.lexical, config.tuning.ranking.fused)
         text = question.text
         subs = {n.node_id: n.sub_query for n in located}
         out: list[RetrievedChunk] = []

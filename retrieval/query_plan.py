@@ -13,7 +13,7 @@ shown in step 1 and the run record:
   ``X, Y and Z``, ``X compared with Y``, ``X和Y``, ``X以及Y``, ``X、Y``), each with words of its
   own -> spread: each part gets its own sub-query, the budget is shared over the parts, and hits
   are read as short units. Over several documents such a question is read as a detail question
-  by default (``read_as_one``, ``Config.collection_parts``);
+  (``read_as_one``);
 - **detail**: everything else -> depth: the best section may take most of the budget, and each hit
   is read as a larger unit (a third of the budget: its paragraph, or a good part of it).
 """
@@ -47,7 +47,8 @@ DETAIL_LEAF_SHARE = 0.7
 OVERVIEW_LEAF_SHARE = 0.25
 WIDE_UNITS_PER_BUDGET = 6
 """Reading units per context budget for a multi-part or overview question: many short pieces, so
-every part or section is read; a detail question reads fewer, larger ones (Config.context_units_per_budget)."""
+every part or section is read; a detail question reads fewer, larger ones (ContextParams in
+retrieval/types.py)."""
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ class SectionRanker:
             s = section_evidence_once(index, scores.rows, X[:, [names.index(n) for n in inner.names]], inner, s)
         if joint is not None:
             s = joint_head(scores.rows, joint.score(X[:, [names.index(n) for n in joint.names]]), s,
-                           config.ranking.joint_top_k)
+                           config.tuning.ranking.joint_top_k)
         return SectionScores(s, X, entry)
 
 
@@ -141,7 +141,7 @@ def union_signals(index: Index, query: Query, cands: list[RetrievedChunk], locat
     prior, and (``flat_standing``) its standing in the whole scope's flat ranking."""
     rows = np.array([c.row for c in cands], dtype=np.int64)
     scored = index.search.rescore(query, rows, "document", score_params(config))
-    fusion = config.ranking.collection
+    fusion = config.tuning.ranking.collection
     fused = unit_scale(fuse(scored.dense, scored.lexical, fusion), fusion)
     priors = leaf_priors(located)
     prior = np.array([priors.get(c.chunk.source_node_id, 0.0) for c in cands], dtype=np.float64)
@@ -157,7 +157,7 @@ def _flat_standing(index: Index, query: Query, rows: np.ndarray, config: Config,
     scores, collection = collection_fused(index, query, config, doc_paths)
     if len(scores.rows) == 0:
         return np.zeros(len(rows))
-    fused = unit_scale(collection, config.ranking.collection)
+    fused = unit_scale(collection, config.tuning.ranking.collection)
     order = np.argsort(scores.rows, kind="stable")
     pos = np.searchsorted(scores.rows[order], rows)
     pos = np.minimum(pos, len(order) - 1)

@@ -1,8 +1,8 @@
 """Step 2's tuning parameters: one frozen object, owned by the retrieval stages that read them.
 
 They are not user settings: the defaults are what evaluation chose (docs/evaluation.md), and an
-experiment overrides one with ``eval --set ranking.NAME=VALUE`` or a ``[ranking]`` table in the TOML
-config file (config.py routes both here). The orderings named by ``document_order`` and
+experiment overrides one by its flat name like every tuning parameter (``eval --set joint_top_k=0``,
+a TOML file's top level: ``Config.replace`` routes it to ``config.tuning.ranking``; docs/tuning.md). The orderings named by ``document_order`` and
 ``collection_order`` are looked up in the retriever's ordering table (retrieval/retriever.py): the
 product ships the two it uses; evaluation registers its variants (evaluation/variants.py).
 

@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 import numpy as np
@@ -36,11 +37,9 @@ class CrossEncoderReranker:
 
     def _load(self):
         if self._model is None:
-            import os
-
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import CrossEncoder
+            from sentence_transformers import CrossEncoder  # torch only when the cross-encoder is asked for
 
             self._model = CrossEncoder(self.model, device="cpu")
         return self._model

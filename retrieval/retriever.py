@@ -91,8 +91,8 @@ class Retriever:
 
 def make_retriever(index: Index, config: Config, embedder: QueryEmbedder, reranker: Reranker | None,
                    orderings: Mapping[str, Ordering] = ORDERINGS) -> Retriever:
-    """The retriever of ``config.ranking``'s orderings, looked up in ``orderings``."""
-    params = config.ranking
+    """The retriever of ``config.tuning.ranking``'s orderings, looked up in ``orderings``."""
+    params = config.tuning.ranking
     chosen = []
     for setting, name in (("document_order", params.document_order), ("collection_order", params.collection_order)):
         if name not in orderings:

@@ -18,11 +18,12 @@ from utils.similarity import min_max_normalize, rrf_scores
 
 
 def score_params(config: Config) -> ScoreParams:
-    return ScoreParams(k1=config.bm25_k1, b=config.bm25_b, epsilon=config.bm25_epsilon,
-                       exact_rows=config.store_exact_rows, candidates=config.store_candidates,
-                       fulltext_max_share=config.store_fulltext_max_share, ann=config.ann,
-                       ann_candidates=config.ann_candidates, ann_candidates_growth=config.ann_candidates_growth,
-                       ann_probe=config.ann_probe,
+    bm25, store = config.tuning.bm25, config.tuning.store
+    return ScoreParams(k1=bm25.bm25_k1, b=bm25.bm25_b, epsilon=bm25.bm25_epsilon,
+                       exact_rows=store.store_exact_rows, candidates=store.store_candidates,
+                       fulltext_max_share=store.store_fulltext_max_share, ann=config.ann,
+                       ann_candidates=store.ann_candidates, ann_candidates_growth=store.ann_candidates_growth,
+                       ann_probe=store.ann_probe,
                        mapped_mb=config.query_mapped_mb, ann_kept_mb=config.query_ann_kept_mb)
 
 
@@ -43,7 +44,7 @@ def leaf_scope(index: Index, node_id: str) -> Scope | None:
 def score_scope(index: Index, query: Query, scope: Scope, config: Config, idf: IdfScope | None = None) -> Scores:
     """Dense + lexical scores of ``scope`` for ``query`` (``idf``: BM25 statistics scope, default the
     config's), computed once per question, scope, statistics scope and store settings."""
-    idf_scope: IdfScope = idf or config.bm25_idf_scope
+    idf_scope: IdfScope = idf or config.tuning.bm25.bm25_idf_scope
     params = score_params(config)
     return query.memo.get_or_make(("scores", scope, idf_scope, params),
                                   lambda: index.search.score(query, scope, idf_scope, params))

@@ -87,7 +87,7 @@ def chunk_features(index: Index, question: Query, scores: Scores, config: Config
     cols["bm25_hit"] = (scores.lexical > 0).astype(np.float64)
     if any(n not in cols for n in names):
         lay = index.layout
-        fused = config.ranking.dense_weight * dense_mm + config.ranking.bm25_weight * bm25_mm
+        fused = config.tuning.ranking.dense_weight * dense_mm + config.tuning.ranking.bm25_weight * bm25_mm
         # compact group ids over the scope only (scoped queries touch a few hundred rows)
         leaf_ids, leaf_of = np.unique(lay.row_leaf[rows], return_inverse=True)
         n_leaf = len(leaf_ids)

@@ -17,7 +17,6 @@ with an LLM the prompt carries the same signal.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
@@ -29,7 +28,9 @@ from utils.cjk import has_han
 from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.llm.cached import forget_reply
+from utils.llm.prompt_text import escape_evidence
 from utils.llm.types import LLMClient, TextSink, UsageMeter, text_kwargs
+from retrieval.graph_channel import prompt_block
 
 if TYPE_CHECKING:
     from indexing.index_store import Index
@@ -65,17 +66,9 @@ WEAK_EVIDENCE_NOTE = ("注意: 这些证据与问题的相关度低于检索的�
 NOT_ANSWERED_EN = "The indexed documents do not answer this question."
 NOT_ANSWERED_ZH = "已索引的文档无法回答这个问题。"
 
-_ESCAPES = {"&": "&amp;", "<": "&lt;"}
-
-
 def is_chinese(text: str) -> bool:
     """A question is answered in Chinese when it contains CJK characters."""
     return has_han(text)
-
-
-def escape_evidence(text: str) -> str:
-    """``&`` and ``<`` as entities: no text inside a tag can open or close one (``>`` alone cannot)."""
-    return re.sub(r"[&<]", lambda m: _ESCAPES[m.group(0)], text)
 
 
 def build_context(chunks: Sequence[tuple[int, RetrievedChunk]]) -> str:
@@ -175,6 +168,9 @@ def extractive_text(query: str, quotes: list[dict[str, Any]],
     for q in quotes:
         nums = "".join(f"[{n}]" for n in q["ranks"])
         where = q["heading_path"] + (f" > {q['article']}" if q.get("article") else "")
+        if q.get("read"):  # a figure read from a table: the value first, then the row and column it came from
+            lines.append(f'{nums} {q["text"]} ({q["read"]}; {q["citation"]}, {where})')
+            continue
         lines.append(f'{nums} "{q["text"]}" ({q["citation"]}, {where})')
     return "\n".join(lines)
 
@@ -185,7 +181,7 @@ def offline_answer(question: Query, evidence: Evidence, config: Config, index: I
     query = question.text
     if config.answer_mode == "concatenate" or embedder is None:  # quoting sentences needs their vectors
         return Answer(concatenated_answer(query, evidence.read), "concatenate")
-    from retrieval.extractive import extract
+    from retrieval.extractive import extract  # the sentence scorer only on the extractive path
 
     # extract numbers its input by position (best first); the answer cites the evidence's own numbers
     numbers = [n for n, _ in evidence.ranked]
@@ -197,7 +193,8 @@ def offline_answer(question: Query, evidence: Evidence, config: Config, index: I
                "heading_path": q.chunk.heading_path, "doc_path": q.chunk.doc_path,
                "start_char": q.chunk.start_char, "end_char": q.chunk.end_char,
                "score": round(q.score, 4), "dense": round(q.dense, 4),
-               **({"article": q.article} if q.article else {})} for q in ex.quotes]
+               **({"article": q.article} if q.article else {}),
+               **({"read": q.read} if q.read else {})} for q in ex.quotes]
     return Answer(extractive_text(query, quotes, evidence.source), "extractive", quotes)
 
 
@@ -228,8 +225,6 @@ def synthesize(question: Query, ranked: Sequence[RetrievedChunk], llm: LLMClient
         return offline_answer(question, evidence, config, index, embedder, cite)
     graph_block = ""
     if graph:
-        from retrieval.graph_channel import prompt_block  # noqa: PLC0415
-
         graph_block = prompt_block(graph, evidence.read, is_chinese(query), index)
     prompt = build_prompt(query, evidence.read, evidence_found, graph_block)
 

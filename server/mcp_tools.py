@@ -21,6 +21,7 @@ from server.errors import ApiError
 from server.state import IndexHolder
 from utils.record_json import to_json
 from utils.run_record import RetrievedHit
+from utils.render import order_of
 
 INSTRUCTIONS = (
     "TreeRAG answers questions from a fixed collection of long documents (papers, manuals, statutes) "
@@ -32,17 +33,26 @@ INSTRUCTIONS = (
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
+MCP_TREE_NODES = 500
+"""Nodes in one get_tree result: an outline an agent can read in its context, not a collection's
+every section (a subtree is one more call, with ``node_id``)."""
+
+
 def build_mcp(holder: IndexHolder, limits: service.Limits, limiter: anyio.CapacityLimiter,
-              version: str) -> MCPServer:
-    """The MCP server over ``holder``'s index; ``limiter`` bounds the queries running at once."""
+              version: str, readers: anyio.CapacityLimiter | None = None) -> MCPServer:
+    """The MCP server over ``holder``'s index; ``limiter`` bounds the queries running at once,
+    ``readers`` the reads of the index (the same limiter when not given)."""
     mcp = MCPServer(name="treerag", title="TreeRAG", version=version, instructions=INSTRUCTIONS,
                     log_level="WARNING")
 
-    async def in_thread(fn: Callable[[], Any]) -> Any:
+    async def in_thread(fn: Callable[[], Any], pool: anyio.CapacityLimiter = limiter) -> Any:
         try:
-            return await anyio.to_thread.run_sync(fn, limiter=limiter)
+            return await anyio.to_thread.run_sync(fn, limiter=pool)
         except ApiError as exc:
             raise ToolError(exc.message) from None
+
+    async def read(fn: Callable[[], Any]) -> Any:
+        return await in_thread(fn, readers or limiter)
 
     def ask_of(question: str, documents: list[str] | None, top_k: int | None) -> service.Ask:
         body: dict[str, Any] = {"question": question}
@@ -95,18 +105,25 @@ def build_mcp(holder: IndexHolder, limits: service.Limits, limiter: anyio.Capaci
     async def list_documents() -> dict[str, Any]:
         """List the documents in the collection: `path` (what the other tools' `documents` take),
         `title`, `kind` (md, pdf, docx, html, txt), size, and pages for a PDF."""
-        return await in_thread(lambda: service.documents(holder.current()))
+        return await read(lambda: service.documents(holder.current()))
 
     @mcp.tool(annotations=READ_ONLY)
-    async def get_tree(document: str | None = None, max_depth: int = 3) -> dict[str, Any]:
+    async def get_tree(document: str | None = None, max_depth: int = 3, node_id: str | None = None) -> dict[str, Any]:
         """The section tree (table of contents) of one document, or of all when `document` is not
-        given: nested nodes with `node_id`, `heading`, `heading_path`, `summary` (one line) and
-        `citation` (the section's line or page span). Pass a node_id to get_section to read one.
-        `max_depth` cuts deeper levels (1 = top-level sections only)."""
+        given, or below one section (`node_id`): nested nodes with `node_id`, `heading`,
+        `heading_path`, `summary` (one line) and `citation` (the section's line or page span).
+        Pass a node_id to get_section to read one. `max_depth` cuts deeper levels (1 = top-level
+        sections only). At most 500 sections are returned, top levels first: a node with
+        `subsections` has children not shown (call get_tree with its node_id to see them), and
+        `truncated` says whether anything was left out."""
         if not 1 <= max_depth <= 6:
             raise ToolError("max_depth must be from 1 to 6")
-        t = await in_thread(lambda: service.tree(holder.current(), [document] if document else None))
-        return {"build_id": t["build_id"], "sections": [_outline(n, max_depth) for n in t["nodes"]]}
+        t = await read(lambda: service.tree(holder.current(), [document] if document else None,
+                                            under=node_id, depth=max_depth, max_nodes=MCP_TREE_NODES))
+        out = {"build_id": t["build_id"], "sections": [_outline(n) for n in t["nodes"]], "truncated": t["truncated"]}
+        if t.get("top_omitted"):
+            out["documents_omitted"] = t["top_omitted"]
+        return out
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_section(node_id: str | None = None, heading_path: str | None = None,
@@ -115,27 +132,25 @@ def build_mcp(holder: IndexHolder, limits: service.Limits, limiter: anyio.Capaci
         search or ask) or by `heading_path` as get_tree shows it, e.g. "3 Methods > 3.3 Training
         Procedure" (add `document` when several documents have that heading). A section with
         subsections returns their text in reading order; very long text is cut (`truncated`)."""
-        return await in_thread(lambda: service.section(holder.current(), node_id, heading_path, document))
+        return await read(lambda: service.section(holder.current(), node_id, heading_path, document))
 
     return mcp
 
 
 def _score(hit: RetrievedHit) -> float | None:
-    from utils.render import order_of
-
     value = hit.scores.get(f"{order_of(hit.scores)}_score")
     return round(float(value), 4) if isinstance(value, (int, float)) else None
 
 
-def _outline(node: dict[str, Any], depth: int) -> dict[str, Any]:
+def _outline(node: dict[str, Any]) -> dict[str, Any]:
     lines = node.get("lines") or [0, 0]
     pages = node.get("pages")
     where = (f"{node['doc_path']}:p{pages[0]}" + (f"-p{pages[1]}" if pages[1] != pages[0] else "") if pages
              else f"{node['doc_path']}:L{lines[0]}-L{lines[1]}")
     out = {"node_id": node["node_id"], "heading": node["heading"], "heading_path": node["heading_path"],
            "kind": node["kind"], "summary": node.get("summary", ""), "citation": where}
-    if node["children"] and depth > 1:
-        out["children"] = [_outline(c, depth - 1) for c in node["children"]]
-    elif node["children"]:
-        out["subsections"] = len(node["children"])
+    if node["children"]:
+        out["children"] = [_outline(c) for c in node["children"]]
+    if node.get("children_omitted"):
+        out["subsections"] = node["children_omitted"]
     return out

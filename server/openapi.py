@@ -42,7 +42,8 @@ def openapi_schema(version: str, max_question_chars: int, max_top_k: int) -> dic
         "info": {"title": "TreeRAG", "version": version,
                  "description": "Structure-aware question answering over long documents, with a citation for "
                                 "every claim. Errors are JSON {\"error\": \"one message\"}. When the server "
-                                "has a token, every /api and /mcp request needs Authorization: Bearer TOKEN."},
+                                "has a token, every /api and /mcp request needs Authorization: Bearer TOKEN. "
+                                "A POST body must be sent as Content-Type: application/json."},
         "paths": {
             "/api/query": _post("Ask a question: the three steps and the answer; the body is exactly "
                                 "`python main.py query --json`'s record",
@@ -56,9 +57,14 @@ def openapi_schema(version: str, max_question_chars: int, max_top_k: int) -> dic
             "/api/search": _post("Steps 1 and 2 only: the located sections and the ranked passages, no answer",
                                  _json("located sections (step1_*) and passages (step2_retrieved)")),
             "/api/documents": _get("The documents of the index, with its build id and counts"),
-            "/api/tree": _get("The section tree (tree --json's nodes)",
+            "/api/tree": _get("The section tree (tree --json's nodes), cut breadth-first at max_nodes: a node "
+                              "whose children were left out has children_omitted; truncated says whether any were",
                               [_param("document", "query", "limit to this document (repeatable)"),
-                               _param("node", "query", "limit to the documents holding these sections (repeatable)")]),
+                               _param("node", "query", "limit to the documents holding these sections (repeatable)"),
+                               _param("under", "query", "only this section and what is below it"),
+                               _param("depth", "query", "at most this many levels", schema={"type": "integer"}),
+                               _param("max_nodes", "query", "at most this many nodes (1-10000, default 2000)",
+                                      schema={"type": "integer"})]),
             "/api/sections/{node_id}": _get("A section's text and citation",
                                             [_param("node_id", "path", "the section's node id", True)]),
             "/api/sections": _get("A section found by its heading path",
@@ -67,7 +73,7 @@ def openapi_schema(version: str, max_question_chars: int, max_top_k: int) -> dic
             "/api/passages/{chunk_id}": _get(
                 "A retrieved passage inside its section's text (highlight = its span there), with its citation",
                 [_param("chunk_id", "path", "a chunk id from step2_retrieved", True)]),
-            "/api/runs": _get("Recent recorded runs, newest first",
+            "/api/runs": _get("Recent recorded runs of the served index, newest first",
                               [_param("limit", "query", "how many (1-500, default 20)", schema={"type": "integer"})]),
             "/api/runs/{run_id}": _get("One recorded run, as /api/query returned it (a run logged by an older "
                                        "version read into the current record_version)",

@@ -5,6 +5,7 @@ limiter; the event loop only moves bytes. Every route reads one snapshot of the 
 """
 from __future__ import annotations
 
+import traceback
 import json
 import threading
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from starlette.responses import Response, StreamingResponse
 
 from server import service
 from server.errors import ApiError, ClientGone
+from server.request_json import MAX_JSON_DEPTH, too_deep
+from server.security import shown
 from server.sse import query_events
 from server.state import IndexHolder
 from utils.errors import InputError, TreeRAGError
@@ -47,7 +50,16 @@ class JSONResponse(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
+        return json_bytes(content)
+
+
+def json_bytes(content: Any) -> bytes:
+    """UTF-8 JSON; a string no UTF-8 can carry (a lone surrogate from some provider) is sent
+    escaped (``\\ud800``, valid JSON) instead of failing the whole response."""
+    try:
         return dumps(content, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return dumps(content).encode()
 
 
 def error_of(exc: BaseException) -> tuple[int, str]:
@@ -70,10 +82,13 @@ class Api:
     limiter: anyio.CapacityLimiter
     version: str
     warn: Callable[[str], None]
+    readers: anyio.CapacityLimiter
+    """Threads for reads of the index, apart from the query workers (``limiter``)."""
     counters: Counters = field(default_factory=Counters)
 
     async def in_thread(self, fn: Callable[[], Any]) -> Any:
-        return await anyio.to_thread.run_sync(fn, limiter=self.limiter)
+        """A read of the index in a worker thread: never queued behind running questions."""
+        return await anyio.to_thread.run_sync(fn, limiter=self.readers)
 
     async def read_json(self, request: Request) -> Any:
         body = bytearray()
@@ -81,9 +96,11 @@ class Api:
             body += part
             if len(body) > self.limits.max_body_bytes:
                 raise ApiError(413, f"the request body is over the limit of {self.limits.max_body_bytes:,} bytes")
+        if too_deep(bytes(body)):
+            raise ApiError(400, f"the body is not valid JSON for this API (nested more than {MAX_JSON_DEPTH} deep)")
         try:
             return json.loads(bytes(body) or b"null")
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise ApiError(400, "the body is not valid JSON") from None
 
     # ------------------------------------------------------------------ queries
@@ -92,12 +109,20 @@ class Api:
         ask = service.parse_ask(await self.read_json(request), self.limits)
         cancel = threading.Event()
         record = await self._cancellable(request, lambda: service.run_query(self.holder.current(), ask, cancel), cancel)
-        return JSONResponse(record.to_dict()) if record is not None else Response(status_code=499)
+        return JSONResponse(self.served(record.to_dict())) if record is not None else Response(status_code=499)
+
+    def served(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A run record as HTTP clients get it: the index named by its directory's name, not by the
+        server's absolute path (the run log keeps that)."""
+        index = record.get("index")
+        if isinstance(index, dict) and "path" in index:
+            record["index"] = {**index, "path": self.holder.path.name}
+        return record
 
     async def query_stream(self, request: Request) -> Response:
         ask = service.parse_ask(await self.read_json(request), self.limits)
         cancel = threading.Event()
-        snapshot = await self.in_thread(self.holder.current)  # a reload loads in a worker, not on the event loop
+        snapshot = await anyio.to_thread.run_sync(self.holder.current, limiter=self.limiter)  # a reload loads in a worker
         self.counters.add(running=1)
         outcome: dict[str, str] = {}
 
@@ -111,7 +136,7 @@ class Api:
                 self._failed(exc)
                 raise
             outcome["end"] = "done"
-            return record.to_dict()
+            return self.served(record.to_dict())
 
         async def events() -> Any:
             try:
@@ -134,8 +159,6 @@ class Api:
     def _failed(self, exc: BaseException) -> None:
         self.counters.add(failed=1)
         if error_of(exc)[0] >= 500:
-            import traceback
-
             self.warn("error: a query failed:\n" + "".join(traceback.format_exception(exc)).rstrip())
 
     async def _cancellable(self, request: Request, fn: Callable[[], Any], cancel: threading.Event) -> Any:
@@ -179,7 +202,7 @@ class Api:
     # ------------------------------------------------------------------ reading the index
 
     async def health(self, request: Request) -> Response:
-        snap = await self.in_thread(self.holder.current)
+        snap = self.holder.latest()  # answered on the event loop: no worker, no reload, never queued
         return JSONResponse({"status": "ok", "version": self.version, "build_id": snap.build_id,
                              "documents": snap.index.metadata["counts"]["documents"],
                              "reloads": self.holder.reloads, "queries": self.counters.to_dict(),
@@ -189,9 +212,14 @@ class Api:
         return JSONResponse(await self.in_thread(lambda: service.documents(self.holder.current())))
 
     async def tree(self, request: Request) -> Response:
-        docs = request.query_params.getlist("document") or None
-        nodes = request.query_params.getlist("node") or None
-        return JSONResponse(await self.in_thread(lambda: service.tree(self.holder.current(), docs, nodes)))
+        q = request.query_params
+        docs = q.getlist("document") or None
+        nodes = q.getlist("node") or None
+        depth = _int_param(q.get("depth"), "depth")
+        max_nodes = _int_param(q.get("max_nodes"), "max_nodes")
+        return JSONResponse(await self.in_thread(lambda: service.tree(
+            self.holder.current(), docs, nodes, under=q.get("under"), depth=depth,
+            max_nodes=service.MAX_TREE_NODES if max_nodes is None else max_nodes)))
 
     async def section(self, request: Request) -> Response:
         node_id = request.path_params.get("node_id")
@@ -211,8 +239,16 @@ class Api:
         if not 1 <= limit <= 500:
             raise ApiError(400, "limit must be from 1 to 500")
         log = self.holder.run_log
-        rows = [] if log is None else await self.in_thread(lambda: log.recent(limit))
-        return JSONResponse({"logging": log is not None, "runs": [r.to_dict() for r in rows]})
+        rows = [] if log is None else await self.in_thread(lambda: log.recent(limit, index_path=self.index_path))
+        return JSONResponse({"logging": log is not None,
+                             "runs": [{**r.to_dict(), "index_path": self.holder.path.name} for r in rows]})
+
+    @property
+    def index_path(self) -> str:
+        """The served index as the run log records it: only its runs are listed or shown."""
+        from tree_builder.folder_walk import printable_name
+
+        return printable_name(str(self.holder.path))
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -220,12 +256,21 @@ class Api:
         if log is None:
             raise ApiError(404, "this server does not log runs (started with --no-log)")
         try:
-            record = await self.in_thread(lambda: log.get(run_id))
+            record = await self.in_thread(lambda: log.get(run_id, index_path=self.index_path))
         except TreeRAGError as exc:
             raise ApiError(400, str(exc)) from None
         if record is None:
-            raise ApiError(404, f"no recorded run {run_id!r}")
-        return JSONResponse(record.to_dict())
+            raise ApiError(404, f"no recorded run {shown(run_id)} of this index")
+        return JSONResponse(self.served(record.to_dict()))
+
+
+def _int_param(value: str | None, name: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value[:12])
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer") from None
 
 
 def _llm_name(llm: Any) -> str:

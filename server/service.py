@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline import (Backends, StepHook, citation, locate_step, ordering_score, query_budget, retrieved_hit,
                       run_retrieval)
 from server.errors import ApiError, ClientGone
+from server.request_json import is_unicode
+from server.security import shown
 from server.state import Snapshot
+from indexing.node_table import first_children
 from tree_builder.tree import TreeNode
-from tree_builder.visualizer import tree_dict
+from tree_builder.visualizer import node_dict
 from utils.errors import InputError
 from utils.record_json import to_json
 from utils.run_record import FallbackRecord, LocateStep, RetrievedHit, RunRecord
@@ -58,12 +62,16 @@ def parse_ask(body: Any, limits: Limits) -> Ask:
     question = body.get("question")
     if not isinstance(question, str) or not question.strip():
         raise ApiError(400, "question must be a non-empty string")
+    if not is_unicode(question):
+        raise ApiError(400, "question is not valid Unicode (it holds a lone surrogate such as \\ud800)")
     if len(question) > limits.max_question_chars:
         raise ApiError(413, f"question is {len(question):,} characters; the limit is {limits.max_question_chars:,}")
     documents = body.get("documents")
     if documents is not None:
         if not isinstance(documents, list) or not all(isinstance(d, str) and d for d in documents):
             raise ApiError(400, "documents must be a list of document paths as /api/documents lists them")
+        if not all(is_unicode(d) for d in documents):
+            raise ApiError(400, "documents holds a name that is not valid Unicode (a lone surrogate)")
         if len(documents) > limits.max_documents:
             raise ApiError(413, f"documents names {len(documents):,} documents; the limit is {limits.max_documents:,}")
     top_k = body.get("top_k")
@@ -82,7 +90,8 @@ def _check_documents(documents: list[str] | None, snapshot: Snapshot) -> set[str
     known = snapshot.index.doc_rows
     unknown = [d for d in documents if d not in known]
     if unknown:
-        raise ApiError(400, f"not a document of the index: {', '.join(unknown[:3])} (see /api/documents)")
+        raise ApiError(400, f"not a document of the index: {', '.join(shown(d) for d in unknown[:3])} "
+                            "(see /api/documents)")
     return set(documents)
 
 
@@ -167,19 +176,77 @@ def documents(snapshot: Snapshot) -> dict[str, Any]:
 MAX_TREE_DOCUMENTS = 20
 """Documents one tree request may name through its sections (the page asks for the answer's)."""
 
+MAX_TREE_NODES = 2_000
+"""Nodes in one tree response by default (at most ``TREE_NODES_LIMIT`` when asked): a whole
+collection's tree can hold hundreds of thousands of sections, far more than a page or an agent
+can use in one answer. Cut breadth-first, so the top levels always come first."""
+TREE_NODES_LIMIT = 10_000
+MAX_SECTION_CHILDREN = 500
+"""Children listed in a section response; ``children_omitted`` counts the rest."""
 
-def tree(snapshot: Snapshot, docs: list[str] | None = None, of_nodes: list[str] | None = None) -> dict[str, Any]:
+
+def tree(snapshot: Snapshot, docs: list[str] | None = None, of_nodes: list[str] | None = None, *,
+         under: str | None = None, depth: int | None = None, max_nodes: int = MAX_TREE_NODES) -> dict[str, Any]:
     """The section tree (``tree --json``'s nodes), of the named documents, of the documents holding
-    the named sections (``of_nodes``: step 1's node ids carry no document), or of all."""
-    if of_nodes:
-        found = [snapshot.index.get_node(n) for n in of_nodes[:MAX_TREE_DOCUMENTS * 10]]
-        docs = list(dict.fromkeys([*(docs or []), *(n.doc_path for n in found if n is not None and n.doc_path)]))
-        docs = docs[:MAX_TREE_DOCUMENTS]
-    wanted = _check_documents(docs, snapshot)
-    nodes = tree_dict(snapshot.index.root)
-    if wanted is not None:
-        nodes = [n for n in nodes if n["doc_path"] in wanted]
-    return {"build_id": snapshot.build_id, "nodes": nodes}
+    the named sections (``of_nodes``: step 1's node ids carry no document), of one section
+    (``under``), or of all; at most ``depth`` levels and ``max_nodes`` nodes.
+
+    A node whose children were left out says how many (``children_omitted``); ``truncated`` says
+    whether anything was; ``top_omitted`` counts top-level nodes (documents) left out. Ask again
+    with ``under=NODE_ID`` to read below a node."""
+    if depth is not None and not 1 <= depth <= 1_000:
+        raise ApiError(400, "depth must be from 1 to 1000")
+    if not 1 <= max_nodes <= TREE_NODES_LIMIT:
+        raise ApiError(400, f"max_nodes must be from 1 to {TREE_NODES_LIMIT:,}")
+    top_count: int | None = None
+    if under is not None:
+        top = snapshot.index.get_node(under)
+        if top is None or top.kind == "root":
+            raise ApiError(404, f"no section {shown(under)} in the index (see /api/tree)")
+        tops = [top]
+    else:
+        if of_nodes:
+            found = [snapshot.index.get_node(n) for n in of_nodes[:MAX_TREE_DOCUMENTS * 10]]
+            docs = list(dict.fromkeys([*(docs or []), *(n.doc_path for n in found if n is not None and n.doc_path)]))
+            docs = docs[:MAX_TREE_DOCUMENTS]
+        wanted = _check_documents(docs, snapshot)
+        root = snapshot.index.root
+        if root.kind != "root":
+            tops = [root]
+        elif wanted is None:  # only the top nodes that are sent are read
+            tops, top_count = first_children(root, max_nodes)
+        else:
+            tops = [n for n in root.children if n.doc_path in wanted]
+    nodes, truncated, top_omitted = bounded_tree(tops, max_nodes, depth, top_count)
+    out: dict[str, Any] = {"build_id": snapshot.build_id, "nodes": nodes, "truncated": truncated}
+    if top_omitted:
+        out["top_omitted"] = top_omitted
+    return out
+
+
+def bounded_tree(tops: list[TreeNode], max_nodes: int, depth: int | None,
+                 top_count: int | None = None) -> tuple[list[dict[str, Any]], bool, int]:
+    """``tops`` and their descendants as nested node dicts, breadth-first up to ``max_nodes`` nodes
+    and ``depth`` levels: (top-level dicts, whether any node was left out, top-level nodes left out).
+    ``top_count``: how many top-level nodes there are when ``tops`` holds only the first of them.
+    Only the nodes sent are read, so the cost follows the answer, not the tree."""
+    out: list[dict[str, Any]] = []
+    queue: deque[tuple[TreeNode, int, list[dict[str, Any]]]] = deque((n, 1, out) for n in tops[:max_nodes])
+    sent = len(queue)
+    truncated = False
+    while queue:
+        node, level, siblings = queue.popleft()
+        d = node_dict(node, [])
+        siblings.append(d)
+        room = max_nodes - sent if depth is None or level < depth else 0
+        kids, total = first_children(node, room)
+        queue.extend((c, level + 1, d["children"]) for c in kids)
+        sent += len(kids)
+        if total > len(kids):
+            d["children_omitted"] = total - len(kids)
+            truncated = True
+    top_omitted = (len(tops) if top_count is None else top_count) - len(out)
+    return out, truncated or top_omitted > 0, top_omitted
 
 
 def _find_node(snapshot: Snapshot, node_id: str | None, heading_path: str | None,
@@ -188,7 +255,7 @@ def _find_node(snapshot: Snapshot, node_id: str | None, heading_path: str | None
     if node_id:
         node = index.get_node(node_id)
         if node is None or node.kind == "root":
-            raise ApiError(404, f"no section {node_id!r} in the index (see /api/tree)")
+            raise ApiError(404, f"no section {shown(node_id)} in the index (see /api/tree)")
         return node
     if not heading_path:
         raise ApiError(400, "name the section by node_id or by heading_path")
@@ -201,10 +268,11 @@ def _find_node(snapshot: Snapshot, node_id: str | None, heading_path: str | None
     hits = [n for n in index.nodes.values() if n.kind != "root" and norm(n.heading_path) == want
             and (document is None or n.doc_path == document)]
     if not hits:
-        raise ApiError(404, f"no section with heading path {heading_path!r}" + (f" in {document}" if document else ""))
+        raise ApiError(404, f"no section with heading path {shown(heading_path)}"
+                            + (f" in {shown(document)}" if document else ""))
     if len(hits) > 1:
         where = ", ".join(f"{n.node_id} ({n.doc_path})" for n in hits[:5])
-        raise ApiError(409, f"{len(hits)} sections have heading path {heading_path!r}: {where}; "
+        raise ApiError(409, f"{len(hits)} sections have heading path {shown(heading_path)}: {where}; "
                             "name the document or the node_id")
     return hits[0]
 
@@ -227,13 +295,15 @@ def section(snapshot: Snapshot, node_id: str | None = None, heading_path: str | 
         text = "\n\n".join(parts)
         truncated = len(text) > MAX_SECTION_CHARS
         text = text[:MAX_SECTION_CHARS]
+    children, child_count = first_children(node, MAX_SECTION_CHILDREN)
     return {"node_id": node.node_id, "heading": node.heading, "heading_path": node.heading_path,
             "doc_path": node.doc_path, "kind": node.kind, "leaf": node.is_leaf, "citation": citation(node),
             "lines": [node.start_line, node.end_line],
             "pages": [node.page_start, node.page_end] if node.page_start else None,
             "text": text, "text_start_char": node.content_start if node.is_leaf else None,
             "truncated": truncated,
-            "children": [{"node_id": c.node_id, "heading": c.heading} for c in node.children],
+            "children": [{"node_id": c.node_id, "heading": c.heading} for c in children],
+            "children_omitted": child_count - len(children),
             "build_id": snapshot.build_id}
 
 
@@ -246,7 +316,7 @@ def passage(snapshot: Snapshot, chunk_id: str) -> dict[str, Any]:
     if rows is not None:
         chunk = next((c for c in index.chunks[rows[0]:rows[1]] if c.chunk_id == chunk_id), None)
     if chunk is None:
-        raise ApiError(404, f"no passage {chunk_id!r} in the index (chunk ids come from a query's step2_retrieved)")
+        raise ApiError(404, f"no passage {shown(chunk_id)} in the index (chunk ids come from a query's step2_retrieved)")
     sec = section(snapshot, node_id=node_id)
     start = chunk.start_char - (sec["text_start_char"] or 0)
     return {"chunk_id": chunk.chunk_id, "node_id": node_id, "doc_path": chunk.doc_path,

@@ -23,7 +23,10 @@ KEEPALIVE_S = 15.0
 
 def event(name: str, data: Any) -> bytes:
     """One SSE event. JSON escapes every newline, so the data is always one ``data:`` line."""
-    return f"event: {name}\ndata: {dumps(data, ensure_ascii=False)}\n\n".encode()
+    try:
+        return f"event: {name}\ndata: {dumps(data, ensure_ascii=False)}\n\n".encode()
+    except UnicodeEncodeError:  # a lone surrogate (from a provider's reply): escaped, still one valid line
+        return f"event: {name}\ndata: {dumps(data)}\n\n".encode()
 
 
 async def query_events(work: Callable[[Callable[[str, dict[str, Any]], None]], dict[str, Any]],

@@ -83,6 +83,11 @@ class IndexHolder:
         """The run log every build shares (None: runs are not recorded); never triggers a reload."""
         return self._current.rag.run_log
 
+    def latest(self) -> Snapshot:
+        """The snapshot answering now, without looking for a rebuild: for a health check, which
+        must answer at once even while a reload or every query worker is busy."""
+        return self._current
+
     def current(self) -> Snapshot:
         """The snapshot to answer one request from (reloading first if the index was rebuilt)."""
         stamp = _stamp(self.path)

@@ -19,22 +19,23 @@ BENCH = SHARED / "bench"
 
 
 
-def load_benchmark(name: str) -> Any:
-    """``benchmarks/<name>.py`` as a module, once per session: registered (its dataclasses need their
-    module) and imported with benchmarks/ on the path (it imports its ``common``)."""
+def load_benchmark(name: str, folder: str = "benchmarks") -> Any:
+    """``<folder>/<name>.py`` (a script of benchmarks/ or tools/local_llm/) as a module, once per
+    session: registered (its dataclasses need their module) and imported with its folder on the path
+    (a benchmark imports its ``common``)."""
     key = f"_bench_{name}"
     if key in sys.modules:
         return sys.modules[key]
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / folder))
     try:
-        spec = importlib.util.spec_from_file_location(key, ROOT / "benchmarks" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, ROOT / folder / f"{name}.py")
         assert spec and spec.loader
         mod = importlib.util.module_from_spec(spec)
         sys.modules[key] = mod
         spec.loader.exec_module(mod)
         return mod
     finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+        sys.path.remove(str(ROOT / folder))
 
 
 # never reach a model hub from tests

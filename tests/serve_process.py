@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
-START_LINE = re.compile(r"on (http://127\.0\.0\.1:\d+)/")
+START_LINE = re.compile(r"on (http://[^/\s]+:\d+)/")
 _NO_PROVIDER_ENV = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "TREERAG_LLM", "TREERAG_SERVE_TOKEN")
 
 

@@ -25,7 +25,7 @@ from retrieval.scoring import score_params
 from tests.conftest import run_cli
 from utils.errors import IndexFormatError
 
-ON = Config(embedder="hash", ann="on", ann_candidates=60, ann_probe=0.5)
+ON = Config().replace(embedder="hash", ann="on", ann_candidates=60, ann_probe=0.5)
 
 
 def _vocab(rng: random.Random, n: int) -> list[str]:
@@ -92,7 +92,7 @@ def test_recall_of_the_exact_top_k_among_candidates(built: tuple[Path, Path]) ->
     for q in _queries(index):
         qvec = embedder.embed_query(q)
         exact = np.argsort(-(np.asarray(index.embeddings) @ qvec), kind="stable")[:20]
-        cand = ann.search(qvec, ON.ann_candidates, ON.ann_probe)
+        cand = ann.search(qvec, ON.tuning.store.ann_candidates, ON.tuning.store.ann_probe)
         recalls.append(len(set(exact.tolist()) & set(cand.tolist())) / 20)
     assert np.mean(recalls) >= 0.9, recalls
 
@@ -133,7 +133,7 @@ def test_ranking_with_ann_matches_exact_scoring(built: tuple[Path, Path]) -> Non
         question = Query.build(q, embedder)
         tops = []
         for cfg in (ON, ON.replace(ann="off")):  # one question, two settings: two entries of its memo
-            tops.append([h.row for h in rank_scored(index, flat_scores(index, question, cfg), 5, cfg.ranking.fused, q, "flat")])
+            tops.append([h.row for h in rank_scored(index, flat_scores(index, question, cfg), 5, cfg.tuning.ranking.fused, q, "flat")])
         overlaps.append(len(set(tops[0]) & set(tops[1])) / 5)
     assert np.mean(overlaps) >= 0.9, overlaps
 
@@ -152,7 +152,7 @@ def test_forced_on_builds_in_memory_for_an_index_without_ann(tmp_path: Path, bui
 
 def test_auto_builds_only_from_the_row_threshold(tmp_path: Path, built: tuple[Path, Path]) -> None:
     n_chunks = load_index(built[1]).metadata["counts"]["chunks"]
-    cfg = Config(embedder="hash", ann="auto", ann_min_rows=n_chunks)
+    cfg = Config().replace(embedder="hash", ann="auto", ann_min_rows=n_chunks)
     build_index(built[0], tmp_path / "a", cfg, make_embedder("hash", cfg))
     assert set(json.loads((tmp_path / "a" / "metadata.json").read_text())["ann"]) == {"chunks"}
     assert not ann_index.wanted("auto", n_chunks + 1, n_chunks)
@@ -259,7 +259,7 @@ def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path
     assert json.loads((tmp_path / "rebuilt" / "metadata.json").read_text())["ann"]["chunks"]["reused_rows"] == 0
     same = []
     for q in _queries(index):
-        tops = [[h.row for h in rank_scored(ix, flat_scores(ix, Query.build(q, emb), ON), 5, ON.ranking.fused, q, "flat")]
+        tops = [[h.row for h in rank_scored(ix, flat_scores(ix, Query.build(q, emb), ON), 5, ON.tuning.ranking.fused, q, "flat")]
                 for ix in (index, rebuilt)]
         same.append(tops[0] == tops[1])
     assert np.mean(same) >= 0.9, same
@@ -373,7 +373,7 @@ def test_hnsw_index_is_written_loaded_memory_mapped_and_found_by_recall(built_hn
         for q in _queries(index):
             qvec = embedder.embed_query(q)
             exact = np.argsort(-(np.asarray(index.embeddings) @ qvec), kind="stable")[:20]
-            got.append(len(set(exact.tolist()) & set(ann.search(qvec, ON.ann_candidates, ON.ann_probe).tolist())) / 20)
+            got.append(len(set(exact.tolist()) & set(ann.search(qvec, ON.tuning.store.ann_candidates, ON.tuning.store.ann_probe).tolist())) / 20)
         recall[name] = float(np.mean(got))
     assert recall["hnsw"] >= 0.85 and recall["hnsw"] >= recall["flat"] - 0.05, recall
     assert "ANN" in verify_index(built_hnsw[1]).line(built_hnsw[1])
@@ -658,8 +658,8 @@ def test_the_least_similar_rows_come_from_at_most_far_max_lists(built: tuple[Pat
     monkeypatch.setattr(ann, "_choose", lambda scores, nprobe, far=False: chosen.append(nprobe) or real(scores, nprobe, far))
     monkeypatch.setattr(ann, "_spans", ann._spans if ann._spans is not None else np.zeros((nlist, 4), np.int64))
     query = Query.build(_queries(index, n=1)[0], make_embedder("hash", ON))
-    near = math.ceil(ON.ann_probe * nlist)
-    for cap, want in ((1 << 20, math.ceil(ON.ann_probe / 4 * nlist)), (2, 2)):
+    near = math.ceil(ON.tuning.store.ann_probe * nlist)
+    for cap, want in ((1 << 20, math.ceil(ON.tuning.store.ann_probe / 4 * nlist)), (2, 2)):
         chosen.clear()
         monkeypatch.setattr(file_search, "FAR_MAX_LISTS", cap)
         index.search.score(query, Scope.everything(), "corpus", score_params(ON))

@@ -11,15 +11,17 @@ import pytest
 
 from evaluation.variants import VARIANTS
 from config import Config
+from indexing.search_params import Bm25Params
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, citation, run_pipeline
 from retrieval.extractive import build_passages, extract
 from retrieval.query import Query
 
 from retrieval.synthesizer import (NOT_ANSWERED_EN, NOT_ANSWERED_ZH, SYNTHESIS_SYSTEM, WEAK_EVIDENCE_NOTE,
-                                   build_context, escape_evidence)
+                                   build_context)
 from retrieval.types import RetrievedChunk
 from tests.conftest import TEST_PAPER, run_cli
+from utils.llm.prompt_text import escape_evidence
 from retrieval.locate_prompts import LOCATE_SYSTEM, TREE_TAG, tree_for_prompt
 from utils.llm.mock import MockLLM
 from utils.oneline import one_line
@@ -109,12 +111,12 @@ def test_extractive_answer_leads_with_the_best_sentence_and_cites_it(paper_index
 
 
 def test_extractive_answer_stays_within_budget(paper_index) -> None:
-    cfg = Config(answer_max_chars=150)
+    cfg = Config().replace(answer_max_chars=150)
     res = run_pipeline("Why does AdaRouter beat the static baseline?", paper_index, cfg, backends())
     quotes = res.answer.quotes
     assert quotes
     assert sum(len(q.text) for q in quotes[1:]) + len(quotes[0].text) <= 150 + len(quotes[0].text)
-    assert len(quotes) <= cfg.answer_max_sentences
+    assert len(quotes) <= cfg.tuning.answer.answer_max_sentences
 
 
 def test_concatenate_mode_is_the_spec_mock_over_the_context(paper_index) -> None:
@@ -269,7 +271,7 @@ def test_extractive_quotes_stay_inside_passages_cut_mid_sentence(paper_index) ->
     doc = TEST_PAPER.read_text(encoding="utf-8")
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
                        # the in-leaf order (no fitted weights) reads a window that starts mid-sentence
-                       Config(context_budget_chars=200).with_settings({"ranking.document_order": "fused"}),
+                       Config(context_budget_chars=200).replace(**{"document_order": "fused"}),
                        backends(), orderings=VARIANTS)
     passages = res.context.passages
     assert any(not re.search(r"(^|[.!?]\s+|\n)$", doc[:p.start_char]) for p in passages), "a cut passage"
@@ -359,13 +361,13 @@ def test_step2_shows_the_ordering_score(paper_index) -> None:
     ordered = [h.scores["section_score"] for h in res.retrieve.hits]
     assert ordered == sorted(ordered, reverse=True)
     union = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
-                         Config().with_settings({"ranking.document_order": "union-learned"}), backends())
+                         Config().replace(**{"document_order": "union-learned"}), backends())
     assert union.retrieve.order == "union" and "ordered by union" in render_result(union)
     for line, h in zip([l for l in render_result(union).splitlines() if l.startswith("     dense=")],
                        union.retrieve.hits):
         assert line.endswith(f"union={h.scores['union_score']:.2f}")
     fused = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
-                         Config().with_settings({"ranking.document_order": "fused"}), backends(),
+                         Config().replace(**{"document_order": "fused"}), backends(),
                          orderings=VARIANTS)
     assert fused.retrieve.order == "fused" and "ordered by fused" in render_result(fused)
 
@@ -381,13 +383,7 @@ def test_extract_without_leaf_text_stitches_chunks(paper_index) -> None:
 
 
 def test_floor_calibration_picks_the_balanced_threshold() -> None:
-    import importlib.util
-
-    from tests.conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location("answer_quality", ROOT / "benchmarks" / "answer_quality.py")
-    aq = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(aq)
+    from evaluation.tools import answer_quality as aq
 
     def rec(s, right, wrong, calib=True):
         return {"set": s, "id": f"{s}{right}{wrong}", "calibration": calib,
@@ -448,10 +444,10 @@ def test_bm25_ranks_the_sentence_holding_the_question_words_first(tmp_path: Path
     assert word.bm25 > 0 and all(s.bm25 == 0 for s in others)
     assert all(word.score > s.score for s in others)
     # the word-bearing sentence is the second of its passage: only BM25 can put it first
-    ex = extract(q, ranked, index, emb, Config(answer_max_sentences=1))
+    ex = extract(q, ranked, index, emb, Config().replace(answer_max_sentences=1))
     assert "zorblax" in ex.quotes[0].text and "two weeks" not in ex.quotes[0].text
     # answer_bm25_weight 0: dense and rank alone, which tie here
-    score_sentences(sentences, passages, q, index, emb, Config(answer_bm25_weight=0))
+    score_sentences(sentences, passages, q, index, emb, Config().replace(answer_bm25_weight=0))
     assert word.bm25 > 0 and all(s.score == word.score for s in others)
 
 
@@ -471,10 +467,10 @@ def test_the_answers_idf_follows_the_configured_statistics_scope(tmp_path: Path)
     build_index(docs, tmp_path / "idx", cfg, make_embedder("hash", cfg))
     index = load_index(tmp_path / "idx")
     doc = next(p for p in index.doc_rows if p.endswith("a.md"))
-    per_doc = _idf(index, ["quorum"], doc, Config(bm25_idf_scope="document"))
-    corpus = _idf(index, ["quorum"], doc, Config(bm25_idf_scope="corpus"))
+    per_doc = _idf(index, ["quorum"], doc, Bm25Params(bm25_idf_scope="document"))
+    corpus = _idf(index, ["quorum"], doc, Config().replace(bm25_idf_scope="corpus").tuning.bm25)
     assert 0 < per_doc["quorum"] < corpus["quorum"]
-    assert _idf(None, ["quorum"], doc, Config()) == {}
+    assert _idf(None, ["quorum"], doc, Bm25Params()) == {}
 
 
 def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:
@@ -494,7 +490,7 @@ def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:
     every, few = Counting(), Counting()
     a = extract(Query.build("AdaRouter accuracy", every), ranked, paper_index, every, Config())
     b = extract(Query.build("AdaRouter accuracy", few), ranked, paper_index, few,
-                Config(answer_dense_candidates=3))
+                Config().replace(answer_dense_candidates=3))
     assert every.embedded == a.sentences > 3 and few.embedded == 3
     assert b.quotes
 

@@ -27,7 +27,7 @@ class ScriptedModel:
 
     def complete(self, messages, max_tokens, temperature, json_mode):
         self.calls.append({"messages": messages, "max_tokens": max_tokens, "json_mode": json_mode})
-        srv = load_benchmark("gguf_server")
+        srv = load_benchmark("gguf_server", "tools/local_llm")
         words = self.reply.split(" ")
         text = " ".join(words[:max_tokens])
         return srv.Completion(text, 17, min(len(words), max_tokens),
@@ -36,7 +36,7 @@ class ScriptedModel:
 
 @pytest.fixture()
 def server(tmp_path: Path):
-    mod = load_benchmark("gguf_server")
+    mod = load_benchmark("gguf_server", "tools/local_llm")
     model = ScriptedModel('{"entities": [{"name": "ZetaCorpus", "type": "entity"}], "relations": []}')
 
     class H(mod.Handler):
@@ -81,7 +81,7 @@ def test_gguf_server_speaks_what_treerags_openai_client_sends(server, tmp_path: 
 
 
 def test_reply_tally_tells_clean_repaired_and_unusable(tmp_path: Path) -> None:
-    bench = load_benchmark("bench_kg_llm")
+    bench = load_benchmark("bench_kg_llm", "tools/local_llm")
     log = tmp_path / "replies.jsonl"
     rows = [('{"entities": [{"name": "A"}], "relations": []}', "stop"),
             ('Here it is: {"entities": [{"name": "A"}, {"name": "B"}]}', "stop"),
@@ -95,7 +95,7 @@ def test_reply_tally_tells_clean_repaired_and_unusable(tmp_path: Path) -> None:
 
 
 def test_question_rule_takes_long_leaf_questions_of_cheap_papers_only(tmp_path: Path) -> None:
-    bench = load_benchmark("bench_kg_llm")
+    bench = load_benchmark("bench_kg_llm", "tools/local_llm")
     docs = tmp_path / "set" / "docs"
     docs.mkdir(parents=True)
     para = "The model reads sentence number {i} of the corpus with care. "

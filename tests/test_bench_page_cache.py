@@ -1,4 +1,4 @@
-"""bench_cold_start's cold case without dropping the whole page cache: the files a command opens are
+"""bench_cold_query.py process's cold case without dropping the whole page cache: the files a command opens are
 listed from strace, evicted one by one, and what stays cached is counted."""
 from __future__ import annotations
 

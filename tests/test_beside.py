@@ -39,13 +39,31 @@ def test_unthreaded_call_waits_for_result() -> None:
     assert calls == [1]
 
 
-def test_touch_rows_reads_only_rows_inside_a_mapped_array(tmp_path: Path) -> None:
+class _ReadSpy(np.memmap):
+    """A mapped array that records the rows each read asks for."""
+
+    reads: list[list[int]]
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, tuple) and isinstance(key[0], np.ndarray):
+            self.reads.append(np.asarray(key[0]).tolist())
+        return super().__getitem__(key)
+
+
+def test_touch_rows_reads_only_rows_inside_a_mapped_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexing import index_files
+
     arr = np.arange(40, dtype=np.float32).reshape(10, 4)
     np.save(tmp_path / "v.npy", arr)
-    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r").view(_ReadSpy)
+    mapped.reads = []
+    asked: list[list[int]] = []
+    monkeypatch.setattr(index_files, "will_need_rows", lambda a, rows: asked.append(np.asarray(rows).tolist()))
     touch_rows(mapped, np.array([0, 3, 9, 10, -1, 12]))  # out-of-range rows are skipped, not an error
+    assert asked == [[0, 3, 9]] and mapped.reads == [[0, 3, 9], [0, 3, 9]]  # first and last value of each row
     touch_rows(mapped, np.zeros(0, dtype=np.int64))
-    touch_rows(arr, np.array([1]))  # not mapped: nothing to read in
+    touch_rows(np.asarray(arr), np.array([1]))  # not mapped: nothing to read in
+    assert asked == [[0, 3, 9]] and mapped.reads == [[0, 3, 9], [0, 3, 9]]
     np.testing.assert_array_equal(mapped, arr)
 
 

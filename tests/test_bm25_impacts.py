@@ -18,6 +18,7 @@ from indexing.bm25_builder import BM25Index
 from indexing.bm25_corpus import score_rows, top_rows
 from indexing.index_files import write_manifest_entry
 from indexing.index_store import load_index, verify_index
+from indexing.upgrade import upgrade
 from tests.conftest import run_cli
 from tests.test_bm25_corpus import QUERIES, _reference_top, _zipf_rows
 from tests.test_delta_update import _build, _change, _config, _first, _write
@@ -170,7 +171,7 @@ def test_a_delta_segment_has_none_and_a_segmented_index_answers_as_a_full_build(
     assert _answers(tmp_path / "idx") == _answers(tmp_path / "full")
     verify_index(tmp_path / "idx")
     with pytest.raises(InputError, match="delta segments"):
-        bm25_impacts.upgrade(tmp_path / "idx", 1.5, 0.75)
+        upgrade(tmp_path / "idx", 1.5, 0.75)
 
 
 def _rewrite(index: Path, name: str, data: np.ndarray) -> None:

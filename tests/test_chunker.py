@@ -225,4 +225,4 @@ def test_config_default_packs_and_paragraph_mode_keeps_the_spec_rule() -> None:
     node = TreeNode(node_id="0001", heading="H", level=1, content=text, heading_path="H", doc_path="d.md",
                     content_start=0, content_end=len(text))
     assert len(chunk_leaf(node, text, Config())) == 1
-    assert len(chunk_leaf(node, text, Config(chunk_units="paragraph"))) == 2
+    assert len(chunk_leaf(node, text, Config().replace(chunk_units="paragraph"))) == 2

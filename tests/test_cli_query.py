@@ -52,13 +52,13 @@ def test_query_prints_the_spec_layout(paper_index_dir: Path, log_env) -> None:
 
 def test_query_json_is_only_json(paper_index_dir: Path, log_env, tmp_path: Path) -> None:
     cfg = tmp_path / "rrf.toml"
-    cfg.write_text('[ranking]\nfusion = "rrf"\n')  # a ranking parameter from the config file's [ranking] table
+    cfg.write_text('fusion = "rrf"\n')  # a ranking parameter from the config file, by its flat name
     proc = run_cli("--config", str(cfg), "query", "--index", str(paper_index_dir), "--query", "How many epochs?",
                    "--json", "--top-k", "3", env=log_env)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["query"] == "How many epochs?"
-    assert len(data["step2_retrieved"]) <= 3 and data["config"]["ranking.fusion"] == "rrf"
+    assert len(data["step2_retrieved"]) <= 3 and data["config"]["fusion"] == "rrf"
     for key in ("step1_thinking", "step1_nodes", "step2_retrieved", "context", "answer", "timing_ms", "providers",
                 "fallbacks", "usage"):
         assert key in data
@@ -202,7 +202,7 @@ def test_audit_stages_are_snapshots_shown_by_show(paper_index_dir: Path, log_env
     """The union ordering re-scores candidates after the fusion stage recorded them: the recorded
     fusion entries keep the fused scores (no later-stage keys), the final list carries the new ones."""
     cfg = tmp_path / "union.toml"
-    cfg.write_text('[ranking]\ndocument_order = "union-learned"\n')
+    cfg.write_text('document_order = "union-learned"\n')
     q = run_cli("--config", str(cfg), "query", "--index", str(paper_index_dir),
                 "--query", "What is AdaRouter's accuracy on EUR/USD?", "--json", env=log_env)
     assert q.returncode == 0, q.stderr

@@ -11,6 +11,7 @@ from config import Config
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, run_retrieval
 from retrieval.context_assembly import AssembledContext, assemble_context
+from retrieval.extractive import widen_to_sentences
 from retrieval.types import RetrievedChunk
 from tests.conftest import TEST_PAPER
 
@@ -34,6 +35,17 @@ def hits(index, *chunk_ids: str) -> list[RetrievedChunk]:
 
 def chunk(index, chunk_id: str):
     return next(c for c in index.chunks if c.chunk_id == chunk_id)
+
+
+def section(index, heading: str) -> str:
+    """The node id of the fixture paper's section titled ``heading`` (ids follow the tree's numbering,
+    which a change to the parser may shift; the headings are the paper's own)."""
+    return next(leaf.node_id for leaf in index.leaves if leaf.heading == heading)
+
+
+def window(index, heading: str, k: int) -> str:
+    """The chunk id of the ``k``-th window (0 first) of the section titled ``heading``."""
+    return [c.chunk_id for c in index.chunks if c.source_node_id == section(index, heading)][k]
 
 
 def line_of(offset: int) -> int:
@@ -66,7 +78,7 @@ def check_context(ctx: AssembledContext, ranked: list[RetrievedChunk], budget: i
 @pytest.mark.parametrize("query", QUERIES)
 def test_context_is_the_documents_text_within_budget_in_reading_order(paper_index, query: str, budget: int) -> None:
     pool = pool_of(paper_index, query)
-    ctx = assemble_context(paper_index, pool, budget, leaf_share=Config().context_leaf_share)
+    ctx = assemble_context(paper_index, pool, budget, leaf_share=Config().tuning.context.context_leaf_share)
     assert ctx.passages and ctx.budget == budget
     check_context(ctx, pool, budget)
 
@@ -74,7 +86,7 @@ def test_context_is_the_documents_text_within_budget_in_reading_order(paper_inde
 @pytest.mark.parametrize("case", ["two windows, later one first", "a real pool at 5,000 characters"])
 def test_a_hit_cut_to_the_budget_stays_within_it(paper_index, case: str) -> None:
     if case.startswith("two"):
-        ranked, budget, query = hits(paper_index, "0001_chunk_01", "0001_chunk_00"), 221, ""
+        ranked, budget, query = hits(paper_index, window(paper_index, "Abstract", 1), window(paper_index, "Abstract", 0)), 221, ""
     else:
         query = "How many epochs was the model trained for?"
         ranked, budget = pool_of(paper_index, query), 5000
@@ -83,14 +95,14 @@ def test_a_hit_cut_to_the_budget_stays_within_it(paper_index, case: str) -> None
 
 
 def test_whitespace_joining_two_units_is_charged(paper_index) -> None:
-    ctx = assemble_context(paper_index, hits(paper_index, "0013_chunk_00", "0013_chunk_02"), 424)
+    ctx = assemble_context(paper_index, hits(paper_index, window(paper_index, "4.1 Dataset", 0), window(paper_index, "4.1 Dataset", 2)), 424)
     assert sum(len(p.text) for p in ctx.passages) <= 424
 
 
 def test_a_hit_is_read_as_its_paragraph_when_that_fits_the_unit(paper_index) -> None:
     # rank 1 starts mid-paragraph (4.2 Performance, first paragraph: 279 characters); the other leaves'
     # hits use up the budget, so nothing grows afterwards
-    first = chunk(paper_index, "0014_chunk_01")
+    first = chunk(paper_index, window(paper_index, "4.2 Performance", 1))
     leaf = paper_index.get_node(first.source_node_id)
     para_end = leaf.content.index("\n\n")
     others = [c.chunk_id for c in paper_index.chunks if c.source_node_id != leaf.node_id]
@@ -109,7 +121,7 @@ def test_a_hit_is_read_as_its_paragraph_when_that_fits_the_unit(paper_index) -> 
 
 
 def test_overlapping_hits_of_one_leaf_are_one_passage_paid_once(paper_index) -> None:
-    a, b = chunk(paper_index, "0005_chunk_01"), chunk(paper_index, "0005_chunk_02")
+    a, b = chunk(paper_index, window(paper_index, "2 Related Work", 1)), chunk(paper_index, window(paper_index, "2 Related Work", 2))
     assert a.source_node_id == b.source_node_id and b.start_char < a.end_char
     ranked = hits(paper_index, a.chunk_id, b.chunk_id)
     ctx = assemble_context(paper_index, ranked, 450)  # less than the leaf (570): nothing grows to it
@@ -123,8 +135,8 @@ def test_overlapping_hits_of_one_leaf_are_one_passage_paid_once(paper_index) -> 
 
 def test_one_leaf_takes_at_most_its_share_while_other_leaves_wait(paper_index) -> None:
     # four hits of one leaf (570 characters, more than the budget) ranked above one hit of another leaf
-    crowd = [c.chunk_id for c in paper_index.chunks if c.source_node_id == "0005"]
-    ranked = hits(paper_index, *crowd, "0014_chunk_00")
+    crowd = [c.chunk_id for c in paper_index.chunks if c.source_node_id == section(paper_index, "2 Related Work")]
+    ranked = hits(paper_index, *crowd, window(paper_index, "4.2 Performance", 0))
     other = len(ranked)
     shared = assemble_context(paper_index, ranked, 500, leaf_share=0.5)
     greedy = assemble_context(paper_index, ranked, 500, leaf_share=1.0)
@@ -132,12 +144,12 @@ def test_one_leaf_takes_at_most_its_share_while_other_leaves_wait(paper_index) -
         check_context(ctx, ranked, 500)
     assert any(other in p.ranks for p in shared.passages), "the other leaf's hit is read"
     assert not any(other in p.ranks for p in greedy.passages), "without the share the first leaf takes it all"
-    crowd_chars = sum(len(p.text) for p in shared.passages if p.node_id == "0005")
-    assert crowd_chars < sum(len(p.text) for p in greedy.passages if p.node_id == "0005")
+    crowd_chars = sum(len(p.text) for p in shared.passages if p.node_id == section(paper_index, "2 Related Work"))
+    assert crowd_chars < sum(len(p.text) for p in greedy.passages if p.node_id == section(paper_index, "2 Related Work"))
 
 
 def test_leftover_budget_grows_a_passage_to_its_paragraph_then_its_leaf(paper_index) -> None:
-    first = chunk(paper_index, "0014_chunk_01")
+    first = chunk(paper_index, window(paper_index, "4.2 Performance", 1))
     leaf = paper_index.get_node(first.source_node_id)
     ranked = hits(paper_index, first.chunk_id)
     small = assemble_context(paper_index, ranked, 300)  # the sentences (233), then the paragraph (279)
@@ -152,8 +164,8 @@ def test_leftover_budget_grows_a_passage_to_its_paragraph_then_its_leaf(paper_in
 
 
 def test_a_tiny_budget_still_reads_the_best_hits_window(paper_index) -> None:
-    best = chunk(paper_index, "0014_chunk_01")
-    ranked = hits(paper_index, best.chunk_id, "0001_chunk_00")
+    best = chunk(paper_index, window(paper_index, "4.2 Performance", 1))
+    ranked = hits(paper_index, best.chunk_id, window(paper_index, "Abstract", 0))
     fits = assemble_context(paper_index, ranked, len(best.text))
     check_context(fits, ranked, len(best.text))
     assert [(p.start, p.end, p.ranks) for p in fits.passages] == [(best.start_char, best.end_char, [1])]
@@ -175,10 +187,10 @@ def test_each_paragraph_s_best_window_comes_first(paper_index) -> None:
     from retrieval.breadth import paragraph_first
 
     # three windows of one long paragraph (0011, 3.3 Training Procedure), then one of another leaf
-    same = [c.chunk_id for c in paper_index.chunks if c.source_node_id == "0011"][:3]
-    other = next(c.chunk_id for c in paper_index.chunks if c.source_node_id == "0014")
+    same = [c.chunk_id for c in paper_index.chunks if c.source_node_id == section(paper_index, "3.3 Training Procedure")][:3]
+    other = next(c.chunk_id for c in paper_index.chunks if c.source_node_id == section(paper_index, "4.2 Performance"))
     ranked = hits(paper_index, *same, other)
-    assert "\n\n" not in paper_index.get_node("0011").content.strip()  # the leaf is one paragraph
+    assert "\n\n" not in paper_index.get_node(section(paper_index, "3.3 Training Procedure")).content.strip()  # the leaf is one paragraph
     out = paragraph_first(ranked, paper_index)
     assert [h.chunk.chunk_id for h in out] == [same[0], other, same[1], same[2]]
     assert paragraph_first([], paper_index) == []
@@ -199,14 +211,14 @@ def test_a_short_pool_is_continued_by_the_flat_ranking(paper_index) -> None:
             return list(self.given)
 
     b = Backends(embedder=make_embedder("hash", Config()), reranker=None, llm=None)
-    config = Config().with_settings({"ranking.context_pool": 10})
+    config = Config().replace(context_pool=10)
     question = Query.build(QUERIES[0], b.embedder)
 
     def pool_of(given):
         r = Retriever(paper_index, config, b.embedder, None, Fixed(given), Fixed(given))
         return r.retrieve(Ask(question, []), [], fill=True).pool
 
-    head = hits(paper_index, "0014_chunk_00", "0001_chunk_00")
+    head = hits(paper_index, window(paper_index, "4.2 Performance", 0), window(paper_index, "Abstract", 0))
     out = pool_of(head)
     assert out[:2] == head and len(out) == 10
     assert len({h.row for h in out}) == 10, "no chunk twice"
@@ -236,22 +248,6 @@ def test_a_packed_chunk_is_read_whole_not_as_its_middle_paragraph(tmp_path) -> N
     assert first.start <= packed.start_char and first.end >= packed.end_char
 
 
-def test_the_best_hit_may_be_read_whole_when_its_unit_is_larger(paper_index) -> None:
-    # the same hit as above (a 279-character paragraph); with units of a twelfth (150) it is read as its
-    # sentences, unless the best hit's unit is a larger share of the budget
-    first = chunk(paper_index, "0014_chunk_01")
-    leaf = paper_index.get_node(first.source_node_id)
-    para = (leaf.content_start, leaf.content_start + leaf.content.index("\n\n"))
-    others = [c.chunk_id for c in paper_index.chunks if c.source_node_id != leaf.node_id]
-    ranked = hits(paper_index, first.chunk_id, *others)
-    narrow = assemble_context(paper_index, ranked, 1800, units_per_budget=12)
-    wide = assemble_context(paper_index, ranked, 1800, units_per_budget=12, first_unit_share=0.5)
-    check_context(wide, ranked, 1800)
-    of_rank1 = [next(p for p in ctx.passages if 1 in p.ranks) for ctx in (narrow, wide)]
-    assert (of_rank1[0].start, of_rank1[0].end) != para
-    assert (of_rank1[1].start, of_rank1[1].end) == para
-
-
 def _long_paragraph_index(tmp_path):
     """An index of one leaf holding one 1,800-character paragraph of numbered sentences."""
     from indexing.index_builder import build_index
@@ -278,19 +274,18 @@ def test_a_hit_in_a_long_paragraph_is_read_with_the_sentences_around_it(tmp_path
     assert len(para) > 1600
     ranked = hits(index, mid.chunk_id)
     # a budget of one unit (800 characters): the first pass alone, nothing left to grow
-    ctx = assemble_context(index, ranked, 800, units_per_budget=1, hit_unit="window")
+    ctx = assemble_context(index, ranked, 800, units_per_budget=1)
     win = next(p for p in ctx.passages if 1 in p.ranks)
-    own = next(p for p in assemble_context(index, ranked, 800, units_per_budget=1, hit_unit="sentences").passages
-               if 1 in p.ranks)
     assert win.start <= mid.start_char and mid.end_char <= win.end, "the match is inside what is read"
-    assert len(own.text) < len(win.text) <= 800
-    assert len(win.text) > 800 - 100, "grown until the next sentence would not fit"
     text = leaf.content
+    own_a, own_b = widen_to_sentences(text, mid.start_char - leaf.content_start, mid.end_char - leaf.content_start)
+    assert own_b - own_a < len(win.text) <= 800, "more than the hit's own sentences"
+    assert len(win.text) > 800 - 100, "grown until the next sentence would not fit"
     a, b = win.start - leaf.content_start, win.end - leaf.content_start
     assert _is_sentence_start(text, a) and text[b - 1] == "."
     assert win.start > leaf.content_start, "the paragraph is longer than the unit: not read from its start"
     # read on both sides of the match, not only forward
-    assert win.start < own.start and win.end > own.end
+    assert a < own_a and b > own_b
 
 
 def test_the_unit_is_a_share_of_the_budget_and_a_short_paragraph_is_read_whole(tmp_path) -> None:
@@ -317,13 +312,13 @@ def test_a_detail_question_reads_larger_units_than_a_multi_part_one(tmp_path) ->
     cfg = Config()
     detail = QueryPlan("detail", ("q",), "one thing")
     multi = QueryPlan("multi-part", ("a", "b"), "two parts")
-    assert detail.units_per_budget(cfg.context_units_per_budget) == cfg.context_units_per_budget == 3
-    assert multi.units_per_budget(cfg.context_units_per_budget) == 6
+    assert detail.units_per_budget(cfg.tuning.context.context_units_per_budget) == cfg.tuning.context.context_units_per_budget == 3
+    assert multi.units_per_budget(cfg.tuning.context.context_units_per_budget) == 6
     assert QueryPlan("overview", ("q",), "gist").units_per_budget(3) == 6
     budget = 1500
 
     def rank1(plan):
-        ctx = assemble_planned(index, ranked, budget, plan, cfg)
+        ctx = assemble_planned(index, ranked, budget, plan, cfg.tuning.context)
         check = [p for p in ctx.passages if 1 in p.ranks]
         assert len(check) == 1 and ctx.used <= budget
         return check[0]
@@ -338,7 +333,5 @@ def test_a_detail_question_reads_larger_units_than_a_multi_part_one(tmp_path) ->
 def test_units_per_budget_is_validated() -> None:
     from utils.errors import InputError
 
-    with pytest.raises((InputError, ValueError)):
-        Config(context_units_per_budget=0)
-    with pytest.raises((InputError, ValueError)):
-        Config(context_hit_unit="paragraphs")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="context_units_per_budget must be in"):
+        Config().replace(context_units_per_budget=0)

@@ -25,7 +25,8 @@ FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
 
 
 def _user_docs() -> list[Path]:
-    return [README, *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "benchmarks").glob("*.md"))]
+    return [README, *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "benchmarks").glob("*.md")),
+            *sorted((ROOT / "tools").glob("*/*.md"))]
 
 
 def _prose(path: Path) -> str:

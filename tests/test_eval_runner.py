@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -158,19 +159,19 @@ def test_scope_limits_every_arm(eval_set: Path, tmp_path: Path) -> None:
 
 
 def test_arm_configs() -> None:
-    base = Config().with_settings({"ranking.fusion": "rrf"})
-    assert make_arm("flat-hybrid", base, 10).config.ranking.fusion == "weighted"
+    base = Config().replace(**{"fusion": "rrf"})
+    assert make_arm("flat-hybrid", base, 10).config.tuning.ranking.fusion == "weighted"
     # flat-hybrid is the score fusion the config names (weighted or relative); rrf has its own arm
-    relative = Config().with_settings({"ranking.fusion": "relative"})
-    assert make_arm("flat-hybrid", relative, 10).config.ranking.fusion == "relative"
-    assert make_arm("flat-hybrid-rrf", Config(), 10).config.ranking.fusion == "rrf"
+    relative = Config().replace(**{"fusion": "relative"})
+    assert make_arm("flat-hybrid", relative, 10).config.tuning.ranking.fusion == "relative"
+    assert make_arm("flat-hybrid-rrf", Config(), 10).config.tuning.ranking.fusion == "rrf"
     t = make_arm("tree-keyword+net", base, 7).config
-    assert (t.locator, t.final_top_k, t.ranking.fusion) == ("keyword", 7, "rrf")
-    assert (t.ranking.document_order, t.ranking.collection_order) == ("section-joint+net", "union-learned+net")
-    netted = Config().with_settings({"ranking.collection_order": "union-blend+net"})
-    assert make_arm("tree-hybrid", netted, 10).config.ranking.collection_order == "union-blend"
+    assert (t.locator, t.final_top_k, t.tuning.ranking.fusion) == ("keyword", 7, "rrf")
+    assert (t.tuning.ranking.document_order, t.tuning.ranking.collection_order) == ("section-joint+net", "union-learned+net")
+    netted = Config().replace(**{"collection_order": "union-blend+net"})
+    assert make_arm("tree-hybrid", netted, 10).config.tuning.ranking.collection_order == "union-blend"
     with pytest.raises(InputError, match="unknown ordering 'banana'"):
-        make_arm("tree-hybrid", Config().with_settings({"ranking.document_order": "banana"}), 10)
+        make_arm("tree-hybrid", Config().replace(**{"document_order": "banana"}), 10)
     assert parse_arms("tree-hybrid, flat-bm25", with_llm=False) == ["flat-bm25", "tree-hybrid"]
     with pytest.raises(InputError, match="unknown arm 'flat-magic'"):
         parse_arms("flat-magic", with_llm=False)
@@ -337,10 +338,11 @@ def test_cli_prints_the_table_and_writes_json(eval_set: Path, tmp_path: Path, ca
     (["--arms", "tree-llm"], "needs an LLM"),
     (["--k", "0"], "--k must be at least 1"),
     (["--limit", "0"], "--limit must be at least 1"),
-    (["--set", "ranking.fusion=magic"], "--set ranking.fusion must be one of weighted, relative, rrf, got 'magic'"),
-    (["--set", "fusion=rrf"], "--set fusion: unknown setting 'fusion': it is set as ranking.fusion"),
+    (["--set", "fusion=magic"], "--set fusion must be one of weighted, relative, rrf, got 'magic'"),
+    (["--set", "ranking.fusion=rrf"], "--set ranking.fusion: unknown setting 'ranking.fusion'"),
+    (["--set", "safety_net=true"], "--set safety_net: unknown setting 'safety_net'"),
     (["--set", "nosuch=1"], "--set nosuch: unknown setting 'nosuch'"),
-    (["--set", "ranking.dense_weight=1.5"], "setting ranking.dense_weight must be in [0, 1], got 1.5"),
+    (["--set", "dense_weight=1.5"], "setting dense_weight must be in [0, 1], got 1.5"),
     (["--set", "chunk_overlap=300"], "chunk_overlap must be less than chunk_size"),
     (["--set", "final_top_k=two"], "--set final_top_k must be an int, got 'two'"),
     (["--set", "hybrid_top_leaves=x"], "hybrid_top_leaves must be an int, got"),
@@ -354,9 +356,9 @@ def test_cli_bad_inputs(eval_set: Path, tmp_path: Path, argv: list[str], needle:
 
 
 def test_parse_overrides_types() -> None:
-    assert parse_overrides(["llm_cache=true", "ranking.dense_weight=0.7", "hybrid_top_leaves=4",
+    assert parse_overrides(["llm_cache=true", "dense_weight=0.7", "hybrid_top_leaves=4",
                             "embedder_model=none", "bm25_idf_scope=corpus"]) == {
-        "llm_cache": True, "ranking.dense_weight": 0.7, "hybrid_top_leaves": 4, "embedder_model": None,
+        "llm_cache": True, "dense_weight": 0.7, "hybrid_top_leaves": 4, "embedder_model": None,
         "bm25_idf_scope": "corpus"}
 
 
@@ -389,12 +391,52 @@ def test_llm_rerank_arm_uses_the_small_prompt_once_per_question(eval_set: Path, 
         assert out.locator == "llm-rerank" and len(out.located) == 1 and out.usage["calls"] == 1
 
 
-def test_every_code_file_keying_the_result_cache_exists() -> None:
-    """A renamed or split module must not silently drop out of the cache key (stale results)."""
-    from evaluation.arms import ARM_CODE_FILES
-    from evaluation.runner import ROOT
+def _copy_product(dest: Path) -> Path:
+    """The product's sources and the data beside them, copied under ``dest`` (the layout kept)."""
+    from evaluation.code_digest import ROOT, module_files
 
-    assert all((ROOT / rel).is_file() for rel in ARM_CODE_FILES), [r for r in ARM_CODE_FILES if not (ROOT / r).is_file()]
+    for src in module_files(ROOT).values():
+        for path in [src, *(p for p in src.parent.glob("*.json"))]:
+            target = dest / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    return dest
+
+
+@pytest.mark.parametrize("edited", ["retrieval/term_coverage.py", "retrieval/locate_prompts.py",
+                                    "indexing/bm25_corpus.py", "retrieval/ranker_weights.json"])
+def test_editing_code_an_arm_reaches_misses_the_result_cache(eval_set: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch, edited: str) -> None:
+    """The cache key is the arm module's import closure, read from the source tree it runs from: an
+    unchanged copy of the tree is a hit for every run, one edited scoring file a miss for every run."""
+    import evaluation.runner as runner
+
+    first = run_eval(_opts(eval_set, tmp_path / "c", arms=["flat-bm25", "tree-hybrid"]))
+    copy = _copy_product(tmp_path / "src")
+    monkeypatch.setattr(runner, "ROOT", copy)
+    same = run_eval(_opts(eval_set, tmp_path / "c", arms=["flat-bm25", "tree-hybrid"]))
+    assert same.computed == 0 and same.cached == first.computed
+
+    with (copy / edited).open("a", encoding="utf-8") as fh:
+        fh.write("\n" if edited.endswith(".json") else "\n# edited\n")
+    edited_run = run_eval(_opts(eval_set, tmp_path / "c", arms=["flat-bm25", "tree-hybrid"]))
+    assert edited_run.computed == first.computed and edited_run.cached == 0
+
+
+def test_code_outside_the_arms_closure_does_not_key_the_cache(tmp_path: Path) -> None:
+    """The web server is not code an arm runs: editing it keeps every cached result."""
+    from evaluation.code_digest import import_closure
+    from evaluation.runner import code_fingerprint
+
+    assert "server.app" not in import_closure("evaluation.arms")
+    copy = _copy_product(tmp_path / "src")
+    before = code_fingerprint(copy)
+    with (copy / "server" / "app.py").open("a", encoding="utf-8") as fh:
+        fh.write("\n# edited\n")
+    assert code_fingerprint(copy) == before
+    with (copy / "retrieval" / "term_coverage.py").open("a", encoding="utf-8") as fh:
+        fh.write("\n# edited\n")
+    assert code_fingerprint(copy) != before
 
 
 @pytest.mark.parametrize("raw", ["nan", "0", "-5", "soon"])

@@ -36,7 +36,7 @@ def test_entry_features_are_the_section_evidence_of_each_leafs_best_chunk_only(p
     cfg = Config()
     X = chunk_features(idx, Query("q", ("q",), None), sc, cfg, {idx.chunks[0].source_node_id}, ALL_FEATURES)
     # with equal fusion weights a chunk's fused score orders as its two scaled signals' sum
-    assert cfg.ranking.dense_weight == cfg.ranking.bm25_weight
+    assert cfg.tuning.ranking.dense_weight == cfg.tuning.ranking.bm25_weight
     fused = _col(X, "dense_mm") + _col(X, "bm25_mm")
     leaf = [idx.chunks[int(r)].source_node_id for r in sc.rows]
     best: dict[str, int] = {}
@@ -165,10 +165,10 @@ def test_joint_orders_the_head_and_the_once_order_the_rest(paper_index, tmp_path
     weights = _weights(tmp_path, joint={"para_cover": 1.0, "bm25_mm": 0.5, "entry_leaf_heading": 0.3})
     q = Query.build("How many epochs was the model trained for?", emb)
     k = 4
-    cfg = Config(final_top_k=10, ranker_weights=str(weights)).with_settings(
-        {"ranking.context_pool": 40, "ranking.joint_top_k": k})
+    cfg = Config(final_top_k=10, ranker_weights=str(weights)).replace(**
+        {"context_pool": 40, "joint_top_k": k})
     ranked = _ranked(paper_index, q, cfg)
-    alone = _ranked(paper_index, q, cfg.with_settings({"ranking.joint_top_k": 0}))
+    alone = _ranked(paper_index, q, cfg.replace(**{"joint_top_k": 0}))
     once = _ranked(paper_index, q, cfg, SectionRanker(joint=None))
     head = [c.row for c in alone[:k]]
     assert [c.row for c in ranked[:k]] == head
@@ -202,9 +202,9 @@ def test_fold_files_hold_a_joint_model_fitted_with_the_lambda_objective(tmp_path
 
 
 def test_joint_top_k_is_checked() -> None:
-    with pytest.raises(InputError, match=r"ranking.joint_top_k must be in \[0, 100000\], got -1"):
-        Config().with_settings({"ranking.joint_top_k": -1})
-    assert Config().with_settings({"ranking.joint_top_k": 0}).ranking.joint_top_k == 0
+    with pytest.raises(InputError, match=r"joint_top_k must be in \[0, 100000\], got -1"):
+        Config().replace(**{"joint_top_k": -1})
+    assert Config().replace(**{"joint_top_k": 0}).tuning.ranking.joint_top_k == 0
 
 
 def test_a_section_refit_keeps_the_models_fitted_elsewhere(tmp_path: Path) -> None:

@@ -67,7 +67,7 @@ def _build(docs: Path, out: Path, **settings):
     from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
 
-    config = Config(**{"kg_mode": "rules", **settings})
+    config = Config.of({"kg_mode": "rules", **settings})
     return build_index(docs, out, config, make_embedder("hash", config))
 
 
@@ -270,7 +270,7 @@ about which chunk a refitted ranker happens to put first on this synthetic paper
 def anchor_settings(index_dir: Path) -> dict:
     weights = index_dir.parent / "anchor_ranker.json"
     weights.write_text(json.dumps(ANCHOR_RANKER), encoding="utf-8")
-    return {"ranker_weights": str(weights), "ranking.document_order": "section-once-flat"}
+    return {"ranker_weights": str(weights), "document_order": "section-once-flat"}
 
 
 def _ask(index_dir: Path, **settings):
@@ -349,7 +349,7 @@ def test_eval_pairs_kg_arms_with_their_plain_arm() -> None:
     base = Config()
     assert make_arm("tree-hybrid", base, 10, paired_with_graph=True).config.kg_channel is False
     assert make_arm("tree-hybrid+kg", base.replace(kg_channel=False), 10).config.kg_channel is True
-    assert make_arm("tree-hybrid+net+kg", base, 10).config.ranking.collection_order == "union-learned+net"
+    assert make_arm("tree-hybrid+net+kg", base, 10).config.tuning.ranking.collection_order == "union-learned+net"
     with pytest.raises(Exception, match="unknown arm"):
         parse_arms("flat-hybrid+kg", with_llm=False)
 
@@ -392,10 +392,10 @@ def test_llm_extraction_windows_repairs_checks_and_falls_back() -> None:
     text = multi_hop_paper()
     chunks = [FACT_A] + FILLER + [FACT_B]
     assert windows(chunks, 1000)[0][0] == 0 and sum(len(w) for w in windows(chunks, 1000)) == len(chunks)
-    config = Config(kg_mode="llm", kg_llm_window_chars=1000)
+    config = Config().replace(kg_mode="llm", kg_llm_window_chars=1000)
     llm = MockLLM(lambda req: _kg_reply(req.prompt))
     rules, _ = make_extractor(config.replace(kg_mode="rules"))
-    ext = LLMGraphExtractor(llm, config, fallback=rules)
+    ext = LLMGraphExtractor(llm, config.tuning.graph, fallback=rules)
     g = ext.extract("0002", chunks, "2 Setup")
     assert g.mode == "llm" and g.llm_calls == len(windows(chunks, 1000)) == len(llm.requests)
     assert all(r.json_mode for r in llm.requests) and "2 Setup" in llm.requests[0].prompt
@@ -408,7 +408,7 @@ def test_llm_extraction_windows_repairs_checks_and_falls_back() -> None:
     assert text  # the fixture is the same paper the channel test uses
 
     # an unusable reply or a failed call: that leaf gets the rules graph, recorded as a fallback
-    bad = LLMGraphExtractor(MockLLM(lambda req: "sorry, no JSON today"), config, fallback=rules)
+    bad = LLMGraphExtractor(MockLLM(lambda req: "sorry, no JSON today"), config.tuning.graph, fallback=rules)
     g2 = bad.extract("0002", chunks)
     assert g2.mode == "rules" and g2.llm_calls == 1 and len(g2.nodes) > 0
 
@@ -505,13 +505,13 @@ def test_llm_reply_cut_at_the_token_cap_keeps_its_complete_entries() -> None:
     assert close_truncated('{"entities": [}') is None  # mismatched brackets are not repaired
 
     chunks = [FACT_A] + FILLER + [FACT_B]
-    config = Config(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=300)
+    config = Config().replace(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=300)
     llm = MockLLM(lambda req: cut)
     rules, _ = make_extractor(config.replace(kg_mode="rules"))
-    g = LLMGraphExtractor(llm, config, fallback=rules).extract("0002", chunks, "2 Setup")
+    g = LLMGraphExtractor(llm, config.tuning.graph, fallback=rules).extract("0002", chunks, "2 Setup")
     assert g.mode == "llm" and llm.requests[0].max_tokens == 300  # the cap reaches the request
     assert _edge(g, "AdaRouter", "ZetaCorpus").relation == "trained on"
-    ids = {LLMGraphExtractor(llm, c, fallback=rules).extractor_id
+    ids = {LLMGraphExtractor(llm, c.tuning.graph, fallback=rules).extractor_id
            for c in (config, config.replace(kg_llm_max_tokens=600))}
     assert len(ids) == 2  # a different cap is a different extractor: graphs are not lent across it
 
@@ -533,9 +533,9 @@ def test_llm_relation_triples_make_their_own_nodes_and_clauses_are_not_names() -
                                       ["头实体", "关系", "尾实体"], [clause, "is", "AdaRouter"], ["only two"]],
                         "entities": [{"name": "ZetaCorpus", "type": "term"}]})
     assert len(parse_reply(reply)[1]) == 4  # the malformed triple is skipped
-    config = Config(kg_mode="llm", kg_llm_window_chars=100_000)
+    config = Config().replace(kg_mode="llm", kg_llm_window_chars=100_000)
     rules, _ = make_extractor(config.replace(kg_mode="rules"))
-    g = LLMGraphExtractor(MockLLM(lambda req: reply), config, fallback=rules).extract("0002", chunks, "2 Setup")
+    g = LLMGraphExtractor(MockLLM(lambda req: reply), config.tuning.graph, fallback=rules).extract("0002", chunks, "2 Setup")
     names = {n.name: n for n in g.nodes}
     assert g.mode == "llm" and set(names) == {"AdaRouter", "ZetaCorpus", "4.2 million sentences"}
     assert names["ZetaCorpus"].type == "term" and names["ZetaCorpus"].chunks == [0, len(chunks) - 1]
@@ -558,9 +558,9 @@ def test_llm_reply_shaped_like_the_local_models_first_prompt_reply() -> None:
                                      {"name": "ZetaCorpus", "type": "concept"}]}, indent=2)
     reply = reply[:reply.rindex("]")] + ',\n    {\n      "name": "'  # the cap struck here
     chunks = [FACT_A] + FILLER + [FACT_B]
-    config = Config(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=384)
+    config = Config().replace(kg_mode="llm", kg_llm_window_chars=100_000, kg_llm_max_tokens=384)
     rules, _ = make_extractor(config.replace(kg_mode="rules"))
-    g = LLMGraphExtractor(MockLLM(lambda req: reply), config, fallback=rules).extract("0002", chunks)
+    g = LLMGraphExtractor(MockLLM(lambda req: reply), config.tuning.graph, fallback=rules).extract("0002", chunks)
     assert g.mode == "llm"  # repaired, not thrown away (before: the leaf fell back to the rules)
     assert [n.name for n in g.nodes] == ["AdaRouter", "ZetaCorpus"]  # the clause is no name
     assert g.edges == []  # no relation before the cap: why the prompt now asks for triples first

@@ -569,7 +569,16 @@ def test_base_url_is_part_of_the_key() -> None:
     common = dict(provider="openai", model="m", system=None, prompt="p", json_mode=True,
                   max_tokens=10, temperature=0.0)
     assert cache_key(base_url="http://a/v1", **common) != cache_key(base_url="http://b/v1", **common)
-    assert cache_key(base_url="http://a/v1", **common) == cache_key(base_url="http://a/v1", **common)
+
+
+def test_every_input_that_can_change_the_answer_changes_the_key() -> None:
+    """One key per distinct request: changing any single input gives a key no other request has."""
+    base = dict(provider="openai", model="m", base_url="http://a/v1", system=None, prompt="p", json_mode=True,
+                max_tokens=10, temperature=0.0)
+    other = dict(provider="anthropic", model="m2", base_url=None, system="s", prompt="p2", json_mode=False,
+                 max_tokens=11, temperature=0.5)
+    keys = [cache_key(**base)] + [cache_key(**{**base, name: value}) for name, value in other.items()]
+    assert len(set(keys)) == len(keys)
 
 
 @pytest.mark.parametrize("breakage", ["corrupt", "unwritable"])

@@ -50,7 +50,7 @@ def test_bottom_up_parallel_with_fallback(tmp_path: Path) -> None:
     nodes = {n.heading: n for n in root.iter_preorder()}
     assert nodes["1 Intro"].summary == "Short intro text here."  # short: own text, no call
     assert nodes["2.1 Router"].summary == "LEAF SUMMARY of 2 Method > 2.1 Router"
-    extractive = ExtractiveSummarizer.from_config(Config()).summarize_leaf(nodes["2.2 Encoder"])
+    extractive = ExtractiveSummarizer.of(Config().tuning.summary).summarize_leaf(nodes["2.2 Encoder"])
     assert nodes["2.2 Encoder"].summary == extractive  # failed call -> extractive for that node
     assert nodes["2 Method"].summary == "PARENT SUMMARY"
     # the parent was asked after its children were done, with their summaries

@@ -8,12 +8,13 @@ import pytest
 from config import Config
 from indexing.embedders.factory import make_embedder
 from retrieval.locate_prompts import NODE_LOCATE_PROMPT
-from retrieval.node_locator import (extract_json_object, hybrid_locate,
+from retrieval.node_locator import (hybrid_locate,
                                     keyword_locate, llm_locate, parse_locator_response,
                                     toc_for_prompt)
 from retrieval.query import Query
 from tree_builder.visualizer import serialize_tree
 from utils.errors import BackendError, InputError
+from utils.llm.replies import extract_json_object
 from utils.llm.mock import MockLLM
 from utils.tokenizer import estimate_tokens
 
@@ -134,7 +135,7 @@ def test_hybrid_locator_scores_all_leaves(paper_index) -> None:
     res = hybrid_locate(paper_index, Query.build("How many epochs was the model trained for?", make_embedder("hash", Config())),
                         Config())
     assert res.nodes[0].heading_path.endswith("3.3 Training Procedure")
-    assert len(res.nodes) == Config().hybrid_top_leaves
+    assert len(res.nodes) == Config().tuning.locator.hybrid_top_leaves
 
 
 def test_toc_budget_keeps_best_branches_with_ancestors(paper_index) -> None:
@@ -143,7 +144,7 @@ def test_toc_budget_keeps_best_branches_with_ancestors(paper_index) -> None:
     full, shown_all = toc_for_prompt(paper_index, q, Config())
     assert full == serialize_tree(paper_index.root)
     budget = estimate_tokens(full) // 3
-    cut, shown = toc_for_prompt(paper_index, q, Config(toc_budget_tokens=budget))
+    cut, shown = toc_for_prompt(paper_index, q, Config().replace(toc_budget_tokens=budget))
     assert estimate_tokens(cut) <= budget and 0 < shown < shown_all
     assert "3.2.2 Router Design (叶子节点)" in cut
     # the ancestors of a shown leaf are shown too
@@ -218,7 +219,7 @@ def _keyword_reference(index, question: str, k: int, doc_paths=None) -> list[tup
 def test_keyword_locator_postings_equal_the_plain_computation(paper_index, question: str) -> None:
     from retrieval.node_locator import keyword_locate
 
-    config = Config(keyword_top_leaves=5)
+    config = Config().replace(keyword_top_leaves=5)
     got = keyword_locate(paper_index, Query.build(question, None), config)
     assert [(n.node_id, n.score) for n in got.nodes] == _keyword_reference(paper_index, question, 5)
     doc = paper_index.leaves[0].doc_path

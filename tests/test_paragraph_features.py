@@ -32,7 +32,7 @@ def test_paragraph_features_match_a_plain_reference(paper_index) -> None:
     X = chunk_features(idx, Query("q", ("q",), None), sc, cfg, None, ALL_FEATURES)
     col = {n: X[:, i] for i, n in enumerate(ALL_FEATURES)}
     d, b = sc.dense.astype(np.float64), sc.lexical.astype(np.float64)
-    r = cfg.ranking
+    r = cfg.tuning.ranking
     fused = r.dense_weight * (d - d.min()) / (d.max() - d.min()) + r.bm25_weight * (b - b.min()) / (b.max() - b.min())
     pid = paragraph_ids(idx, sc.rows)
     leaf = [idx.chunks[int(r)].source_node_id for r in sc.rows]
@@ -162,12 +162,7 @@ def test_cli_writes_weights_and_folds_from_cached_features(tmp_path: Path) -> No
 
 
 def test_the_best_reordering_of_a_pool_counts_each_item_found_once() -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("top10_limits", Path(__file__).parents[1] / "benchmarks" / "top10_limits.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
+    from evaluation.tools import top10_limits as mod
     rel = Relevance(per_evidence=(frozenset({5, 6}), frozenset({30}), frozenset({99})),
                     relevant=frozenset({5, 6, 30, 99}), gold_leaves=frozenset())
     rows = list(range(40))

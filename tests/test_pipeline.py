@@ -67,7 +67,7 @@ def leaf_id(index, heading: str) -> str:
 def test_in_leaf_scores_are_complete_and_bounded(paper_index) -> None:
     node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
     got = in_leaf(paper_index, make_embedder("hash", Config()), node, Config(), ask("q"))
-    assert 0 < len(got) <= Config().ranking.top_k_per_leaf
+    assert 0 < len(got) <= Config().tuning.ranking.top_k_per_leaf
     for rc in got:
         d = rc.retrieval_detail
         assert {"dense_score", "bm25_score", "fused_score"} <= set(d)
@@ -78,7 +78,7 @@ def test_in_leaf_scores_are_complete_and_bounded(paper_index) -> None:
 
 def test_rrf_fusion(paper_index) -> None:
     node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
-    got = in_leaf(paper_index, make_embedder("hash", Config()), node, Config().with_settings({"ranking.fusion": "rrf"}), ask("q"))
+    got = in_leaf(paper_index, make_embedder("hash", Config()), node, Config().replace(**{"fusion": "rrf"}), ask("q"))
     assert all(rc.retrieval_detail["fused_score"] <= round(2 / 61, 4) for rc in got)
 
 
@@ -103,9 +103,9 @@ def test_safety_net_adds_global_candidates(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "Abstract"), "epochs")]
     q = "How many epochs was the model trained for?"
     # the net belongs to the orderings that draw on leaves (the section ordering scores every chunk)
-    strict = Config().with_settings({"ranking.document_order": "union-learned", "ranking.union_flat_top_k": 0})
+    strict = Config().replace(**{"document_order": "union-learned", "union_flat_top_k": 0})
     off = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, strict, VARIANTS)
-    net = strict.with_settings({"ranking.document_order": "union-learned+net"})
+    net = strict.replace(**{"document_order": "union-learned+net"})
     on = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, net, VARIANTS)
     assert all(rc.source == "tree" for rc in off)
     assert any(rc.source == "net" and "50 epochs" in rc.chunk.text for rc in on)
@@ -151,7 +151,7 @@ def test_run_pipeline_schema_and_citations(paper_index) -> None:
     assert steps.index("rerank") < steps.index("context") < steps.index("synthesize")
     ctx = res.context
     assert ctx.budget == Config().context_budget_chars and 0 < ctx.used <= ctx.budget
-    assert 0 < ctx.hits_read <= Config().ranking.context_pool
+    assert 0 < ctx.hits_read <= Config().tuning.ranking.context_pool
     for p in ctx.passages:
         assert p.citation.startswith("test_paper.md:L") and p.text and p.ranks
         assert p.doc_path == "test_paper.md" and p.node_id and p.heading_path and p.start_char < p.end_char
@@ -270,7 +270,7 @@ class _CountingEmbedder:
 def test_one_model_call_for_the_query_vector_per_run(paper_index, order: str) -> None:
     emb = _CountingEmbedder()
     q = "How many epochs was the model trained for?"
-    cfg = Config().with_settings({"ranking.document_order": order})
+    cfg = Config().replace(**{"document_order": order})
     res = run_pipeline(q, paper_index, cfg, Backends(embedder=emb, reranker=None, llm=None), orderings=VARIANTS)
     assert res.retrieve.hits and res.answer.text
     assert emb.queries.count(q) == 1, emb.queries  # locator, leaves, net, ordering, floor, answer: one vector
@@ -306,7 +306,7 @@ def test_the_question_is_tokenised_once_per_run(paper_index, monkeypatch: pytest
 
     monkeypatch.setattr(tk, "_tokens", counting)
     b = Backends(embedder=_Dense(), reranker=None, llm=None)
-    res = run_pipeline(q, paper_index, Config().with_settings({"ranking.document_order": order}), b,
+    res = run_pipeline(q, paper_index, Config().replace(**{"document_order": order}), b,
                        orderings=VARIANTS)
     assert res.retrieve.hits and res.answer.text
     assert len(seen) == 2, len(seen)  # the stop-word guard and Query.build (context assembly reuses it)

@@ -35,15 +35,22 @@ def test_ask_returns_a_typed_result_equal_to_query_json(paper_index_dir: Path) -
 
 
 def test_settings_are_validated_and_applied(paper_index_dir: Path) -> None:
-    rag = TreeRAG.open(paper_index_dir, llm="mock", env={}, final_top_k=2, **{"ranking.fusion": "rrf"})
+    rag = TreeRAG.open(paper_index_dir, llm="mock", env={}, final_top_k=2, fusion="rrf")
     r = rag.ask(Q)
-    assert len(r.chunks) <= 2 and r.to_dict()["config"]["ranking.fusion"] == "rrf" and r.record.config["ranking.fusion"] == "rrf"
+    assert len(r.chunks) <= 2 and r.to_dict()["config"]["fusion"] == "rrf" and r.record.config["fusion"] == "rrf"
     with pytest.raises(InputError, match="fusion must be one of"):
-        TreeRAG.open(paper_index_dir, llm="mock", env={}, **{"ranking.fusion": "banana"})
-    with pytest.raises(InputError, match="set as ranking.fusion"):
-        TreeRAG.open(paper_index_dir, llm="mock", env={}, fusion="rrf")
+        TreeRAG.open(paper_index_dir, llm="mock", env={}, fusion="banana")
+    with pytest.raises(InputError, match="unknown setting 'ranking.fusion'"):  # flat names only
+        TreeRAG.open(paper_index_dir, llm="mock", env={}, **{"ranking.fusion": "rrf"})
     with pytest.raises(InputError, match="evaluation variants"):
-        TreeRAG.open(paper_index_dir, llm="mock", env={}, **{"ranking.document_order": "section-every"})
+        TreeRAG.open(paper_index_dir, llm="mock", env={}, document_order="section-every")
+    # a tuning parameter by its name, like any setting: it reaches its component and the record
+    tuned = TreeRAG.open(paper_index_dir, llm="mock", env={}, context_leaf_share=0.6, joint_top_k=0)
+    assert tuned.config.tuning.context.context_leaf_share == 0.6 and tuned.config.tuning.ranking.joint_top_k == 0
+    record = tuned.run(Q).config
+    assert record["context_leaf_share"] == 0.6 and record["joint_top_k"] == 0
+    with pytest.raises(InputError, match="context_leaf_share must be in"):
+        TreeRAG.open(paper_index_dir, llm="mock", env={}, context_leaf_share=2)
     with pytest.raises(InputError, match="unknown setting"):
         TreeRAG.open(paper_index_dir, llm="mock", env={}, no_such_setting=1)
 

@@ -71,18 +71,14 @@ def test_aspect_pool_retrieves_each_part_and_leaves_single_questions_alone() -> 
     assert aspect_pool(whole, ["only"], retrieve_for, 10) == whole and asked == ["a", "b"]
 
 
-def test_the_parts_lists_merge_by_reciprocal_rank_or_by_turns() -> None:
-    """A chunk the whole question and both parts rank high comes first under rank fusion (equal ranks
-    tie, broken by document order); taking turns keeps the whole question first in every round.
-    Each chunk is listed once, as its first list gave it."""
+def test_the_parts_lists_take_turns_with_the_whole_question() -> None:
+    """Taking turns keeps the whole question first in every round; each chunk is listed once, as its
+    first list gave it."""
     whole = [_hit(1), _hit(2), _hit(3), _hit(4)]
     parts = {"a": [_hit(3), _hit(7), _hit(8)], "b": [_hit(3), _hit(9)]}
-    fused = aspect_pool(whole, ["a", "b"], parts.__getitem__, 10, merge="rrf")
-    assert [h.row for h in fused] == [3, 1, 2, 7, 9, 8, 4]
     turns = aspect_pool(whole, ["a", "b"], parts.__getitem__, 10)
     assert [h.row for h in turns] == [1, 3, 9, 2, 7, 4, 8]
-    assert [h.row for h in aspect_pool(whole, ["a", "b"], parts.__getitem__, 3, merge="rrf")] == [3, 1, 2]
-    assert len({h.row for h in fused}) == len(fused)
+    assert [h.row for h in aspect_pool(whole, ["a", "b"], parts.__getitem__, 3)] == [1, 3, 9]
 
 
 def test_sub_questions_come_from_the_plan_or_from_an_llm_locators_sub_queries() -> None:
@@ -108,7 +104,7 @@ def test_a_multi_part_question_over_several_documents_can_be_read_as_one() -> No
     assert read_as_one(detail, "当事人达成和解协议后能否反悔？", 139) is detail
 
 
-def test_the_pipeline_plans_a_collection_question_by_the_setting(tmp_path) -> None:
+def test_the_pipeline_reads_a_multi_part_collection_question_as_one(tmp_path) -> None:
     from config import Config
     from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
@@ -122,12 +118,12 @@ def test_the_pipeline_plans_a_collection_question_by_the_setting(tmp_path) -> No
     build_index(docs, tmp_path / "idx", Config(), make_embedder("hash", Config()))
     index = load_index(tmp_path / "idx")
     q = "法人、非法人组织的简称是否受到保护？"
-    whole, spread = Config(collection_parts="whole"), Config(collection_parts="spread")
-    assert Config().collection_parts == "whole"
-    assert question_plan(q, index, spread, None).route == "multi-part"
-    assert question_plan(q, index, whole, None).route == "detail"
-    assert question_plan(q, index, whole, {"a.md"}).route == "multi-part", "one document: the parts stay"
+    breadth = Config().tuning.breadth
+    assert question_plan(q, index, breadth, None).route == "detail"
+    assert question_plan(q, index, breadth, {"a.md"}).route == "multi-part", "one document: the parts stay"
+    unrouted = Config().replace(query_routing=False)
+    assert question_plan(q, index, unrouted.tuning.breadth, {"a.md"}).route == "detail"
     b = Backends(make_embedder("hash", Config()), None, None)
-    r = run_retrieval(q, index, whole, b)
+    r = run_retrieval(q, index, Config(), b)
     assert r.plan is not None and r.plan.route == "detail" and r.pool
-    assert run_retrieval(q, index, spread, b).plan.route == "multi-part"
+    assert run_retrieval(q, index, Config(), b, {"a.md"}).plan.route == "multi-part"

@@ -31,7 +31,7 @@ def test_statute_quote_ends_at_the_full_stop_and_names_its_article() -> None:
     sentences = split_sentences(p, 0)
     assert not any(s.text.endswith("；") for s in sentences)
     _best(sentences, "法律、行政法规")
-    (quote,) = select_quotes(sentences, [p], Config())
+    (quote,) = select_quotes(sentences, [p], Config().tuning.answer)
     assert quote.text.endswith("应当采用书面形式。") and "；当事人约定" in quote.text
     assert quote.article == "第十条"
     shown = extractive_text("书面形式？", [{"ranks": [1], "text": quote.text, "citation": "law.md:L3",
@@ -43,7 +43,7 @@ def test_a_quote_that_starts_with_its_article_does_not_repeat_it() -> None:
     p = _passage(STATUTE)
     sentences = split_sentences(p, 0)
     _best(sentences, "第十一条")
-    (quote,) = select_quotes(sentences, [p], Config())
+    (quote,) = select_quotes(sentences, [p], Config().tuning.answer)
     assert quote.text.startswith("第十一条") and quote.article is None
     assert article_of(p, STATUTE.index("第十一条")) == "第十一条"
     assert article_of(p, 0) == "第十条"
@@ -57,7 +57,7 @@ def test_html_comments_are_never_quoted() -> None:
     assert all("TODO" not in s.text and "Bob" not in s.text for s in sentences)
     for s in sentences:
         s.score = 1.0
-    quotes = select_quotes(sentences, [p], Config())
+    quotes = select_quotes(sentences, [p], Config().tuning.answer)
     assert quotes and all("<!--" not in q.text and "old figure" not in q.text for q in quotes)
     assert any("65.1%" in q.text for q in quotes)
     for q in quotes:  # the offsets still cite the document's own characters

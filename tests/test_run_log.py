@@ -443,3 +443,46 @@ def test_concurrent_threads_and_processes_all_land(log_path: Path) -> None:
     expected = {f"{tag}-{i}" for tag in ("p0", "p1", "t0", "t1") for i in range(n)}
     assert queries == expected
     assert hits == 12 * len(expected)
+
+
+def test_the_log_keeps_the_newest_max_runs_and_their_hit_rows_only(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "runs.sqlite3", warn=lambda _m: None, max_runs=3)
+    ids = [f"run{i:04d}aaaa" for i in range(7)]
+    for run_id in ids:
+        assert log.record(make_record(run_id, query=run_id))
+    assert [r.run_id for r in log.recent(100)] == ids[:-4:-1]  # the three newest, newest first
+    assert log.get(ids[0]) is None
+    with sqlite3.connect(tmp_path / "runs.sqlite3") as conn:
+        kept = {row[0] for row in conn.execute("SELECT DISTINCT run_id FROM hits")}
+    assert kept == set(ids[-3:])  # the deleted runs' audit rows went with them
+
+
+def test_max_runs_zero_keeps_every_run(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "runs.sqlite3", warn=lambda _m: None, max_runs=0)
+    for i in range(5):
+        assert log.record(make_record(f"keep{i:04d}bbbb"))
+    assert len(log.recent(100)) == 5
+
+
+def test_runs_can_be_read_for_one_index_only(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "runs.sqlite3", warn=lambda _m: None)
+    mine, other = make_record("mine00000001"), make_record("other0000001")
+    other.index.path = "/elsewhere/secret-index"
+    assert log.record(mine) and log.record(other)
+    assert [r.run_id for r in log.recent(10, index_path=mine.index.path)] == ["mine00000001"]
+    assert log.get("other0000001", index_path=mine.index.path) is None
+    assert log.get("other0", index_path=mine.index.path) is None  # nor by a prefix
+    assert log.get("other0000001") is not None  # the CLI's history still sees every run
+
+
+def test_a_stored_record_nested_too_deep_is_one_error_not_a_recursion_error(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    log = RunLog(path, warn=lambda _m: None)
+    assert log.record(make_record("deep00000001"))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE runs SET result = ?, timing_ms = ? WHERE run_id = 'deep00000001'",
+                     ("[" * 100_000 + "]" * 100_000, "[" * 100_000 + "]" * 100_000))
+    with pytest.raises(TreeRAGError, match="unreadable"):
+        log.get("deep00000001")
+    assert [r.run_id for r in log.recent(5)] == ["deep00000001"]  # the listing still reads
+

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from config import Config
+from config import BUILD_ONLY_SETTINGS, Config
 from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from pipeline import Backends, TreeRAG, run_pipeline
 from tests.conftest import TEST_PAPER, run_cli
 from utils.json_out import dumps
 from utils.record_json import RecordError, to_json
-from utils.run_record import BUILD_ONLY_SETTINGS, KEY_ORDER, RECORD_VERSION, BuildSettings, RunRecord
+from utils.run_record import KEY_ORDER, RECORD_VERSION, BuildSettings, RunRecord
 
 Q = "What is AdaRouter's accuracy on EUR/USD?"
 
@@ -88,11 +88,16 @@ def test_every_config_field_is_a_query_or_a_build_setting() -> None:
     fields = set(Config().to_dict())
     assert set(BUILD_ONLY_SETTINGS) <= fields  # a renamed field must not silently drop out of both
     assert fields - set(BUILD_ONLY_SETTINGS)  # and the query keeps its own
+    # what only an index copy or update reads is build-only too (derived from the fields' metadata)
+    assert {"store_vector_index", "store_copy_sessions", "delta_max_share", "delta_max_segments",
+            "kg_llm_max_tokens", "chunk_units", "ann_min_rows"} <= set(BUILD_ONLY_SETTINGS)
+    assert not {"final_top_k", "store_prewarm", "ann", "kg_channel", "context_leaf_share"} & set(BUILD_ONLY_SETTINGS)
 
 
 def test_an_index_that_records_no_settings_says_none() -> None:
-    assert BuildSettings.from_metadata({"counts": {}}) is None
-    old = BuildSettings.from_metadata({"config": {"chunk_size": 150, "final_top_k": 9}, "embedder": {"name": "onnx"}})
+    assert BuildSettings.from_metadata({"counts": {}}, BUILD_ONLY_SETTINGS) is None
+    old = BuildSettings.from_metadata({"config": {"chunk_size": 150, "final_top_k": 9}, "embedder": {"name": "onnx"}},
+                                      BUILD_ONLY_SETTINGS)
     assert old is not None and old.config == {"chunk_size": 150} and old.embedder == {"name": "onnx"}
     assert old.tokenizer is None  # not recorded: left unknown, never defaulted
 

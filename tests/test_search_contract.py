@@ -177,7 +177,7 @@ def test_one_index_answers_questions_from_several_threads_as_it_does_one_at_a_ti
     own, so answers do not depend on which other questions run at the same time."""
     from evaluation.variants import VARIANTS
 
-    cfg = Config().with_settings({"ranking.document_order": order, "ranking.collection_order": order})
+    cfg = Config().replace(**{"document_order": order, "collection_order": order})
     backends = Backends(embedder=make_embedder("hash", cfg), reranker=None, llm=None)
 
     def rows(text: str, scope: frozenset[str] | None) -> list[tuple[int, float]]:

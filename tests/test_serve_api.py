@@ -60,6 +60,8 @@ def test_query_returns_exactly_what_query_json_prints(client, paper_index_dir: P
     assert cli.returncode == 0, cli.stderr
     printed = json.loads(cli.stdout)
     assert list(served) == list(printed)  # same keys in the same order
+    assert served["index"]["path"] == paper_index_dir.name  # the server's file system is not told
+    printed["index"]["path"] = paper_index_dir.name
     assert _stable(served) == _stable(printed)
     assert "50 epochs" in served["answer"]
     assert served["logged"] is True  # the server logs to its run log
@@ -139,13 +141,14 @@ def test_bad_requests_are_one_json_message(client, body, status, words) -> None:
 def test_other_refusals_are_json_too(client) -> None:
     r = client.post("/api/query", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json() == {"error": "the body is not valid JSON"}
-    r = client.post("/api/query", content=b"{" + b" " * 70_000 + b"}")
+    as_json = {"content-type": "application/json"}
+    r = client.post("/api/query", content=b"{" + b" " * 70_000 + b"}", headers=as_json)
     assert r.status_code == 413 and "limit" in r.json()["error"]
 
     def chunked():  # no Content-Length: counted as it is read
         for _ in range(80):
             yield b" " * 1000
-    r = client.post("/api/query", content=chunked())
+    r = client.post("/api/query", content=chunked(), headers=as_json)
     assert r.status_code == 413 and "limit" in r.json()["error"]
     for path in ("/api/nope", "/api/passages/0011_chunk_99", "/api/sections/9999"):
         r = client.get(path)

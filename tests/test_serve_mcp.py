@@ -51,6 +51,11 @@ async def _exercise(client: Client) -> None:
 
     outline = _structured(await client.call_tool("get_tree", {"max_depth": 1}))
     assert any(s["heading"] == "3 Methods" and s["subsections"] == 3 for s in outline["sections"])
+    assert outline["truncated"] is True  # levels were cut: said so, and get_tree(node_id=...) reads below
+    methods = next(s for s in outline["sections"] if s["heading"] == "3 Methods")
+    below = _structured(await client.call_tool("get_tree", {"node_id": methods["node_id"], "max_depth": 6}))
+    assert [s["node_id"] for s in below["sections"]] == [methods["node_id"]]
+    assert len(below["sections"][0]["children"]) == 3 and below["truncated"] is False
 
     sec = _structured(await client.call_tool("get_section", {"heading_path": "3 Methods > 3.3 Training Procedure"}))
     assert "50 epochs" in sec["text"] and CITATION.match(sec["citation"])

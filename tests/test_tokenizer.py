@@ -8,6 +8,7 @@ fusion and rerank needs.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -83,9 +84,17 @@ def test_is_stopword_only() -> None:
         assert not is_stopword_only(text), text
 
 
-def test_deterministic_and_stopword_sets_exported() -> None:
+def test_tokens_do_not_depend_on_the_process_hash_seed() -> None:
+    """Indexes are built in one process and queried in another: the same text must give the same
+    tokens whatever the interpreter's string-hash seed (a set's or dict's iteration order)."""
     text = "Adaptive routing 自适应路由 在 2023 年"
-    assert tokenize(text) == tokenize(text)
+    code = f"from utils.tokenizer import tokenize; print(tokenize({text!r}))"
+    outs = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert outs == {f"{tokenize(text)}\n"}
+
+
+def test_stopword_sets_exported() -> None:
     assert len(EN_STOPWORDS) >= 150 and "the" in EN_STOPWORDS
     assert {"的", "了", "是", "在", "和"} <= ZH_STOPWORDS and "不" not in ZH_STOPWORDS
     assert isinstance(TOKENIZER_VERSION, str) and TOKENIZER_VERSION

@@ -179,4 +179,4 @@ def test_summaries_and_serialisation_are_one_line_per_node(raw: str) -> None:
     assert out[:2] == ["文档结构:", ""]
     assert len(out) == 2 + 3 * n_nodes - 1  # heading line, summary line, blank between nodes
     for n in root.iter_preorder():
-        assert "\n" not in n.summary and len(n.summary) <= Config().summary_max_chars
+        assert "\n" not in n.summary and len(n.summary) <= Config().tuning.summary.summary_max_chars

@@ -123,7 +123,7 @@ def test_the_flat_standing_comes_from_the_scopes_flat_ranking(paper_index) -> No
     cfg = Config()
     sig = union_signals(paper_index, q, cands, [], cfg)
     scores = flat_scores(paper_index, q, cfg, None)
-    rrf = cfg.ranking.collection
+    rrf = cfg.tuning.ranking.collection
     fused = dict(zip(scores.rows.tolist(), unit_scale(fuse(scores.dense, scores.lexical, rrf), rrf)))
     assert list(sig.flat) == pytest.approx([fused[c.row] for c in cands])
     assert not union_signals(paper_index, q, cands, [], cfg, flat_standing=False).flat.any()
@@ -146,7 +146,7 @@ def test_weights_may_name_union_features_but_no_unknown_one(tmp_path: Path) -> N
 def test_the_shipped_file_holds_the_default_union_model(paper_index) -> None:
     model = load_ranker(UNION_MODEL)
     assert set(model.names) <= set(UNION_FEATURES) and len(model.names) >= 2
-    assert Config().ranking.collection_order == "union-learned"
+    assert Config().tuning.ranking.collection_order == "union-learned"
     emb = make_embedder("hash", Config())
     _, cands = _cands(paper_index)
     q = Query.build("How many epochs was the model trained for?", emb)

@@ -31,7 +31,7 @@ def _two_leaves(index):
     return [n for n in index.leaves if index.leaf_rows.get(n.node_id)][:2]
 
 
-LEAVES_ONLY = Config().with_settings({"ranking.union_flat_top_k": 0})
+LEAVES_ONLY = Config().replace(**{"union_flat_top_k": 0})
 
 
 @pytest.mark.parametrize("first", [0, 1])
@@ -67,7 +67,7 @@ def _epochs_setup(index):
     emb = make_embedder("hash", Config())
     q = Query.build("How many epochs was the model trained for?", emb)
     abstract = next(n.node_id for n in index.leaves if n.heading == "Abstract")
-    best = rank_scored(index, flat_scores(index, q, Config()), 1, Config().ranking.fused, q.text, "flat")[0]
+    best = rank_scored(index, flat_scores(index, q, Config()), 1, Config().tuning.ranking.fused, q.text, "flat")[0]
     assert best.chunk.source_node_id != abstract and "50 epochs" in best.chunk.text
     return emb, q, abstract, best.chunk.source_node_id
 
@@ -79,7 +79,7 @@ def test_the_flat_rankings_best_chunks_join_the_union_with_the_locators_belief(p
     located = [LocatedNode(abstract, q.text, score=0.8)]
     beliefs = [LocatedNode(abstract, q.text, score=0.8), LocatedNode(holder, q.text, score=0.6)]
     blend = UnionOrdering(BlendRanker())
-    cfg = Config().with_settings({"ranking.union_flat_top_k": 5})
+    cfg = Config().replace(**{"union_flat_top_k": 5})
     off = blend.order(paper_index, emb, LEAVES_ONLY, Ask(q, located, beliefs=beliefs))
     assert off and all(rc.source == "tree" for rc in off)
     on = blend.order(paper_index, emb, cfg, Ask(q, located, beliefs=beliefs))
@@ -97,7 +97,7 @@ def test_an_unscored_located_list_keeps_rank_priors_and_ignores_the_beliefs(pape
     """An LLM's located leaves have ranks, not scores: mixing in the hybrid candidates' scores
     would put two scales in one prior, so the candidates outside its list get none."""
     emb, q, abstract, holder = _epochs_setup(paper_index)
-    cfg = Config().with_settings({"ranking.union_flat_top_k": 5})
+    cfg = Config().replace(**{"union_flat_top_k": 5})
     out = UnionOrdering().order(paper_index, emb, cfg,
                                 Ask(q, [LocatedNode(abstract, q.text)], beliefs=[LocatedNode(holder, q.text, score=0.6)]))
     assert {rc.retrieval_detail["leaf_prior"] for rc in out if rc.chunk.source_node_id == abstract} == {1.0}
@@ -108,8 +108,8 @@ def test_the_pipeline_hands_the_locators_ranked_candidates_to_the_union(paper_in
     from pipeline import Backends, run_retrieval
 
     emb = make_embedder("hash", Config())
-    cfg = Config(locator="hybrid", hybrid_top_leaves=1, embedder="hash").with_settings(
-        {"ranking.document_order": "union-learned", "ranking.union_flat_top_k": 10})
+    cfg = Config(locator="hybrid", embedder="hash").replace(
+        hybrid_top_leaves=1, document_order="union-learned", union_flat_top_k=10)
     r = run_retrieval("How many epochs was the model trained for?", paper_index, cfg, Backends(emb, None, None))
     located = {n.node_id for n in r.located.nodes}
     ranked = {n.node_id: n.score for n in r.located.candidates}
@@ -124,7 +124,7 @@ def test_a_collection_fuses_by_rank_on_a_unit_scale() -> None:
     scores 1, whatever k is."""
     dense = np.array([0.91, 0.90, 0.60, 0.50])
     lexical = np.array([9.0, 8.0, 400.0, 0.0])  # the third from a document whose BM25 runs high
-    collection = Config().ranking.collection
+    collection = Config().tuning.ranking.collection
     by_rank = unit_scale(fuse(dense, lexical, collection), collection)
     assert np.all((by_rank > 0) & (by_rank < 1)) and list(np.argsort(-by_rank)) == [0, 2, 1, 3]
     for k in (1, 60, 1000):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from utils.errors import InputError
+from utils.tokenizer import cjk_share
 
 
 class EmptyDocumentError(InputError):
@@ -64,18 +65,25 @@ class DocumentInfo:
     pages: int
     cjk_weight: float = 0.0
     """CJK share of the text times its length (what ``auto`` weighs; 0 when not computed)."""
+    card: dict | None = field(default=None, hash=False)
+    """What the document's first pages say it is (``tree_builder.doc_card``), as plain JSON."""
 
     @classmethod
     def of(cls, doc: Document, cjk: bool = False) -> "DocumentInfo":
         """``cjk``: weigh the text's script too (a pass over every character: only for ``auto``)."""
         weight = 0.0
         if cjk:
-            from utils.tokenizer import cjk_share  # noqa: PLC0415
-
             weight = cjk_share(doc.text) * len(doc.text)
-        return cls(doc.path, doc.title, doc.content_hash, len(doc.text), doc.kind, len(doc.page_starts), weight)
+        from tree_builder.doc_card import read_card  # noqa: PLC0415
+
+        card = read_card(doc.text, doc.title, doc.path, doc.page_starts).record()
+        return cls(doc.path, doc.title, doc.content_hash, len(doc.text), doc.kind, len(doc.page_starts), weight,
+                   card)
 
     def record(self) -> dict:
-        """Its entry in metadata.json's ``documents``."""
-        return {"path": self.path, "title": self.title, "content_hash": self.content_hash,
-                "chars": self.chars, "kind": self.kind, "pages": self.pages}
+        """Its entry in metadata.json's ``documents`` (an index built before cards has no ``card``)."""
+        out = {"path": self.path, "title": self.title, "content_hash": self.content_hash,
+               "chars": self.chars, "kind": self.kind, "pages": self.pages}
+        if self.card:
+            out["card"] = self.card
+        return out

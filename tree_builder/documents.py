@@ -9,13 +9,16 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tree_builder.decoding import mostly_control, normalise_text, text_from_bytes
 from tree_builder.document import Document, EmptyDocumentError, Heading
-from tree_builder.markdown_headings import document_title, markdown_headings
+from tree_builder.markdown_headings import document_title, heading_line_count, markdown_headings
 from tree_builder.text_headings import detect_headings
 from utils.errors import InputError
+
+if TYPE_CHECKING:  # the readers package imports this module: its limits are imported where checked
+    from tree_builder.readers.limits import ReadLimits
 
 _FENCE_CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$", re.MULTILINE)
 _WS = re.compile(r"\s+")
@@ -45,7 +48,7 @@ def split_front_matter(text: str) -> tuple[dict, int]:
         return {}, 0
     raw = text[4:m.start()]
     try:
-        import yaml
+        import yaml  # PyYAML only for a document with front matter
 
         data = yaml.safe_load(raw) if raw.strip() else {}
     except Exception:  # any YAML error: not front matter after all
@@ -69,17 +72,20 @@ def text_content_hash(data: bytes, rel_path: str) -> str:
     return content_hash(normalise_text(text_from_bytes(data, rel_path)))
 
 
-def text_document_from_bytes(data: bytes, rel_path: str, kind: str = "md") -> Document:
-    """Markdown or plain text bytes -> Document."""
-    return document_from_text(text_from_bytes(data, rel_path), rel_path, kind)
+def text_document_from_bytes(data: bytes, rel_path: str, kind: str = "md",
+                             limits: "ReadLimits | None" = None) -> Document:
+    """Markdown or plain text bytes -> Document (held to ``limits`` when given)."""
+    return document_from_text(text_from_bytes(data, rel_path), rel_path, kind, limits, len(data))
 
 
-def document_from_text(raw_text: str, rel_path: str, kind: str = "md") -> Document:
+def document_from_text(raw_text: str, rel_path: str, kind: str = "md", limits: "ReadLimits | None" = None,
+                       size: int | None = None) -> Document:
     """Decoded text -> Document (normalised, front matter split off, titled).
 
     Text without a single Markdown heading gets its headings detected from
     numbering and layout (tree_builder.text_headings); text with real
-    headings is never second-guessed.
+    headings is never second-guessed. With ``limits``, a text of more heading
+    lines than they allow its ``size`` bytes is refused before it is parsed.
     """
     text = normalise_text(raw_text)
     if mostly_control(text):
@@ -87,12 +93,20 @@ def document_from_text(raw_text: str, rel_path: str, kind: str = "md") -> Docume
     front_matter, body_start = split_front_matter(text)
     if not text[body_start:].strip():
         raise EmptyDocumentError(f"{rel_path}: empty or whitespace-only document")
+    candidates = heading_line_count(text, body_start)
+    if limits is not None:
+        from tree_builder.readers.limits import check_headings  # noqa: PLC0415 - see the import note
+
+        check_headings(candidates, rel_path, limits, size)
     doc = Document(path=rel_path, text=text, title="", content_hash=content_hash(text),
                    front_matter=front_matter, body_start=body_start, kind=kind)
-    if not markdown_headings(text, body_start):
+    # no heading line at all: nothing for the Markdown parser to find (a text of 200,000 numbered
+    # lines, each a list to it, cost it minutes and a gigabyte to say so)
+    if not candidates or not markdown_headings(text, body_start):
         found = detect_headings(text, body_start)
-        if found:
-            doc.headings = tuple(found)
+        if limits is not None:
+            check_headings(len(found), rel_path, limits, size)
+        doc.headings = tuple(found)
     doc.title = document_title(doc, PurePosixPath(rel_path).stem or rel_path)
     return doc
 

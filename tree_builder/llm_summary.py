@@ -20,12 +20,9 @@ from utils.oneline import one_line
 from tree_builder.tree import TreeNode
 from utils.errors import BackendError
 from utils.llm.cached import forget_reply
+from utils.llm.prompt_text import escape_evidence
 
 
-def escape_evidence(text: str) -> str:
-    """``&`` and ``<`` as entities, so no document text can close the ``<section>`` tag (the same
-    rule as the answer prompt's evidence, retrieval/synthesizer.py)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;")
 
 LEAF_PROMPT = """请用一句话概括下面这个文档章节的内容，突出其中的具体实体、数字和结论，便于之后根据目录定位信息。
 只输出概括本身，不超过{max_chars}个字符，使用与章节相同的语言。
@@ -83,8 +80,8 @@ class LLMSummarizer:
 
     def __init__(self, llm: Any, config: Config, usage: Any = None) -> None:
         self.llm = llm
-        self.max_chars = config.summary_max_chars
-        self.extractive = ExtractiveSummarizer.from_config(config)
+        self.max_chars = config.tuning.summary.summary_max_chars
+        self.extractive = ExtractiveSummarizer.of(config.tuning.summary)
         self.usage = usage
         self.stats = SummaryStats()
         self.summarizer_id = f"llm-v2:{getattr(llm, 'provider', '?')}:{getattr(llm, 'model', '?')}:{self.max_chars}"

@@ -30,14 +30,14 @@ def _trim_chars() -> str:
 @functools.lru_cache(maxsize=1)
 def _block_parser() -> Any:
     """Block structure only: inline parsing is most of markdown-it's cost and we need none."""
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # built once, when the first Markdown document is parsed
 
     return MarkdownIt("commonmark").disable("inline")
 
 
 @functools.lru_cache(maxsize=1)
 def _inline_parser() -> Any:
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # built once, when the first inline text is parsed
 
     return MarkdownIt("commonmark")
 
@@ -80,6 +80,47 @@ _RISKY_LINE = re.compile(r"^(?:[ \t]+(?=[^ \t\n])|[>+*_=<`~\[|:-]|[0-9]{1,9}[.)]
 """A line start that may open a block other than a paragraph or an ATX heading (a list, quote, fence,
 code, HTML, setext underline, thematic break, link definition) or continue one: the parser decides."""
 _ATX_LINE = re.compile(r"^(#{1,6})(?=[ \t]|$)(.*)$", re.M)
+
+
+_HEADING_LINE = re.compile(r"^ {0,3}(?:#{1,6}(?=[ \t]|$)|(?:=+|-+)[ \t]*$)", re.M)
+"""An ATX heading line or a setext underline (``===``/``---``): each is at most one heading."""
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$", re.M)
+
+
+def heading_line_count(text: str, body_start: int = 0) -> int:
+    """An upper bound on the Markdown headings of ``text[body_start:]``, without parsing it.
+
+    Why: the parser holds tokens for every heading and the tree a node for each, hundreds of bytes
+    a heading, so a file of a million ``#`` lines cost over a gigabyte before any limit was checked.
+    Lines inside fenced code are not counted (a shell script's ``# comments``); a setext underline
+    counts only after a non-blank line. Exact for ATX headings outside lists and quotes.
+    """
+    fenced: list[tuple[int, int]] = []
+    open_at, marker = -1, ""
+    for m in _FENCE_LINE.finditer(text, body_start):
+        run = m.group(1)
+        if open_at < 0:
+            if run[0] == "`" and "`" in m.group(2):
+                continue  # a backtick fence's info string holds no backtick: an inline code span
+            open_at, marker = m.start(), run
+        elif run[0] == marker[0] and len(run) >= len(marker) and not m.group(2).strip():
+            fenced.append((open_at, m.end()))
+            open_at = -1
+    if open_at >= 0:
+        fenced.append((open_at, len(text)))  # an unclosed fence runs to the end of the document
+    count, k = 0, 0
+    for m in _HEADING_LINE.finditer(text, body_start):
+        pos = m.start()
+        while k < len(fenced) and fenced[k][1] <= pos:
+            k += 1
+        if k < len(fenced) and fenced[k][0] <= pos:
+            continue
+        if m.group(0).lstrip()[:1] in "=-":
+            before = text.rfind("\n", body_start, max(pos - 1, body_start))
+            if pos == body_start or not text[before + 1:pos - 1].strip():
+                continue  # a thematic break or a stray underline: no paragraph above it
+        count += 1
+    return count
 
 
 @functools.lru_cache(maxsize=64)

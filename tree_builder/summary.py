@@ -8,13 +8,41 @@ keyed by prompt, so re-indexing unchanged sections costs nothing).
 """
 from __future__ import annotations
 
+import math
 import re
-from typing import Collection, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Collection, Protocol, runtime_checkable
 
-from config import Config
-from tree_builder.tree import TreeNode
 from utils.errors import BackendError
 from utils.oneline import one_line
+from utils.tokenizer import estimate_tokens
+
+if TYPE_CHECKING:  # config.py composes SummaryParams (and every command imports it): no config, no tree
+    from tree_builder.tree import TreeNode
+
+
+class Settings(Protocol):
+    """What summarising reads of the settings: config.Config has it (config.py composes SummaryParams, so
+    this module cannot import config)."""
+
+    @property
+    def summary_mode(self) -> str: ...
+
+    @property
+    def tuning(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class SummaryParams:
+    """How long a node summary may be and when a section is its own summary (build only)."""
+
+    summary_max_chars: int = field(default=160, metadata={"build": True})
+    """Cap on a summary (characters; CJK and Latin alike): the locator's TOC holds one per node."""
+    short_section_tokens: int = field(default=200, metadata={"build": True})
+    """A section shorter than this is its own summary (PageIndex's rule)."""
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"summary_max_chars": (1, math.inf),
+                                                        "short_section_tokens": (0, math.inf)}
 
 # --------------------------------------------------------------------------- text cleaning
 
@@ -211,12 +239,10 @@ class ExtractiveSummarizer:
         self.summarizer_id = f"extractive-v1:{max_chars}:{short_section_tokens}"
 
     @classmethod
-    def from_config(cls, config: Config) -> "ExtractiveSummarizer":
-        return cls(config.summary_max_chars, config.short_section_tokens)
+    def of(cls, params: SummaryParams) -> "ExtractiveSummarizer":
+        return cls(params.summary_max_chars, params.short_section_tokens)
 
     def _is_short(self, text: str) -> bool:
-        from utils.tokenizer import estimate_tokens
-
         limit = self.short_section_tokens
         if len(text) * 1.3 < limit:  # no character costs more than 1.3 tokens
             return True
@@ -247,7 +273,7 @@ class ExtractiveSummarizer:
         return fair_pack(firsts, self.max_chars)
 
 
-def summarize_tree(root: TreeNode, config: Config, summarizer: Summarizer | None = None,
+def summarize_tree(root: TreeNode, config: Settings, summarizer: Summarizer | None = None,
                    keep: Collection[str] = frozenset(), save: bool = True) -> None:
     """Fill ``summary`` of every node below the synthetic root, children before parents.
 
@@ -259,7 +285,7 @@ def summarize_tree(root: TreeNode, config: Config, summarizer: Summarizer | None
         if config.summary_mode != "extractive":
             raise BackendError(f"summary_mode={config.summary_mode!r} needs a summariser "
                                "(none was configured)")
-        summarizer = ExtractiveSummarizer.from_config(config)
+        summarizer = ExtractiveSummarizer.of(config.tuning.summary)
     # Iterative post-order: children are always summarised before their parent.
     order = [n for n in root.iter_preorder() if n.kind != "root" and n.node_id not in keep]
     try:

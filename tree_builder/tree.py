@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional, Protocol
 
 from tree_builder.document import Document, Heading
 from tree_builder.markdown_headings import line_starts, parse_headings, title_block
 from tree_builder.numbering import Numbering, heading_numbering
 from tree_builder.pages import page_span
 
-if TYPE_CHECKING:
-    from config import Config
+class Settings(Protocol):
+    """What the tree builder reads of the settings: config.Config has it (config.py imports the summary
+    and chunk parameters, which import this module for types)."""
+
+    @property
+    def max_depth(self) -> int: ...
 
 ROOT_ID = "0000"
 
@@ -136,7 +140,7 @@ class _Lines:
         return first, (self.line(end - 1) if end > start else first)
 
 
-def _build_document(doc: Document, config: "Config") -> TreeNode:
+def _build_document(doc: Document, config: Settings) -> TreeNode:
     """One document -> a kind="document" node with its section subtree (levels 1..cap)."""
     text = doc.text
     lines = _Lines(text)
@@ -217,7 +221,7 @@ def new_root() -> TreeNode:
     return TreeNode(node_id=ROOT_ID, heading="", level=0, content="", kind="root")
 
 
-def document_tops(doc: Document, config: "Config", folder_mode: bool, root: TreeNode) -> list[TreeNode]:
+def document_tops(doc: Document, config: Settings, folder_mode: bool, root: TreeNode) -> list[TreeNode]:
     """One document's nodes directly under ``root``, parented to it, not yet numbered.
 
     folder_mode: the kind="document" node. Single file: the document's top-level sections (the
@@ -230,7 +234,7 @@ def document_tops(doc: Document, config: "Config", folder_mode: bool, root: Tree
     return tops
 
 
-def build_tree(docs: list[Document], config: "Config", folder_mode: bool) -> TreeNode:
+def build_tree(docs: list[Document], config: Settings, folder_mode: bool) -> TreeNode:
     """Documents -> synthetic root ("0000") over the section forest (see ``document_tops``)."""
     if not folder_mode and len(docs) != 1:
         raise ValueError(f"single-file mode needs exactly one document, got {len(docs)}")

@@ -21,7 +21,9 @@ class safe to share between threads and cheap (no fsync per commit: WAL with
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,6 +47,9 @@ MIN_PREFIX = 6
 """Shortest run-id prefix ``get`` accepts: shorter ones collide too easily."""
 
 DEFAULT_BUSY_TIMEOUT_MS = 2000
+DEFAULT_MAX_RUNS = 2000
+"""Runs kept by default (``Config.run_log_max_runs``): a served question's record is ~50 KB, so an
+unbounded log grows by megabytes a second under load. The oldest runs are deleted as new ones come."""
 _EXCERPT_CHARS = 80
 
 _SCHEMA = (
@@ -138,8 +143,12 @@ class RunLog:
         warn: Callable[[str], None],
         *,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        max_runs: int = DEFAULT_MAX_RUNS,
     ) -> None:
+        """``max_runs``: the newest runs kept (older ones are deleted as each run is recorded);
+        0 keeps every run."""
         self.path = Path(path)
+        self.max_runs = int(max_runs)
         self._warn = warn
         self._busy_timeout_ms = int(busy_timeout_ms)
         self._warned = False
@@ -184,6 +193,8 @@ class RunLog:
                     f"INSERT INTO hits ({_HIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     hit_rows,
                 )
+                if self.max_runs > 0:
+                    _prune(conn, self.max_runs)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -200,14 +211,16 @@ class RunLog:
         self._warn(message)
 
     # ------------------------------------------------------------------- read
-    def recent(self, limit: int = 20) -> list[RunSummary]:
-        """Newest runs first, summarised for ``history``; [] when nothing was logged."""
+    def recent(self, limit: int = 20, index_path: str | None = None) -> list[RunSummary]:
+        """Newest runs first, summarised for ``history``; [] when nothing was logged.
+        ``index_path``: only the runs of that index (as its records name it)."""
         if not self.path.exists():
             return []
+        where, params = ("", ()) if index_path is None else (" WHERE index_path = ?", (index_path,))
         rows = self._read(
             "SELECT run_id, created_at, query, answer, timing_ms, index_path, fallbacks"
-            " FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?",
-            (max(0, int(limit)),),
+            f" FROM runs{where} ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            (*params, max(0, int(limit))),
         )
         return [
             RunSummary(
@@ -222,8 +235,8 @@ class RunLog:
             for run_id, created_at, query, answer, timing, index_path, fallbacks in rows
         ]
 
-    def get(self, run_id_or_prefix: str) -> RunRecord | None:
-        """The record of one run, by full id or unique prefix.
+    def get(self, run_id_or_prefix: str, index_path: str | None = None) -> RunRecord | None:
+        """The record of one run, by full id or unique prefix (``index_path``: among that index's runs).
 
         None when no run matches; an ambiguous or too short prefix, or a
         stored record that cannot be read as one (a newer version, a row
@@ -232,31 +245,36 @@ class RunLog:
         key = run_id_or_prefix.strip()
         if not key or not self.path.exists():
             return None
-        rows = self._read("SELECT result FROM runs WHERE run_id = ?", (key,))
+        shown = one_line(repr(key), _EXCERPT_CHARS)
+        where, params = ("", ()) if index_path is None else (" AND index_path = ?", (index_path,))
+        rows = self._read(f"SELECT result FROM runs WHERE run_id = ?{where}", (key, *params))
         if not rows:
             if len(key) < MIN_PREFIX:
                 raise TreeRAGError(
-                    f"run id prefix {key!r} is too short: give at least {MIN_PREFIX} characters"
+                    f"run id prefix {shown} is too short: give at least {MIN_PREFIX} characters"
                 )
             pattern = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             rows = self._read(
-                "SELECT result FROM runs WHERE run_id LIKE ? ESCAPE '\\' LIMIT 2", (pattern,)
+                f"SELECT result FROM runs WHERE run_id LIKE ? ESCAPE '\\'{where} LIMIT 2", (pattern, *params)
             )
         if len(rows) > 1:
             raise TreeRAGError(
-                f"run id prefix {key!r} matches several runs: give more characters"
+                f"run id prefix {shown} matches several runs: give more characters"
             )
         if not rows:
             return None
         try:
             record = RunRecord.from_dict(json.loads(rows[0][0]))
+        except RecursionError:  # a record nested too deep for the parser: not one this TreeRAG wrote
+            raise TreeRAGError(f"run log {self.path}: run {shown} is unreadable (nested too deep)") from None
         except (TypeError, ValueError, RecordError) as exc:
-            raise TreeRAGError(f"run log {self.path}: run {key!r} is unreadable ({_one_line(exc)})") from None
+            raise TreeRAGError(f"run log {self.path}: run {shown} is unreadable ({_one_line(exc)})") from None
         record.logged = True  # it is in the log, whatever an old record said
         return record
 
     def _read(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
         """Run one SELECT; a log that cannot answer becomes a one-line error."""
+        _check_regular(self.path)
         try:
             conn = self._connect(read_only=True)
             try:
@@ -287,6 +305,18 @@ class RunLog:
         return conn
 
 
+def _check_regular(path: Path) -> None:
+    """A log to read must be a regular file: SQLite opening a FIFO waits for a writer for ever, and a
+    device is no log (``history --log FIFO`` hung)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise TreeRAGError(f"run log {path} cannot be read: {_one_line(exc)}") from None
+    if not stat.S_ISREG(mode):
+        what = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "a device or socket"
+        raise TreeRAGError(f"run log {path} is {what}, not a regular file")
+
+
 # ---------------------------------------------------------------- row mapping
 def _ensure_schema(conn: sqlite3.Connection) -> None:
     """Create the tables on first write (inside the caller's write transaction)."""
@@ -298,6 +328,15 @@ def _ensure_schema(conn: sqlite3.Connection) -> None:
     for statement in _SCHEMA:
         conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _prune(conn: sqlite3.Connection, keep: int) -> None:
+    """Delete all but the newest ``keep`` runs (their hit rows go with them, ON DELETE CASCADE).
+    Runs are inserted in order, so rowid order is age order; the cut is one indexed lookup."""
+    conn.execute(
+        "DELETE FROM runs WHERE rowid <= (SELECT rowid FROM runs ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
+        (keep,),
+    )
 
 
 def _run_row(record: RunRecord) -> tuple[object, ...]:
@@ -354,14 +393,14 @@ def _float(value: object) -> float | None:
 def _total_ms(timing_json: str | None) -> float | None:
     try:
         return _float(json.loads(timing_json or "{}").get("total"))
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
 
 
 def _count(list_json: str | None) -> int:
     try:
         value = json.loads(list_json or "[]")
-    except ValueError:
+    except (ValueError, RecursionError):
         return 0
     return len(value) if isinstance(value, list) else 0
 

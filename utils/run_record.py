@@ -18,7 +18,7 @@ The conversion itself (dataclass to JSON and back, and the schema) is ``utils.re
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ Setting = str | int | float | bool | None
 Scores = dict[str, Setting]
 """A hit's scores by name (dense_score, bm25_score, fused_score, rerank_score, graph_lifted...)."""
 
-BUILD_ONLY_SETTINGS = (
+V1_BUILD_ONLY_SETTINGS = (
     "max_depth", "summary_mode", "summary_max_chars", "short_section_tokens",
     "max_input_bytes", "max_unpacked_bytes", "max_html_elements", "max_html_depth", "max_headings",
     "chunk_size", "chunk_overlap", "min_chunk_chars", "chunk_units", "chunk_context",
@@ -42,9 +42,9 @@ BUILD_ONLY_SETTINGS = (
     "ann_min_rows", "kg_mode", "kg_min_leaf_chars", "kg_max_nodes", "kg_llm_window_chars",
     "summary_workers", "store", "llm_build_budget_s", "llm_max_failures",
 )
-"""Config fields only an index build reads. A query's record leaves them out of its ``config``
-(there they would be the querying process's values, not the index's) and records the index's own
-under ``index.build_settings``."""
+"""The build-time settings a version-1 record's ``config`` held (it recorded every setting): dropped
+when such a record is read. A fixed fact about old records; today's list is config.BUILD_ONLY_SETTINGS,
+derived from the settings' own fields, and passed in by whoever makes a record."""
 
 # ----------------------------------------------------------------------------- step 1
 
@@ -216,6 +216,8 @@ class Quote:
     dense: float = 0.0
     article: str | None = field(default=None, metadata={"omit_none": True})
     """A statute's article number, when the quote is one."""
+    read: str | None = field(default=None, metadata={"omit_none": True})
+    """For a figure read from a table row: the row and column(s) it was read from."""
 
 
 @dataclass
@@ -302,7 +304,7 @@ class BuildSettings:
     """What the index was built with, from its own metadata.json (not the querying process's)."""
 
     config: dict[str, Setting] = field(default_factory=dict)
-    """The build-time settings (``BUILD_ONLY_SETTINGS``) as the build recorded them."""
+    """The build-time settings (config.BUILD_ONLY_SETTINGS) as the build recorded them."""
     embedder: dict[str, Setting] = field(default_factory=dict)
     """The embedder the build used (``config.embedder`` may say ``auto``: this says which)."""
     tokenizer: str | None = None
@@ -311,9 +313,10 @@ class BuildSettings:
     folder_mode: bool | None = None
 
     @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any]) -> "BuildSettings | None":
-        """The settings an index's metadata.json records; None when it records none (an index
-        older than build settings). A setting it does not record is left out, never defaulted."""
+    def from_metadata(cls, metadata: Mapping[str, Any], build_only: Collection[str]) -> "BuildSettings | None":
+        """The settings an index's metadata.json records (``build_only``: the names of the build-time
+        settings); None when it records none (an index older than build settings). A setting it does
+        not record is left out, never defaulted."""
         recorded = metadata.get("build_settings")
         built_with = metadata.get("config")
         if not isinstance(recorded, Mapping) and not isinstance(built_with, Mapping):
@@ -323,7 +326,7 @@ class BuildSettings:
         chunking = recorded.get("config")
         chunking = chunking if isinstance(chunking, Mapping) else {}
         # the full config the build recorded, then the settings reuse compares (the same values)
-        config = {name: _scalar(built_with[name]) for name in BUILD_ONLY_SETTINGS if name in built_with}
+        config = {name: _scalar(built_with[name]) for name in build_only if name in built_with}
         config.update({str(name): _scalar(v) for name, v in chunking.items()})
         embedder = recorded.get("embedder", metadata.get("embedder"))
         return cls(config=config,
@@ -360,9 +363,9 @@ class IndexUse:
     """None: the index records none, or the run was logged before records carried them."""
 
 
-def query_settings(settings: Mapping[str, Any]) -> dict[str, Setting]:
-    """A config's settings a query reads (``BUILD_ONLY_SETTINGS`` left out)."""
-    return {k: _scalar(v) for k, v in settings.items() if k not in BUILD_ONLY_SETTINGS}
+def query_settings(settings: Mapping[str, Any], build_only: Collection[str]) -> dict[str, Setting]:
+    """A config's settings a query reads (the ``build_only`` names left out)."""
+    return {k: _scalar(v) for k, v in settings.items() if k not in build_only}
 
 
 # ----------------------------------------------------------------------------- the record
@@ -411,7 +414,7 @@ class RunRecord:
                               f"this one reads up to {RECORD_VERSION})")
         record = from_mapping(cls, data)
         if version == 1:  # its config was the querying process's: the build-time values were not the index's
-            record.config = query_settings(record.config)
+            record.config = query_settings(record.config, V1_BUILD_ONLY_SETTINGS)
             record.index.build_settings = None
         record.record_version = version
         return record

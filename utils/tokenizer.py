@@ -28,7 +28,7 @@ Rules, and why:
   (``中华人民共和国`` -> ``中华 人民 共和国 … 中华人民共和国``). Query and chunk are
   segmented in different contexts, so precise mode often cuts the same phrase
   differently on each side and the terms never meet; the sub-words make BM25
-  robust to that. Measured on LeCoQA (see tests/test_tokenizer.py docstring).
+  robust to that (the figures: tests/test_tokenizer.py's docstring).
 - Chinese stop-words are a short list of particles, pronouns and question
   words; negations (不, 没有) and modal verbs (应当, 可以) are *not* stop-words,
   they change legal meaning.

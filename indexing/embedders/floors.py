@@ -13,7 +13,7 @@ Each floor is a threshold on one statistic of ``retrieval.relevance.EvidenceStre
   background similarity to the collection (``retrieval.relevance.lift``), so the embedder's
   offset for unrelated text cancels out.
 
-Values are chosen by ``benchmarks/calibrate_floor.py`` on calibration halves of both shared
+Values are chosen by ``evaluation/tools/calibrate_floor.py`` on calibration halves of both shared
 sets (figures in docs/models.md). A model that cannot be measured here (an OpenAI model, a local
 model folder of the user's) gets ``FALLBACK``: the lift statistic does not depend on the
 model's cosine offset, which is what makes it the one safe to carry over.
@@ -51,7 +51,7 @@ class RelevanceFloor:
         return RelevanceFloor(d["statistic"], float(value), str(d.get("source", "index")))
 
 
-#: model id -> calibrated floor (benchmarks/calibrate_floor.py; docs/models.md has the rates).
+#: model id -> calibrated floor (evaluation/tools/calibrate_floor.py; docs/models.md has the rates).
 _CALIBRATED: dict[str, tuple[Statistic, float]] = {
     MINILM_ID: ("lift_score", 0.155),
     USE_ID: ("lift_score", 0.201),

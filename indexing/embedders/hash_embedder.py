@@ -9,6 +9,7 @@ import numpy as np
 from utils.errors import BackendError
 
 from indexing.embedders.base import Progress, batch_ranges, l2_normalise
+from utils.tokenizer import TOKENIZER_VERSION, tokenize
 
 
 @lru_cache(maxsize=200_000)
@@ -42,8 +43,6 @@ class HashEmbedder:
             raise BackendError(f"hash_dim must be at least 2, got {dim}")
         self._dim = int(dim)
         self.model_id = f"hash-{self.VERSION}-{self._dim}"
-        from utils.tokenizer import TOKENIZER_VERSION  # cheap: jieba loads on first CJK text
-
         # The vectors are only as stable as the tokens: a tokenizer change
         # changes every vector, so its version is part of the identity.
         self.variant = f"blake2b-uni+bi/{TOKENIZER_VERSION}"
@@ -53,8 +52,6 @@ class HashEmbedder:
         return self._dim
 
     def _vector(self, text: str) -> np.ndarray:
-        from utils.tokenizer import tokenize
-
         tokens = tokenize(text)
         dim = self._dim
         vec = np.zeros(dim, dtype=np.float64)

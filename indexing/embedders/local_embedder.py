@@ -62,7 +62,7 @@ class LocalEmbedder:
             return packaged_minilm_path()
         _offline_hub()
         try:
-            from huggingface_hub import snapshot_download
+            from huggingface_hub import snapshot_download  # optional dependency, loads with the model
 
             return Path(snapshot_download(repo_id=self._spec, local_files_only=True))
         except Exception as exc:
@@ -98,7 +98,7 @@ class LocalEmbedder:
         path = self._resolve()
         _offline_hub()
         try:
-            import torch
+            import torch  # torch and sentence-transformers (seconds to import) only when this embedder loads its model
             from sentence_transformers import SentenceTransformer
 
             try:

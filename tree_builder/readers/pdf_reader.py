@@ -14,6 +14,7 @@ reads as the PDF does.
 """
 from __future__ import annotations
 
+import io
 import logging
 import math
 import re
@@ -324,9 +325,7 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
 
 
 def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
-    import io
-
-    import pypdf
+    import pypdf  # pypdf only for a PDF file
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # malformed-but-readable files are common
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -22,6 +23,14 @@ from utils.llm.attempts import CallLog
 from utils.llm.retry import RetryPolicy, CallFailure, bad_body, answer_char_cap, stream_failure
 
 _WATCH_INTERVAL = 0.25
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode_safe(text: str) -> str:
+    """A provider's text with lone surrogates (a JSON ``\\ud800`` escape decodes to one) replaced by
+    U+FFFD: such a string cannot be encoded, so caching, logging, printing or sending it failed,
+    and a buggy or hostile server broke every question."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 """Seconds between looks at a running call's log (a request may have started or ended since)."""
 
 
@@ -55,6 +64,7 @@ class StreamedText:
         """The reply ran past the cap: stop reading it."""
 
     def add(self, piece: str) -> None:
+        piece = unicode_safe(piece)
         if len(piece) > self._cap - self.size:
             piece, self.full = piece[:self._cap - self.size], True
         if piece:
@@ -291,7 +301,9 @@ class RemoteLLM:
             input_tokens = estimate_tokens((request.system or "") + request.prompt) if input_tokens is None else input_tokens
             output_tokens = estimate_tokens(raw.text) if output_tokens is None else output_tokens
             notes.append("token counts estimated (server sent no usage)")
-        text, cacheable = raw.text, True
+        text, cacheable = unicode_safe(raw.text), True
+        if text != raw.text:
+            notes.append("reply held invalid Unicode (lone surrogates): replaced with U+FFFD")
         if raw.truncated:  # an incomplete answer must not be served again from the cache
             notes.append(f"output truncated at max_tokens={request.max_tokens}: not cached")
             cacheable = False

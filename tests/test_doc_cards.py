@@ -1,0 +1,182 @@
+"""Document cards: read from the cover, stored in the index, shown in the locator's TOC, and used by
+the hybrid locator to pick the named document among look-alikes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from config import Config
+from indexing.embedders.factory import make_embedder
+from indexing.index_builder import build_index
+from indexing.index_store import load_index
+from pipeline import run_pipeline, make_backends
+from retrieval.doc_cards import card_match
+from retrieval.node_locator import hybrid_leaf_scores, hybrid_locate, toc_for_prompt
+from retrieval.query import Query
+from tests.conftest import run_cli
+from tree_builder.doc_card import CardSet, DocumentCard, card_terms, read_card
+
+COVER = """UNITED STATES SECURITIES AND EXCHANGE COMMISSION
+Washington, D.C. 20549
+
+FORM 10-K
+
+ANNUAL REPORT PURSUANT TO SECTION 13 OR 15(d) OF THE SECURITIES EXCHANGE ACT OF 1934
+For the fiscal year ended
+December 31, {year}
+
+Commission file number 1-442
+
+NORTHWIND TRADING CORPORATION
+(Exact name of registrant as specified in its charter)
+
+Delaware 91-0425694
+"""
+
+
+def filing(year: int, capex: int, prior: int) -> str:
+    """A small annual report: every year's has the same Items, only the cover and figures differ."""
+    return (f"# Northwind annual report\n\n{COVER.format(year=year)}\n"
+            "## Item 7. Management's discussion and analysis\n\n"
+            "Capital expenditures were spent on warehouses and trucks in the year.\n\n"
+            f"Years ended December 31, {year} {year - 1}\nCapital expenditures {capex:,} {prior:,}\n\n"
+            "## Item 8. Financial statements\n\nThe statements follow the notes.\n")
+
+
+def test_the_card_is_read_from_the_cover_not_the_file_name() -> None:
+    card = read_card(COVER.format(year=2018), "Northwind annual report", "WHATEVER_2022_10Q.md")
+    assert card == DocumentCard("Northwind annual report", "NORTHWIND TRADING CORPORATION", "10-K",
+                                "fiscal year ended December 31, 2018")
+    assert card.years == ("2018",) and card.file_name == ""  # the file name's 2022 is never read
+    # a registrant name on the line of the label, as a PDF extraction may put it
+    flat = read_card("THE ACME COMPANY (Exact name of registrant as specified in its charter) Delaware",
+                     "Form", "a.pdf")
+    assert flat.issuer == "THE ACME COMPANY"
+    eight_k = read_card("FORM 8-K\nCURRENT REPORT\nDate of Report (Date of earliest event reported): July 1, 2022\n"
+                        "AMCOR PLC\n(Exact name of registrant as specified in its charter)\n", "x", "x.pdf")
+    assert (eight_k.form, eight_k.period, eight_k.issuer) == ("8-K", "July 1, 2022", "AMCOR PLC")
+    paper = read_card("Pump Maintenance Manual\n\nRevision C, March 3, 2021\n\n1 Safety\n", "Pump Maintenance Manual",
+                      "manual_v3.md")
+    assert paper.period == "March 3, 2021" and paper.issuer == "" and paper.file_name == "manual v3"
+    statute = read_card("# 中华人民共和国劳动法\n\n第一章 总则\n\n第一条 为了保护劳动者的合法权益，制定本法。\n",
+                        "中华人民共和国劳动法", "中华人民共和国劳动法.md")
+    assert statute.title == "中华人民共和国劳动法" and statute.file_name == ""  # the name adds nothing
+    # a title the reader took from the file name is not the document's statement: shown as the file name
+    fallback = read_card("Some body text without a title.\n", "ACME_2022_8K", "ACME_2022_8K.pdf")
+    assert fallback.title == "" and fallback.file_name == "ACME 2022 8K"
+    assert DocumentCard.from_record(card.record()) == card and DocumentCard.from_record(None) is None
+
+
+def test_card_match_picks_the_named_issuer_and_year() -> None:
+    cards = [card_terms(f"{name}_{y}.md", read_card(COVER.replace("NORTHWIND TRADING CORPORATION", name)
+                                                    .format(year=y), name, f"{name}_{y}.md"))
+             for name, y in (("NORTHWIND", 2021), ("NORTHWIND", 2022), ("CONTOSO", 2022))]
+
+    def match(q: str) -> list[float]:
+        return [round(float(x), 2) for x in card_match(q, Query.build(q, None).tokens, cards)]
+
+    assert match("What were Northwind's capital expenditures in FY2021?") == [1.0, 0.0, 0.0]
+    assert match("Contoso capital expenditures 2022") == [0.0, 0.0, 1.0]
+    assert match("How did Northwind's revenue change from 2021 to 2022?") == [0.5, 1.0, 0.0]  # the later filing
+    assert match("capital expenditures in 2021") == [1.0, 0.0, 0.0]  # the year alone tells them apart
+    assert match("What are the capital expenditures?") == [0.0, 0.0, 0.0]  # nothing named: no preference
+
+
+def test_a_chinese_name_counts_only_whole() -> None:
+    cards = [card_terms(p, read_card(f"# {t}\n\n第一章 总则\n", t, p)) for p, t in
+             (("劳动合同法.md", "中华人民共和国劳动合同法"), ("劳动法.md", "中华人民共和国劳动法"))]
+
+    def match(q: str) -> list[float]:
+        return [round(float(x), 2) for x in card_match(q, Query.build(q, None).tokens, cards)]
+
+    assert match("劳动合同解除后工资怎么算？") == [0.0, 0.0]  # topic words, not a name
+    assert match("根据劳动合同法，试用期最长多久？") == [1.0, 0.0]  # the file's name, whole
+    assert match("中华人民共和国劳动法规定的工作时间是多少？") == [0.0, 1.0]  # the title, whole
+
+
+@pytest.fixture(scope="module")
+def look_alikes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    docs = tmp_path_factory.mktemp("lookalike") / "docs"
+    docs.mkdir()
+    # the files' names say nothing (and the later year's file sorts first)
+    (docs / "b.md").write_text(filing(2021, 300, 280), encoding="utf-8")
+    (docs / "a.md").write_text(filing(2022, 410, 300), encoding="utf-8")
+    out = docs.parent / "index"
+    build_index(docs, out, Config(), make_embedder("hash", Config()))
+    return out
+
+
+def _top_doc(index, question: str) -> str:
+    emb = make_embedder("hash", Config())
+    res = hybrid_locate(index, Query.build(question, emb), Config())
+    return index.nodes[res.nodes[0].node_id].doc_path
+
+
+def test_the_index_stores_cards_and_the_locator_reads_the_asked_year(look_alikes: Path) -> None:
+    meta = json.loads((look_alikes / "metadata.json").read_text(encoding="utf-8"))
+    cards = {d["path"]: d["card"] for d in meta["documents"]}
+    assert cards["b.md"]["period"] == "fiscal year ended December 31, 2021"
+    assert cards["a.md"]["issuer"] == "NORTHWIND TRADING CORPORATION"
+    index = load_index(look_alikes)
+    assert _top_doc(index, "What were Northwind's capital expenditures in FY2021?") == "b.md"
+    assert _top_doc(index, "What were Northwind's capital expenditures in FY2022?") == "a.md"
+    # the LLM locator's TOC shows each document's card under its heading
+    emb = make_embedder("hash", Config())
+    toc, _ = toc_for_prompt(index, Query.build("capital expenditures 2021", emb), Config())
+    assert "文档卡片: 发行人 NORTHWIND TRADING CORPORATION; 文件类型 10-K; 期间 fiscal year ended December 31, 2021" in toc
+    # and the offline answer reads the asked year's column
+    backends = make_backends(index, Config(), None)
+    rec = run_pipeline("What were Northwind's capital expenditures in FY2021?", index, Config(), backends)
+    figures = [q for q in rec.answer.quotes if q.read]
+    assert figures and figures[0].text == "Capital expenditures, 2021: 300"
+
+
+def test_an_index_built_before_cards_loads_and_upgrade_adds_them(look_alikes: Path, tmp_path: Path) -> None:
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(look_alikes, old)
+    meta = json.loads((old / "metadata.json").read_text(encoding="utf-8"))
+    for d in meta["documents"]:
+        d.pop("card")
+    (old / "metadata.json").write_text(json.dumps(meta), encoding="utf-8")
+    index = load_index(old)
+    assert not index.card_terms
+    emb = make_embedder("hash", Config())
+    q = Query.build("What were Northwind's capital expenditures in FY2021?", emb)
+    _, before = hybrid_leaf_scores(index, q, Config())
+    _, with_cards = hybrid_leaf_scores(load_index(look_alikes), q, Config())
+    assert not np.allclose(np.asarray(before), np.asarray(with_cards))
+    r = run_cli("upgrade", "--index", str(old))
+    assert r.returncode == 0 and "added the cards of 2 document(s)" in r.stdout
+    upgraded = json.loads((old / "metadata.json").read_text(encoding="utf-8"))
+    assert {d["path"]: d["card"]["period"] for d in upgraded["documents"]} == {
+        "a.md": "fiscal year ended December 31, 2022", "b.md": "fiscal year ended December 31, 2021"}
+    assert _top_doc(load_index(old), "What were Northwind's capital expenditures in FY2021?") == "b.md"
+    again = run_cli("upgrade", "--index", str(old))
+    assert again.returncode == 0 and "already up to date" in again.stdout
+
+
+def test_one_document_is_scored_as_without_cards(tmp_path: Path) -> None:
+    src = tmp_path / "one.md"
+    src.write_text(filing(2021, 300, 280), encoding="utf-8")
+    build_index(src, tmp_path / "idx", Config(), make_embedder("hash", Config()))
+    index = load_index(tmp_path / "idx")
+    assert index.card_terms  # stored ...
+    emb = make_embedder("hash", Config())
+    q = Query.build("What were Northwind's capital expenditures in FY2021?", emb)
+    _, with_cards = hybrid_leaf_scores(index, q, Config())
+    index.__dict__["card_terms"] = CardSet({}, frozenset())  # ... and ignored: the same scores as an index without them
+    _, without = hybrid_leaf_scores(index, q, Config())
+    assert np.array_equal(np.asarray(with_cards), np.asarray(without))
+
+
+def test_the_issuer_is_a_name_not_a_suffix_or_a_file_number() -> None:
+    wrapped = read_card("SQUARE,\nINC.\n(Exact name of registrant as specified in its charter)\n", "t", "a.pdf")
+    assert wrapped.issuer == "SQUARE, INC."
+    number = read_card("Commission File Number 001-02217\n(Exact name of registrant as specified in its charter)\n",
+                       "t", "b.pdf")
+    assert number.issuer == "" and number.file_name == "b"  # no issuer stated: the file name is shown as such

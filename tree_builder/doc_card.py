@@ -1,0 +1,231 @@
+"""A document's card: what it is, as its own first pages state it (title, issuer, form, period).
+
+Why: a collection often holds look-alike documents (three years of one company's annual report,
+all with the same Items; several statutes with the same chapter names). A question names the one
+it means ("FY2018", "3M", "劳动合同法"); the sections alone cannot tell the years apart, the
+cover can. The card is read by rules from the first pages, generically:
+
+- ``form``: "FORM 10-K", "Form 20-F" (a form named on the cover);
+- ``period``: "For the fiscal year ended December 31, 2022", "For the quarterly period ended ...",
+  "Date of Report ...: July 1, 2022", "fiscal 2023", else the first full date of the first page
+  (a manual's or paper's date under its title);
+- ``issuer``: the line above "(Exact name of registrant as specified in its charter)";
+- ``title``: the document's title (its first heading, as the tree names it).
+
+The file name is never read for these fields. Where the text states no issuer or no period, the
+file name is kept beside them as ``file_name`` and every reader shows it as such ("file name: ..."),
+a weaker hint than the text.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any, Mapping
+
+FILE_NAME_WEIGHT = 0.5
+"""A word or year only the file name holds counts this much of one the text states (a weaker hint)."""
+COVER_CHARS = 8000
+"""How much of the start is read: a filing's cover page and the page after (a statute's heading)."""
+_MONTH = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December|"
+          r"Jan\.?|Feb\.?|Mar\.?|Apr\.?|Jun\.?|Jul\.?|Aug\.?|Sept?\.?|Oct\.?|Nov\.?|Dec\.?)")
+_DATE = rf"{_MONTH}\s+\d{{1,2}}\s*,?\s*(?:19|20)\d{{2}}"
+_PERIODS = (
+    re.compile(rf"for\s+the\s+((?:fiscal\s+)?(?:year|quarter(?:ly)?\s+period|quarter|period|"
+               rf"(?:three|six|nine|twelve|thirteen|fifty-two|fifty-three)\s+(?:months|weeks))\s+ended\s*{_DATE})", re.I),
+    re.compile(rf"(?:date\s+of\s+report[^:\n]{{0,60}}:\s*)({_DATE})", re.I),
+    re.compile(r"\b((?:first|second|third|fourth)\s+quarter(?:\s+(?:of\s+)?(?:fiscal\s+(?:year\s+)?)?)\s*(?:19|20)\d{2})\b", re.I),
+    re.compile(r"\b(fiscal\s+(?:year\s+)?(?:19|20)\d{2})\b", re.I),
+    re.compile(r"\b([1-4]Q\s?(?:19|20)\d{2}|Q[1-4]\s?(?:19|20)\d{2})\b"),
+)
+"""Period statements, most specific first: the first that matches is the card's period."""
+_ANY_DATE = re.compile(rf"\b({_DATE})")
+_FORM = re.compile(r"\bFORM\s+([A-Z]{0,2}-?\d{1,2}-?[A-Z]{0,2}|\d{1,2}-[A-Z]{1,2})\b", re.I)
+_REGISTRANT = re.compile(r"\(\s*exact\s+name\s+of\s+(?:the\s+)?registrant", re.I)
+_YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
+_SEPARATORS = re.compile(r"[_\-.\s]+")
+
+
+@dataclass(frozen=True)
+class DocumentCard:
+    """What a document says it is. Empty fields: the document does not state them."""
+
+    title: str = ""
+    issuer: str = ""
+    form: str = ""
+    period: str = ""
+    file_name: str = ""
+    """The file's name, kept only when the text states no issuer or no period (a weaker hint)."""
+
+    @property
+    def years(self) -> tuple[str, ...]:
+        """The years the period names (the period's end: a fiscal year is named by the year it ends)."""
+        return tuple(dict.fromkeys(_YEAR.findall(self.period)))
+
+    @property
+    def name_years(self) -> tuple[str, ...]:
+        """Years in the file name (read only when the text states no period)."""
+        return tuple(dict.fromkeys(_YEAR.findall(self.file_name)))
+
+    def record(self) -> dict[str, str]:
+        """The card as plain JSON (metadata.json ``documents[].card``), empty fields left out."""
+        return {k: v for k, v in (("title", self.title), ("issuer", self.issuer), ("form", self.form),
+                                  ("period", self.period), ("file_name", self.file_name)) if v}
+
+    @classmethod
+    def from_record(cls, data: Any) -> "DocumentCard | None":
+        """A card from its JSON; None for an index built before cards (or a malformed entry)."""
+        if not isinstance(data, Mapping):
+            return None
+        fields = {k: data[k] for k in ("title", "issuer", "form", "period", "file_name")
+                  if isinstance(data.get(k), str)}
+        return cls(**fields)
+
+    def line(self, labels: Mapping[str, str]) -> str:
+        """One line for a reader: ``labels`` names each field (the prompt's language or the user's)."""
+        parts = [f"{labels[k]} {v}" for k, v in (("issuer", self.issuer), ("form", self.form),
+                                                 ("period", self.period), ("file_name", self.file_name)) if v]
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class CardTerms:
+    """One document's card as a question is matched with it: its words and years."""
+
+    path: str
+    names: frozenset[str]
+    """Words of the title, issuer and form (no numbers)."""
+    hint_names: frozenset[str]
+    """Words only the file name holds."""
+    years: tuple[str, ...]
+    hint_years: tuple[str, ...]
+    """Years of the file name, kept only when the text states no period."""
+    phrases: tuple[str, ...] = ()
+    """The title and the file name's words, whole (``phrase_key``): a question that contains one
+    names the document. Chinese names are matched only so: their words ("劳动", "合同") are a
+    question's topic words as often as a name's parts."""
+
+
+MIN_PHRASE_CHARS = 4
+"""A phrase shorter than this ("Form", "刑法") is too likely to occur by chance in a question."""
+
+
+def phrase_key(text: str) -> str:
+    """``text`` as phrases are compared: case-folded, without spaces, punctuation or dates."""
+    text = re.sub(r"\(?\d{4}[-./ ]\d{1,2}[-./ ]\d{1,2}\)?", "", text)
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def card_terms(path: str, card: DocumentCard) -> CardTerms:
+    """A card's words (Latin-script words of its title, issuer and form; of its file name as a hint)
+    and its whole-name phrases."""
+    from utils.cjk import has_cjk  # noqa: PLC0415
+    from utils.tokenizer import tokenize  # noqa: PLC0415
+
+    def words_of(text: str) -> set[str]:
+        return {t for t in tokenize(text) if not t.isdigit() and not has_cjk(t)}
+
+    words = words_of(" ".join((card.title, card.issuer, card.form)))
+    hint = words_of(card.file_name) - words
+    phrases = tuple(dict.fromkeys(k for k in (phrase_key(card.title), phrase_key(card.file_name))
+                                  if len(k) >= MIN_PHRASE_CHARS))
+    return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years,
+                     phrases)
+
+
+@dataclass(frozen=True)
+class CardSet:
+    """The cards of an index's documents, as questions are matched with them."""
+
+    by_path: dict[str, CardTerms]
+    words: frozenset[str]
+    """Every word of every card: a question sharing none of them (and naming no year, and no card
+    having a phrase) is matched with no card, and that is known without visiting the cards."""
+    phrases: bool = False
+    """Whether any card has a whole-name phrase (then every question is checked against them)."""
+
+    def __bool__(self) -> bool:
+        return bool(self.by_path)
+
+    def get(self, path: str) -> CardTerms | None:
+        return self.by_path.get(path)
+
+
+def cards_of(documents: Any) -> CardSet:
+    """The card terms of metadata.json's ``documents`` (entries without a card, as an index built
+    before cards has, are left out)."""
+    out: dict[str, CardTerms] = {}
+    for d in documents or []:
+        if not isinstance(d, Mapping) or not isinstance(d.get("path"), str):
+            continue
+        card = DocumentCard.from_record(d.get("card"))
+        if card is not None:
+            out[d["path"]] = card_terms(d["path"], card)
+    words: set[str] = set()
+    for c in out.values():
+        words |= c.names | c.hint_names
+    return CardSet(out, frozenset(words), any(c.phrases for c in out.values()))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+_SUFFIX_ONLY = re.compile(r"^(?:inc|corp|corporation|co|company|ltd|llc|plc|l\.?p|n\.?v|s\.?a|ag)\.?$", re.I)
+"""A line that is only a company-form suffix: a name wrapped over two lines ("Square," / "Inc.")."""
+_NOT_A_NAME = re.compile(r"commission\s+file|file\s+number|i\.?r\.?s\.?\s+employer", re.I)
+
+
+def _issuer(cover: str) -> str:
+    m = _REGISTRANT.search(cover)
+    if m is None:
+        return ""
+    lines = [ln.strip() for ln in cover[:m.start()].rstrip().split("\n")]
+    while lines and not any(ch.isalpha() for ch in lines[-1]):  # the name sits on a line above
+        lines.pop()
+    if not lines:
+        return ""
+    line = lines.pop()
+    if _SUFFIX_ONLY.match(line) and lines:
+        line = f"{lines[-1]} {line}"
+    line = _one_line(line).strip(" ,;:")
+    if _NOT_A_NAME.search(line):
+        return ""
+    return line if 1 < len(line) <= 120 and any(ch.isalpha() for ch in line) else ""
+
+
+def _period(cover: str) -> str:
+    flat = _one_line(cover)
+    for pat in _PERIODS:
+        m = pat.search(flat)
+        if m:
+            return _one_line(m.group(1))
+    first_page = _one_line(cover[:3000])
+    m = _ANY_DATE.search(first_page)
+    return m.group(1) if m else ""
+
+
+def _form(cover: str) -> str:
+    m = _FORM.search(cover)
+    return m.group(1).upper() if m else ""
+
+
+def _normal(text: str) -> str:
+    return _SEPARATORS.sub(" ", text).strip().casefold()
+
+
+def read_card(text: str, title: str, rel_path: str, page_starts: list[int] | None = None) -> DocumentCard:
+    """The card of a document from its first pages (the first two, or ``COVER_CHARS``)."""
+    end = COVER_CHARS
+    if page_starts and len(page_starts) > 2:
+        end = min(max(page_starts[2], 1), COVER_CHARS * 2)
+    cover = text[:end]
+    issuer, period = _issuer(cover), _period(cover)
+    stem = PurePosixPath(rel_path).stem
+    title = _one_line(title)
+    if title and _normal(title) == _normal(stem) and _normal(title) not in _normal(cover):
+        title = ""  # the reader fell back to the file name: the text states no title
+    file_name = ""
+    if (not issuer or not period) and _normal(stem) != _normal(title):
+        file_name = _SEPARATORS.sub(" ", stem).strip()
+    return DocumentCard(title, issuer, _form(cover), period, file_name)
