@@ -20,6 +20,7 @@ from indexing.chunker import ChunkParams
 from indexing.kg_graph import GraphParams
 from indexing.search_params import Bm25Params, StoreTuning
 from indexing.search_params import IdfScope as IdfScope  # defined beside the BM25 parameters; re-exported
+from retrieval.ranking_params import RankingParams
 from retrieval.types import AnswerParams, BreadthParams, ContextParams, LocatorParams
 from tree_builder.summary import SummaryParams
 from utils.errors import InputError
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-FusionMode = Literal["weighted", "relative", "rrf"]
-
 CJK_SHARE_FOR_MULTILINGUAL = 0.2
 """Documents with at least this share of CJK characters get the multilingual embedder (``auto``)."""
 
@@ -51,7 +50,8 @@ class Tuning:
     """The tuning parameters, one small frozen object per component, each defined beside the code that
     reads it. A user rarely sets them; evaluation does, by the same flat names as every setting
     (``eval --set context_leaf_share=0.6``, a TOML file's top level): ``Config.replace`` routes a name to
-    the object that owns it. Why each default: docs/evaluation.md, docs/scale.md, docs/seekdb.md."""
+    the object that owns it (docs/tuning.md lists them). Why each default: docs/evaluation.md, docs/scale.md,
+    docs/seekdb.md."""
 
     chunking: ChunkParams = ChunkParams()
     summary: SummaryParams = SummaryParams()
@@ -62,6 +62,7 @@ class Tuning:
     breadth: BreadthParams = BreadthParams()
     answer: AnswerParams = AnswerParams()
     graph: GraphParams = GraphParams()
+    ranking: RankingParams = RankingParams()
 
 
 _BUILD = types.MappingProxyType({"build": True})
@@ -153,90 +154,16 @@ class Config:
     locator: str = "auto"
     """auto | llm | llm-rerank | keyword | hybrid.  auto = llm when one is configured, else hybrid.
     llm-rerank: the LLM re-orders the hybrid locator's top 10 leaves (a ~10x smaller prompt)."""
-    top_k_per_leaf: int = 5
     final_top_k: int = 5
-    fusion: FusionMode = "weighted"
-    """weighted: each signal min-max scaled over the whole scope, then the weighted sum (the spec);
-    relative: each signal scaled between its best and its fusion_depth-th best score in the scope
-    (lower ones get 0), then the weighted sum; rrf: reciprocal-rank fusion."""
-    fusion_depth: int = 40
-    """fusion=relative: the score ranked this deep is a signal's zero. A cosine's floor over a whole
-    collection lies far below its candidates, so whole-scope scaling squeezes the dense side of every
-    plausible chunk into the top few hundredths while BM25 keeps its spread; scaled over its own top
-    candidates each signal spans the same range where the ranking is decided."""
-    dense_weight: float = 0.5
-    bm25_weight: float = 0.5
-    rrf_k: int = 60
     reranker: str = "none"
     """none | cross-encoder"""
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    candidate_order: Literal["auto", "fused", "union", "section"] = "auto"
-    """How step 2 ranks candidates before (or without) rerank: fused = the spec's strict in-leaf
-    retrieval, per-leaf fused scores; union = located leaves' chunks re-scored on one scale + leaf
-    prior; section = every chunk in scope scored by a linear model over its own and its leaf's,
-    section's and document's evidence, the located leaves a prior instead of a cut; auto = section
-    within one document, union across several (chosen by evaluation, see README)."""
-    section_evidence: Literal["once", "every", "joint"] = "joint"
-    """candidate_order=section: a section's evidence lifts only its best chunk (the section's entry;
-    every other chunk ranks on its own evidence), or every chunk of it (the fitted model as is).
-    joint (default) = the top of the list (joint_top_k) ordered by one model (``joint`` in the weights
-    file) over the chunk's own, paragraph and coverage features and its section's evidence, on every
-    chunk and once more on the section's entry (ENTRY_FEATURES in retrieval/section_features.py),
-    fitted on that list with LambdaRank-style pair weights, the once order after it; once = the tree
-    model picks and places each entry, the section_chunk_model orders the rest, the two blended on a
-    standardised scale. Within a paper joint reads every paragraph's text once per question (a few
-    milliseconds); over a collection ordered by the section ranker on request, every paragraph of it."""
-    joint_top_k: int = 20
-    """section_evidence=joint: the joint model orders the list's first this many chunks; the rest
-    follow in the ``once`` order (the tree model's entries, section_chunk_model past them). The joint
-    model is fitted for the top ten; past it the once order, fitted on every pair alike, reads as
-    much evidence at 8,000 characters or more. 0: the joint model orders everything."""
-    section_chunk_model: Literal["flat", "para"] = "para"
-    """section_evidence=once: the model that orders a section's chunks past its entry. para = the chunk's
-    and its paragraph's evidence (the paragraph's mean window score, its neighbouring paragraphs' best,
-    the leaf's best chunks around it: the ``para`` model of the weights file); flat = the chunk's own
-    (the flat learner's weights). Measured out of fold on papers (docs/evaluation.md)."""
-    paragraph_pooling: Literal["max", "soft"] = "max"
-    """candidate_order=section: how a paragraph's windows make its rank. max = its best window (the
-    default); soft = the log-mean-exp of its windows' scores at paragraph_pooling_temperature, so a
-    paragraph that matches throughout beats one where a single window does (retrieval/paragraph_pooling.py;
-    on papers the flat learner gains, the tree stays level: docs/evaluation.md)."""
-    paragraph_pooling_temperature: float = 0.5
-    """paragraph_pooling=soft: in the ranker's standardised score units; towards 0 it is the best window."""
     ranker_weights: str | None = None
     """Weights file of the section ranker (None: retrieval/ranker_weights.json)."""
-    leaf_prior_weight: float = 0.4
-    """With candidate_order=union: weight of the locator's belief in a chunk's leaf."""
-    union_model: Literal["blend", "learned"] = "learned"
-    """candidate_order=union: how the union's candidates are ordered. blend = their rank-fused score
-    blended with the leaf prior (leaf_prior_weight); learned = the ``union_multi`` model of the weights
-    file over those and each candidate's standing beside the others (its leaf's and document's best,
-    its neighbours, the whole scope's flat ranking, the question's words it holds, its length:
-    retrieval/union_features.py). Out of fold on the statutes: dnDCG@10 +3.6% over the blend, the
-    2,000-character figures 0.995-0.998 within noise (docs/evaluation.md)."""
-    union_flat_top_k: int = 20
-    """candidate_order=union: the flat ranking's best this-many chunks join the located leaves'
-    candidates, each weighted by the locator's belief in its leaf (its ranked candidate leaves), so
-    a leaf ranked just below the located ones still competes (0: off)."""
-    safety_net: bool = False
-    """candidate_order fused/union: also merge the flat top results (section order scores everything)."""
-    safety_net_top_k: int = 5
     context_budget_chars: int = 6000
     """Characters of document text the answer step reads (step 2 -> 3): ranked hits become whole
     paragraphs or sentence-aligned windows, merged where they touch, spread over sections, then grown
     to their paragraph and section while the budget lasts (retrieval/context_assembly.py)."""
-    context_pool: int = 60
-    """Ranked hits the context may be assembled from (step 2's list is the first final_top_k). Enough
-    hits to fill a budget of 8,000 characters with short ones: statute hits are ~150 characters, so 40
-    ran out before 8,000 and the rest of the budget went unread (60 and 80 read the same; on papers,
-    whose hits are longer, 60 reads a shade more at 8,000 and the same at 2,000: docs/evaluation.md)."""
-    collection_fusion: Literal["same", "weighted", "relative", "rrf"] = "rrf"
-    """How a collection question's tree retrieval fuses the two signals where chunks of several
-    documents meet: the flat ranking it draws on (the union's flat candidates, the pool's
-    continuation) and the union ordering of all candidates (same: ``fusion``). Rank fusion: over
-    a whole collection min-max scaling squeezes every plausible chunk's cosine into the top few
-    hundredths while BM25 keeps its spread and decides, and each statute's BM25 scores come with
-    its own statistics, so their scales differ (docs/evaluation.md)."""
 
     kg_channel: bool = True
     """At query time, when a located leaf has a graph: the graph channel adds the chunks stating the
@@ -280,6 +207,8 @@ class Config:
         for name, value in changes.items():
             group = _TUNED.get(name)
             if group is None:
+                if name not in _OWN:
+                    raise InputError(f"unknown setting {name!r} (README's configuration table lists them)")
                 mine[name] = value
             else:
                 groups.setdefault(group, {})[name] = value
@@ -318,10 +247,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "embed_batch_size": (1, math.inf), "embed_workers": (1, 64), "hash_dim": (2, 65_536),
     "store_copy_sessions": (1, 16), "query_mapped_mb": (0, math.inf), "query_ann_kept_mb": (0, math.inf),
     "delta_max_share": (0, 1), "delta_max_segments": (0, 1 << 16),
-    "top_k_per_leaf": (1, math.inf), "final_top_k": (1, math.inf), "dense_weight": (0, 1),
-    "bm25_weight": (0, 1), "rrf_k": (1, math.inf), "fusion_depth": (1, math.inf), "leaf_prior_weight": (0, 1), "paragraph_pooling_temperature": (0.01, 100),
-    "safety_net_top_k": (1, math.inf), "union_flat_top_k": (0, math.inf),
-    "context_budget_chars": (200, math.inf), "context_pool": (1, math.inf), "joint_top_k": (0, 100_000),
+    "final_top_k": (1, math.inf), "context_budget_chars": (200, math.inf),
     "llm_query_budget_s": (0, math.inf), "llm_build_budget_s": (0, math.inf), "llm_max_failures": (1, math.inf),
     "llm_timeout_s": (0, math.inf), "summary_workers": (1, 64), "evidence_floor": (0, 1),
     "run_log_max_runs": (0, 1 << 40),
@@ -338,6 +264,9 @@ def _group_class(group: str) -> type:
     """The class of one Tuning field (its default's: the annotations are strings here)."""
     return type(getattr(Tuning(), group))
 
+
+_OWN = frozenset(f.name for f in dataclasses.fields(Config))
+"""Config's own fields (``tuning`` among them, replaced whole only by ``replace`` itself)."""
 
 _TUNED: dict[str, str] = {f.name: group.name for group in dataclasses.fields(Tuning)
                          for f in dataclasses.fields(_group_class(group.name))}

@@ -209,14 +209,10 @@ def _query_config(args: argparse.Namespace) -> Config:
     changes: dict = {}
     if getattr(args, "top_k", None) is not None:  # 0 and -1 are errors (Config validates), not the default
         changes["final_top_k"] = args.top_k
-    if getattr(args, "fusion", None):
-        changes["fusion"] = args.fusion
     if getattr(args, "locator", None):
         changes["locator"] = args.locator
     if getattr(args, "rerank", None):
         changes.update(rerank_setting(args.rerank))
-    if getattr(args, "safety_net", None) is not None:
-        changes["safety_net"] = args.safety_net
     if getattr(args, "answer", None):
         changes["answer_mode"] = args.answer
     if getattr(args, "context_budget", None) is not None:
@@ -769,13 +765,8 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
         sp.add_argument("--top-k", type=int, default=None, help=f"chunks kept after rerank (default {d.final_top_k})")
         sp.add_argument("--context-budget", type=int, default=None, metavar="CHARS",
                         help=f"characters of document text the answer step reads (default {d.context_budget_chars})")
-        sp.add_argument("--fusion", choices=("weighted", "relative", "rrf"), default=None, help=f"default {d.fusion}")
         sp.add_argument("--rerank", default=None,
                         help="none | cross-encoder | a cross-encoder model path or name in the local cache")
-        sp.add_argument("--safety-net", dest="safety_net", action="store_true", default=None,
-                        help="also merge the global top chunks before rerank (located-leaves-only orders; "
-                             "the section order already scores every chunk)")
-        sp.add_argument("--no-safety-net", dest="safety_net", action="store_false")
         sp.add_argument("--answer", choices=("extractive", "concatenate"), default=None,
                         help="answer without an LLM: extractive (the best sentences) or concatenate (the spec's "
                              f"mock: every retrieved chunk whole); default {d.answer_mode}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Protocol
@@ -18,10 +19,12 @@ from indexing.embedders.base import Embedder
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from retrieval.context_assembly import AssembledContext, assemble_planned
-from retrieval.breadth import aspect_pool, paragraph_first, sub_questions
-from retrieval.hybrid_retriever import StageHits, retrieve, scope_documents, with_flat_tail
+from retrieval.breadth import aspect_pool, sub_questions
+from retrieval.candidates import StageHits, scope_documents
+from retrieval.ordering import Ask, Ordering, keep
 from retrieval.query_plan import QueryPlan, plan_query, read_as_one
-from retrieval.rerankers import Reranker, make_reranker, rerank, reranker_record
+from retrieval.rerankers import Reranker, make_reranker, reranker_record
+from retrieval.retriever import ORDERINGS, make_retriever
 from retrieval.locators import make_locator
 from retrieval.query import Query
 from retrieval.relevance import evidence_strength, index_floor, is_answerable
@@ -193,8 +196,11 @@ def question_plan(query: str, index: Index, breadth: BreadthParams, doc_paths: s
 
 def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
                   doc_paths: set[str] | None = None, usage: UsageMeter | None = None,
-                  on_step: StepHook | None = None) -> Retrieval:
-    """Locate, retrieve in the located leaves, rerank: the exact path `query` and `eval` share."""
+                  on_step: StepHook | None = None,
+                  orderings: Mapping[str, Ordering] = ORDERINGS) -> Retrieval:
+    """Locate, then step 2 once for the question and once for each of its parts: the exact path
+    `query` and `eval` share (``orderings``: the table ``config.tuning.ranking`` names its orderings in;
+    evaluation passes its variants too)."""
     usage = usage if usage is not None else UsageMeter()
     stages = StageHits()
     # one model call per distinct text across locating and retrieval
@@ -203,6 +209,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     backends = Backends(memoized(backends.embedder), backends.reranker, llm)
     if is_stopword_only(query):
         return Retrieval(None, [], stages, [], {}, stopword_only=True)
+    retriever = make_retriever(index, config, backends.embedder, backends.reranker, orderings)
     fallbacks: list[Fallback] = []
     timing: dict[str, float] = {}
     t = time.perf_counter()
@@ -214,24 +221,12 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
     if on_step is not None:
         on_step("step1", {**to_json(locate_step(loc, plan)), "fallbacks": [f.to_dict() for f in fallbacks]})
 
-    t = time.perf_counter()
-    candidates = retrieve(index, backends.embedder, question, loc.nodes, config, doc_paths, stages,
-                          beliefs=loc.candidates)
-    graph_uses: list[GraphUse] = []
-    if getattr(index, "kg", None) is not None and config.kg_channel:
-        from retrieval.graph_channel import apply_graph_channel
-
-        candidates, graph_uses = apply_graph_channel(index, question, loc.nodes, candidates, config)
-    timing["retrieve"] = (time.perf_counter() - t) * 1000
-
-    t = time.perf_counter()
-    limit = max(config.final_top_k, config.context_pool)
-    pool = paragraph_first(rerank(query, candidates, backends.reranker, limit, fallbacks), index)
-    final = pool[:config.final_top_k]
-    pool = with_flat_tail(pool, index, question, config, doc_paths, limit)
+    found = retriever.retrieve(Ask(question, loc.nodes, doc_paths, loc.candidates, stages), fallbacks, timing,
+                               fill=True)
+    final = found.ranked[:config.final_top_k]
+    pool = found.pool
     if final and "rerank_score" in final[0].retrieval_detail:
         stages.rerank = list(final)
-    timing["rerank"] = (time.perf_counter() - t) * 1000
 
     parts = sub_questions(plan, loc.nodes, query) if config.tuning.breadth.aspect_retrieval else []
     if parts:
@@ -241,24 +236,19 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
         def for_part(text: str) -> list[RetrievedChunk]:
             q = Query.build(text, backends.embedder)
             part_loc = locate(q, index, part_config, backends, doc_paths, usage)
-            located = part_loc.nodes
-            found = retrieve(index, backends.embedder, q, located, part_config, doc_paths,
-                             beliefs=part_loc.candidates)
-            if getattr(index, "kg", None) is not None and config.kg_channel:
-                from retrieval.graph_channel import apply_graph_channel
+            return retriever.retrieve(Ask(q, part_loc.nodes, doc_paths, part_loc.candidates), fallbacks).ranked
 
-                found, _ = apply_graph_channel(index, q, located, found, part_config)  # each part its own seeds
-            return paragraph_first(rerank(text, found, backends.reranker, limit, fallbacks), index)
-
-        pool = aspect_pool(pool, parts, for_part, limit)
+        pool = aspect_pool(pool, parts, for_part, keep(config))
         timing["parts"] = (time.perf_counter() - t) * 1000
     return Retrieval(loc, final, stages, fallbacks, timing, question=question, pool=pool, plan=plan,
-                     graph=graph_uses)
+                     graph=found.graph)
 
 
 def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
-                 doc_paths: set[str] | None = None, on_step: StepHook | None = None) -> RunRecord:
-    """One question through the three steps: its typed run record."""
+                 doc_paths: set[str] | None = None, on_step: StepHook | None = None,
+                 orderings: Mapping[str, Ordering] = ORDERINGS) -> RunRecord:
+    """One question through the three steps: its typed run record (``orderings``: as for
+    ``run_retrieval``)."""
     t_start = time.perf_counter()
     usage = UsageMeter()
     # one wall-clock budget and circuit breaker for every LLM call of this query, and one query
@@ -267,7 +257,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
     record = RunRecord(run_id=uuid.uuid4().hex, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        query=query, context=context_record(AssembledContext([], config.context_budget_chars, 0, 0)))
     llm = backends.llm
-    r = run_retrieval(query, index, config, backends, doc_paths, usage, on_step)
+    r = run_retrieval(query, index, config, backends, doc_paths, usage, on_step, orderings)
     fallbacks = r.fallbacks
     timing = r.timing_ms
     if r.stopword_only:
@@ -298,7 +288,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         # the floor judges step 2's list (what retrieval is scored on), the answer reads the context
         question = r.question
         assert question is not None  # built whenever the question is not stop-words only
-        strength = evidence_strength(question, r.final, index, config)
+        strength = evidence_strength(question, r.final, index)
         floor = index_floor(index, config)
         found = bool(r.final) and is_answerable(strength, floor)
         answer = synthesize(question, r.final, llm, fallbacks, usage, config=config, index=index,
@@ -483,20 +473,26 @@ class TreeRAG:
     Nothing is logged unless ``log`` names a run-log file (then ``main.py history/show`` list it).
     """
 
-    def __init__(self, index: Index, config: Config, backends: Backends, run_log: "RunLog | None" = None) -> None:
+    def __init__(self, index: Index, config: Config, backends: Backends, run_log: "RunLog | None" = None,
+                 orderings: Mapping[str, Ordering] = ORDERINGS) -> None:
         self.index, self.config, self.backends, self.run_log = index, config, backends, run_log
+        self.orderings = orderings
+        make_retriever(index, config, backends.embedder, backends.reranker, orderings)  # an unknown name fails here
 
     @classmethod
     def open(cls, index_dir: Any, llm: str | None = "auto", *, embedder: str | None = None, log: Any = None,
              env: Any = None, llm_timeout: float = 60.0, use_cache: bool | None = None,
              notice: Callable[[str], None] | None = None, config: Config | None = None,
-             long_running: bool = False, **settings: Any) -> "TreeRAG":
+             long_running: bool = False, orderings: Mapping[str, Ordering] = ORDERINGS,
+             **settings: Any) -> "TreeRAG":
         """The one way an index is opened for questions (``main.py query``/``interactive`` use it too).
 
         ``config`` (already validated) or ``settings`` (config.py names, validated here) or both;
         ``use_cache`` False asks the LLM every time but still refreshes its cache (default:
         ``config.llm_cache``); ``notice`` gets one-line notices (default: none); ``long_running``: this
-        process will answer many questions, so an embedded engine warms its tables too (Config.store_prewarm).
+        process will answer many questions, so an embedded engine warms its tables too (Config.store_prewarm);
+        ``orderings``: the table ``config.tuning.ranking`` names its orderings in (an experiment may pass
+        ``evaluation.variants.VARIANTS``).
         """
         import os
         import sys
@@ -535,7 +531,7 @@ class TreeRAG:
 
             run_log = RunLog(Path(log), warn=notice or (lambda msg: print(msg, file=sys.stderr)),
                              max_runs=config.run_log_max_runs)
-        return cls(index, config, backends, run_log)
+        return cls(index, config, backends, run_log, orderings)
 
     def run(self, question: str, documents: list[str] | None = None,
             on_step: StepHook | None = None) -> RunRecord:
@@ -559,7 +555,8 @@ class TreeRAG:
             if unknown:
                 raise InputError(f"not in the index: {', '.join(unknown[:3])}")
             doc_paths = set(documents)
-        record = run_pipeline(question.strip(), self.index, self.config, self.backends, doc_paths, on_step)
+        record = run_pipeline(question.strip(), self.index, self.config, self.backends, doc_paths, on_step,
+                              self.orderings)
         # "logged" tells the printed footer whether `show` can find this run: the log keeps the
         # copy that says True; a run not recorded (no log, or the log failed) says False
         record.logged = self.run_log is not None

@@ -231,7 +231,8 @@ def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder
     run in the exact worker, whose memory is measured before."""
     import numpy as np
 
-    from retrieval.hybrid_retriever import flat_scores, rank_scored
+    from retrieval.candidates import rank_scored
+    from retrieval.scoring import flat_scores
     from retrieval.query import Query
 
     ann = index.search.ann.get("chunks")
@@ -246,8 +247,8 @@ def ann_quality(index: Any, config: Any, queries: list[dict[str, Any]], embedder
         cand = ann.search(qvec, ann.proposals(on.tuning.store.ann_candidates, on.tuning.store.ann_candidates_growth), on.tuning.store.ann_probe)
         rec.append(len(set(exact.tolist()) & set(cand.tolist())) / 100)
         # the question's memo keys its scores by the settings: exact and ANN are two entries
-        a = {h.row for h in rank_scored(index, flat_scores(index, question, off), 10, off, "", "flat")}
-        b = {h.row for h in rank_scored(index, flat_scores(index, question, on), 10, on, "", "flat")}
+        a = {h.row for h in rank_scored(index, flat_scores(index, question, off), 10, off.tuning.ranking.fused, "", "flat")}
+        b = {h.row for h in rank_scored(index, flat_scores(index, question, on), 10, on.tuning.ranking.fused, "", "flat")}
         top10.append(len(a & b) / max(1, len(a)))
     return {"recall_at_100": float(np.mean(rec)), "recall_at_100_min": float(np.min(rec)),
             "flat_top10_overlap": float(np.mean(top10)), "queries": len(rec),

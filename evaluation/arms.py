@@ -7,10 +7,10 @@ subtrees). Rerank, when configured, is applied to every arm alike: flat arms
 rerank their top ``rerank_pool`` candidates, tree arms their usual
 candidates (located leaves' top chunks, plus the safety net for ``+net``).
 
-Tree arms call the query pipeline's own step functions in the pipeline's
-order (``pipeline.locate`` -> ``retrieve`` -> ``rerank``) and stop before
-synthesis: eval measures retrieval and must never spend a real LLM call on
-an answer nobody reads.
+Every arm goes through the product's step 2 (``retrieval.retriever.Retriever.retrieve``): tree
+arms through the query pipeline's own ``run_retrieval`` with the evaluation variants' orderings
+(evaluation/variants.py), flat arms with a flat ordering and nothing located. They stop before
+synthesis: eval measures retrieval and must never spend a real LLM call on an answer nobody reads.
 """
 from __future__ import annotations
 
@@ -18,19 +18,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from config import Config
 from evaluation.metrics import BUDGETS
+from evaluation.variants import VARIANTS, FlatOrdering, with_net
 from indexing.index_store import Index
 from pipeline import Backends, question_plan, run_retrieval
-from retrieval.breadth import aspect_pool, paragraph_first
+from retrieval.breadth import aspect_pool
 from retrieval.context_assembly import assemble_planned
-from retrieval.hybrid_retriever import flat_scores, rank_in_sections, rank_scored
+from retrieval.ordering import Ask, keep
 from retrieval.query import Query
-from retrieval.rerankers import rerank
-from retrieval.scoring import documents_scope, score_scope
 from retrieval.query_plan import QueryPlan
+from retrieval.retriever import Retriever
 from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
 from utils.llm.types import UsageMeter
@@ -97,7 +95,7 @@ def make_arm(name: str, base: Config, k: int, paired_with_graph: bool = False) -
         method = {"flat-bm25": "bm25", "flat-dense": "dense", "flat-learned": "learned"}.get(name, "hybrid")
         changes: dict[str, Any] = {"final_top_k": k}
         if name == "flat-hybrid":
-            changes["fusion"] = base.fusion if base.fusion != "rrf" else "weighted"
+            changes["fusion"] = base.tuning.ranking.fusion if base.tuning.ranking.fusion != "rrf" else "weighted"
         elif name == "flat-hybrid-rrf":
             changes["fusion"] = "rrf"
         return Arm(name, "flat", method, base.replace(**changes))
@@ -107,9 +105,10 @@ def make_arm(name: str, base: Config, k: int, paired_with_graph: bool = False) -
     if stem not in TREE_ARMS:
         raise InputError(f"unknown arm {name!r}")
     method = stem.split("-", 1)[1]
-    changes = {"kg_channel": True} if graph else {"kg_channel": False} if paired_with_graph else {}
-    return Arm(name, "tree", method,
-               base.replace(locator=method, final_top_k=k, safety_net=plain.endswith(NET), **changes))
+    changes: dict[str, Any] = {"kg_channel": True} if graph else {"kg_channel": False} if paired_with_graph else {}
+    for setting in ("document_order", "collection_order"):  # a +net arm's orderings draw on the net too
+        changes[setting] = with_net(getattr(base.tuning.ranking, setting), plain.endswith(NET))
+    return Arm(name, "tree", method, base.replace(**{"locator": method, "final_top_k": k, **changes}))
 
 
 @dataclass
@@ -155,49 +154,10 @@ class ArmContext:
     index: Index
     backends: Backends
     rerank_pool: int = 20
-    """Flat candidates handed to the reranker (tree arms give up to
-    hybrid_top_leaves x top_k_per_leaf (+ safety_net_top_k): ~15-20 by default)."""
+    """Flat candidates handed to the reranker (at least)."""
     budgets: tuple[int, ...] = BUDGETS
     """Context budgets (characters) each arm's context is assembled at (a set with evidence pages
     adds metrics.PAGE_BUDGETS)."""
-
-
-def _hit(index: Index, row: int, detail: dict[str, float], score: float, query: str) -> RetrievedChunk:
-    return RetrievedChunk(chunk=index.chunks[row], score=float(score), retrieval_detail=detail,
-                          row=int(row), sub_query=query, source="flat")
-
-
-def _rank_single(index: Index, rows: np.ndarray, scores: np.ndarray, top: int, key: str,
-                 query: str, positive_only: bool) -> list[RetrievedChunk]:
-    """Rank by one score, ties by row (document order); BM25 zero = no evidence, not ranked."""
-    if positive_only:
-        keep = scores > 0
-        rows, scores = rows[keep], scores[keep]
-    order = np.lexsort((rows, -scores))[:top]
-    return [_hit(index, int(rows[i]), {key: round(float(scores[i]), 4)}, float(scores[i]), query)
-            for i in order]
-
-
-def _flat_candidates(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None,
-                     top: int) -> list[RetrievedChunk]:
-    index, cfg = ctx.index, arm.config
-    if doc_paths is not None and not doc_paths & index.doc_rows.keys():
-        return []
-    scope = documents_scope(doc_paths)
-    if arm.method == "bm25":
-        # BM25 alone: no query embedding is computed (its latency is BM25's own);
-        # corpus IDF, as flat_scores uses for the hybrid arms and the safety net.
-        scores = score_scope(index, Query.build(query, None), scope, cfg, "corpus")
-        return _rank_single(index, scores.rows, scores.lexical, top, "bm25_score", query, True)
-    question = Query.build(query, ctx.backends.embedder)
-    if arm.method == "dense":
-        words_off = Query(question.text, (), question.vector)  # dense alone: no lexical work
-        scores = score_scope(index, words_off, scope, cfg)
-        return _rank_single(index, scores.rows, scores.dense, top, "dense_score", query, False)
-    if arm.method == "learned":  # the section ranker's learner over chunk-only features
-        return rank_in_sections(index, question, [], cfg.replace(final_top_k=top), doc_paths, kind="flat")[:top]
-    scores = flat_scores(index, question, cfg, doc_paths)
-    return rank_scored(index, scores, top, cfg, query, "flat")
 
 
 def contexts_of(index: Index, pool: list[RetrievedChunk], plan: QueryPlan, cfg: Config,
@@ -216,21 +176,22 @@ def _pack(hits: list[RetrievedChunk], t0: float, **extra: Any) -> ArmOutput:
 
 def flat_pools(arm: Arm, ctx: ArmContext, query: str, plan: QueryPlan, doc_paths: set[str] | None,
                fallbacks: list[Fallback]) -> tuple[list[RetrievedChunk], list[RetrievedChunk]]:
-    """A flat arm's (ranked hits, context pool), built as run_retrieval builds the tree's: each
-    paragraph's best window first, and for a multi-part question each part's own hits taking turns
-    in the pool. Step 2's list is the first k ranked hits; the context reads the pool."""
+    """A flat arm's (ranked hits, context pool), through the product's step 2 as the tree's are:
+    each paragraph's best window first, and for a multi-part question each part's own hits taking
+    turns in the pool. Step 2's list is the first k ranked hits; the context reads the pool."""
     cfg = arm.config
-    top = max(cfg.final_top_k, cfg.context_pool, ctx.rerank_pool if ctx.backends.reranker is not None else 0)
-    limit = max(cfg.final_top_k, cfg.context_pool)
+    top = max(keep(cfg), ctx.rerank_pool if ctx.backends.reranker is not None else 0)
+    ordering = FlatOrdering(arm.method, top)
+    retriever = Retriever(ctx.index, cfg, ctx.backends.embedder, ctx.backends.reranker, ordering, ordering)
+    embedder = None if arm.method == "bm25" else ctx.backends.embedder  # BM25 alone embeds nothing
 
     def ranked_for(text: str) -> list[RetrievedChunk]:
-        cands = _flat_candidates(arm, ctx, text, doc_paths, top)
-        return paragraph_first(rerank(text, cands, ctx.backends.reranker, limit, fallbacks), ctx.index)
+        return retriever.retrieve(Ask(Query.build(text, embedder), [], doc_paths), fallbacks).ranked
 
     ranked = ranked_for(query)
     if not (cfg.tuning.breadth.aspect_retrieval and plan.route == "multi-part"):
         return ranked, ranked
-    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, limit)
+    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, keep(cfg))
 
 
 def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -> ArmOutput:
@@ -245,7 +206,7 @@ def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -
         out.contexts = contexts_of(ctx.index, pool, plan, cfg, ctx.budgets)  # untimed: latency is retrieval's
         return out
     usage = UsageMeter()
-    r = run_retrieval(query, ctx.index, cfg, ctx.backends, doc_paths, usage)
+    r = run_retrieval(query, ctx.index, cfg, ctx.backends, doc_paths, usage, orderings=VARIANTS)
     if r.stopword_only:  # run_pipeline answers these with a notice and retrieves nothing
         return _pack([], t0, locator=None)
     loc, final = r.located, r.final

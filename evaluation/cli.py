@@ -142,7 +142,8 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     pe.add_argument("--llm", default=None,
                     help="PROVIDER[:MODEL] (anthropic, openai) to run the tree-llm and tree-llm-rerank arms")
     pe.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
-                    help="override a config.py setting for every arm, e.g. --set fusion=rrf (repeatable)")
+                    help="override a setting for every arm, e.g. --set fusion=rrf or "
+                         "--set document_order=section-every (evaluation/variants.py; repeatable)")
     pe.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     pe.add_argument("--rerank-pool", type=int, default=20,
                     help="flat candidates handed to the reranker when --rerank is on (default 20)")

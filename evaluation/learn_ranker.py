@@ -35,10 +35,10 @@ from evaluation.dataset import EvalSet, Question, load_eval_set, sample_question
 from evaluation.metrics import Relevance, SpanTable, distinct_ndcg, question_relevance, paired_bootstrap
 from evaluation.runner import EvalOptions, obtain_index
 from indexing.index_store import Index
-from retrieval.hybrid_retriever import flat_scores
 from retrieval.learned_ranker import MULTI_SUFFIX
 from retrieval.node_locator import hybrid_locate
-from retrieval.paragraph_pooling import paragraph_ids
+from retrieval.breadth import paragraph_ids
+from retrieval.scoring import flat_scores
 from retrieval.query import Query
 from retrieval.section_features import (ALL_FEATURES, COVERAGE_FEATURES, ENTRY_FEATURES, FLAT_FEATURES,
                                        PARAGRAPH_FEATURES, TREE_FEATURES, chunk_features)
@@ -107,7 +107,7 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         located = {n.node_id for n in hybrid_locate(index, question, config, doc_paths).nodes}
         X = chunk_features(index, question, scores, config, located, ALL_FEATURES)
         col = {name: X[:, i] for i, name in enumerate(ALL_FEATURES)}
-        fused = col["dense_mm"] * config.dense_weight + col["bm25_mm"] * config.bm25_weight
+        fused = col["dense_mm"] * config.tuning.ranking.dense_weight + col["bm25_mm"] * config.tuning.ranking.bm25_weight
         prior = 0.5 * fused + 0.5 * col["leaf_top3"]
         keep = np.union1d(np.argsort(-fused, kind="stable")[:POOL], np.argsort(-prior, kind="stable")[:POOL])
         rows = scores.rows[keep]
@@ -406,9 +406,9 @@ def cols_of(names: tuple[str, ...]) -> list[int]:
 
 def model_features(paragraph: bool) -> dict[str, tuple[str, ...]]:
     """The models a weights file holds and their features. ``para`` (chunk + paragraph) orders a
-    section's chunks past its entry when ``section_chunk_model = "para"``; ``joint`` (everything, section
-    evidence also counted on the entry alone) orders the top of the list when ``section_evidence =
-    "joint"``; ``paragraph`` also gives the tree model the paragraph features."""
+    section's chunks past its entry (``SectionRanker.chunk_model``); ``joint`` (everything, section
+    evidence also counted on the entry alone) orders the top of the list (``section-joint``);
+    ``paragraph`` also gives the tree model the paragraph features."""
     return {"flat": FLAT_FEATURES, "tree": TREE_FEATURES + (PARAGRAPH_FEATURES if paragraph else ()),
             "para": FLAT_FEATURES + PARAGRAPH_FEATURES,
             "joint": TREE_FEATURES + PARAGRAPH_FEATURES + COVERAGE_FEATURES + ENTRY_FEATURES}
@@ -533,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     features = model_features(args.paragraph)
     flat_cols, tree_cols = cols_of(FLAT_FEATURES), cols_of(features["tree"])
     fused_w = np.zeros(len(ALL_FEATURES))
-    fused_w[1], fused_w[2] = config.dense_weight, config.bm25_weight
+    fused_w[1], fused_w[2] = config.tuning.ranking.dense_weight, config.tuning.ranking.bm25_weight
     report: dict[str, dict[str, float]] = {}
     pooled = {label: pooled_cross_validate(sets, cols, args.l2, args.fit)
               for label, cols in (("flat", flat_cols), ("tree", tree_cols))}

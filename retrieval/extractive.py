@@ -25,7 +25,6 @@ Whether the evidence answers the question at all is decided separately
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from indexing.search_params import Bm25Params
 from retrieval.scoring import fuse
 from retrieval.types import AnswerParams, RetrievedChunk
 from retrieval.query import Query
+from utils.idf import okapi
 from utils.similarity import min_max_normalize
 from utils.tokenizer import tokenize
 
@@ -360,7 +360,7 @@ def _idf_of(n: int, dfs: dict[str, int], bm25: Bm25Params) -> dict[str, float]:
     for t, df in dfs.items():
         if 0 < df <= n:
             # rank_bm25's negative-IDF floor (epsilon * average idf) is replaced by a small positive floor
-            out[t] = max(math.log(n - df + 0.5) - math.log(df + 0.5), bm25.bm25_epsilon * 0.1)
+            out[t] = max(okapi(n, df), bm25.bm25_epsilon * 0.1)
     return out
 
 
@@ -405,7 +405,8 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     picked = vecs @ qvec
     dense = np.full(len(sentences), float(picked.min()) if len(picked) else 0.0, dtype=np.float32)
     dense[pick] = picked
-    fused = fuse(dense.astype(np.float32), bm25, config.replace(bm25_weight=answer.answer_bm25_weight))
+    fused = fuse(dense.astype(np.float32), bm25,
+                 dataclasses.replace(config.tuning.ranking.fused, bm25_weight=answer.answer_bm25_weight))
     for s, d, bm, f in zip(sentences, dense, bm25, fused):
         s.dense, s.bm25 = float(d), float(bm)
         s.score = float((1 - w) * f + w * s.prior)
@@ -523,7 +524,8 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
         card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
         names = card.names | card.hint_names if card is not None else frozenset()
         section = p.chunk.heading_path.rsplit(" > ", 1)[-1]
-        for f in figures_in(text, query.text, weights, (p.start - base, p.end - base), names, section)[:1]:
+        for f in figures_in(text, query.text, weights, (p.start - base, p.end - base), names, section,
+                            query.tokens)[:1]:
             a, b = base + f.start, base + f.end
             ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
             prior = 1.0 - (ranks[0] - 1) / max(k, 1)

@@ -178,11 +178,13 @@ class _Terms:
 
 
 def question_terms(question: str, weights: Mapping[str, float] | None = None,
-                   names: Collection[str] = ()) -> _Terms:
+                   names: Collection[str] = (), tokens: Iterable[str] | None = None) -> _Terms:
     """The question's words that may name a quantity: no figures or years, and not ``names`` (the
     words that name the document itself, its issuer and title: "Boeing" in a Boeing filing names
-    the filing, not a row)."""
-    words = {t for t in tokenize(question) if not any(ch.isdigit() for ch in t) and t not in names}
+    the filing, not a row). ``tokens``: the question already tokenised (the pipeline's query
+    carries them, so a question is tokenised once however many passages are read)."""
+    words = {t for t in (tokenize(question) if tokens is None else tokens)
+             if not any(ch.isdigit() for ch in t) and t not in names}
     return _Terms(words, weights or {})
 
 
@@ -215,16 +217,17 @@ SECTION_DISCOUNT = 0.9
 
 def figures_in(text: str, question: str, weights: Mapping[str, float] | None = None,
                span: tuple[int, int] | None = None, names: Collection[str] = (),
-               section: str = "") -> list[Figure]:
+               section: str = "", tokens: Iterable[str] | None = None) -> list[Figure]:
     """Every row of ``text`` (inside ``span`` when given: the part the answer may quote) whose label
     matches the question and whose header names the asked period, best first.
 
     The header may lie above ``span``: it is read, never quoted. Without a period in the question
     the row's first column (a statement's latest period) is read. ``section`` is the heading of the
-    section the text belongs to: a row whose label alone says little ("Total") is read with it."""
+    section the text belongs to: a row whose label alone says little ("Total") is read with it;
+    ``tokens``: the question's tokens when the caller has them (``question_terms``)."""
     if not asks_quantity(question):
         return []
-    terms = question_terms(question, weights, names)
+    terms = question_terms(question, weights, names, tokens)
     periods = asked_periods(question)
     lines = list(_lines(text))
     lo, hi = span if span is not None else (0, len(text))

@@ -250,10 +250,8 @@ def _fuse(index: "Index", cands: list[RetrievedChunk], leaf: LocatedNode, ranked
             hit = base.with_scores(anchor_hit.score, **{**detail, "graph_lifted": 1,
                                                         "score_before_graph": round(base.score, 4)})
         else:
-            from retrieval.hybrid_retriever import retrieved_chunk  # noqa: PLC0415
-
             dense = float(index.search.dense(qvec, np.array([row]))[0]) if qvec is not None else 0.0
-            made = retrieved_chunk(index, row, dense, 0.0, 0.0, leaf.sub_query or question.text, "tree")
+            made = RetrievedChunk.at(index, row, dense, 0.0, 0.0, leaf.sub_query or question.text, "tree")
             hit = made.with_scores(anchor_hit.score, **{**detail, "graph_lifted": 1})
         lifted.append(hit)
         use.added.append(hit.chunk.chunk_id)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval.features import FEATURES
 from utils.errors import InputError
 
 DEFAULT_WEIGHTS = Path(__file__).with_name("ranker_weights.json")
@@ -81,10 +82,7 @@ def _read_ranker(kind: str, p: Path, missing: str = "") -> LinearRanker:
             raise InputError(f"ranker weights {p}: {kind}.{name} is not a finite number")
         names.append(str(name))
         values.append(float(value))
-    from retrieval.section_features import ALL_FEATURES
-    from retrieval.union_features import UNION_FEATURES
-
-    unknown = [n for n in names if n not in ALL_FEATURES + UNION_FEATURES]
+    unknown = [n for n in names if n not in FEATURES]
     if unknown:
         raise InputError(f"ranker weights {p}: unknown feature(s) {', '.join(unknown)}")
     return LinearRanker(kind, tuple(names), np.asarray(values, dtype=np.float64))

@@ -19,8 +19,7 @@ from indexing.index_store import Index
 from indexing.node_table import KINDS, LeafList
 from indexing.search import LEAVES_WANTED, leaves_of_rows
 from retrieval.doc_cards import leaf_card_factors
-from retrieval.hybrid_retriever import flat_scores
-from retrieval.scoring import score_params
+from retrieval.scoring import flat_scores, score_params
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
 from retrieval.locate_prompts import LOCATE_SYSTEM, NODE_LOCATE_PROMPT, tree_for_prompt
@@ -176,8 +175,8 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
         # clipped only where read: one pass over the leaves (the > 0 test), not three
         at = np.union1d(pos[inside], np.flatnonzero(raw_dense > 0))
         chunk_part = np.zeros(len(at), dtype=np.float64)
-        chunk_part[np.searchsorted(at, pos[inside])] = (config.dense_weight * best_dense[inside]
-                                                        + config.bm25_weight * best_bm25[inside])
+        chunk_part[np.searchsorted(at, pos[inside])] = (config.tuning.ranking.dense_weight * best_dense[inside]
+                                                        + config.tuning.ranking.bm25_weight * best_bm25[inside])
         total = (1 - w) * chunk_part + w * np.clip(raw_dense[at], 0.0, 1.0)
         total = _weigh_by_cards(index, query, at if leaf_idx is None else leaf_idx[at], total)
         return leaves, SparseScores(n_leaves, at.astype(np.int64), total.astype(np.float32))
@@ -187,7 +186,8 @@ def hybrid_leaf_scores(index: Index, query: Query, config: Config,
     starts, has_rows = _leaf_row_starts(index)
     best_dense_all = np.where(has_rows, _leaf_max_scaled(scores.dense, scores.rows, n, starts), 0.0)
     best_bm25_all = np.where(has_rows, _leaf_max_scaled(scores.lexical, scores.rows, n, starts), 0.0)
-    chunk_part = config.dense_weight * best_dense_all[leaf_idx] + config.bm25_weight * best_bm25_all[leaf_idx]
+    chunk_part = (config.tuning.ranking.dense_weight * best_dense_all[leaf_idx]
+                  + config.tuning.ranking.bm25_weight * best_bm25_all[leaf_idx])
     total = _weigh_by_cards(index, query, leaf_idx, (1 - w) * chunk_part + w * leaf_dense)
     return leaves, total.astype(np.float32)
 

@@ -13,8 +13,8 @@ the best chunk of any list scores 1.0, related or not):
   has never seen gets the largest IDF, so a question about something the
   documents never mention scores near 0 ("capital of France" over statutes).
 
-Both lie in [0, 1]; they are combined with retrieval's own fusion weights
-(``dense_weight``, ``bm25_weight``) into ``score``.
+Both lie in [0, 1]; they are combined with fixed weights (``DENSE_SHARE``, ``LEXICAL_SHARE``)
+into ``score``.
 
 The raw cosine means different things per embedder (unrelated texts: ~0.1 with
 MiniLM, ~0.8 with multilingual-e5), so ``lift_score`` replaces it by its lift
@@ -25,7 +25,6 @@ the index); ``Config.evidence_floor`` overrides its value.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -36,13 +35,14 @@ from indexing.embedders.floors import RelevanceFloor, default_floor
 from indexing.index_store import Index
 from retrieval.types import RetrievedChunk
 from retrieval.query import Query
+from utils.idf import okapi
 from utils.tokenizer import script_of, tokenize
 
 
 @dataclass
 class EvidenceStrength:
     score: float
-    """dense_weight * best_dense + bm25_weight * coverage (weights normalised to sum 1)."""
+    """DENSE_SHARE * best_dense + LEXICAL_SHARE * coverage (weights normalised to sum 1)."""
     best_dense: float
     """Raw cosine of the best retrieved chunk with the question (clipped to [0, 1])."""
     coverage: float
@@ -53,7 +53,7 @@ class EvidenceStrength:
     background_std: float = 0.0
 
     lift_score: float = 0.0
-    """dense_weight * lift(best_dense, background) + bm25_weight * coverage."""
+    """DENSE_SHARE * lift(best_dense, background) + LEXICAL_SHARE * coverage."""
 
     def value(self, statistic: str) -> float:
         return self.lift_score if statistic == "lift_score" else self.score
@@ -114,18 +114,23 @@ def idf_coverage(query: Query, chunks: Sequence[RetrievedChunk], index: Index) -
     for t in q:
         df = dfs.get(t, 0)
         # BM25's IDF, floored at a small positive weight (a term in most chunks still counts a little)
-        w = max(math.log((n - df + 0.5) / (df + 0.5)), 0.05) if n else 1.0
+        w = max(okapi(n, df), 0.05) if n else 1.0
         total += w
         if t in found:
             got += w
     return got / total if total else 0.0
 
 
-def evidence_strength(query: Query, chunks: Sequence[RetrievedChunk], index: Index,
-                      config: Config | None = None) -> EvidenceStrength:
+DENSE_SHARE = 0.5
+LEXICAL_SHARE = 0.5
+"""The statistics' weights of the best cosine and of lexical coverage. Fixed, not retrieval's fusion
+weights: every model's floor (indexing/embedders/floors.py) was calibrated at these, so tuning how
+step 2 fuses its signals must not move the refusal rate."""
+
+
+def evidence_strength(query: Query, chunks: Sequence[RetrievedChunk], index: Index) -> EvidenceStrength:
     if not chunks:
         return NO_EVIDENCE
-    config = config or Config()
     rows = [rc.row for rc in chunks if 0 <= rc.row < len(index.chunks)]
     if not rows:
         return NO_EVIDENCE
@@ -135,8 +140,8 @@ def evidence_strength(query: Query, chunks: Sequence[RetrievedChunk], index: Ind
     bg_mean = float(np.mean(bg)) if bg.size else 0.0
     bg_std = float(np.std(bg)) if bg.size else 0.0
     cov = idf_coverage(query, chunks, index)
-    wd, wb = max(config.dense_weight, 0.0), max(config.bm25_weight, 0.0)
-    total = wd + wb or 1.0
+    wd, wb = DENSE_SHARE, LEXICAL_SHARE
+    total = wd + wb
     return EvidenceStrength(score=(wd * best + wb * cov) / total, best_dense=best, coverage=cov,
                             background=bg_mean, background_std=bg_std,
                             lift_score=(wd * lift(best, bg_mean) + wb * cov) / total)

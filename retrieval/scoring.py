@@ -1,6 +1,6 @@
 """Chunk-level dense and lexical scores of a scope, through the index's store, and their fusion.
 
-Shared by the in-leaf retriever, the no-LLM locator, the section ranker and the flat safety net so
+Shared by the in-leaf candidates, the no-LLM locator, the section ranker and the flat ranking so
 all of them score a chunk identically. Scores of a scope are kept on the question (``Query.memo``)
 under a key naming everything else they depend on: the locator and the section ranker score the
 same scope one after the other, and a whole-collection scope is then paid once.
@@ -13,6 +13,7 @@ from config import Config, IdfScope
 from indexing.index_store import Index
 from indexing.search import Scope, ScoreParams, Scores
 from retrieval.query import Query
+from retrieval.ranking_params import Fusion
 from utils.similarity import min_max_normalize, rrf_scores
 
 
@@ -49,22 +50,37 @@ def score_scope(index: Index, query: Query, scope: Scope, config: Config, idf: I
                                   lambda: index.search.score(query, scope, idf_scope, params))
 
 
-def fuse(dense: np.ndarray, lexical: np.ndarray, config: Config) -> np.ndarray:
+def flat_scores(index: Index, query: Query, config: Config, doc_paths: set[str] | None = None,
+                idf_scope: IdfScope = "corpus") -> Scores:
+    """Dense + lexical for every chunk of the question's documents (the flat ranking, the locator,
+    the section ranker), computed once per question (``score_scope``)."""
+    return score_scope(index, query, documents_scope(doc_paths), config, idf_scope)
+
+
+def fuse(dense: np.ndarray, lexical: np.ndarray, fusion: Fusion) -> np.ndarray:
     """Weighted min-max fusion (spec), the same scaled over each signal's top candidates, or
     reciprocal-rank fusion."""
     if len(dense) == 0:
         return np.zeros(0, dtype=np.float32)
-    if config.fusion == "relative":
-        return (config.dense_weight * top_scaled(dense, config.fusion_depth)
-                + config.bm25_weight * top_scaled(lexical, config.fusion_depth)).astype(np.float32)
-    if config.fusion == "rrf":
+    if fusion.mode == "relative":
+        return (fusion.dense_weight * top_scaled(dense, fusion.depth)
+                + fusion.bm25_weight * top_scaled(lexical, fusion.depth)).astype(np.float32)
+    if fusion.mode == "rrf":
         order_d = np.argsort(-dense, kind="stable")
         order_b = np.argsort(-lexical, kind="stable")
         # a chunk with zero lexical score has no keyword evidence: it gets no lexical rank
         order_b = order_b[lexical[order_b] > 0]
-        return rrf_scores([order_d, order_b], n=len(dense), k=config.rrf_k)
-    return (config.dense_weight * min_max_normalize(dense)
-            + config.bm25_weight * min_max_normalize(lexical)).astype(np.float32)
+        return rrf_scores([order_d, order_b], n=len(dense), k=fusion.rrf_k)
+    return (fusion.dense_weight * min_max_normalize(dense)
+            + fusion.bm25_weight * min_max_normalize(lexical)).astype(np.float32)
+
+
+def unit_scale(fused: np.ndarray, fusion: Fusion) -> np.ndarray:
+    """``fuse``'s scores on [0, 1] (a rank fusion: a chunk first on both signals scores 1), so a
+    weight on them means the same under every fusion."""
+    if fusion.mode == "rrf":
+        fused = fused * ((fusion.rrf_k + 1) / 2.0)
+    return np.asarray(fused, dtype=np.float64)
 
 
 def top_scaled(scores: np.ndarray, depth: int) -> np.ndarray:

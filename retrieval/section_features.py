@@ -22,7 +22,7 @@ import numpy as np
 from config import Config
 from indexing.index_store import Index
 from indexing.search import Scores
-from retrieval.breadth import ParagraphMemo
+from retrieval.breadth import ParagraphMemo, paragraph_ids
 from retrieval.query import Query
 from retrieval.scoring import score_params
 from utils.similarity import min_max_normalize
@@ -49,7 +49,7 @@ ENTRY_FEATURES: tuple[str, ...] = ("entry", "entry_leaf_max", "entry_leaf_top3",
                                    "entry_neighbour", "entry_section_max", "entry_located")
 """Section evidence counted once more on the section's entry: ``entry`` is 1 for each leaf's best chunk
 by fused score, and ``entry_<f>`` is the section feature ``f`` on that chunk, 0 on every other. One
-linear model over these and all the other features (``section_evidence = "joint"``) then decides by
+linear model over these and all the other features (``section-joint``) then decides by
 its fit how much a matching section lifts its entry and how much all of its chunks, on the list it
 orders as it is, instead of two models fitted apart and blended on a standardised scale."""
 ALL_FEATURES: tuple[str, ...] = TREE_FEATURES + PARAGRAPH_FEATURES + COVERAGE_FEATURES + ENTRY_FEATURES
@@ -87,7 +87,7 @@ def chunk_features(index: Index, question: Query, scores: Scores, config: Config
     cols["bm25_hit"] = (scores.lexical > 0).astype(np.float64)
     if any(n not in cols for n in names):
         lay = index.layout
-        fused = config.dense_weight * dense_mm + config.bm25_weight * bm25_mm
+        fused = config.tuning.ranking.dense_weight * dense_mm + config.tuning.ranking.bm25_weight * bm25_mm
         # compact group ids over the scope only (scoped queries touch a few hundred rows)
         leaf_ids, leaf_of = np.unique(lay.row_leaf[rows], return_inverse=True)
         n_leaf = len(leaf_ids)
@@ -110,8 +110,6 @@ def chunk_features(index: Index, question: Query, scores: Scores, config: Config
         cols["doc_max"] = _group_max(fused, doc_of, len(doc_ids))[doc_of]
         cols["doc_top3"] = _group_top_mean(fused, doc_of, len(doc_ids), 3)[doc_of]
         if any(n in PARAGRAPH_FEATURES or n in COVERAGE_FEATURES for n in names):
-            from retrieval.paragraph_pooling import paragraph_ids
-
             _prefetch(index, rows, leaf_ids)
             memo: ParagraphMemo = {}
             keys: dict[tuple[str, int], int] = {}
@@ -153,7 +151,7 @@ def _prefetch(index: Index, rows: np.ndarray, leaf_ids: np.ndarray) -> None:
 def _paragraph_features(rows: np.ndarray, pid: np.ndarray, fused: np.ndarray, leaf_of: np.ndarray,
                         leaf_ids: np.ndarray) -> dict[str, np.ndarray]:
     """``PARAGRAPH_FEATURES`` for the scope's rows (ascending, so a leaf's paragraphs are consecutive),
-    ``pid`` their paragraph numbers (``paragraph_pooling.paragraph_ids``)."""
+    ``pid`` their paragraph numbers (``breadth.paragraph_ids``)."""
     n_leaf = len(leaf_ids)
     n_par = int(pid.max()) + 1
     par_leaf = np.zeros(n_par, dtype=np.int64)

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.breadth import ParagraphMemo
-from retrieval.paragraph_pooling import paragraph_ids
+from retrieval.breadth import ParagraphMemo, paragraph_ids
+from utils.idf import paragraph as paragraph_idf
 from utils.tokenizer import tokenize
 
 
@@ -42,7 +42,7 @@ def coverage_features(index: Any, rows: np.ndarray, question_tokens: tuple[str, 
     for key, p in keys.items():
         chunk = index.chunks[int(first_row[p])]
         present[p] = _presence(_paragraph_text(index, chunk, key, memo, contents), col)
-    w = np.log1p(len(present) / (1.0 + present.sum(axis=0)))
+    w = paragraph_idf(len(present), present.sum(axis=0))
     cover = present @ w / float(w.sum())
     return {"para_cover": cover[pid]}
 

@@ -146,10 +146,20 @@ class RetrievedChunk:
     """Row of the chunk in the index (embeddings / BM25)."""
     sub_query: str = ""
     source: str = "tree"
-    """tree | net  (net = reached by the flat safety net)."""
+    """tree: from a located leaf; net: from the flat ranking, outside the located leaves; flat: a
+    flat arm's."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "retrieval_detail", MappingProxyType(dict(self.retrieval_detail)))
+
+    @classmethod
+    def at(cls, index: Any, row: int, dense: float, bm25: float, fused: float, sub_query: str,
+           source: str) -> "RetrievedChunk":
+        """The index's chunk at ``row`` as a candidate with its two signals and their fusion."""
+        return cls(chunk=index.chunks[row], score=float(fused),
+                   retrieval_detail={"dense_score": round(float(dense), 4), "bm25_score": round(float(bm25), 4),
+                                     "fused_score": round(float(fused), 4)},
+                   row=int(row), sub_query=sub_query, source=source)
 
     def with_scores(self, score: float, **detail: Any) -> "RetrievedChunk":
         """This candidate as the next stage scored it (a new snapshot; this one is unchanged)."""

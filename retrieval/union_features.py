@@ -1,15 +1,15 @@
 """Features of a collection question's union candidates, for the learned union ordering.
 
 Across a collection step 2 gathers the located leaves' best chunks and the flat ranking's best
-(``hybrid_retriever.retrieve``) and orders them on one scale: a rank fusion of the chunk's two
-signals blended with the locator's belief in its leaf (``order_union``). Two numbers with a
-hand-set weight decide the top 10 and the order the context is read in, and on the statutes the
-evidence a reference reads first usually sits a few places too low in that list, inside a leaf the
-locator believes in (docs/evaluation.md). What else the list knows about a candidate is how it stands
+(``retrieval.candidates.union_candidates``) and orders them on one scale. A rank fusion of the chunk's
+two signals blended with the locator's belief in its leaf (the ``union-blend`` variant,
+evaluation/variants.py) lets two numbers with a hand-set weight decide the top 10 and the order the
+context is read in, and tends to place the evidence a few places too low inside a leaf the locator
+believes in (docs/evaluation.md). What else the list knows about a candidate is how it stands
 beside the others: is it its leaf's best, how strongly its document and its neighbours match, how
 the whole collection's flat ranking placed it, how many of the question's words it holds. A linear
 model over these (``union_multi`` in the weights file, fitted by ``evaluation.learn_union`` with
-cross-validation grouped by document) orders the candidates when ``union_model = "learned"``.
+cross-validation grouped by document) orders the candidates (``union-learned``).
 
 Everything is computed over the few dozen candidates of one question; nothing reads a set's
 contents beyond the candidates' own text and positions.
@@ -17,13 +17,14 @@ contents beyond the candidates' own text and positions.
 from __future__ import annotations
 
 import math
-import re
 import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
 
+from indexing.chunker import paragraph_spans
 from indexing.index_store import Index
+from utils.idf import lucene
 from utils.similarity import min_max_normalize
 
 UNION_FEATURES: tuple[str, ...] = (
@@ -41,7 +42,6 @@ best paragraph alone (a packed chunk holds several short paragraphs: an article 
 the rare words together, a chunk whose words are spread over unrelated articles does not); the log
 of its paragraph count and its length in units of ``chunk_size`` (a packed chunk of whole paragraphs
 holds more of an article than a scrap does)."""
-_BLANK_LINE = re.compile(r"\n\s*\n")
 TEXT_FEATURES = frozenset({"u_cover", "u_cover_idf", "u_para_idf", "u_paragraphs", "u_length"})
 """Read from the candidates' text: computed only when a model names one."""
 
@@ -122,12 +122,12 @@ def _text_features(index: Index, rows: np.ndarray, query_tokens: tuple[str, ...]
     words = list(dict.fromkeys(query_tokens))
     if words:
         total, df = index.search.term_stats(words)
-        idf = {w: math.log((total - df.get(w, 0) + 0.5) / (df.get(w, 0) + 0.5) + 1.0) for w in words}
+        idf = {w: lucene(total, df.get(w, 0)) for w in words}
         weight = sum(idf.values()) or 1.0
     for i, r in enumerate(rows.tolist()):
         raw = index.chunks[r].text
         text = unicodedata.normalize("NFKC", raw).lower()
-        paragraphs = [p for p in _BLANK_LINE.split(text) if p.strip()] or [text]
+        paragraphs = [text[a:b] for a, b in paragraph_spans(text)] or [text]
         out["u_paragraphs"][i] = math.log(len(paragraphs))
         out["u_length"][i] = len(raw) / max(1, chunk_size)
         if not words:

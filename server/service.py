@@ -153,7 +153,7 @@ def run_search(snapshot: Snapshot, ask: Ask, cancel: threading.Event) -> SearchR
     t = time.perf_counter()
     backends = Backends(rag.backends.embedder, rag.backends.reranker, query_budget(rag.backends.llm, rag.config))
     r = run_retrieval(ask.question, rag.index, rag.config, backends, doc_paths,
-                      on_step=guarded(cancel, None))
+                      on_step=guarded(cancel, None), orderings=rag.orderings)
     assert r.located is not None
     out.locate = locate_step(r.located, r.plan)
     out.hits = [retrieved_hit(rc, i) for i, rc in enumerate(r.final, 1)]

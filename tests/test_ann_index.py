@@ -16,7 +16,8 @@ from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from indexing.index_files import write_manifest_entry
 from indexing.index_store import load_index, verify_index
-from retrieval.hybrid_retriever import flat_scores, rank_scored
+from retrieval.candidates import rank_scored
+from retrieval.scoring import flat_scores
 from indexing.search import Scope
 from pipeline import make_backends, run_pipeline
 from retrieval.query import Query
@@ -132,7 +133,7 @@ def test_ranking_with_ann_matches_exact_scoring(built: tuple[Path, Path]) -> Non
         question = Query.build(q, embedder)
         tops = []
         for cfg in (ON, ON.replace(ann="off")):  # one question, two settings: two entries of its memo
-            tops.append([h.row for h in rank_scored(index, flat_scores(index, question, cfg), 5, cfg, q, "flat")])
+            tops.append([h.row for h in rank_scored(index, flat_scores(index, question, cfg), 5, cfg.tuning.ranking.fused, q, "flat")])
         overlaps.append(len(set(tops[0]) & set(tops[1])) / 5)
     assert np.mean(overlaps) >= 0.9, overlaps
 
@@ -258,7 +259,7 @@ def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path
     assert json.loads((tmp_path / "rebuilt" / "metadata.json").read_text())["ann"]["chunks"]["reused_rows"] == 0
     same = []
     for q in _queries(index):
-        tops = [[h.row for h in rank_scored(ix, flat_scores(ix, Query.build(q, emb), ON), 5, ON, q, "flat")]
+        tops = [[h.row for h in rank_scored(ix, flat_scores(ix, Query.build(q, emb), ON), 5, ON.tuning.ranking.fused, q, "flat")]
                 for ix in (index, rebuilt)]
         same.append(tops[0] == tops[1])
     assert np.mean(same) >= 0.9, same

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluation.variants import VARIANTS
 from config import Config
 from indexing.search_params import Bm25Params
 from indexing.embedders.factory import make_embedder
@@ -270,8 +271,8 @@ def test_extractive_quotes_stay_inside_passages_cut_mid_sentence(paper_index) ->
     doc = TEST_PAPER.read_text(encoding="utf-8")
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
                        # the in-leaf order (no fitted weights) reads a window that starts mid-sentence
-                       Config(context_budget_chars=200, candidate_order="fused"),
-                       backends())
+                       Config(context_budget_chars=200).replace(**{"document_order": "fused"}),
+                       backends(), orderings=VARIANTS)
     passages = res.context.passages
     assert any(not re.search(r"(^|[.!?]\s+|\n)$", doc[:p.start_char]) for p in passages), "a cut passage"
     assert res.answer.quotes
@@ -350,7 +351,7 @@ def test_terminal_safe_and_json_safe() -> None:
 
 def test_step2_shows_the_ordering_score(paper_index) -> None:
     res = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index, Config(), backends())
-    assert res.retrieve.order == "section"  # one document: the section ranker (candidate_order=auto)
+    assert res.retrieve.order == "section"  # one document: the section ranker
     out = render_result(res)
     assert "ordered by section" in out
     scores = [l for l in out.splitlines() if l.startswith("     dense=")]
@@ -360,13 +361,14 @@ def test_step2_shows_the_ordering_score(paper_index) -> None:
     ordered = [h.scores["section_score"] for h in res.retrieve.hits]
     assert ordered == sorted(ordered, reverse=True)
     union = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
-                         Config(candidate_order="union"), backends())
+                         Config().replace(**{"document_order": "union-learned"}), backends())
     assert union.retrieve.order == "union" and "ordered by union" in render_result(union)
     for line, h in zip([l for l in render_result(union).splitlines() if l.startswith("     dense=")],
                        union.retrieve.hits):
         assert line.endswith(f"union={h.scores['union_score']:.2f}")
     fused = run_pipeline("What is AdaRouter's accuracy on EUR/USD?", paper_index,
-                         Config(candidate_order="fused"), backends())
+                         Config().replace(**{"document_order": "fused"}), backends(),
+                         orderings=VARIANTS)
     assert fused.retrieve.order == "fused" and "ordered by fused" in render_result(fused)
 
 

@@ -50,9 +50,11 @@ def test_query_prints_the_spec_layout(paper_index_dir: Path, log_env) -> None:
     assert "no LLM configured" in proc.stderr
 
 
-def test_query_json_is_only_json(paper_index_dir: Path, log_env) -> None:
-    proc = run_cli("query", "--index", str(paper_index_dir), "--query", "How many epochs?", "--json",
-                   "--top-k", "3", "--fusion", "rrf", env=log_env)
+def test_query_json_is_only_json(paper_index_dir: Path, log_env, tmp_path: Path) -> None:
+    cfg = tmp_path / "rrf.toml"
+    cfg.write_text('fusion = "rrf"\n')  # a ranking parameter from the config file, by its flat name
+    proc = run_cli("--config", str(cfg), "query", "--index", str(paper_index_dir), "--query", "How many epochs?",
+                   "--json", "--top-k", "3", env=log_env)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["query"] == "How many epochs?"
@@ -200,7 +202,7 @@ def test_audit_stages_are_snapshots_shown_by_show(paper_index_dir: Path, log_env
     """The union ordering re-scores candidates after the fusion stage recorded them: the recorded
     fusion entries keep the fused scores (no later-stage keys), the final list carries the new ones."""
     cfg = tmp_path / "union.toml"
-    cfg.write_text('candidate_order = "union"\n')
+    cfg.write_text('document_order = "union-learned"\n')
     q = run_cli("--config", str(cfg), "query", "--index", str(paper_index_dir),
                 "--query", "What is AdaRouter's accuracy on EUR/USD?", "--json", env=log_env)
     assert q.returncode == 0, q.stderr

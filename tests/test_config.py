@@ -12,10 +12,28 @@ from utils.errors import InputError
 
 def test_config_file_overrides_defaults(tmp_path: Path) -> None:
     p = tmp_path / "treerag.toml"
-    p.write_text('[treerag]\nfusion = "rrf"\ntop_k_per_leaf = 7\ndense_weight = 1\nllm = "openai:qwen"\n')
+    p.write_text('[treerag]\nllm = "openai:qwen"\nfusion = "rrf"\ntop_k_per_leaf = 7\ndense_weight = 1\n')
     cfg = load_config_file(p, {})
-    assert (cfg.fusion, cfg.top_k_per_leaf, cfg.dense_weight, cfg.llm) == ("rrf", 7, 1.0, "openai:qwen")
-    assert cfg.chunk_size == Config().chunk_size
+    r = cfg.tuning.ranking
+    assert (r.fusion, r.top_k_per_leaf, r.dense_weight, cfg.llm) == ("rrf", 7, 1.0, "openai:qwen")
+    assert cfg.chunk_size == Config().chunk_size and r.joint_top_k == Config().tuning.ranking.joint_top_k
+    top = tmp_path / "top.toml"  # a ranking parameter at the top level, like any setting
+    top.write_text('final_top_k = 3\nrrf_k = 30\nfusion = "rrf"\n')
+    cfg = load_config_file(top, {})
+    assert (cfg.final_top_k, cfg.tuning.ranking.rrf_k, cfg.tuning.ranking.fusion) == (3, 30, "rrf")
+
+
+def test_settings_round_trip_through_their_flat_names() -> None:
+    """``to_dict`` names every setting as ``--set`` takes it, the ranking group's too; ``of`` reads them back."""
+    c = Config(final_top_k=3).replace(joint_top_k=0, document_order="fused")
+    assert c.tuning.ranking.joint_top_k == 0 and c.setting("document_order") == "fused"
+    d = c.to_dict()
+    assert d["joint_top_k"] == 0 and d["document_order"] == "fused" and "ranking" not in d and "tuning" not in d
+    assert not any("." in name for name in d)
+    assert Config.of(d) == c and Config.of(Config().to_dict()) == Config()
+    for bad in ("ranking.joint_top_k", "nonsense", "ranking", "candidate_order", "safety_net"):
+        with pytest.raises(InputError, match=f"unknown setting '{bad}'"):
+            Config().replace(**{bad: 1})
 
 
 def test_config_file_from_environment(tmp_path: Path) -> None:
@@ -27,22 +45,24 @@ def test_config_file_from_environment(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text, needle", [
     ("nonsense = 1\n", "unknown setting"),
     ("top_k_per_leaf = 'five'\n", "top_k_per_leaf must be an int, got 'five'"),
-    ("fusion = \n", "not valid TOML"),
+    ("final_top_k = \n", "not valid TOML"),
     # every Literal-like setting is checked, not only the typed ones (these ran as defaults before)
     ("fusion = 'banana'\n", "fusion must be one of weighted, relative, rrf, got 'banana'"),
-    ("candidate_order = 'banana'\n", "candidate_order must be one of auto, fused, union, section"),
+    ("[ranking]\nfusion = 'rrf'\n", "unknown setting 'ranking'"),
+    ("candidate_order = 'section'\n", "unknown setting 'candidate_order'"),  # removed: an ordering's name now
     ("chunk_context = 'banana'\n", "chunk_context must be one of none, headings"),
     ("locator = 'banana'\n", "locator must be one of auto, llm, llm-rerank, keyword, hybrid"),
     ("embedder = 'banana'\n", "embedder must be one of auto, hash"),
     ("reranker = 'colbert'\n", "reranker must be one of none, cross-encoder"),
     ("dense_weight = 1.5\n", r"dense_weight must be in \[0, 1\], got 1.5"),
+    ("joint_top_k = -1\n", r"joint_top_k must be in \[0, 100000\], got -1"),
     ("chunk_overlap = 200\n", "chunk_overlap must be less than chunk_size"),
     ("final_top_k = 0\n", "final_top_k must be >= 1, got 0"),
     ("max_depth = 7\n", r"max_depth must be in \[0, 6\]"),
     ("max_depth = -1\n", r"max_depth must be in \[0, 6\]"),
     ("llm_query_budget_s = 0\n", "llm_query_budget_s must be > 0"),
     ("evidence_floor = nan\n", "evidence_floor must be in"),
-    ("safety_net = 1\n", "safety_net must be a bool"),
+    ("llm_cache = 1\n", "llm_cache must be a bool"),
 ])
 def test_bad_config_file(tmp_path: Path, text: str, needle: str) -> None:
     p = tmp_path / "bad.toml"
@@ -64,7 +84,7 @@ def test_one_converter_for_files_and_set() -> None:
 
     assert coerce_setting("dense_weight", "0.7") == coerce_setting("dense_weight", 0.7) == 0.7
     assert isinstance(coerce_setting("dense_weight", 1), float)
-    assert coerce_setting("safety_net", "yes") is True and coerce_setting("embedder_model", "none") is None
+    assert coerce_setting("llm_cache", "yes") is True and coerce_setting("embedder_model", "none") is None
     with pytest.raises(InputError, match="unknown setting"):
         coerce_setting("max_located", 5)  # removed: nothing read it
 
@@ -97,13 +117,16 @@ def test_defaults_chosen_by_evaluation_are_pinned() -> None:
     Changing one of these changes the reported figures: re-run the evaluation first.
     """
     c = Config()
-    assert (c.fusion, c.dense_weight, c.bm25_weight) == ("weighted", 0.5, 0.5)
+    r = c.tuning.ranking
+    assert (r.fusion, r.dense_weight, r.bm25_weight, r.rrf_k, r.fusion_depth) == ("weighted", 0.5, 0.5, 60, 40)
+    assert (r.document_order, r.collection_order) == ("section-joint", "union-learned")
+    assert (r.joint_top_k, r.union_flat_top_k, r.context_pool) == (20, 20, 60)
     assert c.tuning.bm25.bm25_idf_scope == "document"
     assert c.locator == "auto" and c.tuning.locator.hybrid_top_leaves == 5 and c.tuning.locator.locator_leaf_weight == 0.3
-    assert c.candidate_order == "auto" and c.ranker_weights is None and c.leaf_prior_weight == 0.4
+    assert c.ranker_weights is None
     assert c.tuning.chunking.chunk_context == "headings"
-    assert c.top_k_per_leaf == 5 and c.final_top_k == 5
-    assert c.safety_net is False and c.reranker == "none"
+    assert r.top_k_per_leaf == 5 and c.final_top_k == 5
+    assert c.reranker == "none"
     assert (c.chunk_size, c.chunk_overlap, c.max_depth) == (200, 50, 3)
     # every tuning parameter: each feeds the evaluation's figures (docs/evaluation.md, docs/scale.md,
     # docs/seekdb.md), so each is pinned by value

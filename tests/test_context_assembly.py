@@ -197,19 +197,34 @@ def test_each_paragraph_s_best_window_comes_first(paper_index) -> None:
 
 
 def test_a_short_pool_is_continued_by_the_flat_ranking(paper_index) -> None:
-    from retrieval.hybrid_retriever import with_flat_tail
+    from retrieval.ordering import Ask
     from retrieval.query import Query
+    from retrieval.retriever import Retriever
+
+    class Fixed:
+        """An ordering that returns the hits it was given."""
+
+        def __init__(self, given):
+            self.given = given
+
+        def order(self, index, embedder, config, ask):
+            return list(self.given)
 
     b = Backends(embedder=make_embedder("hash", Config()), reranker=None, llm=None)
-    query = QUERIES[0]
+    config = Config().replace(context_pool=10)
+    question = Query.build(QUERIES[0], b.embedder)
+
+    def pool_of(given):
+        r = Retriever(paper_index, config, b.embedder, None, Fixed(given), Fixed(given))
+        return r.retrieve(Ask(question, []), [], fill=True).pool
+
     head = hits(paper_index, window(paper_index, "4.2 Performance", 0), window(paper_index, "Abstract", 0))
-    question = Query.build(query, b.embedder)
-    out = with_flat_tail(head, paper_index, question, Config(), None, 10)
+    out = pool_of(head)
     assert out[:2] == head and len(out) == 10
     assert len({h.row for h in out}) == 10, "no chunk twice"
     assert all(h.source == "net" for h in out[2:])
     full = hits(paper_index, *[c.chunk_id for c in paper_index.chunks[:10]])
-    assert with_flat_tail(full, paper_index, question, Config(), None, 10) == full
+    assert {h.row for h in pool_of(full)} == {h.row for h in full}
 
 
 def test_a_packed_chunk_is_read_whole_not_as_its_middle_paragraph(tmp_path) -> None:

@@ -159,14 +159,19 @@ def test_scope_limits_every_arm(eval_set: Path, tmp_path: Path) -> None:
 
 
 def test_arm_configs() -> None:
-    base = Config(fusion="rrf")
-    assert make_arm("flat-hybrid", base, 10).config.fusion == "weighted"
+    base = Config().replace(**{"fusion": "rrf"})
+    assert make_arm("flat-hybrid", base, 10).config.tuning.ranking.fusion == "weighted"
     # flat-hybrid is the score fusion the config names (weighted or relative); rrf has its own arm
-    assert make_arm("flat-hybrid", Config(fusion="relative"), 10).config.fusion == "relative"
-    assert make_arm("flat-hybrid-rrf", Config(), 10).config.fusion == "rrf"
+    relative = Config().replace(**{"fusion": "relative"})
+    assert make_arm("flat-hybrid", relative, 10).config.tuning.ranking.fusion == "relative"
+    assert make_arm("flat-hybrid-rrf", Config(), 10).config.tuning.ranking.fusion == "rrf"
     t = make_arm("tree-keyword+net", base, 7).config
-    assert (t.locator, t.safety_net, t.final_top_k, t.fusion) == ("keyword", True, 7, "rrf")
-    assert make_arm("tree-hybrid", Config(safety_net=True), 10).config.safety_net is False
+    assert (t.locator, t.final_top_k, t.tuning.ranking.fusion) == ("keyword", 7, "rrf")
+    assert (t.tuning.ranking.document_order, t.tuning.ranking.collection_order) == ("section-joint+net", "union-learned+net")
+    netted = Config().replace(**{"collection_order": "union-blend+net"})
+    assert make_arm("tree-hybrid", netted, 10).config.tuning.ranking.collection_order == "union-blend"
+    with pytest.raises(InputError, match="unknown ordering 'banana'"):
+        make_arm("tree-hybrid", Config().replace(**{"document_order": "banana"}), 10)
     assert parse_arms("tree-hybrid, flat-bm25", with_llm=False) == ["flat-bm25", "tree-hybrid"]
     with pytest.raises(InputError, match="unknown arm 'flat-magic'"):
         parse_arms("flat-magic", with_llm=False)
@@ -334,6 +339,8 @@ def test_cli_prints_the_table_and_writes_json(eval_set: Path, tmp_path: Path, ca
     (["--k", "0"], "--k must be at least 1"),
     (["--limit", "0"], "--limit must be at least 1"),
     (["--set", "fusion=magic"], "--set fusion must be one of weighted, relative, rrf, got 'magic'"),
+    (["--set", "ranking.fusion=rrf"], "--set ranking.fusion: unknown setting 'ranking.fusion'"),
+    (["--set", "safety_net=true"], "--set safety_net: unknown setting 'safety_net'"),
     (["--set", "nosuch=1"], "--set nosuch: unknown setting 'nosuch'"),
     (["--set", "dense_weight=1.5"], "setting dense_weight must be in [0, 1], got 1.5"),
     (["--set", "chunk_overlap=300"], "chunk_overlap must be less than chunk_size"),
@@ -349,9 +356,9 @@ def test_cli_bad_inputs(eval_set: Path, tmp_path: Path, argv: list[str], needle:
 
 
 def test_parse_overrides_types() -> None:
-    assert parse_overrides(["safety_net=true", "dense_weight=0.7", "hybrid_top_leaves=4", "embedder_model=none",
-                            "bm25_idf_scope=corpus"]) == {
-        "safety_net": True, "dense_weight": 0.7, "hybrid_top_leaves": 4, "embedder_model": None,
+    assert parse_overrides(["llm_cache=true", "dense_weight=0.7", "hybrid_top_leaves=4",
+                            "embedder_model=none", "bm25_idf_scope=corpus"]) == {
+        "llm_cache": True, "dense_weight": 0.7, "hybrid_top_leaves": 4, "embedder_model": None,
         "bm25_idf_scope": "corpus"}
 
 
@@ -615,7 +622,7 @@ def test_ranker_folds_run_each_question_with_its_folds_weights(eval_set: Path, t
         (folds / f"fold-{f}.json").write_text(json.dumps({**shipped, "para": {"para_mean": 1.0, "dense": 1.0}}),
                                               encoding="utf-8")
     para = run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds,
-                          config=Config(section_chunk_model="para")))
+                          config=Config()))
     assert para.n_scored == run.n_scored
     (folds / "folds.json").write_text(json.dumps({"folds": 2, "sets": {eval_set.name: {"q1": 0}}}), encoding="utf-8")
     with pytest.raises(InputError, match="in no fold"):

@@ -138,7 +138,7 @@ def test_query_settings_do_not_force_a_rebuild(tmp_path: Path) -> None:
     config = Config(embedder="hash")
     src = _folder(tmp_path / "docs", {f"r{i}.md": _doc(i) for i in range(2)})
     build_index(src, tmp_path / "idx", config, CountingEmbedder(config))
-    report = build_index(src, tmp_path / "idx", config.replace(final_top_k=9, dense_weight=0.7),
+    report = build_index(src, tmp_path / "idx", config.replace(**{"final_top_k": 9, "dense_weight": 0.7}),
                          CountingEmbedder(config))
     assert report.update is not None and report.rebuild_reason is None
 

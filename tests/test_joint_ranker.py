@@ -1,5 +1,5 @@
 """The joint section ranker: the coverage and entry features, the LambdaRank-weighted fit, and the list
-whose top the joint model orders and whose rest keeps the once order (section_evidence = "joint")."""
+whose top the joint model orders and whose rest keeps the once order (``section-joint``)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,9 @@ from config import Config
 from evaluation.metrics import Relevance
 from indexing.search import Scores, bm25_kind
 from retrieval.learned_ranker import load_ranker
+from retrieval.ordering import Ask, SectionOrdering
 from retrieval.query import Query
+from retrieval.rankers import SectionRanker
 from retrieval.section_features import ALL_FEATURES, ENTRY_FEATURES, chunk_features
 from utils.errors import InputError
 
@@ -33,8 +35,9 @@ def test_entry_features_are_the_section_evidence_of_each_leafs_best_chunk_only(p
     sc = _scores(idx)
     cfg = Config()
     X = chunk_features(idx, Query("q", ("q",), None), sc, cfg, {idx.chunks[0].source_node_id}, ALL_FEATURES)
-    d, b = sc.dense.astype(np.float64), sc.lexical.astype(np.float64)
-    fused = cfg.dense_weight * (d - d.min()) / (d.max() - d.min()) + cfg.bm25_weight * (b - b.min()) / (b.max() - b.min())
+    # with equal fusion weights a chunk's fused score orders as its two scaled signals' sum
+    assert cfg.tuning.ranking.dense_weight == cfg.tuning.ranking.bm25_weight
+    fused = _col(X, "dense_mm") + _col(X, "bm25_mm")
     leaf = [idx.chunks[int(r)].source_node_id for r in sc.rows]
     best: dict[str, int] = {}
     for i, lf in enumerate(leaf):
@@ -50,7 +53,7 @@ def test_entry_features_are_the_section_evidence_of_each_leafs_best_chunk_only(p
 
 
 def test_para_cover_weighs_the_questions_rare_terms_a_paragraph_holds(paper_index) -> None:
-    from retrieval.paragraph_pooling import paragraph_ids
+    from retrieval.breadth import paragraph_ids
     from retrieval.term_coverage import coverage_features
     from utils.tokenizer import tokenize
 
@@ -77,12 +80,12 @@ def test_para_cover_weighs_the_questions_rare_terms_a_paragraph_holds(paper_inde
             counts[t] = counts.get(t, 0) + 1
     common = max(counts, key=counts.get)
     rare = min((t for t in counts if counts[t] == 1), default=None)
-    if rare is not None and rare != common:
-        r_cover = coverage_features(idx, rows, (common, rare))["para_cover"]
-        holder = next(i for i, c in enumerate(idx.chunks) if rare in set(tokenize(c.text)))
-        common_only = [i for i, c in enumerate(idx.chunks)
-                       if common in set(tokenize(c.text)) and pid[i] != pid[holder]]
-        assert common_only and r_cover[holder] > max(r_cover[i] for i in common_only)
+    assert rare is not None and rare != common  # the paper has words that occur once
+    r_cover = coverage_features(idx, rows, (common, rare))["para_cover"]
+    holder = next(i for i, c in enumerate(idx.chunks) if rare in set(tokenize(c.text)))
+    common_only = [i for i, c in enumerate(idx.chunks)
+                   if common in set(tokenize(c.text)) and pid[i] != pid[holder]]
+    assert common_only and r_cover[holder] > max(r_cover[i] for i in common_only)
 
 
 def _question(n: int = 40, relevant: tuple[int, ...] = (0, 1), seed: int = 0):
@@ -147,32 +150,34 @@ def _weights(tmp_path: Path, **models: dict[str, float]) -> Path:
     return p
 
 
-def test_joint_orders_the_head_and_the_once_order_the_rest(paper_index, tmp_path: Path) -> None:
+def _ranked(index, q, cfg, ranker=SectionRanker()):
     from indexing.embedders.factory import make_embedder
-    from retrieval.hybrid_retriever import flat_scores, rank_in_sections
+
+    return SectionOrdering(ranker).order(index, make_embedder("hash", Config()), cfg, Ask(q, []))
+
+
+def test_joint_orders_the_head_and_the_once_order_the_rest(paper_index, tmp_path: Path) -> None:
+    """The list's first k are the joint model's own first k, in its order; the rest follow the once
+    order with those k taken out; k = 0 is the joint model alone."""
+    from indexing.embedders.factory import make_embedder
 
     emb = make_embedder("hash", Config())
     weights = _weights(tmp_path, joint={"para_cover": 1.0, "bm25_mm": 0.5, "entry_leaf_heading": 0.3})
     q = Query.build("How many epochs was the model trained for?", emb)
     k = 4
-    cfg = Config(final_top_k=10, context_pool=40, ranker_weights=str(weights), section_evidence="joint",
-                 joint_top_k=k)
-    ranked = rank_in_sections(paper_index, q, [], cfg)
-    once = rank_in_sections(paper_index, q, [], cfg.replace(section_evidence="once"))
-    sc = flat_scores(paper_index, q, cfg)
-    joint = load_ranker("joint", weights)
-    X = chunk_features(paper_index, q, sc, cfg, set(), joint.names)
-    js = dict(zip(sc.rows.tolist(), joint.score(X)))
-    head = sorted(sc.rows.tolist(), key=lambda r: (-js[r], r))[:k]
+    cfg = Config(final_top_k=10, ranker_weights=str(weights)).replace(**
+        {"context_pool": 40, "joint_top_k": k})
+    ranked = _ranked(paper_index, q, cfg)
+    alone = _ranked(paper_index, q, cfg.replace(**{"joint_top_k": 0}))
+    once = _ranked(paper_index, q, cfg, SectionRanker(joint=None))
+    head = [c.row for c in alone[:k]]
     assert [c.row for c in ranked[:k]] == head
     rest = [c.row for c in once if c.row not in set(head)]
     assert [c.row for c in ranked[k:]] == rest[:len(ranked) - k]
     assert [c.score for c in ranked] == sorted((c.score for c in ranked), reverse=True)
-    everything = rank_in_sections(paper_index, q, [], cfg.replace(joint_top_k=0))
-    assert [c.row for c in everything] == sorted(sc.rows.tolist(), key=lambda r: (-js[r], r))[:len(everything)]
-    assert [c.row for c in everything] != [c.row for c in once]
-    with pytest.raises(InputError, match=r"no 'joint' model \(section_evidence=joint needs one: .*section_evidence=once\)"):
-        rank_in_sections(paper_index, q, [], cfg.replace(ranker_weights=str(_weights(tmp_path, joint=None))))
+    assert [c.row for c in alone] != [c.row for c in once]
+    with pytest.raises(InputError, match=r"no 'joint' model \(fit it with .*learn_ranker --models joint"):
+        _ranked(paper_index, q, cfg.replace(ranker_weights=str(_weights(tmp_path, joint=None))))
 
 
 def test_fold_files_hold_a_joint_model_fitted_with_the_lambda_objective(tmp_path: Path, monkeypatch) -> None:
@@ -197,11 +202,9 @@ def test_fold_files_hold_a_joint_model_fitted_with_the_lambda_objective(tmp_path
 
 
 def test_joint_top_k_is_checked() -> None:
-    from config import validate
-
-    with pytest.raises(InputError):
-        validate(Config(joint_top_k=-1))
-    validate(Config(joint_top_k=0))
+    with pytest.raises(InputError, match=r"joint_top_k must be in \[0, 100000\], got -1"):
+        Config().replace(**{"joint_top_k": -1})
+    assert Config().replace(**{"joint_top_k": 0}).tuning.ranking.joint_top_k == 0
 
 
 def test_a_section_refit_keeps_the_models_fitted_elsewhere(tmp_path: Path) -> None:

@@ -270,13 +270,16 @@ about which chunk a refitted ranker happens to put first on this synthetic paper
 def anchor_settings(index_dir: Path) -> dict:
     weights = index_dir.parent / "anchor_ranker.json"
     weights.write_text(json.dumps(ANCHOR_RANKER), encoding="utf-8")
-    return {"ranker_weights": str(weights), "section_chunk_model": "flat", "section_evidence": "once"}
+    return {"ranker_weights": str(weights), "document_order": "section-once-flat"}
 
 
 def _ask(index_dir: Path, **settings):
     from pipeline import TreeRAG
 
-    rag = TreeRAG.open(index_dir, llm="mock", env={}, final_top_k=3, **{**anchor_settings(index_dir), **settings})
+    from evaluation.variants import VARIANTS
+
+    rag = TreeRAG.open(index_dir, llm="mock", env={}, final_top_k=3, orderings=VARIANTS,
+                       **{**anchor_settings(index_dir), **settings})
     return rag, rag.run(QUESTION)
 
 
@@ -346,7 +349,7 @@ def test_eval_pairs_kg_arms_with_their_plain_arm() -> None:
     base = Config()
     assert make_arm("tree-hybrid", base, 10, paired_with_graph=True).config.kg_channel is False
     assert make_arm("tree-hybrid+kg", base.replace(kg_channel=False), 10).config.kg_channel is True
-    assert make_arm("tree-hybrid+net+kg", base, 10).config.safety_net is True
+    assert make_arm("tree-hybrid+net+kg", base, 10).config.tuning.ranking.collection_order == "union-learned+net"
     with pytest.raises(Exception, match="unknown arm"):
         parse_arms("flat-hybrid+kg", with_llm=False)
 
@@ -432,9 +435,10 @@ def test_index_kg_llm_through_the_openai_wire_format(tmp_path: Path) -> None:
         g = json.loads(run_cli("graph", "--index", str(tmp_path / "idx"), "--leaf", "0002", "--json").stdout)
         assert g["mode"] == "llm" and any(e["relation"] == "trained on" for e in g["edges"])
         # the channel works on an LLM graph too
+        from evaluation.variants import VARIANTS
         from pipeline import TreeRAG
 
-        res = TreeRAG.open(tmp_path / "idx", llm="mock", env={}, final_top_k=3,
+        res = TreeRAG.open(tmp_path / "idx", llm="mock", env={}, final_top_k=3, orderings=VARIANTS,
                            **anchor_settings(tmp_path / "idx")).run(QUESTION)
         assert any(FACT_B[:40] in h.text for h in res.retrieve.hits)
         # an update with nothing changed reuses the graph: no new request

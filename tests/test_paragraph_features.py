@@ -12,7 +12,7 @@ from config import Config
 from evaluation.metrics import Relevance
 from indexing.search import Scores, bm25_kind
 from retrieval.learned_ranker import load_ranker
-from retrieval.paragraph_pooling import paragraph_ids
+from retrieval.breadth import paragraph_ids
 from retrieval.query import Query
 from retrieval.section_features import ALL_FEATURES, PARAGRAPH_FEATURES, TREE_FEATURES, chunk_features
 from utils.errors import InputError
@@ -32,7 +32,8 @@ def test_paragraph_features_match_a_plain_reference(paper_index) -> None:
     X = chunk_features(idx, Query("q", ("q",), None), sc, cfg, None, ALL_FEATURES)
     col = {n: X[:, i] for i, n in enumerate(ALL_FEATURES)}
     d, b = sc.dense.astype(np.float64), sc.lexical.astype(np.float64)
-    fused = cfg.dense_weight * (d - d.min()) / (d.max() - d.min()) + cfg.bm25_weight * (b - b.min()) / (b.max() - b.min())
+    r = cfg.tuning.ranking
+    fused = r.dense_weight * (d - d.min()) / (d.max() - d.min()) + r.bm25_weight * (b - b.min()) / (b.max() - b.min())
     pid = paragraph_ids(idx, sc.rows)
     leaf = [idx.chunks[int(r)].source_node_id for r in sc.rows]
     assert len(set(pid.tolist())) < len(pid)  # the paper has paragraphs of several windows
@@ -64,29 +65,35 @@ def _weights(tmp_path: Path, **models: dict[str, float]) -> Path:
 
 def test_a_section_past_its_entry_is_ordered_by_the_paragraph_model(paper_index, tmp_path: Path) -> None:
     from indexing.embedders.factory import make_embedder
-    from retrieval.hybrid_retriever import flat_scores, rank_in_sections
+    from retrieval.ordering import Ask, SectionOrdering
+    from retrieval.rankers import SectionRanker
+    from retrieval.scoring import flat_scores
 
     emb = make_embedder("hash", Config())
+
+    def rank_in_sections(index, q, located, config, chunk_model="para"):
+        return SectionOrdering(SectionRanker(chunk_model=chunk_model, joint=None)).order(index, emb, config,
+                                                                                           Ask(q, located))
+
     weights = _weights(tmp_path, para={"para_mean": 1.0})
     q = Query.build("How many epochs was the model trained for?", emb)
-    cfg = Config(final_top_k=10, ranker_weights=str(weights), section_chunk_model="para", section_evidence="once")
+    cfg = Config(final_top_k=10, ranker_weights=str(weights))
     ranked = rank_in_sections(paper_index, q, [], cfg)
     sc = flat_scores(paper_index, q, cfg)
     X = chunk_features(paper_index, q, sc, cfg, set(), ALL_FEATURES)
     para_mean = dict(zip(sc.rows.tolist(), X[:, ALL_FEATURES.index("para_mean")]))
-    tree = load_ranker("tree", weights)
-    tree_score = tree.score(X[:, [ALL_FEATURES.index(n) for n in tree.names]])
-    entry: dict[str, tuple[float, int]] = {}
-    for r, t in zip(sc.rows.tolist(), tree_score):
-        leaf = paper_index.chunks[r].source_node_id
-        if leaf not in entry or (-t, r) < (-entry[leaf][0], entry[leaf][1]):
-            entry[leaf] = (float(t), r)
-    entries = {r for _, r in entry.values()}
+    # each leaf's entry: its first chunk in the order of the section model alone (every chunk listed)
+    alone = rank_in_sections(paper_index, q, [], cfg, chunk_model=None)
+    assert len(alone) == len(sc.rows)
+    first: dict[str, int] = {}
+    for c in alone:
+        first.setdefault(c.chunk.source_node_id, c.row)
+    entries = set(first.values())
     rest = [c for c in ranked if c.row not in entries]
     assert len(rest) >= 5
     keys = [para_mean[c.row] for c in rest]
     assert keys == sorted(keys, reverse=True)  # the non-entry chunks follow the paragraph model alone
-    flat = rank_in_sections(paper_index, q, [], cfg.replace(section_chunk_model="flat"))
+    flat = rank_in_sections(paper_index, q, [], cfg, chunk_model="flat")
     assert [c.row for c in flat] != [c.row for c in ranked]
     with pytest.raises(InputError, match="no 'para' model"):
         rank_in_sections(paper_index, q, [], cfg.replace(ranker_weights=str(_weights(tmp_path))))
@@ -199,7 +206,9 @@ def test_paragraph_units_keep_one_row_per_paragraph_and_its_relevance() -> None:
 
 
 def test_the_shipped_file_holds_the_paragraph_model_the_default_uses() -> None:
-    assert Config().section_chunk_model == "para"
+    from retrieval.rankers import SectionRanker
+
+    assert SectionRanker().chunk_model == "para"
     para = load_ranker("para")
     assert set(PARAGRAPH_FEATURES) <= set(para.names) <= set(ALL_FEATURES)
     assert load_ranker("para_multi").names == para.names  # no collection model of it: the one-document one

@@ -1,4 +1,5 @@
-"""Paragraph pooling: a paragraph ranked by all of its windows (retrieval/paragraph_pooling.py)."""
+"""Paragraph pooling: a paragraph ranked by all of its windows (evaluation/paragraph_pooling.py, the
+``+soft`` variant of a section ordering)."""
 from __future__ import annotations
 
 import math
@@ -7,10 +8,11 @@ import numpy as np
 import pytest
 
 from config import Config
-from retrieval.hybrid_retriever import rank_in_sections
-from retrieval.paragraph_pooling import paragraph_ids, pool_paragraphs, pooled_scores
+from evaluation.paragraph_pooling import pool_paragraphs, pooled_scores
+from evaluation.variants import VARIANTS
+from retrieval.breadth import paragraph_ids
+from retrieval.ordering import Ask
 from retrieval.query import Query
-from utils.errors import InputError
 
 
 def test_a_paragraph_matching_throughout_beats_one_matching_window() -> None:
@@ -64,18 +66,12 @@ def test_reading_only_the_best_leaves_gives_the_same_best_rows(paper_index) -> N
 def test_section_ranking_with_pooling_keeps_one_best_window_per_paragraph_first(paper_index) -> None:
     from indexing.embedders.factory import make_embedder
 
-    cfg = Config(paragraph_pooling="soft", final_top_k=10)
-    q = Query.build("what datasets are used for evaluation", make_embedder("hash", cfg))
-    pooled = rank_in_sections(paper_index, q, [], cfg)
-    plain = rank_in_sections(paper_index, q, [], cfg.replace(paragraph_pooling="max"))
+    cfg = Config(final_top_k=10)
+    emb = make_embedder("hash", cfg)
+    q = Query.build("what datasets are used for evaluation", emb)
+    pooled = VARIANTS["section-once+soft"].order(paper_index, emb, cfg, Ask(q, []))
+    plain = VARIANTS["section-once"].order(paper_index, emb, cfg, Ask(q, []))
     assert sorted(h.row for h in pooled) != [] and len(pooled) == len(plain)
     # pooling only lowers a paragraph's best window: no score rises
     by_row = {h.row: h.score for h in plain}
     assert all(h.score <= by_row.get(h.row, math.inf) + 1e-9 for h in pooled)
-
-
-def test_the_settings_are_checked() -> None:
-    with pytest.raises(InputError):
-        Config().replace(paragraph_pooling="mean")
-    with pytest.raises(InputError):
-        Config().replace(paragraph_pooling_temperature=0)

@@ -7,9 +7,12 @@ import pytest
 from config import Config
 from indexing.embedders.factory import make_embedder
 from pipeline import Backends, citation, run_pipeline
-from retrieval.hybrid_retriever import dedupe_best, document_order, retrieve, retrieve_in_leaf
+from evaluation.variants import VARIANTS
+from retrieval.candidates import dedupe_best, in_leaf
+from retrieval.ordering import Ask
 from retrieval.query import Query
 from retrieval.rerankers import rerank
+from retrieval.retriever import ORDERINGS, make_retriever
 from retrieval.synthesizer import SYNTHESIS_PROMPT, build_context, concatenated_answer
 from retrieval.types import Fallback, LocatedNode
 from utils.errors import BackendError
@@ -51,14 +54,20 @@ def ask(text: str) -> Query:
     return Query.build(text, make_embedder("hash", Config()))
 
 
+def retrieve(index, embedder, q, located, config, orderings=ORDERINGS):
+    """Step 2's ordering of the question's scope, before rerank."""
+    ordering = make_retriever(index, config, embedder, None, orderings).ordering_for(None)
+    return ordering.order(index, embedder, config, Ask(q, located))
+
+
 def leaf_id(index, heading: str) -> str:
     return next(n.node_id for n in index.leaves if n.heading == heading)
 
 
 def test_in_leaf_scores_are_complete_and_bounded(paper_index) -> None:
     node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
-    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(), ask("q"))
-    assert 0 < len(got) <= Config().top_k_per_leaf
+    got = in_leaf(paper_index, make_embedder("hash", Config()), node, Config(), ask("q"))
+    assert 0 < len(got) <= Config().tuning.ranking.top_k_per_leaf
     for rc in got:
         d = rc.retrieval_detail
         assert {"dense_score", "bm25_score", "fused_score"} <= set(d)
@@ -69,14 +78,14 @@ def test_in_leaf_scores_are_complete_and_bounded(paper_index) -> None:
 
 def test_rrf_fusion(paper_index) -> None:
     node = LocatedNode(leaf_id(paper_index, "4.2 Performance"), "EUR/USD accuracy baseline")
-    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(fusion="rrf"), ask("q"))
+    got = in_leaf(paper_index, make_embedder("hash", Config()), node, Config().replace(**{"fusion": "rrf"}), ask("q"))
     assert all(rc.retrieval_detail["fused_score"] <= round(2 / 61, 4) for rc in got)
 
 
 def test_one_chunk_leaf_and_zero_bm25_are_defined(paper_index) -> None:
     # a query sharing no word with the leaf: BM25 all zero, fused comes from dense only
     node = LocatedNode(leaf_id(paper_index, "4.1 Dataset"), "zebra giraffe")
-    got = retrieve_in_leaf(paper_index, make_embedder("hash", Config()), node, Config(), ask("q"))
+    got = in_leaf(paper_index, make_embedder("hash", Config()), node, Config(), ask("q"))
     assert got and all(rc.retrieval_detail["bm25_score"] == 0 for rc in got)
     assert all(np.isfinite(rc.score) for rc in got)
 
@@ -93,9 +102,11 @@ def test_same_chunk_twice_is_kept_once_with_best_score(paper_index) -> None:
 def test_safety_net_adds_global_candidates(paper_index) -> None:
     located = [LocatedNode(leaf_id(paper_index, "Abstract"), "epochs")]
     q = "How many epochs was the model trained for?"
-    strict = Config(candidate_order="union", union_flat_top_k=0)  # the net belongs to the located-leaves-only orders
-    off = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, strict)
-    on = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, strict.replace(safety_net=True))
+    # the net belongs to the orderings that draw on leaves (the section ordering scores every chunk)
+    strict = Config().replace(**{"document_order": "union-learned", "union_flat_top_k": 0})
+    off = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, strict, VARIANTS)
+    net = strict.replace(**{"document_order": "union-learned+net"})
+    on = retrieve(paper_index, make_embedder("hash", Config()), ask(q), located, net, VARIANTS)
     assert all(rc.source == "tree" for rc in off)
     assert any(rc.source == "net" and "50 epochs" in rc.chunk.text for rc in on)
 
@@ -115,14 +126,6 @@ def test_rerank_scores_recorded(paper_index) -> None:
     cands = retrieve(paper_index, make_embedder("hash", Config()), ask("accuracy"), located, Config())
     out = rerank("accuracy", list(cands), ReverseReranker(), 2, [])
     assert [rc.retrieval_detail["rerank_score"] for rc in out] == [len(cands) - 1, len(cands) - 2]
-
-
-def test_document_order() -> None:
-    from indexing.chunker import Chunk
-    from retrieval.types import RetrievedChunk
-
-    rcs = [RetrievedChunk(Chunk(f"c{r}", "t", "n", "h"), 1.0 / (i + 1), {}, row=r) for i, r in enumerate([7, 2, 5])]
-    assert [r.row for r in document_order(rcs)] == [2, 5, 7]
 
 
 def test_context_and_prompt_follow_the_spec(paper_index) -> None:
@@ -148,7 +151,7 @@ def test_run_pipeline_schema_and_citations(paper_index) -> None:
     assert steps.index("rerank") < steps.index("context") < steps.index("synthesize")
     ctx = res.context
     assert ctx.budget == Config().context_budget_chars and 0 < ctx.used <= ctx.budget
-    assert 0 < ctx.hits_read <= Config().context_pool
+    assert 0 < ctx.hits_read <= Config().tuning.ranking.context_pool
     for p in ctx.passages:
         assert p.citation.startswith("test_paper.md:L") and p.text and p.ranks
         assert p.doc_path == "test_paper.md" and p.node_id and p.heading_path and p.start_char < p.end_char
@@ -263,17 +266,17 @@ class _CountingEmbedder:
         return self.inner.embed_documents(texts, progress)
 
 
-@pytest.mark.parametrize("order", ["auto", "union", "fused", "section"])
+@pytest.mark.parametrize("order", ["section-joint", "union-learned+net", "fused+net"])
 def test_one_model_call_for_the_query_vector_per_run(paper_index, order: str) -> None:
     emb = _CountingEmbedder()
     q = "How many epochs was the model trained for?"
-    cfg = Config(candidate_order=order, safety_net=True)
-    res = run_pipeline(q, paper_index, cfg, Backends(embedder=emb, reranker=None, llm=None))
+    cfg = Config().replace(**{"document_order": order})
+    res = run_pipeline(q, paper_index, cfg, Backends(embedder=emb, reranker=None, llm=None), orderings=VARIANTS)
     assert res.retrieve.hits and res.answer.text
     assert emb.queries.count(q) == 1, emb.queries  # locator, leaves, net, ordering, floor, answer: one vector
 
 
-@pytest.mark.parametrize("order", ["auto", "union", "fused"])
+@pytest.mark.parametrize("order", ["section-joint", "union-learned+net", "fused+net"])
 def test_the_question_is_tokenised_once_per_run(paper_index, monkeypatch: pytest.MonkeyPatch, order: str) -> None:
     """One query object carries tokens and vector through locating, retrieval, the floor and the
     answer; only the stop-word guard (before any model runs) and context assembly read the text again."""
@@ -303,6 +306,7 @@ def test_the_question_is_tokenised_once_per_run(paper_index, monkeypatch: pytest
 
     monkeypatch.setattr(tk, "_tokens", counting)
     b = Backends(embedder=_Dense(), reranker=None, llm=None)
-    res = run_pipeline(q, paper_index, Config(candidate_order=order, safety_net=True), b)
+    res = run_pipeline(q, paper_index, Config().replace(**{"document_order": order}), b,
+                       orderings=VARIANTS)
     assert res.retrieve.hits and res.answer.text
     assert len(seen) == 2, len(seen)  # the stop-word guard and Query.build (context assembly reuses it)

@@ -40,9 +40,15 @@ def test_settings_are_validated_and_applied(paper_index_dir: Path) -> None:
     assert len(r.chunks) <= 2 and r.to_dict()["config"]["fusion"] == "rrf" and r.record.config["fusion"] == "rrf"
     with pytest.raises(InputError, match="fusion must be one of"):
         TreeRAG.open(paper_index_dir, llm="mock", env={}, fusion="banana")
+    with pytest.raises(InputError, match="unknown setting 'ranking.fusion'"):  # flat names only
+        TreeRAG.open(paper_index_dir, llm="mock", env={}, **{"ranking.fusion": "rrf"})
+    with pytest.raises(InputError, match="evaluation variants"):
+        TreeRAG.open(paper_index_dir, llm="mock", env={}, document_order="section-every")
     # a tuning parameter by its name, like any setting: it reaches its component and the record
-    tuned = TreeRAG.open(paper_index_dir, llm="mock", env={}, context_leaf_share=0.6)
-    assert tuned.config.tuning.context.context_leaf_share == 0.6 and tuned.run(Q).config["context_leaf_share"] == 0.6
+    tuned = TreeRAG.open(paper_index_dir, llm="mock", env={}, context_leaf_share=0.6, joint_top_k=0)
+    assert tuned.config.tuning.context.context_leaf_share == 0.6 and tuned.config.tuning.ranking.joint_top_k == 0
+    record = tuned.run(Q).config
+    assert record["context_leaf_share"] == 0.6 and record["joint_top_k"] == 0
     with pytest.raises(InputError, match="context_leaf_share must be in"):
         TreeRAG.open(paper_index_dir, llm="mock", env={}, context_leaf_share=2)
     with pytest.raises(InputError, match="unknown setting"):

@@ -171,15 +171,17 @@ def test_query_memo_keeps_the_first_value_and_its_own_keys() -> None:
 QUESTIONS = ("Why do dogs bark?", "What do cats eat?", "Where do cats sleep?", "Do dogs need walks?")
 
 
-@pytest.mark.parametrize("order", ["section", "union"])
+@pytest.mark.parametrize("order", ["section-joint", "union-learned+net"])
 def test_one_index_answers_questions_from_several_threads_as_it_does_one_at_a_time(two, order: str) -> None:
     """The server shares one loaded index between request threads: each question's caches are its
     own, so answers do not depend on which other questions run at the same time."""
-    cfg = Config(candidate_order=order, safety_net=True)
+    from evaluation.variants import VARIANTS
+
+    cfg = Config().replace(**{"document_order": order, "collection_order": order})
     backends = Backends(embedder=make_embedder("hash", cfg), reranker=None, llm=None)
 
     def rows(text: str, scope: frozenset[str] | None) -> list[tuple[int, float]]:
-        r = run_retrieval(text, two, cfg, backends, None if scope is None else set(scope))
+        r = run_retrieval(text, two, cfg, backends, None if scope is None else set(scope), orderings=VARIANTS)
         return [(h.row, round(h.score, 6)) for h in r.pool]
 
     jobs = [(t, s) for t in QUESTIONS for s in (None, frozenset({"a.md"}), frozenset({"b.md"}))]

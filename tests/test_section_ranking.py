@@ -12,6 +12,8 @@ from evaluation.metrics import Relevance, coverage_at_budget
 from indexing.chunker import Chunk
 from indexing.representation import chunk_representation
 from retrieval.learned_ranker import load_ranker
+from retrieval.ordering import Ask, SectionOrdering
+from retrieval.rankers import SectionRanker
 from indexing.search import Scores, bm25_kind
 from retrieval.query import Query
 from retrieval.section_features import ALL_FEATURES, FLAT_FEATURES, TREE_FEATURES, chunk_features
@@ -92,7 +94,7 @@ def test_section_features_pool_evidence_over_the_leaf(paper_index) -> None:
     no_vector = Query("q", ("q",), None)  # leaf headings score 0
     X = chunk_features(idx, no_vector, Scores(rows, dense, bm25, bm25_kind("corpus")), cfg, {leaf_id}, TREE_FEATURES)
     col = {name: X[:, i] for i, name in enumerate(TREE_FEATURES)}
-    fused_best = cfg.dense_weight * 1.0
+    fused_best = cfg.tuning.ranking.dense_weight * 1.0
     assert np.allclose(col["leaf_max"][s:e], fused_best)  # every chunk of the leaf shares its best
     assert np.all(col["leaf_max"][outside] == 0.0)
     assert np.allclose(col["doc_max"], fused_best)  # one document
@@ -131,13 +133,17 @@ def test_packaged_weights_load_and_bad_files_are_one_line_errors(tmp_path: Path)
 
 def test_section_ranking_scores_the_whole_scope_with_located_leaves_as_a_prior(paper_index) -> None:
     from indexing.embedders.factory import make_embedder
-    from retrieval.hybrid_retriever import rank_in_sections
     from retrieval.types import LocatedNode
 
-    cfg = Config(section_evidence="every")  # the fitted model as is: every chunk carries its section's evidence
+    cfg = Config()
+    every = SectionRanker(chunk_model=None, joint=None)  # the fitted model as is: every chunk carries its section's evidence
     emb = make_embedder("hash", cfg)
     query = "How many epochs was the model trained for?"
     question = Query.build(query, emb)
+
+    def rank_in_sections(index, q, located, config, ranker=every, tree=True):
+        return SectionOrdering(ranker, tree).order(index, emb, config, Ask(q, located))
+
     plain = rank_in_sections(paper_index, question, [], cfg)
     assert plain and [c.score for c in plain] == sorted((c.score for c in plain), reverse=True)
     assert all(c.source == "net" for c in plain)  # nothing located: every chunk came from the scope
@@ -150,8 +156,9 @@ def test_section_ranking_scores_the_whole_scope_with_located_leaves_as_a_prior(p
     assert all(by_id[c.chunk.chunk_id].source == "tree" and by_id[c.chunk.chunk_id].sub_query == "sub q"
                for c in moved)
     # the flat model ranks by chunk features only: locating changes nothing
-    f1 = rank_in_sections(paper_index, question, [], cfg, kind="flat")
-    f2 = rank_in_sections(paper_index, question, [LocatedNode(target, "q")], cfg, kind="flat")
+    flat = SectionRanker("flat", chunk_model=None, joint=None)
+    f1 = rank_in_sections(paper_index, question, [], cfg, flat, tree=False)
+    f2 = rank_in_sections(paper_index, question, [LocatedNode(target, "q")], cfg, flat, tree=False)
     assert [c.row for c in f1] == [c.row for c in f2]
     assert "leaf_max" not in f1[0].retrieval_detail and "learned_score" in f1[0].retrieval_detail
 
@@ -167,13 +174,15 @@ def test_regime_follows_the_number_of_documents_in_scope(tmp_path: Path) -> None
         assert load_ranker(kind).kind == kind
 
 
-def test_auto_order_is_section_within_one_document_and_union_across_several(tmp_path: Path,
-                                                                            paper_index) -> None:
+def test_the_retriever_orders_one_document_by_section_and_a_collection_by_union(tmp_path: Path,
+                                                                               paper_index) -> None:
+    from evaluation.variants import VARIANTS
     from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
-    from retrieval.hybrid_retriever import candidate_order, retrieve
     from retrieval.node_locator import hybrid_locate
+    from retrieval.ordering import UnionOrdering
+    from retrieval.retriever import make_retriever
 
     cfg = Config()
     emb = make_embedder("hash", cfg)
@@ -183,14 +192,18 @@ def test_auto_order_is_section_within_one_document_and_union_across_several(tmp_
     (folder / "b.md").write_text("# B\n\n## Dogs\n\nDogs bark at the mail carrier.\n", encoding="utf-8")
     build_index(folder, tmp_path / "idx", cfg, emb)
     two = load_index(tmp_path / "idx")
-    assert candidate_order(two, None, cfg) == "union"
-    assert candidate_order(two, {"a.md"}, cfg) == "section"  # scoped to one document
-    assert candidate_order(paper_index, None, cfg) == "section"
-    assert candidate_order(two, None, cfg.replace(candidate_order="fused")) == "fused"
+    r = make_retriever(two, cfg, emb, None)
+    assert isinstance(r.ordering_for(None), UnionOrdering)
+    assert isinstance(r.ordering_for({"a.md"}), SectionOrdering)  # scoped to one document
+    assert isinstance(make_retriever(paper_index, cfg, emb, None).ordering_for(None), SectionOrdering)
+    fused = cfg.replace(**{"collection_order": "fused"})
+    assert make_retriever(two, fused, emb, None, VARIANTS).ordering_for(None) is VARIANTS["fused"]
+    with pytest.raises(InputError, match="unknown ordering 'fused'.*evaluation variants"):
+        make_retriever(two, fused, emb, None)  # the product ships its two orderings only
     q = Query.build("Why do dogs bark?", emb)
-    got = retrieve(two, emb, q, hybrid_locate(two, q, cfg).nodes, cfg)
+    got = r.retrieve(Ask(q, hybrid_locate(two, q, cfg).nodes), []).ranked
     assert got and all("union_score" in c.retrieval_detail for c in got)
-    got = retrieve(paper_index, emb, Query.build("Why do dogs bark?", emb), [], cfg)
+    got = make_retriever(paper_index, cfg, emb, None).retrieve(Ask(q, []), []).ranked
     assert got and all("section_score" in c.retrieval_detail for c in got)
 
 
@@ -232,22 +245,25 @@ def test_pairwise_learner_finds_the_informative_feature_and_cv_is_out_of_fold(tm
 
 def test_section_evidence_counted_once_lets_other_sections_in(paper_index) -> None:
     """Once: each leaf's entry chunk ranks by the tree model, the rest by the flat model (with the
-    paragraph model, section_chunk_model=para, never narrower than every: it adds the paragraph's
+    paragraph model as the chunk model, never narrower than every: it adds the paragraph's
     neighbourhood, so on this small paper it may list as few sections as the tree model does)."""
     from indexing.embedders.factory import make_embedder
-    from retrieval.hybrid_retriever import rank_in_sections
 
     emb = make_embedder("hash", Config())
+
+    def rank_in_sections(index, q, located, config, ranker):
+        return SectionOrdering(ranker).order(index, emb, config, Ask(q, located))
+
     queries = ("How many epochs was the model trained for?", "Why does AdaRouter beat the static baseline?",
                "What algorithm does the router use?", "Which currency pairs and years are in the dataset?")
     wider = 0
     for query in queries:
-        once = rank_in_sections(paper_index, Query.build(query, emb), [],
-                                Config(final_top_k=10, section_chunk_model="flat", section_evidence="once"))
-        every = rank_in_sections(paper_index, Query.build(query, emb), [],
-                                 Config(final_top_k=10, section_evidence="every"))
-        para = rank_in_sections(paper_index, Query.build(query, emb), [],
-                                Config(final_top_k=10, section_evidence="once"))
+        cfg = Config(final_top_k=10)
+        once = rank_in_sections(paper_index, Query.build(query, emb), [], cfg,
+                                SectionRanker(chunk_model="flat", joint=None))
+        every = rank_in_sections(paper_index, Query.build(query, emb), [], cfg,
+                                 SectionRanker(chunk_model=None, joint=None))
+        para = rank_in_sections(paper_index, Query.build(query, emb), [], cfg, SectionRanker(joint=None))
         assert len({c.chunk.source_node_id for c in para[:5]}) >= len({c.chunk.source_node_id for c in every[:5]})
         assert [c.score for c in once] == sorted((c.score for c in once), reverse=True)
         assert len({c.row for c in once}) == len(once)

@@ -837,7 +837,7 @@ def test_the_records_a_question_reads_come_in_batches(both, monkeypatch: pytest.
     from config import Config
     from indexing.embedders.factory import make_embedder
     from indexing.search import Scope, ScoreParams
-    from retrieval.hybrid_retriever import StageHits, rank_scored
+    from retrieval.candidates import StageHits, rank_scored
     from retrieval.query import Query
 
     files, eng, root = both
@@ -847,7 +847,7 @@ def test_the_records_a_question_reads_come_in_batches(both, monkeypatch: pytest.
     q = Query.build("contextual bandit router accuracy", make_embedder("hash", Config()))
     scores = eng.search.score(q, Scope.everything(), "corpus", ScoreParams())
     seen = _statements(monkeypatch, eng.search.engine)
-    got = rank_scored(eng, scores, 5, Config(), q.text, "flat", StageHits())
+    got = rank_scored(eng, scores, 5, Config().tuning.ranking.fused, q.text, "flat", StageHits())
     eng.prefetch_leaves([0, 2, 3, 5])
     leaves = [eng.leaves[j] for j in (0, 2, 3, 5)]
     monkeypatch.undo()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from retrieval.ranking_params import Fusion
 from utils.similarity import (PARALLEL_ROWS, SparseScores, best_first, matvec, min_max_normalize, rrf_scores,
                               top_order)
 
@@ -90,14 +91,13 @@ def test_top_scaled_spans_a_signals_own_top_candidates() -> None:
 def test_relative_fusion_gives_a_compressed_dense_signal_its_spread() -> None:
     """Whole-scope min-max squeezes e5-like cosines (the floor far below the candidates) so that BM25
     decides among them; scaled over each signal's top candidates, a clearly better dense match wins."""
-    from config import Config
     from retrieval.scoring import fuse
 
     rng = np.random.default_rng(0)
     dense = np.concatenate(([0.90, 0.86], rng.uniform(0.70, 0.84, 200), [0.0])).astype(np.float32)
     lexical = np.concatenate(([10.0, 12.0], rng.uniform(0.0, 3.0, 200), [0.0])).astype(np.float32)
-    weighted = fuse(dense, lexical, Config(fusion="weighted"))
-    relative = fuse(dense, lexical, Config(fusion="relative", fusion_depth=40))
+    weighted = fuse(dense, lexical, Fusion("weighted"))
+    relative = fuse(dense, lexical, Fusion("relative", depth=40))
     assert weighted[1] > weighted[0], "whole-scope scaling: the BM25 spread decides"
     assert relative[0] > relative[1], "top-candidate scaling: the dense lead counts as much"
     assert relative.min() >= 0.0 and relative.max() <= 1.0

@@ -1,4 +1,4 @@
-"""The learned union ordering (``union_model = "learned"``): its features, its use, its learner."""
+"""The learned union ordering (``union-learned``): its features, its use, its learner."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,9 @@ import pytest
 
 from config import Config
 from indexing.embedders.factory import make_embedder
-from retrieval.hybrid_retriever import UNION_MODEL, order_union, retrieved_chunk, union_signals
+from retrieval.ordering import ordered_union
+from retrieval.rankers import UNION_MODEL, UnionRanker, union_signals
+from retrieval.types import RetrievedChunk
 from retrieval.learned_ranker import load_ranker
 from retrieval.query import Query
 from retrieval.types import LocatedNode
@@ -18,6 +20,16 @@ from utils.errors import InputError
 from utils.tokenizer import tokenize
 
 SHIPPED = Path(__file__).parents[1] / "retrieval" / "ranker_weights.json"
+
+
+def order_union(index, q, cands, located, cfg):
+    """The union ordering of given candidates (``UnionOrdering`` gathers its own)."""
+    sig = union_signals(index, q, cands, located, cfg)
+    return ordered_union(cands, UnionRanker().score(index, q, sig, cfg), sig.prior)
+
+
+def retrieved_chunk(index, row, dense, bm25, fused, sub_query, source):
+    return RetrievedChunk.at(index, row, dense, bm25, fused, sub_query, source)
 
 
 def _leaf_with_rows(index, n: int):
@@ -95,27 +107,26 @@ def test_the_learned_model_orders_the_union(paper_index, tmp_path: Path) -> None
     flipped = order_union(paper_index, q, cands, located,
                           cfg.replace(ranker_weights=_weights(tmp_path, {"u_cover": -1.0})))
     assert flipped[-1].chunk.chunk_id == target.chunk_id
-    blend = order_union(paper_index, q, cands, located, Config(union_model="blend"))
-    assert [h.row for h in blend] != [h.row for h in flipped]
     # a weights file without the union model: one line that names the fix
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"tree": {"dense": 1.0}}), encoding="utf-8")
-    with pytest.raises(InputError, match=r"no 'union_multi' model \(union_model=learned needs one: .*learn_union"):
+    with pytest.raises(InputError, match=r"no 'union_multi' model \(fit it with .*learn_union"):
         order_union(paper_index, q, cands, located, cfg.replace(ranker_weights=str(plain)))
 
 
 def test_the_flat_standing_comes_from_the_scopes_flat_ranking(paper_index) -> None:
-    from retrieval.hybrid_retriever import flat_scores, union_fusion
+    from retrieval.scoring import flat_scores, fuse, unit_scale
 
     emb = make_embedder("hash", Config())
     _, cands = _cands(paper_index)
     q = Query.build("How many epochs was the model trained for?", emb)
-    cfg = Config(union_model="learned")
+    cfg = Config()
     sig = union_signals(paper_index, q, cands, [], cfg)
     scores = flat_scores(paper_index, q, cfg, None)
-    fused = dict(zip(scores.rows.tolist(), union_fusion(scores.dense, scores.lexical, cfg)))
+    rrf = cfg.tuning.ranking.collection
+    fused = dict(zip(scores.rows.tolist(), unit_scale(fuse(scores.dense, scores.lexical, rrf), rrf)))
     assert list(sig.flat) == pytest.approx([fused[c.row] for c in cands])
-    assert not union_signals(paper_index, q, cands, [], Config(union_model="blend")).flat.any()  # the blend never needs it
+    assert not union_signals(paper_index, q, cands, [], cfg, flat_standing=False).flat.any()
 
 
 def test_weights_may_name_union_features_but_no_unknown_one(tmp_path: Path) -> None:
@@ -135,7 +146,7 @@ def test_weights_may_name_union_features_but_no_unknown_one(tmp_path: Path) -> N
 def test_the_shipped_file_holds_the_default_union_model(paper_index) -> None:
     model = load_ranker(UNION_MODEL)
     assert set(model.names) <= set(UNION_FEATURES) and len(model.names) >= 2
-    assert Config().union_model == "learned"
+    assert Config().tuning.ranking.collection_order == "union-learned"
     emb = make_embedder("hash", Config())
     _, cands = _cands(paper_index)
     q = Query.build("How many epochs was the model trained for?", emb)

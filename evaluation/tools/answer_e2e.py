@@ -75,7 +75,7 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     q = Query.build(question, ctx.backends.embedder)
     assembled = assemble_planned(ctx.index, pool, config.context_budget_chars, plan, config.tuning.context)
     final = ranked[:config.final_top_k]
-    strength = evidence_strength(q, final, ctx.index, config)  # the same floor
+    strength = evidence_strength(q, final, ctx.index)  # the same floor
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,
                      cite=citation, evidence_found=bool(final) and is_answerable(strength, index_floor(ctx.index, config)),
                      context=assembled.passages)

@@ -79,7 +79,7 @@ def run_one(query: str, index: Any, config: Any, backends: Any, doc_paths: set[s
     t = time.perf_counter()
     r = run_retrieval(query, index, config, backends, doc_paths)
     question = r.question or Query.build(query, backends.embedder)  # None only for stop-words alone
-    strength = evidence_strength(question, r.final, index, config)
+    strength = evidence_strength(question, r.final, index)
     ex = extract(question, r.final, index, backends.embedder, config)
     rec: dict[str, Any] = {"strength": strength.to_dict(), "ms": round((time.perf_counter() - t) * 1000, 1),
                            "n_final": len(r.final), "sentences": ex.sentences}

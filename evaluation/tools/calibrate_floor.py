@@ -125,7 +125,7 @@ def ask(query: str, index: Any, config: Any, backends: Any, scope: set[str] | No
     r = run_retrieval(query, index, config, backends, scope)
     if r.stopword_only or not r.final or r.question is None:
         return {"best_dense": 0.0, "coverage": 0.0, "bg_mean": 0.0, "bg_std": 1.0, "empty": 1.0}
-    s = evidence_strength(r.question, r.final, index, config)
+    s = evidence_strength(r.question, r.final, index)
     return {"best_dense": s.best_dense, "coverage": s.coverage, "bg_mean": s.background, "bg_std": s.background_std}
 
 

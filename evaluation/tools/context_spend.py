@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np  # noqa: E402
 
 from evaluation.arms import ArmContext, make_arm, run_arm  # noqa: E402
+from evaluation.variants import VARIANTS  # noqa: E402
 from evaluation.metrics import SpanTable, is_relevant, question_relevance  # noqa: E402
 from evaluation.peer import load_peer_arms  # noqa: E402
 from indexing.chunker import paragraph_spans  # noqa: E402
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         if not rel.scorable or not rel.evidence_spans or q.id not in peer.results:
             continue
         scope = set(q.scope) if q.scope else None
-        r = run_retrieval(q.query, index, tree.config, backends, scope)
+        r = run_retrieval(q.query, index, tree.config, backends, scope, orderings=VARIANTS)
         if r.stopword_only or r.plan is None:
             continue
         assembled = assemble_planned(index, r.pool, budget, r.plan, tree.config.tuning.context)

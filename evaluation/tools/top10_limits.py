@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ref = {q["id"]: q["arms"][ref_arm]["scores"]["dndcg@10"]
            for q in json.loads(Path(ref_path).read_text(encoding="utf-8"))["questions"] if ref_arm in q["arms"]}
     config = Config(embedder=args.embedder).replace(**parse_overrides(args.set))
-    pool = args.pool or config.context_pool
+    pool = args.pool or config.tuning.ranking.context_pool
     index = load_index(args.index)
     backends = make_backends(index, config, None)
     ctx = ArmContext(index=index, backends=backends)

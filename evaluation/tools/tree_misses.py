@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 
 from config import Config  # noqa: E402
 from evaluation.arms import ArmContext, contexts_of, make_arm, run_arm  # noqa: E402
+from evaluation.variants import VARIANTS  # noqa: E402
 from evaluation.cli import parse_overrides  # noqa: E402
 from evaluation.dataset import load_eval_set, sample_questions  # noqa: E402
 from evaluation.metrics import SpanTable, is_relevant, question_relevance, read_context  # noqa: E402
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         scope = set(q.scope) if q.scope else None
         tcfg = tree.config
-        r = run_retrieval(q.query, index, tcfg, backends, scope)
+        r = run_retrieval(q.query, index, tcfg, backends, scope, orderings=VARIANTS)
         if r.stopword_only or r.plan is None or r.located is None:
             continue
         located = [n.node_id for n in r.located.nodes]

@@ -7,7 +7,8 @@ floor belongs to the model (its id decides it) and an index records the one it w
 
 Each floor is a threshold on one statistic of ``retrieval.relevance.EvidenceStrength``:
 
-- ``score``: dense_weight * best cosine + bm25_weight * lexical coverage (raw scales);
+- ``score``: 0.5 * best cosine + 0.5 * lexical coverage (raw scales; ``relevance.DENSE_SHARE``,
+  ``LEXICAL_SHARE``);
 - ``lift_score``: the same with the best cosine replaced by its lift above the query's own
   background similarity to the collection (``retrieval.relevance.lift``), so the embedder's
   offset for unrelated text cancels out.

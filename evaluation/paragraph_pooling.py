@@ -10,8 +10,8 @@ a window that matches inside a long paragraph whose other windows do not loses u
 ``t * log(windows)``. As ``t`` goes to 0 this is the plain best window. Only the paragraph's
 best window moves, so its further windows keep their place behind every paragraph's first.
 
-Measured on papers (docs/evaluation.md, the outside anchor): the section-free learner's figures
-rise (any@2k +6%, cov@2k +5%), the tree's by 0-2% within noise; not the default.
+An evaluation variant (``+soft`` on a section ordering, evaluation/variants.py); its figures are in
+docs/evaluation.md.
 """
 from __future__ import annotations
 
@@ -66,17 +66,6 @@ def _paragraph_rows(index: Any, row: int, at: dict[int, int], memo: ParagraphMem
             found.append(at[r])
             r += step
     return found
-
-
-def paragraph_ids(index: Any, rows: np.ndarray, memo: ParagraphMemo | None = None,
-                  keys: dict[tuple[str, int], int] | None = None) -> np.ndarray:
-    """A paragraph number per row of ``rows`` (every row read: the whole-scope form of the walk above),
-    equal for rows whose middle character lies in one paragraph of one leaf. ``memo`` and ``keys`` (the
-    (leaf, paragraph) key of each number, filled in) let a caller read the paragraphs' text after."""
-    memo = {} if memo is None else memo
-    keys = {} if keys is None else keys
-    return np.array([keys.setdefault(paragraph_key(index.chunks[r], index, memo), len(keys))
-                     for r in rows.tolist()], dtype=np.int64)
 
 
 def pool_paragraphs(scores: np.ndarray, paragraphs: np.ndarray, temperature: float) -> np.ndarray:
