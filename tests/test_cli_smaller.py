@@ -43,7 +43,7 @@ def test_query_doc_scopes_to_named_documents(two_doc_index: Path, tmp_path: Path
     assert proc.returncode == 0 and _docs_of(proc.stdout) <= {"sub/notes.md", "paper.md"}
     bad = run_cli(*base, "--doc", "nope.md")
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1
-    assert "--doc nope.md is not a document of the index" in bad.stderr and "paper.md" in bad.stderr
+    assert "--doc 'nope.md' is not a document of the index" in bad.stderr and "paper.md" in bad.stderr
 
 
 def test_top_k_beyond_the_index_is_said(paper_index_dir: Path) -> None:
