@@ -486,102 +486,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def index_info(path: Path) -> dict[str, Any]:
-    """What an index holds and how it was built, from its metadata and a listing of its directory
-    (nothing is loaded, so it is instant at any size)."""
-    from indexing.index_store import read_metadata
-    from retrieval.relevance import metadata_floor
-    from utils.secrets import redact_secrets
-
-    meta = read_metadata(path)
-    counts = meta["counts"]
-    files = 0
-    size = 0
-    with os.scandir(path) as entries:
-        for entry in entries:
-            if entry.is_file(follow_symlinks=False):
-                files += 1
-                size += entry.stat(follow_symlinks=False).st_size
-    kinds: dict[str, int] = {}
-    for d in meta["documents"]:
-        kinds[str(d.get("kind", "md"))] = kinds.get(str(d.get("kind", "md")), 0) + 1
-    store = meta.get("store")
-    return {
-        "path": str(path),
-        "documents": counts["documents"],
-        "document_kinds": kinds,
-        "document_paths": [d["path"] for d in meta["documents"]],
-        "embedder": dict(meta["embedder"]),
-        "embedder_reason": meta.get("embedder_reason"),
-        "relevance_floor": metadata_floor(meta).to_dict(),
-        "counts": {k: counts.get(k) for k in ("nodes", "leaves", "chunks", "vocabulary") if k in counts},
-        "build_id": meta["build_id"],
-        "created_at": meta.get("created_at"),
-        "build_seconds": meta.get("build_seconds"),
-        "store": ({"kind": "seekdb", "uri": redact_secrets(str(store.get("uri"))), "prefix": store.get("prefix")}
-                  if isinstance(store, dict) else {"kind": "files"}),
-        "disk": {"files": files, "bytes": size},
-        "kg": meta.get("kg") if isinstance(meta.get("kg"), dict) else {"mode": "off"},
-        "segments": _segments_info(meta),
-    }
-
-
-def _segments_info(meta: dict[str, Any]) -> dict[str, Any]:
-    """A segmented index's deltas and deleted documents (indexing/delta_update.py); 0 and 0 when fully built."""
-    seg = meta.get("segments")
-    if not isinstance(seg, dict):
-        return {"deltas": 0, "deleted_documents": 0}
-    parts = seg.get("segments") if isinstance(seg.get("segments"), list) else []
-    deleted = seg.get("deleted") if isinstance(seg.get("deleted"), list) else []
-    return {"deltas": max(len(parts) - 1, 0), "deleted_documents": len(deleted), "updated_at": meta.get("updated_at")}
-
-
-def _megabytes(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
-
-
-def _floor_line(floor: dict[str, Any] | None) -> str:
-    """Where "not in these documents" starts, and whose calibration set it."""
-    if not floor:
-        return "floor:      unknown"
-    source = str(floor.get("source", ""))
-    why = {"fallback": "the default for models not calibrated here", "config": "set in the config",
-           "index": "recorded in the index"}.get(source, source.replace("calibrated:", "calibrated for ", 1))
-    return f"floor:      {floor.get('statistic')} >= {floor.get('value')} ({why})"
-
-
-def render_info(info: dict[str, Any]) -> str:
-    emb = info["embedder"]
-    c = info["counts"]
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(info["document_kinds"].items()))
-    store = info["store"]
-    lines = [
-        f"index:      {info['path']}",
-        f"documents:  {info['documents']} ({kinds})" if kinds else f"documents:  {info['documents']}",
-        f"embedder:   {emb.get('name')} ({emb.get('model_id')}, dim {emb.get('dim')})"
-        + (f"; {info['embedder_reason']}" if info.get("embedder_reason") else ""),
-        _floor_line(info.get("relevance_floor")),
-        f"chunks:     {c.get('chunks')} in {c.get('leaves')} leaves of {c.get('nodes')} nodes"
-        + (f"; vocabulary {c['vocabulary']:,} terms" if isinstance(c.get("vocabulary"), int) else ""),
-        f"build:      {info['build_id']}" + (f", {info['created_at']}" if info.get("created_at") else "")
-        + (f", {info['build_seconds']:.1f} s" if isinstance(info.get("build_seconds"), (int, float)) else ""),
-        "store:      " + ("files" if store["kind"] == "files" else f"seekdb {store['uri']} (tables {store['prefix']}_*)"),
-        f"on disk:    {_megabytes(info['disk']['bytes'])} in {info['disk']['files']} files"
-        + ("" if store["kind"] == "files" else " (the engine's tables not counted)"),
-    ]
-    seg = info.get("segments") or {}
-    if seg.get("deltas") or seg.get("deleted_documents"):
-        lines.append(f"updates:    {seg['deltas']} delta segment(s), {seg['deleted_documents']} replaced or removed "
-                     f"document(s) deleted" + (f", last {seg['updated_at']}" if seg.get("updated_at") else "")
-                     + "; index --compact merges them")
-    kg = info.get("kg")
-    if isinstance(kg, dict) and kg.get("mode", "off") != "off":
-        from indexing.kg_graph import GraphStats
-
-        lines.append(f"graphs:     {GraphStats.from_dict(kg).line()}")
-    return "\n".join(lines)
-
-
 def cmd_upgrade(args: argparse.Namespace) -> int:
     """Add what a newer build writes and a query can use to an index, without rebuilding it."""
     from indexing.upgrade import upgrade
@@ -601,6 +505,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from indexing.index_info import index_info, render_info
     from utils.paths import index_dir_path
 
     info = index_info(index_dir_path(args.index, "--index"))
@@ -613,40 +518,20 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_settings(args: argparse.Namespace) -> Any:
-    """The listening and safety settings of ``serve``/``mcp``, checked before the index is loaded."""
-    from server.app import ServeSettings
-    from server.service import Limits
-
-    token = os.environ.get("TREERAG_SERVE_TOKEN") or None
-    limits = Limits(max_body_bytes=args.max_body_kb * 1024, max_question_chars=args.max_question_chars)
-    for name, value in (("--max-body-kb", args.max_body_kb), ("--max-question-chars", args.max_question_chars)):
-        if value < 1:
-            raise InputError(f"{name} must be at least 1")
-    read_timeout = getattr(args, "read_timeout", None)
-    settings = ServeSettings(host=getattr(args, "host", "127.0.0.1"), port=getattr(args, "port", 0), token=token,
-                             cors_origins=tuple(getattr(args, "cors_origin", None) or ()), workers=args.workers,
-                             limits=limits, mcp=not getattr(args, "no_mcp", False),
-                             read_timeout_s=30.0 if read_timeout is None else parse_seconds(read_timeout, "--read-timeout"),
-                             max_connections=getattr(args, "max_connections", 1000))
-    settings.check()
-    return settings
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    from server.cli import serve
+    from server.cli import serve, serve_settings
     from utils.paths import index_dir_path
 
-    settings = _serve_settings(args)
+    settings = serve_settings(args)
     session = Session(args, long_running=True)
     return serve(session.rag, index_dir_path(args.index, "--index"), settings, version(), args.embedder, _stderr)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from server.cli import serve_mcp_stdio
+    from server.cli import serve_mcp_stdio, serve_settings
     from utils.paths import index_dir_path
 
-    settings = _serve_settings(args)
+    settings = serve_settings(args)
     session = Session(args, long_running=True)
     return serve_mcp_stdio(session.rag, index_dir_path(args.index, "--index"), settings, version(), args.embedder,
                            _stderr)
@@ -803,32 +688,9 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     query_options(pa)
     pa.set_defaults(func=cmd_interactive)
 
-    def service_options(sp: argparse.ArgumentParser) -> None:
-        query_options(sp)
-        sp.add_argument("--workers", type=int, default=4,
-                        help="questions answered at once; more wait their turn (default 4)")
-        sp.add_argument("--max-question-chars", type=int, default=2000,
-                        help="longest question accepted (default 2000)")
-        sp.add_argument("--max-body-kb", type=int, default=64, help="largest request body in kB (default 64)")
+    from server.cli import add_serve_arguments
 
-    pserve = sub.add_parser("serve", help="serve an index over HTTP: JSON API, streamed steps, a web page, MCP at /mcp")
-    service_options(pserve)
-    pserve.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1; any other needs $TREERAG_SERVE_TOKEN)")
-    pserve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
-    pserve.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
-                        help="let a web page from ORIGIN call the API (repeatable; default: no CORS)")
-    pserve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
-    pserve.add_argument("--read-timeout", default=None, metavar="SECONDS",
-                        help="a request's headers and body must arrive within this (default 30; else 408)")
-    pserve.add_argument("--max-connections", type=int, default=1000,
-                        help="open connections at once; more are refused with 503 (default 1000)")
-    pserve.set_defaults(func=cmd_serve)
-
-    pmcp = sub.add_parser("mcp", help="serve an index to an MCP client over stdio (tools ask, search, "
-                                      "list_documents, get_tree, get_section)")
-    service_options(pmcp)
-    pmcp.set_defaults(func=cmd_mcp)
+    add_serve_arguments(sub, query_options, cmd_serve, cmd_mcp)
 
     ph = sub.add_parser("history", help="list recent recorded runs")
     ph.add_argument("--limit", type=int, default=20)
