@@ -11,7 +11,7 @@ def index_info(path: Path) -> dict[str, Any]:
     """What an index holds and how it was built, from its metadata and a listing of its directory
     (nothing is loaded, so it is instant at any size)."""
     from indexing.index_store import read_metadata
-    from retrieval.relevance import metadata_floor
+    from indexing.embedders.floors import recorded_floor
     from utils.secrets import redact_secrets
 
     meta = read_metadata(path)
@@ -34,7 +34,7 @@ def index_info(path: Path) -> dict[str, Any]:
         "document_paths": [d["path"] for d in meta["documents"]],
         "embedder": dict(meta["embedder"]),
         "embedder_reason": meta.get("embedder_reason"),
-        "relevance_floor": metadata_floor(meta).to_dict(),
+        "relevance_floor": recorded_floor(meta).to_dict(),
         "counts": {k: counts.get(k) for k in ("nodes", "leaves", "chunks", "vocabulary") if k in counts},
         "build_id": meta["build_id"],
         "created_at": meta.get("created_at"),
