@@ -38,172 +38,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
-from config import (EMBEDDERS, LOCATORS, VERSION, Config, auto_embedder_help, llm_timeout_seconds, parse_seconds,
-                    rerank_setting)
+from config import EMBEDDERS, LOCATORS, VERSION, Config, rerank_setting
 from config import shown as shown_value
+from utils.cli_shared import base_config, cache_dir, llm_budget, llm_timeout, print_json, stderr
 from utils.errors import InputError, TreeRAGError
-from utils.progress import make_progress
 
 if TYPE_CHECKING:
     from utils.run_record import RunRecord
 
 
-def _stderr(msg: str) -> None:
-    from utils.render import terminal_safe  # messages can quote file names and document text
-    from utils.secrets import redact_secrets  # and a --store URI, whose password never shows
-
-    print(terminal_safe(redact_secrets(msg)), file=sys.stderr, flush=True)
-
-
 # --------------------------------------------------------------------------- commands
-
-def cmd_index(args: argparse.Namespace) -> int:
-    from indexing.embedders.factory import make_embedder
-    from indexing.index_builder import build_index
-
-    from utils.paths import index_dir_path
-
-    if not args.input.strip():
-        raise InputError("--input is empty: name a document or a folder")
-    output = index_dir_path(args.output, "--output")
-    base = _base_config(args)
-    embedder_name = "hash" if args.mock else (args.embedder or base.embedder)
-    config = base.replace(embedder=embedder_name,
-                          embedder_model=args.embedder_model or base.embedder_model,
-                          max_depth=base.max_depth if args.max_depth is None else args.max_depth,
-                          summary_mode=args.summaries or base.summary_mode,
-                          structure_mode=args.structure or base.structure_mode,
-                          kg_mode=args.kg or base.kg_mode,
-                          kg_min_leaf_chars=base.tuning.graph.kg_min_leaf_chars if args.kg_min_leaf_chars is None
-                          else args.kg_min_leaf_chars)
-    embedder = None if embedder_name == "auto" else make_embedder(embedder_name, config)
-    config = config.replace(llm_build_budget_s=_llm_budget(args, config.llm_build_budget_s))
-    _llm_timeout(args, config)  # a bad value is an error even without --summaries llm
-    summarizer, usage, workers, llm, structure = None, None, 1, None, None
-    if config.summary_mode == "llm" or config.kg_mode == "llm" or config.structure_mode == "llm":
-        from utils.llm.factory import make_llm, resolve_llm_spec
-        from utils.llm.types import UsageMeter
-
-        spec = resolve_llm_spec(args.llm, os.environ, None if base.llm == "auto" else base.llm)
-        llm = make_llm(spec, os.environ, cache_dir=_cache_dir(), use_cache=not args.no_cache,
-                       notice=_stderr, timeout=_llm_timeout(args, config))
-        if getattr(llm, "provider", "mock") == "mock":
-            what = ("--summaries llm" if config.summary_mode == "llm"
-                    else "--structure llm" if config.structure_mode == "llm" else "--kg llm")
-            raise InputError(f"{what} needs an LLM: set ANTHROPIC_API_KEY or OPENAI_API_KEY/"
-                             "OPENAI_BASE_URL, or pass --llm")
-        from utils.llm.budget import with_budget
-
-        # one budget and circuit breaker for the whole build: a dead or unauthorised
-        # server costs a few requests, not one per node
-        llm = with_budget(llm, config.llm_build_budget_s, max_failures=config.llm_max_failures)
-        usage = UsageMeter()
-    if config.structure_mode == "llm":
-        from tree_builder.llm_structure import StructureChecker
-
-        structure = StructureChecker(llm, usage)
-    if config.summary_mode == "llm":
-        from tree_builder.llm_summary import LLMSummarizer
-
-        summarizer = LLMSummarizer(llm, config, usage)
-        workers = config.summary_workers if args.summary_workers is None else args.summary_workers
-    report = build_index(Path(args.input), output, config, embedder,
-                         progress=make_progress(not args.quiet), summarizer=summarizer,
-                         summary_workers=workers, follow_links=args.follow_links, update=not args.rebuild,
-                         store=_store(args.store or config.store, output),
-                         kg_llm=llm if config.kg_mode == "llm" else None, compact=args.compact,
-                         structure=structure)
-    if report.rebuild_reason:
-        _stderr(f"note: rebuilding every document: {report.rebuild_reason}")
-    for n in report.notes:
-        _stderr(f"note: {n}")
-    for w in report.warnings:
-        _stderr(f"warning: {w}")
-    print(report.summary_line())
-    if report.kg is not None:
-        print(report.kg.line())
-    if structure is not None:
-        print(structure.stats.line() + ("" if summarizer is not None else f"; {usage.total().describe()}"))
-        for f in structure.stats.failures:
-            _stderr(f"warning: outline check failed {f}")
-    if summarizer is not None:
-        st = summarizer.stats
-        print(f"summaries: {st.llm_calls} by LLM, {st.kept_own_text} short sections kept their own text, "
-              f"{st.failed} failed (extractive used); {usage.total().describe()}")
-        for f in st.failures:
-            _stderr(f"warning: summary failed {f}")
-    if llm is not None:
-        budget = getattr(llm, "budget", None)
-        if budget is not None and budget.open_reason:
-            _stderr(f"warning: stopped calling the LLM during the build after: {budget.open_reason}")
-    return 0
-
-
-def _store(given: str | None, output: Path) -> Any:
-    """Where the built index lives: ``--store`` (a seekdb URI, or "files"), else where the index
-    already at ``output`` lives, else files. None means files."""
-    if given is None:
-        from indexing.build_output import engine_tables_of
-
-        current = engine_tables_of(output)
-        return current[0] if current else None
-    if given == "files":
-        return None
-    from indexing.seekdb.uri import parse_store_uri
-
-    return parse_store_uri(given)
-
-
-def _base_config(args: argparse.Namespace) -> Config:
-    """Defaults, overridden by the config file; command-line flags override both."""
-    from config import load_config_file
-
-    return load_config_file(Path(args.config) if args.config else None, os.environ)
-
-
-def cmd_tree(args: argparse.Namespace) -> int:
-    from tree_builder.loader import load_documents
-    from tree_builder.summary import summarize_tree
-    from tree_builder.tree import build_tree
-    from tree_builder.visualizer import serialize_tree
-
-    if not args.input.strip():
-        raise InputError("--input is empty: name a document or a folder")
-    config = _base_config(args)
-    if args.max_depth is not None:  # 0 and -1 are errors (Config validates), not the default
-        config = config.replace(max_depth=args.max_depth)
-    path = Path(args.input)
-    from tree_builder.readers.limits import ReadLimits
-
-    docs, warnings = load_documents(path, follow_links=args.follow_links, limits=ReadLimits.from_config(config))
-    for w in warnings:
-        _stderr(f"warning: {w}")
-    root = build_tree(docs, config, folder_mode=path.is_dir())
-    summarize_tree(root, config)
-    from tree_builder.doc_card import read_card
-
-    cards = {d.path: read_card(d.text, d.title, d.path, d.page_starts) for d in docs}
-    if args.json:
-        from tree_builder.visualizer import tree_dict
-
-        _print_json({"documents": [{"path": d.path, "title": d.title, "kind": d.kind, "card": cards[d.path].record()}
-                                   for d in docs],
-                     "nodes": tree_dict(root)})
-        return 0
-    from utils.render import terminal_safe
-
-    if args.locator_view:
-        print(terminal_safe(serialize_tree(root, cards=cards)))
-        return 0
-    from config import CJK_SHARE_FOR_MULTILINGUAL
-    from tree_builder.visualizer import readable_tree
-    from utils.tokenizer import cjk_share
-
-    chars = sum(len(d.text) for d in docs)
-    share = sum(cjk_share(d.text) * len(d.text) for d in docs) / chars if chars else 0.0
-    print(terminal_safe(readable_tree(root, "zh" if share >= CJK_SHARE_FOR_MULTILINGUAL else "en", cards)))
-    return 0
-
 
 def _query_config(args: argparse.Namespace) -> Config:
     changes: dict = {}
@@ -223,7 +67,7 @@ def _query_config(args: argparse.Namespace) -> Config:
         changes.setdefault("locator", "keyword")
         changes["reranker"] = "none"
         changes.setdefault("answer_mode", "concatenate")  # the spec's mock synthesis
-    return _base_config(args).replace(**changes)
+    return base_config(args).replace(**changes)
 
 
 class Session:
@@ -235,7 +79,7 @@ class Session:
         from utils.run_log import default_log_path
 
         config = _query_config(args)
-        config = config.replace(llm_query_budget_s=_llm_budget(args, config.llm_query_budget_s))
+        config = config.replace(llm_query_budget_s=llm_budget(args, config.llm_query_budget_s))
         if not long_running and getattr(args, "doc", None) and config.store_prewarm == "auto":
             # one question scoped to documents: scored by filters, it needs no vector index, and loading
             # one beside it would cost a one-shot query more than the question itself (docs/seekdb.md)
@@ -244,8 +88,8 @@ class Session:
         from utils.paths import index_dir_path
 
         self.rag = TreeRAG.open(index_dir_path(args.index, "--index"), llm="mock" if args.mock else args.llm, embedder=args.embedder,
-                                log=log, env=os.environ, llm_timeout=_llm_timeout(args, config),
-                                use_cache=not args.no_cache, notice=_stderr, config=config,
+                                log=log, env=os.environ, llm_timeout=llm_timeout(args, config),
+                                use_cache=not args.no_cache, notice=stderr, config=config,
                                 long_running=long_running)
         self.index = self.rag.index
 
@@ -253,33 +97,10 @@ class Session:
         return self.rag.run(query, documents)
 
 
-def _llm_timeout(args: argparse.Namespace, config: Config) -> float:
-    return llm_timeout_seconds(getattr(args, "llm_timeout", None), os.environ, config.llm_timeout_s)
-
-
-def _llm_budget(args: argparse.Namespace, default: float) -> float:
-    """Wall-clock seconds for all LLM calls of one query (or build): --llm-budget, else the config."""
-    raw = getattr(args, "llm_budget", None)
-    return default if raw is None else parse_seconds(raw, "LLM budget")
-
-
-def _cache_dir() -> Path:
-    from utils.llm.factory import default_cache_dir
-
-    return default_cache_dir(os.environ)
-
-
-def _print_json(value: dict[str, Any]) -> None:
-    from utils.json_out import dumps
-    from utils.render import json_safe
-
-    print(json_safe(dumps(value, ensure_ascii=False, indent=2)))
-
-
 def _print_result(record: RunRecord, as_json: bool) -> None:
     """A run as ``query`` prints it: its JSON record, or the spec's terminal layout."""
     if as_json:
-        _print_json(record.to_dict())
+        print_json(record.to_dict())
     else:
         from utils.render import render_result
 
@@ -307,10 +128,10 @@ def _top_k_notice(top_k: int | None, record: RunRecord, index_chunks: int) -> No
     if got >= top_k:
         return
     if top_k > index_chunks:
-        _stderr(f"note: --top-k {top_k:,} is more than the {index_chunks:,} chunks the index holds: "
+        stderr(f"note: --top-k {top_k:,} is more than the {index_chunks:,} chunks the index holds: "
                 f"{got} returned")
     else:
-        _stderr(f"note: --top-k {top_k:,}: retrieval found {got} chunk(s) for this question")
+        stderr(f"note: --top-k {top_k:,}: retrieval found {got} chunk(s) for this question")
 
 
 def _scoped_documents(given: list[str], index: Any) -> list[str]:
@@ -352,7 +173,7 @@ def cmd_interactive(args: argparse.Namespace) -> int:
     try:
         import readline  # noqa: F401  (line editing and history for input())
 
-        hist = _cache_dir() / "history"
+        hist = cache_dir() / "history"
         try:
             hist.parent.mkdir(parents=True, exist_ok=True)
             if hist.exists():
@@ -368,7 +189,7 @@ def cmd_interactive(args: argparse.Namespace) -> int:
 
     def say(msg: str) -> None:
         if tty:
-            _stderr(msg)
+            stderr(msg)
 
     say(f"TreeRAG interactive: {session.index.metadata['counts']['documents']} document(s), "
         f"{session.index.metadata['counts']['chunks']} chunks. :help for commands, Ctrl-D to quit.")
@@ -391,21 +212,21 @@ def cmd_interactive(args: argparse.Namespace) -> int:
             if line in (":q", ":quit", ":exit"):
                 break
             if line == ":help":
-                _stderr(INTERACTIVE_HELP)
+                stderr(INTERACTIVE_HELP)
                 continue
             if line == ":json":
                 as_json = not as_json
                 say(f"JSON output {'on' if as_json else 'off'}")
                 continue
             if line.startswith(":") and len(line) > 1 and line[1:].replace("-", "").isalpha():
-                _stderr(f"error: unknown command {line} (:help lists them)")
+                stderr(f"error: unknown command {line} (:help lists them)")
                 continue
             try:
                 _print_result(session.ask(line), as_json)
             except TreeRAGError as exc:
-                _stderr(f"error: {exc}")
+                stderr(f"error: {exc}")
             except KeyboardInterrupt:
-                _stderr("query interrupted")
+                stderr("query interrupted")
     finally:
         if readline is not None and hist is not None:
             try:
@@ -424,7 +245,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     if not 1 <= args.limit <= HISTORY_MAX_LIMIT:  # SQLite takes a 64-bit LIMIT; a larger int overflows
         raise InputError(f"--limit must be between 1 and {HISTORY_MAX_LIMIT:,} (got {str(args.limit)[:30]})")
-    log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
+    log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=stderr)
     print(render_history(log.recent(args.limit)))
     return 0
 
@@ -432,7 +253,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from utils.run_log import RunLog, default_log_path
 
-    log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=_stderr)
+    log = RunLog(Path(args.log) if args.log else default_log_path(os.environ), warn=stderr)
     record = log.get(args.run_id)
     if record is None:
         raise InputError(f"no recorded run {shown_value(args.run_id)} (see: python main.py history)")
@@ -482,109 +303,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def index_info(path: Path) -> dict[str, Any]:
-    """What an index holds and how it was built, from its metadata and a listing of its directory
-    (nothing is loaded, so it is instant at any size)."""
-    from indexing.index_store import read_metadata
-    from retrieval.relevance import metadata_floor
-    from utils.secrets import redact_secrets
-
-    meta = read_metadata(path)
-    counts = meta["counts"]
-    files = 0
-    size = 0
-    with os.scandir(path) as entries:
-        for entry in entries:
-            if entry.is_file(follow_symlinks=False):
-                files += 1
-                size += entry.stat(follow_symlinks=False).st_size
-    kinds: dict[str, int] = {}
-    for d in meta["documents"]:
-        kinds[str(d.get("kind", "md"))] = kinds.get(str(d.get("kind", "md")), 0) + 1
-    store = meta.get("store")
-    return {
-        "path": str(path),
-        "documents": counts["documents"],
-        "document_kinds": kinds,
-        "document_paths": [d["path"] for d in meta["documents"]],
-        "embedder": dict(meta["embedder"]),
-        "embedder_reason": meta.get("embedder_reason"),
-        "relevance_floor": metadata_floor(meta).to_dict(),
-        "counts": {k: counts.get(k) for k in ("nodes", "leaves", "chunks", "vocabulary") if k in counts},
-        "build_id": meta["build_id"],
-        "created_at": meta.get("created_at"),
-        "build_seconds": meta.get("build_seconds"),
-        "store": ({"kind": "seekdb", "uri": redact_secrets(str(store.get("uri"))), "prefix": store.get("prefix")}
-                  if isinstance(store, dict) else {"kind": "files"}),
-        "disk": {"files": files, "bytes": size},
-        "kg": meta.get("kg") if isinstance(meta.get("kg"), dict) else {"mode": "off"},
-        "segments": _segments_info(meta),
-    }
-
-
-def _segments_info(meta: dict[str, Any]) -> dict[str, Any]:
-    """A segmented index's deltas and deleted documents (indexing/delta_update.py); 0 and 0 when fully built."""
-    seg = meta.get("segments")
-    if not isinstance(seg, dict):
-        return {"deltas": 0, "deleted_documents": 0}
-    parts = seg.get("segments") if isinstance(seg.get("segments"), list) else []
-    deleted = seg.get("deleted") if isinstance(seg.get("deleted"), list) else []
-    return {"deltas": max(len(parts) - 1, 0), "deleted_documents": len(deleted), "updated_at": meta.get("updated_at")}
-
-
-def _megabytes(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
-
-
-def _floor_line(floor: dict[str, Any] | None) -> str:
-    """Where "not in these documents" starts, and whose calibration set it."""
-    if not floor:
-        return "floor:      unknown"
-    source = str(floor.get("source", ""))
-    why = {"fallback": "the default for models not calibrated here", "config": "set in the config",
-           "index": "recorded in the index"}.get(source, source.replace("calibrated:", "calibrated for ", 1))
-    return f"floor:      {floor.get('statistic')} >= {floor.get('value')} ({why})"
-
-
-def render_info(info: dict[str, Any]) -> str:
-    emb = info["embedder"]
-    c = info["counts"]
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(info["document_kinds"].items()))
-    store = info["store"]
-    lines = [
-        f"index:      {info['path']}",
-        f"documents:  {info['documents']} ({kinds})" if kinds else f"documents:  {info['documents']}",
-        f"embedder:   {emb.get('name')} ({emb.get('model_id')}, dim {emb.get('dim')})"
-        + (f"; {info['embedder_reason']}" if info.get("embedder_reason") else ""),
-        _floor_line(info.get("relevance_floor")),
-        f"chunks:     {c.get('chunks')} in {c.get('leaves')} leaves of {c.get('nodes')} nodes"
-        + (f"; vocabulary {c['vocabulary']:,} terms" if isinstance(c.get("vocabulary"), int) else ""),
-        f"build:      {info['build_id']}" + (f", {info['created_at']}" if info.get("created_at") else "")
-        + (f", {info['build_seconds']:.1f} s" if isinstance(info.get("build_seconds"), (int, float)) else ""),
-        "store:      " + ("files" if store["kind"] == "files" else f"seekdb {store['uri']} (tables {store['prefix']}_*)"),
-        f"on disk:    {_megabytes(info['disk']['bytes'])} in {info['disk']['files']} files"
-        + ("" if store["kind"] == "files" else " (the engine's tables not counted)"),
-    ]
-    seg = info.get("segments") or {}
-    if seg.get("deltas") or seg.get("deleted_documents"):
-        lines.append(f"updates:    {seg['deltas']} delta segment(s), {seg['deleted_documents']} replaced or removed "
-                     f"document(s) deleted" + (f", last {seg['updated_at']}" if seg.get("updated_at") else "")
-                     + "; index --compact merges them")
-    kg = info.get("kg")
-    if isinstance(kg, dict) and kg.get("mode", "off") != "off":
-        from indexing.kg_graph import GraphStats
-
-        lines.append(f"graphs:     {GraphStats.from_dict(kg).line()}")
-    return "\n".join(lines)
-
-
 def cmd_upgrade(args: argparse.Namespace) -> int:
     """Add what a newer build writes and a query can use to an index, without rebuilding it."""
     from indexing.upgrade import upgrade
     from utils.paths import index_dir_path
 
     path = index_dir_path(args.index, "--index")
-    config = _base_config(args)
+    config = base_config(args)
     bm25 = config.tuning.bm25
     added = upgrade(path, bm25.bm25_k1, bm25.bm25_b)
     from indexing.card_upgrade import add_cards
@@ -597,11 +322,12 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from indexing.index_info import index_info, render_info
     from utils.paths import index_dir_path
 
     info = index_info(index_dir_path(args.index, "--index"))
     if args.json:
-        _print_json(info)
+        print_json(info)
     else:
         from utils.render import terminal_safe
 
@@ -609,43 +335,23 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_settings(args: argparse.Namespace) -> Any:
-    """The listening and safety settings of ``serve``/``mcp``, checked before the index is loaded."""
-    from server.app import ServeSettings
-    from server.service import Limits
-
-    token = os.environ.get("TREERAG_SERVE_TOKEN") or None
-    limits = Limits(max_body_bytes=args.max_body_kb * 1024, max_question_chars=args.max_question_chars)
-    for name, value in (("--max-body-kb", args.max_body_kb), ("--max-question-chars", args.max_question_chars)):
-        if value < 1:
-            raise InputError(f"{name} must be at least 1")
-    read_timeout = getattr(args, "read_timeout", None)
-    settings = ServeSettings(host=getattr(args, "host", "127.0.0.1"), port=getattr(args, "port", 0), token=token,
-                             cors_origins=tuple(getattr(args, "cors_origin", None) or ()), workers=args.workers,
-                             limits=limits, mcp=not getattr(args, "no_mcp", False),
-                             read_timeout_s=30.0 if read_timeout is None else parse_seconds(read_timeout, "--read-timeout"),
-                             max_connections=getattr(args, "max_connections", 1000))
-    settings.check()
-    return settings
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    from server.cli import serve
+    from server.cli import serve, serve_settings
     from utils.paths import index_dir_path
 
-    settings = _serve_settings(args)
+    settings = serve_settings(args)
     session = Session(args, long_running=True)
-    return serve(session.rag, index_dir_path(args.index, "--index"), settings, version(), args.embedder, _stderr)
+    return serve(session.rag, index_dir_path(args.index, "--index"), settings, version(), args.embedder, stderr)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from server.cli import serve_mcp_stdio
+    from server.cli import serve_mcp_stdio, serve_settings
     from utils.paths import index_dir_path
 
-    settings = _serve_settings(args)
+    settings = serve_settings(args)
     session = Session(args, long_running=True)
     return serve_mcp_stdio(session.rag, index_dir_path(args.index, "--index"), settings, version(), args.embedder,
-                           _stderr)
+                           stderr)
 
 
 # --------------------------------------------------------------------------- parser
@@ -694,63 +400,11 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    pi = sub.add_parser("index", help="build an index from a document or a folder (md, txt, pdf, docx, html)")
-    pi.add_argument("--input", required=True,
-                    help="a document (Markdown, text, PDF, Word .docx, HTML) or a folder of them (recursive)")
-    pi.add_argument("--follow-links", action="store_true",
-                    help="follow symlinks that lead out of the input folder (default: skip them)")
-    pi.add_argument("--output", required=True,
-                    help="index directory (replaced atomically; an index already there built with the same "
-                         "settings is updated: only new and changed documents are embedded)")
-    pi.add_argument("--store", default=None, metavar="URI",
-                    help="where the index lives: files (default), seekdb:///abs/path (embedded seekdb) or "
-                         "seekdb://USER[:PASS]@HOST:PORT/DATABASE (seekdb server, OceanBase); the password may "
-                         "come from $TREERAG_SEEKDB_PASSWORD and is never written. Default: where the index at "
-                         "--output already lives")
-    pi.add_argument("--rebuild", action="store_true",
-                    help="re-embed every document even when an index with the same settings is there")
-    pi.add_argument("--compact", action="store_true",
-                    help="rewrite an updated index as one merged index (a full build's files; unchanged "
-                         "documents' vectors and summaries are lent) instead of adding a delta segment")
-    pi.add_argument("--mock", action="store_true", help="offline mock models (hash embeddings)")
-    pi.add_argument("--embedder", choices=("auto",) + EMBEDDERS, default=None,
-                    help=f"embedding backend (default {d.embedder}: {auto_embedder_help()})")
-    pi.add_argument("--embedder-model", default=None, help="model name or local path for the embedder")
-    pi.add_argument("--max-depth", type=int, default=None,
-                    help=f"deepest heading level that becomes a node, 0-6 (default {d.max_depth}; 0 = one leaf per document)")
-    pi.add_argument("--summaries", choices=("extractive", "llm"), default=None,
-                    help=f"node summaries: extractive (no LLM) or llm (default {d.summary_mode})")
-    pi.add_argument("--structure", choices=("rules", "llm"), default=None,
-                    help="document outlines: rules (contents page, division words, layout; no LLM) or llm "
-                         f"(the rules' outline checked by an LLM, headings only) (default {d.structure_mode})")
-    pi.add_argument("--llm", default=None, help="PROVIDER[:MODEL] for --summaries llm / --structure llm")
-    pi.add_argument("--summary-workers", type=int, default=None,
-                    help=f"concurrent LLM summary calls (default {d.summary_workers})")
-    pi.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
-    pi.add_argument("--llm-timeout", default=None,
-                    help=f"wall-clock seconds per LLM request (default: $TREERAG_LLM_TIMEOUT or {d.llm_timeout_s:g})")
-    pi.add_argument("--llm-budget", default=None,
-                    help=f"wall-clock seconds for all LLM calls of the build: summaries, outline checks, graphs "
-                         f"(default {d.llm_build_budget_s:g})")
-    pi.add_argument("--kg", choices=("off", "rules", "llm"), default=None,
-                    help=f"a local graph for every long leaf: rules (no LLM), llm, or off (default {d.kg_mode}; "
-                         "docs/graph.md)")
-    pi.add_argument("--kg-min-leaf-chars", type=int, default=None,
-                    help=f"leaves longer than this get a graph (default {d.tuning.graph.kg_min_leaf_chars})")
-    pi.add_argument("--quiet", action="store_true",
-                    help="no progress (default: a live bar per stage on a terminal, one line per stage otherwise)")
-    pi.set_defaults(func=cmd_index)
+    from indexing.build_cli import add_index_arguments
+    from tree_builder.tree_cli import add_tree_arguments
 
-    pt = sub.add_parser("tree", help="print the section tree of a document or a folder (what the locator sees)")
-    pt.add_argument("--input", required=True, help="a document or a folder of them")
-    pt.add_argument("--follow-links", action="store_true",
-                    help="follow symlinks that lead out of the input folder")
-    pt.add_argument("--max-depth", type=int, default=None,
-                    help=f"deepest heading level that becomes a node, 0-6 (default {d.max_depth})")
-    pt.add_argument("--json", action="store_true", help="print the tree as JSON (nested nodes, file names, lines)")
-    pt.add_argument("--locator-view", action="store_true",
-                    help="print exactly the text the LLM locator reads (the spec's format and labels)")
-    pt.set_defaults(func=cmd_tree)
+    add_index_arguments(sub, d)
+    add_tree_arguments(sub, d)
 
     def query_options(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--index", required=True, help="index directory built by `index`")
@@ -794,32 +448,9 @@ def build_parser(prog: str = "main.py") -> argparse.ArgumentParser:
     query_options(pa)
     pa.set_defaults(func=cmd_interactive)
 
-    def service_options(sp: argparse.ArgumentParser) -> None:
-        query_options(sp)
-        sp.add_argument("--workers", type=int, default=4,
-                        help="questions answered at once; more wait their turn (default 4)")
-        sp.add_argument("--max-question-chars", type=int, default=2000,
-                        help="longest question accepted (default 2000)")
-        sp.add_argument("--max-body-kb", type=int, default=64, help="largest request body in kB (default 64)")
+    from server.cli import add_serve_arguments
 
-    pserve = sub.add_parser("serve", help="serve an index over HTTP: JSON API, streamed steps, a web page, MCP at /mcp")
-    service_options(pserve)
-    pserve.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1; any other needs $TREERAG_SERVE_TOKEN)")
-    pserve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
-    pserve.add_argument("--cors-origin", action="append", default=None, metavar="ORIGIN",
-                        help="let a web page from ORIGIN call the API (repeatable; default: no CORS)")
-    pserve.add_argument("--no-mcp", action="store_true", help="do not serve MCP at /mcp")
-    pserve.add_argument("--read-timeout", default=None, metavar="SECONDS",
-                        help="a request's headers and body must arrive within this (default 30; else 408)")
-    pserve.add_argument("--max-connections", type=int, default=1000,
-                        help="open connections at once; more are refused with 503 (default 1000)")
-    pserve.set_defaults(func=cmd_serve)
-
-    pmcp = sub.add_parser("mcp", help="serve an index to an MCP client over stdio (tools ask, search, "
-                                      "list_documents, get_tree, get_section)")
-    service_options(pmcp)
-    pmcp.set_defaults(func=cmd_mcp)
+    add_serve_arguments(sub, query_options, cmd_serve, cmd_mcp)
 
     ph = sub.add_parser("history", help="list recent recorded runs")
     ph.add_argument("--limit", type=int, default=20)
@@ -867,10 +498,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "main.py") -> int:
     try:
         return int(args.func(args) or 0)
     except TreeRAGError as exc:
-        _stderr(f"error: {exc}")
+        stderr(f"error: {exc}")
         return exc.exit_code
     except KeyboardInterrupt:
-        _stderr("interrupted")
+        stderr("interrupted")
         return 130
     except BrokenPipeError:
         # stdout closed early (e.g. piped into head): not an error worth a message
@@ -879,7 +510,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "main.py") -> int:
         return 0
     except OSError as exc:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        _stderr(f"error: {exc.strerror or exc}{where}")
+        stderr(f"error: {exc.strerror or exc}{where}")
         return 1
 
 

@@ -263,7 +263,7 @@ def recall_worker(index_dir: Path, queries_file: Path, out_file: Path) -> None:
     import numpy as np
 
     from config import Config
-    from indexing.ann_index import BLOCK_ROWS, RowReader
+    from indexing.ann_build import BLOCK_ROWS, RowReader
     from indexing.index_store import load_index
     from pipeline import make_backends
     from retrieval.query import Query

@@ -386,7 +386,7 @@ def _set_reader() -> Callable[[Path], tuple[list[Any], list[str]]]:
     """TreeRAG's read of the set, through the evaluation cache `eval` fills (one read of long PDFs)."""
     from config import Config
     from evaluation.doc_cache import document_cache
-    from evaluation.runner import default_cache_root
+    from evaluation.eval_index import default_cache_root
     from tree_builder.readers.limits import ReadLimits
 
     return document_cache(default_cache_root(), ReadLimits.from_config(Config())).read

@@ -75,7 +75,8 @@ def _make_llm(spec: str | None, cache_root: Path, timeout_s: float) -> Any:
 def cmd_eval(args: argparse.Namespace) -> int:
     from evaluation.arms import parse_arms  # main.py builds this parser at start-up: eval's modules load when it runs
     from evaluation.report import format_table, write_json
-    from evaluation.runner import EvalOptions, default_cache_root, run_eval
+    from evaluation.eval_index import default_cache_root
+    from evaluation.runner import EvalOptions, run_eval
 
     for flag, value, low in (("--k", args.k, 1), ("--resamples", args.resamples, 1),
                              ("--rerank-pool", args.rerank_pool, 1)):

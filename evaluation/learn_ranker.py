@@ -33,7 +33,8 @@ import numpy as np
 from config import Config
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
 from evaluation.metrics import Relevance, SpanTable, distinct_ndcg, question_relevance, paired_bootstrap
-from evaluation.runner import EvalOptions, obtain_index
+from evaluation.eval_index import obtain_index
+from evaluation.runner import EvalOptions
 from indexing.index_store import Index
 from retrieval.learned_ranker import MULTI_SUFFIX
 from retrieval.node_locator import hybrid_locate

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from config import Config
-from indexing.embedders.floors import RelevanceFloor, default_floor
+from indexing.embedders.floors import RelevanceFloor, recorded_floor
 from indexing.index_store import Index
 from retrieval.types import RetrievedChunk
 from retrieval.query import Query
@@ -155,9 +155,7 @@ def index_floor(index: object, config: Config | None = None) -> RelevanceFloor:
 
 def metadata_floor(meta: dict[str, Any], config: Config | None = None) -> RelevanceFloor:
     """``index_floor`` from an index's metadata.json alone (``info`` reads no arrays)."""
-    floor = RelevanceFloor.from_dict(meta.get("relevance_floor"))
-    if floor is None:
-        floor = default_floor((meta.get("embedder") or {}).get("model_id"))
+    floor = recorded_floor(meta)
     if config is not None and config.evidence_floor is not None:
         floor = RelevanceFloor(floor.statistic, float(config.evidence_floor), "config")
     return floor

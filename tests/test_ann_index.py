@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from config import Config
-from indexing import ann_index
+from indexing import ann_build, ann_index
 from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from indexing.index_files import write_manifest_entry
@@ -155,15 +155,15 @@ def test_auto_builds_only_from_the_row_threshold(tmp_path: Path, built: tuple[Pa
     cfg = Config().replace(embedder="hash", ann="auto", ann_min_rows=n_chunks)
     build_index(built[0], tmp_path / "a", cfg, make_embedder("hash", cfg))
     assert set(json.loads((tmp_path / "a" / "metadata.json").read_text())["ann"]) == {"chunks"}
-    assert not ann_index.wanted("auto", n_chunks + 1, n_chunks)
-    assert ann_index.wanted("on", 10 ** 9, 1) and not ann_index.wanted("off", 0, 10 ** 6)
+    assert not ann_build.wanted("auto", n_chunks + 1, n_chunks)
+    assert ann_build.wanted("on", 10 ** 9, 1) and not ann_build.wanted("off", 0, 10 ** 6)
 
 
 def test_round_trip_equals_the_index_built_in_memory(built: tuple[Path, Path]) -> None:
     index = load_index(built[1])
     loaded = index.search.ann["chunks"]
     fresh = ann_index.AnnIndex.build(index.embeddings, len(index.chunks), index.embeddings.shape[1], "mem")
-    for a, b in zip(ann_index.entries(loaded.index), ann_index.entries(fresh.index)):
+    for a, b in zip(ann_build.entries(loaded.index), ann_build.entries(fresh.index)):
         np.testing.assert_array_equal(a, b)
     qvec = make_embedder("hash", ON).embed_query("alpha beta")
     np.testing.assert_array_equal(loaded.search(qvec, 50, 0.5), fresh.search(qvec, 50, 0.5))
@@ -219,10 +219,10 @@ def test_verify_catches_codes_that_do_not_match_the_vectors(tmp_path: Path, buil
     assert "ANN" in verify_index(index_dir).line(index_dir)
     index = load_index(index_dir)
     ann = index.search.ann["chunks"]
-    lists, codes = ann_index.by_row(ann.index, ann.rows, ann.name)
+    lists, codes = ann_build.by_row(ann.index, ann.rows, ann.name)
     far = int(np.argmin(np.asarray(index.embeddings) @ np.asarray(index.embeddings)[0]))
     lists[[0, far]], codes[[0, far]] = lists[[far, 0]], codes[[far, 0]]  # two rows' entries swapped
-    bad = ann_index.assemble(ann_index.empty_copy(ann.index), lists, codes)
+    bad = ann_build.assemble(ann_build.empty_copy(ann.index), lists, codes)
     del index, ann
     import faiss
 
@@ -237,7 +237,7 @@ def test_verify_catches_codes_that_do_not_match_the_vectors(tmp_path: Path, buil
 def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path, quantizer: str,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     if quantizer == "hnsw":
-        monkeypatch.setattr(ann_index, "HNSW_MIN_LISTS", 1)
+        monkeypatch.setattr(ann_build, "HNSW_MIN_LISTS", 1)
     docs = _corpus(tmp_path / "docs", 30)
     emb = make_embedder("hash", ON)
     build_index(docs, tmp_path / "index", ON, emb)
@@ -250,8 +250,8 @@ def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path
     index = load_index(tmp_path / "index")
     verify_index(tmp_path / "index")
     ann = index.search.ann["chunks"]
-    lists, codes = ann_index.by_row(ann.index, ann.rows, ann.name)
-    want_lists, want_codes = ann_index.encode(ann.index, np.asarray(index.embeddings))
+    lists, codes = ann_build.by_row(ann.index, ann.rows, ann.name)
+    want_lists, want_codes = ann_build.encode(ann.index, np.asarray(index.embeddings))
     assert (lists != want_lists).sum() + (codes != want_codes).any(axis=1).sum() == 0
     # results equal a full rebuild (its own quantizer) on the whole-collection flat ranking
     build_index(docs, tmp_path / "rebuilt", ON, emb, update=False)
@@ -266,30 +266,30 @@ def test_update_encodes_only_new_rows_and_equals_a_fresh_encoding(tmp_path: Path
 
 
 def test_plan_keeps_k_means_fed() -> None:
-    small = ann_index.plan(300, 384)
-    assert small.nlist == 300 // ann_index.MIN_PER_CENTROID and small.nbits < 8 and 384 % small.m == 0
-    big = ann_index.plan(1_000_000, 384)
+    small = ann_build.plan(300, 384)
+    assert small.nlist == 300 // ann_build.MIN_PER_CENTROID and small.nbits < 8 and 384 % small.m == 0
+    big = ann_build.plan(1_000_000, 384)
     assert (big.nlist, big.m, big.nbits, big.quantizer) == (4000, 48, 8, "flat")
-    assert ann_index.plan(979_420, 384).nlist == 3959  # 10,000 generated documents
+    assert ann_build.plan(979_420, 384).nlist == 3959  # 10,000 generated documents
     # past a million rows the lists stay ~250 rows long; the graph quantizer only where it is asked for
-    assert ann_index.plan(10_500_000, 384) == ann_index.AnnShape(42_000, 48, 8, "flat")
-    assert ann_index.plan(4_100_000, 384).nlist == 16_400
+    assert ann_build.plan(10_500_000, 384) == ann_build.AnnShape(42_000, 48, 8, "flat")
+    assert ann_build.plan(4_100_000, 384).nlist == 16_400
 
 
 def test_many_lists_train_two_level_centroids_filed_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ann_index, "TWO_LEVEL_MIN_LISTS", 1)
+    monkeypatch.setattr(ann_build, "TWO_LEVEL_MIN_LISTS", 1)
     x = _clusters(6000, 32, 40)
-    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_index.AnnShape(60, 8, 6))
+    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_build.AnnShape(60, 8, 6))
     assert ann.quantizer == "flat"
     centroids = ann.index.quantizer.reconstruct_n(0, 60)
-    lists, _ = ann_index.by_row(ann.index, len(x), "mem")
+    lists, _ = ann_build.by_row(ann.index, len(x), "mem")
     scores = x @ centroids.T  # exact filing: every row under its nearest centroid (float slack for ties)
     assert (scores.max(axis=1) - scores[np.arange(len(x)), lists] <= 1e-5).all()
     ann_index.verify(ann, x)
     qvec = _clusters(1, 32, 40, seed=9)[0]
     exact = set(np.argsort(-(x @ qvec))[:20].tolist())
     assert len(exact & set(ann.search(qvec, 200, 0.3).tolist())) >= 16
-    assert ann_index.plan(10, 7).m == 1
+    assert ann_build.plan(10, 7).m == 1
 
 
 def _read_advice(path: Path) -> dict[str, bool]:
@@ -328,12 +328,12 @@ def test_row_reader_takes_a_sparse_sample_row_by_row(tmp_path: Path) -> None:
     """Training's sample comes from the vector file without reading every block: same rows either way."""
     x = np.random.default_rng(3).standard_normal((5000, 16)).astype(np.float32)
     np.save(tmp_path / "v.npy", x)
-    reader = ann_index.RowReader(tmp_path / "v.npy", 5000, 16)
+    reader = ann_build.RowReader(tmp_path / "v.npy", 5000, 16)
     rows = np.array([0, 7, 4095, 4999], dtype=np.int64)
-    np.testing.assert_array_equal(ann_index._take(reader, rows), x[rows])
+    np.testing.assert_array_equal(ann_build._take(reader, rows), x[rows])
     np.testing.assert_array_equal(reader.take(rows[::-1]), x[rows[::-1]])
     dense = np.arange(0, 5000, 2)
-    np.testing.assert_array_equal(ann_index._take(reader, dense), x[dense])  # the block path
+    np.testing.assert_array_equal(ann_build._take(reader, dense), x[dense])  # the block path
     with pytest.raises(IndexError):
         reader.take(np.array([5000]))
 
@@ -346,7 +346,7 @@ def built_hnsw(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("ann_hnsw")
     docs = _corpus(root / "docs", 40)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ann_index, "HNSW_MIN_LISTS", 1)
+        mp.setattr(ann_build, "HNSW_MIN_LISTS", 1)
         build_index(docs, root / "index", ON, make_embedder("hash", ON))
     return docs, root / "index"
 
@@ -381,12 +381,12 @@ def test_hnsw_index_is_written_loaded_memory_mapped_and_found_by_recall(built_hn
 
 def test_hnsw_build_is_deterministic_and_round_trips(built_hnsw: tuple[Path, Path],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ann_index, "HNSW_MIN_LISTS", 1)
+    monkeypatch.setattr(ann_build, "HNSW_MIN_LISTS", 1)
     index = load_index(built_hnsw[1])
     loaded = index.search.ann["chunks"]
     fresh = ann_index.AnnIndex.build(index.embeddings, len(index.chunks), index.embeddings.shape[1], "mem")
     assert fresh.quantizer == "hnsw"
-    for a, b in zip(ann_index.entries(loaded.index), ann_index.entries(fresh.index)):
+    for a, b in zip(ann_build.entries(loaded.index), ann_build.entries(fresh.index)):
         np.testing.assert_array_equal(a, b)
     qvec = make_embedder("hash", ON).embed_query("alpha beta")
     np.testing.assert_array_equal(loaded.search(qvec, 50, 0.5), fresh.search(qvec, 50, 0.5))
@@ -396,17 +396,17 @@ def test_hnsw_probing_equals_a_flat_quantizer_over_the_same_centroids(monkeypatc
     """Only the filing is approximate: a question scans exactly the lists a flat quantizer would pick."""
     import faiss
 
-    monkeypatch.setattr(ann_index, "HNSW_MIN_LISTS", 1)
+    monkeypatch.setattr(ann_build, "HNSW_MIN_LISTS", 1)
     x = _clusters(6000, 32, 40)
-    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_index.AnnShape(60, 8, 6, "hnsw"))
-    flat = ann_index.empty_copy(ann.index)
-    assert ann_index.quantizer_kind(flat) == "hnsw"
+    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_build.AnnShape(60, 8, 6, "hnsw"))
+    flat = ann_build.empty_copy(ann.index)
+    assert ann_build.quantizer_kind(flat) == "hnsw"
     q = faiss.IndexFlatIP(32)
     q.add(ann.index.quantizer.reconstruct_n(0, 60))
     as_flat = faiss.IndexIVFPQ(q, 32, 60, 8, 6, faiss.METRIC_INNER_PRODUCT)
     faiss.copy_array_to_vector(faiss.vector_to_array(ann.index.pq.centroids), as_flat.pq.centroids)
     as_flat.is_trained = True
-    lists, codes = ann_index.by_row(ann.index, len(x), "mem")
+    lists, codes = ann_build.by_row(ann.index, len(x), "mem")
     il = as_flat.invlists
     for lst in range(60):
         ids = np.flatnonzero(lists == lst).astype(np.int64)
@@ -425,24 +425,24 @@ def test_hnsw_probing_equals_a_flat_quantizer_over_the_same_centroids(monkeypatc
 def test_hnsw_verify_accepts_a_better_list_and_catches_a_worse_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """The graph's filing is approximate: a row stored under a list at least as good as the graph's pick
     (e.g. its exact nearest) is not damage; a row stored under a worse list is."""
-    monkeypatch.setattr(ann_index, "HNSW_MIN_LISTS", 1)
-    monkeypatch.setattr(ann_index, "HNSW_M", 2)  # a sparse graph with a short search misses often
-    monkeypatch.setattr(ann_index, "HNSW_EF_SEARCH", 1)
+    monkeypatch.setattr(ann_build, "HNSW_MIN_LISTS", 1)
+    monkeypatch.setattr(ann_build, "HNSW_M", 2)  # a sparse graph with a short search misses often
+    monkeypatch.setattr(ann_build, "HNSW_EF_SEARCH", 1)
     x = _clusters(8000, 32, 150, seed=3)
-    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_index.AnnShape(200, 8, 6, "hnsw"))
+    ann = ann_index.AnnIndex.build(x, len(x), 32, "mem", ann_build.AnnShape(200, 8, 6, "hnsw"))
     centroids = ann.index.quantizer.reconstruct_n(0, 200)
-    graph_lists, _ = ann_index.by_row(ann.index, len(x), "mem")
+    graph_lists, _ = ann_build.by_row(ann.index, len(x), "mem")
     exact = np.argmax(x @ centroids.T, axis=1)
     assert (exact != graph_lists).sum() > 50  # the graph really is approximate here
     codes = ann.index.pq.compute_codes(np.ascontiguousarray(x - centroids[exact]))
-    better = ann_index.AnnIndex(ann_index.assemble(ann_index.empty_copy(ann.index), exact, codes), len(x), "better")
+    better = ann_index.AnnIndex(ann_build.assemble(ann_build.empty_copy(ann.index), exact, codes), len(x), "better")
     ann_index.verify(better, x)  # every row under its exact nearest list: as good as the graph's pick or better
     ann_index.verify(ann, x)
     worst = np.argmin(x @ centroids.T, axis=1)
     lists = graph_lists.copy()
     lists[:3] = worst[:3]
-    worse = ann_index.AnnIndex(ann_index.assemble(ann_index.empty_copy(ann.index), lists,
-                                                  ann_index.by_row(ann.index, len(x), "mem")[1]), len(x), "worse")
+    worse = ann_index.AnnIndex(ann_build.assemble(ann_build.empty_copy(ann.index), lists,
+                                                  ann_build.by_row(ann.index, len(x), "mem")[1]), len(x), "worse")
     with pytest.raises(IndexFormatError, match="3 of 8000 rows"):
         ann_index.verify(worse, x)
 
@@ -463,7 +463,7 @@ def test_a_quantizer_other_than_metadata_says_is_refused(tmp_path: Path, built_h
 
 def test_two_level_centroids_gives_every_list() -> None:
     x = _clusters(4000, 16, 30, seed=5)
-    c = ann_index.two_level_centroids(x, 90)
+    c = ann_build.two_level_centroids(x, 90)
     assert c.shape == (90, 16) and np.isfinite(c).all()
 
 

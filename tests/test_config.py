@@ -224,17 +224,17 @@ def test_llm_timeout_summary_workers_and_store_come_from_the_config_file(tmp_pat
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from main import _llm_timeout
+    from utils.cli_shared import llm_timeout
 
     p = tmp_path / "t.toml"
     p.write_text('llm_timeout_s = 300\nsummary_workers = 2\nstore = "files"\n', encoding="utf-8")
     cfg = load_config_file(p, {})
     assert (cfg.llm_timeout_s, cfg.summary_workers, cfg.store) == (300.0, 2, "files")
     monkeypatch.delenv("TREERAG_LLM_TIMEOUT", raising=False)
-    assert _llm_timeout(argparse.Namespace(llm_timeout=None), cfg) == 300.0   # the file
-    assert _llm_timeout(argparse.Namespace(llm_timeout="30"), cfg) == 30.0    # the flag over it
+    assert llm_timeout(argparse.Namespace(llm_timeout=None), cfg) == 300.0   # the file
+    assert llm_timeout(argparse.Namespace(llm_timeout="30"), cfg) == 30.0    # the flag over it
     monkeypatch.setenv("TREERAG_LLM_TIMEOUT", "90")
-    assert _llm_timeout(argparse.Namespace(llm_timeout=None), cfg) == 90.0    # the environment over the file
+    assert llm_timeout(argparse.Namespace(llm_timeout=None), cfg) == 90.0    # the environment over the file
     for bad, needle in (("llm_timeout_s = 0", "llm_timeout_s"), ("summary_workers = 0", "summary_workers")):
         p.write_text(bad + "\n", encoding="utf-8")
         with pytest.raises(InputError, match=needle):

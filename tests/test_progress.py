@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from evaluation.dataset import load_eval_set, sample_questions
-from evaluation.runner import EvalOptions, build_key, run_eval, sample_documents
+from evaluation.eval_index import build_key, sample_documents
+from evaluation.runner import EvalOptions, run_eval
 from config import Config
 from utils.progress import Progress, make_progress, stage
 

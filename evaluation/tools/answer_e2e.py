@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     from evaluation.arms import ArmContext, make_arm
     from evaluation.dataset import load_eval_set, sample_questions
     from evaluation.metrics import paired_bootstrap
-    from evaluation.runner import EvalOptions, obtain_index
+    from evaluation.eval_index import obtain_index
+    from evaluation.runner import EvalOptions
     from pipeline import make_backends, run_pipeline
     from utils.record_json import to_json
 

@@ -29,7 +29,7 @@ def _cached_reader() -> Callable[[Path], tuple[list, list[str]]]:
     """The evaluation cache's documents (a set of long PDFs is read once, not per tool)."""
     from config import Config
     from evaluation.doc_cache import document_cache
-    from evaluation.runner import default_cache_root
+    from evaluation.eval_index import default_cache_root
     from tree_builder.readers.limits import ReadLimits
 
     return document_cache(default_cache_root(), ReadLimits.from_config(Config())).read

@@ -69,3 +69,9 @@ def default_floor(model_id: str | None) -> RelevanceFloor:
     if known is None:
         return FALLBACK
     return RelevanceFloor(known[0], known[1], f"calibrated:{model_id}")
+
+
+def recorded_floor(meta: dict[str, Any]) -> RelevanceFloor:
+    """The floor an index's metadata.json records, else its embedder's default (``info`` reads no arrays)."""
+    floor = RelevanceFloor.from_dict(meta.get("relevance_floor"))
+    return floor if floor is not None else default_floor((meta.get("embedder") or {}).get("model_id"))
