@@ -15,6 +15,9 @@ from tree_builder.readers.pdf_tables import is_column_header, is_table_line, is_
 from tree_builder.tree import TreeNode
 
 _TABLE_LOOKBACK_CHARS = 6000
+_ROW_MAX_CHARS = 400
+"""A table row is one short line: a chunk whose first line runs longer opens no table, and reading
+no further keeps a document of one very long line linear to chunk."""
 _PROSE_CHARS = 60
 
 
@@ -31,7 +34,9 @@ def column_header_above(text: str, start: int, floor: int = 0) -> str:
     is a table row, the lines above it (within its section, from ``floor``) are walked back through
     the table to its header; prose ends the walk. "" when there is none.
     """
-    end = text.find("\n", start)
+    end = text.find("\n", start, start + _ROW_MAX_CHARS + 1)
+    if end < 0 and start + _ROW_MAX_CHARS < len(text):
+        return ""  # a first line longer than any table row
     if not is_table_row(text[start:end if end >= 0 else len(text)].strip()):
         return ""
     floor = max(floor, start - _TABLE_LOOKBACK_CHARS)

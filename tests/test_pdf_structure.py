@@ -233,3 +233,24 @@ def test_numbered_notes_nest_their_subheadings_and_continued_headings_are_no_sec
     assert [c.heading for c in note1.children if c.kind == "section"] == ["Organization", "Revenue Recognition"]
     assert _find(doc, "Raw Materials").parent.heading == "2.Inventories"  # a number run into its title
     assert "1. Summary of Significant Accounting Policies (Continued)" not in _headings(doc)
+
+
+def test_the_column_header_walk_reads_a_bounded_window_of_a_one_line_document(monkeypatch) -> None:
+    # a document of one very long line: each chunk's "first line" is the rest of the document, and
+    # reading it whole for every chunk made chunking quadratic in the line's length
+    from indexing import representation
+
+    seen: list[int] = []
+    real = representation.is_table_row
+
+    def spy(text: str) -> bool:
+        seen.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(representation, "is_table_row", spy)
+    text = "word 12 " * 100_000
+    for start in range(0, len(text), 150_000):
+        assert representation.column_header_above(text, start) == ""
+    assert max(seen, default=0) <= representation._ROW_MAX_CHARS + 1
+    row = "Revenues 1,234 1,100\n"  # a short last line with no newline after it is still read
+    assert representation.column_header_above("2022 2021\n" + row.rstrip("\n"), len("2022 2021\n")) == "2022 2021"
