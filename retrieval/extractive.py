@@ -365,7 +365,8 @@ def _idf_of(n: int, dfs: dict[str, int], bm25: Bm25Params) -> dict[str, float]:
 
 
 def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Query, index: Index | None,
-                    embedder: DocumentEmbedder, config: Config) -> None:
+                    embedder: DocumentEmbedder, config: Config,
+                    idf_memo: dict[str, dict[str, float]] | None = None) -> None:
     """Fill dense, bm25 and fused score of every sentence (in place)."""
     if not sentences:
         return
@@ -373,7 +374,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     q_tokens = list(query.tokens)
     toks = [tokenize(s.text) for s in sentences]
     avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
-    idf_memo: dict[str, dict[str, float]] = {}
+    idf_memo = {} if idf_memo is None else idf_memo  # per document; the figure rows read it too
     many = getattr(index.search, "term_stats_many", None) if index is not None and q_tokens else None
     if many is not None and index is not None:  # every quoted document's counts in one round trip
         docs = list(dict.fromkeys(passages[s.passage].chunk.doc_path for s in sentences))
@@ -496,13 +497,14 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
     sentences: list[Sentence] = []
     for i, p in enumerate(passages):
         sentences.extend(split_sentences(p, i, len(ranked)))
-    score_sentences(sentences, passages, query, index, embedder, config)
+    idf_memo: dict[str, dict[str, float]] = {}
+    score_sentences(sentences, passages, query, index, embedder, config, idf_memo)
     periods = asked_periods(query.text) if asks_quantity(query.text) else []
     for s in sentences:  # a sentence that states a figure for the asked period answers a figure question
         if periods and states_figure_for(s.text, periods):
             s.score += FIGURE_SENTENCE_BONUS
     quotes = select_quotes(sentences, passages, config.tuning.answer)
-    figure = figure_quote(query, passages, index, config, len(ranked))
+    figure = figure_quote(query, passages, index, config, len(ranked), idf_memo)
     if figure is not None:  # the asked figure leads: it states the quantity for the period asked
         figure.score = max([figure.score] + [q.score for q in quotes])
         quotes.insert(0, figure)
@@ -510,17 +512,24 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
 
 
 def figure_quote(query: Query, passages: list[Passage], index: Index | None, config: Config,
-                 k: int) -> Quote | None:
+                 k: int, idf_memo: dict[str, dict[str, float]] | None = None) -> Quote | None:
     """The table row of the evidence that states the asked quantity for the asked period, as a quote
     that says which row and column it read (``retrieval.figure_rows``); None when no row does.
 
     Rows are matched with the question's words weighted by the document's IDF, less the words of
     the document's card (its issuer and title name the document, not a row); among equally good
-    rows the one from the better-ranked evidence wins."""
+    rows the one from the better-ranked evidence wins. ``idf_memo``: each document's IDF, as the
+    sentence scoring computed it (one store count per document, not per passage)."""
+    if not asks_quantity(query.text):
+        return None  # no row answers a question that asks for no quantity (``figures_in`` agrees)
+    memo = {} if idf_memo is None else idf_memo
     best: tuple[float, Quote] | None = None
     for p in passages:
         text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
-        weights = _idf(index, list(query.tokens), p.chunk.doc_path, config.tuning.bm25)
+        doc = p.chunk.doc_path
+        if doc not in memo:
+            memo[doc] = _idf(index, list(query.tokens), doc, config.tuning.bm25)
+        weights = memo[doc]
         card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
         names = card.names | card.hint_names if card is not None else frozenset()
         section = p.chunk.heading_path.rsplit(" > ", 1)[-1]
