@@ -22,7 +22,7 @@ from indexing.search_params import Bm25Params, StoreTuning
 from indexing.search_params import IdfScope as IdfScope  # defined beside the BM25 parameters; re-exported
 from retrieval.ranking_params import RankingParams
 from retrieval.types import AnswerParams, BreadthParams, ContextParams, LocatorParams
-from tree_builder.summary import SummaryParams
+from tree_builder.summary_params import SummaryParams
 from utils.errors import InputError
 from utils.oneline import one_line
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from utils.errors import InputError
-from utils.tokenizer import cjk_share
 
 
 class EmptyDocumentError(InputError):
@@ -73,6 +72,8 @@ class DocumentInfo:
         """``cjk``: weigh the text's script too (a pass over every character: only for ``auto``)."""
         weight = 0.0
         if cjk:
+            from utils.tokenizer import cjk_share  # noqa: PLC0415 - the tokenizer's tables cost start-up (config imports this module); only auto needs it
+
             weight = cjk_share(doc.text) * len(doc.text)
         from tree_builder.doc_card import read_card  # noqa: PLC0415
 

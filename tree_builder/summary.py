@@ -8,16 +8,15 @@ keyed by prompt, so re-indexing unchanged sections costs nothing).
 """
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Collection, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Collection, Protocol, runtime_checkable
 
+from tree_builder.summary_params import SummaryParams
 from utils.errors import BackendError
 from utils.oneline import one_line
 from utils.tokenizer import estimate_tokens
 
-if TYPE_CHECKING:  # config.py composes SummaryParams (and every command imports it): no config, no tree
+if TYPE_CHECKING:
     from tree_builder.tree import TreeNode
 
 
@@ -31,18 +30,6 @@ class Settings(Protocol):
     @property
     def tuning(self) -> Any: ...
 
-
-@dataclass(frozen=True)
-class SummaryParams:
-    """How long a node summary may be and when a section is its own summary (build only)."""
-
-    summary_max_chars: int = field(default=160, metadata={"build": True})
-    """Cap on a summary (characters; CJK and Latin alike): the locator's TOC holds one per node."""
-    short_section_tokens: int = field(default=200, metadata={"build": True})
-    """A section shorter than this is its own summary (PageIndex's rule)."""
-
-    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"summary_max_chars": (1, math.inf),
-                                                        "short_section_tokens": (0, math.inf)}
 
 # --------------------------------------------------------------------------- text cleaning
 
