@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from retrieval.figure_rows import asked_periods
-from tree_builder.doc_card import FILE_NAME_WEIGHT, CardTerms, phrase_key
+from tree_builder.doc_card import FILE_NAME_WEIGHT, CardSet, CardTerms, phrase_key
 
 
 @dataclass(frozen=True)
@@ -84,26 +84,58 @@ def _apart(match: np.ndarray) -> np.ndarray:
     return match if match.max() > match.min() else np.zeros(len(match))
 
 
+def may_match(cards: CardSet, question: str, tokens: Sequence[str]) -> bool:
+    """False when no card can match: an index built before cards, or a question that shares no word
+    with any card and names no year (known without visiting the cards)."""
+    return bool(cards) and not (cards.words.isdisjoint(tokens) and not cards.phrases and not asked_periods(question))
+
+
+def document_card_match(index: Any, question: str, tokens: Sequence[str], docs: Sequence[int]) -> np.ndarray | None:
+    """Each of ``docs``' (document numbers of ``index.tree.doc_paths``) card match with the question,
+    the documents without a card 0; None when the cards do not tell these documents apart (fewer than
+    two have cards, or the match is the same for all)."""
+    cards = index.card_terms
+    if not may_match(cards, question, tokens):
+        return None
+    paths = index.tree.doc_paths
+    scoped = [i for i, d in enumerate(docs) if paths[int(d)] in cards.by_path]
+    if len(scoped) < 2:
+        return None
+    match = card_match(question, tokens, [cards.by_path[paths[int(docs[i])]] for i in scoped])
+    if not match.any():
+        return None
+    out = np.zeros(len(docs))
+    out[scoped] = match
+    return out
+
+
+def scope_card_match(index: Any, question: str, tokens: Sequence[str],
+                     doc_paths: set[str] | None) -> np.ndarray | None:
+    """Per document number of ``index.tree.doc_paths`` the card match over the question's scope
+    (``doc_paths``; None: the whole index), 0 outside it; None when the cards tell nothing apart."""
+    if not may_match(index.card_terms, question, tokens):
+        return None
+    paths = index.tree.doc_paths
+    docs = (np.arange(len(paths)) if doc_paths is None
+            else np.array([i for i, p in enumerate(paths) if p in doc_paths], dtype=np.int64))
+    match = document_card_match(index, question, tokens, docs)
+    if match is None:
+        return None
+    out = np.zeros(len(paths))
+    out[docs] = match
+    return out
+
+
 def leaf_card_factors(index: Any, question: str, tokens: Sequence[str], positions: np.ndarray,
                       params: CardParams = CardParams()) -> np.ndarray | None:
     """Per leaf (``positions``: index leaf numbers) the factor its score is multiplied by; None when
-    the cards do not tell the documents in scope apart (nothing to do). The cheap tests come first:
-    a question that shares no word with any card and names no year costs no pass over the leaves."""
+    the cards do not tell the documents in scope apart (nothing to do)."""
     if params.weight <= 0 or len(positions) == 0:
         return None
-    cards = index.card_terms
-    if not cards or (cards.words.isdisjoint(tokens) and not cards.phrases and not asked_periods(question)):
-        return None  # an index built before cards, or a question that names nothing a card holds
     tree = index.tree
     leaf_docs = np.asarray(tree.doc[tree.leaf_rows[np.asarray(positions, dtype=np.int64)]])
-    docs = np.unique(leaf_docs)
-    paths = tree.doc_paths
-    scoped = [int(d) for d in docs if paths[int(d)] in cards.by_path]
-    if len(scoped) < 2:
+    docs, of = np.unique(leaf_docs, return_inverse=True)
+    match = document_card_match(index, question, tokens, docs)
+    if match is None:
         return None
-    match = card_match(question, tokens, [cards.by_path[paths[d]] for d in scoped])
-    if not match.any():
-        return None
-    per_doc = np.zeros(int(docs.max()) + 1)
-    per_doc[scoped] = match
-    return 1.0 + params.weight * per_doc[leaf_docs]
+    return 1.0 + params.weight * match[of]

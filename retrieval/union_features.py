@@ -30,7 +30,7 @@ from utils.similarity import min_max_normalize
 UNION_FEATURES: tuple[str, ...] = (
     "u_fused", "u_prior", "u_dense", "u_dense_mm", "u_flat", "u_bm25_hit", "u_cover",
     "u_leaf_best", "u_leaf_first", "u_doc_best", "u_doc_share", "u_neighbour",
-    "u_cover_idf", "u_para_idf", "u_paragraphs", "u_length")
+    "u_cover_idf", "u_para_idf", "u_paragraphs", "u_length", "u_card")
 """The candidate's union score (rank fusion of its dense and per-document BM25 scores over the union,
 on [0, 1]); the locator's belief in its leaf; its cosine, raw and min-max over the union; its score in
 the whole scope's flat ranking (rank fusion with the collection's BM25 statistics, on [0, 1]); any BM25
@@ -41,7 +41,9 @@ share of the question's words it holds weighted by their IDF over the collection
 best paragraph alone (a packed chunk holds several short paragraphs: an article that answers holds
 the rare words together, a chunk whose words are spread over unrelated articles does not); the log
 of its paragraph count and its length in units of ``chunk_size`` (a packed chunk of whole paragraphs
-holds more of an article than a scrap does)."""
+holds more of an article than a scrap does); how well the question names its document by the
+document's card (retrieval/doc_cards.py: issuer, title, form, period; 0 where the cards tell the
+scope's documents apart in no way, so a collection without cards is ordered as before)."""
 TEXT_FEATURES = frozenset({"u_cover", "u_cover_idf", "u_para_idf", "u_paragraphs", "u_length"})
 """Read from the candidates' text: computed only when a model names one."""
 
@@ -60,6 +62,8 @@ class UnionSignals:
     flat: np.ndarray
     """The candidate's flat-ranking score over the whole scope, [0, 1] (0 when the scope's scores
     do not hold the row)."""
+    card: np.ndarray
+    """Its document's card match with the question over the scope, [0, 1]."""
 
 
 def union_feature_matrix(index: Index, query_tokens: tuple[str, ...] | list[str], sig: UnionSignals,
@@ -105,6 +109,7 @@ def union_feature_matrix(index: Index, query_tokens: tuple[str, ...] | list[str]
         "u_doc_best": doc_best[doc_of],
         "u_doc_share": doc_share[doc_of],
         "u_neighbour": neighbour,
+        "u_card": np.asarray(sig.card, dtype=np.float64),
         **text_cols,
     }
     return np.column_stack([np.asarray(cols[name], dtype=np.float64) for name in names])

@@ -180,3 +180,19 @@ def test_the_issuer_is_a_name_not_a_suffix_or_a_file_number() -> None:
     number = read_card("Commission File Number 001-02217\n(Exact name of registrant as specified in its charter)\n",
                        "t", "b.pdf")
     assert number.issuer == "" and number.file_name == "b"  # no issuer stated: the file name is shown as such
+
+
+def test_union_candidates_carry_their_documents_card_match(look_alikes: Path) -> None:
+    from retrieval.rankers import candidate_card_match
+
+    index = load_index(look_alikes)
+    emb = make_embedder("hash", Config())
+    rows = np.arange(len(index.chunks), dtype=np.int64)
+    docs = [index.chunks[int(r)].doc_path for r in rows]
+    asked = candidate_card_match(index, Query.build("Northwind capital expenditures in FY2021?", emb), rows, None)
+    assert [float(m) for m, d in zip(asked, docs) if d == "b.md"] == [1.0] * docs.count("b.md")
+    assert [float(m) for m, d in zip(asked, docs) if d == "a.md"] == [0.0] * docs.count("a.md")
+    # a scope of one document tells nothing apart; a question naming no year or card word neither
+    only = candidate_card_match(index, Query.build("Northwind capital expenditures in FY2021?", emb), rows, {"a.md"})
+    plain = candidate_card_match(index, Query.build("warehouses and trucks", emb), rows, None)
+    assert not only.any() and not plain.any()

@@ -55,7 +55,7 @@ def test_features_say_how_a_candidate_stands_beside_the_others(paper_index) -> N
     words = tuple(dict.fromkeys(tokenize(paper_index.chunks[r1].text)))[:4]
     sig = UnionSignals(rows, fused=np.array([0.2, 0.9, 0.5]), prior=np.array([1.0, 1.0, 0.3]),
                        dense=np.array([0.1, 0.3, 0.2]), lexical=np.array([0.0, 2.0, 1.0]),
-                       flat=np.array([0.4, 0.0, 0.7]))
+                       flat=np.array([0.4, 0.0, 0.7]), card=np.array([0.0, 0.0, 1.0]))
     X = union_feature_matrix(paper_index, words + ("zzzqqq",), sig)
     assert X.shape == (3, len(UNION_FEATURES))
     assert list(_col(X, "u_leaf_best")) == [0.9, 0.9, 0.5]
@@ -65,9 +65,10 @@ def test_features_say_how_a_candidate_stands_beside_the_others(paper_index) -> N
     assert list(_col(X, "u_dense_mm")) == pytest.approx([0.0, 1.0, 0.5])
     assert _col(X, "u_cover")[1] == pytest.approx(4 / 5)  # its own words, not the unknown one
     assert list(_col(X, "u_prior")) == [1.0, 1.0, 0.3] and list(_col(X, "u_flat")) == [0.4, 0.0, 0.7]
+    assert list(_col(X, "u_card")) == [0.0, 0.0, 1.0]
     same_doc = paper_index.layout.row_doc[r0] == paper_index.layout.row_doc[r3]
     assert list(_col(X, "u_doc_share")) == ([1.0] * 3 if same_doc else [2 / 3, 2 / 3, 1 / 3])
-    assert union_feature_matrix(paper_index, ("a",), UnionSignals(*(np.zeros(0) for _ in range(6)))).shape == (
+    assert union_feature_matrix(paper_index, ("a",), UnionSignals(*(np.zeros(0) for _ in range(7)))).shape == (
         0, len(UNION_FEATURES))
     some = union_feature_matrix(paper_index, words, sig, ("u_neighbour", "u_fused"))
     assert some.tolist() == X[:, [UNION_FEATURES.index("u_neighbour"), UNION_FEATURES.index("u_fused")]].tolist()
@@ -224,3 +225,32 @@ def test_text_features_weigh_rare_words_and_see_the_paragraphs(paper_index) -> N
     assert list(out["u_length"]) == pytest.approx([len(t) / 200 for t in texts])
     empty = _text_features(index, np.arange(3), (), 200)
     assert not empty["u_cover_idf"].any() and list(empty["u_paragraphs"]) == pytest.approx([np.log(2), 0, 0])
+
+
+def test_an_added_feature_gets_a_weight_and_the_fitted_ones_stay() -> None:
+    """``learn_union --added``: the base model's weights are kept; the new feature's weight is the
+    grid value that ranks best, 0 when it never helps (a feature constant within every question)."""
+    from evaluation.learn_ranker import QData
+    from evaluation.learn_union import added_out_of_fold, fit_added
+    from evaluation.metrics import Relevance
+
+    def question(qid: str, group: str, card: list[float], fused: list[float], relevant: int) -> QData:
+        X = np.zeros((len(card), len(UNION_FEATURES)))
+        X[:, UNION_FEATURES.index("u_fused")] = fused
+        X[:, UNION_FEATURES.index("u_card")] = card
+        rows = np.arange(len(card)) + 100 * int(qid[1:])
+        rel = Relevance(per_evidence=(frozenset({int(rows[relevant])}),), relevant=frozenset({int(rows[relevant])}),
+                        gold_leaves=frozenset())
+        y = np.zeros(len(card))
+        y[relevant] = 1.0
+        return QData(qid, group, rows, X, y, rel, True, None)
+
+    # the evidence is in the named document but scores a little lower than a look-alike's chunk
+    qs = [question(f"q{i}", f"g{i % 2}", [1.0, 0.0, 0.0], [0.8, 0.9, 0.1], 0) for i in range(4)]
+    base = {"u_fused": 2.0}
+    w = fit_added(qs, base, "u_card")
+    assert 0.2 < w <= 1.0  # the smallest weight that lifts 0.8 x 2 over 0.9 x 2
+    result, weights = added_out_of_fold(qs, base, "u_card", {("s", "g0"): 0, ("s", "g1"): 1}, "s", 2)
+    assert result.tolist() == [1.0] * 4 and all(v["u_fused"] == 2.0 and v["u_card"] == w for v in weights.values())
+    flat = [question(f"q{i}", "g0", [0.0, 0.0, 0.0], [0.8, 0.9, 0.1], 0) for i in range(2)]
+    assert fit_added(flat, base, "u_card") == 0.0
