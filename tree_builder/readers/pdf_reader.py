@@ -28,9 +28,10 @@ from tree_builder.documents import document_from_parts
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
-from tree_builder.readers.pdf_lines import Line, join_wrapped
+from tree_builder.readers.pdf_lines import Line
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
+from utils.cjk import is_wide
 from utils.errors import InputError
 
 _PAGE_NUMBER = re.compile(r"^[\s\-–—]*(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?[\s\-–—]*$",
@@ -40,6 +41,13 @@ _MIN_TEXT_CHARS = 10
 
 def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
+
+
+def join_wrapped(a: str, b: str) -> str:
+    """Two lines of one wrapped heading: CJK text wraps without a space, other text at one."""
+    if a and b and is_wide(a[-1]) and is_wide(b[0]):
+        return a + b
+    return f"{a} {b}" if a and b else a or b
 
 
 # --------------------------------------------------------------------------- furniture

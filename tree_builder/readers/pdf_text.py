@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tree_builder.readers.pdf_lines import Line, join_wrapped
+from tree_builder.readers.pdf_lines import Line
 from utils.errors import InputError
 
 _PDFIUM_LOCK = threading.Lock()
@@ -26,12 +26,12 @@ _FORCE_BOLD = 1 << 18
 """The ForceBold bit of a font descriptor's /Flags."""
 _SAMPLES = 8
 """Characters of a line whose style is read; the line's dominant style is the most common among them."""
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LINE_BREAK = "\r\n"
+"""The line break PDFium generates. A lone "\n" or "\r" is the PDF's own text: some generators map
+the space between words to it ("TABLE\nOF\nCONTENTS" on one baseline), so it reads as a space."""
 _SOFT_HYPHEN = "\ufffe"
 """PDFium's mark for a hyphen it judged to be a soft (line-break) hyphen; the page prints a hyphen."""
 _FONT_NAME_BYTES = 256
-_SAME_BASELINE = 0.2
-"""Baselines closer than this fraction of the font size are one line."""
 
 
 @dataclass
@@ -99,40 +99,24 @@ def _sample_offsets(segment: str) -> list[int]:
     return [marks[int(k * step)] for k in range(_SAMPLES)]
 
 
-@dataclass
-class _Piece:
-    """A line as PDFium broke it off, with char-weighted votes for its (size, bold)."""
-
-    text: str
-    votes: Counter
-    x: float
-    y: float
-
-
-def _piece(styles: _Styles, segment: str, start: int) -> _Piece | None:
+def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | None:
+    """One line of the page text (``segment``, from text index ``start``); its style is the most
+    common among characters sampled evenly over it (each stands for an equal share of the line)."""
     text = " ".join(segment.replace(_SOFT_HYPHEN, "-").split())
     if not text:
         return None
-    offsets = _sample_offsets(segment)
-    weight = len(text.replace(" ", "")) / len(offsets)
     votes: Counter = Counter()
     where: tuple[float, float] | None = None
-    for offset in offsets:
+    for offset in _sample_offsets(segment):
         char = styles.char_index(start + offset)
         if char < 0:
             continue
-        votes[styles.style(char)] += weight
+        votes[styles.style(char)] += 1
         if where is None:
             where = styles.origin(char)
+    (size, bold), _ = votes.most_common(1)[0] if votes else ((0.0, False), 0)
     x, y = where if where is not None else (0.0, 0.0)
-    return _Piece(text, votes, x, y)
-
-
-def _continues(last: _Piece, piece: _Piece) -> bool:
-    """PDFium ends a line at some word gaps of text placed word by word ("PART" / "I", "TABLE" /
-    "OF" / "CONTENTS"): a next piece on the same baseline, to the right, is the same line."""
-    size = max(last.votes, key=last.votes.__getitem__)[0] if last.votes else 0.0
-    return abs(last.y - piece.y) <= max(_SAME_BASELINE * size, 0.5) and piece.x > last.x
+    return Line(text, size, bold, y, page_no, x=x)
 
 
 def page_lines(text_page: object, page_no: int) -> list[Line]:
@@ -145,22 +129,13 @@ def page_lines(text_page: object, page_no: int) -> list[Line]:
         return []
     text = text_page.get_text_range(0, count)  # type: ignore[attr-defined]
     styles = _Styles(text_page)
-    pieces: list[_Piece] = []
+    lines: list[Line] = []
     start = 0
-    for brk in [*_LINE_BREAK.finditer(text), None]:
-        end = brk.start() if brk else len(text)
-        piece = _piece(styles, text[start:end], start)
-        if piece is not None:
-            if pieces and _continues(pieces[-1], piece):
-                pieces[-1].text = join_wrapped(pieces[-1].text, piece.text)
-                pieces[-1].votes.update(piece.votes)
-            else:
-                pieces.append(piece)
-        start = brk.end() if brk else end
-    lines = []
-    for p in pieces:
-        (size, bold), _ = p.votes.most_common(1)[0] if p.votes else ((0.0, False), 0)
-        lines.append(Line(p.text, size, bold, p.y, page_no, x=p.x))
+    for segment in text.split(_LINE_BREAK):
+        line = _line(styles, segment, start, page_no)
+        if line is not None:
+            lines.append(line)
+        start += len(segment) + len(_LINE_BREAK)
     return lines
 
 
