@@ -1,12 +1,12 @@
 """Text PDFs -> Document with sections and pages (PDFium through pypdfium2; BSD/Apache licence).
 
-PDFium was chosen by measurement: pypdf's pure-Python content-stream parser
-spent almost all of a 10-K's read time (a 156-page filing with ~1M text
-operators took a minute of CPU, more than embedding its chunks), while PDFium
-(C++) lays the same pages out into lines in about a second; its lines also
-break where the page does, where pypdf ran words and headings together
-("individualtransactions", "Business4Item 1A."). pdf_text reads the lines,
-outline and title; everything below works on its Line records.
+PDFium was chosen by measurement (docs/formats.md): pypdf's pure-Python
+content-stream parser spent nearly all of a 10-K's read time, more CPU than
+embedding the filing's chunks, where PDFium (C++) lays the same pages out into
+lines in about a tenth of it; its lines also break where the page does, where
+pypdf ran words and headings together ("individualtransactions",
+"Business4Item 1A."). pdf_text reads the lines, outline and title; everything
+below works on its Line records.
 
 Sections come from the outline (bookmarks) when the PDF has one; otherwise
 from the document's own contents page, its division words (PART, Item, Note,
