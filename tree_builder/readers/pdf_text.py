@@ -58,7 +58,7 @@ class _Styles:
         import pypdfium2.raw as raw
 
         self._raw = raw
-        self._tp = text_page
+        self._tp = text_page.raw  # type: ignore[attr-defined]  # the handle: no wrapper per call
         self._x = ctypes.c_double()
         self._y = ctypes.c_double()
         self._matrix = raw.FS_MATRIX()
@@ -91,12 +91,17 @@ class _Styles:
 
 
 def _sample_offsets(segment: str) -> list[int]:
-    """Offsets of up to _SAMPLES non-space characters spread over the segment, its first included."""
-    marks = [i for i, ch in enumerate(segment) if not ch.isspace()]
-    if len(marks) <= _SAMPLES:
-        return marks
-    step = len(marks) / _SAMPLES
-    return [marks[int(k * step)] for k in range(_SAMPLES)]
+    """Offsets of up to _SAMPLES non-space characters spread evenly over the segment, its first
+    included (each the first non-space at or after an even step)."""
+    n = len(segment)
+    out: list[int] = []
+    for k in range(_SAMPLES):
+        i = k * n // _SAMPLES
+        while i < n and segment[i].isspace():
+            i += 1
+        if i < n and (not out or i > out[-1]):
+            out.append(i)
+    return out
 
 
 def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | None:
