@@ -15,9 +15,13 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tree_builder.readers.pdf_lines import Line
 from utils.errors import InputError
+
+if TYPE_CHECKING:  # pypdfium2 is imported only to read a PDF
+    import pypdfium2 as pdfium
 
 _PDFIUM_LOCK = threading.Lock()
 """PDFium is one library state per process and not thread-safe: one document is read at a time."""
@@ -54,11 +58,11 @@ class PdfContent:
 class _Styles:
     """Reads the style (size, bold) and origin of single characters of one text page."""
 
-    def __init__(self, text_page: object) -> None:
+    def __init__(self, text_page: pdfium.PdfTextPage) -> None:
         import pypdfium2.raw as raw
 
         self._raw = raw
-        self._tp = text_page.raw  # type: ignore[attr-defined]  # the handle: no wrapper per call
+        self._tp = text_page.raw  # the handle itself: no wrapper conversion per call
         self._x = ctypes.c_double()
         self._y = ctypes.c_double()
         self._matrix = raw.FS_MATRIX()
@@ -124,7 +128,7 @@ def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | Non
     return Line(text, size, bold, y, page_no, x=x)
 
 
-def page_lines(text_page: object, page_no: int) -> list[Line]:
+def page_lines(text_page: pdfium.PdfTextPage, page_no: int) -> list[Line]:
     """The page's text lines in PDFium's reading order, each with its dominant font size, weight,
     baseline y and left x (PDF user space: a larger y is higher on the page)."""
     import pypdfium2.raw as raw
@@ -132,7 +136,7 @@ def page_lines(text_page: object, page_no: int) -> list[Line]:
     count = raw.FPDFText_CountChars(text_page)
     if count <= 0:
         return []
-    text = text_page.get_text_range(0, count)  # type: ignore[attr-defined]
+    text = text_page.get_text_range(0, count)
     styles = _Styles(text_page)
     lines: list[Line] = []
     start = 0
@@ -144,12 +148,12 @@ def page_lines(text_page: object, page_no: int) -> list[Line]:
     return lines
 
 
-def _destination(pdf: object, mark: object) -> object | None:
+def _destination(pdf: pdfium.PdfDocument, mark: pdfium.PdfBookmark) -> pdfium.PdfDest | None:
     """The bookmark's destination: its /Dest, or the target of its GoTo action."""
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
-    dest = mark.get_dest()  # type: ignore[attr-defined]
+    dest = mark.get_dest()
     if dest is not None:
         return dest
     action = raw.FPDFBookmark_GetAction(mark)
@@ -159,11 +163,11 @@ def _destination(pdf: object, mark: object) -> object | None:
     return pdfium.PdfDest(target, pdf=pdf) if target else None
 
 
-def _outline(pdf: object) -> list[OutlineEntry]:
+def _outline(pdf: pdfium.PdfDocument) -> list[OutlineEntry]:
     import pypdfium2.raw as raw
 
     out: list[OutlineEntry] = []
-    for mark in pdf.get_toc():  # type: ignore[attr-defined]
+    for mark in pdf.get_toc():
         title = " ".join((mark.get_title() or "").split())
         dest = _destination(pdf, mark)
         page = dest.get_index() if dest is not None else None
@@ -180,7 +184,7 @@ def _outline(pdf: object) -> list[OutlineEntry]:
 
 
 @contextmanager
-def _opened(data: bytes, rel_path: str) -> Iterator[object]:
+def _opened(data: bytes, rel_path: str) -> Iterator[pdfium.PdfDocument]:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
@@ -205,8 +209,8 @@ def read_pdf_content(data: bytes, rel_path: str) -> PdfContent:
     with _PDFIUM_LOCK, _opened(data, rel_path) as pdf:
         try:
             pages: list[list[Line]] = []
-            for n in range(len(pdf)):  # type: ignore[arg-type]
-                page = pdf[n]  # type: ignore[index]
+            for n in range(len(pdf)):
+                page = pdf[n]
                 try:
                     text_page = page.get_textpage()
                     try:
@@ -216,7 +220,7 @@ def read_pdf_content(data: bytes, rel_path: str) -> PdfContent:
                 finally:
                     page.close()
             outline = _outline(pdf)
-            title = " ".join((pdf.get_metadata_value("Title") or "").split())  # type: ignore[attr-defined]
-        except pdfium.PdfiumError:
+            title = " ".join((pdf.get_metadata_value("Title") or "").split())
+        except (pdfium.PdfiumError, AssertionError):  # pypdfium2's checks of PDFium's answers
             raise InputError(f"{rel_path}: not a readable PDF (damaged page)") from None
     return PdfContent(pages, outline, title)
