@@ -1,10 +1,10 @@
 """Text PDFs -> Document with sections and pages (PDFium through pypdfium2; BSD/Apache licence).
 
 PDFium was chosen by measurement (docs/formats.md): pypdf's pure-Python
-content-stream parser spent nearly all of a 10-K's read time, more CPU than
-embedding the filing's chunks, where PDFium (C++) lays the same pages out into
-lines in about a tenth of it; its lines also break where the page does, where
-pypdf ran words and headings together ("individualtransactions",
+content-stream parser spent nearly all of a 10-K's read time, about a sixth of
+the filing's whole build, where PDFium (C++) lays the same pages out into lines
+in about a tenth of that CPU time; its lines also break where the page does,
+where pypdf ran words and headings together ("individualtransactions",
 "Business4Item 1A."). pdf_text reads the lines, outline and title; everything
 below works on its Line records.
 
