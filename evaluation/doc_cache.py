@@ -4,7 +4,7 @@ Reading 30 long filings takes minutes, and an evaluation needs their text twice 
 evidence, then to build the index), and again on every rerun. A document is a function of the
 file's bytes, its path, the read limits and the reading code (with the libraries it reads through),
 so a read kept under a digest of those is the read a fresh read would make: a changed file, limit,
-reader (any source file of tree_builder/) or reading library (pypdf ...) is read again. JSON, never pickle: the cache is a data file like any other.
+reader (any source file of tree_builder/) or reading library (pypdfium2 ...) is read again. JSON, never pickle: the cache is a data file like any other.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ CACHE_FORMAT = 1
 READER_PACKAGE = "tree_builder"
 """Every source file under it keys the cache: readers, heading parsers and normalisation."""
 ROOT = Path(__file__).resolve().parent.parent
-READING_LIBRARIES = ("pypdf", "python-docx", "beautifulsoup4", "markdown-it-py", "PyYAML")
+READING_LIBRARIES = ("pypdfium2", "python-docx", "beautifulsoup4", "markdown-it-py", "PyYAML")
 """Installed libraries the readers parse through: another version may extract other text."""
 CACHE_SUBDIR = ("eval", "documents")
 """Where, under the evaluation cache root, the documents are kept."""

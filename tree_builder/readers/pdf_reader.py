@@ -1,27 +1,27 @@
-"""Text PDFs -> Document with sections and pages (pypdf; BSD licence, pure Python).
+"""Text PDFs -> Document with sections and pages (PDFium through pypdfium2; BSD/Apache licence).
 
-pypdf was kept by measurement (benchmarks/bench_formats.py, README): its text
-visitor yields every run of text with its font and matrix, which is all the
-layout rules need, in 0.6x the CPU time of pdfminer.six without layout
-analysis and 0.16x pdfplumber's; it also reads outlines and detects encryption.
+PDFium was chosen by measurement (docs/formats.md): pypdf's pure-Python
+content-stream parser spent nearly all of a 10-K's read time, about a sixth of
+the filing's whole build, where PDFium (C++) lays the same pages out into lines
+in about a tenth of that CPU time; its lines also break where the page does,
+where pypdf ran words and headings together ("individualtransactions",
+"Business4Item 1A."). pdf_text reads the lines, outline and title; everything
+below works on its Line records.
 
 Sections come from the outline (bookmarks) when the PDF has one; otherwise
 from the document's own contents page, its division words (PART, Item, Note,
 ARTICLE, 第一章 ...) and, below those, the layout: lines set larger than the
 body text, or bold, ranked by size (pdf_structure). Running headers/footers (the same small text at
 the top or bottom of most pages) and page numbers are dropped. The
-text is what pypdf extracts, with runs of spaces collapsed, so a quoted chunk
+text is what PDFium extracts, with runs of spaces collapsed, so a quoted chunk
 reads as the PDF does.
 """
 from __future__ import annotations
 
-import io
-import logging
 import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from tree_builder.document import Document
 from tree_builder.documents import document_from_parts
@@ -30,14 +30,12 @@ from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from tree_builder.readers.pdf_lines import Line
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
+from tree_builder.readers.pdf_text import read_pdf_content
 from utils.cjk import is_wide
 from utils.errors import InputError
 
 _PAGE_NUMBER = re.compile(r"^[\s\-–—]*(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?[\s\-–—]*$",
                           re.IGNORECASE)
-_TINY_SCALE = 0.2
-"""A text-placement matrix that scales text down by more than this breaks pypdf's line-break test."""
-_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _MIN_TEXT_CHARS = 10
 
 
@@ -50,97 +48,6 @@ def join_wrapped(a: str, b: str) -> str:
     if a and b and is_wide(a[-1]) and is_wide(b[0]):
         return a + b
     return f"{a} {b}" if a and b else a or b
-
-
-# --------------------------------------------------------------------------- lines of a page
-
-def _font_is_bold(font: Any) -> bool:
-    if not font:
-        return False
-    try:
-        if _BOLD_NAME.search(str(font.get("/BaseFont", ""))):
-            return True
-        desc = font.get("/FontDescriptor")
-        desc = desc.get_object() if desc is not None else None
-        return bool(desc) and float(desc.get("/FontWeight", 400)) >= 600
-    except Exception:  # a malformed font dictionary only costs the bold hint
-        return False
-
-
-def page_lines(page: Any, page_no: int) -> list[Line]:
-    """The page's text lines in reading order, each with its dominant font size, weight and height.
-
-    Some generators place every text object by a matrix that scales text space down (a font of
-    "416 pt" drawn at 9 pt, the position only in the matrix's translation): pypdf's line-break test,
-    made in unscaled units, then breaks such an object at every word or kerning step and a visual
-    line arrives in pieces ("PART" / "I", "results of operat" / "ions"). Pieces of one such object
-    are one line, and a next object on the same baseline continues it.
-    """
-    runs: list[tuple[str, float, bool, float | None, float, bool]] = []
-    bold_cache: dict[int, bool] = {}
-
-    def visit(text: str, cm: list[float], tm: list[float], font: Any, font_size: float) -> None:
-        if not text:
-            return
-        scale_tm = math.hypot(tm[2], tm[3]) or 1.0
-        scale_cm = math.hypot(cm[2], cm[3]) or 1.0
-        size = round(float(font_size) * scale_tm * scale_cm * 2) / 2
-        key = id(font)
-        if key not in bold_cache:
-            bold_cache[key] = _font_is_bold(font)
-        degenerate = not any(tm[4:6]) and 0 < math.hypot(cm[2], cm[3]) < _TINY_SCALE
-        if degenerate:
-            y: float | None = cm[5]
-            x = cm[4]
-        else:
-            y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5] if any(tm[4:6]) else None
-            x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
-        runs.append((text, size, bold_cache[key], y, x, degenerate))
-
-    page.extract_text(visitor_text=visit)
-    lines: list[Line] = []
-    parts: list[str] = []
-    weights: Counter = Counter()
-    y_line: float | None = None
-    x_line = 0.0
-    joinable = False  # the last line ended a degenerate object: a piece on its baseline continues it
-    spaced = False  # ... and that object ended in white space
-
-    def flush() -> None:
-        nonlocal y_line
-        text = " ".join("".join(parts).split())
-        if text:
-            (size, bold), _ = weights.most_common(1)[0]
-            lines.append(Line(text, size, bold, y_line if y_line is not None else 0.0, page_no, x=x_line))
-        parts.clear()
-        weights.clear()
-        y_line = None
-
-    for text, size, bold, y, x, degenerate in runs:
-        if degenerate:
-            ends_line = text.endswith("\n")
-            body = " ".join(text.split("\n")).rstrip(" ")
-            if joinable and not parts and lines and y is not None and abs(lines[-1].y - y) < 0.5 \
-                    and body.strip():
-                last = lines.pop()  # the same baseline: continue the line the last object ended
-                parts.append(last.text + (" " if spaced else ""))
-                weights[(last.size, last.bold)] += len(last.text)
-                y_line, x_line = last.y, last.x
-            spaced = body[-1:].isspace()
-            text = body + ("\n" if ends_line else "")
-        pieces = text.split("\n")
-        for k, piece in enumerate(pieces):
-            if k:
-                flush()
-            if piece:
-                parts.append(piece)
-                if piece.strip():
-                    weights[(size, bold)] += len(piece.strip())
-                    if y_line is None and y is not None:
-                        y_line, x_line = y, x
-        joinable = degenerate
-    flush()
-    return lines
 
 
 # --------------------------------------------------------------------------- furniture
@@ -182,33 +89,6 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
 
 
 # --------------------------------------------------------------------------- headings
-
-def _flatten_outline(reader: Any, items: list[Any], level: int, out: list[tuple[int, str, int, float | None]]) -> None:
-    for item in items:
-        if isinstance(item, list):
-            _flatten_outline(reader, item, level + 1, out)
-            continue
-        try:
-            page = reader.get_destination_page_number(item)
-        except Exception:  # a dangling destination: the entry is unusable
-            continue
-        title = " ".join(str(item.get("/Title", "")).split())
-        if page is None or page < 0 or not title:
-            continue
-        top = item.get("/Top")
-        out.append((level, title, page, float(top) if isinstance(top, (int, float)) else None))
-
-
-def outline_entries(reader: Any) -> list[tuple[int, str, int, float | None]]:
-    """(level, title, 0-based page, top y) of every outline entry, in outline order."""
-    try:
-        outline = reader.outline
-    except Exception:
-        return []
-    out: list[tuple[int, str, int, float | None]] = []
-    _flatten_outline(reader, outline, 1, out)
-    return out
-
 
 def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str, int, float | None]]) -> None:
     """Each outline entry marks the line(s) it names on its page, or is inserted where it points.
@@ -311,37 +191,16 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
 
 
 def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
-    import pypdf  # pypdf only for a PDF file
-
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # malformed-but-readable files are common
-    try:
-        reader = pypdf.PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            try:
-                opened = reader.decrypt("")
-            except Exception:
-                opened = 0
-            if not opened:
-                raise InputError(f"{rel_path}: encrypted PDF (password protected); decrypt it first")
-        pages = [page_lines(page, n) for n, page in enumerate(reader.pages, 1)]
-        entries = outline_entries(reader)
-        title = ""
-        try:
-            meta = reader.metadata
-            title = str(meta.title or "") if meta else ""
-        except Exception:
-            title = ""
-    except InputError:
-        raise
-    except Exception as exc:  # pypdf raises many types for damaged files
-        raise InputError(f"{rel_path}: not a readable PDF ({exc.__class__.__name__})") from None
+    content = read_pdf_content(data, rel_path)
+    pages = content.pages
     if sum(len(ln.text) for lines in pages for ln in lines) < _MIN_TEXT_CHARS:
         raise InputError(f"{rel_path}: PDF has no text layer (scanned?); run OCR on it first")
     pages = strip_furniture(pages)
+    entries = [(e.level, e.title, e.page, e.top) for e in content.outline]
     if len(entries) >= 2:
         mark_outline_headings(pages, relevel_flat_outline(entries))
     else:
         mark_structure_headings(pages)
     built = assemble(pages)
     check_headings(len(built.headings), rel_path, limits)
-    return document_from_parts(built.text(), rel_path, "pdf", built.headings, built.page_starts, title)
+    return document_from_parts(built.text(), rel_path, "pdf", built.headings, built.page_starts, content.title)
