@@ -37,6 +37,14 @@ _PAGE_NUMBER = re.compile(r"^[\s\-–—]*(?:page\s+)?(?:\d{1,4}|[ivxlcdm]{1,6})
                           re.IGNORECASE)
 _TINY_SCALE = 0.2
 """A text-placement matrix that scales text down by more than this breaks pypdf's line-break test."""
+_BASELINE_SHIFT = 0.5
+"""Text placed this many font sizes above or below a line's baseline is on another line (less: a
+superscript or subscript of that line)."""
+_WORD_GAP = 0.15
+"""A next object on a line that starts this many font sizes past where the last one's text ends is
+a next word or column (a space is about a quarter of the size): a space joins them."""
+_ESTIMATED_WORD_GAP = 1.0
+"""The same where the last object's width is only estimated (its font's widths unknown)."""
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _MIN_TEXT_CHARS = 10
 
@@ -67,17 +75,54 @@ def _font_is_bold(font: Any) -> bool:
         return False
 
 
+def estimated_width(text: str, size: float) -> float:
+    """Width of ``text`` set at ``size`` by average glyph widths of a Latin text face (capitals wider
+    than lower case, spaces and punctuation narrower): the fallback where a font's widths are unknown."""
+    em = 0.0
+    for ch in text:
+        em += 0.25 if ch.isspace() else 0.68 if ch.isupper() else 0.48 if ch.islower() \
+            else 0.5 if ch.isdigit() else 1.0 if is_wide(ch) else 0.33
+    return em * size
+
+
+def _width_table(font: Any) -> tuple[dict[str, float], dict[str, str]] | None:
+    """The font's glyph widths (1/1000 em, keyed by character code) and its text -> code map, as
+    pypdf reads them; None where pypdf cannot (then widths are estimated)."""
+    try:
+        from pypdf.generic._font import Font  # pypdf's own reading of /Widths, /W and /ToUnicode
+
+        parsed = Font.from_font_resource(font)
+        codes = {u: c for c, u in parsed.character_map.items() if isinstance(u, str) and len(u) == 1}
+        return dict(parsed.character_widths), codes
+    except Exception:  # an unusual or damaged font dictionary, or another pypdf: estimate instead
+        return None
+
+
+def text_width(text: str, size: float, table: tuple[dict[str, float], dict[str, str]] | None) -> float:
+    """How far ``text`` advances at ``size``: by the font's widths where known, else estimated."""
+    if table is None:
+        return estimated_width(text, size)
+    widths, codes = table
+    default = widths.get("default", 500.0)
+    return sum(widths.get(codes.get(ch, ch), default) for ch in text) / 1000 * size
+
+
 def page_lines(page: Any, page_no: int) -> list[Line]:
     """The page's text lines in reading order, each with its dominant font size, weight and height.
 
     Some generators place every text object by a matrix that scales text space down (a font of
     "416 pt" drawn at 9 pt, the position only in the matrix's translation): pypdf's line-break test,
     made in unscaled units, then breaks such an object at every word or kerning step and a visual
-    line arrives in pieces ("PART" / "I", "results of operat" / "ions"). Pieces of one such object
-    are one line, and a next object on the same baseline continues it.
+    line arrives in pieces ("PART" / "I", "results of operat" / "ions"), and an object on the next
+    line may arrive with no break at all ("...flows.ITEM 4. MINE SAFETY"). The matrix's translation
+    is that text's true baseline, so such objects are laid into lines by their baselines alone: one
+    on the baseline of the line being built continues it, one on another baseline starts a line.
+    A next object set well apart on the line (a contents page's page number column) is joined with a
+    space, one set right after the last ("Company" in bold, then "'s") without.
     """
-    runs: list[tuple[str, float, bool, float | None, float, bool]] = []
+    runs: list[tuple[str, float, bool, float | None, float, bool, Any]] = []
     bold_cache: dict[int, bool] = {}
+    widths_cache: dict[int, tuple[dict[str, float], dict[str, str]] | None] = {}
 
     def visit(text: str, cm: list[float], tm: list[float], font: Any, font_size: float) -> None:
         if not text:
@@ -89,13 +134,17 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
         if key not in bold_cache:
             bold_cache[key] = _font_is_bold(font)
         degenerate = not any(tm[4:6]) and 0 < math.hypot(cm[2], cm[3]) < _TINY_SCALE
+        table = None
         if degenerate:
             y: float | None = cm[5]
             x = cm[4]
+            if key not in widths_cache:
+                widths_cache[key] = _width_table(font) if font else None
+            table = widths_cache[key]
         else:
             y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5] if any(tm[4:6]) else None
             x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
-        runs.append((text, size, bold_cache[key], y, x, degenerate))
+        runs.append((text, size, bold_cache[key], y, x, degenerate, table))
 
     page.extract_text(visitor_text=visit)
     lines: list[Line] = []
@@ -103,8 +152,9 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
     weights: Counter = Counter()
     y_line: float | None = None
     x_line = 0.0
-    joinable = False  # the last line ended a degenerate object: a piece on its baseline continues it
-    spaced = False  # ... and that object ended in white space
+    x_object: float | None = None  # where the last down-scaled object was placed (its pieces share it)
+    object_text, object_size = "", 0.0  # ... its text so far and font size
+    object_table: Any = None
 
     def flush() -> None:
         nonlocal y_line
@@ -116,18 +166,29 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
         weights.clear()
         y_line = None
 
-    for text, size, bold, y, x, degenerate in runs:
+    for text, size, bold, y, x, degenerate, table in runs:
+        other_baseline = y is None or y_line is None or abs(y - y_line) > _BASELINE_SHIFT * max(size, 1.0)
         if degenerate:
-            ends_line = text.endswith("\n")
-            body = " ".join(text.split("\n")).rstrip(" ")
-            if joinable and not parts and lines and y is not None and abs(lines[-1].y - y) < 0.5 \
-                    and body.strip():
-                last = lines.pop()  # the same baseline: continue the line the last object ended
-                parts.append(last.text + (" " if spaced else ""))
-                weights[(last.size, last.bold)] += len(last.text)
-                y_line, x_line = last.y, last.x
-            spaced = body[-1:].isspace()
-            text = body + ("\n" if ends_line else "")
+            text = " ".join(text.rstrip("\n").split("\n"))  # breaks inside an object are pypdf's, not lines
+            if x != x_object and not text.strip():
+                continue  # a blank object: the gap to the next one tells whether it spaces words
+            if parts and other_baseline:
+                flush()  # another line (a superscript stays on its line)
+            elif parts and x != x_object and x_object is not None:
+                # pypdf's spaces between such objects are guesses: the geometry decides
+                parts[-1] = parts[-1].rstrip()
+                last = object_text.rstrip()
+                end = x_object + text_width(last, object_size, object_table)
+                if x - end > (_WORD_GAP if object_table is not None else _ESTIMATED_WORD_GAP) * object_size:
+                    parts.append(" ")  # set apart from the last object: a next word, a table cell
+            if x != x_object:
+                object_text, object_size, object_table = "", size, table
+            object_text += text
+            x_object = x
+        elif x_object is not None:
+            if parts and y is not None and other_baseline:
+                flush()
+            x_object = None
         pieces = text.split("\n")
         for k, piece in enumerate(pieces):
             if k:
@@ -138,7 +199,6 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
                     weights[(size, bold)] += len(piece.strip())
                     if y_line is None and y is not None:
                         y_line, x_line = y, x
-        joinable = degenerate
     flush()
     return lines
 
