@@ -46,9 +46,11 @@ def test_objects_on_one_baseline_are_one_line_with_words_kept_apart(tmp_path: Pa
         (72, 680, "(Revenue grew in the)", False), (170, 680, "(Company)", True), (211.004, 680, "(\\222s markets.)", False),
         # a footnote mark raised 3 pt, right after "Sales rose" (42.516 pt) and 5.004 pt wide
         (72, 666, "(Sales rose)", False), (114.516, 669, "(1)", False), (119.52, 666, "( in every region.)", False),
+        # two rows starting at one x: the second row's first object is not the first row's
+        (72, 640, "(Part III)", False), (72, 626, "(Item 10)", False), (120, 626, "(Directors)", False),
     ]])
     assert _lines(path) == ["Item 1. Business 4", "Revenue grew in the Company\u2019s markets.",
-                            "Sales rose1 in every region."]
+                            "Sales rose1 in every region.", "Part III", "Item 10 Directors"]
 
 
 def _filing_page(lines: list[tuple[str, bool]], top: float = 740) -> list[tuple[float, float, str, bool]]:

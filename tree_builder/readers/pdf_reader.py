@@ -152,7 +152,7 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
     weights: Counter = Counter()
     y_line: float | None = None
     x_line = 0.0
-    x_object: float | None = None  # where the last down-scaled object was placed (its pieces share it)
+    placed: tuple[float, float | None] | None = None  # where the last down-scaled object was placed (its pieces share it)
     object_text, object_size = "", 0.0  # ... its text so far and font size
     object_table: Any = None
 
@@ -170,25 +170,25 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
         other_baseline = y is None or y_line is None or abs(y - y_line) > _BASELINE_SHIFT * max(size, 1.0)
         if degenerate:
             text = " ".join(text.rstrip("\n").split("\n"))  # breaks inside an object are pypdf's, not lines
-            if x != x_object and not text.strip():
+            new_object = (x, y) != placed
+            if new_object and not text.strip():
                 continue  # a blank object: the gap to the next one tells whether it spaces words
             if parts and other_baseline:
                 flush()  # another line (a superscript stays on its line)
-            elif parts and x != x_object and x_object is not None:
+            elif parts and new_object and placed is not None:
                 # pypdf's spaces between such objects are guesses: the geometry decides
                 parts[-1] = parts[-1].rstrip()
-                last = object_text.rstrip()
-                end = x_object + text_width(last, object_size, object_table)
+                end = placed[0] + text_width(object_text.rstrip(), object_size, object_table)
                 if x - end > (_WORD_GAP if object_table is not None else _ESTIMATED_WORD_GAP) * object_size:
                     parts.append(" ")  # set apart from the last object: a next word, a table cell
-            if x != x_object:
+            if new_object:
                 object_text, object_size, object_table = "", size, table
             object_text += text
-            x_object = x
-        elif x_object is not None:
+            placed = (x, y)
+        elif placed is not None:
             if parts and y is not None and other_baseline:
                 flush()
-            x_object = None
+            placed = None
         pieces = text.split("\n")
         for k, piece in enumerate(pieces):
             if k:
