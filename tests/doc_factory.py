@@ -188,10 +188,13 @@ FILING_CONTENTS: list[tuple[str, int | None]] = [
 ]
 
 
-def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False) -> None:
+def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False, bare_numbers: bool = False) -> None:
     """A small annual-report-like PDF: cover, contents page (titles left, page numbers in a right
     column, optionally dot leaders), running header, printed page numbers that start after the
-    contents, PART/Item/Note headings in bold body size, a bold table inside Item 7."""
+    contents, PART/Item/Note headings in bold body size, a bold table inside Item 7.
+
+    ``bare_numbers``: the contents names the division word once, in a column header ("Item   Page"),
+    its rows only the numbers ("1A. Risk Factors"), and lists Item 1's subsection indented."""
     from fpdf import FPDF
 
     printed_from = 3 if contents else 2  # physical page that prints "1"
@@ -218,10 +221,19 @@ def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False) 
             pdf.add_page()
             pdf.set_font("Helvetica", "B", 10)
             pdf.cell(0, 6, "Table of Contents", new_x="LMARGIN", new_y="NEXT")
-            for title, printed in FILING_CONTENTS:
+            rows = FILING_CONTENTS
+            if bare_numbers:
+                pdf.cell(150, 6, "Item")
+                pdf.cell(20, 6, "Page", align="R", new_x="LMARGIN", new_y="NEXT")
+                rows = [(t.removeprefix("Item "), n) for t, n in rows]
+                rows.insert(2, ("    Our Products", 1))
+            for title, printed in rows:
                 pdf.set_font("Helvetica", "B" if printed is None else "", 10)
                 label = title + (" " + "." * 20 if leaders and printed is not None else "")
-                pdf.cell(150, 6, label)
+                if label.startswith(" "):
+                    pdf.set_x(pdf.l_margin + 12)
+                    label = label.strip()
+                pdf.cell(150 - (pdf.get_x() - pdf.l_margin), 6, label)
                 pdf.cell(20, 6, "" if printed is None else str(printed), align="R", new_x="LMARGIN", new_y="NEXT")
             continue
         pdf.add_page()
