@@ -48,9 +48,13 @@ def test_objects_on_one_baseline_are_one_line_with_words_kept_apart(tmp_path: Pa
         (72, 666, "(Sales rose)", False), (114.516, 669, "(1)", False), (119.52, 666, "( in every region.)", False),
         # two rows starting at one x: the second row's first object is not the first row's
         (72, 640, "(Part III)", False), (72, 626, "(Item 10)", False), (120, 626, "(Directors)", False),
+        # justified text stretches the gaps, but punctuation and a hyphenated word's part stay on the word
+        (72, 612, "(See Regulation)", False), (150, 612, "(. Then the)", False), (210, 612, "(government-)", False),
+        (270, 612, "(sponsored plans)", False),
     ]])
     assert _lines(path) == ["Item 1. Business 4", "Revenue grew in the Company\u2019s markets.",
-                            "Sales rose1 in every region.", "Part III", "Item 10 Directors"]
+                            "Sales rose1 in every region.", "Part III", "Item 10 Directors",
+                            "See Regulation. Then the government-sponsored plans"]
 
 
 def _filing_page(lines: list[tuple[str, bool]], top: float = 740) -> list[tuple[float, float, str, bool]]:

@@ -43,6 +43,8 @@ superscript or subscript of that line)."""
 _WORD_GAP = 0.15
 """A next object on a line that starts this many font sizes past where the last one's text ends is
 a next word or column (a space is about a quarter of the size): a space joins them."""
+_CLOSING = (".", ",", ";", ":", "!", "?", ")", "]", "%")
+"""An object opening with these continues the last word however far apart (justified text)."""
 _ESTIMATED_WORD_GAP = 1.0
 """The same where the last object's width is only estimated (its font's widths unknown)."""
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
@@ -179,7 +181,8 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
                 # pypdf's spaces between such objects are guesses: the geometry decides
                 parts[-1] = parts[-1].rstrip()
                 end = placed[0] + text_width(object_text.rstrip(), object_size, object_table)
-                if x - end > (_WORD_GAP if object_table is not None else _ESTIMATED_WORD_GAP) * object_size:
+                if x - end > (_WORD_GAP if object_table is not None else _ESTIMATED_WORD_GAP) * object_size \
+                        and not text.startswith(_CLOSING) and not parts[-1].endswith("-"):
                     parts.append(" ")  # set apart from the last object: a next word, a table cell
             if new_object:
                 object_text, object_size, object_table = "", size, table
