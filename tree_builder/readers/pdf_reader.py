@@ -109,7 +109,7 @@ def text_width(text: str, size: float, table: tuple[dict[str, float], dict[str, 
     return sum(widths.get(codes.get(ch, ch), default) for ch in text) / 1000 * size
 
 
-def page_lines(page: Any, page_no: int) -> list[Line]:
+def page_lines(page: Any, page_no: int, font_widths: dict[Any, Any] | None = None) -> list[Line]:
     """The page's text lines in reading order, each with its dominant font size, weight and height.
 
     Some generators place every text object by a matrix that scales text space down (a font of
@@ -120,10 +120,12 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
     is that text's true baseline, so such objects are laid into lines by their baselines alone: one
     on the baseline of the line being built continues it, one on another baseline starts a line.
     A next object set well apart on the line (a contents page's page number column) is joined with a
-    space, one set right after the last ("Company" in bold, then "'s") without.
+    space, one set right after the last ("Company" in bold, then "'s") without. ``font_widths``
+    keeps the fonts' width tables across pages (a document's pages share their fonts).
     """
     runs: list[tuple[str, float, bool, float | None, float, bool, Any]] = []
     bold_cache: dict[int, bool] = {}
+    shared = font_widths if font_widths is not None else {}
     widths_cache: dict[int, tuple[dict[str, float], dict[str, str]] | None] = {}
 
     def visit(text: str, cm: list[float], tm: list[float], font: Any, font_size: float) -> None:
@@ -141,7 +143,13 @@ def page_lines(page: Any, page_no: int) -> list[Line]:
             y: float | None = cm[5]
             x = cm[4]
             if key not in widths_cache:
-                widths_cache[key] = _width_table(font) if font else None
+                ref = getattr(font, "indirect_reference", None)
+                ref_key = (ref.idnum, ref.generation) if ref is not None else None
+                if ref_key is None or ref_key not in shared:
+                    table = _width_table(font) if font else None
+                    if ref_key is not None:
+                        shared[ref_key] = table
+                widths_cache[key] = shared[ref_key] if ref_key is not None else table
             table = widths_cache[key]
         else:
             y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5] if any(tm[4:6]) else None
@@ -386,7 +394,8 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
                 opened = 0
             if not opened:
                 raise InputError(f"{rel_path}: encrypted PDF (password protected); decrypt it first")
-        pages = [page_lines(page, n) for n, page in enumerate(reader.pages, 1)]
+        font_widths: dict[Any, Any] = {}
+        pages = [page_lines(page, n, font_widths) for n, page in enumerate(reader.pages, 1)]
         entries = outline_entries(reader)
         title = ""
         try:
