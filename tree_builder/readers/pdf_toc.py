@@ -88,6 +88,16 @@ class Contents:
     on): their rows never become headings."""
 
 
+_BACK_LINK = re.compile(r"^(?:(?:back|return)\s+to\s+(?:the\s+)?)?(?:table\s+of\s+contents|contents|index)$",
+                        re.IGNORECASE)
+
+
+def is_contents_link(text: str) -> bool:
+    """A line that names the contents ("Table of Contents", "Back to Contents"): repeated at the top
+    of every page it is a link back to the contents list, not a heading."""
+    return bool(_BACK_LINK.match(" ".join(text.split())))
+
+
 def title_key(text: str) -> str:
     """A title as compared across contents and body: case, punctuation and spacing ignored."""
     return _KEY_DROP.sub("", text.casefold().replace("&", "and"))
