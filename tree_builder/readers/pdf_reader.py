@@ -163,7 +163,7 @@ def page_lines(page: Any, page_no: int, font_widths: dict[Any, Any] | None = Non
     weights: Counter = Counter()
     y_line: float | None = None
     x_line = 0.0
-    placed: tuple[float, float | None] | None = None  # where the last down-scaled object was placed (its pieces share it)
+    placed: tuple[float, float | None] | None = None  # where the last down-scaled object sits (its pieces share it)
     object_text, object_size = "", 0.0  # ... its text so far and font size
     object_table: Any = None
 
