@@ -188,10 +188,13 @@ FILING_CONTENTS: list[tuple[str, int | None]] = [
 ]
 
 
-def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False) -> None:
+def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False, bare_numbers: bool = False) -> None:
     """A small annual-report-like PDF: cover, contents page (titles left, page numbers in a right
     column, optionally dot leaders), running header, printed page numbers that start after the
-    contents, PART/Item/Note headings in bold body size, a bold table inside Item 7."""
+    contents, PART/Item/Note headings in bold body size, a bold table inside Item 7.
+
+    ``bare_numbers``: the contents names the division word once, in a column header ("Item   Page"),
+    its rows only the numbers ("1A. Risk Factors"), and lists Item 1's subsection indented."""
     from fpdf import FPDF
 
     printed_from = 3 if contents else 2  # physical page that prints "1"
@@ -218,10 +221,19 @@ def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False) 
             pdf.add_page()
             pdf.set_font("Helvetica", "B", 10)
             pdf.cell(0, 6, "Table of Contents", new_x="LMARGIN", new_y="NEXT")
-            for title, printed in FILING_CONTENTS:
+            rows = FILING_CONTENTS
+            if bare_numbers:
+                pdf.cell(150, 6, "Item")
+                pdf.cell(20, 6, "Page", align="R", new_x="LMARGIN", new_y="NEXT")
+                rows = [(t.removeprefix("Item "), n) for t, n in rows]
+                rows.insert(2, ("    Our Products", 1))
+            for title, printed in rows:
                 pdf.set_font("Helvetica", "B" if printed is None else "", 10)
                 label = title + (" " + "." * 20 if leaders and printed is not None else "")
-                pdf.cell(150, 6, label)
+                if label.startswith(" "):
+                    pdf.set_x(pdf.l_margin + 12)
+                    label = label.strip()
+                pdf.cell(150 - (pdf.get_x() - pdf.l_margin), 6, label)
                 pdf.cell(20, 6, "" if printed is None else str(printed), align="R", new_x="LMARGIN", new_y="NEXT")
             continue
         pdf.add_page()
@@ -237,3 +249,42 @@ def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False) 
             pdf.multi_cell(0, 6, text)
             pdf.ln(2)
     pdf.output(str(path))
+
+
+# --------------------------------------------------------------------------- text placed by a down-scaling matrix
+
+SCALED_TEXT = 0.025
+"""The matrix scale some filing generators place every text object with (a "360 pt" font drawn at 9 pt)."""
+
+
+def render_scaled_text_pdf(path: Path, pages: list[list[tuple[float, float, str, bool]]]) -> None:
+    """A PDF written by hand whose every text object is placed the way some filing generators do:
+    ``q s 0 0 s x y cm BT /F 9/s Tf [...] TJ ET Q`` (the position only in the matrix, text space
+    scaled down). ``pages`` holds (x, y, TJ operand, bold) per object, the operand in PDF syntax
+    (``(practice) -13 (s.)``: a kerning step inside one object). Helvetica, so no font file."""
+    objects: list[bytes] = [
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>",
+    ]
+    pages_id = len(objects) + 2 * len(pages) + 1
+    kids: list[int] = []
+    for runs in pages:
+        ops = [f"q {SCALED_TEXT} 0 0 {SCALED_TEXT} {x:g} {y:g} cm BT /{'F2' if bold else 'F1'} "
+               f"{9 / SCALED_TEXT:g} Tf [{operand}] TJ ET Q" for x, y, operand, bold in runs]
+        data = "\n".join(ops).encode("latin-1")
+        objects.append(b"<< /Length %d >>\nstream\n%b\nendstream" % (len(data), data))
+        objects.append((f"<< /Type /Page /Parent {pages_id} 0 R /MediaBox [0 0 612 792] "
+                        f"/Contents {len(objects)} 0 R /Resources << /Font << /F1 1 0 R /F2 2 0 R >> >> >>").encode())
+        kids.append(len(objects))
+    objects.append(f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>".encode())
+    objects.append(f"<< /Type /Catalog /Pages {pages_id} 0 R >>".encode())
+    out = bytearray(b"%PDF-1.4\n")
+    offsets: list[int] = []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%b\nendobj\n" % (n, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, len(objects), xref)
+    path.write_bytes(bytes(out))

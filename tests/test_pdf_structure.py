@@ -110,6 +110,30 @@ def test_filing_tree_follows_its_contents_page(tmp_path: Path, leaders: bool) ->
     assert "Total revenues 1,234 1,100" in _find(doc, "Results of Operations").content
 
 
+def test_contents_rows_under_a_division_column_header_get_its_word() -> None:
+    rows = [("Table of Contents", 50.0), ("Item Number Page", 50.0), ("PART I", 200.0), ("1. Business 1", 60.0),
+            ("Competition 9", 90.0), ("1A. Risk Factors 22", 60.0), ("6. [Reserved] 39", 60.0)]
+    assert [(e.title, e.printed, e.scheme) for e in parse_rows(rows)] == [
+        ("PART I", None, "part"), ("Item 1. Business", 1, "item"), ("Competition", 9, None),
+        ("Item 1A. Risk Factors", 22, "item"), ("Item 6. [Reserved]", 39, "item")]
+    # without such a header a numbered row is what it says
+    rows = [("Contents", 50.0), ("1. Introduction and scope 1", 60.0), ("2. Methods of study 4", 60.0)]
+    assert [(e.title, e.scheme) for e in parse_rows(rows)] == [("1. Introduction and scope", None),
+                                                                ("2. Methods of study", None)]
+
+
+def test_filing_contents_without_division_words_nests_its_subentries(tmp_path: Path) -> None:
+    path = tmp_path / "acme.pdf"
+    render_filing_pdf(path, contents=True, bare_numbers=True)
+    doc = _tree(path)
+    part1 = _find(doc, "PART I")
+    assert [c.heading for c in part1.children if c.kind == "section"] == ["Item 1. Business", "Item 1A. Risk Factors"]
+    assert _find(doc, "Our Products").parent.heading == "Item 1. Business"
+    assert _find(doc, "Item 7. Management's Discussion and Analysis").parent.heading == "PART II"
+    headings = _headings(doc)
+    assert "Item 9. Controls and Procedures" not in headings and "1. Business" not in headings
+
+
 def test_filing_without_contents_page_nests_by_division_words(tmp_path: Path) -> None:
     path = tmp_path / "acme.pdf"
     render_filing_pdf(path, contents=False)

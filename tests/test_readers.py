@@ -81,6 +81,27 @@ def test_pdf_running_header_and_page_numbers_are_removed(tmp_path: Path, paper: 
             assert _squash(b.text) in _squash(doc.text), b.text[:60]
 
 
+def test_pdf_link_back_to_the_contents_atop_every_page_is_no_section(tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    for n, heading in enumerate(["Business", "Risk Factors", "Properties", "Legal Proceedings"], 1):
+        pdf.add_page()
+        pdf.set_font("Helvetica", "", 12)  # larger than the body, as a filing's link is
+        pdf.cell(0, 6, "Table of Contents", new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("Helvetica", "B", 14)
+        pdf.cell(0, 8, heading, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("Helvetica", "", 10)
+        pdf.multi_cell(0, 5, f"Paragraph zq{n}x tells what the {heading.lower()} section says. " * 4)
+    path = tmp_path / "linked.pdf"
+    pdf.output(str(path))
+    doc = load_document(path, path.name)
+    root = build_tree([doc], Config(), folder_mode=True)
+    headings = [n.heading for n in root.iter_preorder() if n.kind == "section"]
+    assert headings == ["Business", "Risk Factors", "Properties", "Legal Proceedings"]
+    assert "Table of Contents" not in doc.text
+
+
 def _paged_source(pages: int) -> Source:
     src = Source(title="Paged")
     for n in range(1, pages + 1):

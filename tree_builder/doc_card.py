@@ -214,17 +214,53 @@ def _normal(text: str) -> str:
     return _SEPARATORS.sub(" ", text).strip().casefold()
 
 
-def read_card(text: str, title: str, rel_path: str, page_starts: list[int] | None = None) -> DocumentCard:
-    """The card of a document from its first pages (the first two, or ``COVER_CHARS``)."""
+def _cover(text: str, page_starts: list[int] | None) -> str:
+    """The first pages (the first two, or ``COVER_CHARS``)."""
     end = COVER_CHARS
     if page_starts and len(page_starts) > 2:
         end = min(max(page_starts[2], 1), COVER_CHARS * 2)
-    cover = text[:end]
+    return text[:end]
+
+
+def _stated_title(issuer: str, form: str, period: str) -> str:
+    if not issuer or not form:
+        return ""
+    return f"{issuer} \u2014 Form {form}" + (f", {period}" if period else "")
+
+
+def cover_title(text: str, page_starts: list[int] | None = None) -> str:
+    """A filing's name as its cover states it: "The Boeing Company — Form 10-K, fiscal year ended
+    December 31, 2022" (registrant, form, period); "" when the cover names no registrant and form.
+    Why: a filing's file metadata titles it by an identifier (an accession number), which names
+    nothing a reader or a question knows it by."""
+    cover = _cover(text, page_starts)
+    return _stated_title(_issuer(cover), _form(cover), _period(cover))
+
+
+_IDENTIFIER = re.compile(r"^[\W\d_]*(?:[0-9a-f]{8,}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f-]+)?[\W\d_]*$", re.I)
+_FILE_NAME_TITLE = re.compile(r"\.(?:pdf|docx?|rtf|html?|txt|indd|xlsx?|pptx?|qxd|ps|tex)$", re.I)
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_PLACEHOLDERS = {"untitled", "untitled document", "document", "title", "no title", "none", "pdf"}
+
+
+def identifier_like(title: str) -> bool:
+    """A metadata title that is no title: an accession or document number ("0000012927-23-000007"),
+    a hash or UUID, a file name ("10K_2022.docx"), a placeholder ("Untitled"), or nothing."""
+    t = _one_line(title)
+    return (not t or bool(_IDENTIFIER.match(t)) or bool(_FILE_NAME_TITLE.search(t))
+            or t.casefold() in _PLACEHOLDERS or not _WORD.search(t))
+
+
+def read_card(text: str, title: str, rel_path: str, page_starts: list[int] | None = None) -> DocumentCard:
+    """The card of a document from its first pages (the first two, or ``COVER_CHARS``)."""
+    cover = _cover(text, page_starts)
     issuer, period = _issuer(cover), _period(cover)
     stem = PurePosixPath(rel_path).stem
     title = _one_line(title)
     if title and _normal(title) == _normal(stem) and _normal(title) not in _normal(cover):
         title = ""  # the reader fell back to the file name: the text states no title
+    if title and title == _stated_title(issuer, _form(cover), period):
+        title = ""  # the title is the card's own fields: it adds no words of its own
     file_name = ""
     if (not issuer or not period) and _normal(stem) != _normal(title):
         file_name = _SEPARATORS.sub(" ", stem).strip()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tree_builder.decoding import mostly_control, normalise_text, text_from_bytes
 from tree_builder.document import Document, EmptyDocumentError, Heading
+from tree_builder.doc_card import cover_title, identifier_like
 from tree_builder.markdown_headings import document_title, heading_line_count, markdown_headings
 from tree_builder.text_headings import detect_headings
 from utils.errors import InputError
@@ -117,6 +118,9 @@ def document_from_parts(text: str, rel_path: str, kind: str, headings: list[Head
 
     ``title`` (the file's own metadata title) is used only when the headings do
     not name the document: metadata is often stale ("Microsoft Word - draft3").
+    Where they do not, what the document states comes first: a filing's cover
+    (registrant, form, period); then the metadata title, unless it is an
+    identifier ("0000012927-23-000007") rather than a title; then the file name.
     A file whose format marks no heading at all (a Word file styled by hand,
     a PDF in one font size) gets the plain-text detection (numbering, layout).
     """
@@ -127,6 +131,8 @@ def document_from_parts(text: str, rel_path: str, kind: str, headings: list[Head
     doc = Document(path=rel_path, text=text, title="",
                    content_hash=content_hash(text),
                    kind=kind, headings=tuple(headings), page_starts=list(page_starts or []))
-    fallback = _WS.sub(" ", title).strip() or PurePosixPath(rel_path).stem or rel_path
+    meta = _WS.sub(" ", title).strip()
+    fallback = cover_title(text, doc.page_starts) or (meta if not identifier_like(meta) else "") \
+        or PurePosixPath(rel_path).stem or rel_path
     doc.title = document_title(doc, fallback)
     return doc

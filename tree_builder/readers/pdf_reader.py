@@ -31,6 +31,7 @@ from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headin
 from tree_builder.readers.pdf_lines import Line
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
+from tree_builder.readers.pdf_toc import is_contents_link
 from utils.cjk import is_wide
 from utils.errors import InputError
 
@@ -58,7 +59,9 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
     A running header is text repeated at the same edge of at least half the
     pages, in a font no larger than the body; text that repeats only once
     digits are ignored ("Page 3 of 9", "Report 2024 · 7") must also be short.
-    A heading that happens to open every page is larger than the body, so it stays.
+    A heading that happens to open every page is larger than the body, so it stays,
+    except a link back to the contents ("Table of Contents" atop every page of a
+    filing), which is navigation in whatever font it is set.
     """
     body_size, _ = body_style(pages)
 
@@ -67,7 +70,7 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
 
     def edges(lines: list[Line]) -> set[int]:
         order = sorted(range(len(lines)), key=lambda i: lines[i].y)
-        return {i for i in set(order[:2]) | set(order[-2:]) if small(lines[i])}
+        return {i for i in set(order[:2]) | set(order[-2:]) if small(lines[i]) or is_contents_link(lines[i].text)}
 
     def keys(line: Line) -> set[str]:
         exact = _norm(line.text)

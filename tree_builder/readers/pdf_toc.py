@@ -35,6 +35,10 @@ _CONTENTS_TITLE = re.compile(r"^(?:table\s+of\s+contents|contents|index(?:\s+to\
 _LEADERS = re.compile(r"(?:\s*[.·…_]){3,}\s*")
 _TRAILING_PAGE = re.compile(r"^(?P<title>.*?\S)\s+(?:page\s+)?(?P<page>\d{1,4})$", re.IGNORECASE)
 _PAGE_WORD = re.compile(r"\s+(?:page(?:\s+no\.?)?|pages|页码?)$", re.IGNORECASE)
+_DIVISION_COLUMN = re.compile(r"^(?P<word>item|note|article|chapter|section)s?"
+                              r"(?:\s+(?:number|no\.?|#))?(?:\s+(?:page|pages|page\s+no\.?))?$", re.IGNORECASE)
+"""A column header naming the division word its rows leave out ("Item Number   Page", then "1A. Risk Factors 22")."""
+_BARE_NUMBER = re.compile(r"^\d{1,3}[A-Z]?\.\s+\S")
 _TAIL_NUMBER = re.compile(r"(?<![\d,.()$])(\d{1,4})$")
 _KEY_DROP = re.compile(r"[^0-9a-z\u3400-\u9fff]+")
 _MAX_SCAN_PAGES = 30
@@ -84,6 +88,16 @@ class Contents:
     on): their rows never become headings."""
 
 
+_BACK_LINK = re.compile(r"^(?:(?:back|return)\s+to\s+(?:the\s+)?)?(?:table\s+of\s+contents|contents|index)$",
+                        re.IGNORECASE)
+
+
+def is_contents_link(text: str) -> bool:
+    """A line that names the contents ("Table of Contents", "Back to Contents"): repeated at the top
+    of every page it is a link back to the contents list, not a heading."""
+    return bool(_BACK_LINK.match(" ".join(text.split())))
+
+
 def title_key(text: str) -> str:
     """A title as compared across contents and body: case, punctuation and spacing ignored."""
     return _KEY_DROP.sub("", text.casefold().replace("&", "and"))
@@ -107,14 +121,24 @@ def page_rows(lines: Sequence[PageLine]) -> list[tuple[str, float]]:
 
 
 def parse_rows(rows: list[tuple[str, float]]) -> list[TocEntry]:
-    """Contents rows -> entries (titles with printed page numbers, group rows without)."""
+    """Contents rows -> entries (titles with printed page numbers, group rows without). Below a
+    column header that names the division word ("Item Number"), a row that opens with a bare
+    number ("1A. Risk Factors") is that division's entry and gets the word ("Item 1A. Risk Factors")."""
     entries: list[TocEntry] = []
     pending: tuple[str, float] | None = None
+    division = ""
     for raw, x in rows:
-        text = _PAGE_WORD.sub("", _LEADERS.sub(" ", raw).strip()).strip()
+        text = _LEADERS.sub(" ", raw).strip()
+        column = _DIVISION_COLUMN.match(text)
+        if column:
+            division, pending = column.group("word").capitalize(), None
+            continue
+        text = _PAGE_WORD.sub("", text).strip()
         if not text or _CONTENTS_TITLE.match(text):
             pending = None
             continue
+        if division and _BARE_NUMBER.match(text):
+            text = f"{division} {text}"
         m = _TRAILING_PAGE.match(text)
         if m and any(ch.isalpha() for ch in m.group("title")) and not is_table_line(text):
             title = m.group("title").strip()
