@@ -1,0 +1,282 @@
+"""The rows and column headers of a table as a PDF extraction lays it out in text.
+
+A statement page reads as lines of a label followed by its numbers, under a header line that
+names the columns by period::
+
+    Years ended December 31, 2022 2021 2020
+    Total revenues 66,608 62,286 58,158
+
+Extractions do not always keep a row on one line. A label too long for its column wraps onto a
+second line ("Purchase of property, plant and equipment and" / "other intangible assets (527)
+(526)"); some readers emit each row's numbers at the start of the line that follows its label,
+before the next row's label::
+
+    Customer financing, net
+    2,418 2,756 Property, plant and equipment, net
+    12,645 12,672 Goodwill
+
+and a header's years may stand on lines of their own ("2020" / "2019 2018"). Each row is read
+back here as a person reads it: a label and its cells. A header says more than its years: the
+kind of period of each column ("Three Months Ended June 30, 2023" is a quarter, "Twelve Months
+Ended" a year) and the scale the table is printed in ("(Dollars in millions)").
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from retrieval.asked_figure import period_kinds
+
+_CELL = re.compile(r"^\(?-?\$?\(?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\)?%?\)?$")
+"""One numeric cell: 66,608 | $55,893 | (4,187) | ($4,935) | 12.5% | 0.40."""
+EMPTY_CELL = frozenset({"—", "–", "-", "--", "n/a", "N/A", "nm", "NM", "*"})
+"""A cell a table leaves without a value: it holds a column's place."""
+_YEAR = re.compile(r"^(?:FY)?((?:19|20)\d{2})[,.:;)]*$", re.I)
+_DOT_LEADER = re.compile(r"(?:\s*\.){2,}\s*$|[\s.:]+$")
+_SCALE = re.compile(r"(?:\(|^|\$\s*|\bin\s+)\s*(?:\$|dollars|amounts|u\.s\.\s+dollars)?\s*(?:in\s+)?"
+                    r"(thousand|million|billion)s?\b", re.I | re.M)
+"""The scale a table is printed in: "(In millions)", "($ million)", "(Dollars in millions, ...)", "$ in thousands"."""
+
+HEADER_LOOKBACK_LINES = 80
+"""How far above a row its column header is looked for (a statement page holds ~60 lines)."""
+PREAMBLE_LINES = 6
+"""Lines above a header that may still name its periods' kind or its scale ("Three Months Ended" /
+"(In millions)" printed above a line of years)."""
+MAX_LABEL_CHARS = 160
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """A label and its numbers: its cells as printed, and its place in the text."""
+
+    label: str
+    cells: tuple[str, ...]
+    start: int
+    end: int
+    """[start, end) of the row in the text it was read from (two lines when the extraction split it)."""
+    line: int = 0
+    """Index of the line the label starts on (a header is looked for above it)."""
+
+
+@dataclass(frozen=True)
+class Header:
+    """A table's column header: the period of each column, its kind, and the table's scale."""
+
+    periods: tuple[str, ...]
+    kinds: tuple[str | None, ...]
+    """The kind of period of each column (``retrieval.asked_figure.period_kinds``); None: not said."""
+    text: str
+    scale: str = ""
+    """``thousand``, ``million`` or ``billion`` when the table says it is printed in one."""
+
+
+def lines_of(text: str) -> list[tuple[int, str]]:
+    """(offset, line) of every line of ``text``."""
+    out: list[tuple[int, str]] = []
+    pos = 0
+    for line in text.split("\n"):
+        out.append((pos, line))
+        pos += len(line) + 1
+    return out
+
+
+def _tokens(line: str) -> list[tuple[int, int, str]]:
+    """(start, end, text) of the words of a line, a cell's "$", "(", ")" or "%" printed apart joined
+    to its number ("$ 709" -> "$709", "21.6 %" -> "21.6%")."""
+    out: list[tuple[int, int, str]] = []
+    glue = ""
+    glue_at = -1
+    for m in re.finditer(r"\S+", line):
+        t = m.group(0)
+        if t in ("$", "(", "$(", "($"):
+            glue, glue_at = glue + t, (glue_at if glue else m.start())
+            continue
+        if t in ("%", ")", "%)") and out and _CELL.match(out[-1][2] + t):
+            a, _, prev = out[-1]
+            out[-1] = (a, m.end(), prev + t)
+            continue
+        if glue:
+            if _CELL.match(glue + t):
+                out.append((glue_at, m.end(), glue + t))
+                glue = ""
+                continue
+            out.append((glue_at, glue_at + len(glue), glue))
+            glue = ""
+        out.append((m.start(), m.end(), t))
+    if glue:
+        out.append((glue_at, glue_at + len(glue), glue))
+    return out
+
+
+def _is_cell(t: str) -> bool:
+    return bool(_CELL.match(t)) or t in EMPTY_CELL
+
+
+def _cells_from_right(tokens: list[str]) -> tuple[list[str], int]:
+    """The numeric cells at the end of a line's tokens, and where the label ends (token index)."""
+    cells: list[str] = []
+    i = len(tokens)
+    while i > 0 and _is_cell(tokens[i - 1]):
+        cells.append(tokens[i - 1])
+        i -= 1
+    return cells[::-1], i
+
+
+def _cells_from_left(tokens: list[str]) -> tuple[list[str], int]:
+    """The numeric cells a line's tokens start with, and where the text after them starts (token index)."""
+    cells: list[str] = []
+    i = 0
+    while i < len(tokens) and _is_cell(tokens[i]):
+        cells.append(tokens[i])
+        i += 1
+    return cells, i
+
+
+def _clean_label(text: str) -> str:
+    return _DOT_LEADER.sub("", text).strip(" .:$")
+
+
+def _all_years(cells: Iterable[str]) -> bool:
+    return all(_YEAR.match(c) for c in cells if c not in EMPTY_CELL)
+
+
+def parse_row(line: str, start: int = 0) -> TableRow | None:
+    """A label followed by at least two numeric cells, else None (prose, a header of years)."""
+    tokens = [t for _, _, t in _tokens(line)]
+    if len(tokens) < 3:
+        return None
+    cells, cut = _cells_from_right(tokens)
+    if len(cells) < 2 or cut == 0:
+        return None
+    label = _clean_label(" ".join(tokens[:cut]))
+    if not any(ch.isalpha() for ch in label) or len(label) > MAX_LABEL_CHARS:
+        return None
+    if _all_years(cells):
+        return None  # "Years ended December 31, 2022 2021 2020" is a header, not a row
+    return TableRow(label, tuple(cells), start, start + len(line))
+
+
+def table_rows(text: str) -> list[TableRow]:
+    """Every row of ``text``: label-then-numbers lines, labels wrapped onto a second line, and rows
+    whose numbers open the line after their label (see the module docstring), in text order."""
+    rows: list[TableRow] = []
+    lines = lines_of(text)
+    pending: tuple[str, int, int, bool] | None = None
+    """(label, line, offset, whole line) of text whose figures a following line may start with."""
+    for i, (pos, line) in enumerate(lines):
+        if not line.strip():
+            continue  # a blank line between a label and its numbers keeps the label
+        spans = _tokens(line)
+        tokens = [t for _, _, t in spans]
+        row = parse_row(line, pos)
+        if row is not None:
+            if pending is not None and pending[3] and row.label[:1].islower():  # a wrapped label
+                row = TableRow(f"{pending[0]} {row.label}", row.cells, pending[2], row.end, pending[1])
+            else:
+                row = TableRow(row.label, row.cells, row.start, row.end, i)
+            rows.append(row)
+            pending = None
+            continue
+        lead, cut = _cells_from_left(tokens)
+        if len(lead) >= 2:
+            if pending is not None and not _all_years(lead):
+                end = pos + spans[cut - 1][1]
+                rows.append(TableRow(pending[0], tuple(lead), pending[2], end, pending[1]))
+            rest = _clean_label(" ".join(tokens[cut:]))
+            pending = (rest, i, pos + spans[cut][0], False) if cut < len(tokens) and _labelish(rest) else None
+            continue
+        stripped = _clean_label(line.strip())
+        pending = (stripped, i, pos + len(line) - len(line.lstrip()), True) if _labelish(stripped) else None
+    return rows
+
+
+def _labelish(text: str) -> bool:
+    return 0 < len(text) <= MAX_LABEL_CHARS and any(ch.isalpha() for ch in text)
+
+
+def header_periods(line: str) -> list[str]:
+    """The periods a column-header line names, left to right (``['2022', '2021', '2020']``), or []
+    when the line is not a header: at least two years and no figure other than a day of the month."""
+    years = _line_years(line)
+    return years if len(years) >= 2 else []
+
+
+def _line_years(line: str) -> list[str]:
+    """The years a line names, or [] when it states a figure (a row, not a header)."""
+    years: list[str] = []
+    for t in line.split():
+        m = _YEAR.match(t)
+        if m:
+            years.append(m.group(1))
+            continue
+        bare = t.strip(",.;:()")
+        if bare.replace(",", "").replace(".", "").isdigit() and not (bare.isdigit() and int(bare) <= 31):
+            return []
+    return years
+
+
+def _years_only(line: str) -> list[str]:
+    """The years of a line that holds nothing but years ("2020" / "2019 2018"), else []."""
+    tokens = line.split()
+    years = [_YEAR.match(t) for t in tokens]
+    return [m.group(1) for m in years if m] if tokens and all(years) else []
+
+
+def _column_kinds(header: str, periods: list[str], preamble: str) -> tuple[str | None, ...]:
+    """The kind of period of each column: the words before each year in the header ("Three Months
+    Ended June 30, 2022 ..."), a column without words of its own taking its left neighbour's; when
+    the header line names none, the preamble's kinds, spread over the columns in equal groups."""
+    kinds: list[str | None] = []
+    last: str | None = None
+    seg_start = 0
+    for m in re.finditer(r"\S+", header):
+        if not _YEAR.match(m.group(0)):
+            continue
+        named = period_kinds(header[seg_start:m.start()])
+        if len(named) == 1:
+            last = named[0]
+        kinds.append(last)
+        seg_start = m.end()
+    if len(kinds) != len(periods):
+        kinds = [None] * len(periods)
+    if any(kinds):
+        return tuple(kinds)
+    seq = _kind_sequence(preamble)
+    if seq and len(periods) % len(seq) == 0:
+        size = len(periods) // len(seq)
+        return tuple(seq[j // size] for j in range(len(periods)))
+    return tuple(kinds)
+
+
+def _kind_sequence(text: str) -> list[str]:
+    """The kinds of period ``text`` names, in the order it names them."""
+    found: list[tuple[int, str]] = []
+    for m in re.finditer(r"[^,;()]+", text):
+        for kind in period_kinds(m.group(0)):
+            found.append((m.start(), kind))
+    return [k for _, k in sorted(found)]
+
+
+def header_above(lines: list[tuple[int, str]], i: int) -> Header | None:
+    """The column header above line ``i``: the nearest line naming two or more years (with any lines
+    of years alone right above it: "2020" / "2019 2018"), or a run of lines of one year each."""
+    for j in range(i - 1, max(-1, i - 1 - HEADER_LOOKBACK_LINES), -1):
+        line = lines[j][1]
+        years = header_periods(line)
+        top = j
+        if not years and _years_only(line):
+            years = _years_only(line)
+        if not years:
+            continue
+        while top > 0 and _years_only(lines[top - 1][1]):
+            top -= 1
+            years = _years_only(lines[top][1]) + years
+        if len(years) < 2:
+            continue
+        text = " ".join(lines[k][1].strip() for k in range(top, j + 1))
+        preamble = "\n".join(lines[k][1] for k in range(max(0, top - PREAMBLE_LINES), top))
+        scale = _SCALE.search(text) or _SCALE.search(preamble)
+        return Header(tuple(years), _column_kinds(text, years, preamble), text,
+                      scale.group(1).lower() if scale else "")
+    return None

@@ -1,0 +1,104 @@
+"""Figures read from tables as PDF extractions lay them out: rows split over two lines, headers of
+years on lines of their own, cells printed apart from their "%", several kinds of period in one
+release, a question wrapped in instructions, and the scale a table states."""
+from __future__ import annotations
+
+from retrieval.figure_rows import figures_in, parse_row
+
+SHIFTED = """Consolidated Statements of Financial Position
+(Dollars in millions, except per share data)
+December 31,
+
+2018 2017 Assets
+
+Cash and cash equivalents
+$7,637 $8,813 Short-term and other investments
+927 1,179 Inventories
+62,567 61,388 Total current assets
+
+87,830 85,194 Customer financing, net
+2,418 2,756 Property, plant and equipment, net
+12,645 12,672 Goodwill
+7,840 5,559 Total assets
+"""
+"""A reader that prints each row's numbers at the start of the next line, before the next label."""
+
+
+def test_a_row_whose_numbers_open_the_next_line_is_read_with_its_label() -> None:
+    found = figures_in(SHIFTED, "What is the year end FY2018 net property, plant, and equipment?")
+    best = found[0]
+    assert best.label == "Property, plant and equipment, net" and best.values == ("12,645",)
+    assert best.columns == ("2018",) and best.read.endswith("column '2018', in millions")
+    assert SHIFTED[best.start:best.end] == "Property, plant and equipment, net\n12,645 12,672"
+    cash = figures_in(SHIFTED, "How much cash and cash equivalents in 2017?")[0]
+    assert cash.label == "Cash and cash equivalents" and cash.values == ("$8,813",)
+
+
+def test_a_header_whose_years_stand_on_lines_of_their_own_names_every_column() -> None:
+    table = ("CONSOLIDATED STATEMENTS OF CASH FLOWS (In thousands)\nYear Ended December 31,\n2020\n"
+             "2019 2018 Cash flows from operating activities:\nNet income (loss)\n"
+             "$ 213,105 $ 375,446 $ (38,453) Net cash provided by operating activities\n"
+             "381,603 465,699 295,080 Cash flows from investing activities:\n")
+    best = figures_in(table, "How much cash did operating activities provide in FY2020?")[0]
+    assert best.label == "Net cash provided by operating activities" and best.values == ("381,603",)
+    assert best.columns == ("2020",) and best.read.endswith(", in thousands")
+    loss = figures_in(table, "What was the net income (loss) in 2018?")[0]
+    assert loss.values == ("$(38,453)",)  # "$ (38,453)" printed apart is one cell
+    lone = "2022\n2021\n2020\nTotal revenues 66,608 62,286 58,158\n"  # one year a line
+    assert figures_in(lone, "total revenues in 2021?")[0].values == ("62,286",)
+
+
+def test_a_label_wrapped_onto_a_second_line_is_one_label() -> None:
+    table = ("Twelve Months Ended June 30, 2022 Twelve Months Ended June 30, 2023\n"
+             "Adjusted EBITDA 2,117 2,018\nPurchase of property, plant and equipment and\n"
+             "other intangible assets (527) (526)\nMovement in working capital (154) (229)\n")
+    best = figures_in(table, "What was the purchase of property, plant and equipment and other intangible assets "
+                             "in FY2023?")[0]
+    assert best.label == "Purchase of property, plant and equipment and other intangible assets"
+    assert best.values == ("(526)",)
+
+
+def test_cells_printed_apart_from_their_percent_sign_are_read() -> None:
+    row = parse_row("Effective tax rate 21.6 % 24.6 % 27.0 %")
+    assert row is not None and row.label == "Effective tax rate" and row.cells == ("21.6%", "24.6%", "27.0%")
+    table = "(Millions, except percentages)\nYears Ended December 31, 2022 2021 2020\n" \
+            "Pretax income 9,585 10,689 4,296\nEffective tax rate 21.6 % 24.6 % 27.0 %\n"
+    best = figures_in(table, "How much has the effective tax rate changed between FY2021 and FY2022?")[0]
+    assert best.text == "Effective tax rate, 2021: 24.6%; 2022: 21.6%"
+    assert not best.read.endswith("millions")  # a rate is not an amount in the table's scale
+
+
+RELEASE = """Reconciliation of Non-GAAP Measures
+Three Months Ended June 30, 2022 Three Months Ended June 30, 2023
+($ million)
+Net income attributable to the company 109 181
+Adjusted EBITDA 609 540
+
+Twelve Months Ended June 30, 2022 Twelve Months Ended June 30, 2023
+($ million)
+Net income attributable to the company 805 1,048
+Adjusted EBITDA 2,117 2,018
+"""
+"""A release that prints the fourth quarter's table first and the year's after it."""
+
+
+def test_a_fiscal_year_question_reads_the_years_column_not_the_quarters() -> None:
+    best = figures_in(RELEASE, "What was the adjusted EBITDA for FY 2023?")[0]
+    assert best.values == ("2,018",) and best.columns == ("2023",)
+    quarter = figures_in(RELEASE, "What was the adjusted EBITDA in the fourth quarter of 2023?")[0]
+    assert quarter.values == ("540",) and quarter.columns == ("2023 (quarter)",)
+    # a quarter's figure, when it is all there is, is read but named as the quarter's
+    only = figures_in(RELEASE.split("\n\n")[0], "What was the adjusted EBITDA for FY 2023?")[0]
+    assert only.values == ("540",) and only.text == "Adjusted EBITDA, 2023 (quarter): 540"
+    both = "Three Months Ended Twelve Months Ended\nJune 30,\n2023 2022 2023 2022\nAdjusted EBITDA 540 609 2,018 2,117\n"
+    assert figures_in(both, "What was the adjusted EBITDA for FY 2023?")[0].values == ("2,018",)
+
+
+def test_the_asking_clause_names_the_row_not_the_instructions_around_it() -> None:
+    table = ("Years ended December 31, 2021 2020\nNet cash provided by operating activities 11,616 10,613\n"
+             "Capital spending (4,625) (4,240)\nNet cash used for investing activities (3,269) (11,619)\n")
+    q = ("Respond to the question by assuming the perspective of an investment analyst who can only use the "
+         "details shown within the statement of cash flows from operating and investing activities. "
+         "Here's the question: what is the FY2021 capital spending (in USD millions) for the company?")
+    best = figures_in(table, q)[0]
+    assert best.label == "Capital spending" and best.values == ("(4,625)",)
