@@ -36,8 +36,9 @@ _PERIOD_KIND_WORDS = (
 
 
 _ASIDE = re.compile(r"\s*\([^()]*\)")
-ASKING_WORDS = frozenset("fy much many usd dollar dollars million millions billion billions thousand thousands "
-                         "percent percentage percentages unit units round rounded decimal decimals place places".split())
+ASKING_WORDS = frozenset(
+    "fy much many usd dollar dollars million millions billion billions thousand thousands percent percentage "
+    "percentages unit units round rounded decimal decimals place places".split())
 """Words of how a question asks (its period prefix, "how much", the unit and rounding it wants), never
 of what a table row is called."""
 

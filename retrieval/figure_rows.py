@@ -23,6 +23,7 @@ from typing import Collection, Iterable, Mapping
 
 from retrieval.asked_figure import (ASKING_WORDS, YEAR, asked_period_kind, asked_periods, asking_clause, asks_quantity,
                                     quantity_text)
+from retrieval.quantity_names import quantity_variants
 from retrieval.table_rows import EMPTY_CELL, Header, header_above, header_periods, lines_of, parse_row, table_rows
 from utils.tokenizer import tokenize
 
@@ -98,11 +99,27 @@ def question_terms(question: str, weights: Mapping[str, float] | None = None,
                    names: Collection[str] = (), tokens: Iterable[str] | None = None) -> _Terms:
     """The question's words that may name a quantity: no figures or years, and not ``names`` (the
     words that name the document itself, its issuer and title: "Boeing" in a Boeing filing names
-    the filing, not a row; nor the words of how it asks, ``ASKING_WORDS``). ``tokens``: the question already tokenised (the pipeline's query
-    carries them, so a question is tokenised once however many passages are read)."""
+    the filing, not a row; nor the words of how it asks, ``ASKING_WORDS``). ``tokens``: the
+    question already tokenised (the pipeline's query carries them, so a question is tokenised once
+    however many passages are read)."""
     words = {t for t in (tokenize(question) if tokens is None else tokens)
              if not any(ch.isdigit() for ch in t) and t not in names and t not in _ASKING_TOKENS}
     return _Terms(words, weights or {})
+
+
+def _named_terms(variant: str, phrase: str, base: _Terms, weights: Mapping[str, float] | None,
+                 names: Collection[str]) -> _Terms:
+    """The terms of the question read with another name of its quantity (``quantity_names``). The
+    name's own words weigh what the phrase it replaces weighs in the document (the mean weight of the
+    question's words when the document never uses the phrase); the other words keep their weight."""
+    terms = question_terms(variant, weights, names)
+    if not weights:
+        return terms
+    held = [w for w in weights.values() if w > 0]
+    own = max((weights.get(t, 0.0) for t in tokenize(phrase)), default=0.0)
+    value = own or (sum(held) / len(held) if held else 1.0)
+    terms.weights = {**weights, **{t: value for t in terms.words - base.words}}
+    return terms
 
 
 def label_score(label: str, terms: _Terms) -> float:
@@ -157,17 +174,20 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
     matches the question and whose header names the asked period, best first.
 
     The question's words are those of its asking clause without its asides (``asking_clause``,
-    ``quantity_text``: the instructions around it name other rows). The header may lie above ``span``: it is read, never quoted. Without a
-    period in the question the row's first column (a statement's latest period) is read; of two
-    columns of the asked year, the one of the asked kind of period (a year, a quarter: ``Header.kinds``).
-    ``section`` is the heading of the section the text belongs to: a row whose label alone says
+    ``quantity_text``: the instructions around it name other rows), its quantity also read under
+    its statement names (``quantity_names``). The header may lie above ``span``: it is read, never
+    quoted. Without a period in the question the row's first column (a statement's latest period)
+    is read; of two columns of the asked year, the one of the asked kind of period (a year, a
+    quarter: ``Header.kinds``). ``section`` is the heading of the section the text belongs to: a row whose label alone says
     little ("Total") is read with it; ``tokens``: the question's tokens when the caller has them
     (``question_terms``)."""
     if not asks_quantity(question):
         return []
     clause = asking_clause(question)
     asked = quantity_text(clause)
-    terms = question_terms(asked, weights, names, tokens if asked == question else None)
+    base = question_terms(asked, weights, names, tokens if asked == question else None)
+    term_sets = [base] + [_named_terms(variant, phrase, base, weights, names)
+                          for variant, phrase in quantity_variants(asked)]
     periods = asked_periods(clause) or asked_periods(question)
     kind = asked_period_kind(clause) if asked_periods(clause) else asked_period_kind(question)
     lines = lines_of(text)
@@ -176,10 +196,10 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
     for row in table_rows(text):
         if row.end <= lo or row.start >= hi:
             continue
-        score = label_score(row.label, terms)
+        score = max(label_score(row.label, terms) for terms in term_sets)
         under = ""
         if section and score < MIN_LABEL_SCORE:  # the heading explains a label that says too little
-            within = SECTION_DISCOUNT * label_score(f"{row.label} {section}", terms)
+            within = SECTION_DISCOUNT * label_score(f"{row.label} {section}", term_sets[0])
             if within > score:
                 score, under = within, section
         if score < MIN_LABEL_SCORE:

@@ -1,6 +1,7 @@
 """Figures read from tables as PDF extractions lay them out: rows split over two lines, headers of
 years on lines of their own, cells printed apart from their "%", several kinds of period in one
-release, a question wrapped in instructions, and the scale a table states."""
+release, a question wrapped in instructions, the scale a table states, and a quantity under the
+name a statement gives it."""
 from __future__ import annotations
 
 from retrieval.figure_rows import figures_in, parse_row
@@ -90,7 +91,8 @@ def test_a_fiscal_year_question_reads_the_years_column_not_the_quarters() -> Non
     # a quarter's figure, when it is all there is, is read but named as the quarter's
     only = figures_in(RELEASE.split("\n\n")[0], "What was the adjusted EBITDA for FY 2023?")[0]
     assert only.values == ("540",) and only.text == "Adjusted EBITDA, 2023 (quarter): 540"
-    both = "Three Months Ended Twelve Months Ended\nJune 30,\n2023 2022 2023 2022\nAdjusted EBITDA 540 609 2,018 2,117\n"
+    both = ("Three Months Ended Twelve Months Ended\nJune 30,\n2023 2022 2023 2022\n"
+            "Adjusted EBITDA 540 609 2,018 2,117\n")
     assert figures_in(both, "What was the adjusted EBITDA for FY 2023?")[0].values == ("2,018",)
 
 
@@ -102,3 +104,17 @@ def test_the_asking_clause_names_the_row_not_the_instructions_around_it() -> Non
          "Here's the question: what is the FY2021 capital spending (in USD millions) for the company?")
     best = figures_in(table, q)[0]
     assert best.label == "Capital spending" and best.values == ("(4,625)",)
+
+
+def test_a_quantity_is_found_under_the_name_the_statement_gives_it() -> None:
+    table = ("Consolidated Statement of Cash Flows (Millions)\nYears ended December 31, 2018 2017 2016\n"
+             "Net cash provided by operating activities 6,439 6,240 6,662\n"
+             "Purchases of property, plant and equipment (PP&E) (1,577) (1,373) (1,420)\n"
+             "Proceeds from sale of PP&E and other assets 262 49 58\n"
+             "Net cash used in investing activities (222) (3,086) (1,403)\n")
+    best = figures_in(table, "What is the FY2018 capital expenditure amount (in USD millions) for Northwind?")[0]
+    assert best.label == "Purchases of property, plant and equipment (PP&E)" and best.values == ("(1,577)",)
+    assert best.read == "row 'Purchases of property, plant and equipment (PP&E)', column '2018', in millions"
+    cfo = figures_in(table, "What was the operating cash flow in FY2017?")[0]
+    assert cfo.label == "Net cash provided by operating activities" and cfo.values == ("6,240",)
+    assert figures_in(table, "What were the FY2018 dividends paid?") == []  # no row states them
