@@ -23,6 +23,7 @@ from typing import Collection, Iterable, Mapping
 
 from retrieval.asked_figure import (ASKING_WORDS, YEAR, asked_period_kind, asked_periods, asking_clause, asks_quantity,
                                     quantity_text)
+from retrieval.figure_change import describe_change
 from retrieval.quantity_names import quantity_variants
 from retrieval.table_rows import EMPTY_CELL, Header, header_above, header_periods, lines_of, parse_row, table_rows
 from utils.tokenizer import tokenize
@@ -51,12 +52,16 @@ class Figure:
     (a "Total" row of the "Revenues" table)."""
     scale: str = ""
     """``million`` when the table says its amounts are in millions (not said of rates and per-share rows)."""
+    change: str = ""
+    """The change between the periods read, when the question asks it (``figure_change``)."""
 
     @property
     def text(self) -> str:
-        """``Total revenues, 2022: 66,608; 2021: 62,286``: the answer as a person would say it."""
+        """``Total revenues, 2022: 66,608; 2021: 62,286``: the answer as a person would say it (and the
+        change between them, marked as computed, when that is what was asked)."""
         label = f"{self.label} ({self.under})" if self.under else self.label
-        return f"{label}, " + "; ".join(f"{c}: {v}" for c, v in zip(self.columns, self.values))
+        said = f"{label}, " + "; ".join(f"{c}: {v}" for c, v in zip(self.columns, self.values))
+        return f"{said}; {self.change}" if self.change else said
 
     @property
     def read(self) -> str:
@@ -218,7 +223,9 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
         if len(row.cells) >= 2 * len(header.periods):
             fit *= GROUPED_CELLS  # several cells a period: which one is the asked quantity is a guess
         scale = header.scale if not _NO_SCALE.search(row.label + " " + " ".join(values)) else ""
-        out.append(Figure(row.label, tuple(_column_name(header, k) for k, _ in read), values, row.start, row.end,
-                          fit * score * len(read) / max(len(periods), 1), header.text, under, scale))
+        names_read = tuple(_column_name(header, k) for k, _ in read)
+        change = describe_change(clause, names_read, tuple(header.periods[k] for k, _ in read), values)
+        out.append(Figure(row.label, names_read, values, row.start, row.end,
+                          fit * score * len(read) / max(len(periods), 1), header.text, under, scale, change))
     out.sort(key=lambda f: -f.score)
     return out

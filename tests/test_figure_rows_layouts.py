@@ -65,7 +65,7 @@ def test_cells_printed_apart_from_their_percent_sign_are_read() -> None:
     table = "(Millions, except percentages)\nYears Ended December 31, 2022 2021 2020\n" \
             "Pretax income 9,585 10,689 4,296\nEffective tax rate 21.6 % 24.6 % 27.0 %\n"
     best = figures_in(table, "How much has the effective tax rate changed between FY2021 and FY2022?")[0]
-    assert best.text == "Effective tax rate, 2021: 24.6%; 2022: 21.6%"
+    assert best.text == "Effective tax rate, 2021: 24.6%; 2022: 21.6%; change from 2021 to 2022: -3.0 points (computed)"
     assert not best.read.endswith("millions")  # a rate is not an amount in the table's scale
 
 
@@ -118,3 +118,15 @@ def test_a_quantity_is_found_under_the_name_the_statement_gives_it() -> None:
     cfo = figures_in(table, "What was the operating cash flow in FY2017?")[0]
     assert cfo.label == "Net cash provided by operating activities" and cfo.values == ("6,240",)
     assert figures_in(table, "What were the FY2018 dividends paid?") == []  # no row states them
+
+
+def test_a_change_the_question_asks_is_computed_from_the_row_and_marked_as_computed() -> None:
+    table = "(In millions)\nYears ended December 31, 2022 2021 2020\nNet sales 1,200 1,000 800\nOperating loss (50) 40 10\n"
+    grew = figures_in(table, "What is the FY2020 - FY2022 net sales growth?")[0]
+    assert grew.text == "Net sales, 2020: 800; 2022: 1,200; change from 2020 to 2022: +400, +50.0% (computed)"
+    cagr = figures_in(table, "What is the 2 year net sales CAGR from FY2020 to FY2022?")[0]
+    assert cagr.change == "compound annual growth from 2020 to 2022: +22.5% (computed)"
+    loss = figures_in(table, "How did the operating loss change from 2021 to 2022?")[0]
+    assert loss.change == "change from 2021 to 2022: -90, -225.0% (computed)"  # (50) is a loss: -50
+    assert figures_in(table, "What were net sales in 2022 and 2021?")[0].change == ""  # no change asked
+    assert figures_in(table, "How did net sales change in 2022?")[0].change == ""  # one period: nothing to compute
