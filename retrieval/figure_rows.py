@@ -198,7 +198,7 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
     lines = lines_of(text)
     lo, hi = span if span is not None else (0, len(text))
     out: list[Figure] = []
-    for row in table_rows(text):
+    for row in table_rows(text, (lo, hi), lines):
         if row.end <= lo or row.start >= hi:
             continue
         score = max(label_score(row.label, terms) for terms in term_sets)

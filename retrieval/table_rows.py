@@ -44,6 +44,8 @@ PREAMBLE_LINES = 6
 """Lines above a header that may still name its periods' kind or its scale ("Three Months Ended" /
 "(In millions)" printed above a line of years)."""
 MAX_LABEL_CHARS = 160
+LABEL_LOOKBACK_LINES = 3
+"""Lines above a span read for the label of a row whose numbers open the span (blank lines between)."""
 
 
 @dataclass(frozen=True)
@@ -157,14 +159,21 @@ def parse_row(line: str, start: int = 0) -> TableRow | None:
     return TableRow(label, tuple(cells), start, start + len(line))
 
 
-def table_rows(text: str) -> list[TableRow]:
-    """Every row of ``text``: label-then-numbers lines, labels wrapped onto a second line, and rows
-    whose numbers open the line after their label (see the module docstring), in text order."""
+def table_rows(text: str, span: tuple[int, int] | None = None,
+               lines: list[tuple[int, str]] | None = None) -> list[TableRow]:
+    """Every row of ``text`` (that overlaps ``span``, when given): label-then-numbers lines, labels
+    wrapped onto a second line, and rows whose numbers open the line after their label (see the
+    module docstring), in text order. ``lines``: ``lines_of(text)`` when the caller has it."""
     rows: list[TableRow] = []
-    lines = lines_of(text)
+    lines = lines_of(text) if lines is None else lines
+    lo, hi = span if span is not None else (0, len(text))
+    first = next((i for i, (pos, line) in enumerate(lines) if pos + len(line) > lo), len(lines))
     pending: tuple[str, int, int, bool] | None = None
     """(label, line, offset, whole line) of text whose figures a following line may start with."""
-    for i, (pos, line) in enumerate(lines):
+    for i in range(max(0, first - LABEL_LOOKBACK_LINES), len(lines)):
+        pos, line = lines[i]
+        if pos >= hi:
+            break
         if not line.strip():
             continue  # a blank line between a label and its numbers keeps the label
         spans = _tokens(line)
