@@ -43,6 +43,16 @@ ASKING_WORDS = frozenset(
 of what a table row is called."""
 
 
+_ASKED_SCALE = re.compile(r"\bin\s+(?:units\s+of\s+)?(?:USD|US\$|\$|U\.S\.\s*dollars|dollars)?\s*"
+                          r"(thousand|million|billion)s?\b", re.I)
+
+
+def asked_scale(question: str) -> str:
+    """The scale a question wants its answer in ("Answer in USD millions" -> ``million``), or ""."""
+    m = _ASKED_SCALE.search(question)
+    return m.group(1).lower() if m else ""
+
+
 def quantity_text(clause: str) -> str:
     """The asking clause without its asides in parentheses ("(formerly known as Square)", "(in USD
     millions)"): what is left names the quantity."""

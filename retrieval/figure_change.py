@@ -1,9 +1,11 @@
-"""A change the question asks for, computed from the two figures of one row it was read from.
+"""A change the question asks for, computed from the two figures of one row it was read from; and
+a figure said in the scale the question asks for.
 
 "How much has the effective tax rate changed between FY2021 and FY2022?" is answered by a row
 that states both years (``Effective tax rate 21.6 % 24.6 %``); the change itself is printed
 nowhere. Reading both cells and saying the difference, marked as computed and with the figures it
-came from beside it, answers what was asked and stays checkable.
+came from beside it, answers what was asked and stays checkable. Likewise "in USD billions" asked
+of a table printed in millions: the cell as printed, then the same amount in billions.
 """
 from __future__ import annotations
 
@@ -28,6 +30,20 @@ def cell_value(cell: str) -> tuple[float, bool] | None:
     value = float(m.group(1).replace(",", ""))
     negative = "(" in cell or cell.strip().lstrip("$").startswith("-")
     return (-value if negative else value), bool(m.group(2))
+
+
+_SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+
+
+def in_scale(cell: str, scale: str, wanted: str) -> str:
+    """``cell`` (printed in ``scale``) said in ``wanted``: ``(4,625)`` millions -> ``-4.625`` billions;
+    "" when either scale is unknown, they are the same, or the cell is not an amount."""
+    value = cell_value(cell)
+    if scale not in _SCALES or wanted not in _SCALES or scale == wanted or value is None or value[1]:
+        return ""
+    x = value[0] * _SCALES[scale] / _SCALES[wanted]
+    text = f"{x:,.3f}".rstrip("0").rstrip(".")
+    return text if text not in ("0", "-0") else f"{x:.3g}"
 
 
 def _decimals(cell: str) -> int:

@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping
 
-from retrieval.asked_figure import (ASKING_WORDS, YEAR, asked_period_kind, asked_periods, asking_clause, asks_quantity,
-                                    quantity_text)
-from retrieval.figure_change import describe_change
+from retrieval.asked_figure import (ASKING_WORDS, YEAR, asked_period_kind, asked_periods, asked_scale, asking_clause,
+                                    asks_quantity, quantity_text)
+from retrieval.figure_change import describe_change, in_scale
 from retrieval.quantity_names import quantity_variants
 from retrieval.table_rows import EMPTY_CELL, Header, header_above, header_periods, lines_of, parse_row, table_rows
 from utils.tokenizer import tokenize
@@ -54,14 +54,21 @@ class Figure:
     """``million`` when the table says its amounts are in millions (not said of rates and per-share rows)."""
     change: str = ""
     """The change between the periods read, when the question asks it (``figure_change``)."""
+    asked_scale: str = ""
+    """The scale the question wants (``million``) when it is not the table's: each value is said in both."""
 
     @property
     def text(self) -> str:
         """``Total revenues, 2022: 66,608; 2021: 62,286``: the answer as a person would say it (and the
         change between them, marked as computed, when that is what was asked)."""
         label = f"{self.label} ({self.under})" if self.under else self.label
-        said = f"{label}, " + "; ".join(f"{c}: {v}" for c, v in zip(self.columns, self.values))
+        said = f"{label}, " + "; ".join(f"{c}: {self._value(v)}" for c, v in zip(self.columns, self.values))
         return f"{said}; {self.change}" if self.change else said
+
+    def _value(self, cell: str) -> str:
+        """The cell as printed, and in the asked scale when the question asks another than the table's."""
+        other = in_scale(cell, self.scale, self.asked_scale)
+        return f"{cell} {self.scale} = {other} {self.asked_scale}" if other else cell
 
     @property
     def read(self) -> str:
@@ -195,6 +202,7 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
                           for variant, phrase in quantity_variants(asked)]
     periods = asked_periods(clause) or asked_periods(question)
     kind = asked_period_kind(clause) if asked_periods(clause) else asked_period_kind(question)
+    wanted_scale = asked_scale(question)
     lines = lines_of(text)
     lo, hi = span if span is not None else (0, len(text))
     out: list[Figure] = []
@@ -226,6 +234,7 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
         names_read = tuple(_column_name(header, k) for k, _ in read)
         change = describe_change(clause, names_read, tuple(header.periods[k] for k, _ in read), values)
         out.append(Figure(row.label, names_read, values, row.start, row.end,
-                          fit * score * len(read) / max(len(periods), 1), header.text, under, scale, change))
+                          fit * score * len(read) / max(len(periods), 1), header.text, under, scale, change,
+                          wanted_scale))
     out.sort(key=lambda f: -f.score)
     return out

@@ -130,3 +130,15 @@ def test_a_change_the_question_asks_is_computed_from_the_row_and_marked_as_compu
     assert loss.change == "change from 2021 to 2022: -90, -225.0% (computed)"  # (50) is a loss: -50
     assert figures_in(table, "What were net sales in 2022 and 2021?")[0].change == ""  # no change asked
     assert figures_in(table, "How did net sales change in 2022?")[0].change == ""  # one period: nothing to compute
+
+
+def test_a_figure_is_also_said_in_the_scale_the_question_asks_for() -> None:
+    table = ("Consolidated Statement of Cash Flows\n(in millions)\n2021 2020 2019\nCapital spending (4,625) (4,240) (4,232)\n"
+             "Net income $ 7,679 $ 7,175 $ 7,353\nEarnings per share $ 5.49 $ 5.12 $ 5.20\n")
+    capex = figures_in(table, "What is the FY2021 capital spending (in USD billions)?")[0]
+    assert capex.text == "Capital spending, 2021: (4,625) million = -4.625 billion"
+    assert figures_in(table, "What was FY2020 net income? Answer in USD thousands.")[0].text == \
+        "Net income, 2020: $7,175 million = 7,175,000 thousand"
+    assert figures_in(table, "What was FY2020 net income in USD millions?")[0].text == "Net income, 2020: $7,175"
+    eps = figures_in(table, "What were FY2020 earnings per share in USD billions?")[0]
+    assert eps.text == "Earnings per share, 2020: $5.12"  # a per-share amount is not in the table's scale
