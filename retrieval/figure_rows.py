@@ -11,9 +11,10 @@ quoted whichever block of figures shared a word with the question. Here each row
 person reads it: the question's quantity words are matched to the row labels, its period
 (``2022``, ``FY2022``, ``FY22``) to the header's columns, and the answer states the value with
 the row and column it came from (``Total revenues, 2022: 66,608``), so a reader can check it.
-Nothing here knows a statement's vocabulary: labels are matched with the question's own words,
-weighted by the caller (the index's IDF), less the words that name the document (its card's issuer
-and title), and the columns are whatever periods the header names.
+Labels are matched with the question's own words (its asking clause), weighted by the caller (the
+index's IDF), less the words that name the document (its card's issuer and title), and with the few
+names statements give the quantities analysts ask about most (``quantity_names``); the columns are
+whatever periods the header names, of the kind of period asked (``table_rows.Header``).
 """
 from __future__ import annotations
 
