@@ -4,6 +4,8 @@ release, a question wrapped in instructions, the scale a table states, and a qua
 name a statement gives it."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from retrieval.figure_rows import figures_in, parse_row
 
 SHIFTED = """Consolidated Statements of Financial Position
@@ -142,3 +144,26 @@ def test_a_figure_is_also_said_in_the_scale_the_question_asks_for() -> None:
     assert figures_in(table, "What was FY2020 net income in USD millions?")[0].text == "Net income, 2020: $7,175"
     eps = figures_in(table, "What were FY2020 earnings per share in USD billions?")[0]
     assert eps.text == "Earnings per share, 2020: $5.12"  # a per-share amount is not in the table's scale
+
+
+def test_the_offline_answer_leads_with_a_row_its_reader_split_over_two_lines(tmp_path: Path) -> None:
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from retrieval.extractive import extract
+    from retrieval.query import Query
+    from retrieval.types import RetrievedChunk
+
+    text = "# Annual report\n\n## Item 8. Financial statements\n\n" + SHIFTED
+    (tmp_path / "filing.md").write_text(text, encoding="utf-8")
+    emb = make_embedder("hash", Config())
+    build_index(tmp_path / "filing.md", tmp_path / "index", Config(), emb)
+    index = load_index(tmp_path / "index")
+    ranked = [RetrievedChunk(index.chunks[r], 1.0 - r / 10, {}, row=r) for r in range(len(index.chunks))]
+    q = ("We need to calculate a financial metric by using information only provided within the balance sheet. "
+         "Please answer the following question: what is the year end FY2018 net PP&E (in USD millions)?")
+    first = extract(Query.build(q, emb), ranked, index, emb, Config()).quotes[0]
+    assert first.text == "Property, plant and equipment, net, 2018: 12,645"
+    assert first.read == "row 'Property, plant and equipment, net', column '2018', in millions"
+    assert text[first.chunk.start_char:first.chunk.end_char] == "Property, plant and equipment, net\n12,645 12,672"
