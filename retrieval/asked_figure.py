@@ -38,7 +38,7 @@ _PERIOD_KIND_WORDS = (
 _ASIDE = re.compile(r"\s*\([^()]*\)")
 ASKING_WORDS = frozenset(
     "fy much many usd dollar dollars million millions billion billions thousand thousands percent percentage "
-    "percentages unit units round rounded decimal decimals place places".split())
+    "percentages unit units round rounded decimal decimals place places quantity directly explicitly outlined".split())
 """Words of how a question asks (its period prefix, "how much", the unit and rounding it wants), never
 of what a table row is called."""
 
@@ -53,10 +53,19 @@ def asked_scale(question: str) -> str:
     return m.group(1).lower() if m else ""
 
 
+_STATEMENT = re.compile(
+    r"\b(?:(?:in|from|on|within|of|using|per)\s+)?(?:the\s+|its\s+|their\s+|\w+'s?\s+)?(?:consolidated\s+)?"
+    r"(?:income\s+statements?|balance\s+sheets?|cash\s+flows?\s+statements?|statements?\s+of\s+"
+    r"(?:cash\s+flows?|income|operations|earnings|financial\s+position|comprehensive\s+income)|p&l(?:\s+statements?)?)",
+    re.I)
+"""A financial statement named as where to look ("in Pepsico's income statements"): it names no row."""
+
+
 def quantity_text(clause: str) -> str:
     """The asking clause without its asides in parentheses ("(formerly known as Square)", "(in USD
-    millions)"): what is left names the quantity."""
-    return _ASIDE.sub("", clause)
+    millions)") and without the statement it names as where to look ("in the income statement"):
+    what is left names the quantity."""
+    return _STATEMENT.sub(" ", _ASIDE.sub("", clause))
 
 
 def asked_periods(question: str) -> list[str]:

@@ -106,6 +106,12 @@ def test_the_asking_clause_names_the_row_not_the_instructions_around_it() -> Non
          "Here's the question: what is the FY2021 capital spending (in USD millions) for the company?")
     best = figures_in(table, q)[0]
     assert best.label == "Capital spending" and best.values == ("(4,625)",)
+    # the statement named as where to look names no row
+    income = ("Years ended 2022 2021\nIncome before income taxes 11,686 9,804\nRestructuring charges 411 247\n"
+              "Net income 8,978 7,679\n")
+    asked = ("What is the quantity of restructuring costs directly outlined in the company's income statements "
+             "for FY2022? If restructuring costs are not explicitly outlined then state 0.")
+    assert [f.values for f in figures_in(income, asked)] == [("411",)]
 
 
 def test_a_quantity_is_found_under_the_name_the_statement_gives_it() -> None:
