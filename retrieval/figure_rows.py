@@ -219,10 +219,10 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
         if score < MIN_LABEL_SCORE:
             continue
         header = header_above(lines, row.line)
-        if header is None or len(row.cells) < len(header.periods):
+        if header is None or len(row.cells) < header.period_count:  # change columns may be left blank
             continue
         columns = [_column(header, p, kind) for p in periods] if periods else [(0, True)]
-        read = [c for c in columns if c is not None]
+        read = [c for c in columns if c is not None and c[0] < len(row.cells)]
         if not read:
             continue
         values = tuple(row.cells[k] for k, _ in read)

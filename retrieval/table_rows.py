@@ -30,8 +30,8 @@ from retrieval.asked_figure import period_kinds
 
 _CELL = re.compile(r"^\(?-?\$?\(?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\)?%?\)?$")
 """One numeric cell: 66,608 | $55,893 | (4,187) | ($4,935) | 12.5% | 0.40."""
-EMPTY_CELL = frozenset({"—", "–", "-", "--", "n/a", "N/A", "nm", "NM", "*"})
-"""A cell a table leaves without a value: it holds a column's place."""
+EMPTY_CELL = frozenset({"—", "–", "-", "--", "n/a", "N/A", "nm", "NM", "*", "#"})
+"""A cell a table leaves without a value (or marks "not meaningful"): it holds a column's place."""
 _YEAR = re.compile(r"^(?:FY)?((?:19|20)\d{2})[,.:;)]*$", re.I)
 _DOT_LEADER = re.compile(r"(?:\s*\.){2,}\s*$|[\s.:]+$")
 _SCALE = re.compile(r"(?:\(|^|\$\s*|\bin\s+)\s*(?:\$|dollars|amounts|u\.s\.\s+dollars)?\s*(?:in\s+)?"
@@ -66,11 +66,17 @@ class Header:
     """A table's column header: the period of each column, its kind, and the table's scale."""
 
     periods: tuple[str, ...]
+    """Each column's period (``2022``), or the two it compares (``2022 vs 2021``)."""
     kinds: tuple[str | None, ...]
     """The kind of period of each column (``retrieval.asked_figure.period_kinds``); None: not said."""
     text: str
     scale: str = ""
     """``thousand``, ``million`` or ``billion`` when the table says it is printed in one."""
+
+    @property
+    def period_count(self) -> int:
+        """How many columns are periods (the others compare two: "2022 vs 2021")."""
+        return sum(_is_period(c) for c in self.periods)
 
 
 def lines_of(text: str) -> list[tuple[int, str]]:
@@ -94,13 +100,13 @@ def _tokens(line: str) -> list[tuple[int, int, str]]:
         if t in ("$", "(", "$(", "($"):
             glue, glue_at = glue + t, (glue_at if glue else m.start())
             continue
-        if t in ("%", ")", "%)") and out and _CELL.match(out[-1][2] + t):
+        if t in ("%", ")", "%)") and out and (_CELL.match(out[-1][2] + t) or out[-1][2] in EMPTY_CELL):
             a, _, prev = out[-1]
-            out[-1] = (a, m.end(), prev + t)
+            out[-1] = (a, m.end(), prev if prev in EMPTY_CELL else prev + t)
             continue
         if glue:
-            if _CELL.match(glue + t):
-                out.append((glue_at, m.end(), glue + t))
+            if _CELL.match(glue + t) or t in EMPTY_CELL:
+                out.append((glue_at, m.end(), t if t in EMPTY_CELL else glue + t))
                 glue = ""
                 continue
             out.append((glue_at, glue_at + len(glue), glue))
@@ -205,56 +211,75 @@ def _labelish(text: str) -> bool:
 
 
 def header_periods(line: str) -> list[str]:
-    """The periods a column-header line names, left to right (``['2022', '2021', '2020']``), or []
-    when the line is not a header: at least two years and no figure other than a day of the month."""
-    years = _line_years(line)
-    return years if len(years) >= 2 else []
+    """The columns a column-header line names, left to right (``['2022', '2021', '2020']``; a change
+    column "2022 vs. 2021" as ``'2022 vs 2021'``), or [] when the line is not a header: at least two
+    years and no figure other than a day of the month."""
+    cols = _columns(line)
+    return [c for c, _, _ in cols] if cols and sum(_is_period(c) for c, _, _ in cols) >= 2 else []
 
 
-def _line_years(line: str) -> list[str]:
-    """The years a line names, or [] when it states a figure (a row, not a header)."""
-    years: list[str] = []
-    for t in line.split():
+_CHANGE_WORDS = frozenset({"vs", "vs.", "versus", "to", "over", "compared", "-", "–"})
+
+
+def _columns(text: str) -> list[tuple[str, int, int]] | None:
+    """(column, start, end) of each year of a header's text, a year compared with another ("2022 vs.
+    2021") one change column; None when the text states a figure (a row, not a header)."""
+    tokens = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    out: list[tuple[str, int, int]] = []
+    k = 0
+    while k < len(tokens):
+        t, a, b = tokens[k]
         m = _YEAR.match(t)
         if m:
-            years.append(m.group(1))
-            continue
-        bare = t.strip(",.;:()")
-        if bare.replace(",", "").replace(".", "").isdigit() and not (bare.isdigit() and int(bare) <= 31):
-            return []
-    return years
+            if k + 2 < len(tokens) and tokens[k + 1][0].lower() in _CHANGE_WORDS and _YEAR.match(tokens[k + 2][0]):
+                out.append((f"{m.group(1)} vs {_YEAR.match(tokens[k + 2][0]).group(1)}", a, tokens[k + 2][2]))
+                k += 3
+                continue
+            out.append((m.group(1), a, b))
+        else:
+            bare = t.strip(",.;:()")
+            if bare.replace(",", "").replace(".", "").isdigit() and not (bare.isdigit() and int(bare) <= 31):
+                return None
+        k += 1
+    return out
 
 
-def _years_only(line: str) -> list[str]:
-    """The years of a line that holds nothing but years ("2020" / "2019 2018"), else []."""
-    tokens = line.split()
-    years = [_YEAR.match(t) for t in tokens]
-    return [m.group(1) for m in years if m] if tokens and all(years) else []
+def _header_only(line: str) -> bool:
+    """Whether a line holds nothing but columns ("2020" / "2019 2018" / "2022 vs. 2021")."""
+    cols = _columns(line)
+    if not cols:
+        return False
+    rest = line
+    for _, a, b in reversed(cols):
+        rest = rest[:a] + rest[b:]
+    return not rest.strip()
 
 
-def _column_kinds(header: str, periods: list[str], preamble: str) -> tuple[str | None, ...]:
-    """The kind of period of each column: the words before each year in the header ("Three Months
+def _is_period(column: str) -> bool:
+    return len(column) == 4 and column.isdigit()
+
+
+def _column_kinds(header: str, columns: list[tuple[str, int, int]], preamble: str) -> tuple[str | None, ...]:
+    """The kind of period of each column: the words before each column in the header ("Three Months
     Ended June 30, 2022 ..."), a column without words of its own taking its left neighbour's; when
-    the header line names none, the preamble's kinds, spread over the columns in equal groups."""
+    the header names none, the preamble's kinds, spread over the period columns in equal groups."""
     kinds: list[str | None] = []
     last: str | None = None
     seg_start = 0
-    for m in re.finditer(r"\S+", header):
-        if not _YEAR.match(m.group(0)):
-            continue
-        named = period_kinds(header[seg_start:m.start()])
+    for _, a, b in columns:
+        named = period_kinds(header[seg_start:a])
         if len(named) == 1:
             last = named[0]
         kinds.append(last)
-        seg_start = m.end()
-    if len(kinds) != len(periods):
-        kinds = [None] * len(periods)
+        seg_start = b
     if any(kinds):
         return tuple(kinds)
+    periods = [j for j, (c, _, _) in enumerate(columns) if _is_period(c)]
     seq = _kind_sequence(preamble)
-    if seq and len(periods) % len(seq) == 0:
+    if seq and periods and len(periods) % len(seq) == 0:
         size = len(periods) // len(seq)
-        return tuple(seq[j // size] for j in range(len(periods)))
+        for n, j in enumerate(periods):
+            kinds[j] = seq[n // size]
     return tuple(kinds)
 
 
@@ -268,24 +293,25 @@ def _kind_sequence(text: str) -> list[str]:
 
 
 def header_above(lines: list[tuple[int, str]], i: int) -> Header | None:
-    """The column header above line ``i``: the nearest line naming two or more years (with any lines
-    of years alone right above it: "2020" / "2019 2018"), or a run of lines of one year each."""
-    for j in range(i - 1, max(-1, i - 1 - HEADER_LOOKBACK_LINES), -1):
-        line = lines[j][1]
-        years = header_periods(line)
-        top = j
-        if not years and _years_only(line):
-            years = _years_only(line)
-        if not years:
+    """The column header above line ``i``: the nearest run of header lines, each a line naming two or
+    more years (words allowed: "Years ended December 31, 2022 2021") or a line of columns alone
+    ("2020" / "2019 2018" / "2022 vs. 2021"), with two or more columns in all."""
+    j = i - 1
+    floor = max(-1, i - 1 - HEADER_LOOKBACK_LINES)
+    while j > floor:
+        if not (header_periods(lines[j][1]) or _header_only(lines[j][1])):
+            j -= 1
             continue
-        while top > 0 and _years_only(lines[top - 1][1]):
+        bottom = top = j
+        while top - 1 > floor and (_header_only(lines[top - 1][1]) or header_periods(lines[top - 1][1])):
             top -= 1
-            years = _years_only(lines[top][1]) + years
-        if len(years) < 2:
+        text = " ".join(lines[k][1].strip() for k in range(top, bottom + 1))
+        columns = _columns(text) or []
+        if sum(_is_period(c) for c, _, _ in columns) < 2:
+            j = top - 1
             continue
-        text = " ".join(lines[k][1].strip() for k in range(top, j + 1))
         preamble = "\n".join(lines[k][1] for k in range(max(0, top - PREAMBLE_LINES), top))
         scale = _SCALE.search(text) or _SCALE.search(preamble)
-        return Header(tuple(years), _column_kinds(text, years, preamble), text,
+        return Header(tuple(c for c, _, _ in columns), _column_kinds(text, columns, preamble), text,
                       scale.group(1).lower() if scale else "")
     return None

@@ -69,6 +69,15 @@ def test_cells_printed_apart_from_their_percent_sign_are_read() -> None:
     best = figures_in(table, "How much has the effective tax rate changed between FY2021 and FY2022?")[0]
     assert best.text == "Effective tax rate, 2021: 24.6%; 2022: 21.6%; change from 2021 to 2022: -3.0 points (computed)"
     assert not best.read.endswith("millions")  # a rate is not an amount in the table's scale
+    # a header printed a column a line, change columns ("2022 vs. 2021") after the years
+    stacked = ("Years Ended December 31,\nChange\nChange\n(Millions, except percentages)\n2022\n2021\n2020\n"
+               "2022 vs. 2021\n2021 vs. 2020\nNet income 7,514 8,060 3,135 (546) (7) 4,925 #\n"
+               "Cash dividends declared per common share $ 2.08 $ 1.72 $ 1.72 $ 0.36 21 % $ — — %\n"
+               "Effective tax rate 21.6 % 24.6 % 27.0 %\n")
+    assert figures_in(stacked, "What was the net income in 2021?")[0].values == ("8,060",)
+    rate = figures_in(stacked, "What was the effective tax rate in FY2020 and FY2022?")[0]
+    assert rate.columns == ("2020", "2022") and rate.values == ("27.0%", "21.6%")
+    assert figures_in(stacked, "What were cash dividends declared per common share in 2022?")[0].values == ("$2.08",)
 
 
 RELEASE = """Reconciliation of Non-GAAP Measures
