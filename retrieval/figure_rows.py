@@ -191,9 +191,9 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
     its statement names (``quantity_names``). The header may lie above ``span``: it is read, never
     quoted. Without a period in the question the row's first column (a statement's latest period)
     is read; of two columns of the asked year, the one of the asked kind of period (a year, a
-    quarter: ``Header.kinds``). ``section`` is the heading of the section the text belongs to: a row whose label alone says
-    little ("Total") is read with it; ``tokens``: the question's tokens when the caller has them
-    (``question_terms``)."""
+    quarter: ``Header.kinds``). ``section`` is the heading of the section the text belongs to: a
+    row whose label alone says little ("Total") is read with it; ``tokens``: the question's tokens
+    when the caller has them (``question_terms``)."""
     if not asks_quantity(question):
         return []
     clause = asking_clause(question)
