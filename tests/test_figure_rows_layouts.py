@@ -138,7 +138,8 @@ def test_a_quantity_is_found_under_the_name_the_statement_gives_it() -> None:
 
 
 def test_a_change_the_question_asks_is_computed_from_the_row_and_marked_as_computed() -> None:
-    table = "(In millions)\nYears ended December 31, 2022 2021 2020\nNet sales 1,200 1,000 800\nOperating loss (50) 40 10\n"
+    table = ("(In millions)\nYears ended December 31, 2022 2021 2020\nNet sales 1,200 1,000 800\n"
+             "Operating loss (50) 40 10\n")
     grew = figures_in(table, "What is the FY2020 - FY2022 net sales growth?")[0]
     assert grew.text == "Net sales, 2020: 800; 2022: 1,200; change from 2020 to 2022: +400, +50.0% (computed)"
     cagr = figures_in(table, "What is the 2 year net sales CAGR from FY2020 to FY2022?")[0]
@@ -150,8 +151,8 @@ def test_a_change_the_question_asks_is_computed_from_the_row_and_marked_as_compu
 
 
 def test_a_figure_is_also_said_in_the_scale_the_question_asks_for() -> None:
-    table = ("Consolidated Statement of Cash Flows\n(in millions)\n2021 2020 2019\nCapital spending (4,625) (4,240) (4,232)\n"
-             "Net income $ 7,679 $ 7,175 $ 7,353\nEarnings per share $ 5.49 $ 5.12 $ 5.20\n")
+    table = ("Consolidated Statement of Cash Flows\n(in millions)\n2021 2020 2019\n"
+             "Capital spending (4,625) (4,240) (4,232)\nNet income $ 7,679 $ 7,175 $ 7,353\nEarnings per share $ 5.49 $ 5.12 $ 5.20\n")
     capex = figures_in(table, "What is the FY2021 capital spending (in USD billions)?")[0]
     assert capex.text == "Capital spending, 2021: (4,625) million = -4.625 billion"
     assert figures_in(table, "What was FY2020 net income? Answer in USD thousands.")[0].text == \
