@@ -504,17 +504,22 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
         if periods and states_figure_for(s.text, periods):
             s.score += FIGURE_SENTENCE_BONUS
     quotes = select_quotes(sentences, passages, config.tuning.answer)
-    figure = figure_quote(query, passages, index, config, len(ranked), idf_memo)
-    if figure is not None:  # the asked figure leads: it states the quantity for the period asked
-        figure.score = max([figure.score] + [q.score for q in quotes])
-        quotes.insert(0, figure)
+    found = figure_quote(query, passages, index, config, len(ranked), idf_memo)
+    if found is not None:
+        figure, fits = found
+        if fits or not quotes:  # the asked figure leads: it states the quantity for the period asked
+            figure.score = max([figure.score] + [q.score for q in quotes])
+            quotes.insert(0, figure)
+        else:  # another kind of period, or a guessed sub-column: evidence after the best sentence, not the answer
+            quotes.insert(1, figure)
     return Extract(quotes, len(sentences))
 
 
 def figure_quote(query: Query, passages: list[Passage], index: Index | None, config: Config,
-                 k: int, idf_memo: dict[str, dict[str, float]] | None = None) -> Quote | None:
+                 k: int, idf_memo: dict[str, dict[str, float]] | None = None) -> tuple[Quote, bool] | None:
     """The table row of the evidence that states the asked quantity for the asked period, as a quote
-    that says which row and column it read (``retrieval.figure_rows``); None when no row does.
+    that says which row and column it read (``retrieval.figure_rows``), and whether it fits the
+    question (``Figure.fits``); None when no row does.
 
     Rows are matched with the question's words weighted by the document's IDF, less the words of
     the document's card (its issuer and title name the document, not a row); among equally good
@@ -523,7 +528,7 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
     if not asks_quantity(query.text):
         return None  # no row answers a question that asks for no quantity (``figures_in`` agrees)
     memo = {} if idf_memo is None else idf_memo
-    best: tuple[float, Quote] | None = None
+    best: tuple[float, Quote, bool] | None = None
     for p in passages:
         text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
         doc = p.chunk.doc_path
@@ -543,5 +548,5 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
                 lines = (_line_of(p, a), _line_of(p, max(a, b - 1)))
                 chunk = dataclasses.replace(p.chunk, text=f.text, start_char=a, end_char=b,
                                             start_line=lines[0], end_line=lines[1])
-                best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read))
-    return best[1] if best is not None else None
+                best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read), f.fits)
+    return (best[1], best[2]) if best is not None else None

@@ -57,6 +57,9 @@ class Figure:
     """The change between the periods read, when the question asks it (``figure_change``)."""
     asked_scale: str = ""
     """The scale the question wants (``million``) when it is not the table's: each value is said in both."""
+    fits: bool = True
+    """False when a column read is of another kind of period than the asked one, or the row has
+    several cells a period: the figure is evidence, not the answer."""
 
     @property
     def text(self) -> str:
@@ -236,6 +239,6 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
         change = describe_change(clause, names_read, tuple(header.periods[k] for k, _ in read), values)
         out.append(Figure(row.label, names_read, values, row.start, row.end,
                           fit * score * len(read) / max(len(periods), 1), header.text, under, scale, change,
-                          wanted_scale))
+                          wanted_scale, fit == 1.0))
     out.sort(key=lambda f: -f.score)
     return out

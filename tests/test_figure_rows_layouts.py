@@ -27,6 +27,24 @@ $7,637 $8,813 Short-term and other investments
 """A reader that prints each row's numbers at the start of the next line, before the next label."""
 
 
+def _extract(tmp_path: Path, text: str, question: str):
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from retrieval.extractive import extract
+    from retrieval.query import Query
+    from retrieval.types import RetrievedChunk
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "filing.md").write_text(text, encoding="utf-8")
+    emb = make_embedder("hash", Config())
+    build_index(tmp_path / "filing.md", tmp_path / "index", Config(), emb)
+    index = load_index(tmp_path / "index")
+    ranked = [RetrievedChunk(index.chunks[r], 1.0 - r / 10, {}, row=r) for r in range(len(index.chunks))]
+    return extract(Query.build(question, emb), ranked, index, emb, Config())
+
+
 def test_a_row_whose_numbers_open_the_next_line_is_read_with_its_label() -> None:
     found = figures_in(SHIFTED, "What is the year end FY2018 net property, plant, and equipment?")
     best = found[0]
@@ -163,23 +181,21 @@ def test_a_figure_is_also_said_in_the_scale_the_question_asks_for() -> None:
 
 
 def test_the_offline_answer_leads_with_a_row_its_reader_split_over_two_lines(tmp_path: Path) -> None:
-    from config import Config
-    from indexing.embedders.factory import make_embedder
-    from indexing.index_builder import build_index
-    from indexing.index_store import load_index
-    from retrieval.extractive import extract
-    from retrieval.query import Query
-    from retrieval.types import RetrievedChunk
-
     text = "# Annual report\n\n## Item 8. Financial statements\n\n" + SHIFTED
-    (tmp_path / "filing.md").write_text(text, encoding="utf-8")
-    emb = make_embedder("hash", Config())
-    build_index(tmp_path / "filing.md", tmp_path / "index", Config(), emb)
-    index = load_index(tmp_path / "index")
-    ranked = [RetrievedChunk(index.chunks[r], 1.0 - r / 10, {}, row=r) for r in range(len(index.chunks))]
     q = ("We need to calculate a financial metric by using information only provided within the balance sheet. "
          "Please answer the following question: what is the year end FY2018 net PP&E (in USD millions)?")
-    first = extract(Query.build(q, emb), ranked, index, emb, Config()).quotes[0]
+    first = _extract(tmp_path, text, q).quotes[0]
     assert first.text == "Property, plant and equipment, net, 2018: 12,645"
     assert first.read == "row 'Property, plant and equipment, net', column '2018', in millions"
     assert text[first.chunk.start_char:first.chunk.end_char] == "Property, plant and equipment, net\n12,645 12,672"
+
+
+def test_a_figure_of_another_kind_of_period_does_not_lead_the_answer(tmp_path: Path) -> None:
+    text = ("# Fourth quarter release\n\n## Results\n\nAdjusted EBITDA grew in the fourth quarter on higher volumes.\n\n"
+            + RELEASE.split("\n\n")[0] + "\n")
+    quotes = _extract(tmp_path, text, "What was the adjusted EBITDA for FY 2023?").quotes
+    assert quotes[0].read is None  # a sentence leads: no column states the year's figure
+    assert quotes[1].text == "Adjusted EBITDA, 2023 (quarter): 540"  # the quarter's, named as such
+    year = _extract(tmp_path / "y", text.replace("Three Months", "Twelve Months"), "What was the adjusted EBITDA for "
+                    "FY 2023?").quotes
+    assert year[0].text == "Adjusted EBITDA, 2023: 540"
