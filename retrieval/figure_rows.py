@@ -161,8 +161,13 @@ KIND_MISMATCH = 0.5
 """A column of another kind of period than the asked one (the fourth quarter's 2023 for "FY2023")
 counts this much: read only when no column of the asked kind states the quantity, and then named."""
 GROUPED_CELLS = 0.8
-"""A row of two or more cells for each period of its header (sub-columns such as "EBITDA EBIT Net
-income" under each year) counts this much: the cell read by position may be another sub-column's."""
+"""A row of three or more cells for each column of its header (sub-columns such as "EBITDA EBIT Net
+income EPS" under each year) counts this much: the cell read by position may be another sub-column's.
+Two cells a column are not taken for sub-columns: two years and their change in $ and % print so."""
+
+
+def _grouped(cells: int, columns: int) -> bool:
+    return columns > 0 and cells >= 3 * columns and cells % columns == 0
 _NO_SCALE = re.compile(r"\bper\b|\brates?\b|\bratios?\b|\bmargins?\b|\bpercent|%|\bshares\b", re.I)
 """A row that states a rate, ratio or per-share amount, not an amount in the table's scale."""
 
@@ -232,7 +237,7 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
         if all(v in EMPTY_CELL for v in values):
             continue
         fit = KIND_MISMATCH if not all(ok for _, ok in read) else 1.0
-        if len(row.cells) >= 2 * len(header.periods):
+        if _grouped(len(row.cells), len(header.periods)):
             fit *= GROUPED_CELLS  # several cells a period: which one is the asked quantity is a guess
         scale = header.scale if not _NO_SCALE.search(row.label + " " + " ".join(values)) else ""
         names_read = tuple(_column_name(header, k) for k, _ in read)

@@ -199,3 +199,15 @@ def test_a_figure_of_another_kind_of_period_does_not_lead_the_answer(tmp_path: P
     year = _extract(tmp_path / "y", text.replace("Three Months", "Twelve Months"), "What was the adjusted EBITDA for "
                     "FY 2023?").quotes
     assert year[0].text == "Adjusted EBITDA, 2023: 540"
+
+
+def test_sub_columns_under_each_year_make_a_figure_a_guess_but_change_columns_do_not() -> None:
+    highlights = ("Adjusted non-GAAP results 2022 $ million 2023 $ million Reported ∆% Constant currency ∆%\n"
+                  "EBITDA 2,117 2,018 (5) 1\n")
+    ebitda = figures_in(highlights, "What was EBITDA for FY 2023?")[0]
+    assert ebitda.values == ("2,018",) and ebitda.fits  # two years, then their change: one cell a year
+    recon = ("Twelve Months Ended June 30, 2022 Twelve Months Ended June 30, 2023\n"
+             "($ million) EBITDA EBIT Net Income EPS EBITDA EBIT Net Income EPS\n"
+             "Adjusted EBITDA, EBIT, Net income and EPS 2,117 1,701 1,224 80.5 2,018 1,608 1,089 73.3\n")
+    grouped = figures_in(recon, "What was adjusted EBITDA for FY 2023?")[0]
+    assert not grouped.fits  # four cells a year: the second cell is not the year's EBITDA
