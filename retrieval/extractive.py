@@ -38,6 +38,7 @@ from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from indexing.index_store import Index
 from indexing.search import Scope
+from retrieval.doc_cards import card_match
 from retrieval.figure_rows import asked_periods, asks_quantity, figures_in, states_figure_for
 from indexing.search_params import Bm25Params
 from retrieval.scoring import fuse
@@ -53,6 +54,8 @@ _LINE_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*+•]\s|\d{1,3}[.)、]
 FIGURE_PRIOR_WEIGHT = 0.2
 #: Added to the score of a sentence that states a figure and names the period a question asks about.
 FIGURE_SENTENCE_BONUS = 0.25
+#: A document whose card matches the question at least this share of the best match is one it names.
+NAMED_SHARE = 0.5
 #: How far a passage may be widened to reach a sentence boundary (characters, each side).
 MAX_WIDEN = 400
 
@@ -523,15 +526,20 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
 
     Rows are matched with the question's words weighted by the document's IDF, less the words of
     the document's card (its issuer and title name the document, not a row); among equally good
-    rows the one from the better-ranked evidence wins. ``idf_memo``: each document's IDF, as the
-    sentence scoring computed it (one store count per document, not per passage)."""
+    rows the one from the better-ranked evidence wins. No row is read from a document the question
+    does not name when it names others (``named_documents``): another company's filing states
+    another company's figure. ``idf_memo``: each document's IDF, as the sentence scoring computed
+    it (one store count per document, not per passage)."""
     if not asks_quantity(query.text):
         return None  # no row answers a question that asks for no quantity (``figures_in`` agrees)
     memo = {} if idf_memo is None else idf_memo
     best: tuple[float, Quote, bool] | None = None
+    named = named_documents(query, index)
     for p in passages:
         text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
         doc = p.chunk.doc_path
+        if named is not None and doc not in named:
+            continue
         if doc not in memo:
             memo[doc] = _idf(index, list(query.tokens), doc, config.tuning.bm25)
         weights = memo[doc]
@@ -550,3 +558,21 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
                                             start_line=lines[0], end_line=lines[1])
                 best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read), f.fits)
     return (best[1], best[2]) if best is not None else None
+
+
+def named_documents(query: Query, index: Index | None) -> set[str] | None:
+    """The documents whose card names what the question names about as well as the best-named one
+    (half its card match or more), plus every document without a card; None when the cards tell no
+    document apart (one company's filings, or no name asked). Names only, not years: a later
+    filing restates the asked year, and the column header decides the year."""
+    cards = index.card_terms if index is not None else None
+    if not cards or len(cards.by_path) < 2:
+        return None
+    paths = list(cards.by_path)
+    undated = re.sub(r"\d", " ", query.text)
+    words = [t for t in query.tokens if not any(ch.isdigit() for ch in t)]
+    match = card_match(undated, words, [cards.by_path[p] for p in paths])
+    if match.max() <= 0:
+        return None
+    named = {p for p, m in zip(paths, match) if m >= NAMED_SHARE * match.max()}
+    return named | {d for d in index.doc_rows if d not in cards.by_path}

@@ -211,3 +211,34 @@ def test_sub_columns_under_each_year_make_a_figure_a_guess_but_change_columns_do
              "Adjusted EBITDA, EBIT, Net income and EPS 2,117 1,701 1,224 80.5 2,018 1,608 1,089 73.3\n")
     grouped = figures_in(recon, "What was adjusted EBITDA for FY 2023?")[0]
     assert not grouped.fits  # four cells a year: the second cell is not the year's EBITDA
+
+
+def test_no_figure_is_read_from_another_companys_filing(tmp_path: Path) -> None:
+    from config import Config
+    from indexing.embedders.factory import make_embedder
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+    from retrieval.extractive import extract
+    from retrieval.query import Query
+    from retrieval.types import RetrievedChunk
+    from tests.test_doc_cards import filing
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "northwind.md").write_text(filing(2022, 418, 312), encoding="utf-8")
+    (docs / "acme.md").write_text(filing(2022, 77, 66).replace("NORTHWIND TRADING", "ACME ROCKETS")
+                                  .replace("Northwind", "Acme"), encoding="utf-8")
+    emb = make_embedder("hash", Config())
+    build_index(docs, tmp_path / "index", Config(), emb)
+    index = load_index(tmp_path / "index")
+
+    def first_read(question: str, doc: str) -> str | None:
+        ranked = [RetrievedChunk(c, 1.0, {}, row=r) for r, c in enumerate(index.chunks) if c.doc_path == doc]
+        quotes = extract(Query.build(question, emb), ranked, index, emb, Config()).quotes
+        return next((q.text for q in quotes if q.read), None)
+
+    q = "What were Acme Rockets' capital expenditures in FY2022?"
+    assert first_read(q, "acme.md") == "Capital expenditures, 2022: 77"
+    assert first_read(q, "northwind.md") is None  # Northwind's row states Northwind's figure
+    assert first_read("What were the capital expenditures in FY2022?", "northwind.md") == \
+        "Capital expenditures, 2022: 418"  # no company named: any filing may answer
