@@ -168,8 +168,9 @@ Two cells a column are not taken for sub-columns: two years and their change in 
 
 def _grouped(cells: int, columns: int) -> bool:
     return columns > 0 and cells >= 3 * columns and cells % columns == 0
-_NO_SCALE = re.compile(r"\bper\b|\brates?\b|\bratios?\b|\bmargins?\b|\bpercent|%|\bshares\b", re.I)
-"""A row that states a rate, ratio or per-share amount, not an amount in the table's scale."""
+_NO_SCALE = re.compile(r"\bper\b|\brates?\b|\bratios?\b|\bmargins?\b|\bpercent|%|\bshares\b|\bdays\b|"
+                       r"\bnumber of\b|\btimes\b|\bemployees\b", re.I)
+"""A row that states a rate, ratio, count or per-share amount, not an amount in the table's scale."""
 
 
 def _column(header: Header, period: str, kind: str | None) -> tuple[int, bool] | None:
