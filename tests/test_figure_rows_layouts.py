@@ -178,7 +178,7 @@ def test_a_figure_is_also_said_in_the_scale_the_question_asks_for() -> None:
     assert figures_in(table, "What was FY2020 net income in USD millions?")[0].text == "Net income, 2020: $7,175"
     eps = figures_in(table, "What were FY2020 earnings per share in USD billions?")[0]
     assert eps.text == "Earnings per share, 2020: $5.12"  # a per-share amount is not in the table's scale
-    days = figures_in("(in millions)\n2021 2020\nDays payable outstanding 50 48\n", "What was DPO days in 2020?")[0]
+    days = figures_in("(in millions)\n2021 2020\nDays payable outstanding 50 48\n", "What were days payable outstanding in 2020?")[0]
     assert days.values == ("48",) and days.scale == ""  # nor is a count of days
 
 
