@@ -54,6 +54,10 @@ _LINE_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*+•]\s|\d{1,3}[.)、]
 FIGURE_PRIOR_WEIGHT = 0.2
 #: Added to the score of a sentence that states a figure and names the period a question asks about.
 FIGURE_SENTENCE_BONUS = 0.25
+#: Taken off the score of a label fragment (``is_label_fragment``) when the question asks for a quantity.
+LABEL_FRAGMENT_PENALTY = 0.15
+#: A "sentence" of fewer words than this, with no figure and no sentence end, is a label, not a statement.
+LABEL_FRAGMENT_WORDS = 6
 #: A document whose card matches the question at least this share of the best match is one it names.
 NAMED_SHARE = 0.5
 #: How far a passage may be widened to reach a sentence boundary (characters, each side).
@@ -502,10 +506,7 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
         sentences.extend(split_sentences(p, i, len(ranked)))
     idf_memo: dict[str, dict[str, float]] = {}
     score_sentences(sentences, passages, query, index, embedder, config, idf_memo)
-    periods = asked_periods(query.text) if asks_quantity(query.text) else []
-    for s in sentences:  # a sentence that states a figure for the asked period answers a figure question
-        if periods and states_figure_for(s.text, periods):
-            s.score += FIGURE_SENTENCE_BONUS
+    weigh_for_figures(sentences, passages, query, index)
     quotes = select_quotes(sentences, passages, config.tuning.answer)
     found = figure_quote(query, passages, index, config, len(ranked), idf_memo)
     if found is not None:
@@ -558,6 +559,33 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
                                             start_line=lines[0], end_line=lines[1])
                 best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read), f.fits)
     return (best[1], best[2]) if best is not None else None
+
+
+def weigh_for_figures(sentences: list[Sentence], passages: list[Passage], query: Query, index: Index | None) -> None:
+    """For a question that asks for a quantity (in place): a sentence that states a figure and names
+    the asked period gains ``FIGURE_SENTENCE_BONUS`` when its document is one the question names
+    (``named_documents``: another company's figure answers nothing); a label fragment
+    (``is_label_fragment``) loses ``LABEL_FRAGMENT_PENALTY``."""
+    if not asks_quantity(query.text):
+        return
+    periods = asked_periods(query.text)
+    named = named_documents(query, index) if periods else None
+    for s in sentences:
+        if is_label_fragment(s.text):
+            s.score -= LABEL_FRAGMENT_PENALTY
+        if named is not None and passages[s.passage].chunk.doc_path not in named:
+            continue
+        if periods and states_figure_for(s.text, periods):
+            s.score += FIGURE_SENTENCE_BONUS
+
+
+def is_label_fragment(text: str) -> bool:
+    """Whether a "sentence" is a label: a table header's or heading's few words ("Total CVS Health
+    Shareholders' Equity"), with no figure and no sentence end. It names a quantity; it states none,
+    so it never answers a question that asks for one, however many of the question's words it holds."""
+    words = text.split()
+    return (len(words) < LABEL_FRAGMENT_WORDS and not any(ch.isdigit() for ch in text)
+            and not text.rstrip().endswith((".", "?", "!", ":", ";", "。")))
 
 
 def named_documents(query: Query, index: Index | None) -> set[str] | None:
