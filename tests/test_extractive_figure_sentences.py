@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config import Config
-from indexing.embedders.factory import make_embedder
-from indexing.index_builder import build_index
-from indexing.index_store import load_index
 from retrieval.extractive import (FIGURE_SENTENCE_BONUS, LABEL_FRAGMENT_PENALTY, Passage, Sentence, is_label_fragment,
                                   weigh_for_figures)
 from retrieval.query import Query
-from tests.test_doc_cards import filing
+from tests.test_figure_rows_layouts import two_companies
 
 
 def test_a_label_fragment_is_not_a_statement() -> None:
@@ -23,14 +19,7 @@ def test_a_label_fragment_is_not_a_statement() -> None:
 
 
 def test_figure_sentences_of_the_named_company_gain_and_label_fragments_lose(tmp_path: Path) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "northwind.md").write_text(filing(2022, 418, 312), encoding="utf-8")
-    (docs / "acme.md").write_text(filing(2022, 77, 66).replace("NORTHWIND TRADING", "ACME ROCKETS")
-                                  .replace("Northwind", "Acme"), encoding="utf-8")
-    emb = make_embedder("hash", Config())
-    build_index(docs, tmp_path / "index", Config(), emb)
-    index = load_index(tmp_path / "index")
+    index, emb = two_companies(tmp_path)
     chunk = {c.doc_path: c for c in index.chunks}
     passages = [Passage(chunk[d], 0, 0, "", [(1, 0, 0)], (0, 1)) for d in ("acme.md", "northwind.md")]
     texts = [(0, "Total\nShareholders’ Equity"), (0, "During 2022 the quarterly cash dividend was $0.55 per share."),

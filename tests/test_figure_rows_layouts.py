@@ -215,14 +215,12 @@ def test_sub_columns_under_each_year_make_a_figure_a_guess_but_change_columns_do
     assert not grouped.fits  # four cells a year: the second cell is not the year's EBITDA
 
 
-def test_no_figure_is_read_from_another_companys_filing(tmp_path: Path) -> None:
+def two_companies(tmp_path: Path):
+    """An index of two companies' look-alike annual reports (Northwind's and Acme Rockets'), and its embedder."""
     from config import Config
     from indexing.embedders.factory import make_embedder
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
-    from retrieval.extractive import extract
-    from retrieval.query import Query
-    from retrieval.types import RetrievedChunk
     from tests.test_doc_cards import filing
 
     docs = tmp_path / "docs"
@@ -232,7 +230,16 @@ def test_no_figure_is_read_from_another_companys_filing(tmp_path: Path) -> None:
                                   .replace("Northwind", "Acme"), encoding="utf-8")
     emb = make_embedder("hash", Config())
     build_index(docs, tmp_path / "index", Config(), emb)
-    index = load_index(tmp_path / "index")
+    return load_index(tmp_path / "index"), emb
+
+
+def test_no_figure_is_read_from_another_companys_filing(tmp_path: Path) -> None:
+    from config import Config
+    from retrieval.extractive import extract
+    from retrieval.query import Query
+    from retrieval.types import RetrievedChunk
+
+    index, emb = two_companies(tmp_path)
 
     def first_read(question: str, doc: str) -> str | None:
         ranked = [RetrievedChunk(c, 1.0, {}, row=r) for r, c in enumerate(index.chunks) if c.doc_path == doc]
