@@ -30,7 +30,7 @@ _PERIOD_KIND_WORDS = (
                          r"\b(?:thirteen|13)[- ]weeks?\b", re.I)),
     (HALF, re.compile(r"\b(?:six|6)[- ]months?\b|\bH[12]\b|\b(?:first|second) half\b|\bhalf[- ]year\b", re.I)),
     (NINE_MONTHS, re.compile(r"\b(?:nine|9)[- ]months?\b", re.I)),
-    (YEAR, re.compile(r"\b(?:twelve|12)[- ]months?\b|\byears?\b|\bFY\s?'?\d{2}|\bfiscal\b|\bannual\b|"
+    (YEAR, re.compile(r"\b(?:twelve|12)[- ]months?\b|\byears?\b|\bFY(?:\s?'?\d{2}|\b)|\bfiscal\b|\bannual\b|"
                       r"\bfull[- ]year\b|\b(?:52|53|fifty-two|fifty-three)[- ]weeks?\b", re.I)),
 )
 

@@ -267,7 +267,7 @@ def _column_kinds(header: str, columns: list[tuple[str, int, int]], preamble: st
     last: str | None = None
     seg_start = 0
     for _, a, b in columns:
-        named = period_kinds(header[seg_start:a])
+        named = period_kinds(header[seg_start:b])  # the column's own word too: "FY2023", "Q4 2023"
         if len(named) == 1:
             last = named[0]
         kinds.append(last)

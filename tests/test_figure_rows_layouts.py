@@ -123,6 +123,9 @@ def test_a_fiscal_year_question_reads_the_years_column_not_the_quarters() -> Non
     both = ("Three Months Ended Twelve Months Ended\nJune 30,\n2023 2022 2023 2022\n"
             "Adjusted EBITDA 540 609 2,018 2,117\n")
     assert figures_in(both, "What was the adjusted EBITDA for FY 2023?")[0].values == ("2,018",)
+    labelled = "Q4 2023 Q4 2022 FY2023 FY2022\nAdjusted EBITDA 540 609 2,018 2,117\n"  # each column says its kind
+    assert figures_in(labelled, "What was the adjusted EBITDA for FY 2023?")[0].values == ("2,018",)
+    assert figures_in(labelled, "What was the adjusted EBITDA in Q4 2023?")[0].values == ("540",)
 
 
 def test_the_asking_clause_names_the_row_not_the_instructions_around_it() -> None:
