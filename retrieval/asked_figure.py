@@ -82,6 +82,15 @@ def asks_quantity(question: str) -> bool:
     return bool(_ASKS_QUANTITY.search(question) or asked_periods(question))
 
 
+_ASKS_WHO_WHY = re.compile(r"^\W*(?:who|whom|why|where)\b", re.I)
+
+
+def asks_person_or_reason(clause: str) -> bool:
+    """Whether the asking clause asks who, why or where ("Who are the primary customers as of
+    FY2022?"): a table row's figure is not its answer, though it names a period."""
+    return bool(_ASKS_WHO_WHY.search(clause)) and not re.search(r"\bhow (?:much|many)\b", clause, re.I)
+
+
 def period_kinds(text: str) -> list[str]:
     """The kinds of period ``text`` names (quarter, six months, nine months, year), in that order."""
     return [kind for kind, words in _PERIOD_KIND_WORDS if words.search(text)]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping
 
 from retrieval.asked_figure import (ASKING_WORDS, YEAR, asked_period_kind, asked_periods, asked_scale, asking_clause,
-                                    asks_quantity, quantity_text)
+                                    asks_person_or_reason, asks_quantity, quantity_text)
 from retrieval.figure_change import describe_change, in_scale
 from retrieval.quantity_names import quantity_variants
 from retrieval.table_rows import EMPTY_CELL, Header, header_above, header_periods, lines_of, parse_row, table_rows
@@ -206,6 +206,8 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
     if not asks_quantity(question):
         return []
     clause = asking_clause(question)
+    if asks_person_or_reason(clause):
+        return []
     asked = quantity_text(clause)
     base = question_terms(asked, weights, names, tokens if asked == question else None)
     term_sets = [base] + [_named_terms(variant, phrase, base, weights, names)

@@ -156,6 +156,9 @@ def test_a_quantity_is_found_under_the_name_the_statement_gives_it() -> None:
     cfo = figures_in(table, "What was the operating cash flow in FY2017?")[0]
     assert cfo.label == "Net cash provided by operating activities" and cfo.values == ("6,240",)
     assert figures_in(table, "What were the FY2018 dividends paid?") == []  # no row states them
+    # a question that asks who or why names a period, not a quantity
+    assert figures_in(table, "Who provided the net cash for operating activities in FY2018?") == []
+    assert figures_in(table, "Why did the net cash provided by operating activities rise in FY2018?") == []
 
 
 def test_a_change_the_question_asks_is_computed_from_the_row_and_marked_as_computed() -> None:
