@@ -38,9 +38,10 @@ _PERIOD_KIND_WORDS = (
 _ASIDE = re.compile(r"\s*\([^()]*\)")
 ASKING_WORDS = frozenset(
     "fy much many usd dollar dollars million millions billion billions thousand thousands percent percentage "
-    "percentages unit units round rounded decimal decimals place places quantity directly explicitly outlined".split())
-"""Words of how a question asks (its period prefix, "how much", the unit and rounding it wants), never
-of what a table row is called."""
+    "percentages unit units round rounded decimal decimals place places quantity directly explicitly outlined "
+    "amount year years end ended fiscal quarter annual".split())
+"""Words of how a question asks (its period and its words: "year end FY2018"; "how much", "the amount
+of"; the unit and rounding it wants), never of what a table row is called."""
 
 
 _ASKED_SCALE = re.compile(r"\bin\s+(?:units\s+of\s+)?(?:USD|US\$|\$|U\.S\.\s*dollars|dollars)?\s*"

@@ -89,29 +89,58 @@ def lines_of(text: str) -> list[tuple[int, str]]:
     return out
 
 
+_GLUED_NUMBER = re.compile(r"\$?\(?\$?-?\d{1,3}(?:,\d{3})+(?:\.\d+)?\)?")
+
+
+def _words(line: str) -> list[tuple[int, int, str]]:
+    """(start, end, text) of the whitespace-separated words of a line, with the cells an extraction
+    glued to each other or to a label taken apart ("payable$302,578$255,028Construction" -> "payable",
+    "$302,578", "$255,028", "Construction"; "20182017ASSETS" -> "2018", "2017", "ASSETS")."""
+    out: list[tuple[int, int, str]] = []
+    for m in re.finditer(r"\S+", line):
+        t, at = m.group(0), m.start()
+        cuts = [(n.start(), n.end()) for n in _GLUED_NUMBER.finditer(t)]
+        if not _CELL.match(t) and cuts:
+            pass
+        elif re.fullmatch(r"(?:(?:19|20)\d{2}){2,4}[A-Za-z]*", t):
+            digits = len(t) - len(t.lstrip("0123456789"))
+            cuts = [(k, k + 4) for k in range(0, digits, 4)]
+        else:
+            out.append((at, m.end(), t))
+            continue
+        pos = 0
+        for a, b in cuts:
+            if a > pos:
+                out.append((at + pos, at + a, t[pos:a]))
+            out.append((at + a, at + b, t[a:b]))
+            pos = b
+        if pos < len(t):
+            out.append((at + pos, m.end(), t[pos:]))
+    return out
+
+
 def _tokens(line: str) -> list[tuple[int, int, str]]:
     """(start, end, text) of the words of a line, a cell's "$", "(", ")" or "%" printed apart joined
     to its number ("$ 709" -> "$709", "21.6 %" -> "21.6%")."""
     out: list[tuple[int, int, str]] = []
     glue = ""
     glue_at = -1
-    for m in re.finditer(r"\S+", line):
-        t = m.group(0)
+    for start, end, t in _words(line):
         if t in ("$", "(", "$(", "($"):
-            glue, glue_at = glue + t, (glue_at if glue else m.start())
+            glue, glue_at = glue + t, (glue_at if glue else start)
             continue
         if t in ("%", ")", "%)") and out and (_CELL.match(out[-1][2] + t) or out[-1][2] in EMPTY_CELL):
             a, _, prev = out[-1]
-            out[-1] = (a, m.end(), prev if prev in EMPTY_CELL else prev + t)
+            out[-1] = (a, end, prev if prev in EMPTY_CELL else prev + t)
             continue
         if glue:
             if _CELL.match(glue + t) or t in EMPTY_CELL:
-                out.append((glue_at, m.end(), t if t in EMPTY_CELL else glue + t))
+                out.append((glue_at, end, t if t in EMPTY_CELL else glue + t))
                 glue = ""
                 continue
             out.append((glue_at, glue_at + len(glue), glue))
             glue = ""
-        out.append((m.start(), m.end(), t))
+        out.append((start, end, t))
     if glue:
         out.append((glue_at, glue_at + len(glue), glue))
     return out
@@ -201,9 +230,34 @@ def table_rows(text: str, span: tuple[int, int] | None = None,
             rest = _clean_label(" ".join(tokens[cut:]))
             pending = (rest, i, pos + spans[cut][0], False) if cut < len(tokens) and _labelish(rest) else None
             continue
+        mid = _cells_within(tokens)
+        if mid is not None:  # "Accounts payable $302,578 $255,028 Construction payable": a row, then a label
+            a, b = mid
+            label = _clean_label(" ".join(tokens[:a]))
+            if _labelish(label) and not _all_years(tokens[a:b]):
+                rows.append(TableRow(label, tuple(tokens[a:b]), pos + spans[0][0], pos + spans[b - 1][1], i))
+                rest = _clean_label(" ".join(tokens[b:]))
+                pending = (rest, i, pos + spans[b][0], False) if _labelish(rest) else None
+                continue
         stripped = _clean_label(line.strip())
         pending = (stripped, i, pos + len(line) - len(line.lstrip()), True) if _labelish(stripped) else None
     return rows
+
+
+def _cells_within(tokens: list[str]) -> tuple[int, int] | None:
+    """[a, b) of the first run of two or more cells with words on both sides, or None."""
+    a = 0
+    while a < len(tokens):
+        if _is_cell(tokens[a]):
+            b = a
+            while b < len(tokens) and _is_cell(tokens[b]):
+                b += 1
+            if b - a >= 2 and 0 < a and b < len(tokens):
+                return a, b
+            a = b
+        else:
+            a += 1
+    return None
 
 
 def _labelish(text: str) -> bool:
@@ -224,7 +278,7 @@ _CHANGE_WORDS = frozenset({"vs", "vs.", "versus", "to", "over", "compared", "-",
 def _columns(text: str) -> list[tuple[str, int, int]] | None:
     """(column, start, end) of each year of a header's text, a year compared with another ("2022 vs.
     2021") one change column; None when the text states a figure (a row, not a header)."""
-    tokens = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    tokens = [(t, a, b) for a, b, t in _words(text)]
     out: list[tuple[str, int, int]] = []
     k = 0
     while k < len(tokens):

@@ -55,6 +55,23 @@ def test_a_row_whose_numbers_open_the_next_line_is_read_with_its_label() -> None
     assert cash.label == "Cash and cash equivalents" and cash.values == ("$8,813",)
 
 
+def test_cells_glued_to_each_other_and_to_labels_are_taken_apart() -> None:
+    glued = ("CONSOLIDATED BALANCE SHEETS\n(In thousands, except share data)\n\nDecember 31,\n20182017ASSETS\n\n"
+             "Cash and cash equivalents$1,526,762$1,499,995Accounts receivable, net\n657,206542,273Inventories\n"
+             "110,831102,292Total current assets\n2,526,7782,376,355\n\n"
+             "Accounts payable$302,578$255,028Construction payable\n311,793474,807Other accrued liabilities\n"
+             "2,151,0542,114,635Total current liabilities\n2,948,8823,138,297\n"
+             "ehensive loss(8,556)(3,610)Total stockholders' equity\n")
+    q = "Basing your judgments off of the balance sheet, what is the year end FY2018 amount of accounts payable?"
+    payable = figures_in(glued, q)[0]
+    assert payable.label == "Accounts payable" and payable.values == ("$302,578",)
+    assert payable.read == "row 'Accounts payable', column '2018', in thousands"
+    assert figures_in(glued, "What were accounts receivable, net in 2017?")[0].values == ("542,273",)
+    assert figures_in(glued, "What were total current liabilities in 2018?")[0].values == ("2,948,882",)
+    assert figures_in(glued, "What was the comprehensive loss in 2018?")[0].values == ("(8,556)",)
+    assert parse_row("Form 10-K 2022 COVID-19 cases 1,000,000,000 2,000").label == "Form 10-K 2022 COVID-19 cases"
+
+
 def test_a_header_whose_years_stand_on_lines_of_their_own_names_every_column() -> None:
     table = ("CONSOLIDATED STATEMENTS OF CASH FLOWS (In thousands)\nYear Ended December 31,\n2020\n"
              "2019 2018 Cash flows from operating activities:\nNet income (loss)\n"
