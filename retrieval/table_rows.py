@@ -15,8 +15,10 @@ before the next row's label::
     2,418 2,756 Property, plant and equipment, net
     12,645 12,672 Goodwill
 
-and a header's years may stand on lines of their own ("2020" / "2019 2018"). Each row is read
-back here as a person reads it: a label and its cells. A header says more than its years: the
+or glue the cells to each other and to the labels ("Accounts payable$302,578$255,028Construction
+payable"); a header's years may stand on lines of their own ("2020" / "2019 2018"), or be followed
+by change columns ("2022 vs. 2021"). Each row is read back here as a person reads it: a label and
+its cells. A header says more than its years: the
 kind of period of each column ("Three Months Ended June 30, 2023" is a quarter, "Twelve Months
 Ended" a year) and the scale the table is printed in ("(Dollars in millions)").
 """
