@@ -5,8 +5,10 @@ what is the FY2018 net property, plant, and equipment (in USD millions)? Respond
 perspective of an analyst who only uses the balance sheet"). Only the asking clause names the
 quantity a table row must state; the instructions' words ("analyst", "statement", "cash") match
 other rows. And "FY2023" asks for a year's figure, not the fourth quarter's column of a release
-that prints both; "Q2" asks for the quarter. Nothing here knows a form's vocabulary: clauses are
-told apart by their question words, periods by the words every statement header uses.
+that prints both; "Q2" asks for the quarter. Clauses are told apart by their question words,
+periods by the words every statement header uses; the only statement vocabulary here is the names
+of the financial statements a question gives as where to look ("in the income statement"), which
+name no row.
 """
 from __future__ import annotations
 
