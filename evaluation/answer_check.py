@@ -13,6 +13,9 @@ normalised (``$1,577 million`` = ``1577`` = ``1.577 billion``; rounding as the r
 it; see ``evaluation.figures``). The answer's quotes are read, not its citations, so a page
 number or a file name's year never counts as a figure.
 
+The checkable questions are split by whether the answer step's context (the passages it read)
+reaches a labelled evidence page: a miss where it does not is retrieval's, not the answer step's.
+
 Only the index is read; the set's documents are not opened. The per-question records (the
 answer's first quote, which figures were looked for, and whether the first quote came from a
 document that holds evidence) go to ``--json``, for reading the misses.
@@ -58,6 +61,9 @@ class CheckResult:
     first_read: str = ""
     quote_in_evidence_doc: bool = False
     mode: str = ""
+    context_on_evidence_page: bool | None = None
+    """Whether a passage the answer step read lies on a labelled evidence page (None: the question
+    names no page). A miss without it is retrieval's: the answer step never saw the page."""
 
 
 def read_questions(data: Path) -> list[CheckQuestion]:
@@ -112,9 +118,25 @@ def quotes_text(record: dict[str, Any]) -> str:
     return str(record.get("answer", ""))
 
 
+def read_evidence_page(q: CheckQuestion, record: dict[str, Any]) -> bool | None:
+    """Whether the answer step's context (the passages it read) reaches a labelled evidence page."""
+    if not q.pages:
+        return None
+    passages = (record.get("context") or {}).get("passages") or []
+    for p in passages:
+        a = p.get("page_start")
+        if not isinstance(a, int):
+            continue
+        b = p.get("page_end") if isinstance(p.get("page_end"), int) else a
+        if any(doc == p.get("doc_path") and a <= page <= max(a, b) for doc, page in q.pages):
+            return True
+    return False
+
+
 def check_one(q: CheckQuestion, record: dict[str, Any], pages: str = "") -> CheckResult:
     refs = checkable_figures(q, pages)
-    res = CheckResult(q.id, q.question_type, [f.literal for f in refs], mode=str(record.get("answer_mode") or ""))
+    res = CheckResult(q.id, q.question_type, [f.literal for f in refs], mode=str(record.get("answer_mode") or ""),
+                      context_on_evidence_page=read_evidence_page(q, record))
     said = quotes_text(record)
     res.answered = any(contains_figure(said, f) for f in refs)
     quotes = record.get("answer_quotes") or []
@@ -130,10 +152,14 @@ def summarise(results: Sequence[CheckResult]) -> dict[str, Any]:
     by_type: dict[str, list[CheckResult]] = defaultdict(list)
     for r in checkable:
         by_type[r.question_type or "-"].append(r)
+    read = [r for r in checkable if r.context_on_evidence_page]
+    unread = [r for r in checkable if r.context_on_evidence_page is False]
     return {
         "questions": len(results),
         "checkable": len(checkable),
         "answered": sum(r.answered for r in checkable),
+        "context_on_evidence_page": {"checkable": len(read), "answered": sum(r.answered for r in read)},
+        "context_off_evidence_page": {"checkable": len(unread), "answered": sum(r.answered for r in unread)},
         "share": round(sum(r.answered for r in checkable) / len(checkable), 4) if checkable else None,
         "first_quote_in_evidence_doc": round(sum(r.quote_in_evidence_doc for r in results) / len(results), 4)
         if results else None,
@@ -165,6 +191,9 @@ def run(data: Path, index_dir: Path, embedder: str | None = None, limit: int | N
 def format_summary(s: dict[str, Any]) -> str:
     lines = [f"questions {s['questions']}; checkable (reference figure on the evidence page) {s['checkable']}; "
              f"answer states it {s['answered']}" + (f" ({s['share']:.0%})" if s["share"] is not None else "")]
+    on, off = s["context_on_evidence_page"], s["context_off_evidence_page"]
+    lines.append(f"  the context read an evidence page: {on['answered']} of {on['checkable']}; "
+                 f"it did not (retrieval's miss): {off['answered']} of {off['checkable']}")
     for t, v in s["by_question_type"].items():
         lines.append(f"  {t}: {v['answered']} of {v['checkable']}")
     if s["first_quote_in_evidence_doc"] is not None:

@@ -38,6 +38,7 @@ from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from indexing.index_store import Index
 from indexing.search import Scope
+from retrieval.doc_cards import card_match
 from retrieval.figure_rows import asked_periods, asks_quantity, figures_in, states_figure_for
 from indexing.search_params import Bm25Params
 from retrieval.scoring import fuse
@@ -53,6 +54,12 @@ _LINE_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*+•]\s|\d{1,3}[.)、]
 FIGURE_PRIOR_WEIGHT = 0.2
 #: Added to the score of a sentence that states a figure and names the period a question asks about.
 FIGURE_SENTENCE_BONUS = 0.25
+#: Taken off the score of a label fragment (``is_label_fragment``) when the question asks for a quantity.
+LABEL_FRAGMENT_PENALTY = 0.15
+#: A "sentence" of fewer words than this, with no figure and no sentence end, is a label, not a statement.
+LABEL_FRAGMENT_WORDS = 6
+#: A document whose card matches the question at least this share of the best match is one it names.
+NAMED_SHARE = 0.5
 #: How far a passage may be widened to reach a sentence boundary (characters, each side).
 MAX_WIDEN = 400
 
@@ -499,34 +506,41 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
         sentences.extend(split_sentences(p, i, len(ranked)))
     idf_memo: dict[str, dict[str, float]] = {}
     score_sentences(sentences, passages, query, index, embedder, config, idf_memo)
-    periods = asked_periods(query.text) if asks_quantity(query.text) else []
-    for s in sentences:  # a sentence that states a figure for the asked period answers a figure question
-        if periods and states_figure_for(s.text, periods):
-            s.score += FIGURE_SENTENCE_BONUS
+    weigh_for_figures(sentences, passages, query, index)
     quotes = select_quotes(sentences, passages, config.tuning.answer)
-    figure = figure_quote(query, passages, index, config, len(ranked), idf_memo)
-    if figure is not None:  # the asked figure leads: it states the quantity for the period asked
-        figure.score = max([figure.score] + [q.score for q in quotes])
-        quotes.insert(0, figure)
+    found = figure_quote(query, passages, index, config, len(ranked), idf_memo)
+    if found is not None:
+        figure, fits = found
+        if fits or not quotes:  # the asked figure leads: it states the quantity for the period asked
+            figure.score = max([figure.score] + [q.score for q in quotes])
+            quotes.insert(0, figure)
+        else:  # another kind of period, or a guessed sub-column: evidence after the best sentence, not the answer
+            quotes.insert(1, figure)
     return Extract(quotes, len(sentences))
 
 
 def figure_quote(query: Query, passages: list[Passage], index: Index | None, config: Config,
-                 k: int, idf_memo: dict[str, dict[str, float]] | None = None) -> Quote | None:
+                 k: int, idf_memo: dict[str, dict[str, float]] | None = None) -> tuple[Quote, bool] | None:
     """The table row of the evidence that states the asked quantity for the asked period, as a quote
-    that says which row and column it read (``retrieval.figure_rows``); None when no row does.
+    that says which row and column it read (``retrieval.figure_rows``), and whether it fits the
+    question (``Figure.fits``); None when no row does.
 
     Rows are matched with the question's words weighted by the document's IDF, less the words of
     the document's card (its issuer and title name the document, not a row); among equally good
-    rows the one from the better-ranked evidence wins. ``idf_memo``: each document's IDF, as the
-    sentence scoring computed it (one store count per document, not per passage)."""
+    rows the one from the better-ranked evidence wins. No row is read from a document the question
+    does not name when it names others (``named_documents``): another company's filing states
+    another company's figure. ``idf_memo``: each document's IDF, as the sentence scoring computed
+    it (one store count per document, not per passage)."""
     if not asks_quantity(query.text):
         return None  # no row answers a question that asks for no quantity (``figures_in`` agrees)
     memo = {} if idf_memo is None else idf_memo
-    best: tuple[float, Quote] | None = None
+    best: tuple[float, Quote, bool] | None = None
+    named = named_documents(query, index)
     for p in passages:
         text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
         doc = p.chunk.doc_path
+        if named is not None and doc not in named:
+            continue
         if doc not in memo:
             memo[doc] = _idf(index, list(query.tokens), doc, config.tuning.bm25)
         weights = memo[doc]
@@ -543,5 +557,50 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
                 lines = (_line_of(p, a), _line_of(p, max(a, b - 1)))
                 chunk = dataclasses.replace(p.chunk, text=f.text, start_char=a, end_char=b,
                                             start_line=lines[0], end_line=lines[1])
-                best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read))
-    return best[1] if best is not None else None
+                best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read), f.fits)
+    return (best[1], best[2]) if best is not None else None
+
+
+def weigh_for_figures(sentences: list[Sentence], passages: list[Passage], query: Query, index: Index | None) -> None:
+    """For a question that asks for a quantity (in place): a sentence that states a figure and names
+    the asked period gains ``FIGURE_SENTENCE_BONUS`` when its document is one the question names
+    (``named_documents``: another company's figure answers nothing); a label fragment
+    (``is_label_fragment``) loses ``LABEL_FRAGMENT_PENALTY``."""
+    if not asks_quantity(query.text):
+        return
+    periods = asked_periods(query.text)
+    named = named_documents(query, index) if periods else None
+    for s in sentences:
+        if is_label_fragment(s.text):
+            s.score -= LABEL_FRAGMENT_PENALTY
+        if named is not None and passages[s.passage].chunk.doc_path not in named:
+            continue
+        if periods and states_figure_for(s.text, periods):
+            s.score += FIGURE_SENTENCE_BONUS
+
+
+def is_label_fragment(text: str) -> bool:
+    """Whether a "sentence" is a label: a table header's or heading's few words ("Total CVS Health
+    Shareholders' Equity"), with no figure and no sentence end. It names a quantity; it states none,
+    so it never answers a question that asks for one, however many of the question's words it holds."""
+    words = text.split()
+    return (len(words) < LABEL_FRAGMENT_WORDS and not any(ch.isdigit() for ch in text)
+            and not text.rstrip().endswith((".", "?", "!", ":", ";", "。")))
+
+
+def named_documents(query: Query, index: Index | None) -> set[str] | None:
+    """The documents whose card names what the question names about as well as the best-named one
+    (half its card match or more), plus every document without a card; None when the cards tell no
+    document apart (one company's filings, or no name asked). Names only, not years: a later
+    filing restates the asked year, and the column header decides the year."""
+    cards = index.card_terms if index is not None else None
+    if not cards or len(cards.by_path) < 2:
+        return None
+    paths = list(cards.by_path)
+    undated = re.sub(r"\d", " ", query.text)
+    words = [t for t in query.tokens if not any(ch.isdigit() for ch in t)]
+    match = card_match(undated, words, [cards.by_path[p] for p in paths])
+    if match.max() <= 0:
+        return None
+    named = {p for p, m in zip(paths, match) if m >= NAMED_SHARE * match.max()}
+    return named | {d for d in index.doc_rows if d not in cards.by_path}

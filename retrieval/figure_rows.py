@@ -11,9 +11,10 @@ quoted whichever block of figures shared a word with the question. Here each row
 person reads it: the question's quantity words are matched to the row labels, its period
 (``2022``, ``FY2022``, ``FY22``) to the header's columns, and the answer states the value with
 the row and column it came from (``Total revenues, 2022: 66,608``), so a reader can check it.
-Nothing here knows a statement's vocabulary: labels are matched with the question's own words,
-weighted by the caller (the index's IDF), less the words that name the document (its card's issuer
-and title), and the columns are whatever periods the header names.
+Labels are matched with the question's own words (its asking clause), weighted by the caller (the
+index's IDF), less the words that name the document (its card's issuer and title), and with the few
+names statements give the quantities analysts ask about most (``quantity_names``); the columns are
+whatever periods the header names, of the kind of period asked (``table_rows.Header``).
 """
 from __future__ import annotations
 
@@ -21,34 +22,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping
 
+from retrieval.asked_figure import (ASKING_WORDS, YEAR, asked_period_kind, asked_periods, asked_scale, asking_clause,
+                                    asks_person_or_reason, asks_quantity, quantity_text)
+from retrieval.figure_change import describe_change, in_scale
+from retrieval.quantity_names import quantity_variants
+from retrieval.table_rows import EMPTY_CELL, Header, header_above, header_periods, lines_of, parse_row, table_rows
 from utils.tokenizer import tokenize
 
-_CELL = re.compile(r"^\(?-?\$?\(?-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\)?%?\)?$")
-"""One numeric cell: 66,608 | $55,893 | (4,187) | ($4,935) | 12.5% | 0.40."""
-_EMPTY_CELL = frozenset({"—", "–", "-", "--", "n/a", "N/A", "nm", "NM", "*"})
-"""A cell a table leaves without a value: it holds a column's place."""
-_YEAR = re.compile(r"^(?:FY)?((?:19|20)\d{2})[,.:;)]*$", re.I)
-_QUESTION_PERIOD = re.compile(r"\b(?:FY\s?|fiscal\s+(?:year\s+)?)?((?:19|20)\d{2})\b|\bFY\s?'?(\d{2})\b", re.I)
-_DOT_LEADER = re.compile(r"(?:\s*\.){2,}\s*$|[\s.:]+$")
-_ASKS_QUANTITY = re.compile(
-    r"\b(how much|how many|amount|value|total|number of|what (?:is|was|were|are) (?:the |its |their )?\S+)", re.I)
-"""A question that asks for a quantity (a period alone also counts: "revenue in 2022")."""
+__all__ = ["asked_periods", "asks_quantity", "figures_in", "header_periods", "parse_row", "states_figure_for"]
 
-HEADER_LOOKBACK_LINES = 80
-"""How far above a row its column header is looked for (a statement page holds ~60 lines)."""
+_ASKING_TOKENS = frozenset(t for w in ASKING_WORDS for t in tokenize(w))
 MIN_LABEL_SCORE = 0.3
 """A row whose label covers less of the question's words than this is not what was asked."""
-
-
-@dataclass(frozen=True)
-class TableRow:
-    """A line of a label and numbers: its cells as printed, and its place in the text."""
-
-    label: str
-    cells: tuple[str, ...]
-    start: int
-    end: int
-    """[start, end) of the line in the text it was read from."""
 
 
 @dataclass(frozen=True)
@@ -66,80 +51,36 @@ class Figure:
     under: str = ""
     """The section the table stands in, when the row's label alone does not say what it counts
     (a "Total" row of the "Revenues" table)."""
+    scale: str = ""
+    """``million`` when the table says its amounts are in millions (not said of rates and per-share rows)."""
+    change: str = ""
+    """The change between the periods read, when the question asks it (``figure_change``)."""
+    asked_scale: str = ""
+    """The scale the question wants (``million``) when it is not the table's: each value is said in both."""
+    fits: bool = True
+    """False when a column read is of another kind of period than the asked one, or the row has
+    several cells a period: the figure is evidence, not the answer."""
 
     @property
     def text(self) -> str:
-        """``Total revenues, 2022: 66,608; 2021: 62,286``: the answer as a person would say it."""
+        """``Total revenues, 2022: 66,608; 2021: 62,286``: the answer as a person would say it (and the
+        change between them, marked as computed, when that is what was asked)."""
         label = f"{self.label} ({self.under})" if self.under else self.label
-        return f"{label}, " + "; ".join(f"{c}: {v}" for c, v in zip(self.columns, self.values))
+        said = f"{label}, " + "; ".join(f"{c}: {self._value(v)}" for c, v in zip(self.columns, self.values))
+        return f"{said}; {self.change}" if self.change else said
+
+    def _value(self, cell: str) -> str:
+        """The cell as printed, and in the asked scale when the question asks another than the table's."""
+        other = in_scale(cell, self.scale, self.asked_scale)
+        return f"{cell} {self.scale} = {other} {self.asked_scale}" if other else cell
 
     @property
     def read(self) -> str:
-        """Which row and column(s) the figure was read from."""
+        """Which row and column(s) the figure was read from, and the scale the table states."""
         cols = ", ".join(f"'{c}'" for c in self.columns)
         under = f" of the table under '{self.under}'" if self.under else ""
-        return f"row '{self.label}'{under}, column{'s' if len(self.columns) > 1 else ''} {cols}"
-
-
-def _cells_from_right(tokens: list[str]) -> tuple[list[str], int]:
-    """The numeric cells at the end of a line's tokens, and where the label ends (token index)."""
-    cells: list[str] = []
-    i = len(tokens)
-    while i > 0:
-        t = tokens[i - 1]
-        if _CELL.match(t) or t in _EMPTY_CELL:
-            cells.append(t)
-            i -= 1
-        elif t in ("$", "(", ")", "%") and cells:  # "$ 1,234" / "1,234 %" split by the extraction
-            i -= 1
-        else:
-            break
-    return cells[::-1], i
-
-
-def parse_row(line: str, start: int = 0) -> TableRow | None:
-    """A label followed by at least two numeric cells, else None (prose, a header of years)."""
-    tokens = line.split()
-    if len(tokens) < 3:
-        return None
-    cells, cut = _cells_from_right(tokens)
-    if len(cells) < 2 or cut == 0:
-        return None
-    label = _DOT_LEADER.sub("", " ".join(tokens[:cut])).strip(" .:$")
-    if not any(ch.isalpha() for ch in label) or len(label) > 160:
-        return None
-    if all(_YEAR.match(c) for c in cells if c not in _EMPTY_CELL):
-        return None  # "Years ended December 31, 2022 2021 2020" is a header, not a row
-    return TableRow(label, tuple(cells), start, start + len(line))
-
-
-def header_periods(line: str) -> list[str]:
-    """The periods a column-header line names, left to right (``['2022', '2021', '2020']``), or []
-    when the line is not a header: at least two years and no figure other than a day of the month."""
-    years: list[str] = []
-    for t in line.split():
-        m = _YEAR.match(t)
-        if m:
-            years.append(m.group(1))
-            continue
-        bare = t.strip(",.;:()")
-        if bare.replace(",", "").replace(".", "").isdigit() and not (bare.isdigit() and int(bare) <= 31):
-            return []  # a figure: a row, not a header
-    return years if len(years) >= 2 else []
-
-
-def asked_periods(question: str) -> list[str]:
-    """The years a question names, in its order, once each (``FY2018`` and ``FY18`` -> ``2018``)."""
-    out: list[str] = []
-    for m in _QUESTION_PERIOD.finditer(question):
-        y = m.group(1) or f"20{m.group(2)}"
-        if y not in out:
-            out.append(y)
-    return out
-
-
-def asks_quantity(question: str) -> bool:
-    return bool(_ASKS_QUANTITY.search(question) or asked_periods(question))
+        scale = f", in {self.scale}s" if self.scale else ""
+        return f"row '{self.label}'{under}, column{'s' if len(self.columns) > 1 else ''} {cols}{scale}"
 
 
 _FIGURE = re.compile(r"(?<![\w.])\$?\(?\d[\d,]*(?:\.\d+)?\)?\s?(?:%|percent|million|billion|thousand)?")
@@ -155,13 +96,6 @@ def states_figure_for(sentence: str, periods: Collection[str]) -> bool:
         if bare and not (bare.isdigit() and len(bare) == 4 and bare[:2] in ("19", "20")):
             return True
     return False
-
-
-def _lines(text: str) -> Iterable[tuple[int, str]]:
-    pos = 0
-    for line in text.split("\n"):
-        yield pos, line
-        pos += len(line) + 1
 
 
 @dataclass
@@ -181,11 +115,27 @@ def question_terms(question: str, weights: Mapping[str, float] | None = None,
                    names: Collection[str] = (), tokens: Iterable[str] | None = None) -> _Terms:
     """The question's words that may name a quantity: no figures or years, and not ``names`` (the
     words that name the document itself, its issuer and title: "Boeing" in a Boeing filing names
-    the filing, not a row). ``tokens``: the question already tokenised (the pipeline's query
-    carries them, so a question is tokenised once however many passages are read)."""
+    the filing, not a row; nor the words of how it asks, ``ASKING_WORDS``). ``tokens``: the
+    question already tokenised (the pipeline's query carries them, so a question is tokenised once
+    however many passages are read)."""
     words = {t for t in (tokenize(question) if tokens is None else tokens)
-             if not any(ch.isdigit() for ch in t) and t not in names}
+             if not any(ch.isdigit() for ch in t) and t not in names and t not in _ASKING_TOKENS}
     return _Terms(words, weights or {})
+
+
+def _named_terms(variant: str, phrase: str, base: _Terms, weights: Mapping[str, float] | None,
+                 names: Collection[str]) -> _Terms:
+    """The terms of the question read with another name of its quantity (``quantity_names``). The
+    name's own words weigh what the phrase it replaces weighs in the document (the mean weight of the
+    question's words when the document never uses the phrase); the other words keep their weight."""
+    terms = question_terms(variant, weights, names)
+    if not weights:
+        return terms
+    held = [w for w in weights.values() if w > 0]
+    own = max((weights.get(t, 0.0) for t in tokenize(phrase)), default=0.0)
+    value = own or (sum(held) / len(held) if held else 1.0)
+    terms.weights = {**weights, **{t: value for t in terms.words - base.words}}
+    return terms
 
 
 def label_score(label: str, terms: _Terms) -> float:
@@ -203,16 +153,40 @@ def label_score(label: str, terms: _Terms) -> float:
     return cover * (len(matched) / len(lab)) ** 0.5
 
 
-def _header_above(lines: list[tuple[int, str]], i: int) -> tuple[list[str], str]:
-    for j in range(i - 1, max(-1, i - 1 - HEADER_LOOKBACK_LINES), -1):
-        periods = header_periods(lines[j][1])
-        if periods:
-            return periods, lines[j][1].strip()
-    return [], ""
-
-
 SECTION_DISCOUNT = 0.9
 """A label matched only with its section's heading counts this much of a label that says it alone."""
+
+
+KIND_MISMATCH = 0.5
+"""A column of another kind of period than the asked one (the fourth quarter's 2023 for "FY2023")
+counts this much: read only when no column of the asked kind states the quantity, and then named."""
+GROUPED_CELLS = 0.8
+"""A row of three or more cells for each column of its header (sub-columns such as "EBITDA EBIT Net
+income EPS" under each year) counts this much: the cell read by position may be another sub-column's.
+Two cells a column are not taken for sub-columns: two years and their change in $ and % print so."""
+
+
+def _grouped(cells: int, columns: int) -> bool:
+    return columns > 0 and cells >= 3 * columns and cells % columns == 0
+_NO_SCALE = re.compile(r"\bper\b|\brates?\b|\bratios?\b|\bmargins?\b|\bpercent|%|\bshares\b|\bdays\b|"
+                       r"\bnumber of\b|\btimes\b|\bemployees\b", re.I)
+"""A row that states a rate, ratio, count or per-share amount, not an amount in the table's scale."""
+
+
+def _column(header: Header, period: str, kind: str | None) -> tuple[int, bool] | None:
+    """The column of ``period`` (its index) and whether its kind of period fits ``kind``: a column
+    of the asked kind first, then one whose header does not say, then another kind."""
+    idx = [k for k, p in enumerate(header.periods) if p == period]
+    if not idx:
+        return None
+    rank = {kind: 0, None: 1}
+    k = min(idx, key=lambda j: (rank.get(header.kinds[j], 2), j))
+    return k, rank.get(header.kinds[k], 2) < 2 or kind is None
+
+
+def _column_name(header: Header, k: int) -> str:
+    kind = header.kinds[k]
+    return header.periods[k] if kind in (None, YEAR) else f"{header.periods[k]} ({kind})"
 
 
 def figures_in(text: str, question: str, weights: Mapping[str, float] | None = None,
@@ -221,41 +195,58 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
     """Every row of ``text`` (inside ``span`` when given: the part the answer may quote) whose label
     matches the question and whose header names the asked period, best first.
 
-    The header may lie above ``span``: it is read, never quoted. Without a period in the question
-    the row's first column (a statement's latest period) is read. ``section`` is the heading of the
-    section the text belongs to: a row whose label alone says little ("Total") is read with it;
-    ``tokens``: the question's tokens when the caller has them (``question_terms``)."""
+    The question's words are those of its asking clause without its asides (``asking_clause``,
+    ``quantity_text``: the instructions around it name other rows), its quantity also read under
+    its statement names (``quantity_names``). The header may lie above ``span``: it is read, never
+    quoted. Without a period in the question the row's first column (a statement's latest period)
+    is read; of two columns of the asked year, the one of the asked kind of period (a year, a
+    quarter: ``Header.kinds``). ``section`` is the heading of the section the text belongs to: a
+    row whose label alone says little ("Total") is read with it; ``tokens``: the question's tokens
+    when the caller has them (``question_terms``)."""
     if not asks_quantity(question):
         return []
-    terms = question_terms(question, weights, names, tokens)
-    periods = asked_periods(question)
-    lines = list(_lines(text))
+    clause = asking_clause(question)
+    if asks_person_or_reason(clause):
+        return []
+    asked = quantity_text(clause)
+    base = question_terms(asked, weights, names, tokens if asked == question else None)
+    term_sets = [base] + [_named_terms(variant, phrase, base, weights, names)
+                          for variant, phrase in quantity_variants(asked)]
+    periods = asked_periods(clause) or asked_periods(question)
+    kind = asked_period_kind(clause) if asked_periods(clause) else asked_period_kind(question)
+    wanted_scale = asked_scale(question)
+    lines = lines_of(text)
     lo, hi = span if span is not None else (0, len(text))
     out: list[Figure] = []
-    for i, (pos, line) in enumerate(lines):
-        if pos + len(line) <= lo or pos >= hi:
+    for row in table_rows(text, (lo, hi), lines):
+        if row.end <= lo or row.start >= hi:
             continue
-        row = parse_row(line, pos)
-        if row is None:
-            continue
-        score = label_score(row.label, terms)
+        score = max(label_score(row.label, terms) for terms in term_sets)
         under = ""
-        if section:
-            within = SECTION_DISCOUNT * label_score(f"{row.label} {section}", terms)
+        if section and score < MIN_LABEL_SCORE:  # the heading explains a label that says too little
+            within = SECTION_DISCOUNT * label_score(f"{row.label} {section}", term_sets[0])
             if within > score:
                 score, under = within, section
         if score < MIN_LABEL_SCORE:
             continue
-        header, header_text = _header_above(lines, i)
-        if not header or len(row.cells) < len(header):
+        header = header_above(lines, row.line)
+        if header is None or len(row.cells) < header.period_count:  # change columns may be left blank
             continue
-        wanted = [p for p in periods if p in header] if periods else [header[0]]
-        if not wanted:
+        columns = [_column(header, p, kind) for p in periods] if periods else [(0, True)]
+        read = [c for c in columns if c is not None and c[0] < len(row.cells)]
+        if not read:
             continue
-        values = tuple(row.cells[header.index(p)] for p in wanted)
-        if all(v in _EMPTY_CELL for v in values):
+        values = tuple(row.cells[k] for k, _ in read)
+        if all(v in EMPTY_CELL for v in values):
             continue
-        out.append(Figure(row.label, tuple(wanted), values, row.start, row.end,
-                          score * len(wanted) / max(len(periods), 1), header_text, under))
+        fit = KIND_MISMATCH if not all(ok for _, ok in read) else 1.0
+        if _grouped(len(row.cells), len(header.periods)):
+            fit *= GROUPED_CELLS  # several cells a period: which one is the asked quantity is a guess
+        scale = header.scale if not _NO_SCALE.search(row.label + " " + " ".join(values)) else ""
+        names_read = tuple(_column_name(header, k) for k, _ in read)
+        change = describe_change(clause, names_read, tuple(header.periods[k] for k, _ in read), values)
+        out.append(Figure(row.label, names_read, values, row.start, row.end,
+                          fit * score * len(read) / max(len(periods), 1), header.text, under, scale, change,
+                          wanted_scale, fit == 1.0))
     out.sort(key=lambda f: -f.score)
     return out

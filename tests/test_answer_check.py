@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from config import Config
-from evaluation.answer_check import main
+from evaluation.answer_check import CheckQuestion, check_one, format_summary, main, summarise
 from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from tests.test_doc_cards import filing
@@ -45,3 +45,23 @@ def test_answer_check_refuses_bad_input_in_one_line(tmp_path: Path, capsys) -> N
     (tmp_path / "qa.jsonl").write_text("{not json\n", encoding="utf-8")
     assert main(["--data", str(tmp_path), "--index", str(tmp_path)]) == 2
     assert "qa.jsonl line 1: not a question record" in capsys.readouterr().err
+
+
+def test_the_figure_is_split_by_whether_the_context_read_an_evidence_page() -> None:
+    q = CheckQuestion("q", "What were capital expenditures in FY2022?", ("a.pdf",), "Capital expenditures 418 312",
+                      ("$418",), "metrics", (("a.pdf", 7),))
+    on_page = {"answer_quotes": [{"text": "Capital expenditures, 2022: 418", "doc_path": "a.pdf"}],
+               "context": {"passages": [{"doc_path": "b.pdf", "page_start": 7, "page_end": 7},
+                                        {"doc_path": "a.pdf", "page_start": 6, "page_end": 8}]}}
+    elsewhere = {"answer_quotes": [{"text": "Revenue 900", "doc_path": "a.pdf"}],
+                 "context": {"passages": [{"doc_path": "a.pdf", "page_start": 9, "page_end": None},
+                                          {"doc_path": "b.pdf", "page_start": 7, "page_end": 7}]}}
+    read, missed = check_one(q, on_page), check_one(q, elsewhere)
+    assert read.context_on_evidence_page is True and read.answered
+    assert missed.context_on_evidence_page is False and not missed.answered  # page 7 of another filing
+    no_pages = check_one(CheckQuestion("m", q.query, ("a.md",), q.evidence_text, q.answers), on_page)
+    assert no_pages.context_on_evidence_page is None  # a Markdown set names no pages: in neither share
+    s = summarise([read, missed, no_pages])
+    assert s["context_on_evidence_page"] == {"checkable": 1, "answered": 1}
+    assert s["context_off_evidence_page"] == {"checkable": 1, "answered": 0}
+    assert "the context read an evidence page: 1 of 1; it did not (retrieval's miss): 0 of 1" in format_summary(s)

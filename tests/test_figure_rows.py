@@ -53,8 +53,8 @@ def test_the_asked_row_and_columns_are_read_not_the_first_table() -> None:
     best = found[0]
     assert best.label == "Total revenues" and best.columns == ("2022", "2021")
     assert best.values == ("66,608", "62,286")
-    assert best.text == "Total revenues, 2022: 66,608; 2021: 62,286"
-    assert best.read == "row 'Total revenues', columns '2022', '2021'"
+    assert best.text == ("Total revenues, 2022: 66,608; 2021: 62,286; change from 2021 to 2022: +4,322, +6.9% (computed)")
+    assert best.read == "row 'Total revenues', columns '2022', '2021', in millions"  # the scale the table states
     assert STATEMENT[best.start:best.end] == "Total revenues 66,608 62,286 58,158"
 
 
@@ -93,13 +93,14 @@ def test_the_offline_answer_leads_with_the_figure_and_says_where_it_read_it(tmp_
     ranked = [RetrievedChunk(index.chunks[r], 1.0 - r / 10, {}, row=r) for r in range(len(index.chunks))]
     ex = extract(Query.build(REVENUE_Q, emb), ranked, index, emb, Config())
     first = ex.quotes[0]
-    assert first.read == "row 'Total revenues', columns '2022', '2021'"
-    assert first.text == "Total revenues, 2022: 66,608; 2021: 62,286"
+    assert first.read == "row 'Total revenues', columns '2022', '2021', in millions"
+    assert first.text.startswith("Total revenues, 2022: 66,608; 2021: 62,286; change from 2021 to 2022")
     assert text[first.chunk.start_char:first.chunk.end_char] == "Total revenues 66,608 62,286 58,158"
     assert first.chunk.heading_path.endswith("Item 8. Financial statements")
     line = extractive_text(REVENUE_Q, [{"ranks": first.ranks, "text": first.text, "citation": "filing.md:L20",
                                         "heading_path": "Item 8", "read": first.read}]).splitlines()[1]
-    assert "Total revenues, 2022: 66,608; 2021: 62,286 (row 'Total revenues', columns '2022', '2021';" in line
+    assert ("Total revenues, 2022: 66,608; 2021: 62,286; change from 2021 to 2022: +4,322, +6.9% (computed) "
+            "(row 'Total revenues', columns '2022', '2021', in millions;") in line
 
 
 def test_a_question_without_a_matching_row_gets_no_figure_quote(tmp_path: Path) -> None:
@@ -161,8 +162,8 @@ def test_a_total_row_is_read_with_its_section_heading() -> None:
     assert figures_in(table, REVENUE_Q) == []  # "Total" alone does not say what it counts
     best = figures_in(table, REVENUE_Q, section="Revenues")[0]
     assert best.values == ("$66,608", "$62,286") and best.under == "Revenues"
-    assert best.text == "Total (Revenues), 2022: $66,608; 2021: $62,286"
-    assert best.read == "row 'Total' of the table under 'Revenues', columns '2022', '2021'"
+    assert best.text.startswith("Total (Revenues), 2022: $66,608; 2021: $62,286; change from 2021 to 2022")
+    assert best.read == "row 'Total' of the table under 'Revenues', columns '2022', '2021', in millions"
     # a label that says it alone is not re-read with its section
     own = figures_in(STATEMENT, REVENUE_Q, section="Consolidated Statements of Operations")[0]
     assert own.label == "Total revenues" and own.under == ""

@@ -1,0 +1,51 @@
+"""Other names of a quantity a question asks for, as financial statements print it.
+
+A question says "capital expenditure"; the cash flow statement's row says "Purchases of property,
+plant and equipment" or "Capital spending". Matching a row label with the question's own words
+finds no such row. These are the statement names of the quantities analysts ask about most
+(GAAP line items and their common abbreviations), not any filer's wording: each asked phrase may
+be read as any of its names, and the best-matching row label wins.
+"""
+from __future__ import annotations
+
+import re
+
+_PPE = "property, plant and equipment"
+_CAPEX = (f"purchases of {_PPE}", "capital spending", f"additions to {_PPE}", f"payments for {_PPE}",
+          "capital expenditures")
+_CFO = ("net cash provided by operating activities", "cash provided by operations",
+        "net cash from operating activities")
+_COGS = ("cost of sales", "cost of goods sold", "cost of revenue", "cost of products sold")
+
+NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"capital expenditures?|capex", _CAPEX),
+    (r"pp&e|ppne|pp and e", (_PPE,)),
+    (r"d&a", ("depreciation and amortization",)),
+    (r"cogs|cost of goods sold", _COGS),
+    (r"sg&a", ("selling, general and administrative expenses",)),
+    (r"r&d", ("research and development expense",)),
+    (r"eps", ("earnings per share",)),
+    (r"(?:operating|unadjusted operating) (?:income|profit)", ("operating income", "income from operations",
+                                                                "earnings from operations", "operating profit")),
+    (r"net income", ("net earnings", "net income attributable")),
+    (r"(?:cash (?:flow )?from operations|operating cash flows?|cash flows? from operating activities)", _CFO),
+    (r"(?:total )?revenues?", ("net sales", "total revenues", "net revenues")),
+    (r"(?:cash )?dividends(?: paid)?", ("cash dividends paid", "dividends paid")),
+    (r"inventory", ("inventories",)),
+    (r"accounts payable", ("accounts payable", "trade payables")),
+)
+_COMPILED = tuple((re.compile(rf"(?<![\w&])(?:{pattern})(?![\w&])", re.I), names) for pattern, names in NAMES)
+
+
+def quantity_variants(text: str) -> list[tuple[str, str]]:
+    """``text`` with each asked quantity it names replaced by each of its statement names, with the
+    phrase it replaced: ``[("what is the FY2018 purchases of property, plant and equipment",
+    "capital expenditure"), ...]``. [] when it names none."""
+    out: list[tuple[str, str]] = []
+    for pattern, names in _COMPILED:
+        for m in pattern.finditer(text):
+            for name in names:
+                variant = text[:m.start()] + name + text[m.end():]
+                if variant.lower() != text.lower():
+                    out.append((variant, m.group(0)))
+    return out
