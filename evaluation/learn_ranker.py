@@ -34,7 +34,7 @@ from config import Config
 from evaluation.dataset import EvalSet, Question, load_eval_set, sample_questions
 from evaluation.metrics import Relevance, SpanTable, distinct_ndcg, question_relevance, paired_bootstrap
 from evaluation.eval_index import obtain_index
-from evaluation.runner import EvalOptions
+from evaluation.runner import EvalOptions, document_reader
 from indexing.index_store import Index
 from retrieval.learned_ranker import MULTI_SUFFIX
 from retrieval.node_locator import hybrid_locate
@@ -70,8 +70,9 @@ class QData:
 
 def open_set(data: Path, embedder: str, config: Config) -> tuple[EvalSet, Index]:
     """An evaluation set and its index, built (or found in eval's cache) as ``eval`` builds it."""
-    eval_set = load_eval_set(data)
-    index, _ = obtain_index(eval_set, EvalOptions(data=data, embedder=embedder, config=config, progress=False))
+    opts = EvalOptions(data=data, embedder=embedder, config=config, progress=False)
+    eval_set = load_eval_set(data, read=document_reader(opts))  # each document read once, as eval reads it
+    index, _ = obtain_index(eval_set, opts)
     return eval_set, index
 
 

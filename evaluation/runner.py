@@ -445,7 +445,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
     t0 = time.perf_counter()
     if opts.k < 1:
         raise InputError(f"--k must be at least 1 (got {opts.k})")
-    eval_set = load_eval_set(Path(opts.data), read=_document_reader(opts))
+    eval_set = load_eval_set(Path(opts.data), read=document_reader(opts))
     opts.notice(eval_set.summary_line())
     for ex in eval_set.missing_examples[:3]:
         opts.notice(f"  evidence skipped: {ex}")
@@ -542,7 +542,7 @@ def run_eval(opts: EvalOptions) -> EvalRun:
                    slice_keys=keys, label_slices=by_label)
 
 
-def _document_reader(opts: EvalOptions) -> Callable[[Path], tuple[list[Any], list[str]]]:
+def document_reader(opts: EvalOptions) -> Callable[[Path], tuple[list[Any], list[str]]]:
     """How the set's documents are read: through the evaluation cache's document store (one read per
     file and reader version, evaluation/doc_cache.py), with the build's read limits."""
     from evaluation.doc_cache import document_cache
