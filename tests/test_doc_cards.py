@@ -192,6 +192,11 @@ def test_union_candidates_carry_their_documents_card_match(look_alikes: Path) ->
     asked = candidate_card_match(index, Query.build("Northwind capital expenditures in FY2021?", emb), rows, None)
     assert [float(m) for m, d in zip(asked, docs) if d == "b.md"] == [1.0] * docs.count("b.md")
     assert [float(m) for m, d in zip(asked, docs) if d == "a.md"] == [0.0] * docs.count("a.md")
+    # the shipped union model reads it: the asked year's filing leads step 2's list
+    backends = make_backends(index, Config(), None)
+    for year, doc in (("2021", "b.md"), ("2022", "a.md")):
+        rec = run_pipeline(f"What were Northwind's capital expenditures in FY{year}?", index, Config(), backends)
+        assert rec.retrieve.order == "union" and rec.retrieve.hits[0].doc_path == doc
     # a scope of one document tells nothing apart; a question naming no year or card word neither
     only = candidate_card_match(index, Query.build("Northwind capital expenditures in FY2021?", emb), rows, {"a.md"})
     plain = candidate_card_match(index, Query.build("warehouses and trucks", emb), rows, None)
