@@ -82,6 +82,19 @@ def test_contents_rows_parse_with_leaders_wrapped_titles_and_group_rows() -> Non
     assert title_key("ITEM 1A. RISK FACTORS") == title_key("Item 1A  Risk Factors")
 
 
+def test_a_contents_row_that_opens_a_part_and_its_first_item_is_both() -> None:
+    from tree_builder.heading_schemes import split_divisions
+
+    rows = [("Table of Contents", 50.0), ("Part I Item 1 Business 3", 60.0), ("Item 1A Risk Factors 8", 60.0),
+            ("Part II - Item 5. Market for Equity 20", 60.0)]
+    assert [(e.title, e.printed, e.scheme) for e in parse_rows(rows)] == [
+        ("Part I", None, "part"), ("Item 1 Business", 3, "item"), ("Item 1A Risk Factors", 8, "item"),
+        ("Part II", None, "part"), ("Item 5. Market for Equity", 20, "item")]
+    # a title that merely names a narrower division later, or the same kind twice, is not split
+    assert split_divisions("Part I Financial Information Item 1") is None
+    assert split_divisions("Item 7 Item 7A") is None and split_divisions("Item 1 Business") is None
+
+
 # --------------------------------------------------------------------------- whole filings
 
 @pytest.mark.parametrize("leaders", [False, True])

@@ -67,3 +67,28 @@ def scheme_ranks(names: set[str]) -> dict[str, int]:
     ranks = sorted({rank for name, rank, _ in _SCHEMES if name in names})
     level = {rank: i + 1 for i, rank in enumerate(ranks)}
     return {name: level[rank] for name, rank, _ in _SCHEMES if name in names}
+
+
+def split_divisions(text: str) -> tuple[str, str] | None:
+    """("Part I", "Item 1 Business") for a line that opens one division and then, at once, a
+    narrower one ("Part I Item 1 Business": a contents row, or a page, that prints a PART and its
+    first Item on one line); None otherwise. The first division keeps only its mark and any title
+    before the second mark is not guessed at: the split happens only where the narrower mark
+    follows the first mark directly (after punctuation)."""
+    s = text.strip()
+    first = scheme_of(s)
+    if first is None or first.name.startswith("cn_"):
+        return None
+    for name, rank, pattern in _SCHEMES:
+        if name != first.name:
+            continue
+        m = pattern.match(s)
+        if m is None:
+            return None
+        rest = s[m.end():].lstrip(".:-–—) ").lstrip()
+        second = scheme_of(rest) if rest else None
+        if second is None or second.rank <= first.rank:
+            return None
+        return s[:m.end()].strip(), rest
+    return None
+

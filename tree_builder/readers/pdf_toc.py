@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from tree_builder.heading_schemes import scheme_of
+from tree_builder.heading_schemes import scheme_of, split_divisions
 from tree_builder.readers.pdf_tables import is_table_line
 
 _CONTENTS_TITLE = re.compile(r"^(?:table\s+of\s+contents|contents|index(?:\s+to\b.*)?|目\s*录|目\s*次)$",
@@ -147,6 +147,10 @@ def parse_rows(rows: list[tuple[str, float]]) -> list[TocEntry]:
                 title, x = f"{pending[0]} {title}", pending[1]  # a title wrapped onto a second row
             elif pending is not None and scheme_of(pending[0]) is not None:
                 entries.append(TocEntry(pending[0], None, pending[1], scheme_of(pending[0]).name))
+            joined = split_divisions(title)
+            if joined is not None:  # "Part I Item 1 Business  4": the PART's group row and the Item
+                entries.append(TocEntry(joined[0], None, x, scheme_of(joined[0]).name))
+                title = joined[1]
             entries.append(TocEntry(title, int(m.group("page")), x,
                                     (scheme_of(title) or (None, 0))[0]))
             pending = None
