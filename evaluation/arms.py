@@ -33,7 +33,7 @@ from retrieval.types import Fallback, RetrievedChunk
 from utils.errors import InputError
 from utils.llm.types import UsageMeter
 
-FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf", "flat-learned")
+FLAT_ARMS = ("flat-bm25", "flat-dense", "flat-hybrid", "flat-hybrid-rrf", "flat-learned", "flat-hybrid-card")
 TREE_ARMS = ("tree-keyword", "tree-hybrid", "tree-llm", "tree-llm-rerank")
 NET = "+net"
 KG = "+kg"
@@ -92,9 +92,10 @@ def make_arm(name: str, base: Config, k: int, paired_with_graph: bool = False) -
     ``paired_with_graph``: the run also has this arm with ``+kg``, so this one runs without the
     graph channel (the pair then measures the channel alone)."""
     if name in FLAT_ARMS:
-        method = {"flat-bm25": "bm25", "flat-dense": "dense", "flat-learned": "learned"}.get(name, "hybrid")
+        method = {"flat-bm25": "bm25", "flat-dense": "dense", "flat-learned": "learned",
+                  "flat-hybrid-card": "hybrid-card"}.get(name, "hybrid")
         changes: dict[str, Any] = {"final_top_k": k}
-        if name == "flat-hybrid":
+        if name in ("flat-hybrid", "flat-hybrid-card"):
             changes["fusion"] = base.tuning.ranking.fusion if base.tuning.ranking.fusion != "rrf" else "weighted"
         elif name == "flat-hybrid-rrf":
             changes["fusion"] = "rrf"

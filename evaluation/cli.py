@@ -124,7 +124,8 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
                     help="reuse this index of the set's docs/ (default: a cached build keyed by content)")
     pe.add_argument("--arms", default=None,
                     help="comma list of arms (default: all available): flat-bm25, flat-dense, flat-hybrid, "
-                         "flat-hybrid-rrf, flat-learned, tree-keyword, tree-hybrid, tree-llm, tree-llm-rerank, each tree arm +net")
+                         "flat-hybrid-rrf, flat-learned, flat-hybrid-card, tree-keyword, tree-hybrid, tree-llm, "
+                         "tree-llm-rerank, each tree arm +net")
     pe.add_argument("--limit", type=int, default=None,
                     help="score a random sample of N questions. Unless an index of the whole set is "
                          "cached (or --index is given), only the documents the sampled questions are "

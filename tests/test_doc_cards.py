@@ -197,6 +197,14 @@ def test_union_candidates_carry_their_documents_card_match(look_alikes: Path) ->
     for year, doc in (("2021", "b.md"), ("2022", "a.md")):
         rec = run_pipeline(f"What were Northwind's capital expenditures in FY{year}?", index, Config(), backends)
         assert rec.retrieve.order == "union" and rec.retrieve.hits[0].doc_path == doc
+    # the honest flat baseline reads the cards too: the named filing first, the fusion within it
+    from evaluation.variants import FlatOrdering
+    from retrieval.ordering import Ask
+
+    for year, doc in (("2021", "b.md"), ("2022", "a.md")):
+        q = Query.build(f"What were Northwind's capital expenditures in FY{year}?", emb)
+        hits = FlatOrdering("hybrid-card", 10).order(index, emb, Config(), Ask(q, []))
+        assert {h.chunk.doc_path for h in hits[:docs.count(doc)]} == {doc}
     # a scope of one document tells nothing apart; a question naming no year or card word neither
     only = candidate_card_match(index, Query.build("Northwind capital expenditures in FY2021?", emb), rows, {"a.md"})
     plain = candidate_card_match(index, Query.build("warehouses and trucks", emb), rows, None)
