@@ -26,7 +26,7 @@ import numpy as np
 
 from config import Config
 from evaluation.learn_ranker import (FIT, QData, cached, document_group, fold_assignment, ndcg_of, open_set,
-                                     scorable_questions, write_json_atomic)
+                                     scorable_questions, score_with, write_json_atomic)
 from evaluation.metrics import Relevance
 from evaluation.variants import LEAF_PRIOR_WEIGHT
 from retrieval.candidates import union_candidates
@@ -137,18 +137,21 @@ ADDED_GRID: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8
 """The weights ``--added`` tries for a feature added to a fitted model."""
 
 
-def fit_added(qs: list[QData], base: dict[str, float], feature: str) -> float:
-    """The weight of ``feature`` added to ``base`` (whose weights stay as they are): the grid value
-    with the best mean dnDCG@10 over ``qs``, the smallest on a tie. Why not refit everything: a feature
-    that is 0 on one set's questions (a document card a statute collection never matches) gets its
-    weight from the other set alone, and the first set's ordering stays exactly what it was."""
-    cols = [UNION_FEATURES.index(n) for n in base]
-    w = np.array(list(base.values()))
+def model_scores(qs: list[QData], model: dict[str, float]) -> list[np.ndarray]:
+    """Each question's candidates scored by ``model`` (feature -> weight)."""
+    return score_with(qs, [UNION_FEATURES.index(n) for n in model], np.array(list(model.values())))
+
+
+def fit_added(qs: list[QData], base_scores: list[np.ndarray], feature: str) -> float:
+    """The weight of ``feature`` added to a fitted model whose scores of ``qs`` are ``base_scores``
+    (its weights stay as they are): the grid value with the best mean dnDCG@10 over ``qs``, the
+    smallest on a tie. Why not refit everything: a feature that is 0 on one set's questions (a
+    document card a statute collection never matches) gets its weight from the other set alone, and
+    the first set's ordering stays exactly what it was."""
     at = UNION_FEATURES.index(feature)
-    baseline = [q.X[:, cols] @ w for q in qs]
     best, best_w = -1.0, 0.0
     for v in ADDED_GRID:
-        got = float(ndcg_of(qs, [b + v * q.X[:, at] for b, q in zip(baseline, qs)]).mean())
+        got = float(ndcg_of(qs, [b + v * q.X[:, at] for b, q in zip(base_scores, qs)]).mean())
         if got > best + 1e-12:
             best, best_w = got, v
     return best_w
@@ -157,17 +160,16 @@ def fit_added(qs: list[QData], base: dict[str, float], feature: str) -> float:
 def added_out_of_fold(qs: list[QData], base: dict[str, float], feature: str, fold_of: dict[tuple[str, str], int],
                       set_name: str, folds: int) -> tuple[np.ndarray, dict[int, dict[str, float]]]:
     """``out_of_fold`` for ``fit_added``: each fold's weight chosen without its documents."""
-    cols = [UNION_FEATURES.index(n) for n in base]
-    w = np.array(list(base.values()))
+    base_scores = model_scores(qs, base)
     at = UNION_FEATURES.index(feature)
     result = np.zeros(len(qs))
     weights: dict[int, dict[str, float]] = {}
     for f in range(folds):
-        train = [q for q in qs if fold_of[(set_name, q.group)] != f]
+        train = [i for i, q in enumerate(qs) if fold_of[(set_name, q.group)] != f]
         idx = [i for i, q in enumerate(qs) if fold_of[(set_name, q.group)] == f]
-        v = fit_added(train, base, feature)
+        v = fit_added([qs[i] for i in train], [base_scores[i] for i in train], feature)
         weights[f] = {**base, feature: v}
-        result[idx] = ndcg_of([qs[i] for i in idx], [qs[i].X[:, cols] @ w + v * qs[i].X[:, at] for i in idx])
+        result[idx] = ndcg_of([qs[i] for i in idx], [base_scores[i] + v * qs[i].X[:, at] for i in idx])
     return result, weights
 
 
@@ -227,10 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.added:
             kept = {k: float(v) for k, v in base_union.items() if k != args.added}
             learned, fold_weights = added_out_of_fold(qs, kept, args.added, fold_of, set_name, args.folds)
-            full = {**kept, args.added: fit_added(qs, kept, args.added)}
-            before = ndcg_of(qs, [q.X[:, [UNION_FEATURES.index(n) for n in kept]] @ np.array(list(kept.values()))
-                                  for q in qs])
-            print(f"without {args.added}: dnDCG@10 {before.mean():.4f}")
+            kept_scores = model_scores(qs, kept)
+            full = {**kept, args.added: fit_added(qs, kept_scores, args.added)}
+            print(f"without {args.added}: dnDCG@10 {ndcg_of(qs, kept_scores).mean():.4f}")
         else:
             learned, fold_weights = out_of_fold(qs, names, args.l2, fold_of, set_name, args.folds, args.fit)
             full = fit(qs, names, args.l2, args.fit)

@@ -93,10 +93,9 @@ def may_match(cards: CardSet, question: str, tokens: Sequence[str]) -> bool:
 def document_card_match(index: Any, question: str, tokens: Sequence[str], docs: Sequence[int]) -> np.ndarray | None:
     """Each of ``docs``' (document numbers of ``index.tree.doc_paths``) card match with the question,
     the documents without a card 0; None when the cards do not tell these documents apart (fewer than
-    two have cards, or the match is the same for all)."""
+    two have cards, or the match is the same for all). Callers test ``may_match`` first: it spares
+    them listing the documents."""
     cards = index.card_terms
-    if not may_match(cards, question, tokens):
-        return None
     paths = index.tree.doc_paths
     scoped = [i for i, d in enumerate(docs) if paths[int(d)] in cards.by_path]
     if len(scoped) < 2:
@@ -130,7 +129,7 @@ def leaf_card_factors(index: Any, question: str, tokens: Sequence[str], position
                       params: CardParams = CardParams()) -> np.ndarray | None:
     """Per leaf (``positions``: index leaf numbers) the factor its score is multiplied by; None when
     the cards do not tell the documents in scope apart (nothing to do)."""
-    if params.weight <= 0 or len(positions) == 0:
+    if params.weight <= 0 or len(positions) == 0 or not may_match(index.card_terms, question, tokens):
         return None
     tree = index.tree
     leaf_docs = np.asarray(tree.doc[tree.leaf_rows[np.asarray(positions, dtype=np.int64)]])

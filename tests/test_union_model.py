@@ -231,7 +231,7 @@ def test_an_added_feature_gets_a_weight_and_the_fitted_ones_stay() -> None:
     """``learn_union --added``: the base model's weights are kept; the new feature's weight is the
     grid value that ranks best, 0 when it never helps (a feature constant within every question)."""
     from evaluation.learn_ranker import QData
-    from evaluation.learn_union import added_out_of_fold, fit_added
+    from evaluation.learn_union import added_out_of_fold, fit_added, model_scores
     from evaluation.metrics import Relevance
 
     def question(qid: str, group: str, card: list[float], fused: list[float], relevant: int) -> QData:
@@ -248,9 +248,9 @@ def test_an_added_feature_gets_a_weight_and_the_fitted_ones_stay() -> None:
     # the evidence is in the named document but scores a little lower than a look-alike's chunk
     qs = [question(f"q{i}", f"g{i % 2}", [1.0, 0.0, 0.0], [0.8, 0.9, 0.1], 0) for i in range(4)]
     base = {"u_fused": 2.0}
-    w = fit_added(qs, base, "u_card")
+    w = fit_added(qs, model_scores(qs, base), "u_card")
     assert 0.2 < w <= 1.0  # the smallest weight that lifts 0.8 x 2 over 0.9 x 2
     result, weights = added_out_of_fold(qs, base, "u_card", {("s", "g0"): 0, ("s", "g1"): 1}, "s", 2)
     assert result.tolist() == [1.0] * 4 and all(v["u_fused"] == 2.0 and v["u_card"] == w for v in weights.values())
     flat = [question(f"q{i}", "g0", [0.0, 0.0, 0.0], [0.8, 0.9, 0.1], 0) for i in range(2)]
-    assert fit_added(flat, base, "u_card") == 0.0
+    assert fit_added(flat, model_scores(flat, base), "u_card") == 0.0

@@ -43,17 +43,22 @@ def scheme_of(text: str) -> Scheme | None:
     information by reference ...", "Item 7 of this report discusses ...") does not: after the
     mark comes nothing, punctuation, or a capitalised title word.
     """
-    s = text.strip()
+    opened = _opening(text.strip())
+    return opened[0] if opened else None
+
+
+def _opening(s: str) -> tuple[Scheme, int] | None:
+    """``scheme_of`` of a stripped line, with where its division mark ends."""
     for name, rank, pattern in _SCHEMES:
         m = pattern.match(s)
         if m is None:
             continue
         rest = s[m.end():].lstrip()
         if name.startswith("cn_"):
-            return Scheme(name, rank)
+            return Scheme(name, rank), m.end()
         rest = rest.lstrip(".:-–—) ").lstrip()
         if not rest or rest[0].isupper() or rest[0].isdigit() or rest[0] in "[(\"“'":
-            return Scheme(name, rank)
+            return Scheme(name, rank), m.end()
         return None
     return None
 
@@ -76,19 +81,12 @@ def split_divisions(text: str) -> tuple[str, str] | None:
     before the second mark is not guessed at: the split happens only where the narrower mark
     follows the first mark directly (after punctuation)."""
     s = text.strip()
-    first = scheme_of(s)
-    if first is None or first.name.startswith("cn_"):
+    opened = _opening(s)
+    if opened is None or opened[0].name.startswith("cn_"):
         return None
-    for name, rank, pattern in _SCHEMES:
-        if name != first.name:
-            continue
-        m = pattern.match(s)
-        if m is None:
-            return None
-        rest = s[m.end():].lstrip(".:-–—) ").lstrip()
-        second = scheme_of(rest) if rest else None
-        if second is None or second.rank <= first.rank:
-            return None
-        return s[:m.end()].strip(), rest
-    return None
-
+    first, end = opened
+    rest = s[end:].lstrip(".:-–—) ").lstrip()
+    second = scheme_of(rest) if rest else None
+    if second is None or second.rank <= first.rank:
+        return None
+    return s[:end].strip(), rest
