@@ -342,6 +342,19 @@ class FileSearch:
                 out[t] = df
         return n, out
 
+    def document_counts(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """Counted from the postings: a term's rows are ascending, and so are their documents."""
+        ids = self.bm25.term_ids
+        out: dict[str, int] = {}
+        for t in set(tokens):
+            tid = ids.get(t)
+            if tid is None:
+                continue
+            docs = self.rows.documents_of_rows(self.bm25.postings(tid)[2])
+            if len(docs):
+                out[t] = int(np.count_nonzero(np.diff(docs))) + 1
+        return self.rows.n_documents, out
+
     def after_question(self) -> None:
         """The question's answer is built: release the pages it mapped past ``query_mapped_mb`` in the
         background (``PageRelease``)."""

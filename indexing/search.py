@@ -249,6 +249,13 @@ class Search(Protocol):
         in every store: a store that cannot count a scope raises rather than answer zero."""
         ...
 
+    def document_counts(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(documents in the index, how many of them hold each token in their chunks; tokens held by
+        none are left out). Why: a word of a document's card names that document only when few
+        documents' texts use it ("Adobe"); a word every filing uses ("operating", "results") names
+        none, though it be on one card only. Exact in every store."""
+        ...
+
     def scripts(self) -> frozenset[str]:
         """Writing systems ("latin", "cjk") that occur in the index's vocabulary."""
         ...
@@ -318,6 +325,10 @@ class ChunkRows:
         if i < 0 or row >= int(self._doc_ends[i]):
             raise ValueError(f"chunk row {row} is in no document")
         return self._doc_paths[i], int(self._doc_starts[i]), int(self._doc_ends[i])
+
+    @property
+    def n_documents(self) -> int:
+        return len(self._doc_starts)
 
     def documents_of_rows(self, rows: np.ndarray) -> np.ndarray:
         """The document number (row order) of each chunk row."""

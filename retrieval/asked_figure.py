@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 
-_QUESTION_PERIOD = re.compile(r"\b(?:FY\s?|fiscal\s+(?:year\s+)?)?((?:19|20)\d{2})\b|\bFY\s?'?(\d{2})\b", re.I)
+_QUESTION_PERIOD = re.compile(r"\b(?:FY\s?|fiscal\s+(?:year\s+)?|Q[1-4]\s?)?((?:19|20)\d{2})(?:Q[1-4])?\b|"
+                              r"\bFY\s?'?(\d{2})(?:Q[1-4])?\b", re.I)
+"""A year as a question names it: "2022", "FY2022", "FY22", and glued to a quarter ("Q22023", "FY2023Q1")."""
 _ASKS_QUANTITY = re.compile(
     r"\b(how much|how many|amount|value|total|number of|what (?:is|was|were|are) (?:the |its |their )?\S+)", re.I)
 """A question that asks for a quantity (a period alone also counts: "revenue in 2022")."""
@@ -28,7 +30,7 @@ _LEADING_PHRASE = re.compile(r"^[^?]*?,\s*(?=(?:what|how|which)\b)", re.I)
 #: Kinds of period, as a question and a column header name them.
 QUARTER, HALF, NINE_MONTHS, YEAR = "quarter", "six months", "nine months", "year"
 _PERIOD_KIND_WORDS = (
-    (QUARTER, re.compile(r"\b(?:three|3)[- ]months?\b|\bquarters?\b|(?:\b|(?<=\d))Q[1-4](?:\b|(?='?\d{2}))|\b[1-4]Q\b|"
+    (QUARTER, re.compile(r"\b(?:three|3)[- ]months?\b|\bquarter(?:s|ly)?\b|(?:\b|(?<=\d))Q[1-4](?:\b|(?='?\d{2}))|\b[1-4]Q\b|"
                          r"\b(?:thirteen|13)[- ]weeks?\b", re.I)),
     (HALF, re.compile(r"\b(?:six|6)[- ]months?\b|\bH[12]\b|\b(?:first|second) half\b|\bhalf[- ]year\b", re.I)),
     (NINE_MONTHS, re.compile(r"\b(?:nine|9)[- ]months?\b", re.I)),

@@ -5,16 +5,18 @@ Three annual reports of one company hold the same Items; a question about "FY201
 by one of them. The sections cannot tell them apart, their cards can (``tree_builder.doc_card``).
 A document's card match is
 
-    name  = sum of log(1 + N / df) over the question's words its card's names hold
-            (issuer, title, form; df = how many cards hold the word, so a word on every card,
-            "Inc" or "Company", weighs nearly nothing), or more than any words when the question
-            holds the card's whole title or file name; scaled so the best document has 1. Chinese
-            names count only whole: a statute question's words ("劳动", "合同") name its topic
-            as often as a statute, and a word of a title is not the title;
-    year  = 1 when its period's year is the latest year the question names (a filing states
-            its own year and restates the year before, so "2021 vs 2022" is read in the 2022
-            filing), 0.5 for another year the question names, 0 for none;
-    match = name x year when the question names a year (else name).
+    name   = sum of log(1 + N / df) x spread over the question's words its card's names hold
+             (issuer, title, form; df = how many cards hold the word, so a word on every card,
+             "Inc" or "Company", weighs nearly nothing; spread = how few documents' *texts* hold it,
+             so a word of a press release's title that every filing uses, "operating", weighs
+             nothing either), or more than any words when the question holds the card's whole title
+             or file name; scaled so the best document has 1. Chinese names count only whole: a
+             statute question's words ("劳动", "合同") name its topic as often as a statute, and a
+             word of a title is not the title;
+    period = year x kind when the question names a year: ``year_match`` (the latest year named
+             first, then the years a filing restates or looks ahead to) times ``kind_match`` (a
+             quarterly report for "Q2 2023", an annual one for "FY2022");
+    match  = name x period (else name).
 
 The hybrid locator multiplies each leaf's score by ``1 + weight x match`` of its document, so the
 sections of the named document rise above their look-alikes while the leaves' own evidence still
@@ -24,12 +26,14 @@ document in scope, or when no card tells the documents apart: one-document behav
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Sequence
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from retrieval.figure_rows import asked_periods
+from retrieval.asked_figure import YEAR, asked_period_kind, asked_periods, period_kinds
+from indexing.search import Scope
 from tree_builder.doc_card import FILE_NAME_WEIGHT, CardSet, CardTerms, phrase_key
 
 
@@ -41,21 +45,27 @@ class CardParams:
     """A leaf of the best-matching document scores up to (1 + weight) times its own evidence."""
 
 
-def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms]) -> np.ndarray:
-    """Each card's match with the question, in [0, 1] (module docstring); zeros when none matches."""
+def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
+               spread: Mapping[str, float] | None = None) -> np.ndarray:
+    """Each card's match with the question, in [0, 1] (module docstring); zeros when none matches.
+    ``spread``: word -> how much of a name it is by the documents' texts (``name_spread``; a word
+    left out counts whole)."""
     n = len(cards)
     out = np.zeros(n, dtype=np.float64)
     if n < 2:
         return out
-    q = set(tokens)
+    key = phrase_key(question)
+    q = set(tokens) | glued_names(key, tokens, cards)
     df: dict[str, int] = {}
     for c in cards:
         for t in (c.names | c.hint_names) & q:
             df[t] = df.get(t, 0) + 1
     idf = {t: math.log(1 + n / k) for t, k in df.items()}
-    name = np.array([sum(idf[t] for t in c.names & q)
-                     + FILE_NAME_WEIGHT * sum(idf[t] for t in (c.hint_names - c.names) & q) for c in cards])
-    key = phrase_key(question)
+    # a name written whole ("American Express") counts every word of it, on every card
+    whole = {t for c in cards if c.issuer and c.issuer in key for t in c.issuer_words}
+    weight = {t: w * (1.0 if spread is None or t in whole else spread.get(t, 1.0)) for t, w in idf.items()}
+    name = np.array([sum(weight[t] for t in c.names & q)
+                     + FILE_NAME_WEIGHT * sum(weight[t] for t in (c.hint_names - c.names) & q) for c in cards])
     said = [any(p in key for p in c.phrases) for c in cards]
     if any(said):  # a whole name in the question outweighs any of its words
         name = name + np.array(said, dtype=np.float64) * (math.log(1 + n) * (1 + len(q)))
@@ -68,15 +78,79 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms])
         name = np.ones(n)  # no name in the question: the year alone tells the look-alikes apart
     if not years:
         return _apart(name)
-    latest = max(years)
-    year = np.zeros(n)
+    asked = asked_period_kind(question)
+    asked_quarters = quarters_named(question)
+    period = np.zeros(n)
     for i, c in enumerate(cards):
+        kinds = period_kinds(c.stated)
         own, scale = (c.years, 1.0) if c.years else (c.hint_years, FILE_NAME_WEIGHT)
-        if latest in own:
-            year[i] = scale
-        elif any(y in own for y in years):
-            year[i] = 0.5 * scale
-    return _apart(name * year)
+        period[i] = (scale * year_match(own, years, asked, kinds) * kind_match(asked, kinds)
+                     * quarter_match(asked_quarters, quarters_named(c.stated)))
+    return _apart(name * period)
+
+
+MIN_GLUED_CHARS = 5
+"""A file-name word shorter than this ("corp", "inc") is too likely inside another word."""
+
+
+def glued_names(key: str, tokens: Sequence[str], cards: Sequence[CardTerms]) -> set[str]:
+    """File-name words the question holds once spaces and punctuation are dropped (``key``,
+    ``phrase_key``): a file name glues a name's words ("COCACOLA", "GENERALMILLS") that the question
+    writes apart ("Coca-Cola", "General Mills"). Not where the question already names a word of that
+    card inside it ("MGM Resorts" and "MGMRESORTS"): that would count one name twice."""
+    q = set(tokens)
+    out: set[str] = set()
+    for c in cards:
+        said = (c.names | c.hint_names) & q
+        out |= {t for t in c.hint_names if len(t) >= MIN_GLUED_CHARS and not t.isdigit() and t in key
+                and not any(w in t for w in said)}
+    return out
+
+
+_QUARTER_NAMED = re.compile(r"\b(first|second|third|fourth)\s+quarter\b|(?:\b|(?<=\d))Q([1-4])(?:\b|(?='?\d{2}))|"
+                            r"\b([1-4])Q\b", re.I)
+_ORDINAL = {"first": "1", "second": "2", "third": "3", "fourth": "4"}
+
+
+def quarters_named(text: str) -> frozenset[str]:
+    """The quarters ``text`` names by number ("Q2", "2Q", "second quarter" -> "2")."""
+    return frozenset(_ORDINAL[m.group(1).lower()] if m.group(1) else (m.group(2) or m.group(3))
+                     for m in _QUARTER_NAMED.finditer(text))
+
+
+def quarter_match(asked: frozenset[str], stated: frozenset[str]) -> float:
+    """0.25 when the question and the document both name quarters and no quarter is the same (the
+    fourth quarter's release for "Q2 of FY2023"), else 1."""
+    return 0.25 if asked and stated and not asked & stated else 1.0
+
+
+def year_match(own: Sequence[str], years: Sequence[str], asked: str | None, kinds: Sequence[str]) -> float:
+    """How well a document of period years ``own`` answers a question naming ``years``: 1 for the
+    latest year named (a filing states its own year and restates the year before, so "2021 vs 2022"
+    is read in the 2022 filing); 0.5 for another year named, or the year after the latest (a later
+    filing restates it); 0.25 two years after (an annual report's income statement spans three
+    years), or the year before (where a filing states its outlook for the next); 0 otherwise. A
+    quarterly document a year before a quarter asked is worth 0.5: a fiscal year's first quarters end
+    in the calendar year before ("Q2 of FY2023", ended December 2022)."""
+    if not own:
+        return 0.0
+    latest = int(max(years))
+    if str(latest) in own:
+        return 1.0
+    if any(y in own for y in years):
+        return 0.5
+    gaps = {int(y) - latest for y in own if y.isdigit()}
+    if 1 in gaps or (-1 in gaps and asked in kinds and asked != YEAR):
+        return 0.5
+    return 0.25 if gaps & {2, -1} else 0.0
+
+
+def kind_match(asked: str | None, kinds: Sequence[str]) -> float:
+    """1 when the document covers the kind of period asked (a quarter for "Q2 2023", a year for
+    "FY2022"), or none is asked; 0.5 when it states no kind (a dated report); 0.25 for another kind."""
+    if asked is None or asked in kinds:
+        return 1.0
+    return 0.5 if not kinds else 0.25
 
 
 def _apart(match: np.ndarray) -> np.ndarray:
@@ -100,12 +174,50 @@ def document_card_match(index: Any, question: str, tokens: Sequence[str], docs: 
     scoped = [i for i, d in enumerate(docs) if paths[int(d)] in cards.by_path]
     if len(scoped) < 2:
         return None
-    match = card_match(question, tokens, [cards.by_path[paths[int(docs[i])]] for i in scoped])
+    chosen = [confirmed(index, cards.by_path[paths[int(docs[i])]], tokens) for i in scoped]
+    match = card_match(question, tokens, chosen, name_spread(index, tokens, chosen))
     if not match.any():
         return None
     out = np.zeros(len(docs))
     out[scoped] = match
     return out
+
+
+def confirmed(index: Any, card: CardTerms, tokens: Sequence[str]) -> CardTerms:
+    """``card`` with the file-name words the question holds that the document's own text holds too
+    counted as names: a file name is a weaker hint than the text, unless the text says the same
+    (an earnings release whose cover names no registrant, yet its text names the company throughout)."""
+    asked = set(tokens) & (card.hint_names - card.names)  # a glued word stays a hint (``glued_names``)
+    if not asked:
+        return card
+    _, held = index.search.term_stats(sorted(asked), Scope.of_documents({card.path}))
+    said = frozenset(held)
+    return replace(card, names=card.names | said, hint_names=card.hint_names - said) if said else card
+
+
+MIN_SPREAD = 0.1
+"""A word more documents' texts hold than N ** (1 - MIN_SPREAD) (32 of 44, 3 of 3) names none: else a
+near-zero weight, the only one a question shares with any card, would be scaled up to a full match."""
+
+
+def name_spread(index: Any, tokens: Sequence[str], cards: Sequence[CardTerms]) -> dict[str, float]:
+    """Per question word on a card, how much of a name it is by the documents' texts:
+    log(N / df) / log(N), df = the index's documents whose chunks hold the word, and 0 below
+    ``MIN_SPREAD``. A name of common words ("American Express") is matched whole, as its card's
+    issuer phrase. "Adobe", in the
+    texts of Adobe's filings alone, names them; "operating", in every filing's text, names none,
+    though it be on one card only (a press release titled "... Financial and Operating Results").
+    A word no text holds counts whole."""
+    words = set(tokens) & {t for c in cards for t in c.names | c.hint_names}
+    if not words:
+        return {}
+    n, held = index.search.document_counts(sorted(words))
+    if n < 2:
+        return {}
+    if n < 2:
+        return {}
+    spread = {w: math.log(n / min(max(held[w], 1), n)) / math.log(n) for w in words if w in held}
+    return {w: s if s >= MIN_SPREAD else 0.0 for w, s in spread.items()}
 
 
 def scope_card_match(index: Any, question: str, tokens: Sequence[str],

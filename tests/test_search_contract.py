@@ -126,6 +126,21 @@ def test_files_count_term_statistics_of_each_scope_from_the_chunks(two) -> None:
     assert two.search.term_stats(words, Scope.of_documents({"not-indexed.md"})) == (0, {})
 
 
+def test_files_count_the_documents_holding_each_word(two) -> None:
+    """document_counts: how many documents hold each word in their chunks' tokens."""
+    from utils.tokenizer import tokenize
+
+    cat, sun = tokenize("cats sun")
+    words = [cat, "sleep", sun, "absentword"]
+    held: dict[str, int] = {}
+    for path, (s, e) in two.doc_rows.items():
+        tokens = {t for r in range(s, e) for t in tokenize(two.chunks[r].text)}
+        for t in tokens & set(words):
+            held[t] = held.get(t, 0) + 1
+    assert two.search.document_counts(words) == (2, held)
+    assert held[sun] == 2 and held[cat] == 1 and "absentword" not in held
+
+
 class _CountingSearch:
     """The file store, counting how often retrieval asks it to score a scope."""
 

@@ -164,6 +164,7 @@ def test_term_statistics_and_the_answers_bm25_match_the_file_store(both) -> None
     scopes += [Scope.of_leaf(j) for j in range(len(files.leaf_ptr) - 1)]
     for scope in scopes:
         assert eng.search.term_stats(words, scope) == files.search.term_stats(words, scope), scope
+    assert eng.search.document_counts(words) == files.search.document_counts(words)
     in_leaves = [files.search.term_stats(words, Scope.of_leaf(j))[0] for j in range(len(files.leaf_ptr) - 1)]
     assert sum(in_leaves) == files.search.term_stats(words)[0] and max(in_leaves) < sum(in_leaves)
 
@@ -470,6 +471,7 @@ def test_words_equal_under_a_loose_collation_stay_apart(tmp_path: Path, seekdb_u
     one_doc = Scope.of_documents({ref.leaves[0].doc_path})
     assert eng.search.term_stats(words, one_doc) == ref.search.term_stats(words, one_doc)
     assert ref.search.term_stats(words, one_doc)[1]["naive"] == 1  # not folded into "naïve"
+    assert eng.search.document_counts(words) == ref.search.document_counts(words)
 
 
 def test_an_embedded_build_raises_the_engines_memory_budget_and_says_so(tmp_path: Path, seekdb_uri: str,

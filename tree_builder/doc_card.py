@@ -104,10 +104,24 @@ class CardTerms:
     """The title and the file name's words, whole (``phrase_key``): a question that contains one
     names the document. Chinese names are matched only so: their words ("劳动", "合同") are a
     question's topic words as often as a name's parts."""
+    stated: str = ""
+    """The period and title as the document states them ("Quarterly Period Ended December 31, 2022";
+    "... Fourth Quarter and Full Year 2022 ..."): what kind of period the document covers."""
+    issuer: str = ""
+    """The issuer without its legal form, whole (``phrase_key``: "americanexpress"): a question that
+    writes it so names the company even where each of its words is common."""
+    issuer_words: frozenset[str] = frozenset()
+    """The words of ``issuer``."""
 
 
 MIN_PHRASE_CHARS = 4
 """A phrase shorter than this ("Form", "刑法") is too likely to occur by chance in a question."""
+
+
+_LEGAL_FORM = re.compile(r"^\s*the\s+|\b(?:inc|incorporated|corp|corporation|company|co|ltd|limited|plc|llc|"
+                         r"l\.?p|n\.?v|s\.?a|ag)\b\.?", re.I)
+"""The article and legal-form words of a registrant's name ("The Boeing Company", "PepsiCo, Inc."): a
+question names the company without them."""
 
 
 def phrase_key(text: str) -> str:
@@ -129,8 +143,11 @@ def card_terms(path: str, card: DocumentCard) -> CardTerms:
     hint = words_of(card.file_name) - words
     phrases = tuple(dict.fromkeys(k for k in (phrase_key(card.title), phrase_key(card.file_name))
                                   if len(k) >= MIN_PHRASE_CHARS))
+    bare = _LEGAL_FORM.sub(" ", card.issuer)
+    issuer = phrase_key(bare)
     return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years,
-                     phrases)
+                     phrases, _one_line(f"{card.period} {card.title}"), issuer if len(issuer) >= MIN_PHRASE_CHARS else "",
+                     frozenset(words_of(bare)))
 
 
 @dataclass(frozen=True)

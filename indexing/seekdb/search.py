@@ -476,6 +476,20 @@ class SeekdbSearch:
         row = got[0] if got else (0, 0)
         return int(row[1] or 0), {w: int(c or 0) for w, c in zip(words, row[2:])}
 
+    def document_counts(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """Counted by the engine over the chunks' ``body`` column, as ``term_stats`` counts a scope
+        (a document holds a word when one of its chunks' bodies does), in one statement."""
+        words = sorted({w for w in tokens if w and " " not in w})
+        n = len(self.doc_numbers)
+        if not words:
+            return n, {}
+        body = "CAST(CONCAT(' ', COALESCE(body, ''), ' ') AS BINARY)"
+        cols = [f"COUNT(DISTINCT CASE WHEN INSTR({body}, CAST(%s AS BINARY)) > 0 THEN doc END) AS w{i}"
+                for i in range(len(words))]
+        got = self.engine.rows(f"SELECT {', '.join(cols)} FROM `{self.tables['chunks']}`", [f" {w} " for w in words])
+        row = got[0] if got else ()
+        return n, {w: int(c) for w, c in zip(words, row) if c}
+
     def term_stats_many(self, tokens: Sequence[str], scopes: Sequence[Scope]) -> list[tuple[int, dict[str, int]]]:
         """``term_stats(tokens, scope)`` for each scope, the documents' and leaves' counted in one
         statement per TERM_STATS_BATCH scopes (a UNION ALL of the statements ``term_stats`` sends):
