@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from retrieval.asked_figure import YEAR, asked_period_kind, asked_periods, period_kinds
+from retrieval.asked_figure import HALF, NINE_MONTHS, QUARTER, YEAR, asked_period_kind, asked_periods, period_kinds
 from indexing.search import Scope
 from tree_builder.doc_card import FILE_NAME_WEIGHT, CardSet, CardTerms, phrase_key
 
@@ -82,7 +82,7 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
     asked_quarters = quarters_named(question)
     period = np.zeros(n)
     for i, c in enumerate(cards):
-        kinds = period_kinds(c.stated)
+        kinds = covered_kinds(c.stated)
         own, scale = (c.years, 1.0) if c.years else (c.hint_years, FILE_NAME_WEIGHT)
         period[i] = (scale * year_match(own, years, asked, kinds) * kind_match(asked, kinds)
                      * quarter_match(asked_quarters, quarters_named(c.stated)))
@@ -143,6 +143,19 @@ def year_match(own: Sequence[str], years: Sequence[str], asked: str | None, kind
     if 1 in gaps or (-1 in gaps and asked in kinds and asked != YEAR):
         return 0.5
     return 0.25 if gaps & {2, -1} else 0.0
+
+
+def covered_kinds(stated: str) -> list[str]:
+    """The kinds of period a document covers by its stated period: a quarterly report's year-to-date
+    columns cover six months in the second quarter, nine in the third, the year in the fourth (a
+    10-Q for June 30 reports the three and six months); one that names no quarter, six or nine
+    months (a year is reported in an annual report, not a quarterly one)."""
+    kinds = period_kinds(stated)
+    if QUARTER not in kinds:
+        return kinds
+    named = quarters_named(stated)
+    out = kinds + [k for k, q in ((HALF, "2"), (NINE_MONTHS, "3")) if not named or q in named]
+    return out + [YEAR] if "4" in named and YEAR not in out else out
 
 
 def kind_match(asked: str | None, kinds: Sequence[str]) -> float:

@@ -109,6 +109,8 @@ def test_a_quarter_asked_prefers_the_report_of_that_quarter() -> None:
     year = match("What was Amcor's adjusted EBITDA for FY2023?")
     assert year[0] == year[2] == 1.0 and year[3] < 1.0 and year[1] < year[3]
     assert match("Amcor revenue in Q22023")[1] > 0  # a quarter glued to its year is still read
+    half = match("What were Amcor's sales in H1 FY2023?")  # a quarterly report's year-to-date columns
+    assert half.index(max(half)) == 1
 
 
 def test_a_word_every_document_uses_names_none() -> None:
