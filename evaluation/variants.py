@@ -23,11 +23,12 @@ from config import Config
 from evaluation.paragraph_pooling import pooled_scores
 from indexing.index_store import Index
 from retrieval.candidates import dedupe_best, flat_top, located_candidates, rank_scored
+from retrieval.doc_cards import card_lead
 from retrieval.ordering import Ask, Ordering, SectionOrdering, UnionOrdering
 from retrieval.query import Query, QueryEmbedder
-from retrieval.rankers import SectionRanker, candidate_card_match
+from retrieval.rankers import SectionRanker
 from retrieval.retriever import ORDERINGS
-from retrieval.scoring import documents_scope, flat_scores, fuse, score_scope
+from retrieval.scoring import documents_scope, flat_scores, score_scope
 from retrieval.types import RetrievedChunk
 from retrieval.union_features import UnionSignals
 from utils.errors import InputError
@@ -132,18 +133,8 @@ class FlatOrdering:
         if self.method == "learned":
             return self.learned.order(index, embedder, config.replace(final_top_k=top), ask)[:top]
         scores = flat_scores(index, question, config, doc_paths)
-        fused = None
-        if self.method == "hybrid-card":
-            fused = fuse(scores.dense, scores.lexical, config.tuning.ranking.fused)
-            fused = fused + CARD_LEAD * candidate_card_match(index, question, scores.rows, doc_paths)
-        return rank_scored(index, scores, top, config.tuning.ranking.fused, question.text, "flat", fused=fused)
-
-
-CARD_LEAD = 10.0
-"""``hybrid-card``: a chunk's fused score (on [0, ~1]) plus this much times its document's card
-match, so the documents the question names by their cards lead and the fusion orders within them:
-the flat arm given the same document cards the tree's steps read (an honest baseline for a
-collection of look-alike documents)."""
+        lead = card_lead(index, question, scores.rows, doc_paths) if self.method == "hybrid-card" else None
+        return rank_scored(index, scores, top, config.tuning.ranking.fused, question.text, "flat", lead=lead)
 
 
 def _rank_single(index: Index, rows: np.ndarray, scores: np.ndarray, top: int, key: str,

@@ -23,6 +23,7 @@ from config import Config
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from indexing.search import Scores
+from retrieval.doc_cards import card_lead
 from retrieval.query import Query, QueryEmbedder
 from retrieval.ranking_params import Fusion
 from retrieval.scoring import documents_scope, flat_scores, fuse, leaf_scope, score_params, score_scope
@@ -44,11 +45,13 @@ def scope_documents(index: Index, doc_paths: set[str] | None) -> int:
 
 
 def rank_scored(index: Index, scores: Scores, top_k: int, fusion: Fusion, sub_query: str, source: str,
-                stages: StageHits | None = None, fused: np.ndarray | None = None) -> list[RetrievedChunk]:
-    """The ``top_k`` of a scored scope by ``fusion`` (``fused``: that fusion, when the caller has it)."""
+                stages: StageHits | None = None, fused: np.ndarray | None = None,
+                lead: np.ndarray | None = None) -> list[RetrievedChunk]:
+    """The ``top_k`` of a scored scope by ``fusion`` (``fused``: that fusion, when the caller has it),
+    ranked by ``fused + lead`` when given (shown: the fused score)."""
     if fused is None:
         fused = fuse(scores.dense, scores.lexical, fusion)
-    order = np.lexsort((scores.rows, -fused))[:top_k]
+    order = np.lexsort((scores.rows, -(fused if lead is None else fused + lead)))[:top_k]
     wanted = [order] if stages is None else [order, *_single_signal_orders(scores, top_k)]
     index.prefetch_chunks(int(scores.rows[i]) for part in wanted for i in part)
     out = [RetrievedChunk.at(index, int(scores.rows[i]), scores.dense[i], scores.lexical[i], fused[i], sub_query,
@@ -117,9 +120,12 @@ def collection_fused(index: Index, query: Query, config: Config,
 
 def collection_top(index: Index, query: Query, config: Config, doc_paths: set[str] | None, top_k: int,
                    stages: StageHits | None = None) -> list[RetrievedChunk]:
-    """The flat ranking's best ``top_k`` as a collection fuses it (source "net")."""
+    """The flat ranking's best ``top_k`` as a collection fuses it, the documents the question names
+    by their cards first (``doc_cards.card_lead``; source "net"): in a collection of look-alike
+    filings the flat ranking's best of the other years' filings are no candidates, nor context."""
     scores, fused = collection_fused(index, query, config, doc_paths)
-    return rank_scored(index, scores, top_k, config.tuning.ranking.collection, query.text, "net", stages, fused)
+    return rank_scored(index, scores, top_k, config.tuning.ranking.collection, query.text, "net", stages, fused,
+                       card_lead(index, query, scores.rows, doc_paths))
 
 
 def dedupe_best(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:

@@ -34,6 +34,8 @@ import numpy as np
 
 from retrieval.asked_figure import HALF, NINE_MONTHS, QUARTER, YEAR, asked_period_kind, asked_periods, period_kinds
 from indexing.search import Scope
+from retrieval.query import Query
+from retrieval.scoring import documents_scope
 from tree_builder.doc_card import FILE_NAME_WEIGHT, CardSet, CardTerms, phrase_key
 
 
@@ -263,3 +265,27 @@ def leaf_card_factors(index: Any, question: str, tokens: Sequence[str], position
     if match is None:
         return None
     return 1.0 + params.weight * match[of]
+
+
+def candidate_card_match(index: Any, query: Query, rows: np.ndarray, doc_paths: set[str] | None) -> np.ndarray:
+    """Each row's document's card match with the question over the scope (0 where the cards tell
+    the scope's documents apart in no way); the scope's matches computed once per question."""
+    per_doc = query.memo.get_or_make(("card_match", documents_scope(doc_paths)),
+                                     lambda: scope_card_match(index, query.text, query.tokens, doc_paths))
+    if per_doc is None or len(rows) == 0:
+        return np.zeros(len(rows))
+    tree = index.tree
+    return per_doc[tree.doc[tree.leaf_rows[index.layout.row_leaf[rows]]]]
+
+
+CARD_LEAD = 10.0
+"""How far a named document's chunks lead a flat ranking (``card_lead``): a chunk's fused score (on
+[0, ~1]) plus this much times its document's card match, so the documents the question names by
+their cards come first and the fusion orders within them."""
+
+
+def card_lead(index: Any, query: Query, rows: np.ndarray, doc_paths: set[str] | None) -> np.ndarray:
+    """What a flat ranking adds to the fused score of each of ``rows`` so the documents the question
+    names by their cards come first: the flat ranking's part of step 2's union and of the context's
+    pool, and the flat arm given the same cards (an honest baseline among look-alike documents)."""
+    return CARD_LEAD * candidate_card_match(index, query, rows, doc_paths)

@@ -16,7 +16,7 @@ from config import Config
 from indexing.index_store import Index
 from indexing.search import Scores
 from retrieval.candidates import collection_fused
-from retrieval.doc_cards import scope_card_match
+from retrieval.doc_cards import candidate_card_match
 from retrieval.learned_ranker import MULTI_SUFFIX, LinearRanker, load_ranker, model_name
 from retrieval.query import Query
 from retrieval.scoring import documents_scope, fuse, score_params, unit_scale
@@ -149,17 +149,6 @@ def union_signals(index: Index, query: Query, cands: list[RetrievedChunk], locat
     flat = _flat_standing(index, query, rows, config, doc_paths) if flat_standing else np.zeros(len(rows))
     return UnionSignals(rows, fused, prior, np.asarray(scored.dense, dtype=np.float64),
                         np.asarray(scored.lexical, dtype=np.float64), flat, candidate_card_match(index, query, rows, doc_paths))
-
-
-def candidate_card_match(index: Index, query: Query, rows: np.ndarray, doc_paths: set[str] | None) -> np.ndarray:
-    """Each row's document's card match with the question over the scope (0 where the cards tell
-    the scope's documents apart in no way); the scope's matches computed once per question."""
-    per_doc = query.memo.get_or_make(("card_match", documents_scope(doc_paths)),
-                                     lambda: scope_card_match(index, query.text, query.tokens, doc_paths))
-    if per_doc is None or len(rows) == 0:
-        return np.zeros(len(rows))
-    tree = index.tree
-    return per_doc[tree.doc[tree.leaf_rows[index.layout.row_leaf[rows]]]]
 
 
 def _flat_standing(index: Index, query: Query, rows: np.ndarray, config: Config,

@@ -267,7 +267,7 @@ def test_the_issuer_is_a_name_not_a_suffix_or_a_file_number() -> None:
 
 
 def test_union_candidates_carry_their_documents_card_match(look_alikes: Path) -> None:
-    from retrieval.rankers import candidate_card_match
+    from retrieval.doc_cards import candidate_card_match
 
     index = load_index(look_alikes)
     emb = make_embedder("hash", Config())
@@ -289,6 +289,14 @@ def test_union_candidates_carry_their_documents_card_match(look_alikes: Path) ->
         q = Query.build(f"What were Northwind's capital expenditures in FY{year}?", emb)
         hits = FlatOrdering("hybrid-card", 10).order(index, emb, Config(), Ask(q, []))
         assert {h.chunk.doc_path for h in hits[:docs.count(doc)]} == {doc}
+    # the flat ranking's part of step 2's union (and the context's pool) leads with the named filing too
+    from retrieval.candidates import collection_top
+
+    for year, doc in (("2021", "b.md"), ("2022", "a.md")):
+        q = Query.build(f"What were Northwind's capital expenditures in FY{year}?", emb)
+        top = collection_top(index, q, Config(), None, len(docs))
+        assert [h.chunk.doc_path for h in top[:docs.count(doc)]] == [doc] * docs.count(doc)
+        assert all(h.retrieval_detail["fused_score"] < 2 for h in top)  # shown: the fused score, not the lead
     # a scope of one document tells nothing apart; a question naming no year or card word neither
     only = candidate_card_match(index, Query.build("Northwind capital expenditures in FY2021?", emb), rows, {"a.md"})
     plain = candidate_card_match(index, Query.build("warehouses and trucks", emb), rows, None)
