@@ -40,6 +40,8 @@ def _headings(node: TreeNode) -> list[str]:
     ("ITEM 7. MANAGEMENT'S DISCUSSION", "item"), ("Items 1 and 2. Business and Properties", "item"),
     ("Note 12 - Debt", "note"), ("Note5– Earnings Per Share", "note"), ("NOTE 3. LEASES", "note"), ("ARTICLE IV - Termination", "article"),
     ("Chapter 3 Installation", "chapter"), ("第二章 总则", "cn_zhang"), ("第一节 一般规定", "cn_jie"),
+    ("Consolidated Statement of Cash Flows", "statement"), ("CONSOLIDATED BALANCE SHEETS", "statement"),
+    ("Condensed Consolidated Statements of Shareholders’ Equity", "statement"),
 ])
 def test_division_words_are_recognised(text: str, name: str) -> None:
     assert scheme_of(text).name == name
@@ -48,6 +50,7 @@ def test_division_words_are_recognised(text: str, name: str) -> None:
 @pytest.mark.parametrize("text", [
     "Part III incorporates information by reference to the proxy statement",
     "Item 7 of this report discusses liquidity", "Notes to Consolidated Financial Statements",
+    "Consolidated statements of income are prepared in accordance with GAAP",
     "Partners and customers",
 ])
 def test_sentences_opening_with_a_division_word_are_not_divisions(text: str) -> None:
@@ -291,3 +294,38 @@ def test_the_column_header_walk_reads_a_bounded_window_of_a_one_line_document(mo
     assert max(seen, default=0) <= representation._ROW_MAX_CHARS + 1
     row = "Revenues 1,234 1,100\n"  # a short last line with no newline after it is still read
     assert representation.column_header_above("2022 2021\n" + row.rstrip("\n"), len("2022 2021\n")) == "2022 2021"
+
+
+def test_statement_titles_divide_an_items_financial_statements(tmp_path: Path) -> None:
+    """A filing whose contents list no statements: each statement's title at the top of its page is a
+    section under the Item, beside the notes (not a layout heading below them, cut by the depth cap)."""
+    def body(n: int) -> str:  # a different text on each page: a line on every page is a running header
+        return f"Paragraph {n} explains the figures of the statements and how they were measured this year."
+
+    pages = [[("b", "PART I"), ("b", "Item 1. Business"), ("p", body(1))],
+             [("b", "PART II"), ("b", "Item 8. Financial Statements and Supplementary Data"), ("p", body(2))],
+             [("b", "Consolidated Statement of Income"), ("p", "(In millions) 2022 2021"),
+              ("p", "Net revenue 1,234 1,100"), ("p", "Cost of sales (800) (760)")],
+             [("b", "Consolidated Balance Sheet"), ("p", "(In millions) 2022 2021"), ("p", "Cash 100 90"),
+              ("p", "Inventories 300 280")],
+             [("b", "Note 1 - Basis of Presentation"), ("p", body(3)), ("b", "Revenue Recognition"), ("p", body(4))],
+             [("b", "Note 2 - Revenue"), ("p", body(5))]]
+    path = tmp_path / "filing.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    item8 = _find(doc, "Item 8. Financial Statements and Supplementary Data")
+    assert [c.heading for c in item8.children if c.kind == "section"][-4:] == [
+        "Consolidated Statement of Income", "Consolidated Balance Sheet", "Note 1 - Basis of Presentation",
+        "Note 2 - Revenue"]
+    assert "Inventories 300 280" in _find(doc, "Consolidated Balance Sheet").content
+    assert item8.parent.heading == "PART II"
+    # the titles are marked as the notes are, a division below the Item, not a layout heading that
+    # nests under whatever subsection comes before (a filing printing its statements inside Item 7)
+    from tree_builder.readers.pdf_reader import strip_furniture
+    from tree_builder.readers.pdf_structure import mark_structure_headings
+    from tree_builder.readers.pdf_text import read_pdf_content
+
+    lines = strip_furniture(read_pdf_content(path.read_bytes(), path.name).pages)
+    mark_structure_headings(lines)
+    marker = {ln.text: ln.heading for page in lines for ln in page}
+    assert marker["Consolidated Balance Sheet"] == marker["Note 2 - Revenue"] == marker["Item 1. Business"] + 1

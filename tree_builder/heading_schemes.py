@@ -1,4 +1,4 @@
-"""Named division schemes (PART > Item > Note, ARTICLE > Section, Chapter, 第一编 > 第一章 > 第一节) and their rank.
+"""Named division schemes (PART > Item > Note or Statement, ARTICLE > Section, Chapter, 第一编 > 第一章 > 第一节) and their rank.
 
 Long documents divide themselves with words, not only with numbers: a filing
 has "PART II" above "Item 7A." above "Note 12 -", a contract "ARTICLE IV"
@@ -27,7 +27,15 @@ _SCHEMES: list[tuple[str, int, re.Pattern[str]]] = [
     ("section", 3, re.compile(r"^section\s+\d{1,3}(?:\.\d{1,3})*\b", re.IGNORECASE)),
     ("cn_jie", 3, re.compile(rf"^第[{_CN_NUM}\d]+节")),
     ("note", 3, re.compile(r"^note\s*\d{1,3}[A-Z]?(?=\s*[.:\-–—)]|\s+[A-Z]|\s*$)", re.IGNORECASE)),
+    ("statement", 3, re.compile(
+        r"^(?:condensed\s+)?consolidated\s+(?:balance\s+sheets?|statements?\s+of\s+(?:consolidated\s+)?"
+        r"(?:comprehensive\s+)?(?:income|loss|earnings|operations|cash\s+flows?|financial\s+(?:position|condition)|"
+        r"(?:changes\s+in\s+)?(?:(?:stockholders|shareholders|shareowners)[’']?\s+)?(?:total\s+)?equity))\b",
+        re.IGNORECASE)),
 ]
+"""A financial statement's title ("Consolidated Statement of Cash Flows", "Condensed Consolidated
+Balance Sheets") divides a filing's financial statements as a note number divides its notes: the
+statements and the notes are the sections under the Item that holds them."""
 
 
 class Scheme(NamedTuple):
@@ -56,7 +64,7 @@ def _opening(s: str) -> tuple[Scheme, int] | None:
         rest = s[m.end():].lstrip()
         if name.startswith("cn_"):
             return Scheme(name, rank), m.end()
-        rest = rest.lstrip(".:-–—) ").lstrip()
+        rest = rest.lstrip(".,:-–—) ").lstrip()
         if not rest or rest[0].isupper() or rest[0].isdigit() or rest[0] in "[(\"“'":
             return Scheme(name, rank), m.end()
         return None
