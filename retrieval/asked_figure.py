@@ -30,8 +30,8 @@ _LEADING_PHRASE = re.compile(r"^[^?]*?,\s*(?=(?:what|how|which)\b)", re.I)
 #: Kinds of period, as a question and a column header name them.
 QUARTER, HALF, NINE_MONTHS, YEAR = "quarter", "six months", "nine months", "year"
 _PERIOD_KIND_WORDS = (
-    (QUARTER, re.compile(r"\b(?:three|3)[- ]months?\b|\bquarter(?:s|ly)?\b|(?:\b|(?<=\d))Q[1-4](?:\b|(?='?\d{2}))|\b[1-4]Q\b|"
-                         r"\b(?:thirteen|13)[- ]weeks?\b", re.I)),
+    (QUARTER, re.compile(r"\b(?:three|3)[- ]months?\b|\bquarter(?:s|ly)?\b|(?:\b|(?<=\d))Q[1-4](?:\b|(?='?\d{2}))|"
+                         r"\b[1-4]Q\b|\b(?:thirteen|13)[- ]weeks?\b", re.I)),
     (HALF, re.compile(r"\b(?:six|6)[- ]months?\b|\bH[12]\b|\b(?:first|second) half\b|\bhalf[- ]year\b", re.I)),
     (NINE_MONTHS, re.compile(r"\b(?:nine|9)[- ]months?\b", re.I)),
     (YEAR, re.compile(r"\b(?:twelve|12)[- ]months?\b|\byears?\b|\bFY(?:\s?'?\d{2}|\b)|\bfiscal\b|\bannual\b|"

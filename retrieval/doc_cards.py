@@ -32,8 +32,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from retrieval.asked_figure import HALF, NINE_MONTHS, QUARTER, YEAR, asked_period_kind, asked_periods, period_kinds
 from indexing.search import Scope
+from retrieval.asked_figure import HALF, NINE_MONTHS, QUARTER, YEAR, asked_period_kind, asked_periods, period_kinds
 from retrieval.query import Query
 from retrieval.scoring import documents_scope
 from tree_builder.doc_card import FILE_NAME_WEIGHT, CardSet, CardTerms, phrase_key
@@ -211,24 +211,22 @@ def confirmed(index: Any, card: CardTerms, tokens: Sequence[str]) -> CardTerms:
 
 
 MIN_SPREAD = 0.1
-"""A word more documents' texts hold than N ** (1 - MIN_SPREAD) (32 of 44, 3 of 3) names none: else a
-near-zero weight, the only one a question shares with any card, would be scaled up to a full match."""
+"""A word more documents' texts hold than N ** (1 - MIN_SPREAD) (31 or more of 44; all 3 of 3) names
+none: else a near-zero weight, the only one a question shares with any card, would be scaled up to a
+full match."""
 
 
 def name_spread(index: Any, tokens: Sequence[str], cards: Sequence[CardTerms]) -> dict[str, float]:
     """Per question word on a card, how much of a name it is by the documents' texts:
     log(N / df) / log(N), df = the index's documents whose chunks hold the word, and 0 below
-    ``MIN_SPREAD``. A name of common words ("American Express") is matched whole, as its card's
-    issuer phrase. "Adobe", in the
-    texts of Adobe's filings alone, names them; "operating", in every filing's text, names none,
-    though it be on one card only (a press release titled "... Financial and Operating Results").
-    A word no text holds counts whole."""
+    ``MIN_SPREAD``. "Adobe", in the texts of Adobe's filings alone, names them; "operating", in
+    every filing's text, names none, though it be on one card only (a press release titled "...
+    Financial and Operating Results"). A word no text holds counts whole; a name of common words
+    ("American Express") is matched whole, by its card's issuer phrase (``card_match``)."""
     words = set(tokens) & {t for c in cards for t in c.names | c.hint_names}
     if not words:
         return {}
     n, held = index.search.document_counts(sorted(words))
-    if n < 2:
-        return {}
     if n < 2:
         return {}
     spread = {w: math.log(n / min(max(held[w], 1), n)) / math.log(n) for w in words if w in held}

@@ -146,8 +146,8 @@ def card_terms(path: str, card: DocumentCard) -> CardTerms:
     bare = _LEGAL_FORM.sub(" ", card.issuer)
     issuer = phrase_key(bare)
     return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years,
-                     phrases, _one_line(f"{card.period} {card.title}"), issuer if len(issuer) >= MIN_PHRASE_CHARS else "",
-                     frozenset(words_of(bare)))
+                     phrases, _one_line(f"{card.period} {card.title}"),
+                     issuer if len(issuer) >= MIN_PHRASE_CHARS else "", frozenset(words_of(bare)))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Named division schemes (PART > Item > Note or Statement, ARTICLE > Section, Chapter, 第一编 > 第一章 > 第一节) and their rank.
+"""Named division schemes (PART > Item > Note or Statement, ARTICLE > Section, Chapter,
+第一编 > 第一章 > 第一节) and their rank.
 
 Long documents divide themselves with words, not only with numbers: a filing
 has "PART II" above "Item 7A." above "Note 12 -", a contract "ARTICLE IV"
