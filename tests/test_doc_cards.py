@@ -301,3 +301,26 @@ def test_union_candidates_carry_their_documents_card_match(look_alikes: Path) ->
     only = candidate_card_match(index, Query.build("Northwind capital expenditures in FY2021?", emb), rows, {"a.md"})
     plain = candidate_card_match(index, Query.build("warehouses and trucks", emb), rows, None)
     assert not only.any() and not plain.any()
+
+
+def test_a_file_name_word_the_text_confirms_counts_as_a_name(tmp_path: Path) -> None:
+    """A release whose cover names no registrant has only its file name as a hint (half weight); when
+    its own text names the company too, the word is a name like an issuer's."""
+    from retrieval.doc_cards import confirmed
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "FABRIKAM_2023Q1_EARNINGS.md").write_text(
+        "# First quarter 2023 results\n\nFabrikam reported revenue growth in the first quarter 2023.\n", encoding="utf-8")
+    (docs / "CONTOSO_2023Q1_EARNINGS.md").write_text(
+        "# First quarter 2023 results\n\nThe company reported revenue growth in the first quarter 2023.\n",
+        encoding="utf-8")
+    cfg = Config(chunk_size=120, chunk_overlap=20)
+    build_index(docs, tmp_path / "idx", cfg, make_embedder("hash", cfg))
+    index = load_index(tmp_path / "idx")
+    fabrikam = index.card_terms.by_path["FABRIKAM_2023Q1_EARNINGS.md"]
+    contoso = index.card_terms.by_path["CONTOSO_2023Q1_EARNINGS.md"]
+    assert "fabrikam" in fabrikam.hint_names and "fabrikam" not in fabrikam.names
+    tokens = Query.build("What was Fabrikam's revenue growth? Did Contoso grow?", None).tokens
+    assert "fabrikam" in confirmed(index, fabrikam, tokens).names  # its text says it
+    assert "contoso" not in confirmed(index, contoso, tokens).names  # only its file name does
