@@ -566,13 +566,15 @@ def _fold_arms(opts: EvalOptions, eval_set: Any, names: list[str], base: Config
     folder = Path(opts.ranker_folds or ".")
     text = read_text_bounded(folder / "folds.json", limit=64 * 1024 * 1024, what=f"--ranker-folds {folder}",
                              setting="folds.json lists question ids")
+    name = Path(opts.data).resolve().name
     try:
         meta = json.loads(text)
         folds = int(meta["folds"])
-        assigned = {str(k): int(v) for k, v in meta["sets"][Path(opts.data).resolve().name].items()}
+        sets = meta["sets"]
+        assigned = {str(k): int(v) for k, v in sets[_folds_set(sets, name, eval_set)].items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"--ranker-folds {folder}: folds.json has no folds for the set "
-                         f"{Path(opts.data).resolve().name!r} ({type(exc).__name__}: {exc})") from None
+                         f"{name!r} ({type(exc).__name__}: {exc})") from None
     arms: dict[int, list[Arm]] = {}
     for f in range(folds):
         weights = folder / f"fold-{f}.json"
@@ -580,6 +582,19 @@ def _fold_arms(opts: EvalOptions, eval_set: Any, names: list[str], base: Config
         cfg = base.replace(ranker_weights=str(weights))
         arms[f] = [make_arm(n, cfg, opts.k, paired_with_graph=n + KG in names) for n in names]
     return assigned, arms
+
+
+def _folds_set(sets: dict[str, Any], name: str, eval_set: Any) -> str:
+    """The set of ``folds.json`` whose folds the evaluated set reads: its own name's, else the one set
+    that holds every question of it (a cut of a set, ``sample_eval_set``, keeps the set's question
+    ids under another folder name). A KeyError names the set when none or several do."""
+    if name in sets:
+        return name
+    ids = {str(q.id) for q in eval_set.questions}
+    holding = [k for k, v in sets.items() if isinstance(v, dict) and ids <= set(v)]
+    if len(holding) != 1:
+        raise KeyError(name)
+    return holding[0]
 
 
 def _fold_of(assigned: dict[str, int], qid: str) -> int:

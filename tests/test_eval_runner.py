@@ -630,3 +630,11 @@ def test_ranker_folds_run_each_question_with_its_folds_weights(eval_set: Path, t
     (folds / "folds.json").write_text(json.dumps({"folds": 2, "sets": {"other": {}}}), encoding="utf-8")
     with pytest.raises(InputError, match="no folds for the set"):
         run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds))
+    # a cut of a set (another folder name, the same question ids) reads the one set that holds them all
+    (folds / "folds.json").write_text(json.dumps({"folds": 2, "sets": {"whole-set": {**assign, "q9": 1},
+                                                                        "other": {"q1": 0}}}), encoding="utf-8")
+    cut = run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds))
+    assert cut.n_scored == run.n_scored
+    (folds / "folds.json").write_text(json.dumps({"folds": 2, "sets": {"a": assign, "b": assign}}), encoding="utf-8")
+    with pytest.raises(InputError, match="no folds for the set"):  # two sets hold them: which is not guessed
+        run_eval(_opts(eval_set, tmp_path / "c", arms=arms, ranker_folds=folds))
