@@ -233,6 +233,22 @@ def test_a_chunk_cut_inside_a_table_is_represented_with_its_column_header() -> N
     assert chunk.text == text[start:]  # the stored, cited text stays the exact span
 
 
+def test_nested_bookmarks_raise_a_division_nested_deeper_than_its_word_says() -> None:
+    from tree_builder.readers.pdf_structure import relevel_flat_outline
+
+    outline = [(1, "Part II", 1, None), (2, "Item 8. Financial Statements", 2, None),
+               (3, "Consolidated Balance Sheets", 3, None), (3, "Notes to Consolidated Financial Statements", 4, None),
+               (4, "NOTE 1. BASIS OF PRESENTATION", 4, None), (5, "Revenue Recognition", 4, None),
+               (4, "NOTE 2. ACQUISITIONS", 5, None), (3, "Report of Independent Registered Public Accounting Firm", 6, None),
+               (2, "Item 9. Changes in Accountants", 7, None), (3, "Results of Operations", 8, None),
+               (4, "Revenue", 8, None)]
+    # the notes beside the statements, as a contents page places them, and what they hold with them;
+    # an entry without a division word keeps the depth the author gave it
+    assert [lv for lv, *_ in relevel_flat_outline(outline)] == [1, 2, 3, 3, 3, 4, 3, 3, 2, 3, 4]
+    shallow = [(1, "Item 8. Financial Statements", 1, None), (2, "Note 1 - Basis", 1, None)]
+    assert relevel_flat_outline(shallow) == shallow  # never deeper
+
+
 def test_a_flat_outline_of_divisions_is_nested_by_its_division_words() -> None:
     from tree_builder.readers.pdf_structure import relevel_flat_outline
 

@@ -260,9 +260,10 @@ def relevel_flat_outline(entries: list[tuple[int, str, int, float | None]]
                          ) -> list[tuple[int, str, int, float | None]]:
     """Bookmarks all at one level that name divisions ("Part II", "Item 7", "Note 3") get the
     divisions' depths: a flat list of 100 bookmarks is no outline. An entry without a division word
-    goes one level below the division entry above it. Nested bookmarks are kept as they are."""
+    goes one level below the division entry above it. Nested bookmarks keep their nesting, but a
+    division nested deeper than its word says is raised (``raise_deep_divisions``)."""
     if len({level for level, *_ in entries}) != 1:
-        return entries
+        return raise_deep_divisions(entries)
     schemes = [scheme_of(title) for _, title, _, _ in entries]
     ranks = scheme_ranks({sc.name for sc in schemes if sc is not None})
     if len(ranks) < 2:
@@ -275,4 +276,33 @@ def relevel_flat_outline(entries: list[tuple[int, str, int, float | None]]
             out.append((above, title, page, top))
         else:
             out.append((above + 1, title, page, top))
+    return out
+
+
+def raise_deep_divisions(entries: list[tuple[int, str, int, float | None]]
+                         ) -> list[tuple[int, str, int, float | None]]:
+    """Nested bookmarks whose division words sit deeper than their rank below the division above
+    them ("Item 8" > "Notes to Consolidated Financial Statements" > "NOTE 1.", the note at depth 4)
+    are raised to that rank's depth (the note at 3, beside the statements), with everything nested
+    under them: a filing read through its contents page gets the same tree, and the depth cap
+    (``max_depth``, 3) no longer folds every note into one section. Never deeper, never other entries."""
+    schemes = [scheme_of(title) for _, title, _, _ in entries]
+    ranks = scheme_ranks({sc.name for sc in schemes if sc is not None})
+    out: list[tuple[int, str, int, float | None]] = []
+    divisions: list[tuple[int, int]] = []  # (rank level, new level) of the division entries above
+    shift: list[tuple[int, int]] = []  # (original level, delta) of raised entries still open
+    for (level, title, page, top), sc in zip(entries, schemes):
+        while shift and level <= shift[-1][0]:
+            shift.pop()
+        new = level - (shift[-1][1] if shift else 0)
+        if sc is not None:
+            rank = ranks[sc.name]
+            above = next(((r, lv) for r, lv in reversed(divisions) if r < rank), None)
+            if above is not None and new > above[1] + rank - above[0]:
+                shift.append((level, level - (above[1] + rank - above[0])))
+                new = above[1] + rank - above[0]
+            while divisions and divisions[-1][0] >= rank:
+                divisions.pop()
+            divisions.append((rank, new))
+        out.append((new, title, page, top))
     return out
