@@ -55,11 +55,21 @@ def default_cache_root() -> Path:
     return default_cache_dir(os.environ)
 
 
+def structure_digest(doc: Any) -> str:
+    """A digest of the headings a reader found in a document (PDF, Word, HTML; a Markdown file's
+    are its text's) and of its title. Why: a document's content hash is of its text only, and a
+    reader change that finds other headings (or other levels) in the same text makes another tree:
+    a cached index keyed by the text alone would serve the old tree."""
+    return digest([doc.title, [(h.text, h.marker_level, h.start_char) for h in doc.headings or ()]])[:20]
+
+
 def build_key(eval_set: EvalSet, config: Config, documents: list[str] | None = None) -> str:
-    """The cached index's name: the documents it holds (all, or ``documents``) and the build settings."""
+    """The cached index's name: the documents it holds (all, or ``documents``: their text and the
+    headings read in it) and the build settings."""
     settings = {f: config.setting(f) for f in BUILD_FIELDS}
     wanted = None if documents is None else set(documents)
-    docs = sorted((d.path, d.content_hash) for d in eval_set.documents if wanted is None or d.path in wanted)
+    docs = sorted((d.path, d.content_hash, structure_digest(d)) for d in eval_set.documents
+                  if wanted is None or d.path in wanted)
     return digest({"docs": docs, "settings": settings, "format": FORMAT_VERSION,
                  "tokenizer": TOKENIZER_VERSION})[:20]
 

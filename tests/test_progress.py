@@ -159,6 +159,18 @@ def test_eval_limit_indexes_only_the_scoped_documents_it_needs(tmp_path: Path) -
     assert subset == sorted(q.scope[0] for q in picked)
     config = Config(embedder="hash")
     assert build_key(es, config, subset) != build_key(es, config)  # the subset keys its own cached index
+    # the same text read with other headings (a reader that changed) is another index, not a cached one
+    import dataclasses
+
+    from tree_builder.markdown_headings import parse_headings
+
+    first = es.documents[0]
+    read = dataclasses.replace(first, headings=tuple(parse_headings(first)))  # as a PDF reader hands them
+    relevelled = dataclasses.replace(read, headings=tuple(dataclasses.replace(h, marker_level=h.marker_level + 1)
+                                                         for h in read.headings))
+    assert read.headings and relevelled.content_hash == read.content_hash
+    keys = [build_key(dataclasses.replace(es, documents=[d, *es.documents[1:]]), config) for d in (read, relevelled)]
+    assert keys[0] != keys[1]
     notes: list[str] = []
     run = run_eval(EvalOptions(data=data, cache_root=tmp_path / "cache", notice=notes.append, resamples=50,
                                arms=["flat-bm25", "tree-hybrid"], embedder="hash", limit=2, progress=False))
