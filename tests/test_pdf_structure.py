@@ -247,6 +247,10 @@ def test_nested_bookmarks_raise_a_division_nested_deeper_than_its_word_says() ->
     assert [lv for lv, *_ in relevel_flat_outline(outline)] == [1, 2, 3, 3, 3, 4, 3, 3, 2, 3, 4]
     shallow = [(1, "Item 8. Financial Statements", 1, None), (2, "Note 1 - Basis", 1, None)]
     assert relevel_flat_outline(shallow) == shallow  # never deeper
+    # only a division the entry lies in counts: an exhibit after the last Item is left as nested
+    exhibit = outline + [(1, "Exhibit 13", 9, None), (2, "Annual Report", 9, None), (3, "Notes", 10, None),
+                         (4, "Note 1 - Basis", 10, None)]
+    assert [lv for lv, *_ in relevel_flat_outline(exhibit)][-4:] == [1, 2, 3, 4]
 
 
 def test_a_flat_outline_of_divisions_is_nested_by_its_division_words() -> None:

@@ -289,20 +289,24 @@ def raise_deep_divisions(entries: list[tuple[int, str, int, float | None]]
     schemes = [scheme_of(title) for _, title, _, _ in entries]
     ranks = scheme_ranks({sc.name for sc in schemes if sc is not None})
     out: list[tuple[int, str, int, float | None]] = []
-    divisions: list[tuple[int, int]] = []  # (rank level, new level) of the division entries above
+    divisions: list[tuple[int, int]] = []  # (rank level, new level) of the division entries it lies in
     shift: list[tuple[int, int]] = []  # (original level, delta) of raised entries still open
     for (level, title, page, top), sc in zip(entries, schemes):
         while shift and level <= shift[-1][0]:
             shift.pop()
         new = level - (shift[-1][1] if shift else 0)
-        if sc is not None:
-            rank = ranks[sc.name]
-            above = next(((r, lv) for r, lv in reversed(divisions) if r < rank), None)
-            if above is not None and new > above[1] + rank - above[0]:
-                shift.append((level, level - (above[1] + rank - above[0])))
-                new = above[1] + rank - above[0]
-            while divisions and divisions[-1][0] >= rank:
+        while divisions and divisions[-1][1] >= new:  # the divisions it lies in, none it follows
+            divisions.pop()
+        if sc is None:
+            out.append((new, title, page, top))
+            continue
+        rank = ranks[sc.name]
+        above = next(((r, lv) for r, lv in reversed(divisions) if r < rank), None)
+        if above is not None and new > above[1] + rank - above[0]:
+            shift.append((level, new - (above[1] + rank - above[0]) + (shift[-1][1] if shift else 0)))
+            new = above[1] + rank - above[0]
+            while divisions and divisions[-1][1] >= new:
                 divisions.pop()
-            divisions.append((rank, new))
+        divisions.append((rank, new))
         out.append((new, title, page, top))
     return out
