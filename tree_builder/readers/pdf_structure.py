@@ -281,8 +281,8 @@ def relevel_flat_outline(entries: list[tuple[int, str, int, float | None]]
 
 def raise_deep_divisions(entries: list[tuple[int, str, int, float | None]]
                          ) -> list[tuple[int, str, int, float | None]]:
-    """Nested bookmarks whose division words sit deeper than their rank below the division above
-    them ("Item 8" > "Notes to Consolidated Financial Statements" > "NOTE 1.", the note at depth 4)
+    """Nested bookmarks whose division words sit deeper than their rank below the division they lie
+    in ("Item 8" > "Notes to Consolidated Financial Statements" > "NOTE 1.", the note at depth 4)
     are raised to that rank's depth (the note at 3, beside the statements), with everything nested
     under them: a filing read through its contents page gets the same tree, and the depth cap
     (``max_depth``, 3) no longer folds every note into one section. Never deeper, never other entries."""
