@@ -92,6 +92,11 @@ def inner_products(distances: Sequence[Any], qvec: np.ndarray) -> list[float]:
     return [0.0 if d is None else (1.0 - float(d)) * norm for d in distances]
 
 
+_BODY_WORDS = "CAST(CONCAT(' ', COALESCE(body, ''), ' ') AS BINARY)"
+"""A chunk's ``body`` (its tokens, space-separated) with a space at each end, compared as bytes: a
+word is held where `` word `` occurs in it (``term_stats`` and ``document_counts`` count so)."""
+
+
 class SeekdbSearch:
     """``indexing.search.Search`` answered by the engine (see the module docstring)."""
 
@@ -459,10 +464,9 @@ class SeekdbSearch:
     def _count_sql(self, words: Sequence[str], spans: Sequence[tuple[int, int]], tag: int) -> tuple[str, list[Any]]:
         """The statement counting the rows in ``spans`` and how many hold each word; its first column
         is ``tag`` (several such statements are sent as one UNION ALL)."""
-        body = "CAST(CONCAT(' ', COALESCE(body, ''), ' ') AS BINARY)"
         # every column named: unnamed, the engine names it by its text, values included, cut at 256
         # bytes, possibly inside a multi-byte character, which the driver then fails to decode
-        sums = [f"SUM(INSTR({body}, CAST(%s AS BINARY)) > 0) AS w{i}" for i in range(len(words))]
+        sums = [f"SUM(INSTR({_BODY_WORDS}, CAST(%s AS BINARY)) > 0) AS w{i}" for i in range(len(words))]
         cond = " OR ".join(["(row_id >= %s AND row_id < %s)"] * len(spans))
         params: list[Any] = [int(tag), *(f" {w} " for w in words)]
         for s, e in spans:
@@ -483,8 +487,7 @@ class SeekdbSearch:
         n = len(self.doc_numbers)
         if not words:
             return n, {}
-        body = "CAST(CONCAT(' ', COALESCE(body, ''), ' ') AS BINARY)"
-        cols = [f"COUNT(DISTINCT CASE WHEN INSTR({body}, CAST(%s AS BINARY)) > 0 THEN doc END) AS w{i}"
+        cols = [f"COUNT(DISTINCT CASE WHEN INSTR({_BODY_WORDS}, CAST(%s AS BINARY)) > 0 THEN doc END) AS w{i}"
                 for i in range(len(words))]
         got = self.engine.rows(f"SELECT {', '.join(cols)} FROM `{self.tables['chunks']}`", [f" {w} " for w in words])
         row = got[0] if got else ()
