@@ -142,26 +142,31 @@ def model_scores(qs: list[QData], model: dict[str, float]) -> list[np.ndarray]:
     return score_with(qs, [UNION_FEATURES.index(n) for n in model], np.array(list(model.values())))
 
 
+def with_added(qs: list[QData], base_scores: list[np.ndarray], feature: str, weight: float) -> list[np.ndarray]:
+    """``base_scores`` of ``qs`` with ``feature`` added at ``weight``."""
+    at = UNION_FEATURES.index(feature)
+    return [b + weight * q.X[:, at] for b, q in zip(base_scores, qs)]
+
+
 def fit_added(qs: list[QData], base_scores: list[np.ndarray], feature: str) -> float:
     """The weight of ``feature`` added to a fitted model whose scores of ``qs`` are ``base_scores``
     (its weights stay as they are): the grid value with the best mean dnDCG@10 over ``qs``, the
     smallest on a tie. Why not refit everything: a feature that is 0 on one set's questions (a
     document card a statute collection never matches) gets its weight from the other set alone, and
     the first set's ordering stays exactly what it was."""
-    at = UNION_FEATURES.index(feature)
     best, best_w = -1.0, 0.0
     for v in ADDED_GRID:
-        got = float(ndcg_of(qs, [b + v * q.X[:, at] for b, q in zip(base_scores, qs)]).mean())
+        got = float(ndcg_of(qs, with_added(qs, base_scores, feature, v)).mean())
         if got > best + 1e-12:
             best, best_w = got, v
     return best_w
 
 
-def added_out_of_fold(qs: list[QData], base: dict[str, float], feature: str, fold_of: dict[tuple[str, str], int],
-                      set_name: str, folds: int) -> tuple[np.ndarray, dict[int, dict[str, float]]]:
-    """``out_of_fold`` for ``fit_added``: each fold's weight chosen without its documents."""
-    base_scores = model_scores(qs, base)
-    at = UNION_FEATURES.index(feature)
+def added_out_of_fold(qs: list[QData], base: dict[str, float], base_scores: list[np.ndarray], feature: str,
+                      fold_of: dict[tuple[str, str], int], set_name: str, folds: int
+                      ) -> tuple[np.ndarray, dict[int, dict[str, float]]]:
+    """``out_of_fold`` for ``fit_added`` (``base_scores``: ``base``'s scores of ``qs``): each fold's
+    weight chosen without its documents."""
     result = np.zeros(len(qs))
     weights: dict[int, dict[str, float]] = {}
     for f in range(folds):
@@ -169,7 +174,8 @@ def added_out_of_fold(qs: list[QData], base: dict[str, float], feature: str, fol
         idx = [i for i, q in enumerate(qs) if fold_of[(set_name, q.group)] == f]
         v = fit_added([qs[i] for i in train], [base_scores[i] for i in train], feature)
         weights[f] = {**base, feature: v}
-        result[idx] = ndcg_of([qs[i] for i in idx], [base_scores[i] + v * qs[i].X[:, at] for i in idx])
+        result[idx] = ndcg_of([qs[i] for i in idx], with_added([qs[i] for i in idx], [base_scores[i] for i in idx],
+                                                               feature, v))
     return result, weights
 
 
@@ -228,8 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.added:
             kept = {k: float(v) for k, v in base_union.items() if k != args.added}
-            learned, fold_weights = added_out_of_fold(qs, kept, args.added, fold_of, set_name, args.folds)
             kept_scores = model_scores(qs, kept)
+            learned, fold_weights = added_out_of_fold(qs, kept, kept_scores, args.added, fold_of, set_name,
+                                                      args.folds)
             full = {**kept, args.added: fit_added(qs, kept_scores, args.added)}
             print(f"without {args.added}: dnDCG@10 {ndcg_of(qs, kept_scores).mean():.4f}")
         else:

@@ -250,7 +250,8 @@ def test_an_added_feature_gets_a_weight_and_the_fitted_ones_stay() -> None:
     base = {"u_fused": 2.0}
     w = fit_added(qs, model_scores(qs, base), "u_card")
     assert 0.2 < w <= 1.0  # the smallest weight that lifts 0.8 x 2 over 0.9 x 2
-    result, weights = added_out_of_fold(qs, base, "u_card", {("s", "g0"): 0, ("s", "g1"): 1}, "s", 2)
+    result, weights = added_out_of_fold(qs, base, model_scores(qs, base), "u_card", {("s", "g0"): 0, ("s", "g1"): 1},
+                                        "s", 2)
     assert result.tolist() == [1.0] * 4 and all(v["u_fused"] == 2.0 and v["u_card"] == w for v in weights.values())
     flat = [question(f"q{i}", "g0", [0.0, 0.0, 0.0], [0.8, 0.9, 0.1], 0) for i in range(2)]
     assert fit_added(flat, model_scores(flat, base), "u_card") == 0.0
