@@ -233,16 +233,24 @@ def name_spread(index: Any, tokens: Sequence[str], cards: Sequence[CardTerms]) -
     return {w: s if s >= MIN_SPREAD else 0.0 for w, s in spread.items()}
 
 
-def scope_card_match(index: Any, question: str, tokens: Sequence[str],
-                     doc_paths: set[str] | None) -> np.ndarray | None:
+def memo_card_match(index: Any, query: Query, docs: np.ndarray) -> np.ndarray | None:
+    """``document_card_match`` of ``docs``, computed once per question and set of documents: step 1
+    (the locator's leaves of a scope) and step 2 (its candidates) ask it of the same documents, and
+    each computation counts words in the store (on an engine, a scan of the chunks)."""
+    docs = np.asarray(docs, dtype=np.int64)
+    return query.memo.get_or_make(("card_match_docs", docs.tobytes()),
+                                  lambda: document_card_match(index, query.text, query.tokens, docs))
+
+
+def scope_card_match(index: Any, query: Query, doc_paths: set[str] | None) -> np.ndarray | None:
     """Per document number of ``index.tree.doc_paths`` the card match over the question's scope
     (``doc_paths``; None: the whole index), 0 outside it; None when the cards tell nothing apart."""
-    if not may_match(index.card_terms, question, tokens):
+    if not may_match(index.card_terms, query.text, query.tokens):
         return None
     paths = index.tree.doc_paths
     docs = (np.arange(len(paths)) if doc_paths is None
             else np.array([i for i, p in enumerate(paths) if p in doc_paths], dtype=np.int64))
-    match = document_card_match(index, question, tokens, docs)
+    match = memo_card_match(index, query, docs)
     if match is None:
         return None
     out = np.zeros(len(paths))
@@ -250,16 +258,16 @@ def scope_card_match(index: Any, question: str, tokens: Sequence[str],
     return out
 
 
-def leaf_card_factors(index: Any, question: str, tokens: Sequence[str], positions: np.ndarray,
+def leaf_card_factors(index: Any, query: Query, positions: np.ndarray,
                       params: CardParams = CardParams()) -> np.ndarray | None:
     """Per leaf (``positions``: index leaf numbers) the factor its score is multiplied by; None when
     the cards do not tell the documents in scope apart (nothing to do)."""
-    if params.weight <= 0 or len(positions) == 0 or not may_match(index.card_terms, question, tokens):
+    if params.weight <= 0 or len(positions) == 0 or not may_match(index.card_terms, query.text, query.tokens):
         return None
     tree = index.tree
     leaf_docs = np.asarray(tree.doc[tree.leaf_rows[np.asarray(positions, dtype=np.int64)]])
     docs, of = np.unique(leaf_docs, return_inverse=True)
-    match = document_card_match(index, question, tokens, docs)
+    match = memo_card_match(index, query, docs)
     if match is None:
         return None
     return 1.0 + params.weight * match[of]
@@ -269,7 +277,7 @@ def candidate_card_match(index: Any, query: Query, rows: np.ndarray, doc_paths: 
     """Each row's document's card match with the question over the scope (0 where the cards tell
     the scope's documents apart in no way); the scope's matches computed once per question."""
     per_doc = query.memo.get_or_make(("card_match", documents_scope(doc_paths)),
-                                     lambda: scope_card_match(index, query.text, query.tokens, doc_paths))
+                                     lambda: scope_card_match(index, query, doc_paths))
     if per_doc is None or len(rows) == 0:
         return np.zeros(len(rows))
     tree = index.tree

@@ -196,7 +196,7 @@ def _weigh_by_cards(index: Index, query: Query, positions: np.ndarray, total: np
     """``total`` (scores of the leaves at ``positions``, index leaf numbers) with the leaves of the
     documents the question names by their cards raised (retrieval.doc_cards); unchanged when the
     cards tell no document in scope apart (one document, or an index built before cards)."""
-    factors = leaf_card_factors(index, query.text, query.tokens, positions)
+    factors = leaf_card_factors(index, query, positions)
     return total if factors is None else total * factors
 
 
