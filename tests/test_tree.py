@@ -11,6 +11,7 @@ from tree_builder.loader import load_documents
 from tree_builder.summary import summarize_tree
 from tree_builder.document import Document
 from tree_builder.numbering import heading_numbering
+from tree_builder import tree as tree_mod
 from tree_builder.tree import TreeNode, build_tree
 from tree_builder.visualizer import serialize_tree
 
@@ -136,6 +137,47 @@ def test_headings_deeper_than_cap_stay_in_the_leaf() -> None:
     b = next(n for n in root2.iter_preorder() if n.heading == "1.1 B")
     assert b.is_leaf and "### 1.1.1 C" in b.content and "d text" in b.content
     assert max(n.level for n in root2.iter_preorder()) == 2
+
+
+def _long(word: str, chars: int) -> str:
+    return " ".join([word] * (chars // (len(word) + 1) + 1))
+
+
+def test_a_long_leaf_at_the_cap_opens_the_next_level_inside_it() -> None:
+    """A 60-page note read as one leaf gives the locator nothing to choose: past LONG_SECTION_CHARS the
+    headings below the cap become its sections, and a new leaf still that long opens its own."""
+    half = tree_mod.LONG_SECTION_CHARS // 2 + 100
+    text = ("# 1 A\n\n## 1.1 B\n\n### 1.1.1 C\n\nopening words\n\n"
+            f"#### 1.1.1.1 D\n\n{_long('dee', half)}\n\n"
+            f"#### 1.1.1.2 E\n\n{_long('eee', half)}\n\n##### 1.1.1.2.1 F\n\n{_long('eff', 2 * half)}\n\n"
+            f"##### 1.1.1.2.2 G\n\ngee\n\n### 1.1.2 H\n\nshort\n\n#### 1.1.2.1 I\n\nstays inside\n\n# 2 Z\n\nz\n")
+    root, doc = tree_of(text)
+    assert shape(root) == ["1 A", "  1.1 B", "    1.1.1 C", "      1.1.1 C (intro)", "      1.1.1.1 D",
+                           "      1.1.1.2 E", "        1.1.1.2 E (intro)", "        1.1.1.2.1 F",
+                           "        1.1.1.2.2 G", "    1.1.2 H", "2 Z"]
+    h = next(n for n in root.iter_preorder() if n.heading == "1.1.2 H")
+    assert "#### 1.1.2.1 I" in h.content  # a short leaf keeps the cap
+    for leaf in root.leaves():
+        assert doc.text[leaf.content_start:leaf.content_end] == leaf.content
+    f = next(n for n in root.iter_preorder() if n.heading == "1.1.1.2.1 F")
+    assert f.level == 5 and f.heading_path == "1 A > 1.1 B > 1.1.1 C > 1.1.1.2 E > 1.1.1.2.1 F"
+
+
+def test_a_long_leaf_does_not_open_running_headers_or_a_crowd_of_headings(monkeypatch) -> None:
+    monkeypatch.setattr(tree_mod, "LONG_SECTION_CHARS", 200)
+    body = _long("text", 120)
+    footers = "".join(f"#### Acme Corp 2021 Form 10-K {58 + i}\n\n{body}\n\n" for i in range(3))
+    root, _ = tree_of(f"# A\n\n## B\n\n### C\n\n{footers}### D\n\nd\n\n# Z\n\nz\n")
+    c = next(n for n in root.iter_preorder() if n.heading == "C")
+    assert c.is_leaf and "Acme Corp 2021 Form 10-K 60" in c.content  # printed on each page: not a section
+    notes = "".join(f"#### Note {i}\n\n{body}\n\n" for i in range(1, 4))
+    root, _ = tree_of(f"# A\n\n## B\n\n### C\n\n{notes}# Z\n\nz\n")
+    assert [n.heading for n in root.leaves()] == ["Note 1", "Note 2", "Note 3", "Z"]  # the number names each
+    crowd = "".join(f"#### Clause {i} text\n\nx\n\n" for i in range(tree_mod.MAX_OPENED + 1))
+    root, _ = tree_of(f"# A\n\n## B\n\n### C\n\n{body}\n\n{crowd}# Z\n\nz\n")
+    assert [n.heading for n in root.leaves()] == ["C", "Z"]
+    root, _ = tree_of(f"# A\n\n## B\n\n### C\n\n{notes}", Config(max_depth=0))
+    assert len(root.leaves()) == 1  # one leaf per document stays that
 
 
 def test_max_depth_zero_gives_one_leaf_per_document() -> None:

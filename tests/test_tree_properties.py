@@ -2,9 +2,12 @@
 
 Every non-blank character of the body outside section-heading lines belongs to
 exactly one leaf's content span, leaves appear in document order, and the tree
-is well formed (unique ids, consistent links, no level jumps, depth <= cap).
+is well formed (unique ids, consistent links, no level jumps, depth <= cap except
+inside a section longer than the long-section size).
 """
 from __future__ import annotations
+
+from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,6 +18,7 @@ from tree_builder.documents import document_from_text
 from tree_builder.markdown_headings import parse_headings, title_block
 from tree_builder.summary import summarize_tree
 from tree_builder.document import Document
+from tree_builder import tree as tree_mod
 from tree_builder.tree import TreeNode, build_tree
 from tree_builder.visualizer import serialize_tree
 
@@ -66,7 +70,7 @@ def markdown_docs(draw: st.DrawFn) -> str:
     return text.replace("\n", newline)
 
 
-def check_structure(root: TreeNode, max_depth: int, folder: bool) -> None:
+def check_structure(root: TreeNode, max_depth: int, folder: bool, long_chars: int | None = None) -> None:
     nodes = list(root.iter_preorder())
     ids = [n.node_id for n in nodes]
     assert ids == [f"{i:04d}" for i in range(len(nodes))]  # unique, pre-order
@@ -76,7 +80,8 @@ def check_structure(root: TreeNode, max_depth: int, folder: bool) -> None:
         if n.kind == "root":
             assert n.parent is None
             continue
-        assert n.level <= max_depth
+        assert n.level <= max_depth or (long_chars is not None and any(
+            a.level == max_depth and a.end_char - a.start_char > long_chars for a in n.ancestors()))
         if n.kind == "document":
             assert n.level == 0 and n.parent is root
         else:
@@ -147,6 +152,21 @@ def test_no_text_is_ever_unreachable(raw: str, max_depth: int, folder: bool) -> 
     config = Config(max_depth=max_depth)
     root = build_tree([doc], config, folder_mode=folder)
     check_structure(root, max_depth, folder)
+    check_coverage(root, doc)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(markdown_docs(), st.integers(1, 2), st.integers(0, 40))
+def test_opening_long_sections_loses_no_text(raw: str, max_depth: int, long_chars: int) -> None:
+    """The generated documents are short: with a small long-section size, the headings past the cap
+    that become sections must still leave every character in exactly one leaf."""
+    try:
+        doc = document_from_text(raw, "gen/doc.md")
+    except EmptyDocumentError:
+        return
+    with patch.object(tree_mod, "LONG_SECTION_CHARS", long_chars):
+        root = build_tree([doc], Config(max_depth=max_depth), folder_mode=True)
+    check_structure(root, max_depth, True, long_chars)
     check_coverage(root, doc)
 
 

@@ -8,6 +8,8 @@ be cited back to ``doc.md:L12-L15``.
 from __future__ import annotations
 
 import bisect
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Optional, Protocol
 
@@ -116,6 +118,58 @@ def assign_levels(headings: list[Heading], base_marker: int = 0) -> list[int]:
     return levels
 
 
+LONG_SECTION_CHARS = 20_000
+"""A section whose own text runs longer than this (about five pages of a filing) opens the next heading
+level inside it, past the depth cap. The cap keeps a paper or a statute from splintering into
+one-paragraph sections; but a filing's notes or its MD&A read as one 150,000-character leaf give the
+locator one choice where the document offers forty, and the in-leaf ranking a whole book to search.
+PageIndex caps a node's size the same way, splitting what is too long by the structure inside it."""
+MAX_OPENED = 60
+"""More headings than this at the next level of a long section are not its sections (a contract's
+clause lines, a table's rows read as headings): the section stays one leaf."""
+RUNNING = 3
+"""A heading text (``_running_key``) this many times among the headings hidden in one section is a
+running header or footer the page-furniture pass missed (it prints on only that section's pages, under
+half the document's), not a section."""
+
+
+def _running_key(text: str) -> str:
+    """What a running header keeps from page to page: its words, with the page number (and any other
+    digits) blanked when two or more words remain to tell it apart ("Pfizer Inc. 2021 Form 10-K 58");
+    a bare "Note 3" or "Item 7" keeps its number, which is what names it."""
+    exact = " ".join(text.split()).casefold()
+    blanked = re.sub(r"\d+", "#", exact)
+    return blanked if len(re.findall(r"[^\W\d_]{2,}", blanked)) >= 2 else exact
+
+
+def kept_headings(headings: list[Heading], levels: list[int], text_len: int,
+                  max_depth: int) -> list[tuple[Heading, int]]:
+    """The headings that become nodes: every one down to ``max_depth``, and, inside a leaf longer than
+    ``LONG_SECTION_CHARS``, the level below it (again while a new leaf is still that long).
+
+    Only a leaf at the cap can hide headings: ``assign_levels`` gives the heading after a shallower
+    leaf a level at most one below it, so that heading is kept. ``max_depth`` 0 (one leaf per
+    document) stays that."""
+    keep = [lvl <= max_depth for lvl in levels]
+    grew = max_depth >= 1
+    while grew:
+        grew = False
+        open_at = [i for i, k in enumerate(keep) if k]
+        for pos, i in enumerate(open_at):
+            nxt = open_at[pos + 1] if pos + 1 < len(open_at) else len(headings)
+            end = headings[nxt].start_char if nxt < len(headings) else text_len
+            if nxt == i + 1 or end - headings[i].end_char <= LONG_SECTION_CHARS:
+                continue  # no hidden heading inside, or short enough to read whole
+            inner = [j for j in range(i + 1, nxt) if levels[j] == levels[i] + 1]
+            seen = Counter(_running_key(headings[j].text) for j in range(i + 1, nxt))
+            inner = [j for j in inner if seen[_running_key(headings[j].text)] < RUNNING]
+            if 0 < len(inner) <= MAX_OPENED:
+                for j in inner:
+                    keep[j] = True
+                grew = True
+    return [(h, lvl) for h, lvl, k in zip(headings, levels, keep) if k]
+
+
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
     """Drop leading blank lines and trailing whitespace; keep the first line's indentation."""
     seg = text[start:end]
@@ -149,7 +203,7 @@ def _build_document(doc: Document, config: Settings) -> TreeNode:
     absorbed = bool(block) and " ".join(h.text for h in block if h.text) == doc.title
     rest = headings[len(block):] if absorbed else headings
     levels = assign_levels(rest, base_marker=block[-1].marker_level if absorbed else 0)
-    kept = [(h, lvl) for h, lvl in zip(rest, levels) if lvl <= config.max_depth]
+    kept = kept_headings(rest, levels, len(text), config.max_depth)
 
     doc_node = TreeNode(node_id="", heading=doc.title, level=0, content="", kind="document",
                         doc_path=doc.path, start_char=doc.body_start)
