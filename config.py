@@ -77,7 +77,8 @@ class Config:
 
     # --- index: the tree, its chunks and their vectors -------------------
     max_depth: int = field(default=3, metadata=_BUILD)
-    """Deepest section level that becomes a node; deeper headings stay as text."""
+    """Deepest section level that becomes a node; deeper headings stay as text, except inside a section
+    too long to read as one leaf (``tree_builder.tree.LONG_SECTION_CHARS``)."""
     summary_mode: Literal["extractive", "llm"] = field(default="extractive", metadata=_BUILD)
     """Node summaries the locator reads: extractive (no model) or written by the LLM."""
     structure_mode: Literal["rules", "llm"] = field(default="rules", metadata=_BUILD)

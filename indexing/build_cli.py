@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from config import EMBEDDERS, Config, auto_embedder_help
+from tree_builder.tree import LONG_SECTION_CHARS
 from utils.cli_shared import base_config, cache_dir, llm_budget, llm_timeout, stderr
 from utils.errors import InputError
 from utils.progress import make_progress
@@ -38,7 +39,8 @@ def add_index_arguments(sub: Any, d: Config) -> None:
                     help=f"embedding backend (default {d.embedder}: {auto_embedder_help()})")
     pi.add_argument("--embedder-model", default=None, help="model name or local path for the embedder")
     pi.add_argument("--max-depth", type=int, default=None,
-                    help=f"deepest heading level that becomes a node, 0-6 (default {d.max_depth}; 0 = one leaf per document)")
+                    help=f"deepest heading level that becomes a node, 0-6 (default {d.max_depth}; 0 = one leaf per "
+                         f"document; a section over {LONG_SECTION_CHARS:,} characters opens the level inside it)")
     pi.add_argument("--summaries", choices=("extractive", "llm"), default=None,
                     help=f"node summaries: extractive (no LLM) or llm (default {d.summary_mode})")
     pi.add_argument("--structure", choices=("rules", "llm"), default=None,

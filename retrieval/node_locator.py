@@ -19,6 +19,7 @@ from indexing.index_store import Index
 from indexing.node_table import KINDS, LeafList
 from indexing.search import LEAVES_WANTED, leaves_of_rows
 from retrieval.doc_cards import leaf_card_factors
+from retrieval.named_sections import named_kinds, titled_leaf
 from retrieval.scoring import flat_scores, score_params
 from retrieval.types import Fallback, LocatedNode, LocateResult
 from tree_builder.tree import TreeNode
@@ -200,23 +201,45 @@ def _weigh_by_cards(index: Index, query: Query, positions: np.ndarray, total: np
     return total if factors is None else total * factors
 
 
+def with_named_sections(index: Index, query: Query, leaves: Sequence[TreeNode], total: ScoreArray,
+                        picked: list[int], doc_paths: set[str] | None) -> tuple[list[int], dict[int, float]]:
+    """``picked`` (scoped leaf numbers, best first) with the leaf titled as each section the question
+    names (retrieval.named_sections) in the document of the best pick, placed after it and scored as
+    it (returned as {leaf: score}); they replace the weakest picks, so as many leaves are located."""
+    kinds = named_kinds(query.text)
+    if not kinds or not picked:
+        return picked, {}
+    scoped = None if doc_paths is None else np.asarray(index.leaf_positions(doc_paths))
+    tree = index.tree
+    best = picked[0] if scoped is None else int(scoped[picked[0]])
+    mine = np.asarray(index.leaf_positions({tree.doc_paths[int(tree.doc[tree.leaf_rows[best]])]}))
+    local = mine if scoped is None else np.searchsorted(scoped, mine)
+    headings = [(int(j), leaves[int(j)].heading, float(total[int(j)])) for j in local]
+    named = [j for j in dict.fromkeys(titled_leaf(k, headings) for k in kinds) if j is not None and j != picked[0]]
+    out = picked[:1] + named + [i for i in picked[1:] if i not in named]
+    return out[:len(picked)], {j: float(total[picked[0]]) for j in named}
+
+
 def hybrid_locate(index: Index, query: Query, config: Config,
                   doc_paths: set[str] | None = None) -> LocateResult:
     """Needs the question's vector: the no-LLM locator without an embedder is ``keyword_locate``."""
     leaves, total = hybrid_leaf_scores(index, query, config, doc_paths)
     order = top_order(total, max(config.tuning.locator.hybrid_top_leaves, LOCATOR_CANDIDATES))
     picked = [i for i in order[:config.tuning.locator.hybrid_top_leaves] if total[i] > 0]
+    picked, named = with_named_sections(index, query, leaves, total, picked, doc_paths)
     shown = np.asarray(order[:LOCATOR_CANDIDATES], dtype=np.int64)
     if doc_paths is not None:  # leaves[i] is leaf positions[i] of the index (whole collection: i)
         shown = np.asarray(index.leaf_positions(doc_paths))[shown]
     index.prefetch_leaves(shown.tolist())
     text = query.text
-    nodes = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
+    nodes = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(named.get(i, float(total[i])), 4))
              for i in picked]
     cands = [LocatedNode(leaves[i].node_id, text, leaves[i].heading_path, round(float(total[i]), 4))
              for i in order[:LOCATOR_CANDIDATES]]
     thinking = (f"no LLM: ranked {len(leaves)} leaves by dense + BM25 similarity of their chunks "
                 f"and headings to the query")
+    if named:
+        thinking += "; located the sections the question names: " + "; ".join(leaves[j].heading for j in named)
     return LocateResult(nodes=nodes, thinking=thinking, locator="hybrid", candidates=cands)
 
 

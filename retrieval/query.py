@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from indexing.search import QueryMemo
+from retrieval.named_sections import searched_text
 from utils.tokenizer import tokenize
 
 
@@ -37,8 +38,11 @@ class Query:
 
     @classmethod
     def build(cls, text: str, embedder: QueryEmbedder | None) -> "Query":
-        vector = None if embedder is None else np.asarray(embedder.embed_query(text), dtype=np.float32)
-        return cls(text, tuple(tokenize(text)), vector)
+        """Tokens and vector are of what retrieval searches for the text (``named_sections.searched_text``:
+        the titles of the financial statements it names beside it); ``text`` stays as asked."""
+        searched = searched_text(text)
+        vector = None if embedder is None else np.asarray(embedder.embed_query(searched), dtype=np.float32)
+        return cls(text, tuple(tokenize(searched)), vector)
 
     @property
     def dense_vector(self) -> np.ndarray:

@@ -17,6 +17,7 @@ from indexing.index_store import Index
 from indexing.search import Scores
 from retrieval.candidates import collection_fused
 from retrieval.doc_cards import candidate_card_match
+from retrieval.named_sections import named_kinds, titled_as
 from retrieval.learned_ranker import MULTI_SUFFIX, LinearRanker, load_ranker, model_name
 from retrieval.query import Query
 from retrieval.scoring import documents_scope, fuse, score_params, unit_scale
@@ -147,8 +148,12 @@ def union_signals(index: Index, query: Query, cands: list[RetrievedChunk], locat
     priors = leaf_priors(located)
     prior = np.array([priors.get(c.chunk.source_node_id, 0.0) for c in cands], dtype=np.float64)
     flat = _flat_standing(index, query, rows, config, doc_paths) if flat_standing else np.zeros(len(rows))
+    kinds = named_kinds(query.text)
+    named = np.array([titled_as(kinds, index.nodes[c.chunk.source_node_id].heading) for c in cands]
+                     if kinds else np.zeros(len(cands)), dtype=np.float64)
     return UnionSignals(rows, fused, prior, np.asarray(scored.dense, dtype=np.float64),
-                        np.asarray(scored.lexical, dtype=np.float64), flat, candidate_card_match(index, query, rows, doc_paths))
+                        np.asarray(scored.lexical, dtype=np.float64), flat, candidate_card_match(index, query, rows, doc_paths),
+                        named)
 
 
 def _flat_standing(index: Index, query: Query, rows: np.ndarray, config: Config,

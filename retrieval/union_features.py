@@ -30,7 +30,7 @@ from utils.similarity import min_max_normalize
 UNION_FEATURES: tuple[str, ...] = (
     "u_fused", "u_prior", "u_dense", "u_dense_mm", "u_flat", "u_bm25_hit", "u_cover",
     "u_leaf_best", "u_leaf_first", "u_doc_best", "u_doc_share", "u_neighbour",
-    "u_cover_idf", "u_para_idf", "u_paragraphs", "u_length", "u_card")
+    "u_cover_idf", "u_para_idf", "u_paragraphs", "u_length", "u_card", "u_named")
 """The candidate's union score (rank fusion of its dense and per-document BM25 scores over the union,
 on [0, 1]); the locator's belief in its leaf; its cosine, raw and min-max over the union; its score in
 the whole scope's flat ranking (rank fusion with the collection's BM25 statistics, on [0, 1]); any BM25
@@ -43,7 +43,8 @@ the rare words together, a chunk whose words are spread over unrelated articles 
 of its paragraph count and its length in units of ``chunk_size`` (a packed chunk of whole paragraphs
 holds more of an article than a scrap does); how well the question names its document by the
 document's card (retrieval/doc_cards.py: issuer, title, form, period; 0 where the cards tell the
-scope's documents apart in no way, so a collection without cards is ordered as before)."""
+scope's documents apart in no way, so a collection without cards is ordered as before); whether its
+section is titled as one the question names ("the balance sheet": retrieval/named_sections.py)."""
 TEXT_FEATURES = frozenset({"u_cover", "u_cover_idf", "u_para_idf", "u_paragraphs", "u_length"})
 """Read from the candidates' text: computed only when a model names one."""
 
@@ -64,6 +65,8 @@ class UnionSignals:
     do not hold the row)."""
     card: np.ndarray
     """Its document's card match with the question over the scope, [0, 1]."""
+    named: np.ndarray
+    """1 where its leaf is titled as a section the question names (retrieval/named_sections.py), else 0."""
 
 
 def union_feature_matrix(index: Index, query_tokens: tuple[str, ...] | list[str], sig: UnionSignals,
@@ -110,6 +113,7 @@ def union_feature_matrix(index: Index, query_tokens: tuple[str, ...] | list[str]
         "u_doc_share": doc_share[doc_of],
         "u_neighbour": neighbour,
         "u_card": np.asarray(sig.card, dtype=np.float64),
+        "u_named": np.asarray(sig.named, dtype=np.float64),
         **text_cols,
     }
     return np.column_stack([np.asarray(cols[name], dtype=np.float64) for name in names])

@@ -55,7 +55,8 @@ def test_features_say_how_a_candidate_stands_beside_the_others(paper_index) -> N
     words = tuple(dict.fromkeys(tokenize(paper_index.chunks[r1].text)))[:4]
     sig = UnionSignals(rows, fused=np.array([0.2, 0.9, 0.5]), prior=np.array([1.0, 1.0, 0.3]),
                        dense=np.array([0.1, 0.3, 0.2]), lexical=np.array([0.0, 2.0, 1.0]),
-                       flat=np.array([0.4, 0.0, 0.7]), card=np.array([0.0, 0.0, 1.0]))
+                       flat=np.array([0.4, 0.0, 0.7]), card=np.array([0.0, 0.0, 1.0]),
+                       named=np.array([0.0, 1.0, 0.0]))
     X = union_feature_matrix(paper_index, words + ("zzzqqq",), sig)
     assert X.shape == (3, len(UNION_FEATURES))
     assert list(_col(X, "u_leaf_best")) == [0.9, 0.9, 0.5]
@@ -65,10 +66,10 @@ def test_features_say_how_a_candidate_stands_beside_the_others(paper_index) -> N
     assert list(_col(X, "u_dense_mm")) == pytest.approx([0.0, 1.0, 0.5])
     assert _col(X, "u_cover")[1] == pytest.approx(4 / 5)  # its own words, not the unknown one
     assert list(_col(X, "u_prior")) == [1.0, 1.0, 0.3] and list(_col(X, "u_flat")) == [0.4, 0.0, 0.7]
-    assert list(_col(X, "u_card")) == [0.0, 0.0, 1.0]
+    assert list(_col(X, "u_card")) == [0.0, 0.0, 1.0] and list(_col(X, "u_named")) == [0.0, 1.0, 0.0]
     same_doc = paper_index.layout.row_doc[r0] == paper_index.layout.row_doc[r3]
     assert list(_col(X, "u_doc_share")) == ([1.0] * 3 if same_doc else [2 / 3, 2 / 3, 1 / 3])
-    assert union_feature_matrix(paper_index, ("a",), UnionSignals(*(np.zeros(0) for _ in range(7)))).shape == (
+    assert union_feature_matrix(paper_index, ("a",), UnionSignals(*(np.zeros(0) for _ in range(8)))).shape == (
         0, len(UNION_FEATURES))
     some = union_feature_matrix(paper_index, words, sig, ("u_neighbour", "u_fused"))
     assert some.tolist() == X[:, [UNION_FEATURES.index("u_neighbour"), UNION_FEATURES.index("u_fused")]].tolist()

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from config import Config
+from tree_builder.tree import LONG_SECTION_CHARS
 from utils.cli_shared import base_config, print_json, stderr
 from utils.errors import InputError
 
@@ -17,7 +18,8 @@ def add_tree_arguments(sub: Any, d: Config) -> None:
     pt.add_argument("--follow-links", action="store_true",
                     help="follow symlinks that lead out of the input folder")
     pt.add_argument("--max-depth", type=int, default=None,
-                    help=f"deepest heading level that becomes a node, 0-6 (default {d.max_depth})")
+                    help=f"deepest heading level that becomes a node, 0-6 (default {d.max_depth}; a section over "
+                         f"{LONG_SECTION_CHARS:,} characters opens the level inside it)")
     pt.add_argument("--json", action="store_true", help="print the tree as JSON (nested nodes, file names, lines)")
     pt.add_argument("--locator-view", action="store_true",
                     help="print exactly the text the LLM locator reads (the spec's format and labels)")

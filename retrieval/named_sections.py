@@ -1,0 +1,89 @@
+"""Sections a question names by their common name, found by the title the document gives them.
+
+"Using the balance sheet and the P&L statement, what is ...": a reader turns to the statements the
+question names, and so does an LLM locator reading the table of contents. The offline locators match
+words, and a question's words for a financial statement are seldom its title's: "balance sheet" for
+"Consolidated Statements of Financial Position", "P&L" or "income statement" for "Consolidated
+Statements of Operations" or "of Earnings". The statement then scores below the notes and MD&A
+paragraphs that repeat the question's words: on the filings of the FinanceBench dev set, 29 questions
+name a statement (43 in all), and the hybrid locator left 22 of the 43 unlocated.
+
+Each kind below pairs the phrases a question uses with the titles a document gives the section; the
+locator (``retrieval.node_locator``) places, for each kind the question names, the leaf so titled in
+the document of its best leaf among the leaves it locates. Only these three statements: every
+filing prints them under titles this small grammar covers, in English and Chinese; a kind whose
+titles vary more freely would need an LLM locator, which reads the titles itself.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+_PREFIX = r"^(?:[A-Z]-\d+\s*[-–—]\s*)?(?:gaap\s+)?(?:(?:condensed\s+)?consolidated\s+|合并)?"
+"""What may stand before a statement's title: a schedule label ("A-1 - "), "GAAP", "(Condensed)
+Consolidated", 合并."""
+_OF = r"statements?\s+of\s+(?:consolidated\s+)?"
+
+
+@dataclass(frozen=True)
+class SectionKind:
+    name: str
+    asked: re.Pattern[str]
+    """A question naming the section."""
+    titled: re.Pattern[str]
+    """A heading that is the section's title (matched at its start, after ``_PREFIX``)."""
+    title_words: str
+    """The words of the titles a document gives it, searched with the question (``searched_text``)."""
+
+
+KINDS: tuple[SectionKind, ...] = (
+    SectionKind("balance sheet",
+                re.compile(r"(?<!off-)(?<!off )\bbalance\s+sheets?\b|\bstatements?\s+of\s+financial\s+(?:position|condition)\b"
+                           r"|资产负债表", re.IGNORECASE),
+                re.compile(_PREFIX + r"(?:balance\s+sheets?|" + _OF + r"financial\s+(?:position|condition)|资产负债表)"
+                           r"(?!\s+(?:data|components|arrangements))\b", re.IGNORECASE),
+                "consolidated balance sheets statements of financial position"),
+    SectionKind("income statement",
+                re.compile(r"\bincome\s+statements?\b|\bstatements?\s+of\s+(?:income|operations|earnings)\b"
+                           r"|\bp\s*&\s*l\b|\bprofit\s+(?:and|&)\s+loss\b|利润表|损益表", re.IGNORECASE),
+                re.compile(_PREFIX + r"(?:" + _OF + r"(?:income|operations|earnings)|利润表|损益表)"
+                           r"(?!\s+data)\b", re.IGNORECASE),
+                "consolidated statements of income operations earnings"),
+    SectionKind("cash flow statement",
+                re.compile(r"\bcash\s+flows?\s+statements?\b|\bstatements?\s+of\s+cash\s+flows?\b|现金流量表",
+                           re.IGNORECASE),
+                re.compile(_PREFIX + r"(?:" + _OF + r"cash\s+flows?|现金流量表)\b", re.IGNORECASE),
+                "consolidated statements of cash flows"),
+)
+_FORMAL = re.compile(r"^(?:[A-Z]-\d+\s*[-–—]\s*)?(?:gaap\s+)?(?:(?:condensed\s+)?consolidated\b|合并)", re.IGNORECASE)
+"""A title that names the consolidated statement itself."""
+
+
+def named_kinds(question: str) -> list[SectionKind]:
+    """The kinds of section the question names, in the order of the table."""
+    return [k for k in KINDS if k.asked.search(question)]
+
+
+def searched_text(question: str) -> str:
+    """What retrieval searches for a question: the question, and the title words of each section it
+    names in English ("balance sheet" also searches "statements of financial position"), so BM25 and
+    the vector meet the statement as the document titles it. Every arm searches this, flat or tree:
+    it is not the tree's. A Chinese question searches as asked (its words for a statement are the
+    title's own words)."""
+    extra = [k.title_words for k in KINDS if any(m.group().isascii() for m in k.asked.finditer(question))]
+    return " ".join([question, *extra]) if extra else question
+
+
+def titled_as(kinds: Sequence[SectionKind], heading: str) -> bool:
+    """The heading is the title of one of ``kinds``."""
+    return any(k.titled.match(heading.strip()) for k in kinds)
+
+
+def titled_leaf(kind: SectionKind, headings: Sequence[tuple[int, str, float]]) -> int | None:
+    """Of (leaf, heading, score), the leaf titled as ``kind``: a title that says "Consolidated" (the
+    statement itself, not a schedule or an MD&A subsection of the same name) first, then the best
+    score; None when no heading is so titled."""
+    found = [(not _FORMAL.match(h.strip()), -score, leaf) for leaf, h, score in headings
+             if kind.titled.match(h.strip())]
+    return min(found)[2] if found else None

@@ -1,0 +1,132 @@
+"""Sections a question names by their common name: the balance sheet, the P&L, the cash flow statement."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config import Config
+from indexing.embedders.factory import make_embedder
+from indexing.index_builder import build_index
+from indexing.index_store import load_index
+from retrieval import named_sections, node_locator
+from retrieval.named_sections import KINDS, named_kinds, searched_text, titled_leaf
+from retrieval.node_locator import hybrid_locate
+from retrieval.query import Query
+from utils.tokenizer import tokenize
+
+BALANCE, INCOME, CASH = KINDS
+
+
+@pytest.mark.parametrize("question, kinds", [
+    ("Please utilize information provided primarily within the balance sheet and the cash flow statement.",
+     ["balance sheet", "cash flow statement"]),
+    ("by relying on the details shown in the statement of financial position and the P&L statement",
+     ["balance sheet", "income statement"]),
+    ("Answer using the statement of income.", ["income statement"]),
+    ("Use the income statement and the statement of cash flows.", ["income statement", "cash flow statement"]),
+    ("根据合并资产负债表和利润表计算", ["balance sheet", "income statement"]),
+    ("What is the operating cash flow ratio? What drove operating income?", []),
+    ("Does the company have off-balance sheet arrangements?", []),
+])
+def test_the_question_names_a_statement(question: str, kinds: list[str]) -> None:
+    assert [k.name for k in named_kinds(question)] == kinds
+
+
+@pytest.mark.parametrize("heading, kind", [
+    ("Consolidated Balance Sheets", BALANCE), ("CONDENSED CONSOLIDATED BALANCE SHEETS", BALANCE),
+    ("Consolidated Statements of Financial Position", BALANCE), ("A-5 - Condensed Consolidated Balance Sheet", BALANCE),
+    ("合并资产负债表", BALANCE), ("Consolidated Statements of Operations", INCOME),
+    ("Consolidated Statements of Earnings GENERAL MILLS, INC. AND SUBSIDIARIES", INCOME),
+    ("Consolidated Statement of Cash Flows (intro)", CASH),
+    ("Consolidated Balance Sheet Data:", None), ("Consolidated Statements of Comprehensive Income", None),
+    ("NOTE 9 - OTHER CONSOLIDATED BALANCE SHEET COMPONENTS", None), ("Off-Balance Sheet Arrangements", None),
+    ("Analysis of the Consolidated Statements of Cash Flows", None),
+])
+def test_a_heading_is_a_statement_title(heading: str, kind: named_sections.SectionKind | None) -> None:
+    assert [k for k in KINDS if k.titled.match(heading)] == ([kind] if kind else [])
+
+
+def test_the_consolidated_statement_is_chosen_over_a_subsection_of_the_same_name() -> None:
+    headings = [(1, "Statement of Cash Flows", 0.9), (2, "Consolidated Statement of Cash Flows", 0.2),
+                (3, "Consolidated Statements of Cash Flows (intro)", 0.4), (4, "Liquidity", 1.0)]
+    assert titled_leaf(CASH, headings) == 3
+    assert titled_leaf(CASH, headings[:1]) == 1
+    assert titled_leaf(BALANCE, headings) is None
+
+
+def filing(year: int) -> str:
+    """An annual report whose MD&A repeats the question's words in every subsection and whose balance sheet
+    is titled as the company titles it, in words the question does not use."""
+    mdna = "".join(
+        f"### {topic}\n\nOur {topic.lower()} discussion of {year}: net property, plant and equipment on the "
+        f"balance sheet grew with {topic.lower()} investment, and the balance sheet stayed strong.\n\n"
+        for topic in ("Overview", "Liquidity", "Capital resources", "Segments", "Outlook", "Critical estimates"))
+    return (f"# Northwind annual report {year}\n\nFORM 10-K\n\nFor the fiscal year ended December 31, {year}\n\n"
+            "NORTHWIND TRADING CORPORATION\n(Exact name of registrant as specified in its charter)\n\n"
+            f"## Item 7. Management's discussion and analysis\n\n{mdna}"
+            "## Item 8. Financial statements\n\n### Consolidated Statements of Financial Position\n\n"
+            f"December 31, {year} {year - 1}\nProperty, plant and equipment, net {year - 2000},645 10,672\n"
+            "Total assets 117,359 112,011\n\n### Consolidated Statements of Operations\n\n"
+            f"Years ended December 31, {year} {year - 1}\nTotal revenues 66,608 62,286\n")
+
+
+@pytest.fixture(scope="module")
+def filings(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    docs = tmp_path_factory.mktemp("named") / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text(filing(2022), encoding="utf-8")
+    (docs / "b.md").write_text(filing(2021), encoding="utf-8")
+    out = docs.parent / "index"
+    build_index(docs, out, Config(), make_embedder("hash", Config()))
+    return out
+
+
+QUESTION = "Using the balance sheet, what is Northwind's FY2022 net property, plant and equipment?"
+
+
+def _asked(question: str, searched: bool = True) -> Query:
+    """The question as retrieval searches it, or (``searched`` False) its own words alone."""
+    emb = make_embedder("hash", Config())
+    if searched:
+        return Query.build(question, emb)
+    return Query(question, tuple(tokenize(question)), emb.embed_query(question))
+
+
+def _located(index, query: Query, scope: set[str] | None = None) -> list[tuple[str, str, float]]:
+    res = hybrid_locate(index, query, Config(), scope)
+    return [(index.nodes[n.node_id].doc_path, index.nodes[n.node_id].heading, n.score) for n in res.nodes]
+
+
+def test_retrieval_searches_the_titles_of_the_statements_a_question_names() -> None:
+    assert searched_text(QUESTION) == f"{QUESTION} consolidated balance sheets statements of financial position"
+    assert searched_text("根据资产负债表计算") == "根据资产负债表计算"  # the title's own words already
+    assert searched_text("What is revenue?") == "What is revenue?"
+    q = Query.build(QUESTION, None)
+    assert q.text == QUESTION and "position" in q.tokens  # shown as asked, searched with the titles
+
+
+def test_the_locator_places_the_statement_the_question_names(filings: Path, monkeypatch) -> None:
+    index = load_index(filings)
+    # by the question's own words the MD&A wins every place; the named statement is placed second
+    found = _located(index, _asked(QUESTION, searched=False))
+    assert len(found) == Config().tuning.locator.hybrid_top_leaves
+    assert found[1] == ("a.md", "Consolidated Statements of Financial Position", found[0][2])  # the asked year's
+    assert found[0][0] == "a.md"
+    assert _located(index, _asked(QUESTION, searched=False), {"a.md", "b.md"}) == found  # the same through a scope
+    res = hybrid_locate(index, _asked(QUESTION, searched=False), Config())
+    assert "the sections the question names: Consolidated Statements of Financial Position" in res.thinking
+    monkeypatch.setattr(node_locator, "named_kinds", lambda q: [])
+    without = _located(index, _asked(QUESTION, searched=False))
+    assert all(h != "Consolidated Statements of Financial Position" for _, h, _ in without)
+    assert without[0] == found[0]
+    # searched with the statement's titles, the words find it first themselves
+    assert _located(index, _asked(QUESTION))[0][:2] == ("a.md", "Consolidated Statements of Financial Position")
+
+
+def test_a_question_that_names_no_statement_is_located_as_before(filings: Path, monkeypatch) -> None:
+    index = load_index(filings)
+    plain = "What was Northwind's FY2022 net property, plant and equipment?"
+    before = _located(index, _asked(plain))
+    monkeypatch.setattr(node_locator, "named_kinds", lambda q: [])
+    assert _located(index, _asked(plain)) == before
