@@ -22,8 +22,7 @@ import numpy as np
 from config import Config
 from evaluation.paragraph_pooling import pooled_scores
 from indexing.index_store import Index
-from retrieval.candidates import dedupe_best, flat_top, located_candidates, rank_scored
-from retrieval.doc_cards import card_lead
+from retrieval.candidates import dedupe_best, flat_lead, flat_top, located_candidates, rank_scored
 from retrieval.ordering import Ask, Ordering, SectionOrdering, UnionOrdering
 from retrieval.query import Query, QueryEmbedder
 from retrieval.rankers import SectionRanker
@@ -109,7 +108,8 @@ def with_net(name: str, net: bool = True) -> str:
 @dataclass(frozen=True)
 class FlatOrdering:
     """A flat arm: the scoped chunks ranked by one signal (``bm25``, ``dense``), by the fusion of both
-    (``hybrid``; ``hybrid-card``: with the documents the question names by their cards first) or by
+    (``hybrid``; ``hybrid-card``: with the documents the question names by their cards first, and the
+    sections it names first in them: ``candidates.flat_lead``) or by
     the flat learner (``learned``), ``top`` of them; nothing is located."""
 
     method: str
@@ -133,7 +133,7 @@ class FlatOrdering:
         if self.method == "learned":
             return self.learned.order(index, embedder, config.replace(final_top_k=top), ask)[:top]
         scores = flat_scores(index, question, config, doc_paths)
-        lead = card_lead(index, question, scores.rows, doc_paths) if self.method == "hybrid-card" else None
+        lead = flat_lead(index, question, scores.rows, doc_paths) if self.method == "hybrid-card" else None
         return rank_scored(index, scores, top, config.tuning.ranking.fused, question.text, "flat", lead=lead)
 
 

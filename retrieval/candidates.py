@@ -23,7 +23,8 @@ from config import Config
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from indexing.search import Scores
-from retrieval.doc_cards import card_lead
+from retrieval.doc_cards import card_lead, named_documents
+from retrieval.named_sections import named_kinds, titled_as
 from retrieval.query import Query, QueryEmbedder
 from retrieval.ranking_params import Fusion
 from retrieval.scoring import documents_scope, flat_scores, fuse, leaf_scope, score_params, score_scope
@@ -118,14 +119,41 @@ def collection_fused(index: Index, query: Query, config: Config,
     return scores, query.memo.get_or_make(key, lambda: fuse(scores.dense, scores.lexical, fusion))
 
 
+NAMED_LEAD = 1.0
+"""What a chunk of a section the question names adds to its fused score (on [0, ~1]) in a card-led
+flat ranking: it comes before the other chunks of its document, the fusion orders the section's own
+chunks, and the cards' lead (``doc_cards.CARD_LEAD``, 10 per unit of match) still orders documents."""
+
+
+def named_lead(index: Index, query: Query, rows: np.ndarray, doc_paths: set[str] | None) -> np.ndarray:
+    """``NAMED_LEAD`` for each of ``rows`` in a leaf titled as a section the question names
+    (retrieval/named_sections.py) in a document it names (``doc_cards.named_documents``), else 0. Only
+    those documents' headings are read: a few hundred a question, whatever the collection's size."""
+    out = np.zeros(len(rows))
+    kinds = named_kinds(query.text)
+    docs = named_documents(index, query, doc_paths) if kinds and len(rows) else []
+    titled = [int(p) for p in index.leaf_positions(set(docs)) if titled_as(kinds, index.leaves[int(p)].heading)]
+    if titled:
+        out[np.isin(index.layout.row_leaf[np.asarray(rows, dtype=np.int64)], titled)] = NAMED_LEAD
+    return out
+
+
+def flat_lead(index: Index, query: Query, rows: np.ndarray, doc_paths: set[str] | None) -> np.ndarray:
+    """What a flat ranking adds to the fused score of each of ``rows``: the documents the question names
+    by their cards first (``doc_cards.card_lead``), and in them the sections it names (``named_lead``).
+    Step 2's flat part and the context's pool read it, and so does the flat arm given the same cards:
+    neither lead is the tree's."""
+    return card_lead(index, query, rows, doc_paths) + named_lead(index, query, rows, doc_paths)
+
+
 def collection_top(index: Index, query: Query, config: Config, doc_paths: set[str] | None, top_k: int,
                    stages: StageHits | None = None) -> list[RetrievedChunk]:
-    """The flat ranking's best ``top_k`` as a collection fuses it, the documents the question names
-    by their cards first (``doc_cards.card_lead``; source "net"): in a collection of look-alike
-    filings the flat ranking's best of the other years' filings are no candidates, nor context."""
+    """The flat ranking's best ``top_k`` as a collection fuses it, led as ``flat_lead`` says (source
+    "net"): in a collection of look-alike filings the flat ranking's best of the other years' filings
+    are no candidates, nor context."""
     scores, fused = collection_fused(index, query, config, doc_paths)
     return rank_scored(index, scores, top_k, config.tuning.ranking.collection, query.text, "net", stages, fused,
-                       card_lead(index, query, scores.rows, doc_paths))
+                       flat_lead(index, query, scores.rows, doc_paths))
 
 
 def dedupe_best(chunks: list[RetrievedChunk]) -> list[RetrievedChunk]:

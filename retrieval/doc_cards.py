@@ -284,6 +284,18 @@ def candidate_card_match(index: Any, query: Query, rows: np.ndarray, doc_paths: 
     return per_doc[tree.doc[tree.leaf_rows[index.layout.row_leaf[rows]]]]
 
 
+def named_documents(index: Any, query: Query, doc_paths: set[str] | None) -> list[str]:
+    """The documents in scope the question names by their cards (those matched best; the one document
+    of a one-document scope or index); none when the cards tell the scope's documents apart in no way."""
+    per_doc = query.memo.get_or_make(("card_match", documents_scope(doc_paths)),
+                                     lambda: scope_card_match(index, query, doc_paths))
+    paths = index.tree.doc_paths
+    if per_doc is not None and per_doc.max() > 0:
+        return [paths[int(d)] for d in np.flatnonzero(per_doc == per_doc.max())]
+    alone = sorted(doc_paths) if doc_paths is not None else list(paths)
+    return alone if len(alone) == 1 else []
+
+
 CARD_LEAD = 10.0
 """How far a named document's chunks lead a flat ranking (``card_lead``): a chunk's fused score (on
 [0, ~1]) plus this much times its document's card match, so the documents the question names by

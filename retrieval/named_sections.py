@@ -87,3 +87,4 @@ def titled_leaf(kind: SectionKind, headings: Sequence[tuple[int, str, float]]) -
     found = [(not _FORMAL.match(h.strip()), -score, leaf) for leaf, h, score in headings
              if kind.titled.match(h.strip())]
     return min(found)[2] if found else None
+

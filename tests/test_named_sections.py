@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from config import Config
@@ -10,9 +11,11 @@ from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from indexing.index_store import load_index
 from retrieval import named_sections, node_locator
+from retrieval.candidates import NAMED_LEAD, flat_lead, named_lead, union_candidates
 from retrieval.named_sections import KINDS, named_kinds, searched_text, titled_leaf
 from retrieval.node_locator import hybrid_locate
 from retrieval.query import Query
+from retrieval.rankers import union_signals
 from utils.tokenizer import tokenize
 
 BALANCE, INCOME, CASH = KINDS
@@ -130,3 +133,47 @@ def test_a_question_that_names_no_statement_is_located_as_before(filings: Path, 
     before = _located(index, _asked(plain))
     monkeypatch.setattr(node_locator, "named_kinds", lambda q: [])
     assert _located(index, _asked(plain)) == before
+
+
+def _rows_of(index, doc: str, heading: str | None = None) -> list[int]:
+    out = []
+    for leaf in index.leaves:
+        if leaf.doc_path == doc and (heading is None or leaf.heading == heading):
+            a, b = index.leaf_rows[leaf.node_id]
+            out.extend(range(a, b))
+    return out
+
+
+def test_a_flat_ranking_puts_the_named_statement_of_the_named_filing_first(filings: Path) -> None:
+    """Step 2's flat part, the context's pool and the flat arm given the same cards read one lead: the
+    named filing (cards), and in it the named statement; not another year's statement."""
+    index = load_index(filings)
+    sheet = "Consolidated Statements of Financial Position"
+    rows = np.array(_rows_of(index, "a.md") + _rows_of(index, "b.md"), dtype=np.int64)
+    asked, other = set(_rows_of(index, "a.md", sheet)), set(_rows_of(index, "b.md", sheet))
+    assert asked and other
+    lead = named_lead(index, _asked(QUESTION), rows, None)
+    assert {int(r) for r, v in zip(rows, lead) if v} == asked and set(lead) == {0.0, NAMED_LEAD}
+    both = flat_lead(index, _asked(QUESTION), rows, None)
+    assert min(both[np.isin(rows, list(asked))]) > max(both[~np.isin(rows, list(asked))])
+    assert not named_lead(index, _asked("What was Northwind's FY2022 net property?"), rows, None).any()
+    # no year asked: the cards name no one filing, so no statement is preferred, unless the scope is one
+    unnamed = "Using the balance sheet, what is net property, plant and equipment?"
+    assert not named_lead(index, _asked(unnamed), rows, None).any()
+    b_rows = np.array(_rows_of(index, "b.md"), dtype=np.int64)
+    assert {int(r) for r, v in zip(b_rows, named_lead(index, _asked(unnamed), b_rows, {"b.md"})) if v} == other
+
+
+def test_the_union_marks_candidates_of_the_named_statement(filings: Path) -> None:
+    index = load_index(filings)
+    query = _asked(QUESTION)
+    loc = hybrid_locate(index, query, Config())
+    cands, believed = union_candidates(index, make_embedder("hash", Config()), query, loc.nodes, Config(),
+                                       beliefs=loc.candidates)
+    sig = union_signals(index, query, cands, believed, Config())
+    title = "Consolidated Statements of Financial Position"
+    sheet = set(_rows_of(index, "a.md", title))
+    assert sheet & set(sig.rows.tolist())
+    # the title, in whichever filing: which filing is asked is the card feature's (u_card) to say
+    sheets = sheet | set(_rows_of(index, "b.md", title))
+    assert [bool(v) for v in sig.named] == [int(r) in sheets for r in sig.rows]
