@@ -239,13 +239,13 @@ def memo_card_match(index: Any, query: Query, docs: np.ndarray) -> np.ndarray | 
     each computation counts words in the store (on an engine, a scan of the chunks)."""
     docs = np.asarray(docs, dtype=np.int64)
     return query.memo.get_or_make(("card_match_docs", docs.tobytes()),
-                                  lambda: document_card_match(index, query.text, query.tokens, docs))
+                                  lambda: document_card_match(index, query.text, query.asked_tokens, docs))
 
 
 def scope_card_match(index: Any, query: Query, doc_paths: set[str] | None) -> np.ndarray | None:
     """Per document number of ``index.tree.doc_paths`` the card match over the question's scope
     (``doc_paths``; None: the whole index), 0 outside it; None when the cards tell nothing apart."""
-    if not may_match(index.card_terms, query.text, query.tokens):
+    if not may_match(index.card_terms, query.text, query.asked_tokens):
         return None
     paths = index.tree.doc_paths
     docs = (np.arange(len(paths)) if doc_paths is None
@@ -262,7 +262,7 @@ def leaf_card_factors(index: Any, query: Query, positions: np.ndarray,
                       params: CardParams = CardParams()) -> np.ndarray | None:
     """Per leaf (``positions``: index leaf numbers) the factor its score is multiplied by; None when
     the cards do not tell the documents in scope apart (nothing to do)."""
-    if params.weight <= 0 or len(positions) == 0 or not may_match(index.card_terms, query.text, query.tokens):
+    if params.weight <= 0 or len(positions) == 0 or not may_match(index.card_terms, query.text, query.asked_tokens):
         return None
     tree = index.tree
     leaf_docs = np.asarray(tree.doc[tree.leaf_rows[np.asarray(positions, dtype=np.int64)]])

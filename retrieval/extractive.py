@@ -38,7 +38,7 @@ from indexing.chunker import SENTENCE_END  # one definition of a sentence end
 from indexing.chunker import Chunk
 from indexing.index_store import Index
 from indexing.search import Scope
-from retrieval.doc_cards import card_match
+from retrieval.doc_cards import card_match, confirmed, name_spread
 from retrieval.figure_rows import asked_periods, asks_quantity, figures_in, states_figure_for
 from indexing.search_params import Bm25Params
 from retrieval.scoring import fuse
@@ -378,7 +378,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
     if not sentences:
         return
     bm25_params, answer = config.tuning.bm25, config.tuning.answer
-    q_tokens = list(query.tokens)
+    q_tokens = list(query.asked_tokens)
     toks = [tokenize(s.text) for s in sentences]
     avgdl = max(sum(len(t) for t in toks) / len(toks), 1.0)
     idf_memo = {} if idf_memo is None else idf_memo  # per document; the figure rows read it too
@@ -542,13 +542,13 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
         if named is not None and doc not in named:
             continue
         if doc not in memo:
-            memo[doc] = _idf(index, list(query.tokens), doc, config.tuning.bm25)
+            memo[doc] = _idf(index, list(query.asked_tokens), doc, config.tuning.bm25)
         weights = memo[doc]
         card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
         names = card.names | card.hint_names if card is not None else frozenset()
         section = p.chunk.heading_path.rsplit(" > ", 1)[-1]
         for f in figures_in(text, query.text, weights, (p.start - base, p.end - base), names, section,
-                            query.tokens)[:1]:
+                            query.asked_tokens)[:1]:
             a, b = base + f.start, base + f.end
             ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
             prior = 1.0 - (ranks[0] - 1) / max(k, 1)
@@ -592,14 +592,17 @@ def named_documents(query: Query, index: Index | None) -> set[str] | None:
     """The documents whose card names what the question names about as well as the best-named one
     (half its card match or more), plus every document without a card; None when the cards tell no
     document apart (one company's filings, or no name asked). Names only, not years: a later
-    filing restates the asked year, and the column header decides the year."""
+    filing restates the asked year, and the column header decides the year. Names weigh as in
+    retrieval (``doc_cards.name_spread``, ``confirmed``): a word every document's text uses names
+    nothing, so "financial" in a question no longer names a release titled "... Financial Results"."""
     cards = index.card_terms if index is not None else None
     if not cards or len(cards.by_path) < 2:
         return None
     paths = list(cards.by_path)
     undated = re.sub(r"\d", " ", query.text)
-    words = [t for t in query.tokens if not any(ch.isdigit() for ch in t)]
-    match = card_match(undated, words, [cards.by_path[p] for p in paths])
+    words = [t for t in query.asked_tokens if not any(ch.isdigit() for ch in t)]
+    chosen = [confirmed(index, cards.by_path[p], words) for p in paths]
+    match = card_match(undated, words, chosen, name_spread(index, words, chosen))
     if match.max() <= 0:
         return None
     named = {p for p, m in zip(paths, match) if m >= NAMED_SHARE * match.max()}

@@ -39,10 +39,10 @@ class SectionKind:
 
 KINDS: tuple[SectionKind, ...] = (
     SectionKind("balance sheet",
-                re.compile(r"(?<!off-)(?<!off )\bbalance\s+sheets?\b|\bstatements?\s+of\s+financial\s+(?:position|condition)\b"
-                           r"|资产负债表", re.IGNORECASE),
-                re.compile(_PREFIX + r"(?:balance\s+sheets?|" + _OF + r"financial\s+(?:position|condition)|资产负债表)"
-                           r"(?!\s+(?:data|components|arrangements))\b", re.IGNORECASE),
+                re.compile(r"(?<!off-)(?<!off )\bbalance\s+sheets?\b"
+                           r"|\bstatements?\s+of\s+financial\s+(?:position|condition)\b|资产负债表", re.IGNORECASE),
+                re.compile(_PREFIX + r"(?:balance\s+sheets?|" + _OF + r"financial\s+(?:position|condition)"
+                           r"|资产负债表)(?!\s+(?:data|components|arrangements))\b", re.IGNORECASE),
                 "consolidated balance sheets statements of financial position"),
     SectionKind("income statement",
                 re.compile(r"\bincome\s+statements?\b|\bstatements?\s+of\s+(?:income|operations|earnings)\b"
@@ -56,7 +56,8 @@ KINDS: tuple[SectionKind, ...] = (
                 re.compile(_PREFIX + r"(?:" + _OF + r"cash\s+flows?|现金流量表)\b", re.IGNORECASE),
                 "consolidated statements of cash flows"),
 )
-_FORMAL = re.compile(r"^(?:[A-Z]-\d+\s*[-–—]\s*)?(?:gaap\s+)?(?:(?:condensed\s+)?consolidated\b|合并)", re.IGNORECASE)
+_FORMAL = re.compile(r"^(?:[A-Z]-\d+\s*[-–—]\s*)?(?:gaap\s+)?(?:(?:condensed\s+)?consolidated\b|合并)",
+                     re.IGNORECASE)
 """A title that names the consolidated statement itself."""
 
 

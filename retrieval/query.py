@@ -45,6 +45,15 @@ class Query:
         return cls(text, tuple(tokenize(searched)), vector)
 
     @property
+    def asked_tokens(self) -> tuple[str, ...]:
+        """The question's own words. ``tokens`` are what retrieval searches (with the titles of the
+        statements the question names); what names a document (its card), whether the evidence holds
+        the question's words, and which sentence or row answers are judged on the words asked."""
+        if searched_text(self.text) == self.text:
+            return self.tokens
+        return self.memo.get_or_make("asked_tokens", lambda: tuple(tokenize(self.text)))
+
+    @property
     def dense_vector(self) -> np.ndarray:
         """The vector, for steps that cannot run without one (a Query built without an embedder is a
         caller's mistake there, not a reason to embed again)."""

@@ -152,8 +152,8 @@ def union_signals(index: Index, query: Query, cands: list[RetrievedChunk], locat
     named = np.array([titled_as(kinds, index.nodes[c.chunk.source_node_id].heading) for c in cands]
                      if kinds else np.zeros(len(cands)), dtype=np.float64)
     return UnionSignals(rows, fused, prior, np.asarray(scored.dense, dtype=np.float64),
-                        np.asarray(scored.lexical, dtype=np.float64), flat, candidate_card_match(index, query, rows, doc_paths),
-                        named)
+                        np.asarray(scored.lexical, dtype=np.float64), flat,
+                        candidate_card_match(index, query, rows, doc_paths), named)
 
 
 def _flat_standing(index: Index, query: Query, rows: np.ndarray, config: Config,

@@ -103,7 +103,7 @@ def idf_coverage(query: Query, chunks: Sequence[RetrievedChunk], index: Index) -
     (nothing, or only numbers), there is no lexical evidence: 0.
     """
     scripts = index_scripts(index)
-    q = {t for t in query.tokens if script_of(t) is None or script_of(t) in scripts}
+    q = {t for t in query.asked_tokens if script_of(t) is None or script_of(t) in scripts}
     if not any(script_of(t) for t in q):  # numbers alone ("24" is in any document) are no evidence
         return 0.0
     n, dfs = index.search.term_stats(sorted(q))

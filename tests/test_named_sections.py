@@ -102,11 +102,15 @@ def _located(index, query: Query, scope: set[str] | None = None) -> list[tuple[s
 
 
 def test_retrieval_searches_the_titles_of_the_statements_a_question_names() -> None:
-    assert searched_text(QUESTION) == f"{QUESTION} consolidated balance sheets statements of financial position"
+    titles = "consolidated balance sheets statements of financial position"
+    assert searched_text(QUESTION) == f"{QUESTION} {titles}"
     assert searched_text("根据资产负债表计算") == "根据资产负债表计算"  # the title's own words already
     assert searched_text("What is revenue?") == "What is revenue?"
     q = Query.build(QUESTION, None)
     assert q.text == QUESTION and "position" in q.tokens  # shown as asked, searched with the titles
+    assert q.asked_tokens == tuple(tokenize(QUESTION)) and "position" not in q.asked_tokens  # cards, answer
+    plain = Query.build("What is revenue?", None)
+    assert plain.asked_tokens is plain.tokens
 
 
 def test_the_locator_places_the_statement_the_question_names(filings: Path, monkeypatch) -> None:
