@@ -342,3 +342,21 @@ def test_a_file_name_word_the_text_confirms_counts_as_a_name(tmp_path: Path) -> 
     tokens = Query.build("What was Fabrikam's revenue growth? Did Contoso grow?", None).tokens
     assert "fabrikam" in confirmed(index, fabrikam, tokens).names  # its text says it
     assert "contoso" not in confirmed(index, contoso, tokens).names  # only its file name does
+
+
+def test_the_answer_names_documents_by_words_the_texts_do_not_all_share(tmp_path: Path) -> None:
+    """The answer reads rows only from the documents the question names; a release titled "... Financial
+    Results" must not be named by a question's "financial" when every filing's text says it."""
+    from retrieval.extractive import named_documents
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text(filing(2022, 410, 300) + "\nFinancial results were strong.\n", encoding="utf-8")
+    (docs / "b.md").write_text(filing(2021, 300, 280) + "\nFinancial results were strong.\n", encoding="utf-8")
+    (docs / "c.md").write_text("# Contoso Reports Fourth Quarter Financial Results\n\nFinancial results of Contoso "
+                               "Ltd, a maker of kites, for the fourth quarter.\n", encoding="utf-8")
+    build_index(docs, tmp_path / "index", Config(), make_embedder("hash", Config()))
+    index = load_index(tmp_path / "index")
+    q = "Using the financial statements, what were Northwind's capital expenditures in FY2022?"
+    assert named_documents(Query.build(q, None), index) == {"a.md", "b.md"}  # names, not years
+    assert named_documents(Query.build("What did Contoso report for the fourth quarter?", None), index) == {"c.md"}
