@@ -23,7 +23,7 @@ from config import Config
 from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from indexing.search import Scores
-from retrieval.doc_cards import card_lead, named_documents
+from retrieval.doc_cards import card_lead, documents_named_by_cards
 from retrieval.named_sections import named_kinds, titled_as
 from retrieval.query import Query, QueryEmbedder
 from retrieval.ranking_params import Fusion
@@ -127,11 +127,11 @@ chunks, and the cards' lead (``doc_cards.CARD_LEAD``, 10 per unit of match) stil
 
 def named_lead(index: Index, query: Query, rows: np.ndarray, doc_paths: set[str] | None) -> np.ndarray:
     """``NAMED_LEAD`` for each of ``rows`` in a leaf titled as a section the question names
-    (retrieval/named_sections.py) in a document it names (``doc_cards.named_documents``), else 0. Only
+    (retrieval/named_sections.py) in a document it names (``doc_cards.documents_named_by_cards``), else 0. Only
     those documents' headings are read: a few hundred a question, whatever the collection's size."""
     out = np.zeros(len(rows))
     kinds = named_kinds(query.text)
-    docs = named_documents(index, query, doc_paths) if kinds and len(rows) else []
+    docs = documents_named_by_cards(index, query, doc_paths) if kinds and len(rows) else []
     titled = [int(p) for p in index.leaf_positions(set(docs)) if titled_as(kinds, index.leaves[int(p)].heading)]
     if titled:
         out[np.isin(index.layout.row_leaf[np.asarray(rows, dtype=np.int64)], titled)] = NAMED_LEAD

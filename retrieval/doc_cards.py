@@ -262,7 +262,8 @@ def leaf_card_factors(index: Any, query: Query, positions: np.ndarray,
                       params: CardParams = CardParams()) -> np.ndarray | None:
     """Per leaf (``positions``: index leaf numbers) the factor its score is multiplied by; None when
     the cards do not tell the documents in scope apart (nothing to do)."""
-    if params.weight <= 0 or len(positions) == 0 or not may_match(index.card_terms, query.text, query.asked_tokens):
+    if params.weight <= 0 or len(positions) == 0 \
+            or not may_match(index.card_terms, query.text, query.asked_tokens):
         return None
     tree = index.tree
     leaf_docs = np.asarray(tree.doc[tree.leaf_rows[np.asarray(positions, dtype=np.int64)]])
@@ -284,7 +285,7 @@ def candidate_card_match(index: Any, query: Query, rows: np.ndarray, doc_paths: 
     return per_doc[tree.doc[tree.leaf_rows[index.layout.row_leaf[rows]]]]
 
 
-def named_documents(index: Any, query: Query, doc_paths: set[str] | None) -> list[str]:
+def documents_named_by_cards(index: Any, query: Query, doc_paths: set[str] | None) -> list[str]:
     """The documents in scope the question names by their cards (those matched best; the one document
     of a one-document scope or index); none when the cards tell the scope's documents apart in no way."""
     per_doc = query.memo.get_or_make(("card_match", documents_scope(doc_paths)),

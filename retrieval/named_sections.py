@@ -8,11 +8,14 @@ Statements of Operations" or "of Earnings". The statement then scores below the 
 paragraphs that repeat the question's words: on the filings of the FinanceBench dev set, 29 questions
 name a statement (43 in all), and the hybrid locator left 22 of the 43 unlocated.
 
-Each kind below pairs the phrases a question uses with the titles a document gives the section; the
-locator (``retrieval.node_locator``) places, for each kind the question names, the leaf so titled in
-the document of its best leaf among the leaves it locates. Only these three statements: every
-filing prints them under titles this small grammar covers, in English and Chinese; a kind whose
-titles vary more freely would need an LLM locator, which reads the titles itself.
+Each kind below pairs the phrases a question uses with the titles a document gives the section.
+Retrieval reads the pairing four ways (docs/pipeline.md, "Named sections"): every arm searches the
+titles beside the question (``searched_text``); the hybrid locator places the leaf so titled in the
+document of its best leaf (``node_locator.with_named_sections``); a card-led flat ranking puts the
+named document's statement first (``candidates.named_lead``); the union model reads ``u_named``.
+Only these three statements: every filing prints them under titles this small grammar covers, in
+English and Chinese; a kind whose titles vary more freely would need an LLM locator, which reads the
+titles itself.
 """
 from __future__ import annotations
 
