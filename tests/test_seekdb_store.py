@@ -1314,3 +1314,33 @@ def test_a_one_shot_query_warms_the_indexes_unless_scoped_and_interactive_reads_
     long_running = session(long_running=True)
     assert long_running.index.search.warmer is not None and long_running.index.search.warmer.join(120)
     assert "chunks table" in long_running.index.search.warmer.report.seconds
+
+
+def test_a_named_statement_leads_on_the_engine_as_in_files(tmp_path: Path, seekdb_uri: str) -> None:
+    """The statement a question names is located and leads the card-led flat ranking on either store:
+    the section titles and the cards come from the engine's tables there."""
+    import numpy as np
+
+    from config import Config
+    from indexing.index_store import load_index
+    from pipeline import make_backends, run_pipeline
+    from retrieval.candidates import flat_lead
+    from retrieval.query import Query
+    from tests.test_named_sections import QUESTION, filing
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text(filing(2022), encoding="utf-8")
+    (docs / "b.md").write_text(filing(2021), encoding="utf-8")
+    _build(docs, tmp_path / "files", None)
+    _build(docs, tmp_path / "engine", seekdb_uri)
+    files, eng = load_index(tmp_path / "files"), load_index(tmp_path / "engine")
+    config = Config()
+    leads = []
+    for index in (files, eng):
+        rec = run_pipeline(QUESTION, index, config, make_backends(index, config, None))
+        located = [(index.nodes[n.node_id].doc_path, index.nodes[n.node_id].heading) for n in rec.locate.nodes]
+        assert ("a.md", "Consolidated Statements of Financial Position") in located
+        rows = np.arange(len(index.chunks))
+        leads.append(flat_lead(index, Query.build(QUESTION, None), rows, None).tolist())
+    assert leads[0] == leads[1] and max(leads[0]) > 10  # the named filing (cards) and its statement
