@@ -19,7 +19,7 @@ import numpy as np
 
 from config import Config
 from indexing.index_store import Index
-from retrieval.candidates import StageHits, record_single_signals, scope_documents, union_candidates
+from retrieval.candidates import StageHits, named_lead, record_single_signals, scope_documents, union_candidates
 from retrieval.query import Query, QueryEmbedder
 from retrieval.rankers import SectionRanker, UnionRanker, UnionScorer, union_signals
 from retrieval.scoring import flat_scores, fuse
@@ -75,6 +75,8 @@ class SectionOrdering:
         n = keep(config)
         if self.rescore is not None:
             s = self.rescore(index, scores.rows, s, n)
+        if self.tree:  # the section the question names first, as a card-led flat ranking puts it
+            s = s + named_lead(index, question, scores.rows, ask.doc_paths) * (float(np.ptp(s)) + 1.0)
         order = np.lexsort((scores.rows, -s))[:n]
         fused = fuse(scores.dense, scores.lexical, config.tuning.ranking.fused)
         text = question.text

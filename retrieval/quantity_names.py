@@ -49,3 +49,13 @@ def quantity_variants(text: str) -> list[tuple[str, str]]:
                 if variant.lower() != text.lower():
                     out.append((variant, m.group(0)))
     return out
+
+
+LISTED_NAMES = ("property, plant and equipment", "selling, general and administrative", "research and development",
+                "depreciation and amortization", "profit and loss")
+"""Line items whose name is a list: one quantity, never the parts of a multi-part question."""
+COMPOUND_NAMES = re.compile(
+    r"(?<!\w)(?:" + "|".join(r",?\s+".join(map(re.escape, n.replace(",", " ").split())) for n in LISTED_NAMES)
+    + r")(?!\w)", re.IGNORECASE)
+"""``LISTED_NAMES`` as questions write them ("property, plant, and equipment", "property plant and
+equipment"): retrieval/query_plan.py does not split a question inside one."""

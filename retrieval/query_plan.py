@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from retrieval.quantity_names import COMPOUND_NAMES
 from utils.tokenizer import jieba_words, tokenize
 
 Route = Literal["overview", "detail", "multi-part"]
@@ -42,6 +43,9 @@ _LIST_COMMA_EN = re.compile(r",\s*(?=(?:[^\s,]+\s+){0,3}?[^\s,]+\s*(?:,|\s(?:and
 other commas join clauses."""
 _SPLIT_ZH = frozenset({"和", "与", "及", "以及", "跟", "或", "或者", "还是", "、"})
 """Conjunctions and the enumeration comma, as jieba's own words (so 合同 or 和解 never split)."""
+
+_COMMA, _SPACE = "\u2063", "\u2060"
+"""Invisible stand-ins for the commas and spaces of a guarded line-item name while a question is split."""
 
 DETAIL_LEAF_SHARE = 0.7
 OVERVIEW_LEAF_SHARE = 0.25
@@ -88,7 +92,11 @@ def _parts(query: str) -> list[str]:
                 cur.append(word)
         parts.append("".join(cur))
     else:
-        parts = [q for chunk in _LIST_COMMA_EN.split(text) for q in _SPLIT_EN.split(chunk)]
+        # a line item named by a list ("property, plant and equipment") is one thing: its commas and
+        # "and" are hidden from the split and given back after it
+        guarded = COMPOUND_NAMES.sub(lambda m: m.group().replace(",", _COMMA).replace(" ", _SPACE), text)
+        parts = [q.replace(_COMMA, ",").replace(_SPACE, " ")
+                 for chunk in _LIST_COMMA_EN.split(guarded) for q in _SPLIT_EN.split(chunk)]
     return [p.strip(" ，,") for p in parts if p and p.strip(" ，,")]
 
 

@@ -181,3 +181,28 @@ def test_the_union_marks_candidates_of_the_named_statement(filings: Path) -> Non
     # the title, in whichever filing: which filing is asked is the card feature's (u_card) to say
     sheets = sheet | set(_rows_of(index, "b.md", title))
     assert [bool(v) for v in sig.named] == [int(r) in sheets for r in sig.rows]
+
+
+def test_within_one_filing_the_named_statement_leads_step_2_and_the_answer(filings: Path,
+                                                                                    monkeypatch) -> None:
+    """A user who indexed one filing asks it: the section ordering puts the named statement first, as
+    the card-led flat ranking does across a collection, and the answer quotes it first."""
+    from pipeline import make_backends, run_pipeline
+    from retrieval import ordering
+
+    index = load_index(filings)
+    question = "Using the balance sheet, what was the net property, plant and equipment at December 31, 2022?"
+    rec = run_pipeline(question, index, Config(), make_backends(index, Config(), None), doc_paths={"a.md"})
+    assert rec.locate.route.route == "detail"  # "property, plant and equipment": one thing, not three parts
+    top = rec.retrieve.hits[0]
+    assert top.doc_path == "a.md" and top.heading_path.endswith("> Consolidated Statements of Financial Position")
+    assert "Property, plant and equipment, net 22,645" in rec.answer.quotes[0].text  # the statement, first
+    # the lead alone (nothing located, the question's own words searched), for a question whose words
+    # the MD&A repeats and the statement does not
+    section = ordering.SectionOrdering()
+    ask = ordering.Ask(_asked("Using the balance sheet, how strong was it in 2022?", searched=False), [], {"a.md"})
+    first = section.order(index, make_embedder("hash", Config()), Config(), ask)[0]
+    assert first.chunk.heading_path == top.heading_path
+    monkeypatch.setattr(ordering, "named_lead", lambda *a: np.zeros(len(a[2])))
+    first = section.order(index, make_embedder("hash", Config()), Config(), ask)[0]
+    assert first.chunk.heading_path != top.heading_path  # the MD&A's words win without it

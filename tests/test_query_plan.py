@@ -30,6 +30,16 @@ def test_multi_part_questions_split_into_parts_with_words_of_their_own() -> None
     assert aspects_of("Is the model fast, accurate, or cheap?") == ["Is the model fast", "accurate", "cheap"]
 
 
+def test_a_line_item_named_by_a_list_is_one_thing() -> None:
+    """"Property, plant, and equipment" is one quantity, not three parts to search apart."""
+    q = "Using the balance sheet, what is Boeing's year end FY2018 net property, plant, and equipment?"
+    assert plan_query(q).route == "detail"
+    assert plan_query("How did depreciation and amortization change?").route == "detail"
+    p = plan_query("What is the selling, general and administrative expense and the cost of sales?")
+    assert p.aspects == ("What is the selling, general and administrative expense", "the cost of sales")
+    assert aspects_of("Is the model fast, accurate, or cheap?") == ["Is the model fast", "accurate", "cheap"]
+
+
 def test_a_clause_comma_is_not_a_list() -> None:
     assert plan_query("In the proposed metric, how is content relevance measured?").route == "detail"
 
