@@ -79,7 +79,7 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
     else:
         name = np.ones(n)  # no name in the question: the year alone tells the look-alikes apart
     if not years:
-        return _apart(name)
+        return _apart(latest_first(name, cards))
     asked = asked_period_kind(question)
     asked_quarters = quarters_named(question)
     period = np.zeros(n)
@@ -89,6 +89,32 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
         period[i] = (scale * year_match(own, years, asked, kinds) * kind_match(asked, kinds)
                      * quarter_match(asked_quarters, quarters_named(c.stated)))
     return _apart(name * period)
+
+
+EARLIER = 0.9
+"""What an earlier filing of the named issuer keeps of its match when the question asks no period."""
+
+
+def latest_first(name: np.ndarray, cards: Sequence[CardTerms]) -> np.ndarray:
+    """``name`` (the cards' name matches) with, among the best-named cards, each filing of an issuer's
+    series (one issuer, one kind of period: its annual reports, or its quarterly ones) but the latest
+    times ``EARLIER``: a question that asks no period ("Is Boeing's business subject to
+    cyclicality?") asks about now, and the series' latest filing says what now is. A quarterly report
+    is no later annual report, statutes or papers that share words with a question are no versions of
+    one another, and a name the cards match unequally still decides first."""
+    best = name.max() if len(name) else 0.0
+    series: dict[tuple[str, tuple[str, ...]], dict[int, int]] = {}
+    for i, c in enumerate(cards):
+        years = [int(y) for y in (c.years or c.hint_years) if y.isdigit()]
+        if best > 0 and name[i] == best and c.issuer and years:
+            series.setdefault((c.issuer, tuple(covered_kinds(c.stated))), {})[i] = max(years)
+    out = name.copy()
+    for last in series.values():
+        newest = max(last.values())
+        for i, year in last.items():
+            if year < newest:
+                out[i] *= EARLIER
+    return out
 
 
 MIN_GLUED_CHARS = 5

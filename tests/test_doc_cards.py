@@ -13,7 +13,7 @@ from indexing.embedders.factory import make_embedder
 from indexing.index_builder import build_index
 from indexing.index_store import load_index
 from pipeline import run_pipeline, make_backends
-from retrieval.doc_cards import card_match
+from retrieval.doc_cards import EARLIER, card_match, latest_first
 from retrieval.node_locator import hybrid_leaf_scores, hybrid_locate, toc_for_prompt
 from retrieval.query import Query
 from tests.conftest import run_cli
@@ -91,6 +91,30 @@ def test_card_match_picks_the_named_issuer_and_year() -> None:
 def _card(path: str, issuer: str = "", period: str = "", title: str = "", form: str = "10-K",
           file_name: str = ""):
     return card_terms(path, DocumentCard(title, issuer, form, period, file_name))
+
+
+def test_no_period_asked_prefers_the_named_issuers_latest_filing() -> None:
+    """"Is Boeing's business subject to cyclicality?" asks about now: the latest filing says what now is."""
+    cards = [_card("b18.pdf", "THE BOEING COMPANY", "fiscal year ended December 31, 2018"),
+             _card("b22.pdf", "THE BOEING COMPANY", "fiscal year ended December 31, 2022"),
+             _card("mgm.pdf", "MGM RESORTS INTERNATIONAL", "fiscal year ended December 31, 2022")]
+
+    def match(q: str) -> list[float]:
+        return [round(float(x), 3) for x in card_match(q, Query.build(q, None).tokens, cards)]
+
+    assert match("Is Boeing's business subject to cyclicality?") == [EARLIER, 1.0, 0.0]
+    assert match("Was Boeing's business cyclical in FY2018?") == [1.0, 0.0, 0.0]  # a period asked decides
+    assert latest_first(np.array([1.0, 1.0, 0.0]), cards).tolist() == [EARLIER, 1.0, 0.0]
+    assert latest_first(np.array([1.0, 0.5, 0.0]), cards).tolist() == [1.0, 0.5, 0.0]  # the name decides first
+    # not one issuer's series: statutes that share the question's words are no versions of each other
+    laws = [_card("a.md", "", "2012年12月28日", "中华人民共和国劳动合同法", form=""),
+            _card("b.md", "", "1994年7月5日", "中华人民共和国劳动法", form="")]
+    assert latest_first(np.array([1.0, 1.0]), laws).tolist() == [1.0, 1.0]
+    two = [cards[0], cards[2]]  # two issuers' filings of one name match are not one series either
+    assert latest_first(np.array([1.0, 1.0]), two).tolist() == [1.0, 1.0]
+    # nor an annual and a later quarterly report: each is the latest of its own series
+    q3 = _card("b23q.pdf", "THE BOEING COMPANY", "quarterly period ended March 31, 2023", form="10-Q")
+    assert latest_first(np.array([1.0, 1.0, 1.0]), cards[:2] + [q3]).tolist() == [EARLIER, 1.0, 1.0]
 
 
 def test_a_quarter_asked_prefers_the_report_of_that_quarter() -> None:
