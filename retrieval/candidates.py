@@ -130,12 +130,20 @@ def named_lead(index: Index, query: Query, rows: np.ndarray, doc_paths: set[str]
     (retrieval/named_sections.py) in a document it names (``doc_cards.documents_named_by_cards``), else 0. Only
     those documents' headings are read: a few hundred a question, whatever the collection's size."""
     out = np.zeros(len(rows))
-    kinds = named_kinds(query.text)
-    docs = documents_named_by_cards(index, query, doc_paths) if kinds and len(rows) else []
-    titled = [int(p) for p in index.leaf_positions(set(docs)) if titled_as(kinds, index.leaves[int(p)].heading)]
+    titled = _named_leaves(index, query, doc_paths) if len(rows) else []
     if titled:
         out[np.isin(index.layout.row_leaf[np.asarray(rows, dtype=np.int64)], titled)] = NAMED_LEAD
     return out
+
+
+def _named_leaves(index: Index, query: Query, doc_paths: set[str] | None) -> list[int]:
+    """The leaf numbers ``named_lead`` raises, read once per question and scope (the union's flat part
+    and the context's pool each ask)."""
+    def read() -> list[int]:
+        kinds = named_kinds(query.text)
+        docs = documents_named_by_cards(index, query, doc_paths) if kinds else []
+        return [int(p) for p in index.leaf_positions(set(docs)) if titled_as(kinds, index.leaves[int(p)].heading)]
+    return query.memo.get_or_make(("named_leaves", documents_scope(doc_paths)), read)
 
 
 def flat_lead(index: Index, query: Query, rows: np.ndarray, doc_paths: set[str] | None) -> np.ndarray:

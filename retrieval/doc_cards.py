@@ -270,7 +270,14 @@ def memo_card_match(index: Any, query: Query, docs: np.ndarray) -> np.ndarray | 
 
 def scope_card_match(index: Any, query: Query, doc_paths: set[str] | None) -> np.ndarray | None:
     """Per document number of ``index.tree.doc_paths`` the card match over the question's scope
-    (``doc_paths``; None: the whole index), 0 outside it; None when the cards tell nothing apart."""
+    (``doc_paths``; None: the whole index), 0 outside it; None when the cards tell nothing apart.
+    Computed once per question and scope: the union's candidates, the flat ranking's lead and the
+    documents a section lead reads all ask it."""
+    return query.memo.get_or_make(("card_match", documents_scope(doc_paths)),
+                                  lambda: _scope_card_match(index, query, doc_paths))
+
+
+def _scope_card_match(index: Any, query: Query, doc_paths: set[str] | None) -> np.ndarray | None:
     if not may_match(index.card_terms, query.text, query.asked_tokens):
         return None
     paths = index.tree.doc_paths
@@ -303,8 +310,7 @@ def leaf_card_factors(index: Any, query: Query, positions: np.ndarray,
 def candidate_card_match(index: Any, query: Query, rows: np.ndarray, doc_paths: set[str] | None) -> np.ndarray:
     """Each row's document's card match with the question over the scope (0 where the cards tell
     the scope's documents apart in no way); the scope's matches computed once per question."""
-    per_doc = query.memo.get_or_make(("card_match", documents_scope(doc_paths)),
-                                     lambda: scope_card_match(index, query, doc_paths))
+    per_doc = scope_card_match(index, query, doc_paths)
     if per_doc is None or len(rows) == 0:
         return np.zeros(len(rows))
     tree = index.tree
@@ -314,8 +320,7 @@ def candidate_card_match(index: Any, query: Query, rows: np.ndarray, doc_paths: 
 def documents_named_by_cards(index: Any, query: Query, doc_paths: set[str] | None) -> list[str]:
     """The documents in scope the question names by their cards (those matched best; the one document
     of a one-document scope or index); none when the cards tell the scope's documents apart in no way."""
-    per_doc = query.memo.get_or_make(("card_match", documents_scope(doc_paths)),
-                                     lambda: scope_card_match(index, query, doc_paths))
+    per_doc = scope_card_match(index, query, doc_paths)
     paths = index.tree.doc_paths
     if per_doc is not None and per_doc.max() > 0:
         return [paths[int(d)] for d in np.flatnonzero(per_doc == per_doc.max())]
