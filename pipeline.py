@@ -20,6 +20,7 @@ from indexing.embedders.memo import memoized
 from indexing.index_store import Index
 from retrieval.context_assembly import AssembledContext, assemble_planned
 from retrieval.breadth import aspect_pool, sub_questions
+from retrieval.pool_lead import lead_pool
 from retrieval.candidates import StageHits, scope_documents
 from retrieval.ordering import Ask, Ordering, keep
 from retrieval.query_plan import QueryPlan, plan_query, read_as_one
@@ -27,7 +28,7 @@ from retrieval.rerankers import Reranker, make_reranker, reranker_record
 from retrieval.retriever import ORDERINGS, make_retriever
 from retrieval.locators import make_locator
 from retrieval.query import Query
-from retrieval.relevance import evidence_strength, index_floor, is_answerable
+from retrieval.relevance import evidence_strength, index_floor, is_answerable, named_section_found
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import BreadthParams, Fallback, LocateResult, RetrievedChunk
 from utils.llm.budget import BudgetedLLM, with_budget
@@ -240,6 +241,7 @@ def run_retrieval(query: str, index: Index, config: Config, backends: Backends,
 
         pool = aspect_pool(pool, parts, for_part, keep(config))
         timing["parts"] = (time.perf_counter() - t) * 1000
+    pool = lead_pool(question, pool, index, config)
     return Retrieval(loc, final, stages, fallbacks, timing, question=question, pool=pool, plan=plan,
                      graph=found.graph)
 
@@ -290,7 +292,8 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         assert question is not None  # built whenever the question is not stop-words only
         strength = evidence_strength(question, r.final, index)
         floor = index_floor(index, config)
-        found = bool(r.final) and is_answerable(strength, floor)
+        named = named_section_found(question, r.final)
+        found = bool(r.final) and (is_answerable(strength, floor) or bool(named))
         answer = synthesize(question, r.final, llm, fallbacks, usage, config=config, index=index,
                             embedder=backends.embedder, cite=citation, evidence_found=found,
                             context=ctx.passages, graph=r.graph, on_text=_answer_deltas(on_step))
@@ -298,7 +301,8 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
                                    truncated=answer.truncated,
                                    quotes=[from_mapping(Quote, q, "answer_quotes") for q in answer.quotes],
                                    evidence=Evidence(**strength.to_dict(), statistic=floor.statistic,
-                                                     floor=floor.value, floor_source=floor.source))
+                                                     floor=floor.value, floor_source=floor.source,
+                                                     named_section=named))
         timing["synthesize"] = (time.perf_counter() - t) * 1000
         if on_step is not None:
             on_step("answer", record.part("answer"))

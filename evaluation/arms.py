@@ -24,6 +24,7 @@ from evaluation.variants import VARIANTS, FlatOrdering, with_net
 from indexing.index_store import Index
 from pipeline import Backends, question_plan, run_retrieval
 from retrieval.breadth import aspect_pool
+from retrieval.pool_lead import lead_pool
 from retrieval.context_assembly import assemble_planned
 from retrieval.ordering import Ask, keep
 from retrieval.query import Query
@@ -190,9 +191,10 @@ def flat_pools(arm: Arm, ctx: ArmContext, query: str, plan: QueryPlan, doc_paths
         return retriever.retrieve(Ask(Query.build(text, embedder), [], doc_paths), fallbacks).ranked
 
     ranked = ranked_for(query)
-    if not (cfg.tuning.breadth.aspect_retrieval and plan.route == "multi-part"):
-        return ranked, ranked
-    return ranked, aspect_pool(ranked, plan.aspects, ranked_for, keep(cfg))
+    pool = ranked
+    if cfg.tuning.breadth.aspect_retrieval and plan.route == "multi-part":
+        pool = aspect_pool(ranked, plan.aspects, ranked_for, keep(cfg))
+    return ranked, lead_pool(Query.build(query, None), pool, ctx.index, cfg)
 
 
 def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -> ArmOutput:

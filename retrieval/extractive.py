@@ -39,7 +39,7 @@ from indexing.chunker import Chunk
 from indexing.index_store import Index
 from indexing.search import Scope
 from retrieval.doc_cards import card_match, confirmed, name_spread
-from retrieval.figure_rows import asked_periods, asks_quantity, figures_in, states_figure_for
+from retrieval.figure_rows import Figure, asked_periods, asks_quantity, figures_in, states_figure_for
 from indexing.search_params import Bm25Params
 from retrieval.scoring import fuse
 from retrieval.types import AnswerParams, RetrievedChunk
@@ -354,7 +354,7 @@ def idf_scope(index: Index, doc_path: str, bm25: Bm25Params) -> Scope:
     return Scope.of_documents([doc_path])
 
 
-def _idf(index: Index | None, tokens: list[str], doc_path: str, bm25: Bm25Params) -> dict[str, float]:
+def document_idf(index: Index | None, tokens: list[str], doc_path: str, bm25: Bm25Params) -> dict[str, float]:
     """BM25 IDF of each query term over the configured scope, from the store's own counts
     (``Search.term_stats``). No index (quotes of bare chunks): no IDF, so no BM25 term."""
     if index is None or not tokens:
@@ -393,7 +393,7 @@ def score_sentences(sentences: list[Sentence], passages: list[Passage], query: Q
         doc = passages[s.passage].chunk.doc_path
         idf = idf_memo.get(doc)
         if idf is None:
-            idf = idf_memo[doc] = _idf(index, q_tokens, doc, bm25_params)
+            idf = idf_memo[doc] = document_idf(index, q_tokens, doc, bm25_params)
         tf = Counter(t)
         total = 0.0
         for term, qcount in Counter(q_tokens).items():
@@ -538,17 +538,9 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
     named = named_documents(query, index)
     for p in passages:
         text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
-        doc = p.chunk.doc_path
-        if named is not None and doc not in named:
+        if named is not None and p.chunk.doc_path not in named:
             continue
-        if doc not in memo:
-            memo[doc] = _idf(index, list(query.asked_tokens), doc, config.tuning.bm25)
-        weights = memo[doc]
-        card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
-        names = card.names | card.hint_names if card is not None else frozenset()
-        section = p.chunk.heading_path.rsplit(" > ", 1)[-1]
-        for f in figures_in(text, query.text, weights, (p.start - base, p.end - base), names, section,
-                            query.asked_tokens)[:1]:
+        for f in rows_stating(query, text, (p.start - base, p.end - base), p.chunk, index, config, memo)[:1]:
             a, b = base + f.start, base + f.end
             ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
             prior = 1.0 - (ranks[0] - 1) / max(k, 1)
@@ -559,6 +551,20 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
                                             start_line=lines[0], end_line=lines[1])
                 best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read), f.fits)
     return (best[1], best[2]) if best is not None else None
+
+
+def rows_stating(query: Query, text: str, span: tuple[int, int], chunk: Chunk, index: Index | None, config: Config,
+                 idf_memo: dict[str, dict[str, float]]) -> list[Figure]:
+    """The rows of ``text`` (the leaf of ``chunk``) inside ``span`` that state the asked quantity, best
+    first (``figure_rows.figures_in``), matched with the question's own words weighted by the
+    document's IDF (``idf_memo``: per document, filled here) less the words of the document's card."""
+    doc = chunk.doc_path
+    if doc not in idf_memo:
+        idf_memo[doc] = document_idf(index, list(query.asked_tokens), doc, config.tuning.bm25)
+    card = index.card_terms.get(doc) if index is not None else None
+    names = card.names | card.hint_names if card is not None else frozenset()
+    section = chunk.heading_path.rsplit(" > ", 1)[-1]
+    return figures_in(text, query.text, idf_memo[doc], span, names, section, query.asked_tokens)
 
 
 def weigh_for_figures(sentences: list[Sentence], passages: list[Passage], query: Query, index: Index | None) -> None:
@@ -594,10 +600,17 @@ def named_documents(query: Query, index: Index | None) -> set[str] | None:
     document apart (one company's filings, or no name asked). Names only, not years: a later
     filing restates the asked year, and the column header decides the year. Names weigh as in
     retrieval (``doc_cards.name_spread``, ``confirmed``): a word every document's text uses names
-    nothing, so "financial" in a question no longer names a release titled "... Financial Results"."""
+    nothing, so "financial" in a question no longer names a release titled "... Financial Results".
+    Computed once a question (the context's row lead and the answer ask it; each match counts words in
+    the store)."""
     cards = index.card_terms if index is not None else None
     if not cards or len(cards.by_path) < 2:
         return None
+    return query.memo.get_or_make("named_documents", lambda: _named_documents(query, index))
+
+
+def _named_documents(query: Query, index: Index) -> set[str] | None:
+    cards = index.card_terms
     paths = list(cards.by_path)
     undated = re.sub(r"\d", " ", query.text)
     words = [t for t in query.asked_tokens if not any(ch.isdigit() for ch in t)]

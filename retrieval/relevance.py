@@ -33,6 +33,7 @@ import numpy as np
 from config import Config
 from indexing.embedders.floors import RelevanceFloor, recorded_floor
 from indexing.index_store import Index
+from retrieval.named_sections import named_kinds, titled_as
 from retrieval.types import RetrievedChunk
 from retrieval.query import Query
 from utils.idf import okapi
@@ -166,3 +167,16 @@ def is_answerable(strength: EvidenceStrength, floor: RelevanceFloor | float) -> 
     if isinstance(floor, RelevanceFloor):
         return strength.value(floor.statistic) >= floor.value
     return strength.score >= floor
+
+
+def named_section_found(query: Query, chunks: Sequence[RetrievedChunk]) -> str:
+    """The title of the section step 2's best hit lies in when the question names that section (a
+    financial statement, by name or by a measure read from its lines: ``named_sections``), else "".
+
+    A statement's chunks are rows of figures: their words cover little of "Does Corning have positive
+    working capital based on FY2022 data?", and the floor, judging words and vectors, would refuse the
+    very statement the question needs. The floor is there for questions the documents do not cover;
+    one whose named section the index holds and ranked first is covered."""
+    kinds = named_kinds(query.text) if chunks else []
+    title = chunks[0].chunk.heading_path.rsplit(" > ", 1)[-1] if chunks else ""
+    return title if kinds and titled_as(kinds, title) else ""

@@ -455,7 +455,7 @@ def test_the_answers_idf_follows_the_configured_statistics_scope(tmp_path: Path)
     """A word common in its own document but rare in the corpus weighs more with corpus statistics."""
     from indexing.index_builder import build_index
     from indexing.index_store import load_index
-    from retrieval.extractive import _idf
+    from retrieval.extractive import document_idf
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -467,10 +467,10 @@ def test_the_answers_idf_follows_the_configured_statistics_scope(tmp_path: Path)
     build_index(docs, tmp_path / "idx", cfg, make_embedder("hash", cfg))
     index = load_index(tmp_path / "idx")
     doc = next(p for p in index.doc_rows if p.endswith("a.md"))
-    per_doc = _idf(index, ["quorum"], doc, Bm25Params(bm25_idf_scope="document"))
-    corpus = _idf(index, ["quorum"], doc, Config().replace(bm25_idf_scope="corpus").tuning.bm25)
+    per_doc = document_idf(index, ["quorum"], doc, Bm25Params(bm25_idf_scope="document"))
+    corpus = document_idf(index, ["quorum"], doc, Config().replace(bm25_idf_scope="corpus").tuning.bm25)
     assert 0 < per_doc["quorum"] < corpus["quorum"]
-    assert _idf(None, ["quorum"], doc, Bm25Params()) == {}
+    assert document_idf(None, ["quorum"], doc, Bm25Params()) == {}
 
 
 def test_dense_candidates_limit_embeds_fewer_sentences(paper_index) -> None:

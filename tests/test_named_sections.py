@@ -29,8 +29,16 @@ BALANCE, INCOME, CASH = KINDS
     ("Answer using the statement of income.", ["income statement"]),
     ("Use the income statement and the statement of cash flows.", ["income statement", "cash flow statement"]),
     ("根据合并资产负债表和利润表计算", ["balance sheet", "income statement"]),
-    ("What is the operating cash flow ratio? What drove operating income?", []),
+    ("What drove operating income? Who audits the company?", []),
     ("Does the company have off-balance sheet arrangements?", []),
+    # no statement named: the one whose lines the asked measure is read from
+    ("Does Boeing have an improving gross margin profile as of FY2022?", ["income statement"]),
+    ("Does Amcor have positive working capital based on FY2023 data?", ["balance sheet"]),
+    ("What is the FY2021 capital expenditure amount (in USD millions) for 3M?", ["cash flow statement"]),
+    ("What is the current ratio and the free cash flow?", ["balance sheet", "cash flow statement"]),
+    ("这家公司的毛利率是多少？", ["income statement"]),
+    # a statement named by name decides, whatever measures the question asks
+    ("Using the balance sheet, what is the inventory turnover ratio (COGS / average inventory)?", ["balance sheet"]),
 ])
 def test_the_question_names_a_statement(question: str, kinds: list[str]) -> None:
     assert [k.name for k in named_kinds(question)] == kinds
@@ -106,6 +114,8 @@ def test_retrieval_searches_the_titles_of_the_statements_a_question_names() -> N
     assert searched_text(QUESTION) == f"{QUESTION} {titles}"
     assert searched_text("根据资产负债表计算") == "根据资产负债表计算"  # the title's own words already
     assert searched_text("What is revenue?") == "What is revenue?"
+    gross = "Does Boeing have an improving gross margin profile?"  # the statement its measure is read from
+    assert searched_text(gross) == f"{gross} consolidated statements of income operations earnings"
     q = Query.build(QUESTION, None)
     assert q.text == QUESTION and "position" in q.tokens  # shown as asked, searched with the titles
     assert q.asked_tokens == tuple(tokenize(QUESTION)) and "position" not in q.asked_tokens  # cards, answer
@@ -206,3 +216,39 @@ def test_within_one_filing_the_named_statement_leads_step_2_and_the_answer(filin
     monkeypatch.setattr(ordering, "named_lead", lambda *a: np.zeros(len(a[2])))
     first = section.order(index, make_embedder("hash", Config()), Config(), ask)[0]
     assert first.chunk.heading_path != top.heading_path  # the MD&A's words win without it
+
+
+@pytest.mark.parametrize("question, title", [
+    ("Does Northwind have positive working capital based on FY2022 data?",
+     "Consolidated Statements of Financial Position"),
+    ("Does Northwind have an improving gross margin profile as of FY2022?", "Consolidated Statements of Operations"),
+])
+def test_a_measure_leads_to_its_statement_and_the_statement_is_evidence(filings: Path, monkeypatch,
+                                                                        question: str, title: str) -> None:
+    """A question that names no statement but asks a measure read from one: step 2 puts that statement
+    first, and the relevance floor, whose words and vectors a table of figures barely meets, does not
+    refuse the very section asked for (the record says which section it was)."""
+    import pipeline
+    from pipeline import make_backends, run_pipeline
+
+    index = load_index(filings)
+    rec = run_pipeline(question, index, Config(), make_backends(index, Config(), None))
+    assert rec.retrieve.hits[0].heading_path.endswith(f"> {title}")
+    assert rec.answer.evidence_found and rec.answer.evidence.named_section == title
+    assert rec.answer.evidence.lift_score < rec.answer.evidence.floor  # the floor alone would refuse
+    monkeypatch.setattr(pipeline, "named_section_found", lambda *a: "")
+    assert not run_pipeline(question, index, Config(), make_backends(index, Config(), None)).answer.evidence_found
+
+
+def test_only_a_named_section_at_the_top_of_the_list_counts(filings: Path) -> None:
+    from retrieval.relevance import named_section_found
+    from retrieval.types import RetrievedChunk
+
+    index = load_index(filings)
+    hit = {c.heading_path.rsplit(" > ", 1)[-1]: RetrievedChunk(c, 1.0, {}) for c in index.chunks}
+    sheet, mdna = hit["Consolidated Statements of Financial Position"], hit["Liquidity"]
+    asked = _asked("Does Northwind have positive working capital?")
+    assert named_section_found(asked, [sheet, mdna]) == "Consolidated Statements of Financial Position"
+    assert named_section_found(asked, [mdna, sheet]) == ""  # the best hit decides
+    assert named_section_found(_asked("How did Northwind's liquidity change?"), [sheet]) == ""  # names none
+    assert named_section_found(asked, []) == ""

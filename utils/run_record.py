@@ -232,6 +232,9 @@ class Evidence:
     statistic: str = ""
     floor: float | None = None
     floor_source: str = ""
+    named_section: str = ""
+    """The section the question names (a financial statement) when step 2's best hit lies in it: the
+    evidence is found though its figures share few of the question's words (``relevance.named_section_found``)."""
 
 
 @dataclass

@@ -1,0 +1,110 @@
+"""What the context reads first of a ranked list: the named statements from their top, then the row
+that states the asked figure.
+
+Ranking scores a chunk by the words it shares with the question; a table is mostly figures, so the
+chunks a figure question needs rank below the sentences that talk about the same quantity:
+
+- **A named statement from its top.** "Using the statement of cash flows and the income statement,
+  what is the FY2018-FY2020 average capex as a % of revenue?": the ranked list holds both statements,
+  but the chunks it ranks first are whichever rows and footers share the question's words ("The
+  accompanying notes are an integral part of these consolidated financial statements"), and in 2,000
+  characters the context read five pieces of the cash flow statement and the other statement's footer.
+  A person told to use a statement opens it at its top, where its title and the column header of
+  periods stand. So each section titled as a statement the question names (``named_sections``), among
+  the sections of the pool's first ``LEAD_DEPTH`` hits, is read from its first chunk, in the order the
+  pool reaches them.
+- **The row that states the figure.** "How much has the effective tax rate of Corning changed between
+  FY2021 and FY2022?": the list of the right filing puts the sentences about the effective tax rate
+  first and the MD&A row that states it ("Effective tax rate 23% 20%", under a "2022 2021" header)
+  17th. A person looking for a figure runs an eye down the row labels of the tables in front of them.
+  So, for a question that asks for a quantity, the hit among the pool's first ``LEAD_DEPTH`` whose
+  span holds the best row (``figure_rows.figures_in``: the label matched with the question's words,
+  a header naming the asked period) is read first of all. Only rows of the documents the question
+  names are read (``extractive.named_documents``: another company's row states another company's figure).
+
+Both move hits that the list already holds near its top; the rest keep their order. They are reading
+rules for whatever list is read, so every evaluation arm's context gets them, flat or tree; the ranked
+list step 2 reports is left as it is.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from config import Config
+from indexing.index_store import Index
+from retrieval.extractive import named_documents, rows_stating
+from retrieval.figure_rows import asks_quantity
+from retrieval.named_sections import named_kinds, titled_as
+from retrieval.query import Query
+from retrieval.types import RetrievedChunk
+
+LEAD_DEPTH = 20
+"""How far down the pool a named statement or a row is looked for: about the hits an 8,000-character
+context reads. Deeper, a lead would read what retrieval itself ranked low."""
+
+def lead_pool(question: Query, pool: Sequence[RetrievedChunk], index: Index | None,
+              config: Config) -> list[RetrievedChunk]:
+    """``pool`` as the context reads it: the named statements from their top, then the row that
+    states the asked figure before everything."""
+    return row_lead(question, named_starts(question, pool, index), index, config)
+
+
+def named_starts(question: Query, pool: Sequence[RetrievedChunk], index: Index | None,
+                 depth: int = LEAD_DEPTH) -> list[RetrievedChunk]:
+    """``pool`` with the first chunk of each section titled as a statement the question names (of the
+    sections of its first ``depth`` hits, in the order it reaches them) moved first."""
+    out = list(pool)
+    kinds = named_kinds(question.text) if index is not None else []
+    if not kinds:
+        return out
+    named: list[RetrievedChunk] = []
+    seen: set[str] = set()
+    for rc in out[:depth]:
+        leaf = rc.chunk.source_node_id
+        if leaf not in seen:
+            seen.add(leaf)
+            if titled_as(kinds, rc.chunk.heading_path.rsplit(" > ", 1)[-1]):
+                named.append(rc)
+    if not named:
+        return out
+    held = {rc.chunk.chunk_id: rc for rc in out}
+    starts: list[RetrievedChunk] = []
+    for rc in named:
+        rows = index.leaf_rows.get(rc.chunk.source_node_id)
+        if rows is None or rows[1] <= rows[0]:
+            continue
+        first = index.chunks[rows[0]]
+        # a first chunk the list does not hold is read with the standing of its section's best hit
+        starts.append(held.get(first.chunk_id) or RetrievedChunk(first, rc.score, rc.retrieval_detail, rows[0],
+                                                                 rc.sub_query, rc.source))
+    moved = {rc.chunk.chunk_id for rc in starts}
+    return starts + [rc for rc in out if rc.chunk.chunk_id not in moved]
+
+
+def row_lead(question: Query, pool: Sequence[RetrievedChunk], index: Index | None,
+             config: Config, depth: int = LEAD_DEPTH) -> list[RetrievedChunk]:
+    """``pool`` with the hit holding the row that best states the asked figure moved first (the
+    better-ranked one of equally good rows); unchanged when the question asks for no quantity or no
+    hit holds such a row."""
+    out = list(pool)
+    if index is None or not asks_quantity(question.text):
+        return out
+    named = named_documents(question, index)
+    idf: dict[str, dict[str, float]] = {}
+    best: tuple[float, int] | None = None
+    for i, rc in enumerate(out[:depth]):
+        c = rc.chunk
+        if named is not None and c.doc_path not in named:
+            continue
+        node = index.get_node(c.source_node_id)
+        if node is None:
+            continue
+        a, b = c.start_char - node.content_start, c.end_char - node.content_start
+        if a < 0 or b > len(node.content):
+            continue
+        found = [f for f in rows_stating(question, node.content, (a, b), c, index, config, idf) if f.fits]
+        if found and (best is None or found[0].score > best[0]):
+            best = (found[0].score, i)
+    if best is None or best[1] == 0:
+        return out
+    return [out[best[1]]] + out[:best[1]] + out[best[1] + 1:]
