@@ -13,10 +13,12 @@ with the measures read from its lines alone: "Does Boeing have an improving gros
 names no statement, and an analyst opens the income statement (gross profit over revenue); working
 capital and the current ratio are read from the balance sheet, capital expenditure and free cash flow
 from the cash flow statement. A measure names its statement only where the question names none: a
-statement named by name decides. Retrieval reads the pairing four ways (docs/pipeline.md, "Named sections"): every arm searches the
-titles beside the question (``searched_text``); the hybrid locator places the leaf so titled in the
-document of its best leaf (``node_locator.with_named_sections``); a card-led flat ranking puts the
-named document's statement first (``candidates.named_lead``); the union model reads ``u_named``.
+statement named by name decides. Retrieval reads the pairing five ways (docs/pipeline.md, "Named
+sections"): every arm searches the titles beside the question (``searched_text``); the hybrid locator
+places the leaf so titled in the document of its best leaf (``node_locator.with_named_sections``); a
+card-led flat ranking puts the named document's statement first (``candidates.named_lead``); the union
+model reads ``u_named``; the context reads each named statement from its top (``pool_lead``). And the
+relevance floor takes the named statement ranked first as evidence found (``relevance.named_section_found``).
 Only these three statements: every filing prints them under titles this small grammar covers, in
 English and Chinese; a kind whose titles vary more freely would need an LLM locator, which reads the
 titles itself.

@@ -42,6 +42,7 @@ LEAD_DEPTH = 20
 """How far down the pool a named statement or a row is looked for: about the hits an 8,000-character
 context reads. Deeper, a lead would read what retrieval itself ranked low."""
 
+
 def lead_pool(question: Query, pool: Sequence[RetrievedChunk], index: Index | None,
               config: Config) -> list[RetrievedChunk]:
     """``pool`` as the context reads it: the named statements from their top, then the row that

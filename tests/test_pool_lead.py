@@ -1,4 +1,5 @@
-"""A figure question reads first the table row that states what it asks."""
+"""What the context reads first: each named statement from its top, and the table row that states the
+asked figure before everything."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -58,7 +59,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
     docs = tmp_path_factory.mktemp("rows") / "docs"
     docs.mkdir()
     (docs / "corning.md").write_text(filing("Corning"), encoding="utf-8")
-    (docs / "amex.md").write_text(filing("Northwind"), encoding="utf-8")
+    (docs / "northwind.md").write_text(filing("Northwind"), encoding="utf-8")
     out = docs.parent / "index"
     build_index(docs, out, Config(), make_embedder("hash", Config()))
     return load_index(out)
@@ -105,10 +106,10 @@ def test_no_row_leads_where_the_question_asks_no_figure_of_this_document(index: 
 def test_only_the_named_company_s_row_is_read(index: Index) -> None:
     """Both filings state the row in the same words; the better-ranked one is the other company's."""
     pool = _pool(index)
-    assert _row_position(pool, "corning.md") < _row_position(pool, "amex.md") < 20
+    assert _row_position(pool, "corning.md") < _row_position(pool, "northwind.md") < 20
     asked = _asked("How much has the effective tax rate of Northwind changed between FY2021 and FY2022?")
     led = row_lead(asked, pool, index, Config())
-    assert ROW in led[0].chunk.text and led[0].chunk.doc_path == "amex.md"
+    assert ROW in led[0].chunk.text and led[0].chunk.doc_path == "northwind.md"
 
 
 def test_a_row_below_the_depth_looked_at_is_left_where_it_is(index: Index) -> None:
@@ -165,7 +166,7 @@ def test_each_named_statement_is_read_from_its_top(index: Index) -> None:
     assert all(_is_first(index, rc) and rc.chunk.text.startswith("Years ended December 31, 2022 2021")
                for rc in led[:2])
     assert sorted(rc.chunk.chunk_id for rc in led) == sorted(rc.chunk.chunk_id for rc in pool)
-    assert [rc for rc in led[2:]] == [rc for rc in pool if rc not in led[:2]]
+    assert led[2:] == [rc for rc in pool if rc not in led[:2]]
 
 
 def test_a_statement_s_top_the_list_lacks_is_read_from_the_index(index: Index) -> None:
@@ -177,7 +178,7 @@ def test_a_statement_s_top_the_list_lacks_is_read_from_the_index(index: Index) -
 
 
 @pytest.mark.parametrize("question, depth", [
-    ("What was Corning's capital expenditure as a share of net sales in 2022?", 20),  # names no statement
+    ("What were Corning's research costs in 2022?", 20),  # names no statement, nor a measure of one
     ("Using the balance sheet, what were Corning's total assets in 2022?", 20),  # names one it lacks
     (NAMING, 0),  # the statements lie below the depth looked at
 ])
@@ -185,3 +186,11 @@ def test_no_statement_is_led_that_the_question_does_not_name_or_the_list_does_no
         index: Index, question: str, depth: int) -> None:
     pool = _statements_pool(index)
     assert named_starts(_asked(question), pool, index, depth=depth) == pool
+
+
+def test_a_measure_read_from_a_statement_leads_that_statement(index: Index) -> None:
+    """"Capital expenditure" is read from the cash flow statement: its top leads, the income statement's
+    does not."""
+    led = named_starts(_asked("What was Corning's capital expenditure in 2022?"), _statements_pool(index), index)
+    assert _is_first(index, led[0]) and led[0].chunk.heading_path.endswith("> Consolidated Statements of Cash Flows")
+    assert not _is_first(index, led[1])
