@@ -34,7 +34,7 @@ from config import Config
 from indexing.index_store import Index
 from retrieval.extractive import named_documents, rows_stating
 from retrieval.figure_rows import asks_quantity
-from retrieval.named_sections import named_kinds, titled_as
+from retrieval.named_sections import named_kinds, titled_as, titled_leaf
 from retrieval.query import Query
 from retrieval.types import RetrievedChunk
 
@@ -58,14 +58,22 @@ def named_starts(question: Query, pool: Sequence[RetrievedChunk], index: Index |
     kinds = named_kinds(question.text) if index is not None else []
     if not kinds:
         return out
-    named: list[RetrievedChunk] = []
-    seen: set[str] = set()
-    for rc in out[:depth]:
-        leaf = rc.chunk.source_node_id
-        if leaf not in seen:
-            seen.add(leaf)
-            if titled_as(kinds, rc.chunk.heading_path.rsplit(" > ", 1)[-1]):
-                named.append(rc)
+    # each section's best hit, per document and kind, in the order the pool reaches them
+    reached: dict[tuple[str, str], list[tuple[int, str, float]]] = {}
+    best: dict[str, RetrievedChunk] = {}
+    for i, rc in enumerate(out[:depth]):
+        leaf, title = rc.chunk.source_node_id, rc.chunk.heading_path.rsplit(" > ", 1)[-1]
+        if leaf in best:
+            continue
+        best[leaf] = rc
+        for kind in kinds:
+            if titled_as([kind], title):
+                reached.setdefault((rc.chunk.doc_path, kind.name), []).append((i, title, -i))
+    # of one document's sections titled as one statement, the statement itself (its title says
+    # "Consolidated"), not a note or schedule of the same name ("Statement of Cash Flows" supplements)
+    kind_of = {k.name: k for k in kinds}
+    chosen = sorted(titled_leaf(kind_of[name], found) for (_, name), found in reached.items())
+    named = [out[i] for i in chosen if i is not None]
     if not named:
         return out
     held = {rc.chunk.chunk_id: rc for rc in out}

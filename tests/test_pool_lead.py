@@ -40,7 +40,9 @@ def filing(company: str) -> str:
             f"Provision for income taxes $ (411) $ (491)\n{ROW}\n\n{talk}"
             "## Item 8. Financial statements\n\n" + statement("Operations", ["Net sales", "Cost of sales",
                                                                          "Gross margin", "Research costs"])
-            + statement("Cash Flows", ["Net income", "Depreciation", "Capital expenditures", "Dividends paid"]))
+            + statement("Cash Flows", ["Net income", "Depreciation", "Capital expenditures", "Dividends paid"])
+            + "### Notes\n\n#### Statement of Cash Flows\n\nSupplemental cash flow information: interest paid "
+              "and income taxes paid, and the capital expenditures accrued but not yet paid, 2022 2021.\n\n")
 
 
 FOOTER = "The accompanying notes are an integral part of these consolidated financial statements."
@@ -194,3 +196,15 @@ def test_a_measure_read_from_a_statement_leads_that_statement(index: Index) -> N
     led = named_starts(_asked("What was Corning's capital expenditure in 2022?"), _statements_pool(index), index)
     assert _is_first(index, led[0]) and led[0].chunk.heading_path.endswith("> Consolidated Statements of Cash Flows")
     assert not _is_first(index, led[1])
+
+
+def test_the_statement_itself_leads_not_a_note_of_the_same_name(index: Index) -> None:
+    """A note titled "Statement of Cash Flows" (its supplemental information) ranked before the
+    consolidated statement: the statement's top is read, once, and the note keeps its place."""
+    pool = _statements_pool(index)
+    note = [rc for rc in pool if rc.chunk.heading_path.endswith("> Statement of Cash Flows")]
+    assert note
+    pool = note + [rc for rc in pool if rc not in note]
+    led = named_starts(_asked("What was Corning's capital expenditure in 2022?"), pool, index)
+    assert led[0].chunk.heading_path.endswith("> Consolidated Statements of Cash Flows") and _is_first(index, led[0])
+    assert led[1:] == [rc for rc in pool if rc is not led[0]]
