@@ -349,3 +349,34 @@ def test_statement_titles_divide_an_items_financial_statements(tmp_path: Path) -
     mark_structure_headings(lines)
     marker = {ln.text: ln.heading for page in lines for ln in page}
     assert marker["Consolidated Balance Sheet"] == marker["Note 2 - Revenue"] == marker["Item 1. Business"] + 1
+
+
+def test_a_statement_title_in_the_body_font_atop_its_page_is_its_section(tmp_path: Path) -> None:
+    """A filing that prints each statement's title at the top of its page in the body font and the company
+    line below it in bold: the title, not the company line, heads the statement, and a second page under
+    the same title continues it. A title inside a sentence, or not opening its page, heads nothing."""
+    def body(n: int) -> str:
+        return f"Paragraph {n} explains the figures of the statements and how they were measured this year."
+
+    company = ("b", "ACME INC. AND SUBSIDIARIES (In Millions)")
+    pages = [[("b", "PART I"), ("b", "Item 1. Business"), ("p", body(1))],
+             [("b", "PART II"), ("b", "Item 8. Financial Statements and Supplementary Data"), ("p", body(2)),
+              ("p", "Consolidated Statements of Earnings")],
+             [("p", "Consolidated Statements of Earnings"), company, ("p", "Fiscal Year 2020 2019"),
+              ("p", "Net sales 17,626.6 16,865.2"), ("p", "Cost of sales (11,496.7) (11,108.4)")],
+             [("p", "Consolidated Balance Sheets"), company, ("p", "May 31, 2020 May 26, 2019"),
+              ("p", "Cash and cash equivalents 1,677.8 450.0"), ("p", "Receivables 1,615.1 1,679.7")],
+             [("p", "Consolidated Balance Sheets"), company, ("p", "May 31, 2020 May 26, 2019"),
+              ("p", "Total liabilities and equity 30,806.7 30,111.2")],
+             [("b", "Note 1 - Basis of Presentation"), ("p", body(3)),
+              ("p", "Consolidated Statements of Earnings were restated for the change described below.")],
+             [("b", "Note 2 - Revenue"), ("p", body(4))]]
+    path = tmp_path / "filing.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    item8 = _find(doc, "Item 8. Financial Statements and Supplementary Data")
+    assert [c.heading for c in item8.children if c.kind == "section"][-4:] == [
+        "Consolidated Statements of Earnings", "Consolidated Balance Sheets", "Note 1 - Basis of Presentation",
+        "Note 2 - Revenue"]
+    sheet = _find(doc, "Consolidated Balance Sheets")
+    assert "Receivables 1,615.1" in sheet.content and "Total liabilities and equity" in sheet.content

@@ -56,6 +56,13 @@ def scheme_of(text: str) -> Scheme | None:
     return opened[0] if opened else None
 
 
+def is_statement_title(text: str) -> bool:
+    """The whole line is a financial statement's title ("Consolidated Balance Sheets"), nothing after it."""
+    s = text.strip()
+    opened = _opening(s)
+    return opened is not None and opened[0].name == "statement" and not s[opened[1]:].strip(" .:")
+
+
 def _opening(s: str) -> tuple[Scheme, int] | None:
     """``scheme_of`` of a stripped line, with where its division mark ends."""
     for name, rank, pattern in _SCHEMES:

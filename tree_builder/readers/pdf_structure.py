@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from tree_builder.heading_schemes import scheme_of, scheme_ranks
+from tree_builder.heading_schemes import is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_tables import is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
@@ -143,6 +143,7 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
 def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int], taken: set[tuple[int, int]],
                           body_size: float, body_bold: bool) -> list[_Structural]:
     found: list[_Structural] = []
+    last_title = ""
     for p, lines in enumerate(pages):
         if p in skip_pages:
             continue
@@ -151,9 +152,11 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
             ln = lines[i]
             sc = scheme_of(ln.text) if (p, i) not in taken else None
             if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or _CONTINUED.search(ln.text) \
-                    or not _styled(ln, body_size, body_bold):
+                    or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, last_title)):
                 i += 1
                 continue
+            if sc.name == "statement":
+                last_title = ln.text.strip().casefold()
             j = i
             # a long division title wrapped onto the next line in the same font
             while j + 1 < len(lines) and len(lines[j].text) >= 40 and (p, j + 1) not in taken \
@@ -164,6 +167,13 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
             found.append(_Structural(p, i, j, sc.name, None))
             i = j + 1
     return found
+
+
+def _page_top_title(lines: Sequence["Line"], i: int, last_title: str) -> bool:
+    """A statement's whole title opening its page, in the body font ("Consolidated Balance Sheets" above
+    a company line in capitals, as General Mills prints its statements): the page's title, though
+    unstyled. The same title as the statement before it heads that statement's next page."""
+    return i == 0 and is_statement_title(lines[i].text) and lines[i].text.strip().casefold() != last_title
 
 
 def _markers(structural: list[_Structural]) -> list[int]:
