@@ -25,6 +25,7 @@ from typing import Collection, Iterable, Mapping
 from retrieval.asked_figure import (ASKING_WORDS, YEAR, asked_period_kind, asked_periods, asked_scale, asking_clause,
                                     asks_person_or_reason, asks_quantity, quantity_text)
 from retrieval.figure_change import describe_change, in_scale
+from retrieval.named_sections import KINDS, titled_as
 from retrieval.quantity_names import quantity_variants
 from retrieval.table_rows import EMPTY_CELL, Header, header_above, header_periods, lines_of, parse_row, table_rows
 from utils.tokenizer import tokenize
@@ -223,7 +224,9 @@ def figures_in(text: str, question: str, weights: Mapping[str, float] | None = N
             continue
         score = max(label_score(row.label, terms) for terms in term_sets)
         under = ""
-        if section and score < MIN_LABEL_SCORE:  # the heading explains a label that says too little
+        # the heading explains a label that says too little ("Total" of "Revenues"); a statement's title
+        # names the table, not what its "Other, net" counts
+        if section and score < MIN_LABEL_SCORE and not titled_as(KINDS, section):
             within = SECTION_DISCOUNT * label_score(f"{row.label} {section}", term_sets[0])
             if within > score:
                 score, under = within, section

@@ -13,6 +13,7 @@ from retrieval.figure_rows import asked_periods, figures_in, header_periods, par
 from retrieval.query import Query
 from retrieval.synthesizer import extractive_text
 from retrieval.types import RetrievedChunk
+from utils.tokenizer import tokenize
 
 STATEMENT = """Segment results
 
@@ -167,3 +168,11 @@ def test_a_total_row_is_read_with_its_section_heading() -> None:
     # a label that says it alone is not re-read with its section
     own = figures_in(STATEMENT, REVENUE_Q, section="Consolidated Statements of Operations")[0]
     assert own.label == "Total revenues" and own.under == ""
+    # a statement's title names the table, not what a row of it counts: "Other, net" of the cash flow
+    # statement is not "free cash flow"
+    cash = "Years ended December 31, 2020 2019\nOther, net 45.9 (19.8)\n"
+    fcf = "What is the FY2020 free cash flow of General Mills?"
+    weights = {t: 0.2 if t == "free" else 2.0 for t in tokenize(fcf)}  # "free": in many of the filing's chunks
+    names = {"general", "mill"}  # the card's: they name the filing, not a row
+    assert figures_in(cash, fcf, weights, None, names, "Cash flow items")[0].under == "Cash flow items"
+    assert figures_in(cash, fcf, weights, None, names, "Consolidated Statements of Cash Flows") == []
