@@ -316,6 +316,13 @@ def test_the_column_header_walk_reads_a_bounded_window_of_a_one_line_document(mo
     assert representation.column_header_above("2022 2021\n" + row.rstrip("\n"), len("2022 2021\n")) == "2022 2021"
 
 
+def _item8(path: Path, pages: list[list[tuple[str, str]]]) -> tuple[TreeNode, TreeNode]:
+    """The tree of a rendered filing and its "Item 8" section."""
+    _render_lines(path, pages)
+    doc = _tree(path)
+    return doc, _find(doc, "Item 8. Financial Statements and Supplementary Data")
+
+
 def test_statement_titles_divide_an_items_financial_statements(tmp_path: Path) -> None:
     """A filing whose contents list no statements: each statement's title at the top of its page is a
     section under the Item, beside the notes (not a layout heading below them, cut by the depth cap)."""
@@ -331,9 +338,7 @@ def test_statement_titles_divide_an_items_financial_statements(tmp_path: Path) -
              [("b", "Note 1 - Basis of Presentation"), ("p", body(3)), ("b", "Revenue Recognition"), ("p", body(4))],
              [("b", "Note 2 - Revenue"), ("p", body(5))]]
     path = tmp_path / "filing.pdf"
-    _render_lines(path, pages)
-    doc = _tree(path)
-    item8 = _find(doc, "Item 8. Financial Statements and Supplementary Data")
+    doc, item8 = _item8(path, pages)
     assert [c.heading for c in item8.children if c.kind == "section"][-4:] == [
         "Consolidated Statement of Income", "Consolidated Balance Sheet", "Note 1 - Basis of Presentation",
         "Note 2 - Revenue"]
@@ -371,10 +376,7 @@ def test_a_statement_title_in_the_body_font_atop_its_page_is_its_section(tmp_pat
              [("b", "Note 1 - Basis of Presentation"), ("p", body(3)),
               ("p", "Consolidated Statements of Earnings were restated for the change described below.")],
              [("b", "Note 2 - Revenue"), ("p", body(4))]]
-    path = tmp_path / "filing.pdf"
-    _render_lines(path, pages)
-    doc = _tree(path)
-    item8 = _find(doc, "Item 8. Financial Statements and Supplementary Data")
+    doc, item8 = _item8(tmp_path / "filing.pdf", pages)
     assert [c.heading for c in item8.children if c.kind == "section"][-4:] == [
         "Consolidated Statements of Earnings", "Consolidated Balance Sheets", "Note 1 - Basis of Presentation",
         "Note 2 - Revenue"]
