@@ -58,22 +58,22 @@ def named_starts(question: Query, pool: Sequence[RetrievedChunk], index: Index |
     kinds = named_kinds(question.text) if index is not None else []
     if not kinds:
         return out
-    # each section's best hit, per document and kind, in the order the pool reaches them
+    # each titled section's best hit (its position), per document and kind, in the order the pool reaches them
     reached: dict[tuple[str, str], list[tuple[int, str, float]]] = {}
-    best: dict[str, RetrievedChunk] = {}
+    seen: set[str] = set()
     for i, rc in enumerate(out[:depth]):
         leaf, title = rc.chunk.source_node_id, rc.chunk.heading_path.rsplit(" > ", 1)[-1]
-        if leaf in best:
+        if leaf in seen:
             continue
-        best[leaf] = rc
+        seen.add(leaf)
         for kind in kinds:
             if titled_as([kind], title):
                 reached.setdefault((rc.chunk.doc_path, kind.name), []).append((i, title, -i))
     # of one document's sections titled as one statement, the statement itself (its title says
     # "Consolidated"), not a note or schedule of the same name ("Statement of Cash Flows" supplements)
     kind_of = {k.name: k for k in kinds}
-    chosen = sorted(titled_leaf(kind_of[name], found) for (_, name), found in reached.items())
-    named = [out[i] for i in chosen if i is not None]
+    picked = (titled_leaf(kind_of[name], found) for (_, name), found in reached.items())
+    named = [out[i] for i in sorted(i for i in picked if i is not None)]
     if not named:
         return out
     held = {rc.chunk.chunk_id: rc for rc in out}
