@@ -28,7 +28,7 @@ from retrieval.rerankers import Reranker, make_reranker, reranker_record
 from retrieval.retriever import ORDERINGS, make_retriever
 from retrieval.locators import make_locator
 from retrieval.query import Query
-from retrieval.relevance import evidence_strength, index_floor, is_answerable, named_section_found
+from retrieval.relevance import evidence_found, evidence_strength, index_floor
 from retrieval.synthesizer import is_chinese, synthesize
 from retrieval.types import BreadthParams, Fallback, LocateResult, RetrievedChunk
 from utils.llm.budget import BudgetedLLM, with_budget
@@ -292,8 +292,7 @@ def run_pipeline(query: str, index: Index, config: Config, backends: Backends,
         assert question is not None  # built whenever the question is not stop-words only
         strength = evidence_strength(question, r.final, index)
         floor = index_floor(index, config)
-        named = named_section_found(question, r.final)
-        found = bool(r.final) and (is_answerable(strength, floor) or bool(named))
+        found, named = evidence_found(question, r.final, strength, floor)
         answer = synthesize(question, r.final, llm, fallbacks, usage, config=config, index=index,
                             embedder=backends.embedder, cite=citation, evidence_found=found,
                             context=ctx.passages, graph=r.graph, on_text=_answer_deltas(on_step))

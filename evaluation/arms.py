@@ -187,14 +187,15 @@ def flat_pools(arm: Arm, ctx: ArmContext, query: str, plan: QueryPlan, doc_paths
     retriever = Retriever(ctx.index, cfg, ctx.backends.embedder, ctx.backends.reranker, ordering, ordering)
     embedder = None if arm.method == "bm25" else ctx.backends.embedder  # BM25 alone embeds nothing
 
-    def ranked_for(text: str) -> list[RetrievedChunk]:
-        return retriever.retrieve(Ask(Query.build(text, embedder), [], doc_paths), fallbacks).ranked
+    def ranked_for(q: Query) -> list[RetrievedChunk]:
+        return retriever.retrieve(Ask(q, [], doc_paths), fallbacks).ranked
 
-    ranked = ranked_for(query)
+    question = Query.build(query, embedder)  # one per question: the lead reuses what ranking memoized
+    ranked = ranked_for(question)
     pool = ranked
     if cfg.tuning.breadth.aspect_retrieval and plan.route == "multi-part":
-        pool = aspect_pool(ranked, plan.aspects, ranked_for, keep(cfg))
-    return ranked, lead_pool(Query.build(query, None), pool, ctx.index, cfg)
+        pool = aspect_pool(ranked, plan.aspects, lambda part: ranked_for(Query.build(part, embedder)), keep(cfg))
+    return ranked, lead_pool(question, pool, ctx.index, cfg)
 
 
 def run_arm(arm: Arm, ctx: ArmContext, query: str, doc_paths: set[str] | None) -> ArmOutput:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from indexing.chunker import Chunk, paragraph_at, paragraph_spans
-from retrieval.extractive import sentence_window, widen_to_sentences
+from retrieval.extractive import leaf_text, sentence_window, widen_to_sentences
 from retrieval.types import RetrievedChunk
 
 if TYPE_CHECKING:
@@ -136,19 +136,16 @@ def _fit(leaf: _Leaf, a: int, b: int, left: int) -> int:
 
 def _load_leaf(index: Any, chunk: Chunk) -> _Leaf | None:
     """The chunk's leaf, when its stored content really holds the chunk's span."""
-    node = index.get_node(chunk.source_node_id)
-    if node is None:
+    leaf = leaf_text(index, chunk)
+    if leaf is None:
         return None
-    content = node.content
-    a, b = chunk.start_char - node.content_start, chunk.end_char - node.content_start
-    if a < 0 or b > len(content) or content[a:b] != chunk.text:
-        return None
+    content, start = leaf
     pages = []
-    rows = index.leaf_rows.get(node.node_id) if chunk.page_start else None
+    rows = index.leaf_rows.get(chunk.source_node_id) if chunk.page_start else None
     if rows is not None:
         pages = [(c.start_char, c.end_char, c.page_start, c.page_end)
                  for c in (index.chunks[r] for r in range(rows[0], rows[1]))]
-    return _Leaf(node.node_id, chunk.doc_path, chunk.heading_path, content, node.content_start, chunk,
+    return _Leaf(chunk.source_node_id, chunk.doc_path, chunk.heading_path, content, start, chunk,
                  paragraph_spans(content), pages)
 
 

@@ -130,7 +130,7 @@ class Extract:
 
 # --------------------------------------------------------------------------- passages
 
-def _leaf_text(index: Index | None, chunk: Chunk) -> tuple[str, int] | None:
+def leaf_text(index: Index | None, chunk: Chunk) -> tuple[str, int] | None:
     """(content, content_start) of the chunk's leaf when it really holds the chunk's span."""
     node = index.get_node(chunk.source_node_id) if index is not None else None
     if node is None:
@@ -269,7 +269,7 @@ def build_passages(index: Index | None, ranked: Sequence[RetrievedChunk], widen:
     for members in by_leaf.values():
         members.sort(key=lambda m: (m[1].chunk.start_char, m[1].chunk.end_char))
         groups: list[list[tuple[int, RetrievedChunk]]] = []
-        leaf = _leaf_text(index, members[0][1].chunk)
+        leaf = leaf_text(index, members[0][1].chunk)
         for m in members:
             if groups:
                 prev_end = max(x[1].chunk.end_char for x in groups[-1])
@@ -305,7 +305,7 @@ def _passage(index: Index | None, group: list[tuple[int, RetrievedChunk]], leaf:
     ranks = [(r, rc.chunk.start_char, rc.chunk.end_char) for r, rc in group]
     start = min(rc.chunk.start_char for _, rc in group)
     end = max(rc.chunk.end_char for _, rc in group)
-    if leaf is not None and all(_leaf_text(index, rc.chunk) is not None for _, rc in group):
+    if leaf is not None and all(leaf_text(index, rc.chunk) is not None for _, rc in group):
         content, cs = leaf
         a, b = widen_to_sentences(content, start - cs, end - cs) if widen else (start - cs, end - cs)
         anchor = (first.start_char, first.start_line)

@@ -32,7 +32,7 @@ from typing import Sequence
 
 from config import Config
 from indexing.index_store import Index
-from retrieval.extractive import named_documents, rows_stating
+from retrieval.extractive import leaf_text, named_documents, rows_stating
 from retrieval.figure_rows import asks_quantity
 from retrieval.named_sections import named_kinds, titled_as, titled_leaf
 from retrieval.query import Query
@@ -105,13 +105,12 @@ def row_lead(question: Query, pool: Sequence[RetrievedChunk], index: Index | Non
         c = rc.chunk
         if named is not None and c.doc_path not in named:
             continue
-        node = index.get_node(c.source_node_id)
-        if node is None:
+        leaf = leaf_text(index, c)
+        if leaf is None:
             continue
-        a, b = c.start_char - node.content_start, c.end_char - node.content_start
-        if a < 0 or b > len(node.content):
-            continue
-        found = [f for f in rows_stating(question, node.content, (a, b), c, index, config, idf) if f.fits]
+        content, base = leaf
+        found = [f for f in rows_stating(question, content, (c.start_char - base, c.end_char - base), c, index,
+                                         config, idf) if f.fits]
         if found and (best is None or found[0].score > best[0]):
             best = (found[0].score, i)
     if best is None or best[1] == 0:

@@ -49,9 +49,8 @@ class Query:
         """The question's own words. ``tokens`` are what retrieval searches (with the titles of the
         statements the question names); what names a document (its card), whether the evidence holds
         the question's words, and which sentence or row answers are judged on the words asked."""
-        if searched_text(self.text) == self.text:
-            return self.tokens
-        return self.memo.get_or_make("asked_tokens", lambda: tuple(tokenize(self.text)))
+        return self.memo.get_or_make(
+            "asked_tokens", lambda: self.tokens if searched_text(self.text) == self.text else tuple(tokenize(self.text)))
 
     @property
     def dense_vector(self) -> np.ndarray:

@@ -180,3 +180,11 @@ def named_section_found(query: Query, chunks: Sequence[RetrievedChunk]) -> str:
     kinds = named_kinds(query.text) if chunks else []
     title = chunks[0].chunk.heading_path.rsplit(" > ", 1)[-1] if chunks else ""
     return title if kinds and titled_as(kinds, title) else ""
+
+
+def evidence_found(query: Query, chunks: Sequence[RetrievedChunk], strength: EvidenceStrength,
+                   floor: RelevanceFloor | float) -> tuple[bool, str]:
+    """Whether step 2's list is evidence to answer from, and the named section that made it so ("" when
+    the floor alone decided): the one verdict the query pipeline and the evaluation's answers share."""
+    named = named_section_found(query, chunks)
+    return bool(chunks) and (is_answerable(strength, floor) or bool(named)), named

@@ -228,15 +228,15 @@ def test_a_measure_leads_to_its_statement_and_the_statement_is_evidence(filings:
     """A question that names no statement but asks a measure read from one: step 2 puts that statement
     first, and the relevance floor, whose words and vectors a table of figures barely meets, does not
     refuse the very section asked for (the record says which section it was)."""
-    import pipeline
     from pipeline import make_backends, run_pipeline
+    from retrieval import relevance
 
     index = load_index(filings)
     rec = run_pipeline(question, index, Config(), make_backends(index, Config(), None))
     assert rec.retrieve.hits[0].heading_path.endswith(f"> {title}")
     assert rec.answer.evidence_found and rec.answer.evidence.named_section == title
     assert rec.answer.evidence.lift_score < rec.answer.evidence.floor  # the floor alone would refuse
-    monkeypatch.setattr(pipeline, "named_section_found", lambda *a: "")
+    monkeypatch.setattr(relevance, "named_section_found", lambda *a: "")
     assert not run_pipeline(question, index, Config(), make_backends(index, Config(), None)).answer.evidence_found
 
 

@@ -67,7 +67,7 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     from pipeline import citation, question_plan
     from retrieval.context_assembly import assemble_planned
     from retrieval.query import Query
-    from retrieval.relevance import evidence_strength, index_floor, is_answerable, named_section_found
+    from retrieval.relevance import evidence_found, evidence_strength, index_floor
     from retrieval.synthesizer import synthesize
 
     plan = question_plan(question, ctx.index, config.tuning.breadth, doc_paths)
@@ -75,9 +75,8 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
     q = Query.build(question, ctx.backends.embedder)
     assembled = assemble_planned(ctx.index, pool, config.context_budget_chars, plan, config.tuning.context)
     final = ranked[:config.final_top_k]
-    strength = evidence_strength(q, final, ctx.index)  # the same floor, and the same named section
-    found = bool(final) and (is_answerable(strength, index_floor(ctx.index, config))
-                             or bool(named_section_found(q, final)))
+    strength = evidence_strength(q, final, ctx.index)
+    found, _ = evidence_found(q, final, strength, index_floor(ctx.index, config))  # the pipeline's verdict
     ans = synthesize(q, final, None, [], config=config, index=ctx.index, embedder=ctx.backends.embedder,
                      cite=citation, evidence_found=found, context=assembled.passages)
     return {"answer": ans.text, "quotes": ans.quotes}
