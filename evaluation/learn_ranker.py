@@ -580,4 +580,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from utils.errors import exit_with
+
+    exit_with(main)

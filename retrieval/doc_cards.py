@@ -58,13 +58,15 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
         return out
     key = phrase_key(question)
     q = set(tokens) | glued_names(key, tokens, cards)
+    aliased = issuers_aliased(question, key, q, cards)
+    q |= aliased
     df: dict[str, int] = {}
     for c in cards:
         for t in (c.names | c.hint_names) & q:
             df[t] = df.get(t, 0) + 1
     idf = {t: math.log(1 + n / k) for t, k in df.items()}
     # a name written whole ("American Express") counts every word of it, on every card
-    whole = {t for c in cards if c.issuer and c.issuer in key for t in c.issuer_words}
+    whole = {t for c in cards if c.issuer and c.issuer in key for t in c.issuer_words} | aliased
     weight = {t: w * (1.0 if spread is None or t in whole else spread.get(t, 1.0)) for t, w in idf.items()}
     name = np.array([sum(weight[t] for t in c.names & q)
                      + FILE_NAME_WEIGHT * sum(weight[t] for t in (c.hint_names - c.names) & q) for c in cards])
@@ -135,6 +137,45 @@ def glued_names(key: str, tokens: Sequence[str], cards: Sequence[CardTerms]) -> 
     return out
 
 
+_WRITTEN_NAME = re.compile(r"(?<![\w.&])([A-Z]{2,5}(?:\.[A-Z])?|[A-Z][A-Za-z]{1,9})(?![\w&])")
+"""A word written as a name (a capital first), as ``issuers_aliased`` reads one."""
+MIN_ABBREVIATION = 3
+"""An abbreviation shorter than this ("GM") is too likely another name's."""
+
+
+def issuers_aliased(question: str, key: str, words: set[str], cards: Sequence[CardTerms]) -> set[str]:
+    """The issuer words of the cards the question names by a trading symbol ("AXP") or by an
+    abbreviation of the issuer's name ("AmEx", "AMD": a piece of the start of each of its words, in
+    order), when it names no issuer otherwise (no card's issuer word or whole issuer in ``words`` /
+    ``key``). A fallback: a capitalised word that happens to abbreviate some issuer ("MRI") must not
+    outweigh the issuer the question names outright. Stop-words are never names ("IT", "ALL")."""
+    from utils.tokenizer import EN_STOPWORDS  # noqa: PLC0415
+
+    if any(c.issuer_words & words or (c.issuer and c.issuer in key) for c in cards):
+        return set()
+    written = [w for w in _WRITTEN_NAME.findall(question) if w.casefold() not in EN_STOPWORDS]
+    out: set[str] = set()
+    for c in cards:
+        if any(w in c.symbols or abbreviates(w.casefold(), c.spelled) for w in written):
+            out |= c.issuer_words
+    return out
+
+
+def abbreviates(word: str, spelled: Sequence[str]) -> bool:
+    """Whether ``word`` is a non-empty start of each of ``spelled``'s words (two or more), in order:
+    "amex" of ("american", "express"), "amd" of ("advanced", "micro", "devices")."""
+    if len(spelled) < 2 or len(word) < MIN_ABBREVIATION or word in spelled:
+        return False
+
+    def cut(rest: str, i: int) -> bool:
+        if i == len(spelled):
+            return not rest
+        return any(rest[:k] == spelled[i][:k] and cut(rest[k:], i + 1)
+                   for k in range(1, min(len(rest), len(spelled[i])) + 1))
+
+    return cut(word, 0)
+
+
 _QUARTER_NAMED = re.compile(r"\b(first|second|third|fourth)\s+quarter\b|(?:\b|(?<=\d))Q([1-4])(?:\b|(?='?\d{2}))|"
                             r"\b([1-4])Q\b", re.I)
 _ORDINAL = {"first": "1", "second": "2", "third": "3", "fourth": "4"}
@@ -202,7 +243,8 @@ def _apart(match: np.ndarray) -> np.ndarray:
 def may_match(cards: CardSet, question: str, tokens: Sequence[str]) -> bool:
     """False when no card can match: an index built before cards, or a question that shares no word
     with any card and names no year (known without visiting the cards)."""
-    return bool(cards) and not (cards.words.isdisjoint(tokens) and not cards.phrases and not asked_periods(question))
+    return bool(cards) and not (cards.words.isdisjoint(tokens) and not cards.phrases and not cards.aliases
+                                and not asked_periods(question))
 
 
 def document_card_match(index: Any, question: str, tokens: Sequence[str], docs: Sequence[int]) -> np.ndarray | None:

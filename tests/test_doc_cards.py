@@ -3,6 +3,7 @@ the hybrid locator to pick the named document among look-alikes."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -288,6 +289,54 @@ def test_the_issuer_is_a_name_not_a_suffix_or_a_file_number() -> None:
     number = read_card("Commission File Number 001-02217\n(Exact name of registrant as specified in its charter)\n",
                        "t", "b.pdf")
     assert number.issuer == "" and number.file_name == "b"  # no issuer stated: the file name is shown as such
+
+
+def test_the_cover_lists_the_issuers_trading_symbols() -> None:
+    cover = ("FORM 10-K\nFor the fiscal year ended December 31, 2022\nCommission File Number 001-37622 "
+             "______________________ SQUARE, INC.\n(Exact name of registrant as specified in its charter)\n"
+             "Securities registered pursuant to Section 12(b) of the Act:\n"
+             "Title of each class Trading Symbol(s) Name of each exchange on which registered\n"
+             "Class A Common Stock, $0.0000001 par value per share SQ New York Stock Exchange\n"
+             "2.625% Senior Notes Due 2026 SQ26 The Nasdaq Stock Market LLC\n"
+             "Securities registered pursuant to Section 12(g) of the Act: None\n")
+    card = read_card(cover, "t", "BLOCK_2020_10K.pdf")
+    assert card.issuer == "SQUARE, INC."  # after the rule of underscores, not the file number before it
+    assert card.symbols == ("SQ",)  # a note's symbol ("SQ26") names no issuer
+    assert DocumentCard.from_record(card.record()) == card
+    assert "trading symbols SQ" in card.line({"issuer": "issuer", "symbols": "trading symbols", "form": "form",
+                                              "period": "period", "file_name": "file name"})
+    # the values may come before the column header, as a PDF's extraction may put them
+    above = read_card("Common Stock, $5.00 Par Value BA New York Stock Exchange\n"
+                      "(Title of each class) (Trading Symbol) (Name of each exchange on which registered)\n", "t", "b.pdf")
+    assert above.symbols == ("BA",)
+    # a cover without the column (before 2019): capitals before an exchange's name are not read as symbols
+    old = read_card("Title of Each Class Name of Each Exchange on Which Registered\n"
+                    "Common Stock NASDAQ The NASDAQ Stock Market LLC\n", "t", "c.pdf")
+    assert old.symbols == ()
+    assert DocumentCard.from_record({"issuer": "X", "symbols": ["AXP", "not one", 3]}).symbols == ("AXP",)
+
+
+def test_a_symbol_or_an_abbreviation_names_the_issuer() -> None:
+    """A question may name a company as the market does ("AXP") or as people shorten it ("AmEx"); it
+    counts as naming the issuer whole, but only where no issuer is named by its words."""
+    cards = [_card("axp.pdf", "American Express Company", "fiscal year ended December 31, 2022"),
+             _card("amd.pdf", "ADVANCED MICRO DEVICES, INC.", "fiscal year ended December 31, 2022"),
+             _card("it.pdf", "GARTNER, INC.", "fiscal year ended December 31, 2022"),
+             _card("mgm.pdf", "MGM RESORTS INTERNATIONAL", "fiscal year ended December 31, 2022")]
+    cards = [replace(c, symbols=frozenset(s)) for c, s in zip(cards, (["AXP"], ["AMD"], ["IT"], ["MGM"]))]
+
+    def match(q: str) -> list[float]:
+        return [round(float(x), 2) for x in card_match(q, Query.build(q, None).tokens, cards)]
+
+    assert match("Does AMEX have an improving operating margin profile as of 2022?") == [1.0, 0.0, 0.0, 0.0]
+    assert match("Amex revenue in 2022?") == [1.0, 0.0, 0.0, 0.0]
+    assert match("What was AXP's revenue in 2022?") == [1.0, 0.0, 0.0, 0.0]
+    assert match("What is AMD's gross margin?") == [0.0, 1.0, 0.0, 0.0]  # a symbol and initials alike
+    assert match("How much did IT spending grow in 2022?") == [0.0, 0.0, 0.0, 0.0]  # a stop-word is no symbol
+    assert match("How many MRI scans were there in 2022?") == [0.0, 0.0, 0.0, 1.0]  # initials of MGM R. I.
+    # ... but a name written out decides: the abbreviation is a fallback
+    assert match("Did MRI scans at Gartner rise in 2022?") == [0.0, 0.0, 1.0, 0.0]
+    assert match("What does axp stand for?") == [0.0, 0.0, 0.0, 0.0]  # a symbol is written in capitals
 
 
 def test_union_candidates_carry_their_documents_card_match(look_alikes: Path) -> None:

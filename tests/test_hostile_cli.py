@@ -71,3 +71,15 @@ def test_history_and_show_refuse_a_fifo_log(tmp_path: Path) -> None:
             raise AssertionError(f"{args[0]} --log FIFO hung") from None
         assert proc.returncode != 0
         assert proc.stderr == f"error: run log {fifo} is a FIFO, not a regular file\n"
+
+
+def test_the_evaluation_tools_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
+    """An evaluation tool given a missing set or an unknown arm says so in one line, no traceback."""
+    for module, args in (("evaluation.tools.answer_e2e", ["--data", str(tmp_path / "none")]),
+                         ("evaluation.learn_ranker", ["--data", str(tmp_path / "none")]),
+                         ("evaluation.tools.answer_e2e", ["--data", str(tmp_path), "--flat", "flat-nope"])):
+        r = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 2, (module, r.stderr)
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 5, r.stderr
+        assert "error:" in r.stderr.strip().splitlines()[-1]

@@ -10,6 +10,8 @@ cover can. The card is read by rules from the first pages, generically:
   "Date of Report ...: July 1, 2022", "fiscal 2023", else the first full date of the first page
   (a manual's or paper's date under its title);
 - ``issuer``: the line above "(Exact name of registrant as specified in its charter)";
+- ``symbols``: the trading symbols of the cover's "Trading Symbol(s)" column ("AXP", "GLW"), the
+  names a market knows the issuer by;
 - ``title``: the document's title (its first heading, as the tree names it).
 
 The file name is never read for these fields. Where the text states no issuer or no period, the
@@ -43,6 +45,16 @@ _ANY_DATE = re.compile(rf"\b({_DATE})")
 _FORM = re.compile(r"\bFORM\s+([A-Z]{0,2}-?\d{1,2}-?[A-Z]{0,2}|\d{1,2}-[A-Z]{1,2})\b", re.I)
 _REGISTRANT = re.compile(r"\(\s*exact\s+name\s+of\s+(?:the\s+)?registrant", re.I)
 _YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
+_SYMBOL_COLUMN = re.compile(r"trading\s+symbols?", re.I)
+_EXCHANGE = (r"(?:The\s+)?(?:New\s+York\s+Stock\s+Exchange|NYSE|Nasdaq|NASDAQ|Cboe|CBOE|"
+             r"[A-Z][a-z]+\s+(?:Stock\s+)?Exchange)")
+_SYMBOL = re.compile(rf"(?<![\w$%./&-])([A-Z]{{1,5}}(?:\.[A-Z])?)\s+{_EXCHANGE}\b")
+"""A symbol as the cover's table of registered securities lists it: capitals right before the
+exchange's name ("... par value AXP New York Stock Exchange"); a note's symbol holds digits
+("PEP26") and is not the issuer's name."""
+SYMBOL_WINDOW = 1500
+"""How far around the "Trading Symbol(s)" column header the table's rows are read."""
+_RULE = re.compile(r"_{3,}")
 _SEPARATORS = re.compile(r"[_\-.\s]+")
 
 
@@ -56,6 +68,8 @@ class DocumentCard:
     period: str = ""
     file_name: str = ""
     """The file's name, kept only when the text states no issuer or no period (a weaker hint)."""
+    symbols: tuple[str, ...] = ()
+    """The issuer's trading symbols, as its cover lists them."""
 
     @property
     def years(self) -> tuple[str, ...]:
@@ -67,10 +81,13 @@ class DocumentCard:
         """Years in the file name (read only when the text states no period)."""
         return tuple(dict.fromkeys(_YEAR.findall(self.file_name)))
 
-    def record(self) -> dict[str, str]:
+    def record(self) -> dict[str, Any]:
         """The card as plain JSON (metadata.json ``documents[].card``), empty fields left out."""
-        return {k: v for k, v in (("title", self.title), ("issuer", self.issuer), ("form", self.form),
-                                  ("period", self.period), ("file_name", self.file_name)) if v}
+        out: dict[str, Any] = {k: v for k, v in (("title", self.title), ("issuer", self.issuer), ("form", self.form),
+                                                 ("period", self.period), ("file_name", self.file_name)) if v}
+        if self.symbols:
+            out["symbols"] = list(self.symbols)
+        return out
 
     @classmethod
     def from_record(cls, data: Any) -> "DocumentCard | None":
@@ -79,12 +96,16 @@ class DocumentCard:
             return None
         fields = {k: data[k] for k in ("title", "issuer", "form", "period", "file_name")
                   if isinstance(data.get(k), str)}
+        symbols = data.get("symbols")
+        if isinstance(symbols, list):
+            fields["symbols"] = tuple(str(x) for x in symbols if isinstance(x, str) and _SYMBOL_ONLY.match(x))
         return cls(**fields)
 
     def line(self, labels: Mapping[str, str]) -> str:
         """One line for a reader: ``labels`` names each field (the prompt's language or the user's)."""
-        parts = [f"{labels[k]} {v}" for k, v in (("issuer", self.issuer), ("form", self.form),
-                                                 ("period", self.period), ("file_name", self.file_name)) if v]
+        parts = [f"{labels[k]} {v}" for k, v in (("issuer", self.issuer), ("symbols", ", ".join(self.symbols)),
+                                                 ("form", self.form), ("period", self.period),
+                                                 ("file_name", self.file_name)) if v]
         return "; ".join(parts)
 
 
@@ -112,6 +133,11 @@ class CardTerms:
     writes it so names the company even where each of its words is common."""
     issuer_words: frozenset[str] = frozenset()
     """The words of ``issuer``."""
+    spelled: tuple[str, ...] = ()
+    """The issuer's words in order as written, case-folded, without legal form or connectives
+    ("american", "express"): what an abbreviation ("AmEx") is cut from."""
+    symbols: frozenset[str] = frozenset()
+    """The issuer's trading symbols ("AXP")."""
 
 
 MIN_PHRASE_CHARS = 4
@@ -122,6 +148,10 @@ _LEGAL_FORM = re.compile(r"^\s*the\s+|\b(?:inc|incorporated|corp|corporation|com
                          r"l\.?p|n\.?v|s\.?a|ag)\b\.?", re.I)
 """The article and legal-form words of a registrant's name ("The Boeing Company", "PepsiCo, Inc."): a
 question names the company without them."""
+
+
+_CONNECTIVES = frozenset({"and", "of", "the", "for", "de", "et"})
+_SYMBOL_ONLY = re.compile(r"^[A-Z]{1,5}(?:\.[A-Z])?$")
 
 
 def phrase_key(text: str) -> str:
@@ -145,9 +175,11 @@ def card_terms(path: str, card: DocumentCard) -> CardTerms:
                                   if len(k) >= MIN_PHRASE_CHARS))
     bare = _LEGAL_FORM.sub(" ", card.issuer)
     issuer = phrase_key(bare)
+    spelled = tuple(w for w in re.findall(r"[^\W\d_]+", bare.casefold()) if w not in _CONNECTIVES)
     return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years,
                      phrases, _one_line(f"{card.period} {card.title}"),
-                     issuer if len(issuer) >= MIN_PHRASE_CHARS else "", frozenset(words_of(bare)))
+                     issuer if len(issuer) >= MIN_PHRASE_CHARS else "", frozenset(words_of(bare)),
+                     spelled if not has_cjk(bare) else (), frozenset(card.symbols))
 
 
 @dataclass(frozen=True)
@@ -160,6 +192,8 @@ class CardSet:
     having a phrase) is matched with no card, and that is known without visiting the cards."""
     phrases: bool = False
     """Whether any card has a whole-name phrase (then every question is checked against them)."""
+    aliases: bool = False
+    """Whether any card's issuer may be named by a symbol or an abbreviation (then too)."""
 
     def __bool__(self) -> bool:
         return bool(self.by_path)
@@ -181,7 +215,8 @@ def cards_of(documents: Any) -> CardSet:
     words: set[str] = set()
     for c in out.values():
         words |= c.names | c.hint_names
-    return CardSet(out, frozenset(words), any(c.phrases for c in out.values()))
+    return CardSet(out, frozenset(words), any(c.phrases for c in out.values()),
+                   any(c.symbols or len(c.spelled) > 1 for c in out.values()))
 
 
 def _one_line(text: str) -> str:
@@ -202,7 +237,7 @@ def _issuer(cover: str) -> str:
         lines.pop()
     if not lines:
         return ""
-    line = lines.pop()
+    line = _RULE.split(lines.pop())[-1].strip()  # "Commission File Number 001-37622 ____ SQUARE, INC."
     if _SUFFIX_ONLY.match(line) and lines:
         line = f"{lines[-1]} {line}"
     line = _one_line(line).strip(" ,;:")
@@ -220,6 +255,20 @@ def _period(cover: str) -> str:
     first_page = _one_line(cover[:3000])
     m = _ANY_DATE.search(first_page)
     return m.group(1) if m else ""
+
+
+def _symbols(cover: str) -> tuple[str, ...]:
+    """The trading symbols of the cover's table of registered securities; none where the cover has
+    no "Trading Symbol(s)" column (before 2019 the form had none, and capitals before an exchange's
+    name may then be anything)."""
+    m = _SYMBOL_COLUMN.search(cover)
+    if m is None:
+        return ()
+    window = cover[max(0, m.start() - SYMBOL_WINDOW):m.end() + SYMBOL_WINDOW]
+    return tuple(dict.fromkeys(s for s in _SYMBOL.findall(window) if s not in _EXCHANGE_WORDS))
+
+
+_EXCHANGE_WORDS = frozenset({"NYSE", "NASDAQ", "CBOE", "LLC", "THE"})
 
 
 def _form(cover: str) -> str:
@@ -281,4 +330,4 @@ def read_card(text: str, title: str, rel_path: str, page_starts: list[int] | Non
     file_name = ""
     if (not issuer or not period) and _normal(stem) != _normal(title):
         file_name = _SEPARATORS.sub(" ", stem).strip()
-    return DocumentCard(title, issuer, _form(cover), period, file_name)
+    return DocumentCard(title, issuer, _form(cover), period, file_name, _symbols(cover))

@@ -23,8 +23,8 @@ LABELS = {
 prompt always uses the spec's Chinese labels; ``tree`` is read by a person, in the documents' language."""
 
 CARD_LABELS = {
-    "zh": ("文档卡片:", {"issuer": "发行人", "form": "文件类型", "period": "期间", "file_name": "文件名(仅供参考)"}),
-    "en": ("Card:", {"issuer": "issuer", "form": "form", "period": "period", "file_name": "file name"}),
+    "zh": ("文档卡片:", {"issuer": "发行人", "symbols": "证券代码", "form": "文件类型", "period": "期间", "file_name": "文件名(仅供参考)"}),
+    "en": ("Card:", {"issuer": "issuer", "symbols": "trading symbols", "form": "form", "period": "period", "file_name": "file name"}),
 }
 """(label, field names) of a document node's card line: what the document's first pages say it is."""
 

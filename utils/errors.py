@@ -7,6 +7,8 @@ traceback.
 """
 from __future__ import annotations
 
+from typing import Callable, NoReturn
+
 
 class TreeRAGError(Exception):
     """A problem with the user's input or environment, explained in one line."""
@@ -28,3 +30,17 @@ class IncompatibleIndexError(TreeRAGError):
 
 class BackendError(TreeRAGError):
     """A model backend that cannot be loaded or called (missing key, bad model path)."""
+
+
+def exit_with(main: Callable[[], int]) -> NoReturn:
+    """Run a tool's ``main`` and exit with its code; a ``TreeRAGError`` is the one line
+    ``error: <message>`` on stderr and its exit code, as ``main.py`` prints it (a tool's bad input is
+    no bug, so no traceback)."""
+    import sys  # noqa: PLC0415
+
+    try:
+        code = main()
+    except TreeRAGError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    raise SystemExit(code)

@@ -84,7 +84,7 @@ def flat_answer(arm: Any, ctx: Any, question: str, doc_paths: set[str] | None, c
 
 def main(argv: list[str] | None = None) -> int:
     from config import Config
-    from evaluation.arms import ArmContext, make_arm
+    from evaluation.arms import FLAT_ARMS, ArmContext, make_arm
     from evaluation.dataset import load_eval_set, sample_questions
     from evaluation.metrics import paired_bootstrap
     from evaluation.eval_index import obtain_index
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embedder", default=None)
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--flat", default="flat-learned")
+    ap.add_argument("--flat", default="flat-learned", choices=FLAT_ARMS)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config.py setting for both arms, e.g. --set context_budget_chars=8000")
     args = ap.parse_args(argv)
@@ -143,4 +143,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from utils.errors import exit_with
+
+    exit_with(main)

@@ -322,4 +322,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from utils.errors import exit_with
+
+    exit_with(main)
