@@ -177,16 +177,18 @@ def test_filing_citations_name_the_physical_page(tmp_path: Path) -> None:
 
 
 def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
-    """Pages of (style, text): b = bold 10 pt, p = regular 10 pt."""
+    """Pages of (style, text): b = bold 10 pt, p = regular 10 pt; a style ending in "-" sets the next
+    line right below (a wrapped line's spacing), else a gap follows."""
     from fpdf import FPDF
 
     pdf = FPDF(format="A4")
     for page in pages:
         pdf.add_page()
         for style, text in page:
-            pdf.set_font("Helvetica", "B" if style == "b" else "", 10)
-            pdf.multi_cell(0, 6, text)
-            pdf.ln(2)
+            pdf.set_font("Helvetica", "B" if style.startswith("b") else "", 10)
+            tight = style.endswith("-")
+            pdf.multi_cell(0, 4 if tight else 6, text)
+            pdf.ln(0 if tight else 2)
     pdf.output(str(path))
 
 
@@ -369,6 +371,8 @@ def test_a_statement_title_in_the_body_font_atop_its_page_is_its_section(tmp_pat
               ("p", "Consolidated Statements of Earnings")],
              [("p", "Consolidated Statements of Earnings"), company, ("p", "Fiscal Year 2020 2019"),
               ("p", "Net sales 17,626.6 16,865.2"), ("p", "Cost of sales (11,496.7) (11,108.4)")],
+             [("p-", "Consolidated Statements of Comprehensive Income"), ("p", "ACME INC. AND SUBSIDIARIES"),
+              ("p", "Fiscal Year 2020 2019"), ("p", "Net earnings 2,210.8 1,786.2")],
              [("p", "Consolidated Balance Sheets"), company, ("p", "May 31, 2020 May 26, 2019"),
               ("p", "Cash and cash equivalents 1,677.8 450.0"), ("p", "Receivables 1,615.1 1,679.7")],
              [("p", "Consolidated Balance Sheets"), company, ("p", "May 31, 2020 May 26, 2019"),
@@ -377,8 +381,9 @@ def test_a_statement_title_in_the_body_font_atop_its_page_is_its_section(tmp_pat
               ("p", "Consolidated Statements of Earnings were restated for the change described below.")],
              [("b", "Note 2 - Revenue"), ("p", body(4))]]
     doc, item8 = _item8(tmp_path / "filing.pdf", pages)
-    assert [c.heading for c in item8.children if c.kind == "section"][-4:] == [
-        "Consolidated Statements of Earnings", "Consolidated Balance Sheets", "Note 1 - Basis of Presentation",
-        "Note 2 - Revenue"]
+    # a long title takes no wrapped line: the company line under it, in the same font, is no part of it
+    assert [c.heading for c in item8.children if c.kind == "section"][-5:] == [
+        "Consolidated Statements of Earnings", "Consolidated Statements of Comprehensive Income",
+        "Consolidated Balance Sheets", "Note 1 - Basis of Presentation", "Note 2 - Revenue"]
     sheet = _find(doc, "Consolidated Balance Sheets")
     assert "Receivables 1,615.1" in sheet.content and "Total liabilities and equity" in sheet.content

@@ -158,8 +158,10 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
             if sc.name == "statement":
                 last_title = ln.text.strip().casefold()
             j = i
-            # a long division title wrapped onto the next line in the same font
+            # a long division title wrapped onto the next line in the same font (a statement's whole
+            # title is complete: the company line under it is no part of it)
             while j + 1 < len(lines) and len(lines[j].text) >= 40 and (p, j + 1) not in taken \
+                    and not is_statement_title(lines[j].text) \
                     and (lines[j + 1].size, lines[j + 1].bold) == (ln.size, ln.bold) \
                     and 0 < lines[j].y - lines[j + 1].y < 1.6 * max(ln.size, 1) \
                     and scheme_of(lines[j + 1].text) is None and len(lines[j + 1].text) <= HEADING_MAX_CHARS:
