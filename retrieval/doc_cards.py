@@ -137,10 +137,12 @@ def glued_names(key: str, tokens: Sequence[str], cards: Sequence[CardTerms]) -> 
     return out
 
 
-_WRITTEN_NAME = re.compile(r"(?<![\w.&])([A-Z]{2,5}(?:\.[A-Z])?|[A-Z][A-Za-z]{1,9})(?![\w&])")
-"""A word written as a name (a capital first), as ``issuers_aliased`` reads one."""
+_WRITTEN_NAME = re.compile(r"(?<![\w.&])([A-Z]{1,3}&[A-Z]{1,3}|[A-Z]{2,5}(?:\.[A-Z])?|[A-Z][A-Za-z]{1,9})(?![\w&])")
+"""A word written as a name (a capital first), as ``issuers_aliased`` reads one; initials joined by
+"&" ("P&G") are one."""
 MIN_ABBREVIATION = 3
-"""An abbreviation shorter than this ("GM") is too likely another name's."""
+"""An abbreviation shorter than this ("GM") is too likely another name's; initials joined by "&"
+("J&J") say they are initials, and two letters are enough."""
 
 
 def issuers_aliased(question: str, key: str, words: set[str], cards: Sequence[CardTerms]) -> set[str]:
@@ -156,15 +158,17 @@ def issuers_aliased(question: str, key: str, words: set[str], cards: Sequence[Ca
     written = [w for w in _WRITTEN_NAME.findall(question) if w.casefold() not in EN_STOPWORDS]
     out: set[str] = set()
     for c in cards:
-        if any(w in c.symbols or abbreviates(w.casefold(), c.spelled) for w in written):
+        if any(w in c.symbols or abbreviates(w, c.spelled) for w in written):
             out |= c.issuer_words
     return out
 
 
-def abbreviates(word: str, spelled: Sequence[str]) -> bool:
-    """Whether ``word`` is a non-empty start of each of ``spelled``'s words (two or more), in order:
-    "amex" of ("american", "express"), "amd" of ("advanced", "micro", "devices")."""
-    if len(spelled) < 2 or len(word) < MIN_ABBREVIATION or word in spelled:
+def abbreviates(written: str, spelled: Sequence[str]) -> bool:
+    """Whether ``written`` (as the question writes it) is a non-empty start of each of ``spelled``'s
+    words (two or more), in order: "AmEx" of ("american", "express"), "AMD" of ("advanced", "micro",
+    "devices"), "P&G" of ("procter", "gamble")."""
+    word = written.casefold().replace("&", "")
+    if len(spelled) < 2 or len(word) < (2 if "&" in written else MIN_ABBREVIATION) or word in spelled:
         return False
 
     def cut(rest: str, i: int) -> bool:

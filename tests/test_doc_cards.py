@@ -337,6 +337,10 @@ def test_a_symbol_or_an_abbreviation_names_the_issuer() -> None:
     # ... but a name written out decides: the abbreviation is a fallback
     assert match("Did MRI scans at Gartner rise in 2022?") == [0.0, 0.0, 1.0, 0.0]
     assert match("What does axp stand for?") == [0.0, 0.0, 0.0, 0.0]  # a symbol is written in capitals
+    pg = [_card("pg.pdf", "THE PROCTER & GAMBLE COMPANY", "fiscal year ended June 30, 2022"),
+          _card("jj.pdf", "JOHNSON & JOHNSON", "fiscal year ended January 1, 2023")]
+    assert [float(x) for x in card_match("What was P&G's net sales?", Query.build("P&G", None).tokens, pg)] == [1.0, 0.0]
+    assert [float(x) for x in card_match("Is J&J's talc litigation material?", [], pg)] == [0.0, 1.0]
 
 
 def test_union_candidates_carry_their_documents_card_match(look_alikes: Path) -> None:
