@@ -142,7 +142,8 @@ _WRITTEN_NAME = re.compile(r"(?<![\w.&])([A-Z]{1,3}&[A-Z]{1,3}|[A-Z]{2,5}(?:\.[A
 "&" ("P&G") are one."""
 MIN_ABBREVIATION = 3
 """An abbreviation shorter than this ("GM") is too likely another name's; initials joined by "&"
-("J&J") say they are initials, and two letters are enough."""
+("J&J") say they are initials, and two letters are enough, of a name joined by "&" ("P&L" is no
+"Pacific Lumber")."""
 
 
 def issuers_aliased(question: str, key: str, words: set[str], cards: Sequence[CardTerms]) -> set[str]:
@@ -158,7 +159,7 @@ def issuers_aliased(question: str, key: str, words: set[str], cards: Sequence[Ca
     written = [w for w in _WRITTEN_NAME.findall(question) if w.casefold() not in EN_STOPWORDS]
     out: set[str] = set()
     for c in cards:
-        if any(w in c.symbols or abbreviates(w, c.spelled) for w in written):
+        if any(w in c.symbols or ("&" not in w or c.ampersand) and abbreviates(w, c.spelled) for w in written):
             out |= c.issuer_words
     return out
 

@@ -341,6 +341,8 @@ def test_a_symbol_or_an_abbreviation_names_the_issuer() -> None:
           _card("jj.pdf", "JOHNSON & JOHNSON", "fiscal year ended January 1, 2023")]
     assert [float(x) for x in card_match("What was P&G's net sales?", Query.build("P&G", None).tokens, pg)] == [1.0, 0.0]
     assert [float(x) for x in card_match("Is J&J's talc litigation material?", [], pg)] == [0.0, 1.0]
+    lumber = [_card("pl.pdf", "PACIFIC LUMBER INC.", "fiscal year ended June 30, 2022"), pg[1]]
+    assert not card_match("Using the P&L, what was the operating margin?", [], lumber).any()  # a term, no name
 
 
 def test_union_candidates_carry_their_documents_card_match(look_alikes: Path) -> None:

@@ -138,6 +138,8 @@ class CardTerms:
     ("american", "express"): what an abbreviation ("AmEx") is cut from."""
     symbols: frozenset[str] = frozenset()
     """The issuer's trading symbols ("AXP")."""
+    ampersand: bool = False
+    """Whether the issuer's name joins words with "&" ("Procter & Gamble"): then "P&G" abbreviates it."""
 
 
 MIN_PHRASE_CHARS = 4
@@ -179,7 +181,7 @@ def card_terms(path: str, card: DocumentCard) -> CardTerms:
     return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years,
                      phrases, _one_line(f"{card.period} {card.title}"),
                      issuer if len(issuer) >= MIN_PHRASE_CHARS else "", frozenset(words_of(bare)),
-                     spelled if not has_cjk(bare) else (), frozenset(card.symbols))
+                     spelled if not has_cjk(bare) else (), frozenset(card.symbols), "&" in bare)
 
 
 @dataclass(frozen=True)
