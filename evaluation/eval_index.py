@@ -172,7 +172,7 @@ def obtain_index(eval_set: EvalSet, opts: IndexOptions,
     try:
         if subset is not None:
             source = _stage_documents(eval_set, subset, staging)
-        lender = seed_from_earlier(target, documents, opts.rebuild)
+        lender = seed_from_earlier(target, documents, opts.rebuild, None if config.embedder == "auto" else config.embedder)
         if lender is not None:
             opts.notice(f"lending the vectors of {lender} (chunks of unchanged text are not embedded again)")
         report = build_index(source, target, config, embedder, documents=documents,
@@ -189,10 +189,11 @@ def obtain_index(eval_set: EvalSet, opts: IndexOptions,
     return index, info
 
 
-def seed_from_earlier(target: Path, documents: list[Any], rebuild: bool) -> Path | None:
+def seed_from_earlier(target: Path, documents: list[Any], rebuild: bool, embedder: str | None = None) -> Path | None:
     """Copy the cached evaluation index that shares the most documents with ``documents`` into the
     empty ``target``, so the build lends its vectors by text (indexing/reuse.py); the path copied, or
-    None.
+    None. An index built with ``embedder`` (its name) comes before any other: one of another embedder
+    lends nothing, however many documents it shares.
 
     A reader change gives every PDF a new content hash, hence a new cache key and an empty folder:
     without a lender the whole set would be embedded again though most chunk texts are unchanged.
@@ -203,24 +204,26 @@ def seed_from_earlier(target: Path, documents: list[Any], rebuild: bool) -> Path
     if rebuild or target.exists():
         return None
     paths = {d.path for d in documents}
-    best: tuple[int, float, Path] | None = None
+    best: tuple[bool, int, float, Path] | None = None
     for meta in target.parent.glob("*/metadata.json"):
         try:
-            docs = json.loads(meta.read_text(encoding="utf-8")).get("documents") or []
+            data = json.loads(meta.read_text(encoding="utf-8"))
+            docs = data.get("documents") or []
             shared = len(paths & {d.get("path") for d in docs if isinstance(d, dict)})
-            cand = (shared, meta.stat().st_mtime, meta.parent)
+            built_with = (data.get("embedder") or {}).get("name")
+            cand = (embedder is not None and built_with == embedder, shared, meta.stat().st_mtime, meta.parent)
         except (OSError, ValueError, AttributeError):
             continue
-        if shared and (best is None or cand[:2] > best[:2]):
+        if shared and (best is None or cand[:3] > best[:3]):
             best = cand
     if best is None:
         return None
     tmp = target.with_name(f".{target.name}.seed-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        shutil.copytree(best[2], tmp, ignore=shutil.ignore_patterns(".*"))
+        shutil.copytree(best[3], tmp, ignore=shutil.ignore_patterns(".*"))
         os.replace(tmp, target)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
         return None
-    return best[2]
+    return best[3]

@@ -309,3 +309,26 @@ def test_the_document_cache_reads_again_when_the_file_the_reader_or_a_limit_chan
     assert document_from_dict(json.loads(json.dumps(document_to_dict(doc)))) == doc
     root = Path(__file__).resolve().parent.parent
     assert reader_digest(root) == reader_digest(root) and len(reader_digest(root)) == 20
+
+
+def test_the_lender_is_an_index_of_the_same_embedder(tmp_path: Path) -> None:
+    """An index of another embedder lends no vector, however many documents it shares: one of the asked
+    embedder is copied first (an ONNX cut of a set beside the set's hash index)."""
+    import os
+    from types import SimpleNamespace
+
+    from evaluation.eval_index import seed_from_earlier
+
+    def cached(name: str, embedder: str, docs: list[str], mtime: float) -> None:
+        (tmp_path / name).mkdir()
+        meta = tmp_path / name / "metadata.json"
+        meta.write_text(json.dumps({"embedder": {"name": embedder}, "documents": [{"path": d} for d in docs]}),
+                        encoding="utf-8")
+        os.utime(meta, (mtime, mtime))
+
+    cached("hash-all", "hash", ["a.pdf", "b.pdf", "c.pdf", "d.pdf"], 2_000_000)
+    cached("onnx-cut", "onnx", ["a.pdf", "b.pdf"], 1_000_000)
+    docs = [SimpleNamespace(path=p) for p in ("a.pdf", "b.pdf")]
+    assert seed_from_earlier(tmp_path / "new-any", docs, False) == tmp_path / "hash-all"  # most shared, newest
+    assert seed_from_earlier(tmp_path / "new-onnx", docs, False, "onnx") == tmp_path / "onnx-cut"
+    assert json.loads((tmp_path / "new-onnx" / "metadata.json").read_text())["embedder"]["name"] == "onnx"
