@@ -169,7 +169,8 @@ def abbreviates(written: str, spelled: Sequence[str]) -> bool:
     words (two or more), in order: "AmEx" of ("american", "express"), "AMD" of ("advanced", "micro",
     "devices"), "P&G" of ("procter", "gamble")."""
     word = written.casefold().replace("&", "")
-    if len(spelled) < 2 or len(word) < (2 if "&" in written else MIN_ABBREVIATION) or word in spelled:
+    if not 2 <= len(spelled) <= len(word) or len(word) < (2 if "&" in written else MIN_ABBREVIATION) \
+            or word in spelled:
         return False
 
     def cut(rest: str, i: int) -> bool:
