@@ -44,6 +44,7 @@ from retrieval.query import Query
 from retrieval.section_features import (ALL_FEATURES, COVERAGE_FEATURES, ENTRY_FEATURES, FLAT_FEATURES,
                                        PARAGRAPH_FEATURES, TREE_FEATURES, chunk_features)
 from utils.atomic import atomic_write_text
+from utils.errors import InputError
 from evaluation.cli import parse_overrides
 from pipeline import make_backends
 
@@ -527,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     sets: dict[str, list[QData]] = {}
     for spec in args.data:
         path, _, emb = spec.rpartition(":")
+        if not path or not emb:
+            raise InputError(f"--data {spec!r}: expected SET_DIR:EMBEDDER")
         name = Path(path).name
         cache = (args.features_cache / f"{name}-{config.tuning.chunking.chunk_context}-{emb}-{args.limit or 'all'}"
                  if args.features_cache else None)

@@ -301,6 +301,8 @@ def test_the_cover_lists_the_issuers_trading_symbols() -> None:
              "Securities registered pursuant to Section 12(g) of the Act: None\n")
     card = read_card(cover, "t", "BLOCK_2020_10K.pdf")
     assert card.issuer == "SQUARE, INC."  # after the rule of underscores, not the file number before it
+    assert read_card("SQUARE, INC. ________\n(Exact name of registrant as specified in its charter)\n",
+                     "t", "a.pdf").issuer == "SQUARE, INC."  # a rule after the name
     assert card.symbols == ("SQ",)  # a note's symbol ("SQ26") names no issuer
     assert DocumentCard.from_record(card.record()) == card
     assert "trading symbols SQ" in card.line({"issuer": "issuer", "symbols": "trading symbols", "form": "form",

@@ -52,6 +52,8 @@ _SYMBOL = re.compile(rf"(?<![\w$%./&-])([A-Z]{{1,5}}(?:\.[A-Z])?)\s+{_EXCHANGE}\
 """A symbol as the cover's table of registered securities lists it: capitals right before the
 exchange's name ("... par value AXP New York Stock Exchange"); a note's symbol holds digits
 ("PEP26") and is not the issuer's name."""
+_EXCHANGE_WORDS = frozenset({"NYSE", "NASDAQ", "CBOE", "LLC", "THE"})
+"""Capitals of an exchange's own name ("NYSE Arca"), no issuer's symbol."""
 SYMBOL_WINDOW = 1500
 """How far around the "Trading Symbol(s)" column header the table's rows are read."""
 _RULE = re.compile(r"_{3,}")
@@ -239,7 +241,8 @@ def _issuer(cover: str) -> str:
         lines.pop()
     if not lines:
         return ""
-    line = _RULE.split(lines.pop())[-1].strip()  # "Commission File Number 001-37622 ____ SQUARE, INC."
+    # the name after a rule on the file number's line ("Commission File Number 001-37622 ____ SQUARE, INC.")
+    line = next((seg.strip() for seg in reversed(_RULE.split(lines.pop())) if seg.strip()), "")
     if _SUFFIX_ONLY.match(line) and lines:
         line = f"{lines[-1]} {line}"
     line = _one_line(line).strip(" ,;:")
@@ -268,9 +271,6 @@ def _symbols(cover: str) -> tuple[str, ...]:
         return ()
     window = cover[max(0, m.start() - SYMBOL_WINDOW):m.end() + SYMBOL_WINDOW]
     return tuple(dict.fromkeys(s for s in _SYMBOL.findall(window) if s not in _EXCHANGE_WORDS))
-
-
-_EXCHANGE_WORDS = frozenset({"NYSE", "NASDAQ", "CBOE", "LLC", "THE"})
 
 
 def _form(cover: str) -> str:
