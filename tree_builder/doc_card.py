@@ -1,4 +1,4 @@
-"""A document's card: what it is, as its own first pages state it (title, issuer, form, period).
+"""A document's card: what it is, as its own first pages state it (title, issuer, symbols, form, period).
 
 Why: a collection often holds look-alike documents (three years of one company's annual report,
 all with the same Items; several statutes with the same chapter names). A question names the one
