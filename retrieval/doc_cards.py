@@ -12,7 +12,8 @@ A document's card match is
              nothing either), or more than any words when the question holds the card's whole title
              or file name; scaled so the best document has 1. Chinese names count only whole: a
              statute question's words ("劳动", "合同") name its topic as often as a statute, and a
-             word of a title is not the title;
+             word of a title is not the title. A question that names no issuer so may name one by its
+             trading symbol or an abbreviation ("AXP", "AmEx": ``issuers_aliased``), as if written whole;
     period = year x kind when the question names a year: ``year_match`` (the latest year named
              first, then the years a filing restates or looks ahead to) times ``kind_match`` (a
              quarterly report for "Q2 2023", an annual one for "FY2022");
