@@ -39,7 +39,9 @@ from indexing.chunker import Chunk
 from indexing.index_store import Index
 from indexing.search import Scope
 from retrieval.doc_cards import card_match, confirmed, name_spread
+from retrieval.derived_figures import Measure, asked_measure, derive, prints_measure
 from retrieval.figure_rows import Figure, asked_periods, asks_quantity, figures_in, states_figure_for
+from retrieval.named_sections import KINDS, titled_as
 from indexing.search_params import Bm25Params
 from retrieval.scoring import fuse
 from retrieval.types import AnswerParams, RetrievedChunk
@@ -119,6 +121,8 @@ class Quote:
     quote from an article's second paragraph is cited by its article, as a lawyer cites it."""
     read: str | None = None
     """For a figure read from a table row: which row and column(s) (``row 'Total revenues', column '2022'``)."""
+    label: str | None = None
+    """For a figure: the label of the row it was read from (or the measure computed)."""
 
 
 @dataclass
@@ -516,7 +520,47 @@ def extract(query: Query, ranked: Sequence[RetrievedChunk], index: Index | None,
             quotes.insert(0, figure)
         else:  # another kind of period, or a guessed sub-column: evidence after the best sentence, not the answer
             quotes.insert(1, figure)
+    measure = asked_measure(query.text)
+    printed = found is not None and found[1] and measure is not None and prints_measure(found[0].label, measure)
+    derived = None if measure is None or printed else derived_quote(query, measure, passages, index, len(ranked))
+    if derived is not None:  # the measure no row prints, computed from the rows that define it, leads
+        derived.score = max([derived.score] + [q.score for q in quotes])
+        quotes.insert(0, derived)
     return Extract(quotes, len(sentences))
+
+
+def derived_quote(query: Query, measure: Measure, passages: list[Passage], index: Index | None,
+                  k: int) -> Quote | None:
+    """The asked measure computed from two rows of one table of the context (``derived_figures``), as a
+    quote that says which rows and columns it read. Read from a section titled as the measure's
+    statement that holds both rows, only in the documents the question names (as ``figure_quote``):
+    of one document's such sections the first (the statements precede the notes, and a note may print
+    a statement of the same title for a part of the group: a guarantor group's, the parent's), of
+    several documents the best-ranked."""
+    named = named_documents(query, index)
+    statement = [k for k in KINDS if k.name == measure.statement]
+    found: dict[str, tuple[int, int, Quote]] = {}  # per document: (the section's first row, rank, quote)
+    for p in passages:
+        if named is not None and p.chunk.doc_path not in named \
+                or not titled_as(statement, p.chunk.heading_path.rsplit(" > ", 1)[-1]):
+            continue
+        text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
+        card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
+        names = card.names | card.hint_names if card is not None else frozenset()
+        d = derive(measure, query.text, text, (p.start - base, p.end - base), names)
+        if d is None:
+            continue
+        a, b = base + d.start, base + d.end
+        ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
+        rows = index.leaf_rows.get(p.chunk.source_node_id) if index is not None else None
+        order = rows[0] if rows is not None else 0
+        held = found.get(p.chunk.doc_path)
+        if held is None or (order, ranks[0]) < held[:2]:
+            chunk = dataclasses.replace(p.chunk, text=d.text, start_char=a, end_char=b,
+                                        start_line=_line_of(p, a), end_line=_line_of(p, max(a, b - 1)))
+            found[p.chunk.doc_path] = (order, ranks[0], Quote(d.text, chunk, ranks, 1.0 - (ranks[0] - 1) / max(k, 1),
+                                                              0.0, (a, b), read=d.read, label=measure.name))
+    return min(found.values(), key=lambda f: f[1])[2] if found else None
 
 
 def figure_quote(query: Query, passages: list[Passage], index: Index | None, config: Config,
@@ -549,7 +593,7 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
                 lines = (_line_of(p, a), _line_of(p, max(a, b - 1)))
                 chunk = dataclasses.replace(p.chunk, text=f.text, start_char=a, end_char=b,
                                             start_line=lines[0], end_line=lines[1])
-                best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read), f.fits)
+                best = (score, Quote(f.text, chunk, ranks, score, 0.0, (a, b), read=f.read, label=f.label), f.fits)
     return (best[1], best[2]) if best is not None else None
 
 
