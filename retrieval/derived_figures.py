@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Collection, Mapping
+from typing import Collection
 
 from retrieval.asked_figure import YEAR, asked_period_kind, asked_periods
 from retrieval.figure_change import asks_change, cell_value, describe_change
@@ -95,10 +95,11 @@ def prints_measure(label: str | None, measure: Measure) -> bool:
     return label is not None and set(tokenize(measure.name)) <= set(tokenize(label))
 
 
-def _part(text: str, span: tuple[int, int], quantity: str, periods: list[str], names: Collection[str],
-          weights: Mapping[str, float] | None) -> Figure | None:
+def _part(text: str, span: tuple[int, int], quantity: str, periods: list[str], names: Collection[str]) -> Figure | None:
+    """The row of ``text`` that states ``quantity`` whole for every period asked (a row's label is
+    matched with the quantity's words, every word weighing the same)."""
     asked = f"What was the {quantity} in " + " and ".join(f"FY{p}" for p in periods) + "?"
-    rows = [f for f in figures_in(text, asked, weights, span, names)
+    rows = [f for f in figures_in(text, asked, None, span, names)
             if f.fits and len(f.columns) == len(periods) and f.score >= MIN_PART_SCORE]
     return rows[0] if rows else None
 
@@ -123,6 +124,7 @@ class Derived:
 
     @property
     def text(self) -> str:
+        """The measure per column with the two cells it came from, and its change when asked."""
         m = self.measure
         cells = "; ".join(f"{c}: {v} ({a} {m.sign} {b})" for c, v, a, b in
                           zip(self.first.columns, self.values, self.first.values, self.second.values))
@@ -131,21 +133,23 @@ class Derived:
 
     @property
     def read(self) -> str:
+        """Which rows and column(s) were read, and the scale of an amount."""
         cols = ", ".join(f"'{c}'" for c in self.first.columns)
+        plural = "s" if len(self.first.columns) > 1 else ""
         scale = f", in {self.first.scale}s" if self.first.scale and not self.measure.ratio else ""
-        return f"rows '{self.first.label}' and '{self.second.label}', column{'s' if len(self.first.columns) > 1 else ''} {cols}{scale}"
+        return f"rows '{self.first.label}' and '{self.second.label}', column{plural} {cols}{scale}"
 
 
-def derive(measure: Measure, question: str, text: str, span: tuple[int, int], names: Collection[str] = (),
-           weights: Mapping[str, float] | None = None) -> Derived | None:
+def derive(measure: Measure, question: str, text: str, span: tuple[int, int],
+           names: Collection[str] = ()) -> Derived | None:
     """``measure`` computed from the two rows of ``text`` (inside ``span``) that define it, for the
     periods the question asks; None unless both rows are there, in one table (the same header), for
     the same columns, and every cell read is a number."""
     periods = read_periods(question)
     if periods is None:
         return None
-    first = _part(text, span, measure.first, periods, names, weights)
-    second = _part(text, span, measure.second, periods, names, weights)
+    first = _part(text, span, measure.first, periods, names)
+    second = _part(text, span, measure.second, periods, names)
     if first is None or second is None or first.header != second.header or first.columns != second.columns:
         return None
     raw: list[float] = []
