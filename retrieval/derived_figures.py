@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Collection
 
 from retrieval.asked_figure import YEAR, asked_period_kind, asked_periods
-from retrieval.figure_change import asks_change, cell_value, describe_change
+from retrieval.figure_change import asks_change, cell_value, decimals, describe_change
 from retrieval.figure_rows import Figure, figures_in
 from utils.tokenizer import tokenize
 
@@ -104,10 +104,6 @@ def _part(text: str, span: tuple[int, int], quantity: str, periods: list[str], n
     return rows[0] if rows else None
 
 
-def _places(cells: tuple[str, ...]) -> int:
-    return max((len(c.split(".")[1].rstrip("%)")) if "." in c else 0 for c in cells), default=0)
-
-
 @dataclass(frozen=True)
 class Derived:
     """A measure computed from two rows of one table."""
@@ -158,7 +154,7 @@ def derive(measure: Measure, question: str, text: str, span: tuple[int, int],
         if a is None or b is None or a[1] or b[1] or (measure.ratio and b[0] == 0):
             return None
         raw.append(a[0] / b[0] if measure.ratio else a[0] - abs(b[0]))
-    places = _places(first.values + second.values)
+    places = max(decimals(c) for c in first.values + second.values)
     values = tuple(_said(x, measure, places) for x in raw)
     return Derived(measure, first, second, values, min(first.start, second.start), max(first.end, second.end),
                    _change(question, measure, first.columns, raw, values))

@@ -46,7 +46,8 @@ def in_scale(cell: str, scale: str, wanted: str) -> str:
     return text if text not in ("0", "-0") else f"{x:.3g}"
 
 
-def _decimals(cell: str) -> int:
+def decimals(cell: str) -> int:
+    """How many decimals a cell prints (``3,676.2`` -> 1): a figure computed from cells is said so."""
     m = re.search(r"\.(\d+)", cell)
     return len(m.group(1)) if m else 0
 
@@ -65,7 +66,7 @@ def describe_change(question: str, columns: tuple[str, ...], periods: tuple[str,
     (p0, c0, v0, (a, pct_a)), (p1, c1, v1, (b, pct_b)) = read[0], read[-1]
     if pct_a != pct_b:
         return ""
-    places = max(_decimals(v0), _decimals(v1))
+    places = max(decimals(v0), decimals(v1))
     span = f"from {c0} to {c1}"
     if pct_a:
         return f"change {span}: {b - a:+.{max(places, 1)}f} points (computed)"
