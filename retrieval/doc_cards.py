@@ -150,14 +150,19 @@ MIN_ABBREVIATION = 3
 def issuers_aliased(question: str, key: str, words: set[str], cards: Sequence[CardTerms]) -> set[str]:
     """The issuer words of the cards the question names by a trading symbol ("AXP") or by an
     abbreviation of the issuer's name ("AmEx", "AMD": a piece of the start of each of its words, in
-    order), when it names no issuer otherwise (no card's issuer word or whole issuer in ``words`` /
-    ``key``). A fallback: a capitalised word that happens to abbreviate some issuer ("MRI") must not
-    outweigh the issuer the question names outright. Stop-words are never names ("IT", "ALL")."""
-    from utils.tokenizer import EN_STOPWORDS  # noqa: PLC0415
+    order), when it names no issuer otherwise: no card's whole issuer is in ``key``, and no issuer
+    word is written as a name (capitalised, past the question's first word: "Lockheed", but not the
+    "general" of "general and administrative expenses", a word of "General Mills"). A fallback: a
+    capitalised word that happens to abbreviate some issuer ("MRI") must not outweigh the issuer the
+    question names outright. Stop-words are never names ("IT", "ALL")."""
+    from utils.tokenizer import EN_STOPWORDS, tokenize  # noqa: PLC0415
 
-    if any(c.issuer_words & words or (c.issuer and c.issuer in key) for c in cards):
+    matches = list(_WRITTEN_NAME.finditer(question))
+    first = len(question) - len(question.lstrip())
+    as_names = {t for m in matches if m.start() > first for t in tokenize(m.group(1))} & words
+    if any(c.issuer_words & as_names or (c.issuer and c.issuer in key) for c in cards):
         return set()
-    written = [w for w in _WRITTEN_NAME.findall(question) if w.casefold() not in EN_STOPWORDS]
+    written = [m.group(1) for m in matches if m.group(1).casefold() not in EN_STOPWORDS]
     out: set[str] = set()
     for c in cards:
         if any(w in c.symbols or ("&" not in w or c.ampersand) and abbreviates(w, c.spelled) for w in written):

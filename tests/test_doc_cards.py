@@ -339,6 +339,10 @@ def test_a_symbol_or_an_abbreviation_names_the_issuer() -> None:
     # ... but a name written out decides: the abbreviation is a fallback
     assert match("Did MRI scans at Gartner rise in 2022?") == [0.0, 0.0, 1.0, 0.0]
     assert match("What does axp stand for?") == [0.0, 0.0, 0.0, 0.0]  # a symbol is written in capitals
+    # a word of an issuer's name not written as a name leaves the abbreviation its say ("advanced" is a
+    # word of Advanced Micro Devices, and counts only as any shared word does)
+    advanced = match("What were AmEx's advanced payments in 2022?")
+    assert advanced[0] == 1.0 and max(advanced[1:]) < 1.0
     pg = [_card("pg.pdf", "THE PROCTER & GAMBLE COMPANY", "fiscal year ended June 30, 2022"),
           _card("jj.pdf", "JOHNSON & JOHNSON", "fiscal year ended January 1, 2023")]
     assert [float(x) for x in card_match("What was P&G's net sales?", Query.build("P&G", None).tokens, pg)] == [1.0, 0.0]
