@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Collection
+from typing import Collection, Sequence
 
 from retrieval.asked_figure import YEAR, asked_period_kind, asked_periods
 from retrieval.figure_change import asks_change, cell_value, decimals, describe_change
@@ -95,12 +95,17 @@ def prints_measure(label: str | None, measure: Measure) -> bool:
     return label is not None and set(tokenize(measure.name)) <= set(tokenize(label))
 
 
-def _part(text: str, span: tuple[int, int], quantity: str, periods: list[str], names: Collection[str]) -> Figure | None:
-    """The row of ``text`` that states ``quantity`` whole for every period asked (a row's label is
-    matched with the quantity's words, every word weighing the same)."""
+def part_row(text: str, spans: Sequence[tuple[int, int]], quantity: str, periods: list[str],
+             names: Collection[str] = ()) -> Figure | None:
+    """The row of ``text``, inside one of ``spans``, that states ``quantity`` whole for every period
+    asked (a row's label is matched with the quantity's words, every word weighing the same)."""
+    if not spans:
+        return None
     asked = f"What was the {quantity} in " + " and ".join(f"FY{p}" for p in periods) + "?"
-    rows = [f for f in figures_in(text, asked, None, span, names)
-            if f.fits and len(f.columns) == len(periods) and f.score >= MIN_PART_SCORE]
+    lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+    rows = [f for f in figures_in(text, asked, None, (lo, hi), names)
+            if f.fits and len(f.columns) == len(periods) and f.score >= MIN_PART_SCORE
+            and any(a <= f.start and f.end <= b for a, b in spans)]
     return rows[0] if rows else None
 
 
@@ -115,7 +120,7 @@ class Derived:
     """The measure per column read (``first.columns``), as said."""
     start: int
     end: int
-    """[start, end) of the text the two rows span."""
+    """[start, end) in the document of the text the two rows span."""
     change: str = ""
 
     @property
@@ -136,17 +141,26 @@ class Derived:
         return f"rows '{self.first.label}' and '{self.second.label}', column{plural} {cols}{scale}"
 
 
-def derive(measure: Measure, question: str, text: str, span: tuple[int, int],
-           names: Collection[str] = ()) -> Derived | None:
-    """``measure`` computed from the two rows of ``text`` (inside ``span``) that define it, for the
-    periods the question asks; None unless both rows are there, in one table (the same header), for
-    the same columns, and every cell read is a number."""
+Texts = Sequence[tuple[str, int, Sequence[tuple[int, int]]]]
+"""Where the rows may be read: (text, its offset in the document, the spans of it the answer may quote)."""
+
+
+def derive(measure: Measure, question: str, texts: Texts, names: Collection[str] = ()) -> Derived | None:
+    """``measure`` computed from the two rows that define it, for the periods the question asks, each
+    read from the first of ``texts`` that holds it inside a span (a statement and the sections that
+    continue it on its next pages). None unless both rows are there, for the same columns, in one table
+    (the same header) when read from one text, and every cell read is a number. ``start``/``end`` of the
+    result are document offsets (a text's offset plus the row's)."""
     periods = read_periods(question)
     if periods is None:
         return None
-    first = _part(text, span, measure.first, periods, names)
-    second = _part(text, span, measure.second, periods, names)
-    if first is None or second is None or first.header != second.header or first.columns != second.columns:
+    found = [next(((i, f) for i, (text, _, spans) in enumerate(texts)
+                   if (f := part_row(text, spans, quantity, periods, names)) is not None), None)
+             for quantity in (measure.first, measure.second)]
+    if found[0] is None or found[1] is None:
+        return None
+    (i, first), (j, second) = found
+    if first.columns != second.columns or (i == j and first.header != second.header):
         return None
     raw: list[float] = []
     for a_cell, b_cell in zip(first.values, second.values):
@@ -156,7 +170,9 @@ def derive(measure: Measure, question: str, text: str, span: tuple[int, int],
         raw.append(a[0] / b[0] if measure.ratio else a[0] - abs(b[0]))
     places = max(decimals(c) for c in first.values + second.values)
     values = tuple(_said(x, measure, places) for x in raw)
-    return Derived(measure, first, second, values, min(first.start, second.start), max(first.end, second.end),
+    starts = (texts[i][1] + first.start, texts[j][1] + second.start)
+    ends = (texts[i][1] + first.end, texts[j][1] + second.end)
+    return Derived(measure, first, second, values, min(starts), max(ends),
                    _change(question, measure, first.columns, raw, values))
 
 

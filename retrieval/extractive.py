@@ -145,6 +145,24 @@ def leaf_text(index: Index | None, chunk: Chunk) -> tuple[str, int] | None:
     return node.content, node.content_start
 
 
+def continued_sections(index: Index | None, leaf: str) -> list[str]:
+    """``leaf`` and the leaves right after it in its document under the same heading: a statement
+    whose next page the reader made a section of its own ("Consolidated Balance Sheets" twice, assets
+    and then liabilities and equity)."""
+    if index is None:
+        return [leaf]
+    out = [leaf]
+    rows = index.leaf_rows.get(leaf)
+    first = index.chunks[rows[0]] if rows is not None and rows[1] > rows[0] else None
+    while first is not None and rows is not None and rows[1] < len(index.chunks):
+        after = index.chunks[rows[1]]
+        if after.doc_path != first.doc_path or after.heading_path != first.heading_path:
+            break
+        out.append(after.source_node_id)
+        rows = index.leaf_rows.get(after.source_node_id)
+    return out
+
+
 HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 """An HTML comment in a Markdown source: an author's note to themselves, never part of an answer."""
 
@@ -539,27 +557,36 @@ def derived_quote(query: Query, measure: Measure, passages: list[Passage], index
     several documents the best-ranked."""
     named = named_documents(query, index)
     statement = [k for k in KINDS if k.name == measure.statement]
-    found: dict[str, tuple[int, int, Quote]] = {}  # per document: (the section's first row, rank, quote)
+    by_leaf: dict[str, list[Passage]] = {}  # a leaf's passages: the two rows may lie in two
     for p in passages:
-        if named is not None and p.chunk.doc_path not in named \
-                or not titled_as(statement, p.chunk.heading_path.rsplit(" > ", 1)[-1]):
-            continue
-        text, base = (p.content, p.content_start) if p.content is not None else (p.text, p.start)
-        card = index.card_terms.get(p.chunk.doc_path) if index is not None else None
+        if (named is None or p.chunk.doc_path in named) and p.content is not None \
+                and titled_as(statement, p.chunk.heading_path.rsplit(" > ", 1)[-1]):
+            by_leaf.setdefault(p.chunk.source_node_id, []).append(p)
+    found: dict[str, tuple[int, int, Quote]] = {}  # per document: (the statement's first row, rank, quote)
+    for leaf in list(by_leaf):
+        group = [x for x in continued_sections(index, leaf) if x in by_leaf]
+        held = [p for x in group for p in by_leaf[x]]
+        texts = [(by_leaf[x][0].content or "", by_leaf[x][0].content_start,
+                  [(p.start - p.content_start, p.end - p.content_start) for p in by_leaf[x]]) for x in group]
+        doc = held[0].chunk.doc_path
+        card = index.card_terms.get(doc) if index is not None else None
         names = card.names | card.hint_names if card is not None else frozenset()
-        d = derive(measure, query.text, text, (p.start - base, p.end - base), names)
+        d = derive(measure, query.text, texts, names)
         if d is None:
             continue
-        a, b = base + d.start, base + d.end
-        ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
-        rows = index.leaf_rows.get(p.chunk.source_node_id) if index is not None else None
+        a, b = d.start, d.end
+        ranks = sorted(r for p in held for r, cs, ce in p.ranks if cs < b and ce > a) \
+            or sorted(r for r, _, _ in held[0].ranks)[:1]
+        first_p = next((p for p in held if p.start <= a < p.end), held[0])
+        last_p = next((p for p in held if p.start < b <= p.end), first_p)
+        rows = index.leaf_rows.get(leaf) if index is not None else None
         order = rows[0] if rows is not None else 0
-        held = found.get(p.chunk.doc_path)
-        if held is None or (order, ranks[0]) < held[:2]:
-            chunk = dataclasses.replace(p.chunk, text=d.text, start_char=a, end_char=b,
-                                        start_line=_line_of(p, a), end_line=_line_of(p, max(a, b - 1)))
-            found[p.chunk.doc_path] = (order, ranks[0], Quote(d.text, chunk, ranks, 1.0 - (ranks[0] - 1) / max(k, 1),
-                                                              0.0, (a, b), read=d.read, label=measure.name))
+        best = found.get(doc)
+        if best is None or (order, ranks[0]) < best[:2]:
+            chunk = dataclasses.replace(first_p.chunk, text=d.text, start_char=a, end_char=b,
+                                        start_line=_line_of(first_p, a), end_line=_line_of(last_p, max(a, b - 1)))
+            found[doc] = (order, ranks[0], Quote(d.text, chunk, ranks, 1.0 - (ranks[0] - 1) / max(k, 1), 0.0, (a, b),
+                                                 read=d.read, label=measure.name))
     return min(found.values(), key=lambda f: f[1])[2] if found else None
 
 

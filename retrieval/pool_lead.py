@@ -22,7 +22,14 @@ chunks a figure question needs rank below the sentences that talk about the same
   a header naming the asked period) is read first of all. Only rows of the documents the question
   names are read (``extractive.named_documents``: another company's row states another company's figure).
 
-Both move hits that the list already holds near its top; the rest keep their order. They are reading
+- **The rows a measure is computed from.** "Does Corning have positive working capital?": no row prints
+  it; the answer computes it from "Total current assets" and "Total current liabilities"
+  (``derived_figures``), and the liabilities lie a page below the balance sheet's title. Of the
+  statement the measure belongs to (per document the first section so titled among those of the
+  pool's first ``LEAD_DEPTH`` hits), the chunks holding the two rows are read after the row lead.
+
+They move hits that the list already holds near its top, or chunks of the sections those hits are in;
+the rest keep their order. They are reading
 rules for whatever list is read, so every evaluation arm's context gets them, flat or tree; the ranked
 list step 2 reports is left as it is.
 """
@@ -32,9 +39,10 @@ from typing import Sequence
 
 from config import Config
 from indexing.index_store import Index
-from retrieval.extractive import leaf_text, named_documents, rows_stating
+from retrieval.derived_figures import asked_measure, part_row, read_periods
+from retrieval.extractive import continued_sections, leaf_text, named_documents, rows_stating
 from retrieval.figure_rows import asks_quantity
-from retrieval.named_sections import named_kinds, titled_as, titled_leaf
+from retrieval.named_sections import KINDS, named_kinds, titled_as, titled_leaf
 from retrieval.query import Query
 from retrieval.types import RetrievedChunk
 
@@ -45,9 +53,49 @@ context reads. Deeper, a lead would read what retrieval itself ranked low."""
 
 def lead_pool(question: Query, pool: Sequence[RetrievedChunk], index: Index | None,
               config: Config) -> list[RetrievedChunk]:
-    """``pool`` as the context reads it: the named statements from their top, then the row that
-    states the asked figure before everything."""
-    return row_lead(question, named_starts(question, pool, index), index, config)
+    """``pool`` as the context reads it: the named statements from their top, the rows an asked
+    measure is computed from, then the row that states the asked figure before everything."""
+    return row_lead(question, measure_rows(question, named_starts(question, pool, index), index), index, config)
+
+
+def measure_rows(question: Query, pool: Sequence[RetrievedChunk], index: Index | None,
+                 depth: int = LEAD_DEPTH) -> list[RetrievedChunk]:
+    """``pool`` with the chunks that hold the two rows an asked measure is computed from
+    (``derived_figures``: "Total current assets" and "Total current liabilities" for working capital)
+    moved first, read from the statement the measure belongs to: per document the first section so
+    titled among those of the pool's first ``depth`` hits (as the answer reads it). A balance sheet's
+    liabilities lie a page below its title; the context that reads the statement from its top would
+    not reach them."""
+    out = list(pool)
+    measure = asked_measure(question.text) if index is not None else None
+    periods = read_periods(question.text) if measure is not None else None
+    if measure is None or periods is None:
+        return out
+    statement = [k for k in KINDS if k.name == measure.statement]
+    named = named_documents(question, index)
+    sections: dict[str, tuple[int, RetrievedChunk]] = {}  # per document: its first titled section reached
+    for rc in out[:depth]:
+        c = rc.chunk
+        if named is not None and c.doc_path not in named or not titled_as(statement, c.heading_path.rsplit(" > ", 1)[-1]):
+            continue
+        rows = index.leaf_rows.get(c.source_node_id)
+        if rows is not None and (c.doc_path not in sections or rows[0] < sections[c.doc_path][0]):
+            sections[c.doc_path] = (rows[0], rc)
+    held = {rc.chunk.chunk_id: rc for rc in out}
+    lead: list[RetrievedChunk] = []
+    for _, rc in sections.values():
+        leaves = [(x, index.leaf_rows.get(x)) for x in continued_sections(index, rc.chunk.source_node_id)]
+        texts = [(t, rows) for x, rows in leaves if rows is not None and rows[1] > rows[0]
+                 and (t := leaf_text(index, index.chunks[rows[0]])) is not None]
+        for part in (measure.first, measure.second):
+            r = next((r for (content, base), rows in texts
+                      if (r := _row_chunk(index, content, base, rows, part, periods)) is not None), None)
+            if r is not None:
+                chunk = index.chunks[r]
+                lead.append(held.get(chunk.chunk_id) or RetrievedChunk(chunk, rc.score, rc.retrieval_detail, r,
+                                                                      rc.sub_query, rc.source))
+    moved = {rc.chunk.chunk_id for rc in lead}
+    return list({rc.chunk.chunk_id: rc for rc in lead}.values()) + [rc for rc in out if rc.chunk.chunk_id not in moved]
 
 
 def named_starts(question: Query, pool: Sequence[RetrievedChunk], index: Index | None,
@@ -88,6 +136,19 @@ def named_starts(question: Query, pool: Sequence[RetrievedChunk], index: Index |
                                                                  rc.sub_query, rc.source))
     moved = {rc.chunk.chunk_id for rc in starts}
     return starts + [rc for rc in out if rc.chunk.chunk_id not in moved]
+
+
+def _row_chunk(index: Index, content: str, base: int, rows: tuple[int, int], part: str,
+               periods: list[str]) -> int | None:
+    """The chunk (its row number) of a leaf (``content`` at ``base``, chunks ``rows``) that holds the
+    row stating ``part``: one holding the whole row first."""
+    f = part_row(content, [(0, len(content))], part, periods)
+    if f is None:
+        return None
+    a, b = base + f.start, base + f.end
+    over = [r for r in range(*rows) if index.chunks[r].start_char < b and index.chunks[r].end_char > a]
+    whole = [r for r in over if index.chunks[r].start_char <= a and index.chunks[r].end_char >= b]
+    return (whole or over or [None])[0]
 
 
 def row_lead(question: Query, pool: Sequence[RetrievedChunk], index: Index | None,

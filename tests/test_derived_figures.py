@@ -32,7 +32,7 @@ Purchases of property, plant and equipment (460.8) (537.6)
 def _derive(question: str, text: str):
     measure = asked_measure(question)
     assert measure is not None, question
-    return derive(measure, question, text, (0, len(text)))
+    return derive(measure, question, [(text, 0, [(0, len(text))])])
 
 
 def test_working_capital_and_the_current_ratio_from_the_balance_sheets_rows() -> None:
