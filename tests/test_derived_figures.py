@@ -104,3 +104,45 @@ def test_the_offline_answer_leads_with_the_computed_measure_from_the_statement(t
     ranked = [RetrievedChunk(printed.chunks[r], 1.0, {}, row=r) for r in range(len(printed.chunks))]
     first = extract(Query.build(question, emb), ranked, printed, emb, Config()).quotes[0]
     assert first.text.startswith("Working capital, 2022: 2,278") and "computed:" not in first.text
+
+
+ASSETS = """(In millions) December 31, 2022 2021
+Cash and cash equivalents 85 116
+Total current assets 1,250 1,554
+Property, plant and equipment, net 24,000 22,500
+Total assets 26,075 24,766
+"""
+LIABILITIES = """(In millions) December 31, 2022 2021
+Short-term debt 1,175 584
+Accounts payable 1,636 1,176
+Total current liabilities 2,811 2,760
+Long-term debt 11,936 10,341
+Total liabilities 19,200 18,000
+"""
+
+
+def test_a_statement_continued_on_its_next_page_and_the_rows_the_context_reads(tmp_path: Path) -> None:
+    """A balance sheet whose liabilities page the reader made a section of its own (the same title
+    twice): working capital is computed across the two, and the context reads the two rows first,
+    though the list ranks neither (the liabilities lie far below the statement's title)."""
+    from retrieval.pool_lead import measure_rows
+
+    filler = "\n".join(f"Other asset line {i} {i * 10} {i * 9}" for i in range(1, 40))
+    text = ("# Annual report\n\n## Item 8. Financial statements\n\n### Consolidated Balance Sheets\n\n"
+            + ASSETS.replace("Property, plant", filler + "\nProperty, plant")
+            + "\n### Consolidated Balance Sheets\n\n" + LIABILITIES
+            + "\n### Note 1 - Basis of presentation\n\nWorking capital is managed centrally across the group.\n")
+    index = _index(tmp_path, text)
+    emb = make_embedder("hash", Config())
+    question = Query.build("Does the company have positive working capital based on FY2022 data?", emb)
+    note = [r for r, c in enumerate(index.chunks) if "Note 1" in c.heading_path]
+    top = [r for r, c in enumerate(index.chunks) if "(In millions)" in c.text][:1]
+    pool = [RetrievedChunk(index.chunks[r], 1.0, {}, row=r) for r in note + top]
+    led = measure_rows(question, pool, index)
+    assert [t for rc in led[:2] for t in ("Total current assets", "Total current liabilities") if t in rc.chunk.text] \
+        == ["Total current assets", "Total current liabilities"]
+    first = extract(question, led, index, emb, Config()).quotes[0]
+    assert first.text.startswith("Working capital (computed: Total current assets less Total current liabilities), "
+                                 "2022: -1,561 (1,250 less 2,811)")
+    # the list reaching no section titled as the balance sheet: nothing is led
+    assert measure_rows(question, pool[:1], index) == pool[:1]
