@@ -311,6 +311,18 @@ def _header_only(line: str) -> bool:
     return not rest.strip()
 
 
+_DATE_PIECE = re.compile(r"^\s*(?:(?:fiscal\s+)?years?\s+ended|(?:three|six|nine|twelve)\s+months\s+ended|"
+                         r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2},?)\s*$",
+                         re.IGNORECASE)
+"""A piece of a column header stacked one piece a line ("Years Ended" / "December 2," / "2022" /
+"December 3," / "2021"): part of the header run, though it names no year itself."""
+
+
+def _stacked_piece(line: str) -> bool:
+    """A line of a header stacked one piece a line: its columns or a piece of a date."""
+    return _header_only(line) or bool(_DATE_PIECE.match(line))
+
+
 def _is_period(column: str) -> bool:
     return len(column) == 4 and column.isdigit()
 
@@ -359,7 +371,10 @@ def header_above(lines: list[tuple[int, str]], i: int) -> Header | None:
             j -= 1
             continue
         bottom = top = j
-        while top - 1 > floor and (_header_only(lines[top - 1][1]) or header_periods(lines[top - 1][1])):
+        while top - 1 > floor and (_header_only(lines[top - 1][1]) or header_periods(lines[top - 1][1])
+                                   or _DATE_PIECE.match(lines[top - 1][1])
+                                   or (not lines[top - 1][1].strip() and top - 2 > floor
+                                       and _stacked_piece(lines[top - 2][1]))):
             top -= 1
         text = " ".join(lines[k][1].strip() for k in range(top, bottom + 1))
         columns = _columns(text) or []

@@ -274,3 +274,16 @@ def test_no_figure_is_read_from_another_companys_filing(tmp_path: Path) -> None:
     assert first_read(q, "northwind.md") is None  # Northwind's row states Northwind's figure
     assert first_read("What were the capital expenditures in FY2022?", "northwind.md") == \
         "Capital expenditures, 2022: 418"  # no company named: any filing may answer
+
+
+def test_a_header_stacked_one_piece_a_line_with_blank_lines_between() -> None:
+    """A PDF extraction may give each piece of a column header its own line ("Years Ended" /
+    "December 2," / "2022" / blank / "December 3," / "2021"): the pieces are one header."""
+    text = ("(In millions, except per share data)\n\nYears Ended\nDecember 2,\n2022\n\nDecember 3,\n2021\n\n"
+            "November 27,\n2020\nRevenue:\nTotal revenue 17,606 15,785 12,868\n\nOperating income 6,098 5,802 4,237\n")
+    best = figures_in(text, "What was the operating income in FY2022 and FY2021?")[0]
+    assert best.text == "Operating income, 2022: 6,098; 2021: 5,802"
+    assert best.read == "row 'Operating income', columns '2022', '2021', in millions"
+    # a blank line under a table's last row is no piece of the next table's header
+    two = "Segment 2022 2021\nTotal 5 6\n\n2020 2019\nRevenue 10 9\n"
+    assert figures_in(two, "What was the revenue in 2020?")[0].columns == ("2020",)
