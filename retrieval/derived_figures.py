@@ -23,6 +23,7 @@ from typing import Collection, Sequence
 from retrieval.asked_figure import YEAR, asked_period_kind, asked_periods
 from retrieval.figure_change import asks_change, cell_value, decimals, describe_change
 from retrieval.figure_rows import Figure, figures_in
+from retrieval.named_sections import SectionKind, named_kinds
 from utils.tokenizer import tokenize
 
 MIN_PART_SCORE = 0.8
@@ -36,9 +37,6 @@ class Measure:
 
     name: str
     asked: re.Pattern[str]
-    statement: str
-    """The statement (``named_sections.KINDS``) the two rows are read from: a note or a segment table
-    may print rows of the same names for a part of the company."""
     first: str
     second: str
     ratio: bool
@@ -46,6 +44,12 @@ class Measure:
     prints capital expenditure as an outflow, a balance sheet its liabilities as positive)."""
     percent: bool = False
     """A ratio said as a percentage (a margin)."""
+
+    @property
+    def kinds(self) -> list[SectionKind]:
+        """The statement the two rows are read from, the one ``named_sections`` reads the measure from
+        (a note or a segment table may print rows of the same names for a part of the company)."""
+        return named_kinds(self.name)
 
     @property
     def sign(self) -> str:
@@ -56,17 +60,15 @@ def _asked(pattern: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w&])(?:{pattern})(?![\w&])", re.I)
 
 
-_SHEET, _INCOME, _CASH = "balance sheet", "income statement", "cash flow statement"
 MEASURES: tuple[Measure, ...] = (
-    Measure("Current ratio", _asked(r"current ratio|working capital ratio"), _SHEET, "total current assets",
+    Measure("Current ratio", _asked(r"current ratio|working capital ratio"), "total current assets",
             "total current liabilities", ratio=True),
-    Measure("Working capital", _asked(r"(?:net )?working capital(?! ratio)"), _SHEET, "total current assets",
+    Measure("Working capital", _asked(r"(?:net )?working capital(?! ratio)"), "total current assets",
             "total current liabilities", ratio=False),
-    Measure("Gross margin", _asked(r"gross (?:profit )?margins?"), _INCOME, "gross profit", "revenue",
+    Measure("Gross margin", _asked(r"gross (?:profit )?margins?"), "gross profit", "revenue", ratio=True, percent=True),
+    Measure("Operating margin", _asked(r"operating (?:profit |income )?margins?"), "operating income", "revenue",
             ratio=True, percent=True),
-    Measure("Operating margin", _asked(r"operating (?:profit |income )?margins?"), _INCOME, "operating income",
-            "revenue", ratio=True, percent=True),
-    Measure("Free cash flow", _asked(r"free cash ?flows?|fcf"), _CASH, "operating cash flow", "capital expenditure",
+    Measure("Free cash flow", _asked(r"free cash ?flows?|fcf"), "operating cash flow", "capital expenditure",
             ratio=False),
 )
 """The measures, most specific first ("working capital ratio" is the current ratio)."""

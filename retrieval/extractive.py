@@ -41,7 +41,7 @@ from indexing.search import Scope
 from retrieval.doc_cards import card_match, confirmed, name_spread
 from retrieval.derived_figures import Measure, asked_measure, derive, prints_measure
 from retrieval.figure_rows import Figure, asked_periods, asks_quantity, figures_in, states_figure_for
-from retrieval.named_sections import KINDS, titled_as
+from retrieval.named_sections import titled_as
 from indexing.search_params import Bm25Params
 from retrieval.scoring import fuse
 from retrieval.types import AnswerParams, RetrievedChunk
@@ -556,7 +556,7 @@ def derived_quote(query: Query, measure: Measure, passages: list[Passage], index
     a statement of the same title for a part of the group: a guarantor group's, the parent's), of
     several documents the best-ranked."""
     named = named_documents(query, index)
-    statement = [k for k in KINDS if k.name == measure.statement]
+    statement = measure.kinds
     by_leaf: dict[str, list[Passage]] = {}  # a leaf's passages: the two rows may lie in two
     for p in passages:
         if (named is None or p.chunk.doc_path in named) and p.content is not None \
@@ -569,14 +569,11 @@ def derived_quote(query: Query, measure: Measure, passages: list[Passage], index
         texts = [(by_leaf[x][0].content or "", by_leaf[x][0].content_start,
                   [(p.start - p.content_start, p.end - p.content_start) for p in by_leaf[x]]) for x in group]
         doc = held[0].chunk.doc_path
-        card = index.card_terms.get(doc) if index is not None else None
-        names = card.names | card.hint_names if card is not None else frozenset()
-        d = derive(measure, query.text, texts, names)
+        d = derive(measure, query.text, texts, card_names(index, doc))
         if d is None:
             continue
         a, b = d.start, d.end
-        ranks = sorted(r for p in held for r, cs, ce in p.ranks if cs < b and ce > a) \
-            or sorted(r for r, _, _ in held[0].ranks)[:1]
+        ranks = _ranks_over(held, a, b)
         first_p = next((p for p in held if p.start <= a < p.end), held[0])
         last_p = next((p for p in held if p.start < b <= p.end), first_p)
         rows = index.leaf_rows.get(leaf) if index is not None else None
@@ -613,7 +610,7 @@ def figure_quote(query: Query, passages: list[Passage], index: Index | None, con
             continue
         for f in rows_stating(query, text, (p.start - base, p.end - base), p.chunk, index, config, memo)[:1]:
             a, b = base + f.start, base + f.end
-            ranks = sorted(r for r, cs, ce in p.ranks if cs < b and ce > a) or sorted(r for r, _, _ in p.ranks)[:1]
+            ranks = _ranks_over([p], a, b)
             prior = 1.0 - (ranks[0] - 1) / max(k, 1)
             score = f.score + FIGURE_PRIOR_WEIGHT * prior
             if best is None or score > best[0]:
@@ -632,10 +629,21 @@ def rows_stating(query: Query, text: str, span: tuple[int, int], chunk: Chunk, i
     doc = chunk.doc_path
     if doc not in idf_memo:
         idf_memo[doc] = document_idf(index, list(query.asked_tokens), doc, config.tuning.bm25)
-    card = index.card_terms.get(doc) if index is not None else None
-    names = card.names | card.hint_names if card is not None else frozenset()
     section = chunk.heading_path.rsplit(" > ", 1)[-1]
-    return figures_in(text, query.text, idf_memo[doc], span, names, section, query.asked_tokens)
+    return figures_in(text, query.text, idf_memo[doc], span, card_names(index, doc), section, query.asked_tokens)
+
+
+def card_names(index: Index | None, doc: str) -> frozenset[str]:
+    """The words of a document's card (issuer, title, file name): they name the document, not a row."""
+    card = index.card_terms.get(doc) if index is not None else None
+    return card.names | card.hint_names if card is not None else frozenset()
+
+
+def _ranks_over(passages: Sequence[Passage], a: int, b: int) -> list[int]:
+    """The ranks of the hits of ``passages`` that overlap [a, b), best first; the first passage's best
+    when none does (a row that a sentence widening brought in)."""
+    return sorted(r for p in passages for r, cs, ce in p.ranks if cs < b and ce > a) \
+        or sorted(r for r, _, _ in passages[0].ranks)[:1]
 
 
 def weigh_for_figures(sentences: list[Sentence], passages: list[Passage], query: Query, index: Index | None) -> None:

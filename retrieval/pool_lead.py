@@ -42,7 +42,7 @@ from indexing.index_store import Index
 from retrieval.derived_figures import asked_measure, part_row, read_periods
 from retrieval.extractive import continued_sections, leaf_text, named_documents, rows_stating
 from retrieval.figure_rows import asks_quantity
-from retrieval.named_sections import KINDS, named_kinds, titled_as, titled_leaf
+from retrieval.named_sections import named_kinds, titled_as, titled_leaf
 from retrieval.query import Query
 from retrieval.types import RetrievedChunk
 
@@ -71,7 +71,7 @@ def measure_rows(question: Query, pool: Sequence[RetrievedChunk], index: Index |
     periods = read_periods(question.text) if measure is not None else None
     if measure is None or periods is None:
         return out
-    statement = [k for k in KINDS if k.name == measure.statement]
+    statement = measure.kinds
     named = named_documents(question, index)
     sections: dict[str, tuple[int, RetrievedChunk]] = {}  # per document: its first titled section reached
     for rc in out[:depth]:
@@ -91,9 +91,7 @@ def measure_rows(question: Query, pool: Sequence[RetrievedChunk], index: Index |
             r = next((r for (content, base), rows in texts
                       if (r := _row_chunk(index, content, base, rows, part, periods)) is not None), None)
             if r is not None:
-                chunk = index.chunks[r]
-                lead.append(held.get(chunk.chunk_id) or RetrievedChunk(chunk, rc.score, rc.retrieval_detail, r,
-                                                                      rc.sub_query, rc.source))
+                lead.append(_section_hit(index, r, rc, held))
     moved = {rc.chunk.chunk_id for rc in lead}
     return list({rc.chunk.chunk_id: rc for rc in lead}.values()) + [rc for rc in out if rc.chunk.chunk_id not in moved]
 
@@ -130,12 +128,17 @@ def named_starts(question: Query, pool: Sequence[RetrievedChunk], index: Index |
         rows = index.leaf_rows.get(rc.chunk.source_node_id)
         if rows is None or rows[1] <= rows[0]:
             continue
-        first = index.chunks[rows[0]]
-        # a first chunk the list does not hold is read with the standing of its section's best hit
-        starts.append(held.get(first.chunk_id) or RetrievedChunk(first, rc.score, rc.retrieval_detail, rows[0],
-                                                                 rc.sub_query, rc.source))
+        starts.append(_section_hit(index, rows[0], rc, held))
     moved = {rc.chunk.chunk_id for rc in starts}
     return starts + [rc for rc in out if rc.chunk.chunk_id not in moved]
+
+
+def _section_hit(index: Index, row: int, rc: RetrievedChunk, held: dict[str, RetrievedChunk]) -> RetrievedChunk:
+    """Chunk ``row`` of the section of hit ``rc`` as a hit: the list's own when it holds it, else read
+    with the standing of its section's hit."""
+    chunk = index.chunks[row]
+    return held.get(chunk.chunk_id) or RetrievedChunk(chunk, rc.score, rc.retrieval_detail, row, rc.sub_query,
+                                                      rc.source)
 
 
 def _row_chunk(index: Index, content: str, base: int, rows: tuple[int, int], part: str,
