@@ -71,6 +71,19 @@ def test_the_card_is_read_from_the_cover_not_the_file_name() -> None:
     assert DocumentCard.from_record(card.record()) == card and DocumentCard.from_record(None) is None
 
 
+def test_a_press_release_card_names_its_listed_issuer_and_no_form_it_only_mentions() -> None:
+    release = read_card("PepsiCo Reports First-Quarter 2023 Results\n\nPURCHASE, N.Y. - April 25, 2023 - PepsiCo, Inc. "
+                        "(NASDAQ: PEP) today reported results for\nthe first quarter 2023. Please refer to our "
+                        "Quarterly Report on Form 10-Q for the 12 weeks ended March 25, 2023.\n",
+                        "Q1 2023 8-K - Exhibit 99.1", "PEPSICO_2023Q1_EARNINGS.pdf")
+    assert (release.issuer, release.symbols, release.form) == ("PepsiCo, Inc.", ("PEP",), "")
+    assert release.period == "first quarter 2023" and release.file_name == ""
+    # a filing's cover keeps its registrant and its form, whatever the text quotes later
+    filing = read_card(COVER.format(year=2022) + "\nAcme Corp. (NYSE: ACME) is a customer.\n", "x", "x.pdf")
+    assert filing.issuer == "NORTHWIND TRADING CORPORATION" and filing.form == "10-K"
+    assert read_card("Washington, D.C. 20549 ______ FORM 10-K/A\n(Amendment No. 1)\n", "x", "x.pdf").form == "10-K"
+
+
 def test_card_match_picks_the_named_issuer_and_year() -> None:
     cards = [card_terms(f"{name}_{y}.md", read_card(COVER.replace("NORTHWIND TRADING CORPORATION", name)
                                                     .format(year=y), name, f"{name}_{y}.md"))

@@ -280,6 +280,74 @@ def test_the_last_line_of_a_bold_caption_is_no_section(tmp_path: Path) -> None:
     assert "largest customers buy less" in _find(doc, "Risk Factors").content
 
 
+def test_prose_set_larger_than_the_tables_is_no_section(tmp_path: Path) -> None:
+    """A press release: prose in 12 points, tables in 10 carrying most of the text (the body size)."""
+    from fpdf import FPDF
+
+    prose = ("Acme Corporation (NYSE: ACME) today reported financial results for the quarter and the year, "
+             "with net revenues up in every segment and a record operating margin in its largest one, "
+             "driven by higher volumes and prices that more than offset higher costs of materials.")
+    rows = [f"Segment {k} revenue {1000 + 37 * k:,} {900 + 31 * k:,} {k + 3}%" for k in range(45)]
+    pdf = FPDF(format="A4")
+    pdf.add_page()
+    for size, bold, text in [(16, True, "ACME REPORTS FOURTH QUARTER RESULTS"), (12, False, prose),
+                             (12, True, "Segment Results"), (12, False, prose), (12, True, "Outlook"), (12, False, prose)]:
+        pdf.set_font("Helvetica", "B" if bold else "", size)
+        pdf.multi_cell(0, 5, text)
+        pdf.ln(3)
+    for _ in range(2):
+        pdf.add_page()
+        pdf.set_font("Helvetica", "", 10)
+        for row in rows:
+            pdf.cell(0, 5, row, new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "release.pdf"
+    pdf.output(str(path))
+    doc = _tree(path)
+    assert _headings(doc)[-2:] == ["Segment Results", "Outlook"]
+    assert not any("today reported" in h or "driven by" in h for h in _headings(doc))
+    assert "driven by higher volumes" in " ".join(_find(doc, "Outlook").content.split())
+
+
+def test_the_titles_of_a_release_s_table_pages_are_its_sections(tmp_path: Path) -> None:
+    """Statements and reconciliations after a release's prose, titled in a font smaller than the body,
+    under the company's name repeated atop each table page."""
+    from fpdf import FPDF
+
+    prose = ("Acme Corporation today reported financial results for the quarter and the year, with net "
+             "revenues up in every segment and a record operating margin in its largest one. ")
+    pdf = FPDF(format="A4")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 12)
+    pdf.multi_cell(0, 6, "Conference Call Details", new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", "", 10)
+    for _ in range(6):
+        pdf.multi_cell(0, 5, prose * 3, new_x="LMARGIN", new_y="NEXT")
+        pdf.ln(3)
+    titles = ["CONSOLIDATED STATEMENTS OF OPERATIONS", "RECONCILIATION OF NET INCOME TO ADJUSTED EBITDA",
+              "SUPPLEMENTAL DATA - NET REVENUES"]
+    for title in titles:
+        pdf.add_page()
+        pdf.set_font("Helvetica", "B", 8)
+        for line in ["ACME CORPORATION AND SUBSIDIARIES", title, "(In thousands)", "Three months ended 2022 2021"]:
+            pdf.cell(0, 4, line, new_x="LMARGIN", new_y="NEXT")
+        pdf.set_font("Helvetica", "", 8)
+        for k in range(25):
+            pdf.cell(0, 4, f"Line item {k} {1000 + 37 * k:,} {900 + 31 * k:,}", new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "release.pdf"
+    pdf.output(str(path))
+    doc = _tree(path)
+    assert _headings(doc) == ["Conference Call Details", *titles]
+    assert "Line item 3 1,111" in _find(doc, titles[1]).content
+
+
+def test_a_bulleted_line_is_no_heading_whatever_its_font() -> None:
+    from tree_builder.readers.pdf_lines import Line
+    from tree_builder.readers.pdf_structure import layout_candidate
+
+    assert layout_candidate(Line("Segment Results", 12.0, True, 700.0, 0), 10.0, False)
+    assert not layout_candidate(Line("\u2022 Share buybacks of $2.8 billion in 2022", 12.0, True, 700.0, 0), 10.0, False)
+
+
 def test_numbered_notes_nest_their_subheadings_and_continued_headings_are_no_sections(tmp_path: Path) -> None:
     body = "The figures are measured at cost and reviewed each quarter by the audit committee."
     pages = [[("b", "Item 8. Financial Statements"), ("p", body),

@@ -42,7 +42,10 @@ _PERIODS = (
 )
 """Period statements, most specific first: the first that matches is the card's period."""
 _ANY_DATE = re.compile(rf"\b({_DATE})")
-_FORM = re.compile(r"\bFORM\s+([A-Z]{0,2}-?\d{1,2}-?[A-Z]{0,2}|\d{1,2}-[A-Z]{1,2})\b", re.I)
+_FORM = re.compile(r"\bFORM\s+([A-Z]{0,2}-?\d{1,2}-?[A-Z]{0,2}|\d{1,2}-[A-Z]{1,2})(?:/A)?[ \t]*(?:\([^)\n]*\)[ \t]*)?$",
+                   re.I | re.M)
+"""A form designation that ends its line ("FORM 10-K", "FORM 10-K/A (Mark One)"): the cover's own
+line. A press release that mentions "our Quarterly Report on Form 10-Q for the quarter" is no 10-Q."""
 _REGISTRANT = re.compile(r"\(\s*exact\s+name\s+of\s+(?:the\s+)?registrant", re.I)
 _YEAR = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 _SYMBOL_COLUMN = re.compile(r"trading\s+symbols?", re.I)
@@ -56,6 +59,10 @@ _EXCHANGE_WORDS = frozenset({"NYSE", "NASDAQ", "CBOE", "LLC", "THE"})
 """Capitals of an exchange's own name ("NYSE Arca"), no issuer's symbol."""
 SYMBOL_WINDOW = 1500
 """How far around the "Trading Symbol(s)" column header the table's rows are read."""
+_LISTED = re.compile(r"(?<![\w&.'’-])((?:[A-Z][\w&.'’-]*,?[ \t]+(?:(?:and|of|the|&)[ \t]+)?){0,5}[A-Z][\w&.'’-]*)"
+                     r"[ \t]*\([ \t]*(?:NYSE|NASDAQ|Nasdaq|NYSE American|Cboe|CBOE)[ \t]*:[ \t]*([A-Z]{1,5}(?:\.[A-Z])?)\b")
+"""An issuer as a press release names it: "PepsiCo, Inc. (NASDAQ: PEP) today reported", "MGM Resorts
+International (NYSE: MGM)"; a release has no cover naming its registrant."""
 _RULE = re.compile(r"_{3,}")
 _SEPARATORS = re.compile(r"[_\-.\s]+")
 
@@ -322,7 +329,10 @@ def identifier_like(title: str) -> bool:
 def read_card(text: str, title: str, rel_path: str, page_starts: list[int] | None = None) -> DocumentCard:
     """The card of a document from its first pages (the first two, or ``COVER_CHARS``)."""
     cover = _cover(text, page_starts)
-    issuer, period = _issuer(cover), _period(cover)
+    issuer, period, symbols = _issuer(cover), _period(cover), _symbols(cover)
+    listed = _LISTED.search(cover) if not issuer else None
+    if listed is not None:  # a press release: no registrant line, the issuer named with its listing
+        issuer, symbols = listed.group(1).strip(" ,"), symbols or (listed.group(2),)
     stem = PurePosixPath(rel_path).stem
     title = _one_line(title)
     if title and _normal(title) == _normal(stem) and _normal(title) not in _normal(cover):
@@ -332,4 +342,4 @@ def read_card(text: str, title: str, rel_path: str, page_starts: list[int] | Non
     file_name = ""
     if (not issuer or not period) and _normal(stem) != _normal(title):
         file_name = _SEPARATORS.sub(" ", stem).strip()
-    return DocumentCard(title, issuer, _form(cover), period, file_name, _symbols(cover))
+    return DocumentCard(title, issuer, _form(cover), period, file_name, symbols)

@@ -14,8 +14,10 @@
 What never becomes a heading: rows of the contents pages, table rows and
 column headers (``pdf_tables``), a table's header cells and a statement's
 row labels, the tail of a bold run-in sentence, "(Continued)" repeats,
-parenthesised captions, and in a document whose structure starts after a
-cover, the cover's fields.
+parenthesised captions, bulleted lines, the lines of a paragraph set larger
+than the body (a press release's prose above its tables, an exhibit set in
+its own font), and in a document whose structure starts after a cover, the
+cover's fields.
 """
 from __future__ import annotations
 
@@ -44,6 +46,11 @@ _CONTINUED = re.compile(r"\((?:continued|cont'?d\.?)\)\s*$|\bcontinued\s*$", re.
 _RUN_ON_NUMBER = re.compile(r"^\d{1,3}\.(?=[A-Z][a-z])")
 """A note number the extraction ran into its title: "1.Summary of Significant Accounting Policies"."""
 _NOT_TITLES = {"page", "pages", "page no", "continued", "(continued)"}
+_SENTENCE_CHARS = 80
+"""A line longer than this that ends with a full stop is a sentence, whatever its font ("License fee
+expense was $3 million in the current quarter ..."); a heading that ends with one is short ("Overview.")."""
+_BULLETS = ("\u2022", "\u25cf", "\u25e6", "\u25aa", "\u2023", "\u2219")
+"""A line opening with a bullet is a list item, whatever its font ("• Record Adjusted Property EBITDAR ...")."""
 
 
 def body_style(pages: Sequence[Sequence["Line"]]) -> tuple[float, bool]:
@@ -81,10 +88,10 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
     text = ln.text
     if len(text) > HEADING_MAX_CHARS or not any(ch.isalnum() for ch in text):
         return False
-    if text.endswith((",", ";", "，", "；", "、")) or text.startswith(("(", "（")):
+    if text.endswith((",", ";", "，", "；", "、")) or text.startswith(("(", "（", *_BULLETS)):
         return False
     if ln.size >= body_size + 0.75:
-        styled = True
+        styled = len(text) <= _SENTENCE_CHARS or not text.endswith((".", "。"))
     else:
         styled = ((ln.bold and not body_bold or capitals and _capitals(text)) and abs(ln.size - body_size) < 0.75
                   and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
@@ -137,6 +144,82 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
             if (prev.size, prev.bold) == (ln.size, ln.bold) and 0 < prev.y - ln.y < 2 * max(ln.size, 1) \
                     and _styled(prev, body_size, body_bold):
                 out.add((p, i))
+    return out
+
+
+_FULL_LINE = 0.6
+"""A line shorter than this share of the page's longest line in its size ends its paragraph (or is a
+title standing alone); a paragraph's other lines fill the measure."""
+
+
+def _continues(prev: "Line", ln: "Line", full: float) -> bool:
+    """``ln`` is the next line of ``prev``'s paragraph: ``prev`` fills the measure (``full``
+    characters or more), ``ln`` is in the same size at line spacing, and in the same weight or a
+    sentence running on in lower case (a bold dateline, then the rest of the sentence in regular).
+    A short line after a sentence's end is a title of its own ("Plan History" under a paragraph)."""
+    return len(prev.text) >= full and ln.size == prev.size and 0 < prev.y - ln.y < 1.6 * max(ln.size, 1) \
+        and (ln.bold == prev.bold or ln.text[:1].islower()) \
+        and not (prev.text.endswith((".", "!", "?", ":", "。")) and len(ln.text) < full)
+
+
+def _prose_runs(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Candidates that are lines of a paragraph set larger than the body, not headings: a run of
+    lines that continue one another (``_continues``), some of them candidates, that together run
+    past ``HEADING_MAX_CHARS``. A press release sets its prose in 12 points above tables in 10, so
+    the tables' size is the body's and every line of its prose looked like a heading; a heading
+    wrapped over two lines stays within that length, and a title above a paragraph in its own font
+    is shorter than the paragraph's lines."""
+    out: set[tuple[int, int]] = set()
+    for p in sorted({q for q, _ in chosen}):
+        lines = pages[p]
+        longest: Counter = Counter()
+        for ln in lines:
+            longest[ln.size] = max(longest[ln.size], len(ln.text))
+        run: list[int] = []
+        for i in range(len(lines) + 1):
+            if run and i < len(lines) and _continues(lines[i - 1], lines[i], _FULL_LINE * longest[lines[i].size]):
+                run.append(i)
+                continue
+            if len(run) > 1 and sum(len(lines[k].text) for k in run) > HEADING_MAX_CHARS:
+                out.update((p, k) for k in run if (p, k) in chosen)
+            run = [i]
+    return out
+
+
+_TITLE_MAX_CHARS = 400
+"""A table page's title may run over several lines ("RECONCILIATIONS OF LAS VEGAS STRIP RESORTS NET
+REVENUES TO ..."), longer than a heading set in a larger font."""
+_RUNNING_TOPS = 3
+"""A line atop this many table pages is the company's name over each of them, no title."""
+
+
+def _table_page_titles(pages: Sequence[Sequence["Line"]], skip: set[int]) -> list[tuple[int, int, int]]:
+    """(page, first, last) of the title atop each page that is mostly a table: the lines in bold or
+    capitals that open the page, after a line that opens many such pages (the company's name) and
+    before the first caption, column header or row ("(In thousands)", "Three Months Ended").
+    Why: a press release's statements and reconciliations follow its prose in a smaller font, so no
+    font marks their titles, and without them the last section of the prose ran over all the tables."""
+    blocks: dict[int, list[int]] = {}
+    for p, lines in enumerate(pages):
+        if p in skip or not lines or sum(is_table_line(ln.text) for ln in lines) < _TABLE_PAGE_SHARE * len(lines):
+            continue
+        block: list[int] = []
+        for i, ln in enumerate(lines):
+            text = ln.text.strip()
+            if not (ln.bold or _capitals(text)) or text.startswith(("(", "（")) or is_table_line(text) \
+                    or not any(ch.isalpha() for ch in text):
+                break
+            block.append(i)
+        if block:
+            blocks[p] = block
+    tops = Counter(pages[p][i].text.strip().casefold() for p, block in blocks.items() for i in block)
+    out: list[tuple[int, int, int]] = []
+    for p, block in blocks.items():
+        title = [i for i in block if tops[pages[p][i].text.strip().casefold()] < _RUNNING_TOPS]
+        if title and title == list(range(title[0], title[-1] + 1)) \
+                and sum(len(pages[p][i].text) for i in title) <= _TITLE_MAX_CHARS \
+                and not _CONTINUED.search(pages[p][title[-1]].text):
+            out.append((p, title[0], title[-1]))
     return out
 
 
@@ -212,7 +295,8 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     structural = [_Structural(a.page, a.first, a.last, a.scheme, a.indent) for a in anchors]
     taken = {(s.page, i) for s in structural for i in range(s.first, s.last + 1)}
     structural += _body_scheme_headings(pages, contents_pages, taken, body_size, body_bold)
-    if not any(s.scheme not in (None, "statement") for s in structural):
+    undivided = not any(s.scheme not in (None, "statement") for s in structural)
+    if undivided:
         # a statement's title divides an Item's financial statements; in a document of no other
         # division words it is a heading like any other, placed by its font (and it is no cover's end)
         structural = [s for s in structural if s.scheme != "statement"]
@@ -239,6 +323,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     if len(chosen) < len(pages) // 2:  # fonts mark almost no heading: capitals may
         chosen = chosen_lines(True)
     chosen -= _table_page_labels(pages, chosen)
+    chosen -= _prose_runs(pages, chosen)
     chosen -= _cells_and_tails(pages, chosen, body_size, body_bold)
     used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
 
@@ -253,6 +338,12 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     styles = sorted({style(pages[p][i]) for p, i in chosen},
                     key=lambda st: (-st[0], not st[1], not st[3], not st[2]))
     rank = {st: deepest + k + 1 for k, st in enumerate(styles)}
+    if undivided:  # a table page's title, whatever its font, at the top level of the layout's headings
+        for p, first, last in _table_page_titles(pages, contents_pages):
+            if not any((p, i) in chosen or (p, i) in taken for i in range(first, last + 1)) and (p, first) >= start:
+                for i in range(first, last + 1):
+                    pages[p][i].heading = deepest + 1
+                    taken.add((p, i))
     for p, lines in enumerate(pages):
         for k, ln in enumerate(lines):
             if (p, k) in taken:
