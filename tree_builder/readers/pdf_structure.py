@@ -148,8 +148,10 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
 
 
 _FULL_LINE = 0.6
-"""A line shorter than this share of the page's longest line in its size ends its paragraph (or is a
-title standing alone); a paragraph's other lines fill the measure."""
+"""A line shorter than this share of the measure ends its paragraph (or is a title standing alone); a
+paragraph's other lines fill the measure. The measure is the length of the page's lines in that size
+at three quarters of their range: most lines of a page of prose are full, and one line that ran two
+columns together is no measure."""
 
 
 def _continues(prev: "Line", ln: "Line", full: float) -> bool:
@@ -172,12 +174,13 @@ def _prose_runs(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]])
     out: set[tuple[int, int]] = set()
     for p in sorted({q for q, _ in chosen}):
         lines = pages[p]
-        longest: Counter = Counter()
+        lengths: dict[float, list[int]] = {}
         for ln in lines:
-            longest[ln.size] = max(longest[ln.size], len(ln.text))
+            lengths.setdefault(ln.size, []).append(len(ln.text))
+        measure = {size: sorted(ns)[(3 * len(ns)) // 4] for size, ns in lengths.items()}
         run: list[int] = []
         for i in range(len(lines) + 1):
-            if run and i < len(lines) and _continues(lines[i - 1], lines[i], _FULL_LINE * longest[lines[i].size]):
+            if run and i < len(lines) and _continues(lines[i - 1], lines[i], _FULL_LINE * measure[lines[i].size]):
                 run.append(i)
                 continue
             if len(run) > 1 and sum(len(lines[k].text) for k in run) > HEADING_MAX_CHARS:
