@@ -14,10 +14,14 @@
 What never becomes a heading: rows of the contents pages, table rows and
 column headers (``pdf_tables``), a table's header cells and a statement's
 row labels, the tail of a bold run-in sentence, "(Continued)" repeats,
-parenthesised captions, bulleted lines, the lines of a paragraph set larger
-than the body (a press release's prose above its tables, an exhibit set in
-its own font), and in a document whose structure starts after a cover, the
-cover's fields.
+parenthesised captions, bulleted lines, a sentence (over 80 characters,
+ending in a full stop), the lines of a paragraph set larger than the body (a
+press release's prose above its tables, an exhibit set in its own font), and
+in a document whose structure starts after a cover, the cover's fields.
+
+In a document without division words, the title atop a page that is mostly a
+table (a release's statements and reconciliations, in a font smaller than
+its prose) is a section whatever its font.
 """
 from __future__ import annotations
 
