@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from config import Config
+from tree_builder.doc_card import cover_form
 from tree_builder.heading_schemes import scheme_of
 from tree_builder.readers import read_document
 from tree_builder.tree import TreeNode, build_tree
@@ -32,8 +32,6 @@ from utils.errors import InputError
 
 MIN_ITEMS = 15
 MAX_CHILDREN = 60
-_FORM = re.compile(r"\bform\s*(10-K|10-Q|8-K|20-F|40-F|6-K)\b", re.IGNORECASE)
-_COVER_CHARS = 6000
 
 
 @dataclass
@@ -77,10 +75,9 @@ class FileCheck:
         return out
 
 
-def form_of(text: str) -> str:
-    """The form the cover names first ("FORM 10-K"), or "other"."""
-    m = _FORM.search(text[:_COVER_CHARS])
-    return m.group(1).upper() if m else "other"
+def form_of(text: str, page_starts: list[int] | None = None) -> str:
+    """The form the cover prints (the card's reading: "FORM 10-K" on a line of its own), or "other"."""
+    return cover_form(text, page_starts) or "other"
 
 
 def _kind(node: TreeNode) -> str | None:
@@ -125,7 +122,7 @@ def check_file(path: Path, evidence_pages: list[int], config: Config) -> FileChe
     nodes = list(doc_node.iter_preorder())
     items = [n for n in nodes if _kind(n) == "item"]
     parts = [n for n in nodes if _kind(n) == "part"]
-    check = FileCheck(path.name, form_of(doc.text), len(doc.page_starts), len(items), len(parts),
+    check = FileCheck(path.name, form_of(doc.text, doc.page_starts), len(doc.page_starts), len(items), len(parts),
                       _max_children(doc_node), len(doc_node.leaves()))
     check.shape_ok = bool(items) and bool(parts) \
         and all(any(_kind(a) == "part" for a in n.ancestors()) for n in items) \

@@ -17,6 +17,7 @@ def test_form_is_read_from_the_cover_not_the_name() -> None:
     assert form_of("UNITED STATES ... FORM 10-K\nANNUAL REPORT") == "10-K"
     assert form_of("FORM 10-Q\nQuarterly report ... our Annual Report on Form 10-K") == "10-Q"
     assert form_of("Press release: record quarter") == "other"
+    assert form_of("Please refer to our Quarterly Report on Form 10-Q for the quarter.") == "other"
 
 
 def test_filing_checks_and_evidence_misses(tmp_path: Path) -> None:

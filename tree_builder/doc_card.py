@@ -303,6 +303,11 @@ def _stated_title(issuer: str, form: str, period: str) -> str:
     return f"{issuer} \u2014 Form {form}" + (f", {period}" if period else "")
 
 
+def cover_form(text: str, page_starts: list[int] | None = None) -> str:
+    """The form a document's cover prints on a line of its own ("10-K"); "" when none."""
+    return _form(_cover(text, page_starts))
+
+
 def cover_title(text: str, page_starts: list[int] | None = None) -> str:
     """A filing's name as its cover states it: "The Boeing Company — Form 10-K, fiscal year ended
     December 31, 2022" (registrant, form, period); "" when the cover names no registrant and form.
