@@ -78,6 +78,9 @@ def test_a_press_release_card_names_its_listed_issuer_and_no_form_it_only_mentio
                         "Q1 2023 8-K - Exhibit 99.1", "PEPSICO_2023Q1_EARNINGS.pdf")
     assert (release.issuer, release.symbols, release.form) == ("PepsiCo, Inc.", ("PEP",), "")
     assert release.period == "first quarter 2023" and release.file_name == ""
+    wire = read_card("SAN JOSE, Calif.--(BUSINESS WIRE)--Adobe Inc. (Nasdaq:ADBE) today reported record revenue.\n",
+                     "x", "x.pdf")
+    assert (wire.issuer, wire.symbols) == ("Adobe Inc.", ("ADBE",))
     # a filing's cover keeps its registrant and its form, whatever the text quotes later
     filing = read_card(COVER.format(year=2022) + "\nAcme Corp. (NYSE: ACME) is a customer.\n", "x", "x.pdf")
     assert filing.issuer == "NORTHWIND TRADING CORPORATION" and filing.form == "10-K"

@@ -59,10 +59,11 @@ _EXCHANGE_WORDS = frozenset({"NYSE", "NASDAQ", "CBOE", "LLC", "THE"})
 """Capitals of an exchange's own name ("NYSE Arca"), no issuer's symbol."""
 SYMBOL_WINDOW = 1500
 """How far around the "Trading Symbol(s)" column header the table's rows are read."""
-_LISTED = re.compile(r"(?<![\w&.'’-])((?:[A-Z][\w&.'’-]*,?[ \t]+(?:(?:and|of|the|&)[ \t]+)?){0,5}[A-Z][\w&.'’-]*)"
+_LISTED = re.compile(r"(?<![\w&.'’])((?:[A-Z][\w&.'’-]*,?[ \t]+(?:(?:and|of|the|&)[ \t]+)?){0,5}[A-Z][\w&.'’-]*)"
                      r"[ \t]*\([ \t]*(?:NYSE|NASDAQ|Nasdaq|NYSE American|Cboe|CBOE)[ \t]*:[ \t]*([A-Z]{1,5}(?:\.[A-Z])?)\b")
 """An issuer as a press release names it: "PepsiCo, Inc. (NASDAQ: PEP) today reported", "MGM Resorts
-International (NYSE: MGM)"; a release has no cover naming its registrant."""
+International (NYSE: MGM)", "Calif.--(BUSINESS WIRE)--Adobe Inc. (Nasdaq:ADBE)"; a release has no
+cover naming its registrant."""
 _RULE = re.compile(r"_{3,}")
 _SEPARATORS = re.compile(r"[_\-.\s]+")
 
