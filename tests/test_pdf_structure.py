@@ -348,6 +348,20 @@ def test_a_bulleted_line_is_no_heading_whatever_its_font() -> None:
     assert not layout_candidate(Line("\u2022 Share buybacks of $2.8 billion in 2022", 12.0, True, 700.0, 0), 10.0, False)
 
 
+@pytest.mark.parametrize("text, heading", [
+    ("Fourth Quarter 2022 Financial Highlights:", True), ("Overview.", True),
+    ("Reconciliation of Net Income to Adjusted EBITDA by Segment and Region:", True),
+    ("The following table shows key gaming statistics for MGM China:", False),
+    ("The notes are not entitled to the benefit of a sinking fund.", False),
+    ("License fee expense was $3 Million in the Current Quarter and $6 Million in the Prior Year Quarter.", False),
+])
+def test_a_sentence_set_larger_than_the_body_is_no_heading(text: str, heading: bool) -> None:
+    from tree_builder.readers.pdf_lines import Line
+    from tree_builder.readers.pdf_structure import layout_candidate
+
+    assert layout_candidate(Line(text, 12.0, False, 700.0, 0), 10.0, False) is heading
+
+
 def test_numbered_notes_nest_their_subheadings_and_continued_headings_are_no_sections(tmp_path: Path) -> None:
     body = "The figures are measured at cost and reviewed each quarter by the audit committee."
     pages = [[("b", "Item 8. Financial Statements"), ("p", body),

@@ -14,8 +14,9 @@
 What never becomes a heading: rows of the contents pages, table rows and
 column headers (``pdf_tables``), a table's header cells and a statement's
 row labels, the tail of a bold run-in sentence, "(Continued)" repeats,
-parenthesised captions, bulleted lines, a sentence (over 80 characters,
-ending in a full stop), the lines of a paragraph set larger than the body (a
+parenthesised captions, bulleted lines, a sentence (over 80 characters
+ending in a full stop, or from 50 ending in a full stop or a colon with
+fewer than half of its words capitalised), the lines of a paragraph set larger than the body (a
 press release's prose above its tables, an exhibit set in its own font), and
 in a document whose structure starts after a cover, the cover's fields.
 
@@ -53,6 +54,11 @@ _NOT_TITLES = {"page", "pages", "page no", "continued", "(continued)"}
 _SENTENCE_CHARS = 80
 """A line longer than this that ends with a full stop is a sentence, whatever its font ("License fee
 expense was $3 million in the current quarter ..."); a heading that ends with one is short ("Overview.")."""
+_CASED_SENTENCE_CHARS = 50
+"""From this length a line that ends with a full stop or a colon and capitalises fewer than half of its
+words is a sentence ("The following table shows key gaming statistics for MGM China:"); a heading that
+ends with a colon capitalises its words ("Fourth Quarter 2022 Financial Highlights:")."""
+_LONG_WORD = re.compile(r"[A-Za-z][A-Za-z'’]{3,}")
 _BULLETS = ("\u2022", "\u25cf", "\u25e6", "\u25aa", "\u2023", "\u2219")
 """A line opening with a bullet is a list item, whatever its font ("• Record Adjusted Property EBITDAR ...")."""
 
@@ -64,6 +70,16 @@ def body_style(pages: Sequence[Sequence["Line"]]) -> tuple[float, bool]:
         for ln in lines:
             weights[(ln.size, ln.bold)] += len(ln.text)
     return weights.most_common(1)[0][0] if weights else (0.0, False)
+
+
+def _sentence(text: str) -> bool:
+    """A line that reads as a sentence, not a title (``_SENTENCE_CHARS``, ``_CASED_SENTENCE_CHARS``)."""
+    if text.endswith((".", "。")) and len(text) > _SENTENCE_CHARS:
+        return True
+    if not text.endswith((".", ":")) or len(text) < _CASED_SENTENCE_CHARS:
+        return False
+    words = _LONG_WORD.findall(text)
+    return bool(words) and 2 * sum(w[0].isupper() for w in words) < len(words)
 
 
 def _capitals(text: str) -> bool:
@@ -95,7 +111,7 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
     if text.endswith((",", ";", "，", "；", "、")) or text.startswith(("(", "（", *_BULLETS)):
         return False
     if ln.size >= body_size + 0.75:
-        styled = len(text) <= _SENTENCE_CHARS or not text.endswith((".", "。"))
+        styled = not _sentence(text)
     else:
         styled = ((ln.bold and not body_bold or capitals and _capitals(text)) and abs(ln.size - body_size) < 0.75
                   and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
