@@ -109,6 +109,12 @@ class Chunk:
     page_end: int = 0
     """1-based pages of the span in a paged source (``report.pdf:p12``); 0 without pages."""
 
+    @property
+    def section_title(self) -> str:
+        """The heading of the chunk's own section, the last of its heading path (what a statement's
+        or a note's title is matched with)."""
+        return self.heading_path.rsplit(" > ", 1)[-1]
+
 
 _PARA_SEP = re.compile(r"\n\s*\n")
 _CJK_SENT_END = "。！？；…"

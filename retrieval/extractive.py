@@ -149,12 +149,12 @@ def continued_sections(index: Index | None, leaf: str) -> list[str]:
     """``leaf`` and the leaves right after it in its document under the same heading: a statement
     whose next page the reader made a section of its own ("Consolidated Balance Sheets" twice, assets
     and then liabilities and equity)."""
-    if index is None:
-        return [leaf]
     out = [leaf]
-    rows = index.leaf_rows.get(leaf)
-    first = index.chunks[rows[0]] if rows is not None and rows[1] > rows[0] else None
-    while first is not None and rows is not None and rows[1] < len(index.chunks):
+    rows = index.leaf_rows.get(leaf) if index is not None else None
+    if index is None or rows is None or rows[1] <= rows[0]:
+        return out
+    first = index.chunks[rows[0]]
+    while rows is not None and rows[1] < len(index.chunks):
         after = index.chunks[rows[1]]
         if after.doc_path != first.doc_path or after.heading_path != first.heading_path:
             break
@@ -560,7 +560,7 @@ def derived_quote(query: Query, measure: Measure, passages: list[Passage], index
     by_leaf: dict[str, list[Passage]] = {}  # a leaf's passages: the two rows may lie in two
     for p in passages:
         if (named is None or p.chunk.doc_path in named) and p.content is not None \
-                and titled_as(statement, p.chunk.heading_path.rsplit(" > ", 1)[-1]):
+                and titled_as(statement, p.chunk.section_title):
             by_leaf.setdefault(p.chunk.source_node_id, []).append(p)
     found: dict[str, tuple[int, int, Quote]] = {}  # per document: (the statement's first row, rank, quote)
     for leaf in list(by_leaf):
@@ -629,7 +629,7 @@ def rows_stating(query: Query, text: str, span: tuple[int, int], chunk: Chunk, i
     doc = chunk.doc_path
     if doc not in idf_memo:
         idf_memo[doc] = document_idf(index, list(query.asked_tokens), doc, config.tuning.bm25)
-    section = chunk.heading_path.rsplit(" > ", 1)[-1]
+    section = chunk.section_title
     return figures_in(text, query.text, idf_memo[doc], span, card_names(index, doc), section, query.asked_tokens)
 
 

@@ -76,7 +76,7 @@ def measure_rows(question: Query, pool: Sequence[RetrievedChunk], index: Index |
     sections: dict[str, tuple[int, RetrievedChunk]] = {}  # per document: its first titled section reached
     for rc in out[:depth]:
         c = rc.chunk
-        if named is not None and c.doc_path not in named or not titled_as(statement, c.heading_path.rsplit(" > ", 1)[-1]):
+        if named is not None and c.doc_path not in named or not titled_as(statement, c.section_title):
             continue
         rows = index.leaf_rows.get(c.source_node_id)
         if rows is not None and (c.doc_path not in sections or rows[0] < sections[c.doc_path][0]):
@@ -108,7 +108,7 @@ def named_starts(question: Query, pool: Sequence[RetrievedChunk], index: Index |
     reached: dict[tuple[str, str], list[tuple[int, str, float]]] = {}
     seen: set[str] = set()
     for i, rc in enumerate(out[:depth]):
-        leaf, title = rc.chunk.source_node_id, rc.chunk.heading_path.rsplit(" > ", 1)[-1]
+        leaf, title = rc.chunk.source_node_id, rc.chunk.section_title
         if leaf in seen:
             continue
         seen.add(leaf)

@@ -178,7 +178,7 @@ def named_section_found(query: Query, chunks: Sequence[RetrievedChunk]) -> str:
     very statement the question needs. The floor is there for questions the documents do not cover;
     one whose named section the index holds and ranked first is covered."""
     kinds = named_kinds(query.text) if chunks else []
-    title = chunks[0].chunk.heading_path.rsplit(" > ", 1)[-1] if chunks else ""
+    title = chunks[0].chunk.section_title if chunks else ""
     return title if kinds and titled_as(kinds, title) else ""
 
 

@@ -371,8 +371,7 @@ def header_above(lines: list[tuple[int, str]], i: int) -> Header | None:
             j -= 1
             continue
         bottom = top = j
-        while top - 1 > floor and (_header_only(lines[top - 1][1]) or header_periods(lines[top - 1][1])
-                                   or _DATE_PIECE.match(lines[top - 1][1])
+        while top - 1 > floor and (_stacked_piece(lines[top - 1][1]) or header_periods(lines[top - 1][1])
                                    or (not lines[top - 1][1].strip() and top - 2 > floor
                                        and _stacked_piece(lines[top - 2][1]))):
             top -= 1

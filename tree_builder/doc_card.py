@@ -335,7 +335,7 @@ def identifier_like(title: str) -> bool:
 def read_card(text: str, title: str, rel_path: str, page_starts: list[int] | None = None) -> DocumentCard:
     """The card of a document from its first pages (the first two, or ``COVER_CHARS``)."""
     cover = _cover(text, page_starts)
-    issuer, period, symbols = _issuer(cover), _period(cover), _symbols(cover)
+    issuer, form, period, symbols = _issuer(cover), _form(cover), _period(cover), _symbols(cover)
     listed = _LISTED.search(cover) if not issuer else None
     if listed is not None:  # a press release: no registrant line, the issuer named with its listing
         issuer, symbols = listed.group(1).strip(" ,"), symbols or (listed.group(2),)
@@ -343,9 +343,9 @@ def read_card(text: str, title: str, rel_path: str, page_starts: list[int] | Non
     title = _one_line(title)
     if title and _normal(title) == _normal(stem) and _normal(title) not in _normal(cover):
         title = ""  # the reader fell back to the file name: the text states no title
-    if title and title == _stated_title(issuer, _form(cover), period):
+    if title and title == _stated_title(issuer, form, period):
         title = ""  # the title is the card's own fields: it adds no words of its own
     file_name = ""
     if (not issuer or not period) and _normal(stem) != _normal(title):
         file_name = _SEPARATORS.sub(" ", stem).strip()
-    return DocumentCard(title, issuer, _form(cover), period, file_name, symbols)
+    return DocumentCard(title, issuer, form, period, file_name, symbols)

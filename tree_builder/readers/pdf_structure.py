@@ -129,18 +129,18 @@ class _Structural:
     """Indentation in the contents page (None: found by its division word in the body)."""
 
 
+def _mostly_table(lines: Sequence["Line"]) -> bool:
+    """A page whose lines are ``_TABLE_PAGE_SHARE`` or more table rows and column headers (a statement)."""
+    return bool(lines) and sum(1 for ln in lines if is_table_line(ln.text)) >= _TABLE_PAGE_SHARE * len(lines)
+
+
 def _table_page_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """Candidates on a page that is mostly a table (a financial statement), except its first: bold
     row-group labels and column names ("Operating activities", "Retained Earnings") are no sections."""
     out: set[tuple[int, int]] = set()
     for p, lines in enumerate(pages):
-        if not lines:
-            continue
         on_page = sorted(i for q, i in chosen if q == p)
-        if len(on_page) < 2:
-            continue
-        rows = sum(1 for ln in lines if is_table_line(ln.text))
-        if rows >= _TABLE_PAGE_SHARE * len(lines):
+        if len(on_page) >= 2 and _mostly_table(lines):
             out.update((p, i) for i in on_page[1:])
     return out
 
@@ -224,7 +224,7 @@ def _table_page_titles(pages: Sequence[Sequence["Line"]], skip: set[int]) -> lis
     font marks their titles, and without them the last section of the prose ran over all the tables."""
     blocks: dict[int, list[int]] = {}
     for p, lines in enumerate(pages):
-        if p in skip or not lines or sum(is_table_line(ln.text) for ln in lines) < _TABLE_PAGE_SHARE * len(lines):
+        if p in skip or not _mostly_table(lines):
             continue
         block: list[int] = []
         for i, ln in enumerate(lines):
