@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from config import Config
+from evaluation.code_digest import closure_digest
 from evaluation.dataset import EvalSet, Question
 from indexing.index_store import Index, FORMAT_VERSION, load_index
 from indexing.reuse import BUILD_FIELDS as INDEX_BUILD_FIELDS
@@ -63,15 +64,22 @@ def structure_digest(doc: Any) -> str:
     return digest([doc.title, [(h.text, h.marker_level, h.start_char) for h in doc.headings or ()]])[:20]
 
 
+BUILDER_MODULE = "indexing.index_builder"
+"""The module whose import closure (tree builder, chunker, indexes) makes an index from documents."""
+
+
 def build_key(eval_set: EvalSet, config: Config, documents: list[str] | None = None) -> str:
     """The cached index's name: the documents it holds (all, or ``documents``: their text and the
-    headings read in it) and the build settings."""
+    headings read in it), the build settings and the code that builds it. Why the code: a change to
+    how the tree is cut from the same headings (or how leaves are chunked) makes another index from
+    the same documents; a key of documents and settings alone served the old one. A rebuild borrows
+    the vectors of unchanged chunk texts (``seed_from_earlier``), so it costs little embedding."""
     settings = {f: config.setting(f) for f in BUILD_FIELDS}
     wanted = None if documents is None else set(documents)
     docs = sorted((d.path, d.content_hash, structure_digest(d)) for d in eval_set.documents
                   if wanted is None or d.path in wanted)
     return digest({"docs": docs, "settings": settings, "format": FORMAT_VERSION,
-                 "tokenizer": TOKENIZER_VERSION})[:20]
+                   "tokenizer": TOKENIZER_VERSION, "code": closure_digest(BUILDER_MODULE)})[:20]
 
 
 def _docs_differ(index: Index, eval_set: EvalSet, documents: list[str] | None = None) -> list[str]:

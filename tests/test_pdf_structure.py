@@ -42,6 +42,7 @@ def _headings(node: TreeNode) -> list[str]:
     ("Chapter 3 Installation", "chapter"), ("第二章 总则", "cn_zhang"), ("第一节 一般规定", "cn_jie"),
     ("Consolidated Statement of Cash Flows", "statement"), ("CONSOLIDATED BALANCE SHEETS", "statement"),
     ("Condensed Consolidated Statements of Shareholders’ Equity", "statement"),
+    ("Section 3(a) Definitions", "section"), ("Item 7(a). Quantitative Disclosures", "item"),
 ])
 def test_division_words_are_recognised(text: str, name: str) -> None:
     assert scheme_of(text).name == name
@@ -52,6 +53,8 @@ def test_division_words_are_recognised(text: str, name: str) -> None:
     "Item 7 of this report discusses liquidity", "Notes to Consolidated Financial Statements",
     "Consolidated statements of income are prepared in accordance with GAAP",
     "Partners and customers",
+    "Section 8.1(b), payment of Supplemental Benefits shall be made as follows",
+    "Section 3(a)(i) in the event of the death of the Participant",
 ])
 def test_sentences_opening_with_a_division_word_are_not_divisions(text: str) -> None:
     assert scheme_of(text) is None
@@ -249,10 +252,14 @@ def test_nested_bookmarks_raise_a_division_nested_deeper_than_its_word_says() ->
     assert [lv for lv, *_ in relevel_flat_outline(outline)] == [1, 2, 3, 3, 3, 4, 3, 3, 2, 3, 4]
     shallow = [(1, "Item 8. Financial Statements", 1, None), (2, "Note 1 - Basis", 1, None)]
     assert relevel_flat_outline(shallow) == shallow  # never deeper
-    # only a division the entry lies in counts: an exhibit after the last Item is left as nested
+    # only a division the entry lies in counts: a note in an exhibit after the last Item is placed by
+    # the exhibit (a division of the PARTs' rank), not by that Item; an entry under no division is left
     exhibit = outline + [(1, "Exhibit 13", 9, None), (2, "Annual Report", 9, None), (3, "Notes", 10, None),
                          (4, "Note 1 - Basis", 10, None)]
-    assert [lv for lv, *_ in relevel_flat_outline(exhibit)][-4:] == [1, 2, 3, 4]
+    assert [lv for lv, *_ in relevel_flat_outline(exhibit)][-4:] == [1, 2, 3, 3]
+    appendix = outline + [(1, "Appendix", 9, None), (2, "Annual Report", 9, None), (3, "Notes", 10, None),
+                          (4, "Note 1 - Basis", 10, None)]
+    assert [lv for lv, *_ in relevel_flat_outline(appendix)][-4:] == [1, 2, 3, 4]
 
 
 def test_a_flat_outline_of_divisions_is_nested_by_its_division_words() -> None:
@@ -469,3 +476,34 @@ def test_a_statement_title_in_the_body_font_atop_its_page_is_its_section(tmp_pat
         "Consolidated Balance Sheets", "Note 1 - Basis of Presentation", "Note 2 - Revenue"]
     sheet = _find(doc, "Consolidated Balance Sheets")
     assert "Receivables 1,615.1" in sheet.content and "Total liabilities and equity" in sheet.content
+
+
+def test_exhibits_bound_after_the_report_are_divisions_of_their_own(tmp_path: Path) -> None:
+    """A 10-K's exhibits follow its signatures, each opening with its mark atop its first page: each is a
+    section beside the PARTs (its Articles inside it), named by its mark and title; the mark repeated atop
+    its next page, a reference to an exhibit, an index row and a page of subsidiaries in bold are none."""
+    def body(n: int) -> str:
+        return f"Paragraph {n} sets out the terms of the plan and how they apply to each participant."
+
+    subsidiaries = [("b", f"Acme Subsidiary Number {k} LLC Delaware") for k in range(14)]
+    pages = [[("b", "PART I"), ("b", "Item 1. Business"), ("p", body(1))],
+             [("b", "PART IV"), ("b", "Item 15. Exhibits"), ("p", "Exhibit 10.13 Acme Deferred Compensation Plan"),
+              ("p", body(2))],
+             [("b", "SIGNATURES"), ("p", body(3))],
+             [("p", "Exhibit 10.13"), ("b", "ACME DEFERRED COMPENSATION PLAN"), ("p", body(4)),
+              ("b", "ARTICLE I"), ("b", "Introduction"), ("p", body(5))],
+             [("p", "Exhibit 10.13"), ("b", "ARTICLE II"), ("b", "Definitions"), ("p", body(6))],
+             [("p", "Exhibit 3.1 of the Company's Quarterly Report is incorporated by reference."), ("p", body(7))],
+             [("p", "EXHIBIT 21"), ("p", "Subsidiaries of Acme Inc."), *subsidiaries]]
+    path = tmp_path / "filing.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    tops = [c.heading for c in doc.children if c.kind == "section"]
+    assert tops == ["PART I", "PART IV", "Exhibit 10.13 — ACME DEFERRED COMPENSATION PLAN", "EXHIBIT 21"]
+    plan = _find(doc, "Exhibit 10.13 — ACME DEFERRED COMPENSATION PLAN")
+    assert [c.heading for c in plan.children if c.kind == "section"] == ["ARTICLE I — Introduction",
+                                                                          "ARTICLE II — Definitions"]
+    assert "incorporated by reference" in _find(doc, "ARTICLE II — Definitions").content
+    subs = _find(doc, "EXHIBIT 21")  # its first line runs on into the list: no title of its own
+    assert subs.is_leaf and "Acme Subsidiary Number 13 LLC Delaware" in subs.content
+    assert "Exhibit 10.13 Acme Deferred Compensation Plan" in _find(doc, "Item 15. Exhibits (intro)").content

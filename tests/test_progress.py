@@ -151,7 +151,7 @@ def test_eval_shows_the_build_stages_and_questions_answered(tmp_path: Path, caps
     assert re.search(r"^questions \(2 arm\(s\) each, 0 of 12 runs cached\): 6 questions, ", err, re.M), err
 
 
-def test_eval_limit_indexes_only_the_scoped_documents_it_needs(tmp_path: Path) -> None:
+def test_eval_limit_indexes_only_the_scoped_documents_it_needs(tmp_path: Path, monkeypatch) -> None:
     data = _set(tmp_path / "set", scoped=True)
     es = load_eval_set(data)
     picked = sample_questions(es.questions, 2, 0)
@@ -172,6 +172,15 @@ def test_eval_limit_indexes_only_the_scoped_documents_it_needs(tmp_path: Path) -
     keys = [build_key(dataclasses.replace(es, documents=[d, *es.documents[1:]]), config) for d in (read, relevelled)]
     assert keys[0] != keys[1]
     notes: list[str] = []
+    # the same documents cut into another tree by changed builder code are another index too
+    from evaluation import eval_index
+    from evaluation.code_digest import closure_files, ROOT as CODE_ROOT
+
+    assert CODE_ROOT / "tree_builder" / "tree.py" in closure_files(eval_index.BUILDER_MODULE)
+    before = build_key(es, config)
+    monkeypatch.setattr(eval_index, "closure_digest", lambda module: "other code")
+    assert build_key(es, config) != before
+    monkeypatch.undo()
     run = run_eval(EvalOptions(data=data, cache_root=tmp_path / "cache", notice=notes.append, resamples=50,
                                arms=["flat-bm25", "tree-hybrid"], embedder="hash", limit=2, progress=False))
     assert sorted(d["path"] for d in run.index.metadata["documents"]) == subset

@@ -180,6 +180,28 @@ def test_a_long_leaf_does_not_open_running_headers_or_a_crowd_of_headings(monkey
     assert len(root.leaves()) == 1  # one leaf per document stays that
 
 
+def test_a_bare_division_mark_takes_the_title_printed_after_it() -> None:
+    """A filing prints "NOTE 24" on one line and its title on the next: the section is named by both,
+    not by a number whose title hides under the depth cap."""
+    text = ("# PART II\n\n## Item 8. Financial Statements\n\n### NOTE 24\n\n#### REPORTABLE SEGMENTS AND "
+            "GEOGRAPHIC OPERATIONS\n\nWe operate in four regions.\n\n### NOTE 25\n\nRESTRUCTURING\n\n"
+            "We periodically initiate restructuring programs.\n\n### NOTE 26\n\nThe Company leases offices\n"
+            "in three states.\n\n### Note 27\n\n#### Consolidated Balance Sheets\n\nrows\n\n"
+            "# PART III\n\n## Item 10. Directors\n\nnames\n\n# 第一章\n\n## 总则\n\n第一条 为了规范。\n")
+    root, doc = tree_of(text)
+    assert shape(root) == [
+        "PART II", "  Item 8. Financial Statements",
+        "    NOTE 24 — REPORTABLE SEGMENTS AND GEOGRAPHIC OPERATIONS", "    NOTE 25 — RESTRUCTURING",
+        "    NOTE 26", "    Note 27", "PART III", "  Item 10. Directors", "第一章 总则"]
+    n24, n25, n26, n27 = (root.children[0].children[0].children[i] for i in range(4))
+    assert n24.content == "We operate in four regions." and n24.start_line == 5
+    assert n25.content == "We periodically initiate restructuring programs."
+    assert n26.content.startswith("The Company leases offices")  # a paragraph, not a title
+    assert "Consolidated Balance Sheets" in n27.content  # a statement's title is no note's title
+    for leaf in root.leaves():
+        assert doc.text[leaf.content_start:leaf.content_end] == leaf.content
+
+
 def test_max_depth_zero_gives_one_leaf_per_document() -> None:
     root, doc = tree_of("# A\n\ntext\n\n## B\n\nmore\n", Config(max_depth=0))
     assert len(root.leaves()) == 1

@@ -19,6 +19,7 @@ _CN_NUM = "零〇一二三四五六七八九十百千两"
 # whole division mark; what follows it must look like a title (see ``scheme_of``).
 _SCHEMES: list[tuple[str, int, re.Pattern[str]]] = [
     ("part", 1, re.compile(rf"^part\s+(?:{_ROMAN}|\d{{1,2}}|one|two|three|four|five)\b", re.IGNORECASE)),
+    ("exhibit", 1, re.compile(r"^exhibit\s+\d{1,3}(?:\.\d{1,3})?[A-Z]?\b", re.IGNORECASE)),
     ("cn_bian", 1, re.compile(rf"^第[{_CN_NUM}\d]+(?:编|部分)")),
     ("article", 2, re.compile(rf"^article\s+(?:{_ROMAN}|\d{{1,3}})\b", re.IGNORECASE)),
     ("chapter", 2, re.compile(rf"^chapter\s+(?:{_ROMAN}|\d{{1,3}})\b", re.IGNORECASE)),
@@ -36,7 +37,8 @@ _SCHEMES: list[tuple[str, int, re.Pattern[str]]] = [
 ]
 """A financial statement's title ("Consolidated Statement of Cash Flows", "Condensed Consolidated
 Balance Sheets") divides a filing's financial statements as a note number divides its notes: the
-statements and the notes are the sections under the Item that holds them."""
+statements and the notes are the sections under the Item that holds them. An exhibit filed with a report ("Exhibit 10.13" atop a plan's first page, "EXHIBIT 21") is a document of
+its own bound after the report's last Item: a division beside the PARTs, its Articles inside it."""
 
 
 class Scheme(NamedTuple):
@@ -63,6 +65,24 @@ def is_statement_title(text: str) -> bool:
     return opened is not None and opened[0].name == "statement" and not s[opened[1]:].strip(" .:")
 
 
+def bare_mark(text: str) -> bool:
+    """The line is a numbered division mark and nothing else ("NOTE 24", "ARTICLE I.", "Item 7",
+    "第一章"): the division's title, if any, is printed on the line after. A statement title alone is
+    a title, not a mark."""
+    s = text.strip()
+    opened = _opening(s)
+    return opened is not None and opened[0].name != "statement" and not s[opened[1]:].strip(" .:-–—)")
+
+
+_SUB_MARKS = re.compile(r"(?:\([0-9A-Za-z]{1,4}\))+")
+"""Sub-clause marks right after a division number: "(b)", "(a)(i)"."""
+
+
+def _reads_on(rest: str) -> bool:
+    """What follows a cited clause continues a sentence: a comma or a word in lower case."""
+    return bool(rest) and (rest[0] in ",;" or rest[0].islower())
+
+
 def _opening(s: str) -> tuple[Scheme, int] | None:
     """``scheme_of`` of a stripped line, with where its division mark ends."""
     for name, rank, pattern in _SCHEMES:
@@ -72,6 +92,9 @@ def _opening(s: str) -> tuple[Scheme, int] | None:
         rest = s[m.end():].lstrip()
         if name.startswith("cn_"):
             return Scheme(name, rank), m.end()
+        sub = _SUB_MARKS.match(rest)
+        if sub is not None and _reads_on(rest[sub.end():].lstrip()):
+            return None  # "Section 8.1(b), payment of ...", "Section 3(a)(i) in the event of ...": a citation
         rest = rest.lstrip(".,:-–—) ").lstrip()
         if not rest or rest[0].isupper() or rest[0].isdigit() or rest[0] in "[(\"“'":
             return Scheme(name, rank), m.end()

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections import Counter
+from collections import Counter, deque
+from itertools import islice
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple, Optional, Protocol
+from typing import Iterable, Iterator, NamedTuple, Optional, Protocol
 
 from tree_builder.document import Document, Heading
+from tree_builder.heading_schemes import bare_mark, scheme_of
 from tree_builder.markdown_headings import line_starts, parse_headings, title_block
 from tree_builder.numbering import Numbering, heading_numbering
 from tree_builder.pages import page_span
+from utils.cjk import has_cjk
 
 class Settings(Protocol):
     """What the tree builder reads of the settings: config.Config has it (config.py imports the summary
@@ -142,6 +145,74 @@ def _running_key(text: str) -> str:
     return blanked if len(re.findall(r"[^\W\d_]{2,}", blanked)) >= 2 else exact
 
 
+MARK_TITLE_CHARS = 120
+"""Longest line read as a division mark's title when the title is set as body text."""
+
+
+def _join_mark(mark: Heading, title: str, end_char: int, end_line: int) -> Heading:
+    text = mark.text.strip()
+    joint = " " if has_cjk(text) or text[-1] in ".:-–—)" else " — "
+    return Heading(text=f"{text}{joint}{title}", marker_level=mark.marker_level, line=mark.line,
+                   start_char=mark.start_char, end_char=end_char, end_line=end_line)
+
+
+def _body_title(text: str, start: int, end: int) -> tuple[str, int] | None:
+    """The line opening ``text[start:end]`` when it stands alone as a title: a paragraph of one short
+    line ("RESTRUCTURING", "Introduction") that is no sentence and no division of its own; with
+    where it ends (its newline included)."""
+    seg = text[start:end]
+    body = seg.lstrip()
+    line, sep, after = body.partition("\n")
+    line = line.strip()
+    alone = not after.strip() or after.startswith("\n") or not sep
+    if not alone or not line or len(line) > MARK_TITLE_CHARS or line.endswith((".", ",", ";")) \
+            or not line[0].isupper() and not has_cjk(line[0]) or scheme_of(line) is not None:
+        return None
+    return line, start + (len(seg) - len(body)) + len(line) + len(sep)
+
+
+def _alone_under(mark: Heading, title: Heading, later: Iterable[Heading]) -> bool:
+    """``title`` has no sibling inside ``mark``'s division: every later heading in the same font or a
+    larger one, before the next division at the mark's level, is a division of its own (a plan's
+    ARTICLEs under its title). A first section ("Management's Discussion and Analysis" opening an
+    annual report, "Report of Independent Registered Public Accounting Firm" after it in the same
+    font) is no title."""
+    for h in later:
+        if h.marker_level <= mark.marker_level:
+            return True
+        if h.marker_level <= title.marker_level and scheme_of(h.text) is None:
+            return False
+    return True
+
+
+def titled_marks(headings: list[Heading], text: str) -> list[Heading]:
+    """A bare division mark ("NOTE 24") and the title printed on the line after it ("REPORTABLE
+    OPERATING SEGMENTS AND GEOGRAPHIC OPERATIONS") are one heading. Kept apart, the mark named a
+    section by its number alone: the title was a child hidden under the depth cap, or the mark's only
+    child where the section is long, or a line of its text, so its words were in no heading the
+    locator or the ranker read. The title is the next heading when one follows at once in the same or
+    a deeper font, is no division itself and has no sibling in the division; else the next line when
+    it stands alone as a title. Read from the end, so a later mark has its title when an earlier one
+    looks for siblings ("Exhibit 10.13", its plan's title, "ARTICLE I", "Introduction")."""
+    out: deque[Heading] = deque()
+    for h in reversed(headings):
+        nxt = out[0] if out else None
+        if not bare_mark(h.text):
+            out.appendleft(h)
+        elif nxt is not None and scheme_of(nxt.text) is None and nxt.marker_level >= h.marker_level \
+                and not text[h.end_char:nxt.start_char].strip() and _alone_under(h, nxt, islice(out, 1, None)):
+            out.popleft()
+            out.appendleft(_join_mark(h, nxt.text.strip(), nxt.end_char, nxt.end_line or nxt.line))
+        else:
+            found = _body_title(text, h.end_char, nxt.start_char if nxt is not None else len(text))
+            if found is None:
+                out.appendleft(h)
+            else:
+                title, end = found
+                out.appendleft(_join_mark(h, title, end, h.line + text.count("\n", h.start_char, end - 1)))
+    return list(out)
+
+
 def kept_headings(headings: list[Heading], levels: list[int], text_len: int,
                   max_depth: int) -> list[tuple[Heading, int]]:
     """The headings that become nodes: every one down to ``max_depth``, and, inside a leaf longer than
@@ -201,7 +272,7 @@ def _build_document(doc: Document, config: Settings) -> TreeNode:
     headings = parse_headings(doc)
     block = title_block(doc, headings)
     absorbed = bool(block) and " ".join(h.text for h in block if h.text) == doc.title
-    rest = headings[len(block):] if absorbed else headings
+    rest = titled_marks(headings[len(block):] if absorbed else headings, text)
     levels = assign_levels(rest, base_marker=block[-1].marker_level if absorbed else 0)
     kept = kept_headings(rest, levels, len(text), config.max_depth)
 

@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from tree_builder.heading_schemes import is_statement_title, scheme_of, scheme_ranks
+from tree_builder.heading_schemes import bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_tables import is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
@@ -51,6 +51,8 @@ _CONTINUED = re.compile(r"\((?:continued|cont'?d\.?)\)\s*$|\bcontinued\s*$", re.
 _RUN_ON_NUMBER = re.compile(r"^\d{1,3}\.(?=[A-Z][a-z])")
 """A note number the extraction ran into its title: "1.Summary of Significant Accounting Policies"."""
 _NOT_TITLES = {"page", "pages", "page no", "continued", "(continued)"}
+_UNITS = re.compile(r"^(?:\$\s*|dollars\s+|amounts\s+)?in\s+(?:thousands|millions|billions)\b", re.IGNORECASE)
+"""A table's unit caption ("In millions", "In thousands Insured ASC Total" above its columns)."""
 _SENTENCE_CHARS = 80
 """A line longer than this that ends with a full stop is a sentence, whatever its font ("License fee
 expense was $3 million in the current quarter ..."); a heading that ends with one is short ("Overview.")."""
@@ -116,7 +118,7 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
         styled = ((ln.bold and not body_bold or capitals and _capitals(text)) and abs(ln.size - body_size) < 0.75
                   and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
     return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not _CONTINUED.search(text) \
-        and not is_table_line(text)
+        and not is_table_line(text) and not _UNITS.match(text)
 
 
 @dataclass
@@ -143,6 +145,20 @@ def _table_page_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int,
         if len(on_page) >= 2 and _mostly_table(lines):
             out.update((p, i) for i in on_page[1:])
     return out
+
+
+_CROWD_LINES = 10
+_CROWD_SHARE = 0.6
+"""A page on which the fonts mark ``_CROWD_LINES`` or more lines and ``_CROWD_SHARE`` of all its lines is
+set in a font other than the document's body (an exhibit in a larger type, a list of subsidiaries):
+its font marks no heading there."""
+
+
+def _crowded_pages(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The candidates of pages where they are most of the lines: headings are a page's few lines."""
+    per_page = Counter(p for p, _ in chosen)
+    crowded = {p for p, n in per_page.items() if n >= _CROWD_LINES and n >= _CROWD_SHARE * len(pages[p])}
+    return {(p, i) for p, i in chosen if p in crowded}
 
 
 def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]], body_size: float,
@@ -261,7 +277,7 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
                     or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, last_title)):
                 i += 1
                 continue
-            if sc.name == "statement":
+            if sc.name in ("statement", "exhibit"):
                 last_title = ln.text.strip().casefold()
             j = i
             # a long division title wrapped onto the next line in the same font (a statement's whole
@@ -272,16 +288,28 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
                     and 0 < lines[j].y - lines[j + 1].y < 1.6 * max(ln.size, 1) \
                     and scheme_of(lines[j + 1].text) is None and len(lines[j + 1].text) <= HEADING_MAX_CHARS:
                 j += 1
+            if sum(len(lines[k].text) for k in range(i, j + 1)) > _SCHEME_MAX_CHARS:
+                j = i  # a paragraph run in after its mark ("Section 3.02. Authorization. Seller has ..."), no title
             found.append(_Structural(p, i, j, sc.name, None))
             i = j + 1
     return found
 
 
+_EXHIBIT_TOP_LINES = 3
+"""An exhibit's mark prints among the first lines left on its first page (above or beside its title)."""
+
+
 def _page_top_title(lines: Sequence["Line"], i: int, last_title: str) -> bool:
     """A statement's whole title opening its page, in the body font ("Consolidated Balance Sheets" above
-    a company line in capitals, as General Mills prints its statements): the page's title, though
-    unstyled. The same title as the statement before it heads that statement's next page."""
-    return i == 0 and is_statement_title(lines[i].text) and lines[i].text.strip().casefold() != last_title
+    a company line in capitals, as General Mills prints its statements), or an exhibit's bare mark near
+    the top of its first page ("Exhibit 10.13"): the page's title, though unstyled. The same title as the
+    one before it heads the next page of that statement (or exhibit)."""
+    text = lines[i].text
+    if text.strip().casefold() == last_title:
+        return False
+    if i == 0 and is_statement_title(text):
+        return True
+    return i < _EXHIBIT_TOP_LINES and bare_mark(text) and scheme_of(text).name == "exhibit"
 
 
 def _markers(structural: list[_Structural]) -> list[int]:
@@ -348,6 +376,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen -= _table_page_labels(pages, chosen)
     chosen -= _prose_runs(pages, chosen)
     chosen -= _cells_and_tails(pages, chosen, body_size, body_bold)
+    chosen -= _crowded_pages(pages, chosen)
     used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
 
     def style(ln: "Line") -> tuple[float, bool, bool, bool]:
