@@ -202,6 +202,17 @@ def test_a_bare_division_mark_takes_the_title_printed_after_it() -> None:
         assert doc.text[leaf.content_start:leaf.content_end] == leaf.content
 
 
+def test_a_division_mark_atop_a_document_names_no_document_and_a_first_section_is_no_title() -> None:
+    """A press release filed as "Exhibit 99.1": the mark is no document title, and the release's title,
+    followed by statements at its level, is the exhibit's first section, not the exhibit's title."""
+    text = ("# Exhibit 99.1\n\n## ACME REPORTS RECORD RESULTS\n\n### Highlights\n\nRevenue grew.\n\n"
+            "## CONSOLIDATED BALANCE SHEETS\n\nCash 100 90\n")
+    root, doc = tree_of(text, folder=True, path="acme-release.md")
+    assert doc.title == "acme-release"
+    assert shape(root) == ["acme-release", "  Exhibit 99.1", "    ACME REPORTS RECORD RESULTS",
+                           "      Highlights", "    CONSOLIDATED BALANCE SHEETS"]
+
+
 def test_max_depth_zero_gives_one_leaf_per_document() -> None:
     root, doc = tree_of("# A\n\ntext\n\n## B\n\nmore\n", Config(max_depth=0))
     assert len(root.leaves()) == 1

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from tree_builder.document import Document, Heading
+from tree_builder.heading_schemes import bare_mark
 
 _WS = re.compile(r"\s+")
 
@@ -203,7 +204,7 @@ def title_block(doc: Document, headings: list[Heading] | None = None) -> list[He
     without any section losing its parent. Empty list when there is none.
     """
     hs = parse_headings(doc) if headings is None else headings
-    if not hs or hs[0].marker_level != 1:
+    if not hs or hs[0].marker_level != 1 or bare_mark(hs[0].text):  # "Exhibit 99.1" names no document
         return []
     text = doc.text
     if text[doc.body_start:hs[0].start_char].strip():
@@ -225,7 +226,7 @@ def document_title(doc: Document, fallback: str) -> str:
         return _WS.sub(" ", str(fm_title)).strip()
     headings = parse_headings(doc)
     h1s = [h for h in headings if h.marker_level == 1]
-    if len(h1s) == 1 and h1s[0].text:
+    if len(h1s) == 1 and h1s[0].text and not bare_mark(h1s[0].text):
         return h1s[0].text
     title = " ".join(h.text for h in title_block(doc, headings) if h.text).strip()
     return title or fallback

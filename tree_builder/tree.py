@@ -172,15 +172,15 @@ def _body_title(text: str, start: int, end: int) -> tuple[str, int] | None:
 
 
 def _alone_under(mark: Heading, title: Heading, later: Iterable[Heading]) -> bool:
-    """``title`` has no sibling inside ``mark``'s division: every later heading in the same font or a
-    larger one, before the next division at the mark's level, is a division of its own (a plan's
-    ARTICLEs under its title). A first section ("Management's Discussion and Analysis" opening an
-    annual report, "Report of Independent Registered Public Accounting Firm" after it in the same
-    font) is no title."""
+    """``title`` has no sibling inside ``mark``'s division: no later heading at its level or above
+    comes before the mark's next division or a division ranked above the title (a plan's ARTICLEs under
+    its title hold headings of their own). A first section ("Management's Discussion and Analysis"
+    opening an annual report, "Report of Independent Registered Public Accounting Firm" after it; a
+    release's title before its statements) is no title."""
     for h in later:
-        if h.marker_level <= mark.marker_level:
+        if h.marker_level <= mark.marker_level or h.marker_level < title.marker_level and scheme_of(h.text):
             return True
-        if h.marker_level <= title.marker_level and scheme_of(h.text) is None:
+        if h.marker_level <= title.marker_level:
             return False
     return True
 

@@ -346,7 +346,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     structural = [_Structural(a.page, a.first, a.last, a.scheme, a.indent) for a in anchors]
     taken = {(s.page, i) for s in structural for i in range(s.first, s.last + 1)}
     structural += _body_scheme_headings(pages, contents_pages, taken, body_size, body_bold)
-    undivided = not any(s.scheme not in (None, "statement") for s in structural)
+    undivided = not any(s.scheme not in (None, "statement", "exhibit") for s in structural)
     if undivided:
         # a statement's title divides an Item's financial statements; in a document of no other
         # division words it is a heading like any other, placed by its font (and it is no cover's end)
