@@ -7,8 +7,8 @@ text, never its name) four checks:
 - items: at least 15 Item nodes;
 - fan-out: no node with more than 60 children;
 - evidence: each labelled evidence page (``qa.jsonl``: ``doc`` and 1-based ``page``) lies in a
-  leaf under an Item; a miss says why (before the first Item: cover or contents; after the Items:
-  exhibits or signatures; no Item reaches the page).
+  leaf under an Item; a miss says why (before the first Item: cover or contents; in an exhibit, and
+  which; after the Items: signatures; no Item reaches the page).
 
 Every other PDF (quarterly reports, current reports, releases) gets its fan-out and leaf count.
 Each PDF is read once, through the same reader and tree builder ``index`` uses.
@@ -107,6 +107,9 @@ def evidence_miss(doc_node: TreeNode, page: int) -> str | None:
         return "no Item in the tree"
     if page < min(n.page_start for n in items):
         return "before the first Item (cover or contents)"
+    exhibits = [a.heading for n in leaves for a in [*n.ancestors(), n] if _kind(a) == "exhibit"]
+    if exhibits:
+        return f"in an exhibit ({exhibits[0]})"
     if page > max(n.page_end for n in items):
         return "after the last Item (exhibits, signatures)"
     return "in a section outside the Items"

@@ -16,7 +16,10 @@ paragraphs, once each, from every section the question needs. So, within a chara
    into one passage with one citation span; a character is paid for once.
 3. **Spread.** On the first pass one leaf may take at most ``leaf_share`` of the budget (its first
    hit is always read); hits beyond that wait while other leaves' hits are read, and are read on a
-   second pass if the budget allows. (Making a hit wait also when it adds none of the question's
+   second pass if the budget allows. A hit whose unit is a contents listing (titles with page numbers
+   that run upward: "Consolidated Balance Sheets 53", "Income Tax Expense and Accruals 57") waits too:
+   it names the sections that hold the answer and answers nothing, yet shares every word of a
+   question that names them. (Making a hit wait also when it adds none of the question's
    words already read was tried and dropped: it cost every arm a sixth of the evidence found in
    2,000 characters on the papers.)
 4. **Small-to-big.** Budget left after every hit was read grows passages, best first, to their
@@ -27,6 +30,7 @@ ranked list favours is. Passages come out in reading order (document, then posit
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -43,6 +47,21 @@ UNITS_PER_BUDGET = 3
 that fits); ContextParams.context_units_per_budget says why three."""
 MIN_TAKE = 40
 """Remaining budget below which no new unit is started (a fragment that short answers nothing)."""
+_LISTING_ROW = re.compile(r"^\S.*[^\W\d_][)’'.]?[\s.…]+(\d{1,3})$")
+"""A contents row: a title, spaces or dot leaders, a page number ("Pension and Retiree Medical Plans 58")."""
+LISTING_ROWS = 4
+"""Fewest rows a contents listing has (a table of a few one-figure rows is no listing)."""
+LISTING_STEP = 60
+"""Most pages between two rows of a listing (a column of figures leaps)."""
+
+
+def contents_listing(text: str) -> bool:
+    """Most lines of ``text`` are contents rows, at least ``LISTING_ROWS`` of them, their page numbers
+    rising by a few pages at a time: a table's column of figures rises and falls, or leaps."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    pages = [int(m.group(1)) for m in map(_LISTING_ROW.match, lines) if m]
+    return len(pages) >= LISTING_ROWS and 2 * len(pages) > len(lines) \
+        and all(0 <= b - a <= LISTING_STEP for a, b in zip(pages, pages[1:]))
 
 
 @dataclass
@@ -237,7 +256,7 @@ def assemble_context(index: Any, ranked: Sequence[RetrievedChunk], budget: int, 
         hit = (c.start_char - leaf.start, c.end_char - leaf.start)
         units = _units(leaf, *hit, unit_chars)
         crowded = bool(leaf.chosen) and leaf.used() + _new_chars(leaf, *units[0]) > leaf_share * budget
-        if crowded:
+        if crowded or contents_listing(leaf.content[units[0][0]:units[0][1]]):
             waiting.append((rank, leaf, units))
             continue
         take(rank, leaf, units)

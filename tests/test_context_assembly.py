@@ -335,3 +335,41 @@ def test_units_per_budget_is_validated() -> None:
 
     with pytest.raises(InputError, match="context_units_per_budget must be in"):
         Config().replace(context_units_per_budget=0)
+
+
+@pytest.mark.parametrize("text, listing", [
+    ("Page No.\nConsolidated Balance Sheets 53\nConsolidated Statements of Income 54\n"
+     "Consolidated Statements of Cash Flows 55\nNotes to Consolidated Financial Statements 57", True),
+    ("Income Tax Expense and Accruals 57\nPension and Retiree Medical Plans 58\nOur Liquidity . . . 61\n"
+     "CONSOLIDATED STATEMENT OF CASH FLOWS 62", True),
+    ("Americas 120\nEurope 85\nAsia 40\nOther 12", False),  # figures that fall
+    ("Depreciation 300\nAmortization 320\nTotal 620\nTaxes 700", False),  # figures that leap
+    ("Net revenue 1,234 1,100\nCost of sales 800 760\nGross profit 434 340\nOther 12 10", False),
+    ("Overview 3\nRisks 5\nThe Company sells widgets in many countries and reports in dollars.", False),
+])
+def test_a_contents_listing_is_told_from_a_table(text: str, listing: bool) -> None:
+    from retrieval.context_assembly import contents_listing
+
+    assert contents_listing(text) is listing
+
+
+def test_a_contents_listing_is_read_after_the_other_hits(tmp_path) -> None:
+    """A contents list shares every word of a question that names the sections it lists; it is read
+    only when the budget remains after the sections' own text."""
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+
+    listing = "\n".join(f"Consolidated Statement of {name} {page}" for name, page in
+                        (("Income", 53), ("Cash Flows", 54), ("Equity", 55), ("Comprehensive Income", 56)))
+    doc = tmp_path / "filing.md"
+    doc.write_text(f"# Filing\n\n## Index to Financial Statements\n\n{listing}\n\n## Consolidated Statement of "
+                   "Income\n\nNet revenue grew to 1,234 million from 1,100 million.\n", encoding="utf-8")
+    build_index(doc, tmp_path / "idx", Config(), make_embedder("hash", Config()))
+    index = load_index(tmp_path / "idx")
+    toc = next(c for c in index.chunks if "Cash Flows 54" in c.text)
+    income = next(c for c in index.chunks if "Net revenue grew" in c.text)
+    ranked = hits(index, toc.chunk_id, income.chunk_id)
+    ctx = assemble_context(index, ranked, 80, units_per_budget=1)
+    assert [p.ranks for p in ctx.passages] == [[2]]  # the statement's text, not the listing ranked above it
+    ctx = assemble_context(index, ranked, 2000)
+    assert sorted(r for p in ctx.passages for r in p.ranks) == [1, 2]  # with room, both

@@ -43,6 +43,7 @@ def _headings(node: TreeNode) -> list[str]:
     ("Consolidated Statement of Cash Flows", "statement"), ("CONSOLIDATED BALANCE SHEETS", "statement"),
     ("Condensed Consolidated Statements of Shareholders’ Equity", "statement"),
     ("Section 3(a) Definitions", "section"), ("Item 7(a). Quantitative Disclosures", "item"),
+    ("ARTICLE ONE", "article"), ("Chapter Twelve Maintenance", "chapter"),
 ])
 def test_division_words_are_recognised(text: str, name: str) -> None:
     assert scheme_of(text).name == name
@@ -55,6 +56,7 @@ def test_division_words_are_recognised(text: str, name: str) -> None:
     "Partners and customers",
     "Section 8.1(b), payment of Supplemental Benefits shall be made as follows",
     "Section 3(a)(i) in the event of the death of the Participant",
+    "Article one of the agreement sets out the definitions",
 ])
 def test_sentences_opening_with_a_division_word_are_not_divisions(text: str) -> None:
     assert scheme_of(text) is None

@@ -47,3 +47,20 @@ def test_cli_writes_json_and_refuses_a_missing_folder(tmp_path: Path, capsys) ->
     assert "10-K passing all four checks: 0 of 1" in capsys.readouterr().out
     assert main(["--data", str(tmp_path / "nowhere")]) == 2
     assert main(["--data", str(tmp_path / "set"), "--files", "*.docx"]) == 2
+
+
+def test_an_evidence_page_in_an_exhibit_says_which() -> None:
+    from evaluation.tree_check import evidence_miss
+    from tree_builder.tree import TreeNode
+
+    doc = TreeNode(node_id="0001", heading="Acme 10-K", level=0, content="", kind="document", page_start=1, page_end=4)
+    item = TreeNode(node_id="0002", heading="Item 8. Financial Statements", level=1, content="x", parent=doc,
+                    page_start=1, page_end=2)
+    exhibit = TreeNode(node_id="0003", heading="Exhibit 13.1 — Annual Report", level=1, content="", parent=doc,
+                       page_start=3, page_end=4)
+    sheet = TreeNode(node_id="0004", heading="Consolidated Balance Sheets", level=2, content="y", parent=exhibit,
+                     page_start=3, page_end=4)
+    exhibit.children.append(sheet)
+    doc.children.extend([item, exhibit])
+    assert evidence_miss(doc, 2) is None
+    assert evidence_miss(doc, 4) == "in an exhibit (Exhibit 13.1 — Annual Report)"

@@ -14,15 +14,18 @@ import re
 from typing import NamedTuple
 
 _ROMAN = r"(?:[IVXLC]{1,7})"
+_SPELLED = (r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
+            r"sixteen|seventeen|eighteen|nineteen|twenty)")
+"""A division numbered in words ("ARTICLE ONE", "Chapter Twelve")."""
 _CN_NUM = "零〇一二三四五六七八九十百千两"
 # (name, rank, pattern). Lower rank = higher in the document. The pattern must match the
 # whole division mark; what follows it must look like a title (see ``scheme_of``).
 _SCHEMES: list[tuple[str, int, re.Pattern[str]]] = [
-    ("part", 1, re.compile(rf"^part\s+(?:{_ROMAN}|\d{{1,2}}|one|two|three|four|five)\b", re.IGNORECASE)),
+    ("part", 1, re.compile(rf"^part\s+(?:{_ROMAN}|\d{{1,2}}|{_SPELLED})\b", re.IGNORECASE)),
     ("exhibit", 1, re.compile(r"^exhibit\s+\d{1,3}(?:\.\d{1,3})?[A-Z]?\b", re.IGNORECASE)),
     ("cn_bian", 1, re.compile(rf"^第[{_CN_NUM}\d]+(?:编|部分)")),
-    ("article", 2, re.compile(rf"^article\s+(?:{_ROMAN}|\d{{1,3}})\b", re.IGNORECASE)),
-    ("chapter", 2, re.compile(rf"^chapter\s+(?:{_ROMAN}|\d{{1,3}})\b", re.IGNORECASE)),
+    ("article", 2, re.compile(rf"^article\s+(?:{_ROMAN}|\d{{1,3}}|{_SPELLED})\b", re.IGNORECASE)),
+    ("chapter", 2, re.compile(rf"^chapter\s+(?:{_ROMAN}|\d{{1,3}}|{_SPELLED})\b", re.IGNORECASE)),
     ("cn_zhang", 2, re.compile(rf"^第[{_CN_NUM}\d]+章")),
     ("item", 2, re.compile(r"^items?\s+\d{1,2}[A-Z]?\b(?:\s*(?:,|and|&|through|-|–)\s*\d{1,2}[A-Z]?\b)*",
                            re.IGNORECASE)),
@@ -37,8 +40,9 @@ _SCHEMES: list[tuple[str, int, re.Pattern[str]]] = [
 ]
 """A financial statement's title ("Consolidated Statement of Cash Flows", "Condensed Consolidated
 Balance Sheets") divides a filing's financial statements as a note number divides its notes: the
-statements and the notes are the sections under the Item that holds them. An exhibit filed with a report ("Exhibit 10.13" atop a plan's first page, "EXHIBIT 21") is a document of
-its own bound after the report's last Item: a division beside the PARTs, its Articles inside it."""
+statements and the notes are the sections under the Item that holds them. An exhibit filed with a
+report ("Exhibit 10.13" atop a plan's first page, "EXHIBIT 21") is a document of its own bound after
+the report's last Item: a division beside the PARTs, its Articles inside it."""
 
 
 class Scheme(NamedTuple):
