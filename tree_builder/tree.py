@@ -160,15 +160,15 @@ def _body_title(text: str, start: int, end: int) -> tuple[str, int] | None:
     """The line opening ``text[start:end]`` when it stands alone as a title: a paragraph of one short
     line ("RESTRUCTURING", "Introduction") that is no sentence and no division of its own; with
     where it ends (its newline included)."""
-    seg = text[start:end]
+    seg = text[start:min(end, start + 8 * MARK_TITLE_CHARS)]  # the title's line and what follows it
     body = seg.lstrip()
-    line, sep, after = body.partition("\n")
-    line = line.strip()
-    alone = not after.strip() or after.startswith("\n") or not sep
+    raw, sep, after = body.partition("\n")
+    line = raw.strip()
+    alone = not after.partition("\n")[0].strip()  # a blank line (or the section's end) follows it
     if not alone or not line or len(line) > MARK_TITLE_CHARS or line.endswith((".", ",", ";")) \
             or not line[0].isupper() and not has_cjk(line[0]) or scheme_of(line) is not None:
         return None
-    return line, start + (len(seg) - len(body)) + len(line) + len(sep)
+    return line, start + (len(seg) - len(body)) + len(raw) + len(sep)
 
 
 def _alone_under(mark: Heading, title: Heading, later: Iterable[Heading]) -> bool:
