@@ -187,17 +187,19 @@ def test_a_bare_division_mark_takes_the_title_printed_after_it() -> None:
             "GEOGRAPHIC OPERATIONS\n\nWe operate in four regions.\n\n### NOTE 25\n\nRESTRUCTURING\n\n"
             "We periodically initiate restructuring programs.\n\n### NOTE 26\n\nThe Company leases offices\n"
             "in three states.\n\n### Note 27\n\n#### Consolidated Balance Sheets\n\nrows\n\n"
-            "# PART III\n\n## Item 10. Directors\n\nnames\n\n# 第一章\n\n## 总则\n\n第一条 为了规范。\n")
+            "# PART III\n\n## Item 10. Directors\n\nnames\n\n# 第一章\n\n## 总则\n\n### 第一条\n\n"
+            "为了规范管理，制定本法。\n")
     root, doc = tree_of(text)
     assert shape(root) == [
         "PART II", "  Item 8. Financial Statements",
         "    NOTE 24 — REPORTABLE SEGMENTS AND GEOGRAPHIC OPERATIONS", "    NOTE 25 — RESTRUCTURING",
-        "    NOTE 26", "    Note 27", "PART III", "  Item 10. Directors", "第一章 总则"]
+        "    NOTE 26", "    Note 27", "PART III", "  Item 10. Directors", "第一章 总则", "  第一条"]
     n24, n25, n26, n27 = (root.children[0].children[0].children[i] for i in range(4))
     assert n24.content == "We operate in four regions." and n24.start_line == 5
     assert n25.content == "We periodically initiate restructuring programs."
     assert n26.content.startswith("The Company leases offices")  # a paragraph, not a title
     assert "Consolidated Balance Sheets" in n27.content  # a statement's title is no note's title
+    assert root.children[-1].children[0].content == "为了规范管理，制定本法。"  # an article's text, no title
     for leaf in root.leaves():
         assert doc.text[leaf.content_start:leaf.content_end] == leaf.content
 

@@ -147,6 +147,8 @@ def _running_key(text: str) -> str:
 
 MARK_TITLE_CHARS = 120
 """Longest line read as a division mark's title when the title is set as body text."""
+_SENTENCE_ENDS = (".", ",", ";", "!", "?", "。", "，", "；", "！", "？")
+"""How a line that is a sentence or a clause ends ("为了规范……，制定本法。" under a bare "第一条")."""
 
 
 def _join_mark(mark: Heading, title: str, end_char: int, end_line: int) -> Heading:
@@ -165,7 +167,7 @@ def _body_title(text: str, start: int, end: int) -> tuple[str, int] | None:
     raw, sep, after = body.partition("\n")
     line = raw.strip()
     alone = not after.partition("\n")[0].strip()  # a blank line (or the section's end) follows it
-    if not alone or not line or len(line) > MARK_TITLE_CHARS or line.endswith((".", ",", ";")) \
+    if not alone or not line or len(line) > MARK_TITLE_CHARS or line.endswith(_SENTENCE_ENDS) \
             or not line[0].isupper() and not has_cjk(line[0]) or scheme_of(line) is not None:
         return None
     return line, start + (len(seg) - len(body)) + len(raw) + len(sep)
