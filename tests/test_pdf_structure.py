@@ -72,6 +72,7 @@ def test_scheme_ranks_leave_no_empty_level() -> None:
     ("Years ended December 31,", True), ("Three Months Ended", True), ("Boeing Capital $2 $23 $32", True),
     ("737 747 767 777X 787 Total", True), ("10,898 10,265 10,298Total revenues", True), ("2022 Compared with 2021", False), ("Item 1. Business", False),
     ("Results of Operations", False), ("Note 22 - Segment and Revenue Information", False),
+    ("Year Ended December 31, 2018 vs. 2017 2017 vs. 2016", True),
 ])
 def test_table_rows_and_column_headers(text: str, table: bool) -> None:
     assert is_table_line(text) is table

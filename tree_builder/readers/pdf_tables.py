@@ -18,7 +18,7 @@ _DATE_WORDS = {
     "ending", "as", "of", "at", "and", "q1", "q2", "q3", "q4", "fy", "h1", "h2", "change", "%", "in",
     "millions", "thousands", "billions", "the", "one", "two", "three", "four", "five", "six", "nine",
     "twelve", "fifty-two", "fifty-three", "period", "periods", "dollars", "except", "per", "share", "amounts",
-    "data", "unaudited", "usd", "$",
+    "data", "unaudited", "usd", "$", "vs", "versus",
 }
 _PERIOD_MARKS = {"ended", "ending"}
 
