@@ -92,24 +92,24 @@ def _max_children(node: TreeNode) -> int:
     return max((len(n.children) for n in node.iter_preorder()), default=0)
 
 
-def _under_item(node: TreeNode) -> bool:
-    return any(_kind(a) == "item" for a in [*node.ancestors(), node])
-
+def _division(node: TreeNode, kind: str) -> TreeNode | None:
+    """The outermost section opening with ``kind``'s word that holds ``node`` (or is it), else None."""
+    return next((a for a in [*node.ancestors(), node] if _kind(a) == kind), None)
 
 
 def evidence_miss(doc_node: TreeNode, page: int) -> str | None:
     """None when ``page`` lies in a leaf under an Item, else why not."""
     leaves = [n for n in doc_node.leaves() if n.page_start <= page <= n.page_end]
-    if any(_under_item(n) for n in leaves):
+    if any(_division(n, "item") is not None for n in leaves):
         return None
     items = [n for n in doc_node.iter_preorder() if _kind(n) == "item"]
     if not items:
         return "no Item in the tree"
     if page < min(n.page_start for n in items):
         return "before the first Item (cover or contents)"
-    exhibits = [a.heading for n in leaves for a in [*n.ancestors(), n] if _kind(a) == "exhibit"]
-    if exhibits:
-        return f"in an exhibit ({exhibits[0]})"
+    exhibit = next((e for n in leaves if (e := _division(n, "exhibit")) is not None), None)
+    if exhibit is not None:
+        return f"in an exhibit ({exhibit.heading})"
     if page > max(n.page_end for n in items):
         return "after the last Item (exhibits, signatures)"
     return "in a section outside the Items"
@@ -128,7 +128,7 @@ def check_file(path: Path, evidence_pages: list[int], config: Config) -> FileChe
     check = FileCheck(path.name, form_of(doc.text, doc.page_starts), len(doc.page_starts), len(items), len(parts),
                       _max_children(doc_node), len(doc_node.leaves()))
     check.shape_ok = bool(items) and bool(parts) \
-        and all(any(_kind(a) == "part" for a in n.ancestors()) for n in items) \
+        and all(_division(n, "part") is not None for n in items) \
         and any(any(c.kind == "section" for c in n.children) for n in items)
     check.evidence = len(evidence_pages)
     for page in evidence_pages:

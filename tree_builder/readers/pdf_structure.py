@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from tree_builder.heading_schemes import bare_mark, is_statement_title, scheme_of, scheme_ranks
+from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_tables import is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
@@ -274,7 +274,7 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
             ln = lines[i]
             sc = scheme_of(ln.text) if (p, i) not in taken else None
             if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or _CONTINUED.search(ln.text) \
-                    or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, last_title)):
+                    or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, sc, last_title)):
                 i += 1
                 continue
             if sc.name in ("statement", "exhibit"):
@@ -299,7 +299,7 @@ _EXHIBIT_TOP_LINES = 3
 """An exhibit's mark prints among the first lines left on its first page (above or beside its title)."""
 
 
-def _page_top_title(lines: Sequence["Line"], i: int, last_title: str) -> bool:
+def _page_top_title(lines: Sequence["Line"], i: int, sc: Scheme, last_title: str) -> bool:
     """A statement's whole title opening its page, in the body font ("Consolidated Balance Sheets" above
     a company line in capitals, as General Mills prints its statements), or an exhibit's bare mark near
     the top of its first page ("Exhibit 10.13"): the page's title, though unstyled. The same title as the
@@ -309,7 +309,7 @@ def _page_top_title(lines: Sequence["Line"], i: int, last_title: str) -> bool:
         return False
     if i == 0 and is_statement_title(text):
         return True
-    return i < _EXHIBIT_TOP_LINES and bare_mark(text) and scheme_of(text).name == "exhibit"
+    return i < _EXHIBIT_TOP_LINES and sc.name == "exhibit" and bare_mark(text)
 
 
 def _markers(structural: list[_Structural]) -> list[int]:
