@@ -73,6 +73,7 @@ def test_scheme_ranks_leave_no_empty_level() -> None:
     ("737 747 767 777X 787 Total", True), ("10,898 10,265 10,298Total revenues", True), ("2022 Compared with 2021", False), ("Item 1. Business", False),
     ("Results of Operations", False), ("Note 22 - Segment and Revenue Information", False),
     ("Year Ended December 31, 2018 vs. 2017 2017 vs. 2016", True),
+    ("Year Ended December 31, 2015 to 2016 2014 to 2015", True),
 ])
 def test_table_rows_and_column_headers(text: str, table: bool) -> None:
     assert is_table_line(text) is table
@@ -221,6 +222,24 @@ def test_bold_row_labels_of_a_statement_page_are_no_sections(tmp_path: Path) -> 
     doc = _tree(path)
     assert _headings(doc) == ["Overview", "Consolidated Statements of Cash Flows", "Basis of Presentation"]
     assert "Operating activities" in _find(doc, "Consolidated Statements of Cash Flows").content
+
+
+def test_a_period_cell_over_a_table_is_no_section_and_prose_under_the_table_keeps_its_titles(
+        tmp_path: Path) -> None:
+    def prose(topic: str) -> str:  # each paragraph its own: a line on every page is a running header
+        return (f"{topic} rose in every segment as deliveries recovered, and the margin widened as the costs of "
+                "the plants fell with the volume they made.")
+    table = [("b", "Segment Results"), ("b", "Fiscal Year"), ("p", "In Millions 2022 2021"),
+             ("p", "Net sales 1,234 1,100"), ("p", "Cost of sales (800) (760)"), ("p", "Operating profit 434 340"),
+             ("p", "Interest expense (20) (25)"), ("p", "Income taxes (90) (70)"), ("p", "Net earnings 324 245"),
+             ("b", "Revenues"), ("p", prose("Revenues")), ("b", "Commercial Paper"), ("p", prose("Borrowing"))]
+    pages = [[("b", "Results of Operations"), ("p", prose("Sales"))], table,
+             [("b", "Outlook"), ("p", prose("Demand"))]]
+    path = tmp_path / "summary.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc) == ["Results of Operations", "Segment Results", "Revenues", "Commercial Paper", "Outlook"]
+    assert "Fiscal Year" in _find(doc, "Segment Results").content
 
 
 def test_a_chunk_cut_inside_a_table_is_represented_with_its_column_header() -> None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
-from tree_builder.readers.pdf_tables import is_table_line
+from tree_builder.readers.pdf_tables import is_period_words, is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
 
 if TYPE_CHECKING:
@@ -137,14 +137,24 @@ def _mostly_table(lines: Sequence["Line"]) -> bool:
 
 
 def _table_page_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
-    """Candidates on a page that is mostly a table (a financial statement), except its first: bold
-    row-group labels and column names ("Operating activities", "Retained Earnings") are no sections."""
+    """Candidates on a page that is mostly a table (a financial statement), except its first and those
+    a paragraph follows: bold row-group labels and column names ("Operating activities", "Retained
+    Earnings") are no sections, but a page of prose under a summary table keeps its titles."""
     out: set[tuple[int, int]] = set()
     for p, lines in enumerate(pages):
         on_page = sorted(i for q, i in chosen if q == p)
         if len(on_page) >= 2 and _mostly_table(lines):
-            out.update((p, i) for i in on_page[1:])
+            out.update((p, i) for i in on_page[1:] if not _prose_follows(lines, i))
     return out
+
+
+_PROSE_CHARS = 80
+"""A line longer than this that is no table line is a paragraph's (a row label is a few words)."""
+
+
+def _prose_follows(lines: Sequence["Line"], i: int) -> bool:
+    below = lines[i + 1] if i + 1 < len(lines) else None
+    return below is not None and len(below.text) > _PROSE_CHARS and not is_table_line(below.text)
 
 
 _CROWD_LINES = 10
@@ -163,9 +173,10 @@ def _crowded_pages(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int
 
 def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]], body_size: float,
                      body_bold: bool) -> set[tuple[int, int]]:
-    """Candidates that are a table's header cell (another line shares their baseline) or the last
-    line of a bold sentence (a run-in caption, such as a risk factor, whose first line is too long
-    to be a heading), not headings. Lines without a known position are left alone."""
+    """Candidates that are a table's header cell (another line shares their baseline, or period words
+    alone over a table line: "Change" above "Year Ended December 31, 2018 vs. 2017") or the last line
+    of a bold sentence (a run-in caption, such as a risk factor, whose first line is too long to be a
+    heading), not headings. Lines without a known position are left alone."""
     out: set[tuple[int, int]] = set()
     for p, i in chosen:
         lines = pages[p]
@@ -173,6 +184,11 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
         if not ln.y:
             continue
         if any(k != i and abs(other.y - ln.y) < 1.0 for k, other in enumerate(lines)):
+            out.add((p, i))
+            continue
+        below = lines[i + 1] if i + 1 < len(lines) else None
+        if below is not None and is_period_words(ln.text) and is_table_line(below.text) \
+                and 0 < ln.y - below.y < 2.5 * max(ln.size, 1):
             out.add((p, i))
             continue
         if i and (p, i - 1) not in chosen:

@@ -18,7 +18,7 @@ _DATE_WORDS = {
     "ending", "as", "of", "at", "and", "q1", "q2", "q3", "q4", "fy", "h1", "h2", "change", "%", "in",
     "millions", "thousands", "billions", "the", "one", "two", "three", "four", "five", "six", "nine",
     "twelve", "fifty-two", "fifty-three", "period", "periods", "dollars", "except", "per", "share", "amounts",
-    "data", "unaudited", "usd", "$", "vs", "versus",
+    "data", "unaudited", "usd", "$", "vs", "versus", "to",
 }
 _PERIOD_MARKS = {"ended", "ending"}
 
@@ -60,6 +60,13 @@ def is_column_header(text: str) -> bool:
     if not all(is_figure(t) or w in _DATE_WORDS for t, w in zip(tokens, words)):
         return False
     return any(_YEAR.match(w) for w in words) or bool(_PERIOD_MARKS & set(words))
+
+
+def is_period_words(text: str) -> bool:
+    """Period words and nothing else ("Fiscal Year", "Change", "Three Months Ended"): printed above a
+    table's columns, such a line is a cell that spans them, not the table's title."""
+    words = [t.casefold().strip(",.():") for t in text.split()]
+    return bool(words) and all(w in _DATE_WORDS for w in words)
 
 
 def is_table_row(text: str) -> bool:
