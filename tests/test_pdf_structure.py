@@ -185,7 +185,8 @@ def test_filing_citations_name_the_physical_page(tmp_path: Path) -> None:
 
 def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
     """Pages of (style, text): b = bold 10 pt, p = regular 10 pt; a style ending in "-" sets the next
-    line right below (a wrapped line's spacing), else a gap follows."""
+    line right below (a wrapped line's spacing), else a gap follows; "^" in it centres the line, ">"
+    starts it at the page's right third (over a table's figure columns)."""
     from fpdf import FPDF
 
     pdf = FPDF(format="A4")
@@ -194,7 +195,9 @@ def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
         for style, text in page:
             pdf.set_font("Helvetica", "B" if style.startswith("b") else "", 10)
             tight = style.endswith("-")
-            pdf.multi_cell(0, 4 if tight else 6, text)
+            if ">" in style:
+                pdf.set_x(140)
+            pdf.multi_cell(0, 4 if tight else 6, text, align="C" if "^" in style else "L")
             pdf.ln(0 if tight else 2)
     pdf.output(str(path))
 
@@ -240,6 +243,23 @@ def test_a_period_cell_over_a_table_is_no_section_and_prose_under_the_table_keep
     doc = _tree(path)
     assert _headings(doc) == ["Results of Operations", "Segment Results", "Revenues", "Commercial Paper", "Outlook"]
     assert "Fiscal Year" in _find(doc, "Segment Results").content
+
+
+def test_a_cell_over_a_table_s_columns_is_no_section_and_a_centred_title_is(tmp_path: Path) -> None:
+    prose = ("Deliveries rose on every program as the supply chain recovered, and the backlog grew with the "
+             "orders placed late in the year by airlines in every region.")
+    more = ("The backlog stands at five years of production at today's rates, and most of it is for the "
+            "smaller airplanes that airlines fly on short routes within one region.")
+    pages = [[("b", "Program Highlights"), ("p", prose), ("b>", "Program"), ("p>", "737 747 767 787"),
+              ("p", "Deliveries 387 5 33 31"), ("p", "Backlog 3,975 6 102 476"), ("p", "Orders 561 2 32 18"),
+              ("b", "Backlog"), ("p", more), ("p", more.replace("five", "six")), ("p", more.replace("five", "four"))],
+             [("b^", "SUPPLEMENTAL PENSION PLAN"), ("p^", "(As Amended and Restated Effective January 1, 2023)"),
+              ("p", "The plan pays the benefits the tax code keeps the qualified plan from paying to employees.")]]
+    path = tmp_path / "cells.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc) == ["Program Highlights", "Backlog", "SUPPLEMENTAL PENSION PLAN"]
+    assert "Program\n" in _find(doc, "Program Highlights").content
 
 
 def test_a_chunk_cut_inside_a_table_is_represented_with_its_column_header() -> None:

@@ -16,3 +16,6 @@ class Line:
     """0 = body; otherwise the heading's marker level."""
     x: float = 0.0
     """Left edge of the line's first run (indentation in a contents page)."""
+    x_end: float = 0.0
+    """Right edge of the line (its last character's origin plus half its size): with ``x``, where the
+    line sits across the page, a title centred above a table, a header cell over its columns."""

@@ -173,10 +173,11 @@ def _crowded_pages(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int
 
 def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]], body_size: float,
                      body_bold: bool) -> set[tuple[int, int]]:
-    """Candidates that are a table's header cell (another line shares their baseline, or period words
-    alone over a table line: "Change" above "Year Ended December 31, 2018 vs. 2017") or the last line
-    of a bold sentence (a run-in caption, such as a risk factor, whose first line is too long to be a
-    heading), not headings. Lines without a known position are left alone."""
+    """Candidates that are a table's header cell (another line shares their baseline; or, over a table
+    line, period words alone, "Change" above "Year Ended December 31, 2018 vs. 2017", or a short line
+    over its columns) or the last line of a bold sentence (a run-in caption, such as a risk factor,
+    whose first line is too long to be a heading), not headings. Lines without a known position are
+    left alone."""
     out: set[tuple[int, int]] = set()
     for p, i in chosen:
         lines = pages[p]
@@ -187,8 +188,8 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
             out.add((p, i))
             continue
         below = lines[i + 1] if i + 1 < len(lines) else None
-        if below is not None and is_period_words(ln.text) and is_table_line(below.text) \
-                and 0 < ln.y - below.y < 2.5 * max(ln.size, 1):
+        if below is not None and is_table_line(below.text) and 0 < ln.y - below.y < 2.5 * max(ln.size, 1) \
+                and (is_period_words(ln.text) or _over_the_columns(lines, ln)):
             out.add((p, i))
             continue
         if i and (p, i - 1) not in chosen:
@@ -197,6 +198,20 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
                     and _styled(prev, body_size, body_bold):
                 out.add((p, i))
     return out
+
+
+_CELL_WORDS = 6
+"""Most words in a header cell ("Impairment (1) Net Carrying Amount")."""
+
+
+def _over_the_columns(lines: Sequence["Line"], ln: "Line") -> bool:
+    """``ln`` is short and starts right of the middle of the page's text: over a table's figure columns
+    ("Program" above "737 747 767 777X 787"), where no title sits: a table's title starts at the left
+    margin or is centred, and so starts left of the middle."""
+    placed = [other for other in lines if other.x_end]  # not a title inserted from the outline
+    if not placed or len(ln.text.split()) > _CELL_WORDS:
+        return False
+    return ln.x > (min(other.x for other in placed) + max(other.x_end for other in placed)) / 2
 
 
 _FULL_LINE = 0.6

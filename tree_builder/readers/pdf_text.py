@@ -125,7 +125,10 @@ def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | Non
             where = styles.origin(char)
     (size, bold), _ = votes.most_common(1)[0] if votes else ((0.0, False), 0)
     x, y = where if where is not None else (0.0, 0.0)
-    return Line(text, size, bold, y, page_no, x=x)
+    last = styles.char_index(start + len(segment.rstrip()) - 1)
+    end = styles.origin(last) if last >= 0 else None
+    x_end = end[0] + size / 2 if end is not None else x
+    return Line(text, size, bold, y, page_no, x=x, x_end=max(x, x_end))
 
 
 def page_lines(text_page: pdfium.PdfTextPage, page_no: int) -> list[Line]:
