@@ -262,6 +262,22 @@ def test_a_cell_over_a_table_s_columns_is_no_section_and_a_centred_title_is(tmp_
     assert "Program\n" in _find(doc, "Program Highlights").content
 
 
+def test_a_division_word_a_sentence_runs_onto_is_no_section(tmp_path: Path) -> None:
+    """An exhibit set in bold: a sentence that breaks before "Section 6.1." carries on, no section opens."""
+    prose = ("The plan pays each participant the balance of the account in the form the participant chose "
+             "when the deferral was made.")
+    pages = [[("b", "ARTICLE V - Contributions"), ("p", prose.replace("pays", "credits")),
+              ("b", "ARTICLE VI - Distributions"), ("p", prose),
+              ("b-", "A rehired participant keeps the election made before, and the account is paid under"),
+              ("b-", "Section 6.1. The account is paid in January after the participant leaves again."),
+              ("b", "Section 6.2 Forms of Payment"), ("p", prose.replace("balance", "rest"))]]
+    path = tmp_path / "plan.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc)[-2:] == ["ARTICLE VI - Distributions", "Section 6.2 Forms of Payment"]
+    assert "Section 6.1. The account is paid" in _find(doc, "ARTICLE VI - Distributions (intro)").content
+
+
 def test_a_chunk_cut_inside_a_table_is_represented_with_its_column_header() -> None:
     from indexing.chunker import Chunk
     from indexing.representation import chunk_representation, column_header_above

@@ -231,6 +231,26 @@ def _continues(prev: "Line", ln: "Line", full: float) -> bool:
         and not (prev.text.endswith((".", "!", "?", ":", "。")) and len(ln.text) < full)
 
 
+def _measures(lines: Sequence["Line"]) -> dict[float, int]:
+    """The page's measure in each font size (``_FULL_LINE``)."""
+    lengths: dict[float, list[int]] = {}
+    for ln in lines:
+        lengths.setdefault(ln.size, []).append(len(ln.text))
+    return {size: sorted(ns)[(3 * len(ns)) // 4] for size, ns in lengths.items()}
+
+
+def _runs_on(lines: Sequence["Line"], i: int, measure: dict[float, int]) -> bool:
+    """Line ``i`` carries on the sentence of the line above it: that line, in the same font at line
+    spacing, fills the measure and breaks off mid-sentence, after a word in lower case or a comma
+    ("... as to the timing and form of payment under" / "Section 6.1(F)), without regard to ...")."""
+    if not i:
+        return False
+    prev, ln = lines[i - 1], lines[i]
+    last = prev.text.rstrip()[-1:]
+    return (prev.size, prev.bold) == (ln.size, ln.bold) and 0 < prev.y - ln.y < 1.6 * max(ln.size, 1) \
+        and len(prev.text) >= _FULL_LINE * measure[prev.size] and (last.islower() or last == ",")
+
+
 def _prose_runs(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """Candidates that are lines of a paragraph set larger than the body, not headings: a run of
     lines that continue one another (``_continues``), some of them candidates, that together run
@@ -241,10 +261,7 @@ def _prose_runs(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]])
     out: set[tuple[int, int]] = set()
     for p in sorted({q for q, _ in chosen}):
         lines = pages[p]
-        lengths: dict[float, list[int]] = {}
-        for ln in lines:
-            lengths.setdefault(ln.size, []).append(len(ln.text))
-        measure = {size: sorted(ns)[(3 * len(ns)) // 4] for size, ns in lengths.items()}
+        measure = _measures(lines)
         run: list[int] = []
         for i in range(len(lines) + 1):
             if run and i < len(lines) and _continues(lines[i - 1], lines[i], _FULL_LINE * measure[lines[i].size]):
@@ -300,11 +317,13 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
     for p, lines in enumerate(pages):
         if p in skip_pages:
             continue
+        measure = _measures(lines)
         i = 0
         while i < len(lines):
             ln = lines[i]
             sc = scheme_of(ln.text) if (p, i) not in taken else None
             if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or _CONTINUED.search(ln.text) \
+                    or sc.name != "statement" and _runs_on(lines, i, measure) \
                     or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, sc, last_title)):
                 i += 1
                 continue
