@@ -278,6 +278,22 @@ def test_a_division_word_a_sentence_runs_onto_is_no_section(tmp_path: Path) -> N
     assert "Section 6.1. The account is paid" in _find(doc, "ARTICLE VI - Distributions (intro)").content
 
 
+def test_a_line_opening_in_lower_case_is_no_section_unless_lettered(tmp_path: Path) -> None:
+    """A sentence's tail left alone by a page break, in a heading's font, opens no section; a title
+    numbered "a." does."""
+    def prose(topic: str) -> str:
+        return (f"{topic} are credited to each account at the end of every quarter, and the balance earns "
+                "interest at the rate the committee sets for the year.")
+    pages = [[("b", "Contributions"), ("p", prose("Deferrals")), ("b", "Dividend Equivalents"),
+              ("p", prose("Dividends")), ("b", "multiplied by the number of units held")],
+             [("p", prose("Units")), ("b", "a. Elections To Receive Units"), ("p", prose("Elections"))]]
+    path = tmp_path / "plan.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc)[-2:] == ["Dividend Equivalents", "a. Elections To Receive Units"]
+    assert "multiplied by the number of units held" in _find(doc, "Dividend Equivalents").content
+
+
 def test_a_chunk_cut_inside_a_table_is_represented_with_its_column_header() -> None:
     from indexing.chunker import Chunk
     from indexing.representation import chunk_representation, column_header_above

@@ -214,6 +214,19 @@ def _over_the_columns(lines: Sequence["Line"], ln: "Line") -> bool:
     return ln.x > (min(other.x for other in placed) + max(other.x_end for other in placed)) / 2
 
 
+def _sentence_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Candidates that open in lower case: a title opens with a capital or a number, and a line that
+    does not is a sentence's tail left alone by a page break or a formula ("multiplied by (ii) the",
+    "the Company.", "ii. are appropriately tailored ..."), unless it is numbered in lower-case letters.
+    Taken out after the other rules, which read such lines as parts of the paragraphs around them."""
+    return {(p, i) for p, i in chosen
+            if pages[p][i].text[:1].islower() and not _LETTERED_TITLE.match(pages[p][i].text)}
+
+
+_LETTERED_TITLE = re.compile(r"^(?:[a-z]|[ivx]{1,5})[.)]\s+[A-Z0-9“\"]")
+"""A title numbered in lower-case letters: "a. Elections To Receive Restricted Stock Units"."""
+
+
 _FULL_LINE = 0.6
 """A line shorter than this share of the measure ends its paragraph (or is a title standing alone); a
 paragraph's other lines fill the measure. The measure is the length of the page's lines in that size
@@ -427,6 +440,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen -= _prose_runs(pages, chosen)
     chosen -= _cells_and_tails(pages, chosen, body_size, body_bold)
     chosen -= _crowded_pages(pages, chosen)
+    chosen -= _sentence_tails(pages, chosen)
     used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
 
     def style(ln: "Line") -> tuple[float, bool, bool, bool]:
