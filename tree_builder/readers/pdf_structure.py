@@ -16,9 +16,11 @@ column headers (``pdf_tables``), a table's header cells and a statement's
 row labels, the tail of a bold run-in sentence, "(Continued)" repeats,
 parenthesised captions, bulleted lines, a sentence (over 80 characters
 ending in a full stop, or from 50 ending in a full stop or a colon with
-fewer than half of its words capitalised), the lines of a paragraph set larger than the body (a
-press release's prose above its tables, an exhibit set in its own font), and
-in a document whose structure starts after a cover, the cover's fields.
+fewer than half of its words capitalised), a line opening in lower case (a
+sentence's tail), a division word a sentence runs onto, the lines of a
+paragraph set larger than the body (a press release's prose above its tables,
+an exhibit set in its own font), and in a document whose structure starts
+after a cover, the cover's fields.
 
 In a document without division words, the title atop a page that is mostly a
 table (a release's statements and reconciliations, in a font smaller than
