@@ -254,11 +254,15 @@ def test_a_cell_over_a_table_s_columns_is_no_section_and_a_centred_title_is(tmp_
               ("p", "Deliveries 387 5 33 31"), ("p", "Backlog 3,975 6 102 476"), ("p", "Orders 561 2 32 18"),
               ("b", "Backlog"), ("p", more), ("p", more.replace("five", "six")), ("p", more.replace("five", "four"))],
              [("b^", "SUPPLEMENTAL PENSION PLAN"), ("p^", "(As Amended and Restated Effective January 1, 2023)"),
-              ("p", "The plan pays the benefits the tax code keeps the qualified plan from paying to employees.")]]
+              ("p", "The plan pays the benefits the tax code keeps the qualified plan from paying to employees.")],
+             # a cell stacked a word group a line over its column
+             [("b", "Restructuring Charges"), ("p", more.replace("backlog", "plan")),
+              ("b>-", "Total"), ("b>-", "Restructuring"), ("b>", "Costs"), ("p", "Balance at June 30, 2022 $ 97 $ 18"),
+              ("p", "Charges 45 12"), ("p", more.replace("backlog", "program")), ("p", more.replace("five", "two"))]]
     path = tmp_path / "cells.pdf"
     _render_lines(path, pages)
     doc = _tree(path)
-    assert _headings(doc) == ["Program Highlights", "Backlog", "SUPPLEMENTAL PENSION PLAN"]
+    assert _headings(doc) == ["Program Highlights", "Backlog", "SUPPLEMENTAL PENSION PLAN", "Restructuring Charges"]
     assert "Program\n" in _find(doc, "Program Highlights").content
 
 

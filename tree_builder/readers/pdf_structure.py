@@ -194,6 +194,9 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
                 and (is_period_words(ln.text) or _over_the_columns(lines, ln)):
             out.add((p, i))
             continue
+        if _over_the_columns(lines, ln) and _stacked_over_a_table(lines, i):
+            out.add((p, i))
+            continue
         if i and (p, i - 1) not in chosen:
             prev = lines[i - 1]
             if (prev.size, prev.bold) == (ln.size, ln.bold) and 0 < prev.y - ln.y < 2 * max(ln.size, 1) \
@@ -214,6 +217,28 @@ def _over_the_columns(lines: Sequence["Line"], ln: "Line") -> bool:
     if not placed or len(ln.text.split()) > _CELL_WORDS:
         return False
     return ln.x > (min(other.x for other in placed) + max(other.x_end for other in placed)) / 2
+
+
+_STACK_LINES = 4
+"""Most lines a header cell is stacked over ("Total" / "Restructuring" / "Costs")."""
+
+
+def _stacked_over_a_table(lines: Sequence["Line"], i: int) -> bool:
+    """Line ``i`` heads a header cell stacked one word group a line ("Total" / "Restructuring" /
+    "Costs", each under the last in its font and near its left edge) whose last piece stands right
+    above a table line."""
+    ln, last = lines[i], lines[i]
+    for k in range(i + 1, min(i + 1 + _STACK_LINES, len(lines))):
+        nxt = lines[k]
+        if not 0 < last.y - nxt.y < 2.5 * max(ln.size, 1):
+            return False
+        if is_table_line(nxt.text):
+            return k > i + 1
+        if (nxt.size, nxt.bold) != (ln.size, ln.bold) or abs(nxt.x - ln.x) > 4 * max(ln.size, 1) \
+                or len(nxt.text.split()) > _CELL_WORDS:
+            return False
+        last = nxt
+    return False
 
 
 def _sentence_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
