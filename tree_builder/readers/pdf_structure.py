@@ -177,7 +177,7 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
                      body_bold: bool) -> set[tuple[int, int]]:
     """Candidates that are a table's header cell (another line shares their baseline; or, over a table
     line, period words alone, "Change" above "Year Ended December 31, 2018 vs. 2017", or a short line
-    over its columns) or the last line of a bold sentence (a run-in caption, such as a risk factor,
+    over its columns, alone or stacked) or the last line of a bold sentence (a run-in caption, such as a risk factor,
     whose first line is too long to be a heading), not headings. Lines without a known position are
     left alone."""
     out: set[tuple[int, int]] = set()
@@ -189,12 +189,8 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
         if any(k != i and abs(other.y - ln.y) < 1.0 for k, other in enumerate(lines)):
             out.add((p, i))
             continue
-        below = lines[i + 1] if i + 1 < len(lines) else None
-        if below is not None and is_table_line(below.text) and 0 < ln.y - below.y < 2.5 * max(ln.size, 1) \
-                and (is_period_words(ln.text) or _over_the_columns(lines, ln)):
-            out.add((p, i))
-            continue
-        if _over_the_columns(lines, ln) and _stacked_over_a_table(lines, i):
+        stacked = _pieces_over_a_table(lines, i)
+        if stacked == 0 and is_period_words(ln.text) or stacked is not None and _over_the_columns(lines, ln):
             out.add((p, i))
             continue
         if i and (p, i - 1) not in chosen:
@@ -223,22 +219,22 @@ _STACK_LINES = 4
 """Most lines a header cell is stacked over ("Total" / "Restructuring" / "Costs")."""
 
 
-def _stacked_over_a_table(lines: Sequence["Line"], i: int) -> bool:
-    """Line ``i`` heads a header cell stacked one word group a line ("Total" / "Restructuring" /
-    "Costs", each under the last in its font and near its left edge) whose last piece stands right
-    above a table line."""
+def _pieces_over_a_table(lines: Sequence["Line"], i: int) -> int | None:
+    """How many more pieces of a header cell line ``i`` heads before a table line right below the last
+    (0: the table line is right below ``i``; "Total" / "Restructuring" / "Costs" stack two more, each
+    under the last in its font and near its left edge), or None when no table line follows so."""
     ln, last = lines[i], lines[i]
     for k in range(i + 1, min(i + 1 + _STACK_LINES, len(lines))):
         nxt = lines[k]
         if not 0 < last.y - nxt.y < 2.5 * max(ln.size, 1):
-            return False
+            return None
         if is_table_line(nxt.text):
-            return k > i + 1
+            return k - i - 1
         if (nxt.size, nxt.bold) != (ln.size, ln.bold) or abs(nxt.x - ln.x) > 4 * max(ln.size, 1) \
                 or len(nxt.text.split()) > _CELL_WORDS:
-            return False
+            return None
         last = nxt
-    return False
+    return None
 
 
 def _sentence_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
@@ -279,16 +275,17 @@ def _measures(lines: Sequence["Line"]) -> dict[float, int]:
     return {size: sorted(ns)[(3 * len(ns)) // 4] for size, ns in lengths.items()}
 
 
-def _runs_on(lines: Sequence["Line"], i: int, measure: dict[float, int]) -> bool:
+def _runs_on(lines: Sequence["Line"], i: int) -> bool:
     """Line ``i`` carries on the sentence of the line above it: that line, in the same font at line
     spacing, fills the measure and breaks off mid-sentence, after a word in lower case or a comma
-    ("... as to the timing and form of payment under" / "Section 6.1(F)), without regard to ...")."""
+    ("... as to the timing and form of payment under" / "Section 6.1(F)), without regard to ...").
+    The page's measure is taken only for such a line (few pages have one)."""
     if not i:
         return False
     prev, ln = lines[i - 1], lines[i]
     last = prev.text.rstrip()[-1:]
-    return (prev.size, prev.bold) == (ln.size, ln.bold) and 0 < prev.y - ln.y < 1.6 * max(ln.size, 1) \
-        and len(prev.text) >= _FULL_LINE * measure[prev.size] and (last.islower() or last == ",")
+    return (last.islower() or last == ",") and prev.bold == ln.bold \
+        and _continues(prev, ln, _FULL_LINE * _measures(lines)[ln.size])
 
 
 def _prose_runs(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
@@ -357,13 +354,12 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
     for p, lines in enumerate(pages):
         if p in skip_pages:
             continue
-        measure = _measures(lines)
         i = 0
         while i < len(lines):
             ln = lines[i]
             sc = scheme_of(ln.text) if (p, i) not in taken else None
             if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or _CONTINUED.search(ln.text) \
-                    or sc.name != "statement" and _runs_on(lines, i, measure) \
+                    or sc.name != "statement" and _runs_on(lines, i) \
                     or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, sc, last_title)):
                 i += 1
                 continue
