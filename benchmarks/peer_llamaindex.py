@@ -221,10 +221,19 @@ def build_nodes(documents: list[Any], cfg: PeerConfig, lang: str,
 @functools.lru_cache(maxsize=None)
 def read_pdf_pages(path: Path) -> list[Any]:
     """The file as ``SimpleDirectoryReader`` hands it to a LlamaIndex user: one Document per page
-    (read once for every configuration: a long filing takes seconds)."""
+    (read once for every configuration: a long filing takes seconds). A file it cannot read stops the
+    run: by default the reader skips it with a warning, and the recipe would be scored on no chunks."""
     from llama_index.core import SimpleDirectoryReader
 
-    return SimpleDirectoryReader(input_files=[str(path)]).load_data()
+    try:
+        return SimpleDirectoryReader(input_files=[str(path)], raise_on_error=True).load_data()
+    except Exception as e:  # noqa: BLE001 - any reader failure ends the run with one line
+        cause: BaseException = e
+        while (inner := getattr(getattr(cause, "last_attempt", None), "exception", lambda: None)()
+               or cause.__cause__) is not None:  # the reader retries (tenacity) and wraps what failed
+            cause = inner
+        raise SystemExit(f"error: LlamaIndex's reader could not read {path.name}: "
+                         f"{type(cause).__name__}: {cause}") from None
 
 
 def page_chunk_spans(page_text: str, page_span: tuple[int, int], finder: Any, chunks: Sequence[Any],
