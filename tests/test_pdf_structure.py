@@ -7,7 +7,7 @@ import pytest
 
 from config import Config
 from tests.doc_factory import render_filing_pdf
-from tree_builder.heading_schemes import scheme_of, scheme_ranks
+from tree_builder.heading_schemes import run_in_split, scheme_of, scheme_ranks
 from tree_builder.loader import load_document
 from tree_builder.readers.pdf_tables import is_table_line
 from tree_builder.readers.pdf_toc import parse_rows, title_key
@@ -57,6 +57,7 @@ def test_division_words_are_recognised(text: str, name: str) -> None:
     "Section 8.1(b), payment of Supplemental Benefits shall be made as follows",
     "Section 3(a)(i) in the event of the death of the Participant",
     "Article one of the agreement sets out the definitions",
+    "SECTION 302 OF THE SARBANES-OXLEY ACT OF 2002", "PART III OF THIS ANNUAL REPORT",
 ])
 def test_sentences_opening_with_a_division_word_are_not_divisions(text: str) -> None:
     assert scheme_of(text) is None
@@ -183,17 +184,40 @@ def test_filing_citations_name_the_physical_page(tmp_path: Path) -> None:
         assert doc.text[c.start_char:c.end_char] == c.text
 
 
+@pytest.mark.parametrize("text, split", [
+    ("Section 2.2 Qualified Plan Definitions. Capitalized terms not otherwise defined in the Plan",
+     ("Section 2.2 Qualified Plan Definitions.", "Capitalized terms not otherwise defined in the Plan")),
+    ("Section 3.02. Authorization. Seller has all requisite power",
+     ("Section 3.02. Authorization.", "Seller has all requisite power")),
+    ("Section 9.1 Change in Control. “Change in Control” means any of the following:",
+     ("Section 9.1 Change in Control.", "“Change in Control” means any of the following:")),
+    ("Section 5.1 Benefits Under the U.S. Plan. If a Participant retires early",
+     ("Section 5.1 Benefits Under the U.S. Plan.", "If a Participant retires early")),
+    ("Item 5.07. Submission of Matters to a Vote of Security Holders.", None),
+    ("ITEM 4(a). Information about our Executive Officers", None),
+    ("Item 1. Business. General", None),  # three words at least run in
+    ("Section 8.1 Supplemental Account Payments (Other than Payments Due to Death or Disability).", None),
+    ("Note 3. Restructuring and Impairment Charges", None),
+    ("第一条 为了规范合同。本法适用于合同。", None),
+    ("Section 4.1 Participation in this Plan shall be limited to the Employees who meet the requirements "
+     "of Section 4.2. The Committee decides.", None),  # no title: the sentence itself
+])
+def test_a_division_line_whose_paragraph_runs_in_is_cut_after_its_title(
+        text: str, split: tuple[str, str] | None) -> None:
+    assert run_in_split(text) == split
+
+
 def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
     """Pages of (style, text): b = bold 10 pt, p = regular 10 pt; a style ending in "-" sets the next
     line right below (a wrapped line's spacing), else a gap follows; "^" in it centres the line, ">"
-    starts it at the page's right third (over a table's figure columns)."""
+    starts it at the page's right third (over a table's figure columns), "L" sets it in 12 pt."""
     from fpdf import FPDF
 
     pdf = FPDF(format="A4")
     for page in pages:
         pdf.add_page()
         for style, text in page:
-            pdf.set_font("Helvetica", "B" if style.startswith("b") else "", 10)
+            pdf.set_font("Helvetica", "B" if style.startswith("b") else "", 12 if "L" in style else 10)
             tight = style.endswith("-")
             if ">" in style:
                 pdf.set_x(140)
@@ -585,3 +609,45 @@ def test_exhibits_bound_after_the_report_are_divisions_of_their_own(tmp_path: Pa
     subs = _find(doc, "EXHIBIT 21")  # its first line runs on into the list: no title of its own
     assert subs.is_leaf and "Acme Subsidiary Number 13 LLC Delaware" in subs.content
     assert "Exhibit 10.13 Acme Deferred Compensation Plan" in _find(doc, "Item 15. Exhibits (intro)").content
+
+
+def test_a_run_in_section_is_named_by_its_title_and_its_paragraph_is_its_text(tmp_path: Path) -> None:
+    """A plan prints each section's title at the head of its first paragraph: the section is named
+    "Section 2.2 Qualified Plan Definitions." and its text opens with the paragraph's first words."""
+    pages = [[("b", "ARTICLE 2 DEFINITIONS"),
+              ("b-", "Section 2.1 Definitions. As used in the Plan, the following terms have the meanings"),
+              ("p", "indicated below, unless the context clearly requires another meaning."),
+              ("b-", "Section 2.2 Qualified Plan Definitions. Capitalized terms not otherwise defined in"),
+              ("p", "the Plan shall have the same meaning set forth in the related Qualified Retirement Plan.")],
+             [("b", "ARTICLE 3 ADMINISTRATION"),
+              ("p", "The Plan shall be administered by the Administrator, who may delegate any of the duties.")]]
+    path = tmp_path / "plan.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc) == ["ARTICLE 2 DEFINITIONS", "Section 2.1 Definitions.",
+                              "Section 2.2 Qualified Plan Definitions.", "ARTICLE 3 ADMINISTRATION"]
+    assert _find(doc, "Section 2.2 Qualified Plan Definitions.").content.startswith(
+        "Capitalized terms not otherwise defined in\nthe Plan shall have the same meaning")
+
+
+def test_an_exhibit_set_in_a_larger_font_is_read_against_its_own_body(tmp_path: Path) -> None:
+    """A contract filed after a report in a larger font: its paragraphs are no headings (against the
+    report's body every line of it was larger), its bold clause titles are."""
+    prose = ("Revenue rose in every segment as deliveries recovered, and the margin widened as the costs of "
+             "the plants fell with the volume they made.")
+    report = [[("b", "PART I"), ("b", "Item 1. Business"), *[("p", prose)] * 10],
+              [("b", "Item 7. Management's Discussion and Analysis"), *[("p", prose.replace("Revenue", "Cash"))] * 10],
+              [("b", "Item 8. Financial Statements"), *[("p", prose.replace("Revenue", "Income"))] * 10]]
+    clause = ("The Concessionaire shall pay the premium to the Government each year, in the amounts and on the "
+              "dates this contract sets, for as long as the concession is in force.")
+    exhibit = [[("bL", "EXHIBIT 10.1"), ("pL", "The Government and the Concessionaire agree as follows. " + clause),
+                ("bL", "Clause 1"), ("pL", "One. " + clause), ("pL", "Two. " + clause),
+                ("pL", " "), ("pL-", "Three. The Concessionaire shall also pay a premium for each gaming table"),
+                ("pL", "in its casinos."), ("bL", "Clause 2"), ("pL", "One. " + clause.replace("premium", "tax")),
+                ("pL", "Two. " + clause.replace("premium", "levy")), ("pL", "Three. " + clause.replace("each", "every"))],
+               [("bL", "Clause 3"), *[("pL", f"{n}. " + clause.replace("premium", "fee"))
+                                      for n in ("One", "Two", "Three", "Four", "Five", "Six")]]]
+    path = tmp_path / "report.pdf"
+    _render_lines(path, report + exhibit)
+    headings = _headings(_tree(path))
+    assert headings[-4:] == ["EXHIBIT 10.1", "Clause 1", "Clause 2", "Clause 3"]

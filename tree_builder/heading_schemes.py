@@ -82,6 +82,10 @@ _SUB_MARKS = re.compile(r"(?:\([0-9A-Za-z]{1,4}\))+")
 """Sub-clause marks right after a division number: "(b)", "(a)(i)"."""
 
 
+_OF = re.compile(r"of\s", re.IGNORECASE)
+"""A division mark followed by "of" cites another text's division ("Section 302 of the ... Act")."""
+
+
 def _reads_on(rest: str) -> bool:
     """What follows a cited clause continues a sentence: a comma or a word in lower case."""
     return bool(rest) and (rest[0] in ",;" or rest[0].islower())
@@ -99,10 +103,48 @@ def _opening(s: str) -> tuple[Scheme, int] | None:
         sub = _SUB_MARKS.match(rest)
         if sub is not None and _reads_on(rest[sub.end():].lstrip()):
             return None  # "Section 8.1(b), payment of ...", "Section 3(a)(i) in the event of ...": a citation
+        if _OF.match(rest):
+            return None  # "SECTION 302 OF THE SARBANES-OXLEY ACT OF 2002": another text's division, cited
         rest = rest.lstrip(".,:-–—) ").lstrip()
         if not rest or rest[0].isupper() or rest[0].isdigit() or rest[0] in "[(\"“'":
             return Scheme(name, rank), m.end()
         return None
+    return None
+
+
+_TITLE_STOP = re.compile(r"(?<=[^\s.])\.\s+(?=[A-Z“\"(])")
+"""A period that may end a run-in title: after a word, before a capitalised word, a quote or a bracket."""
+_ABBREVIATIONS = frozenset({"inc", "co", "corp", "ltd", "llc", "no", "nos", "vs", "etc", "st", "mr", "ms", "mrs",
+                            "dr", "jr", "sr", "u.s", "e.g", "i.e", "sec", "art", "para"})
+"""Words a period follows inside a title ("Barclays Capital Inc. and ...", "U.S. Plan")."""
+_RUN_IN_TITLE_WORDS = 12
+"""Longest title read as a run-in heading's: a longer "title" is the sentence itself."""
+_RUN_IN_REST_WORDS = 3
+"""Fewest words after the title that make a run-in paragraph ("Item 1. Business. General" is all title)."""
+
+
+def run_in_split(text: str) -> tuple[str, str] | None:
+    """("Section 2.2 Qualified Plan Definitions.", "Capitalized terms not otherwise defined ...") for a
+    division line whose paragraph runs in after its title, as a contract or a plan prints its sections;
+    None for a line that is all heading ("Item 5.07. Submission of Matters to a Vote of Security
+    Holders.", "ITEM 4(a). Information about our Executive Officers"). Kept whole, the line made the
+    paragraph's first words the section's name and left them out of its text."""
+    s = text.strip()
+    opened = _opening(s)
+    if opened is None or opened[0].name.startswith("cn_"):
+        return None
+    end = opened[1]
+    start = len(s) - len(s[end:].lstrip(".,:-–—) "))
+    for stop in _TITLE_STOP.finditer(s, start):
+        title = s[start:stop.start()]
+        last = re.findall(r"[\w.’']+$", title)
+        word = last[0].casefold() if last else ""
+        if len(word.strip(".")) < 2 or word in _ABBREVIATIONS or not re.search(r"[^\W\d_]{2}", title):
+            continue  # a number, an initial or an abbreviation ("5.07", "(a)", "U.S", "Inc")
+        rest = s[stop.end():]
+        if len(title.split()) > _RUN_IN_TITLE_WORDS or len(rest.split()) < _RUN_IN_REST_WORDS:
+            return None
+        return s[:stop.start() + 1], rest
     return None
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tree_builder.document import Document
 from tree_builder.documents import document_from_parts
+from tree_builder.heading_schemes import run_in_split
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
@@ -152,7 +153,8 @@ _PARAGRAPH_END = (".", "!", "?", ":", ";", "。", "！", "？", "：", "；", "�
 def assemble(pages: list[list[Line]]) -> TextBuilder:
     """Pages of lines -> blocks. A paragraph cut by a page break (its last line does not end a
     sentence and the next page opens with body text) stays one paragraph; the page then begins
-    inside it, at the first character the next page holds."""
+    inside it, at the first character the next page holds. A division line whose paragraph runs in
+    after its title ("Section 2.2 Qualified Plan Definitions. Capitalized terms ...") is cut there."""
     builder = TextBuilder()
     gap = _line_gap(pages)
     para: list[str] = []
@@ -181,8 +183,12 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
                        and 0 < lines[i].y - lines[i + 1].y < 1.6 * ln.size):
                     i += 1
                     text = join_wrapped(text, lines[i].text)
-                builder.heading(text, ln.heading)
+                run_in = run_in_split(text)
+                builder.heading(run_in[0] if run_in else text, ln.heading)
                 prev = None
+                if run_in:  # the paragraph that runs in after the title opens the section's text
+                    para.append(run_in[1])
+                    prev = lines[i]
             else:
                 if prev is not None and gap and (prev.y - ln.y > 1.5 * gap or prev.y - ln.y < 0):
                     flush()

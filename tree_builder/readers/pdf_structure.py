@@ -173,8 +173,8 @@ def _crowded_pages(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int
     return {(p, i) for p, i in chosen if p in crowded}
 
 
-def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]], body_size: float,
-                     body_bold: bool) -> set[tuple[int, int]]:
+def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]],
+                     page_styles: Sequence[tuple[float, bool]]) -> set[tuple[int, int]]:
     """Candidates that are a table's header cell (another line shares their baseline; or, over a table
     line, period words alone, "Change" above "Year Ended December 31, 2018 vs. 2017", or a short line
     over its columns, alone or stacked) or the last line of a bold sentence (a run-in caption, such as a risk factor,
@@ -196,7 +196,7 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
         if i and (p, i - 1) not in chosen:
             prev = lines[i - 1]
             if (prev.size, prev.bold) == (ln.size, ln.bold) and 0 < prev.y - ln.y < 2 * max(ln.size, 1) \
-                    and _styled(prev, body_size, body_bold):
+                    and _styled(prev, *page_styles[p]):
                 out.add((p, i))
     return out
 
@@ -422,6 +422,28 @@ def _markers(structural: list[_Structural]) -> list[int]:
     return out
 
 
+_OWN_STYLE_CHARS = 2_000
+"""Text an exhibit needs for its own body style; a shorter one (a certification) is read in the report's."""
+
+
+def _exhibit_styles(pages: Sequence[Sequence["Line"]], structural: Sequence[_Structural],
+                    report: tuple[float, bool]) -> list[tuple[float, bool]]:
+    """The body style (size, bold) each page is read against: an exhibit's own where it is larger than
+    the report's, from the page its mark opens to the next exhibit's, the report's elsewhere. An exhibit
+    bound after a report is a document of its own, often set in a larger font (a concession contract in
+    11 pt behind a report in 9 pt): against the report's body, every line of it was larger than the body,
+    each clause a heading. A smaller one (a list of subsidiaries in 8 pt) keeps the report's: an exhibit
+    whose mark is not found would be read against it too."""
+    starts = sorted({s.page for s in structural if s.scheme == "exhibit" and s.first < _EXHIBIT_TOP_LINES})
+    out = [report] * len(pages)
+    for a, b in zip(starts, starts[1:] + [len(pages)]):
+        if sum(len(ln.text) for lines in pages[a:b] for ln in lines) >= _OWN_STYLE_CHARS:
+            own = body_style(pages[a:b])
+            if own[0] > report[0]:
+                out[a:b] = [own] * (b - a)
+    return out
+
+
 def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     """Set ``Line.heading`` (marker level) on the heading lines of ``pages``; returns the contents
     list found (its pages hold no heading)."""
@@ -451,17 +473,19 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     elif structural and structural[0].page <= _COVER_MAX_PAGE:
         start = (structural[0].page, structural[0].first)
 
+    page_styles = _exhibit_styles(pages, structural, (body_size, body_bold))
+
     def chosen_lines(capitals: bool) -> set[tuple[int, int]]:
         return {(p, i) for p, lines in enumerate(pages) if p not in contents_pages
                 for i, ln in enumerate(lines)
-                if (p, i) >= start and (p, i) not in taken and layout_candidate(ln, body_size, body_bold, capitals)}
+                if (p, i) >= start and (p, i) not in taken and layout_candidate(ln, *page_styles[p], capitals)}
 
     chosen = chosen_lines(False)
     if len(chosen) < len(pages) // 2:  # fonts mark almost no heading: capitals may
         chosen = chosen_lines(True)
     chosen -= _table_page_labels(pages, chosen)
     chosen -= _prose_runs(pages, chosen)
-    chosen -= _cells_and_tails(pages, chosen, body_size, body_bold)
+    chosen -= _cells_and_tails(pages, chosen, page_styles)
     chosen -= _crowded_pages(pages, chosen)
     chosen -= _sentence_tails(pages, chosen)
     used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
