@@ -208,7 +208,7 @@ def test_a_division_line_whose_paragraph_runs_in_is_cut_after_its_title(
 
 
 def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
-    """Pages of (style, text): b = bold 10 pt, p = regular 10 pt; a style ending in "-" sets the next
+    """Pages of (style, text): b = bold 10 pt, i = italic 10 pt, p = regular 10 pt; a style ending in "-" sets the next
     line right below (a wrapped line's spacing), else a gap follows; "^" in it centres the line, ">"
     starts it at the page's right third (over a table's figure columns), "L" sets it in 12 pt."""
     from fpdf import FPDF
@@ -217,7 +217,7 @@ def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
     for page in pages:
         pdf.add_page()
         for style, text in page:
-            pdf.set_font("Helvetica", "B" if style.startswith("b") else "", 12 if "L" in style else 10)
+            pdf.set_font("Helvetica", {"b": "B", "i": "I"}.get(style[:1], ""), 12 if "L" in style else 10)
             tight = style.endswith("-")
             if ">" in style:
                 pdf.set_x(140)
@@ -651,3 +651,22 @@ def test_an_exhibit_set_in_a_larger_font_is_read_against_its_own_body(tmp_path: 
     _render_lines(path, report + exhibit)
     headings = _headings(_tree(path))
     assert headings[-4:] == ["EXHIBIT 10.1", "Clause 1", "Clause 2", "Clause 3"]
+
+
+def test_italic_subheadings_are_sections_below_the_bold_ones(tmp_path: Path) -> None:
+    """A filing sets its MD&A's subheadings in italic body type under bold ones: each opens a section
+    one level down; an italic sentence in the text does not."""
+    def prose(topic: str) -> str:
+        return (f"{topic} was tested at the end of the year, and the fair value of each reporting unit "
+                "exceeded its carrying amount by a wide margin in every segment.")
+    pages = [[("b", "Critical Accounting Estimates"), ("p", prose("The estimate")),
+              ("i", "Goodwill"), ("p", prose("Goodwill")), ("i", "Indefinite-Lived Intangible Assets"),
+              ("p", prose("Each brand")), ("i", "All amounts are in millions of dollars."), ("p", prose("Each note"))],
+             [("b", "Liquidity and Capital Resources"), ("p", prose("Liquidity")),
+              ("i", "Cash Flows"), ("p", prose("Cash")), ("p", prose("Debt"))]]
+    path = tmp_path / "mdna.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc) == ["Critical Accounting Estimates", "Goodwill", "Indefinite-Lived Intangible Assets",
+                              "Liquidity and Capital Resources", "Cash Flows"]
+    assert _find(doc, "Goodwill").level == _find(doc, "Critical Accounting Estimates").level + 1

@@ -19,3 +19,6 @@ class Line:
     x_end: float = 0.0
     """Right edge of the line (its last character's origin plus half its size): with ``x``, where the
     line sits across the page, a title centred above a table, a header cell over its columns."""
+    italic: bool = False
+    """Most of the line is set in an italic (or oblique) font: a subheading's only mark where the body
+    is roman at the same size ("Amendments to Our Certificate of Incorporation")."""

@@ -11,7 +11,7 @@ below works on its Line records.
 Sections come from the outline (bookmarks) when the PDF has one; otherwise
 from the document's own contents page, its division words (PART, Item, Note,
 ARTICLE, 第一章 ...) and, below those, the layout: lines set larger than the
-body text, or bold, ranked by size (pdf_structure). Running headers/footers (the same small text at
+body text, or bold or italic, ranked by size and weight (pdf_structure). Running headers/footers (the same small text at
 the top or bottom of most pages) and page numbers are dropped. The
 text is what PDFium extracts, with runs of spaces collapsed, so a quoted chunk
 reads as the PDF does.

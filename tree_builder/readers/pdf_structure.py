@@ -96,13 +96,14 @@ def _styled(ln: "Line", body_size: float, body_bold: bool) -> bool:
     return ln.size >= body_size + 0.75 or (ln.bold and not body_bold) or _capitals(ln.text)
 
 
-def _style(ln: "Line") -> tuple[float, bool, bool, bool]:
-    """Size, weight, case and number: in the same font a heading in capitals ranks above one in
-    mixed case, and a numbered one ("5. Revenue", a note) above an unnumbered one ("Deferred Revenue")."""
+def _style(ln: "Line") -> tuple[float, int, bool, bool]:
+    """Size, weight (2 bold, 1 italic, 0 roman), case and number: in the same font a heading in capitals
+    ranks above one in mixed case, and a numbered one ("5. Revenue", a note) above an unnumbered one
+    ("Deferred Revenue"); at one size a bold heading ranks above an italic one."""
     numbering = heading_numbering(ln.text)
     top_number = numbering is not None and numbering.family == "decimal" and numbering.depth == 1 \
         or bool(_RUN_ON_NUMBER.match(ln.text))
-    return ln.size, ln.bold, _capitals(ln.text), top_number
+    return ln.size, 2 if ln.bold else int(ln.italic), _capitals(ln.text), top_number
 
 
 def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bool = False) -> bool:
@@ -117,7 +118,8 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
     if ln.size >= body_size + 0.75:
         styled = not _sentence(text)
     else:
-        styled = ((ln.bold and not body_bold or capitals and _capitals(text)) and abs(ln.size - body_size) < 0.75
+        styled = ((ln.bold and not body_bold or ln.italic or capitals and _capitals(text))
+                  and abs(ln.size - body_size) < 0.75
                   and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
     return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not _CONTINUED.search(text) \
         and not is_table_line(text) and not _UNITS.match(text)
@@ -195,8 +197,8 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
             continue
         if i and (p, i - 1) not in chosen:
             prev = lines[i - 1]
-            if (prev.size, prev.bold) == (ln.size, ln.bold) and 0 < prev.y - ln.y < 2 * max(ln.size, 1) \
-                    and _styled(prev, *page_styles[p]):
+            if (prev.size, prev.bold, prev.italic) == (ln.size, ln.bold, ln.italic) \
+                    and 0 < prev.y - ln.y < 2 * max(ln.size, 1) and (_styled(prev, *page_styles[p]) or prev.italic):
                 out.add((p, i))
     return out
 
@@ -490,16 +492,16 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen -= _sentence_tails(pages, chosen)
     used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
 
-    def style(ln: "Line") -> tuple[float, bool, bool, bool]:
+    def style(ln: "Line") -> tuple[float, int, bool, bool]:
         # capitals or numbers make a level of their own only when they recur; numbers only below
         # division words (a filing's notes), never among a paper's "1 Introduction" and "Abstract"
-        size, bold, caps, numbered = _style(ln)
+        size, weight, caps, numbered = _style(ln)
         numbered = numbered and deepest > 0
-        st = (size, bold, caps, numbered)
-        return st if not (caps or numbered) or used[st] >= _MIN_CAPS_HEADINGS else (size, bold, False, False)
+        st = (size, weight, caps, numbered)
+        return st if not (caps or numbered) or used[st] >= _MIN_CAPS_HEADINGS else (size, weight, False, False)
 
     styles = sorted({style(pages[p][i]) for p, i in chosen},
-                    key=lambda st: (-st[0], not st[1], not st[3], not st[2]))
+                    key=lambda st: (-st[0], -st[1], not st[3], not st[2]))
     rank = {st: deepest + k + 1 for k, st in enumerate(styles)}
     if undivided:  # a table page's title, whatever its font, at the top level of the layout's headings
         for p, first, last in _table_page_titles(pages, contents_pages):
@@ -515,7 +517,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
                 ln.heading = rank[style(ln)]
             elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
                     and p not in contents_pages \
-                    and (ln.size, ln.bold) == (lines[k - 1].size, lines[k - 1].bold) \
+                    and (ln.size, ln.bold, ln.italic) == (lines[k - 1].size, lines[k - 1].bold, lines[k - 1].italic) \
                     and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= HEADING_MAX_CHARS \
                     and not is_table_line(ln.text):
                 ln.heading = lines[k - 1].heading  # the wrapped tail of a heading ("）", "Time)")

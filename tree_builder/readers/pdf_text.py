@@ -27,6 +27,9 @@ _PDFIUM_LOCK = threading.Lock()
 """PDFium is one library state per process and not thread-safe: one document is read at a time."""
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _FORCE_BOLD = 1 << 18
+_ITALIC_NAME = re.compile(r"italic|oblique", re.IGNORECASE)
+_ITALIC_FLAG = 1 << 6
+"""The font descriptor's Italic flag (PDF 32000-1, table 123)."""
 """The ForceBold bit of a font descriptor's /Flags."""
 _SAMPLES = 8
 """Characters of a line whose style is read; the line's dominant style is the most common among them."""
@@ -68,7 +71,7 @@ class _Styles:
         self._matrix = raw.FS_MATRIX()
         self._name = ctypes.create_string_buffer(_FONT_NAME_BYTES)
         self._flags = ctypes.c_int()
-        self._bold_names: dict[bytes, bool] = {}
+        self._font_names: dict[bytes, tuple[bool, bool]] = {}
 
     def char_index(self, text_index: int) -> int:
         return self._raw.FPDFText_GetCharIndexFromTextIndex(self._tp, text_index)
@@ -78,20 +81,24 @@ class _Styles:
             return None
         return self._x.value, self._y.value
 
-    def style(self, char: int) -> tuple[float, bool]:
+    def style(self, char: int) -> tuple[float, bool, bool]:
+        """(size, bold, italic) of one character."""
         raw = self._raw
         size = raw.FPDFText_GetFontSize(self._tp, char)
         if raw.FPDFText_GetMatrix(self._tp, char, self._matrix):  # the size as drawn, after scaling
             size *= math.hypot(self._matrix.c, self._matrix.d) or 1.0
         # Not FPDFText_GetFontWeight: PDFium derives it from the descriptor's /StemV, which
         # browser-printed filings fill arbitrarily (their italic font 610, their bold one 415).
-        bold = False
+        bold = italic = False
         if raw.FPDFText_GetFontInfo(self._tp, char, self._name, _FONT_NAME_BYTES, self._flags):
             name = self._name.value
-            if name not in self._bold_names:
-                self._bold_names[name] = bool(_BOLD_NAME.search(name.decode("latin-1")))
-            bold = self._bold_names[name] or bool(self._flags.value & _FORCE_BOLD)
-        return round(size * 2) / 2, bold
+            if name not in self._font_names:
+                decoded = name.decode("latin-1")
+                self._font_names[name] = (bool(_BOLD_NAME.search(decoded)), bool(_ITALIC_NAME.search(decoded)))
+            named_bold, named_italic = self._font_names[name]
+            bold = named_bold or bool(self._flags.value & _FORCE_BOLD)
+            italic = named_italic or bool(self._flags.value & _ITALIC_FLAG)
+        return round(size * 2) / 2, bold, italic
 
 
 def _sample_offsets(segment: str) -> list[int]:
@@ -115,12 +122,15 @@ def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | Non
     if not text:
         return None
     votes: Counter = Counter()
+    slanted = 0
     where: tuple[float, float] | None = None
     for offset in _sample_offsets(segment):
         char = styles.char_index(start + offset)
         if char < 0:
             continue
-        votes[styles.style(char)] += 1
+        size, bold, italic = styles.style(char)
+        votes[(size, bold)] += 1
+        slanted += italic
         if where is None:
             where = styles.origin(char)
     (size, bold), _ = votes.most_common(1)[0] if votes else ((0.0, False), 0)
@@ -128,7 +138,8 @@ def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | Non
     last = styles.char_index(start + len(segment.rstrip()) - 1)
     end = styles.origin(last) if last >= 0 else None
     x_end = end[0] + size / 2 if end is not None else x
-    return Line(text, size, bold, y, page_no, x=x, x_end=max(x, x_end))
+    return Line(text, size, bold, y, page_no, x=x, x_end=max(x, x_end),
+                italic=bool(votes) and 2 * slanted > sum(votes.values()))
 
 
 def page_lines(text_page: pdfium.PdfTextPage, page_no: int) -> list[Line]:
