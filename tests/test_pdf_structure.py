@@ -208,9 +208,10 @@ def test_a_division_line_whose_paragraph_runs_in_is_cut_after_its_title(
 
 
 def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
-    """Pages of (style, text): b = bold 10 pt, i = italic 10 pt, p = regular 10 pt; a style ending in "-" sets the next
-    line right below (a wrapped line's spacing), else a gap follows; "^" in it centres the line, ">"
-    starts it at the page's right third (over a table's figure columns), "L" sets it in 12 pt."""
+    """Pages of (style, text): b = bold 10 pt, i = italic 10 pt, p = regular 10 pt; a style ending in
+    "-" sets the next line right below (a wrapped line's spacing), else a gap follows; "^" in it centres
+    the line, ">" starts it at the page's right third (over a table's figure columns), "L" sets it in
+    12 pt."""
     from fpdf import FPDF
 
     pdf = FPDF(format="A4")
@@ -642,7 +643,8 @@ def test_an_exhibit_set_in_a_larger_font_is_read_against_its_own_body(tmp_path: 
               "dates this contract sets, for as long as the concession is in force.")
     exhibit = [[("bL", "EXHIBIT 10.1"), ("pL", "The Government and the Concessionaire agree as follows. " + clause),
                 ("bL", "Clause 1"), ("pL", "One. " + clause), ("pL", "Two. " + clause),
-                ("pL", " "), ("pL-", "Three. The Concessionaire shall also pay a premium for each gaming table"),
+                ("pL", " "),  # a paragraph's gap as wide as the contract's: a short paragraph stood alone
+                ("pL-", "Three. The Concessionaire shall also pay a premium for each gaming table"),
                 ("pL", "in its casinos."), ("bL", "Clause 2"), ("pL", "One. " + clause.replace("premium", "tax")),
                 ("pL", "Two. " + clause.replace("premium", "levy")), ("pL", "Three. " + clause.replace("each", "every"))],
                [("bL", "Clause 3"), *[("pL", f"{n}. " + clause.replace("premium", "fee"))

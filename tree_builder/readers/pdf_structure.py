@@ -179,9 +179,9 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
                      page_styles: Sequence[tuple[float, bool]]) -> set[tuple[int, int]]:
     """Candidates that are a table's header cell (another line shares their baseline; or, over a table
     line, period words alone, "Change" above "Year Ended December 31, 2018 vs. 2017", or a short line
-    over its columns, alone or stacked) or the last line of a bold sentence (a run-in caption, such as a risk factor,
-    whose first line is too long to be a heading), not headings. Lines without a known position are
-    left alone."""
+    over its columns, alone or stacked) or the last line of a bold or italic sentence (a run-in caption,
+    such as a risk factor, whose first line is too long to be a heading), not headings. Lines without a
+    known position are left alone."""
     out: set[tuple[int, int]] = set()
     for p, i in chosen:
         lines = pages[p]

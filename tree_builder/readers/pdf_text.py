@@ -27,10 +27,10 @@ _PDFIUM_LOCK = threading.Lock()
 """PDFium is one library state per process and not thread-safe: one document is read at a time."""
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _FORCE_BOLD = 1 << 18
+"""The ForceBold bit of a font descriptor's /Flags."""
 _ITALIC_NAME = re.compile(r"italic|oblique", re.IGNORECASE)
 _ITALIC_FLAG = 1 << 6
-"""The font descriptor's Italic flag (PDF 32000-1, table 123)."""
-"""The ForceBold bit of a font descriptor's /Flags."""
+"""The Italic bit of a font descriptor's /Flags (PDF 32000-1, table 123)."""
 _SAMPLES = 8
 """Characters of a line whose style is read; the line's dominant style is the most common among them."""
 _LINE_BREAK = "\r\n"
