@@ -657,7 +657,7 @@ def test_an_exhibit_set_in_a_larger_font_is_read_against_its_own_body(tmp_path: 
 
 def test_italic_subheadings_are_sections_below_the_bold_ones(tmp_path: Path) -> None:
     """A filing sets its MD&A's subheadings in italic body type under bold ones: each opens a section
-    one level down; an italic sentence in the text does not."""
+    one level down; an italic sentence or formula in the text does not."""
     def prose(topic: str) -> str:
         return (f"{topic} was tested at the end of the year, and the fair value of each reporting unit "
                 "exceeded its carrying amount by a wide margin in every segment.")
@@ -665,7 +665,7 @@ def test_italic_subheadings_are_sections_below_the_bold_ones(tmp_path: Path) -> 
               ("i", "Goodwill"), ("p", prose("Goodwill")), ("i", "Indefinite-Lived Intangible Assets"),
               ("p", prose("Each brand")), ("i", "All amounts are in millions of dollars."), ("p", prose("Each note"))],
              [("b", "Liquidity and Capital Resources"), ("p", prose("Liquidity")),
-              ("i", "Cash Flows"), ("p", prose("Cash")), ("p", prose("Debt"))]]
+              ("i", "Cash Flows"), ("p", prose("Cash")), ("i", "Y = W x + U h + b"), ("p", prose("Debt"))]]
     path = tmp_path / "mdna.pdf"
     _render_lines(path, pages)
     doc = _tree(path)

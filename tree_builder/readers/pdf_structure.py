@@ -106,6 +106,17 @@ def _style(ln: "Line") -> tuple[float, int, bool, bool]:
     return ln.size, 2 if ln.bold else int(ln.italic), _capitals(ln.text), top_number
 
 
+_WORD = re.compile(r"[^\W\d_]{2,}(?:[-–—'’/&.][^\W\d_]+)*")
+_WORD_EDGES = "()[]“”\"'‘’,:;."
+
+
+def _wordy(text: str) -> bool:
+    """Most of the line's tokens are words: a title in italic ("Indefinite-Lived Intangible Assets",
+    "Retail/LTC Segment (“RLS”)"), not a formula set in a mathematical italic ("Y = W x + U h + b")."""
+    tokens = text.split()
+    return 2 * sum(bool(_WORD.fullmatch(t.strip(_WORD_EDGES))) for t in tokens) >= len(tokens)
+
+
 def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bool = False) -> bool:
     """A line that looks like a heading by its font alone (and is not a table line or a caption);
     with ``capitals``, also a short line in capitals set in the body font (documents whose
@@ -118,7 +129,7 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
     if ln.size >= body_size + 0.75:
         styled = not _sentence(text)
     else:
-        styled = ((ln.bold and not body_bold or ln.italic or capitals and _capitals(text))
+        styled = ((ln.bold and not body_bold or ln.italic and _wordy(text) or capitals and _capitals(text))
                   and abs(ln.size - body_size) < 0.75
                   and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
     return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not _CONTINUED.search(text) \
