@@ -672,3 +672,26 @@ def test_italic_subheadings_are_sections_below_the_bold_ones(tmp_path: Path) -> 
     assert _headings(doc) == ["Critical Accounting Estimates", "Goodwill", "Indefinite-Lived Intangible Assets",
                               "Liquidity and Capital Resources", "Cash Flows"]
     assert _find(doc, "Goodwill").level == _find(doc, "Critical Accounting Estimates").level + 1
+
+
+def test_numbered_titles_in_the_body_font_are_sections_and_list_rows_are_not(tmp_path: Path) -> None:
+    """A grant agreement numbers its sections' titles in the body font ("3. Performance Goals."): each
+    opens a section. An exhibit list's rows ("31.1 Certification ..." over "31.2 ..."), a contents row
+    with its page number and a signatory's initial open none."""
+    def prose(topic: str) -> str:
+        return (f"{topic} are measured over the three-year period, and the committee determines after its "
+                "end how many of the units the participant has earned under this grant.")
+    pages = [[("b", "PERFORMANCE STOCK UNIT GRANT"), ("p", "1. Grant of Units."), ("p", prose("Units")),
+              ("p", "2. Dividend Equivalents."), ("p", prose("Dividends")),
+              ("p", "3. Performance Goals."), ("p", prose("The goals")), ("p", prose("The results"))],
+             [("p", "4. Termination of Employment or Service."), ("p", prose("Terminations")),
+              ("p", "8.6 Withholding and Employment Taxes. 27"), ("p", prose("Taxes")),
+              ("p-", "31.1 Certification by the Chief Executive Officer."),
+              ("p", "31.2 Certification by the Chief Financial Officer."), ("p", prose("Certifications")),
+              ("p", "R. Kerry Clark Director"), ("p", prose("Signatures"))]]
+    path = tmp_path / "grant.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _headings(doc)[-4:] == ["1. Grant of Units.", "2. Dividend Equivalents.", "3. Performance Goals.",
+                                   "4. Termination of Employment or Service."]
+    assert "31.1 Certification by the Chief Executive Officer." in _find(doc, "4. Termination of Employment or Service.").content

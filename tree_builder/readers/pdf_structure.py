@@ -117,6 +117,46 @@ def _wordy(text: str) -> bool:
     return 2 * sum(bool(_WORD.fullmatch(t.strip(_WORD_EDGES))) for t in tokens) >= len(tokens)
 
 
+_NUMBERED = re.compile(r"(?P<mark>\d{1,2}\.|\d{1,2}(?:\.\d{1,2}){1,2}\.?|[A-Z]\.(?:\d{1,2}\.?)?)"
+                       r"\s+(?P<title>\S.*)")
+"""A line opening with a section number: "3.", "5.03", "A.", "B.2"."""
+_NUMBERED_TITLE_WORDS = 8
+
+
+def _numbered_title(text: str) -> bool:
+    """A numbered title in the body font ("3. Performance Goals.", "6.2 Timing and Form of Benefit
+    Payments.", "A. Top-Heavy Plan Definitions."): a few words, every one of four letters or more
+    capitalised (as a title is and a list item's sentence is not), and no page number after it (a
+    contents row); a title numbered by a letter ends in a full stop, where an initial opens a name
+    ("R. Kerry Clark Director")."""
+    m = _NUMBERED.fullmatch(text)
+    if m is None:
+        return False
+    title = m.group("title")
+    words = [w.strip(_WORD_EDGES) for w in title.split()]
+    long = [w for w in words if len(w) >= 4]
+    return len(words) <= _NUMBERED_TITLE_WORDS and bool(long) and all(w[0].isupper() for w in long) \
+        and _wordy(title) and not words[-1].isdigit() and (m.group("mark")[0].isdigit() or title.endswith("."))
+
+
+def _listed_numbers(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]],
+                    page_styles: Sequence[tuple[float, bool]]) -> set[tuple[int, int]]:
+    """Numbered titles in the body font next to another numbered line: rows of a list (an exhibit index,
+    "31.1 Certification by the Chief Executive Officer." over "31.2 ..."), where a title is followed by
+    its text and follows the text before it."""
+    out: set[tuple[int, int]] = set()
+    for p, i in chosen:
+        lines = pages[p]
+        ln = lines[i]
+        if _styled(ln, *page_styles[p]) or ln.italic:
+            continue
+        nxt = lines[i + 1] if i + 1 < len(lines) else None
+        if nxt is None or _NUMBERED.match(nxt.text) or is_table_line(nxt.text) \
+                or i and _NUMBERED.match(lines[i - 1].text):
+            out.add((p, i))
+    return out
+
+
 def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bool = False) -> bool:
     """A line that looks like a heading by its font alone (and is not a table line or a caption);
     with ``capitals``, also a short line in capitals set in the body font (documents whose
@@ -129,9 +169,9 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
     if ln.size >= body_size + 0.75:
         styled = not _sentence(text)
     else:
-        styled = ((ln.bold and not body_bold or ln.italic and _wordy(text) or capitals and _capitals(text))
-                  and abs(ln.size - body_size) < 0.75
-                  and len(text) <= 80 and not text.endswith((".", "。", ":", "：")))
+        styled = abs(ln.size - body_size) < 0.75 and len(text) <= 80 and (
+            (ln.bold and not body_bold or ln.italic and _wordy(text) or capitals and _capitals(text))
+            and not text.endswith((".", "。", ":", "：")) or _numbered_title(text))
     return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not _CONTINUED.search(text) \
         and not is_table_line(text) and not _UNITS.match(text)
 
@@ -501,6 +541,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen -= _cells_and_tails(pages, chosen, page_styles)
     chosen -= _crowded_pages(pages, chosen)
     chosen -= _sentence_tails(pages, chosen)
+    chosen -= _listed_numbers(pages, chosen, page_styles)
     used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
 
     def style(ln: "Line") -> tuple[float, int, bool, bool]:
@@ -527,7 +568,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
             if (p, k) in chosen:
                 ln.heading = rank[style(ln)]
             elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
-                    and p not in contents_pages \
+                    and p not in contents_pages and (_styled(lines[k - 1], *page_styles[p]) or lines[k - 1].italic) \
                     and (ln.size, ln.bold, ln.italic) == (lines[k - 1].size, lines[k - 1].bold, lines[k - 1].italic) \
                     and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= HEADING_MAX_CHARS \
                     and not is_table_line(ln.text):
