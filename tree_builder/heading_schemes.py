@@ -78,6 +78,8 @@ def bare_mark(text: str) -> bool:
     return opened is not None and opened[0].name != "statement" and not s[opened[1]:].strip(" .:-–—)")
 
 
+_MARK_END = ".,:-–—) "
+"""Punctuation between a division mark and its title ("Item 1A. Risk Factors", "Note 12 - Debt")."""
 _SUB_MARKS = re.compile(r"(?:\([0-9A-Za-z]{1,4}\))+")
 """Sub-clause marks right after a division number: "(b)", "(a)(i)"."""
 
@@ -105,7 +107,7 @@ def _opening(s: str) -> tuple[Scheme, int] | None:
             return None  # "Section 8.1(b), payment of ...", "Section 3(a)(i) in the event of ...": a citation
         if _OF.match(rest):
             return None  # "SECTION 302 OF THE SARBANES-OXLEY ACT OF 2002": another text's division, cited
-        rest = rest.lstrip(".,:-–—) ").lstrip()
+        rest = rest.lstrip(_MARK_END).lstrip()
         if not rest or rest[0].isupper() or rest[0].isdigit() or rest[0] in "[(\"“'":
             return Scheme(name, rank), m.end()
         return None
@@ -134,7 +136,7 @@ def run_in_split(text: str) -> tuple[str, str] | None:
     if opened is None or opened[0].name.startswith("cn_"):
         return None
     end = opened[1]
-    start = len(s) - len(s[end:].lstrip(".,:-–—) "))
+    start = len(s) - len(s[end:].lstrip(_MARK_END))
     for stop in _TITLE_STOP.finditer(s, start):
         title = s[start:stop.start()]
         last = re.findall(r"[\w.’']+$", title)

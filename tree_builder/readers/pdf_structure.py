@@ -96,6 +96,12 @@ def _styled(ln: "Line", body_size: float, body_bold: bool) -> bool:
     return ln.size >= body_size + 0.75 or (ln.bold and not body_bold) or _capitals(ln.text)
 
 
+def _font_marked(ln: "Line", body: tuple[float, bool]) -> bool:
+    """Set apart from the body by its font: larger, bold, in capitals or in italic (a division word
+    must be ``_styled``; a layout heading may be italic too)."""
+    return _styled(ln, *body) or ln.italic
+
+
 def _style(ln: "Line") -> tuple[float, int, bool, bool]:
     """Size, weight (2 bold, 1 italic, 0 roman), case and number: in the same font a heading in capitals
     ranks above one in mixed case, and a numbered one ("5. Revenue", a note) above an unnumbered one
@@ -148,7 +154,7 @@ def _listed_numbers(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, in
     for p, i in chosen:
         lines = pages[p]
         ln = lines[i]
-        if _styled(ln, *page_styles[p]) or ln.italic:
+        if _font_marked(ln, page_styles[p]):
             continue
         nxt = lines[i + 1] if i + 1 < len(lines) else None
         if nxt is None or _NUMBERED.match(nxt.text) or is_table_line(nxt.text) \
@@ -249,7 +255,7 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
         if i and (p, i - 1) not in chosen:
             prev = lines[i - 1]
             if (prev.size, prev.bold, prev.italic) == (ln.size, ln.bold, ln.italic) \
-                    and 0 < prev.y - ln.y < 2 * max(ln.size, 1) and (_styled(prev, *page_styles[p]) or prev.italic):
+                    and 0 < prev.y - ln.y < 2 * max(ln.size, 1) and _font_marked(prev, page_styles[p]):
                 out.add((p, i))
     return out
 
@@ -568,7 +574,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
             if (p, k) in chosen:
                 ln.heading = rank[style(ln)]
             elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
-                    and p not in contents_pages and (_styled(lines[k - 1], *page_styles[p]) or lines[k - 1].italic) \
+                    and p not in contents_pages and _font_marked(lines[k - 1], page_styles[p]) \
                     and (ln.size, ln.bold, ln.italic) == (lines[k - 1].size, lines[k - 1].bold, lines[k - 1].italic) \
                     and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= HEADING_MAX_CHARS \
                     and not is_table_line(ln.text):
