@@ -695,3 +695,30 @@ def test_numbered_titles_in_the_body_font_are_sections_and_list_rows_are_not(tmp
     assert _headings(doc)[-4:] == ["1. Grant of Units.", "2. Dividend Equivalents.", "3. Performance Goals.",
                                    "4. Termination of Employment or Service."]
     assert "31.1 Certification by the Chief Executive Officer." in _find(doc, "4. Termination of Employment or Service.").content
+
+
+def test_an_exhibit_whose_titles_are_only_in_capitals_keeps_them_and_a_signature_s_party_is_none(
+        tmp_path: Path) -> None:
+    """The report marks its headings in bold, so a line in capitals in its body font is text there; a plan
+    filed as an exhibit sets its titles in capitals in the body font, and they are its sections (each
+    exhibit decides how its headings are marked). The party named above a signature ("APPROVED" over
+    "By: /s/ ...") is a label, not a title."""
+    prose = ("Revenue rose in every segment as deliveries recovered, and the margin widened as the costs of "
+             "the plants fell with the volume they made.")
+    report = [[("b", "PART I"), ("b", "Item 1. Business"), ("b", "Overview"), *[("p", prose)] * 4,
+               ("p", "NEW YORK STOCK EXCHANGE"), *[("p", prose)] * 4],
+              [("b", "Item 7. Management's Discussion and Analysis"), ("b", "Results of Operations"),
+               *[("p", prose.replace("Revenue", "Cash"))] * 10]]
+    term = ("The Plan pays each Participant the amount this Plan sets for the year, in the form and at the "
+            "time the Committee decides, as long as the Participant remains employed.")
+    exhibit = [[("b", "EXHIBIT 10.2"), ("p", "DEFINITIONS"), *[("p", term)] * 5,
+                ("p", "ELIGIBILITY"), *[("p", term.replace("amount", "bonus"))] * 4],
+               [("p", "VESTING"), *[("p", term.replace("year", "period"))] * 5,
+                ("p", "APPROVED"), ("p", "By: /s/ Jane Roe"), ("p", "Jane Roe, Chief Human Resources Officer")]]
+    path = tmp_path / "report.pdf"
+    _render_lines(path, report + exhibit)
+    doc = _tree(path)
+    headings = _headings(doc)
+    assert headings[-4:] == ["EXHIBIT 10.2", "DEFINITIONS", "ELIGIBILITY", "VESTING"]
+    assert "NEW YORK STOCK EXCHANGE" not in headings
+    assert "APPROVED" in _find(doc, "VESTING").content

@@ -309,6 +309,25 @@ _LETTERED_TITLE = re.compile(r"^(?:[a-z]|[ivx]{1,5})[.)]\s+[A-Z0-9“\"]")
 """A title numbered in lower-case letters: "a. Elections To Receive Restricted Stock Units"."""
 
 
+_SIGNED_BY = re.compile(r"^by\b\s*[:/_]", re.IGNORECASE)
+"""The line a signature opens with: "By: /s/ Mary N. Dillon", "BY:", "By /s/ ...", "By ______"."""
+
+
+def _signature_parties(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Candidates that name a party above its signature ("EXECUTIVE", "APPROVED", "HARTFORD LIFE AND
+    ACCIDENT INSURANCE" / "COMPANY" over "By: /s/ ..."): a signature block's labels, no titles. The
+    line after the candidate (and the candidates that wrap it) opens with "By"."""
+    out: set[tuple[int, int]] = set()
+    for p, i in chosen:
+        lines = pages[p]
+        j = i + 1
+        while j < len(lines) and (p, j) in chosen and j - i < 3:
+            j += 1
+        if j < len(lines) and _SIGNED_BY.match(lines[j].text):
+            out.update((p, k) for k in range(i, j))
+    return out
+
+
 _FULL_LINE = 0.6
 """A line shorter than this share of the measure ends its paragraph (or is a title standing alone); a
 paragraph's other lines fill the measure. The measure is the length of the page's lines in that size
@@ -482,25 +501,39 @@ def _markers(structural: list[_Structural]) -> list[int]:
 
 
 _OWN_STYLE_CHARS = 2_000
-"""Text an exhibit needs for its own body style; a shorter one (a certification) is read in the report's."""
+"""Text an exhibit needs to be read on its own terms; a shorter one (a certification) is read as the report."""
 
 
-def _exhibit_styles(pages: Sequence[Sequence["Line"]], structural: Sequence[_Structural],
+def _exhibit_spans(pages: Sequence[Sequence["Line"]], structural: Sequence[_Structural]) -> list[tuple[int, int]]:
+    """The pages (start, end) of each exhibit bound after a report that is long enough to be read on its
+    own terms: from the page its mark opens to the next exhibit's. An exhibit is a document of its own,
+    set in its own font and marking its headings its own way."""
+    starts = sorted({s.page for s in structural if s.scheme == "exhibit" and s.first < _EXHIBIT_TOP_LINES})
+    return [(a, b) for a, b in zip(starts, starts[1:] + [len(pages)])
+            if sum(len(ln.text) for lines in pages[a:b] for ln in lines) >= _OWN_STYLE_CHARS]
+
+
+def _exhibit_styles(pages: Sequence[Sequence["Line"]], spans: Sequence[tuple[int, int]],
                     report: tuple[float, bool]) -> list[tuple[float, bool]]:
-    """The body style (size, bold) each page is read against: an exhibit's own where it is larger than
-    the report's, from the page its mark opens to the next exhibit's, the report's elsewhere. An exhibit
-    bound after a report is a document of its own, often set in a larger font (a concession contract in
-    11 pt behind a report in 9 pt): against the report's body, every line of it was larger than the body,
+    """The body style (size, bold) each page is read against: an exhibit's own (``spans``) where it is
+    larger than the report's, the report's elsewhere. Against the report's body, every line of an
+    exhibit set larger (a concession contract in 11 pt behind a report in 9 pt) was larger than the body,
     each clause a heading. A smaller one (a list of subsidiaries in 8 pt) keeps the report's: an exhibit
     whose mark is not found would be read against it too."""
-    starts = sorted({s.page for s in structural if s.scheme == "exhibit" and s.first < _EXHIBIT_TOP_LINES})
     out = [report] * len(pages)
-    for a, b in zip(starts, starts[1:] + [len(pages)]):
-        if sum(len(ln.text) for lines in pages[a:b] for ln in lines) >= _OWN_STYLE_CHARS:
-            own = body_style(pages[a:b])
-            if own[0] > report[0]:
-                out[a:b] = [own] * (b - a)
+    for a, b in spans:
+        own = body_style(pages[a:b])
+        if own[0] > report[0]:
+            out[a:b] = [own] * (b - a)
     return out
+
+
+def _reading_parts(n_pages: int, spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """The pages whose fonts are judged together: the report's (every page outside ``spans``, a short
+    exhibit's included), then each exhibit's."""
+    inside = {p for a, b in spans for p in range(a, b)}
+    report = [p for p in range(n_pages) if p not in inside]
+    return ([report] if report else []) + [list(range(a, b)) for a, b in spans]
 
 
 def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
@@ -532,21 +565,26 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     elif structural and structural[0].page <= _COVER_MAX_PAGE:
         start = (structural[0].page, structural[0].first)
 
-    page_styles = _exhibit_styles(pages, structural, (body_size, body_bold))
+    spans = _exhibit_spans(pages, structural)
+    page_styles = _exhibit_styles(pages, spans, (body_size, body_bold))
 
-    def chosen_lines(capitals: bool) -> set[tuple[int, int]]:
-        return {(p, i) for p, lines in enumerate(pages) if p not in contents_pages
-                for i, ln in enumerate(lines)
+    def chosen_lines(capitals: bool, part: list[int]) -> set[tuple[int, int]]:
+        return {(p, i) for p in part if p not in contents_pages
+                for i, ln in enumerate(pages[p])
                 if (p, i) >= start and (p, i) not in taken and layout_candidate(ln, *page_styles[p], capitals)}
 
-    chosen = chosen_lines(False)
-    if len(chosen) < len(pages) // 2:  # fonts mark almost no heading: capitals may
-        chosen = chosen_lines(True)
+    chosen: set[tuple[int, int]] = set()
+    for part in _reading_parts(len(pages), spans):  # the report and each exhibit decide apart
+        found = chosen_lines(False, part)
+        if len(found) < len(part) // 2:  # fonts mark almost no heading here: capitals may
+            found = chosen_lines(True, part)
+        chosen |= found
     chosen -= _table_page_labels(pages, chosen)
     chosen -= _prose_runs(pages, chosen)
     chosen -= _cells_and_tails(pages, chosen, page_styles)
     chosen -= _crowded_pages(pages, chosen)
     chosen -= _sentence_tails(pages, chosen)
+    chosen -= _signature_parties(pages, chosen)
     chosen -= _listed_numbers(pages, chosen, page_styles)
     used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
 
