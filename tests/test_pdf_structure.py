@@ -697,18 +697,22 @@ def test_numbered_titles_in_the_body_font_are_sections_and_list_rows_are_not(tmp
     assert "31.1 Certification by the Chief Executive Officer." in _find(doc, "4. Termination of Employment or Service.").content
 
 
-def test_an_exhibit_whose_titles_are_only_in_capitals_keeps_them_and_a_signature_s_party_is_none(
+def test_an_exhibit_whose_titles_are_only_in_capitals_keeps_them_and_a_signature_s_labels_are_none(
         tmp_path: Path) -> None:
     """The report marks its headings in bold, so a line in capitals in its body font is text there; a plan
     filed as an exhibit sets its titles in capitals in the body font, and they are its sections (each
     exhibit decides how its headings are marked). The party named above a signature ("APPROVED" over
-    "By: /s/ ...") is a label, not a title."""
+    "By: /s/ ...") and the signer's name and title under it are labels, not titles; a title set apart
+    after them is one."""
     prose = ("Revenue rose in every segment as deliveries recovered, and the margin widened as the costs of "
              "the plants fell with the volume they made.")
     report = [[("b", "PART I"), ("b", "Item 1. Business"), ("b", "Overview"), *[("p", prose)] * 4,
                ("p", "NEW YORK STOCK EXCHANGE"), *[("p", prose)] * 4],
               [("b", "Item 7. Management's Discussion and Analysis"), ("b", "Results of Operations"),
-               *[("p", prose.replace("Revenue", "Cash"))] * 10]]
+               *[("p", prose.replace("Revenue", "Cash"))] * 10],
+              [("b", "Signatures and Powers"), ("p", prose.replace("Revenue", "The report")),
+               ("p-", "By: /s/ John Doe"), ("b-", "John Doe"), ("b", "Chief Executive Officer"),
+               ("b", "Power of Attorney"), *[("p", prose.replace("Revenue", "Each director"))] * 3]]
     term = ("The Plan pays each Participant the amount this Plan sets for the year, in the form and at the "
             "time the Committee decides, as long as the Participant remains employed.")
     exhibit = [[("b", "EXHIBIT 10.2"), ("p", "DEFINITIONS"), *[("p", term)] * 5,
@@ -722,3 +726,5 @@ def test_an_exhibit_whose_titles_are_only_in_capitals_keeps_them_and_a_signature
     assert headings[-4:] == ["EXHIBIT 10.2", "DEFINITIONS", "ELIGIBILITY", "VESTING"]
     assert "NEW YORK STOCK EXCHANGE" not in headings
     assert "APPROVED" in _find(doc, "VESTING").content
+    assert "Power of Attorney" in headings
+    assert "Chief Executive Officer" in _find(doc, "Signatures and Powers").content

@@ -311,20 +311,32 @@ _LETTERED_TITLE = re.compile(r"^(?:[a-z]|[ivx]{1,5})[.)]\s+[A-Z0-9“\"]")
 
 _SIGNED_BY = re.compile(r"^by\b\s*[:/_]", re.IGNORECASE)
 """The line a signature opens with: "By: /s/ Mary N. Dillon", "BY:", "By /s/ ...", "By ______"."""
+_SIGNED = re.compile(r"/\s*s\s*/", re.IGNORECASE)
+"""A conformed signature: "/s/ JEFFREY C. CAMPBELL", "By: / S / LARRY J. MERLO"."""
+_SIGNATURE_LINES = 3
+"""Lines a signature's label (a party's name, the signer's name and title) runs to."""
 
 
-def _signature_parties(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
-    """Candidates that name a party above its signature ("EXECUTIVE", "APPROVED", "HARTFORD LIFE AND
-    ACCIDENT INSURANCE" / "COMPANY" over "By: /s/ ..."): a signature block's labels, no titles. The
-    line after the candidate (and the candidates that wrap it) opens with "By"."""
+def _signature_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Candidates that label a signature, no titles: the party named above it ("EXECUTIVE", "APPROVED",
+    "HARTFORD LIFE AND ACCIDENT INSURANCE" / "COMPANY" over "By: /s/ ...") and the signer's name and
+    title under it ("/s/ JEFFREY C. CAMPBELL" over "Jeffrey C. Campbell" / "Vice Chairman and Chief
+    Financial Officer"): the candidates next to the signature's line, in one font at line spacing, up to
+    three lines (a title after the signer's, "POWER OF ATTORNEY", stands apart)."""
     out: set[tuple[int, int]] = set()
-    for p, i in chosen:
-        lines = pages[p]
-        j = i + 1
-        while j < len(lines) and (p, j) in chosen and j - i < 3:
-            j += 1
-        if j < len(lines) and _SIGNED_BY.match(lines[j].text):
-            out.update((p, k) for k in range(i, j))
+    for p, lines in enumerate(pages):
+        for i, ln in enumerate(lines):
+            if (p, i) in chosen:
+                continue
+            steps = ((-1,) if _SIGNED_BY.match(ln.text) else ()) + ((1,) if _SIGNED.search(ln.text) else ())
+            for step in steps:  # the party above "By:", the signer below "/s/"
+                k = i + step
+                font = (lines[k].size, lines[k].bold, lines[k].italic) if 0 <= k < len(lines) else None
+                while 0 <= k < len(lines) and (p, k) in chosen and abs(k - i) <= _SIGNATURE_LINES \
+                        and (lines[k].size, lines[k].bold, lines[k].italic) == font \
+                        and (k == i + step or abs(lines[k - step].y - lines[k].y) < 1.6 * lines[k].size):
+                    out.add((p, k))
+                    k += step
     return out
 
 
@@ -584,7 +596,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen -= _cells_and_tails(pages, chosen, page_styles)
     chosen -= _crowded_pages(pages, chosen)
     chosen -= _sentence_tails(pages, chosen)
-    chosen -= _signature_parties(pages, chosen)
+    chosen -= _signature_labels(pages, chosen)
     chosen -= _listed_numbers(pages, chosen, page_styles)
     used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
 
