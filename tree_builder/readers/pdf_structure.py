@@ -7,9 +7,10 @@
    that opens with "PART II", "Item 7A.", "Note 12 -", "ARTICLE IV", "第二章" is
    a structural heading at that scheme's depth, even when the contents page
    does not list it (notes to financial statements never are);
-3. layout: lines set larger than the body, or bold at body size (or, where
-   fonts mark almost nothing, short lines in capitals), fill in below the
-   deepest structural level, ranked by size, weight, number and case.
+3. layout: lines set larger than the body, or bold or italic at body size (or,
+   where fonts mark almost nothing, short lines in capitals: the report and
+   each exhibit bound after it decide that apart), fill in below the deepest
+   structural level, ranked by size, weight, number and case.
 
 What never becomes a heading: rows of the contents pages, table rows and
 column headers (``pdf_tables``), a table's header cells and a statement's
@@ -19,8 +20,9 @@ ending in a full stop, or from 50 ending in a full stop or a colon with
 fewer than half of its words capitalised), a line opening in lower case (a
 sentence's tail), a division word a sentence runs onto, the lines of a
 paragraph set larger than the body (a press release's prose above its tables,
-an exhibit set in its own font), and in a document whose structure starts
-after a cover, the cover's fields.
+an exhibit set in its own font), a signature's labels (the party above
+"By:", the signer's name and title under "/s/"), and in a document whose
+structure starts after a cover, the cover's fields.
 
 In a document without division words, the title atop a page that is mostly a
 table (a release's statements and reconciliations, in a font smaller than
