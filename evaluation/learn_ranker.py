@@ -70,8 +70,9 @@ class QData:
 
 
 def open_set(data: Path, embedder: str, config: Config) -> tuple[EvalSet, Index]:
-    """An evaluation set and its index, built (or found in eval's cache) as ``eval`` builds it."""
-    opts = EvalOptions(data=data, embedder=embedder, config=config, progress=False)
+    """An evaluation set and its index, built (or found in eval's cache) as ``eval`` builds it, saying
+    on stderr where the reading and the build are (an index of long filings embeds for an hour)."""
+    opts = EvalOptions(data=data, embedder=embedder, config=config)
     eval_set = load_eval_set(data, read=document_reader(opts))  # each document read once, as eval reads it
     index, _ = obtain_index(eval_set, opts)
     return eval_set, index

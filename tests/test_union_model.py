@@ -180,6 +180,7 @@ def test_the_learner_fits_folds_eval_can_use(tmp_path: Path, capsys, monkeypatch
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "out of fold" in printed.out
+    assert "reading documents" in printed.err  # a learner that reads (or builds) the set says where it is
     written = json.loads(out.read_text(encoding="utf-8"))
     shipped = json.loads(SHIPPED.read_text(encoding="utf-8"))
     assert written["tree"] == shipped["tree"] and written["para"] == shipped["para"]
