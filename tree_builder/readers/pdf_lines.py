@@ -22,3 +22,8 @@ class Line:
     italic: bool = False
     """Most of the line is set in an italic (or oblique) font: a subheading's only mark where the body
     is roman at the same size ("Amendments to Our Certificate of Incorporation")."""
+
+    @property
+    def font(self) -> tuple[float, bool, bool]:
+        """Size, weight and slant: lines in one font continue one heading, cell or label."""
+        return self.size, self.bold, self.italic

@@ -256,7 +256,7 @@ def _cells_and_tails(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, i
             continue
         if i and (p, i - 1) not in chosen:
             prev = lines[i - 1]
-            if (prev.size, prev.bold, prev.italic) == (ln.size, ln.bold, ln.italic) \
+            if prev.font == ln.font \
                     and 0 < prev.y - ln.y < 2 * max(ln.size, 1) and _font_marked(prev, page_styles[p]):
                 out.add((p, i))
     return out
@@ -333,9 +333,9 @@ def _signature_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, 
             steps = ((-1,) if _SIGNED_BY.match(ln.text) else ()) + ((1,) if _SIGNED.search(ln.text) else ())
             for step in steps:  # the party above "By:", the signer below "/s/"
                 k = i + step
-                font = (lines[k].size, lines[k].bold, lines[k].italic) if 0 <= k < len(lines) else None
+                font = lines[k].font if 0 <= k < len(lines) else None
                 while 0 <= k < len(lines) and (p, k) in chosen and abs(k - i) <= _SIGNATURE_LINES \
-                        and (lines[k].size, lines[k].bold, lines[k].italic) == font \
+                        and lines[k].font == font \
                         and (k == i + step or abs(lines[k - step].y - lines[k].y) < 1.6 * lines[k].size):
                     out.add((p, k))
                     k += step
@@ -627,7 +627,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
                 ln.heading = rank[style(ln)]
             elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
                     and p not in contents_pages and _font_marked(lines[k - 1], page_styles[p]) \
-                    and (ln.size, ln.bold, ln.italic) == (lines[k - 1].size, lines[k - 1].bold, lines[k - 1].italic) \
+                    and ln.font == lines[k - 1].font \
                     and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= HEADING_MAX_CHARS \
                     and not is_table_line(ln.text):
                 ln.heading = lines[k - 1].heading  # the wrapped tail of a heading ("）", "Time)")
