@@ -728,3 +728,27 @@ def test_an_exhibit_whose_titles_are_only_in_capitals_keeps_them_and_a_signature
     assert "APPROVED" in _find(doc, "VESTING").content
     assert "Power of Attorney" in headings
     assert "Chief Executive Officer" in _find(doc, "Signatures and Powers").content
+
+
+def test_a_heading_in_capitals_by_its_spelling_ranks_with_the_mixed_case_ones(tmp_path: Path) -> None:
+    """Bold titles in capitals rank above bold titles in mixed case; a segment named by an abbreviation
+    the text spells in capitals ("FLNA makes ...", "APAC sells ...") is capitals by its spelling: it
+    stands beside the mixed-case segment "Europe", and the section after it ("Other Consolidated
+    Results") is no part of it."""
+    def prose(topic: str) -> str:
+        return (f"Either alone or with partners, {topic} makes, markets and sells snacks, and its revenue "
+                "grew in every quarter as volume recovered.")
+    pages = [[("b", "OUR BUSINESS"), ("p", prose("the company")), ("p", prose("each division"))],
+             [("b", "OUR FINANCIAL RESULTS"), ("p", prose("every division")),
+              ("b", "FLNA"), ("p", prose("FLNA")), ("p", prose("FLNA in Canada")),
+              ("b", "Europe"), ("p", prose("Europe")),
+              ("b", "APAC"), ("p", prose("APAC")), ("p", prose("APAC in China"))],
+             [("b", "Other Consolidated Results"), ("p", prose("the group")),
+              ("b", "OUR CRITICAL ACCOUNTING POLICIES"), ("p", prose("management"))]]
+    path = tmp_path / "segments.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    results = _find(doc, "OUR FINANCIAL RESULTS")
+    assert [c.heading for c in results.children] == ["OUR FINANCIAL RESULTS (intro)", "FLNA", "Europe", "APAC",
+                                                    "Other Consolidated Results"]
+    assert _find(doc, "APAC").level == _find(doc, "Europe").level == results.level + 1

@@ -10,7 +10,9 @@
 3. layout: lines set larger than the body, or bold or italic at body size (or,
    where fonts mark almost nothing, short lines in capitals: the report and
    each exhibit bound after it decide that apart), fill in below the deepest
-   structural level, ranked by size, weight, number and case.
+   structural level, ranked by size, weight, number and case (a title that is
+   a word the text itself spells in capitals, "APAC" or "COVID-19", ranks as
+   mixed case).
 
 What never becomes a heading: rows of the contents pages, table rows and
 column headers (``pdf_tables``), a table's header cells and a statement's
@@ -104,14 +106,35 @@ def _font_marked(ln: "Line", body: tuple[float, bool]) -> bool:
     return _styled(ln, *body) or ln.italic
 
 
-def _style(ln: "Line") -> tuple[float, int, bool, bool]:
+_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]*(?:[-&][A-Z0-9]+)*\b")
+_PROSE_LOWER_WORDS = 4
+"""A line with this many words in lower case is running text, whatever its font."""
+_ACRONYM_LINES = 2
+
+
+def _document_acronyms(pages: Sequence[Sequence["Line"]]) -> frozenset[str]:
+    """The words the document writes in capitals inside its running text, on ``_ACRONYM_LINES`` lines or
+    more ("FLNA makes, markets ...", "the COVID-19 pandemic", "non-GAAP measures"): abbreviations and
+    names, whose capitals say nothing of a heading's rank. One emphasised word ("shall NOT") is not."""
+    seen: Counter[str] = Counter()
+    for lines in pages:
+        for ln in lines:
+            if sum(w[0].islower() for w in ln.text.split()) >= _PROSE_LOWER_WORDS:
+                seen.update({w for w in _ACRONYM.findall(ln.text) if sum(ch.isalpha() for ch in w) >= 2})
+    return frozenset(w for w, n in seen.items() if n >= _ACRONYM_LINES)
+
+
+def _style(ln: "Line", acronyms: frozenset[str]) -> tuple[float, int, bool, bool]:
     """Size, weight (2 bold, 1 italic, 0 roman), case and number: in the same font a heading in capitals
     ranks above one in mixed case, and a numbered one ("5. Revenue", a note) above an unnumbered one
-    ("Deferred Revenue"); at one size a bold heading ranks above an italic one."""
+    ("Deferred Revenue"); at one size a bold heading ranks above an italic one. A heading that is one
+    of the document's ``acronyms`` ("APAC", a segment beside "Europe") is in capitals by its
+    spelling, not by its rank."""
     numbering = heading_numbering(ln.text)
     top_number = numbering is not None and numbering.family == "decimal" and numbering.depth == 1 \
         or bool(_RUN_ON_NUMBER.match(ln.text))
-    return ln.size, 2 if ln.bold else int(ln.italic), _capitals(ln.text), top_number
+    caps = _capitals(ln.text) and ln.text.strip() not in acronyms
+    return ln.size, 2 if ln.bold else int(ln.italic), caps, top_number
 
 
 _WORD = re.compile(r"[^\W\d_]{2,}(?:[-–—'’/&.][^\W\d_]+)*")
@@ -600,12 +623,14 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen -= _sentence_tails(pages, chosen)
     chosen -= _signature_labels(pages, chosen)
     chosen -= _listed_numbers(pages, chosen, page_styles)
-    used = Counter((*_style(pages[p][i])[:3], _style(pages[p][i])[3] and deepest > 0) for p, i in chosen)
+    acronyms = _document_acronyms(pages)
+    used = Counter((*_style(pages[p][i], acronyms)[:3], _style(pages[p][i], acronyms)[3] and deepest > 0)
+                   for p, i in chosen)
 
     def style(ln: "Line") -> tuple[float, int, bool, bool]:
         # capitals or numbers make a level of their own only when they recur; numbers only below
         # division words (a filing's notes), never among a paper's "1 Introduction" and "Abstract"
-        size, weight, caps, numbered = _style(ln)
+        size, weight, caps, numbered = _style(ln, acronyms)
         numbered = numbered and deepest > 0
         st = (size, weight, caps, numbered)
         return st if not (caps or numbered) or used[st] >= _MIN_CAPS_HEADINGS else (size, weight, False, False)
