@@ -27,3 +27,14 @@ class Line:
     def font(self) -> tuple[float, bool, bool]:
         """Size, weight and slant: lines in one font continue one heading, cell or label."""
         return self.size, self.bold, self.italic
+
+
+LINE_SPACING = 1.6
+"""Lines of one paragraph stand at most this many times their size apart (baseline to baseline); a
+wider gap opens a new paragraph, a title standing alone or the next cell."""
+
+
+def at_line_spacing(upper: Line, lower: Line, size: float) -> bool:
+    """``lower`` is the line set right under ``upper`` in a paragraph of ``size`` points (a size under
+    1 point, text no reader sees, counts as 1): the next line of a wrapped heading, sentence or label."""
+    return 0 < upper.y - lower.y < LINE_SPACING * max(size, 1)

@@ -29,7 +29,7 @@ from tree_builder.heading_schemes import run_in_split
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
-from tree_builder.readers.pdf_lines import Line
+from tree_builder.readers.pdf_lines import Line, at_line_spacing
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
 from tree_builder.readers.pdf_toc import is_contents_link
@@ -180,7 +180,7 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
                 text = ln.text
                 while (i + 1 < len(lines) and lines[i + 1].heading == ln.heading
                        and lines[i + 1].size == ln.size and ln.size > 0
-                       and 0 < lines[i].y - lines[i + 1].y < 1.6 * ln.size):
+                       and at_line_spacing(lines[i], lines[i + 1], ln.size)):
                     i += 1
                     text = join_wrapped(text, lines[i].text)
                 run_in = run_in_split(text)

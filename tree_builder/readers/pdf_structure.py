@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
+from tree_builder.readers.pdf_lines import at_line_spacing
 from tree_builder.readers.pdf_tables import is_period_words, is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
 
@@ -359,7 +360,7 @@ def _signature_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, 
                 font = lines[k].font if 0 <= k < len(lines) else None
                 while 0 <= k < len(lines) and (p, k) in chosen and abs(k - i) <= _SIGNATURE_LINES \
                         and lines[k].font == font \
-                        and (k == i + step or abs(lines[k - step].y - lines[k].y) < 1.6 * lines[k].size):
+                        and (k == i + step or at_line_spacing(lines[min(k, k - step)], lines[max(k, k - step)], lines[k].size)):
                     out.add((p, k))
                     k += step
     return out
@@ -377,7 +378,7 @@ def _continues(prev: "Line", ln: "Line", full: float) -> bool:
     characters or more), ``ln`` is in the same size at line spacing, and in the same weight or a
     sentence running on in lower case (a bold dateline, then the rest of the sentence in regular).
     A short line after a sentence's end is a title of its own ("Plan History" under a paragraph)."""
-    return len(prev.text) >= full and ln.size == prev.size and 0 < prev.y - ln.y < 1.6 * max(ln.size, 1) \
+    return len(prev.text) >= full and ln.size == prev.size and at_line_spacing(prev, ln, ln.size) \
         and (ln.bold == prev.bold or ln.text[:1].islower()) \
         and not (prev.text.endswith((".", "!", "?", ":", "。")) and len(ln.text) < full)
 
@@ -486,7 +487,7 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
             while j + 1 < len(lines) and len(lines[j].text) >= 40 and (p, j + 1) not in taken \
                     and not is_statement_title(lines[j].text) \
                     and (lines[j + 1].size, lines[j + 1].bold) == (ln.size, ln.bold) \
-                    and 0 < lines[j].y - lines[j + 1].y < 1.6 * max(ln.size, 1) \
+                    and at_line_spacing(lines[j], lines[j + 1], ln.size) \
                     and scheme_of(lines[j + 1].text) is None and len(lines[j + 1].text) <= HEADING_MAX_CHARS:
                 j += 1
             if sum(len(lines[k].text) for k in range(i, j + 1)) > _SCHEME_MAX_CHARS:
@@ -653,7 +654,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
             elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
                     and p not in contents_pages and _font_marked(lines[k - 1], page_styles[p]) \
                     and ln.font == lines[k - 1].font \
-                    and 0 < lines[k - 1].y - ln.y < 1.6 * ln.size and len(ln.text) <= HEADING_MAX_CHARS \
+                    and at_line_spacing(lines[k - 1], ln, ln.size) and len(ln.text) <= HEADING_MAX_CHARS \
                     and not is_table_line(ln.text):
                 ln.heading = lines[k - 1].heading  # the wrapped tail of a heading ("）", "Time)")
     return contents
