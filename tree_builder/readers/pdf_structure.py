@@ -111,6 +111,7 @@ _ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]*(?:[-&][A-Z0-9]+)*\b")
 _PROSE_LOWER_WORDS = 4
 """A line with this many words in lower case is running text, whatever its font."""
 _ACRONYM_LINES = 2
+"""Running-text lines a word must be spelt in capitals on to be the document's abbreviation or name."""
 
 
 def _document_acronyms(pages: Sequence[Sequence["Line"]]) -> frozenset[str]:
@@ -360,7 +361,8 @@ def _signature_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, 
                 font = lines[k].font if 0 <= k < len(lines) else None
                 while 0 <= k < len(lines) and (p, k) in chosen and abs(k - i) <= _SIGNATURE_LINES \
                         and lines[k].font == font \
-                        and (k == i + step or at_line_spacing(lines[min(k, k - step)], lines[max(k, k - step)], lines[k].size)):
+                        and (k == i + step
+                             or at_line_spacing(lines[min(k, k - step)], lines[max(k, k - step)], lines[k].size)):
                     out.add((p, k))
                     k += step
     return out
