@@ -627,18 +627,20 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen -= _signature_labels(pages, chosen)
     chosen -= _listed_numbers(pages, chosen, page_styles)
     acronyms = _document_acronyms(pages)
-    used = Counter((*_style(pages[p][i], acronyms)[:3], _style(pages[p][i], acronyms)[3] and deepest > 0)
-                   for p, i in chosen)
+    own: dict[tuple[int, int], tuple[float, int, bool, bool]] = {}
+    # each heading's style, read once; numbers rank only below division words (a filing's notes),
+    # never among a paper's "1 Introduction" and "Abstract"
+    for p, i in chosen:
+        size, weight, caps, numbered = _style(pages[p][i], acronyms)
+        own[(p, i)] = (size, weight, caps, numbered and deepest > 0)
+    used = Counter(own.values())
 
-    def style(ln: "Line") -> tuple[float, int, bool, bool]:
-        # capitals or numbers make a level of their own only when they recur; numbers only below
-        # division words (a filing's notes), never among a paper's "1 Introduction" and "Abstract"
-        size, weight, caps, numbered = _style(ln, acronyms)
-        numbered = numbered and deepest > 0
-        st = (size, weight, caps, numbered)
+    def style(at: tuple[int, int]) -> tuple[float, int, bool, bool]:
+        # capitals or numbers make a level of their own only when they recur
+        size, weight, caps, numbered = st = own[at]
         return st if not (caps or numbered) or used[st] >= _MIN_CAPS_HEADINGS else (size, weight, False, False)
 
-    styles = sorted({style(pages[p][i]) for p, i in chosen},
+    styles = sorted({style(at) for at in chosen},
                     key=lambda st: (-st[0], -st[1], not st[3], not st[2]))
     rank = {st: deepest + k + 1 for k, st in enumerate(styles)}
     if undivided:  # a table page's title, whatever its font, at the top level of the layout's headings
@@ -652,7 +654,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
             if (p, k) in taken:
                 continue
             if (p, k) in chosen:
-                ln.heading = rank[style(ln)]
+                ln.heading = rank[style((p, k))]
             elif k and lines[k - 1].heading and (p, k - 1) not in taken and (p, k) >= start \
                     and p not in contents_pages and _font_marked(lines[k - 1], page_styles[p]) \
                     and ln.font == lines[k - 1].font \
