@@ -752,3 +752,63 @@ def test_a_heading_in_capitals_by_its_spelling_ranks_with_the_mixed_case_ones(tm
     assert [c.heading for c in results.children] == ["OUR FINANCIAL RESULTS (intro)", "FLNA", "Europe", "APAC",
                                                     "Other Consolidated Results"]
     assert _find(doc, "APAC").level == _find(doc, "Europe").level == results.level + 1
+
+
+_RISKS = ["We face intense competition in every market we serve, and if we cannot compete effectively, our revenue, "
+          "margins and market share could decline.",
+          "Price changes for the commodities we depend on may adversely affect our profitability.",
+          "Disruption of our supply chain could adversely affect our business.",
+          "Our international operations are subject to political and economic risks, including changes in trade "
+          "policy, sanctions and the exchange rates of the currencies we sell in.",
+          "We have a substantial amount of indebtedness, which could limit our financing options.",
+          "Our information technology systems could fail or be breached."]
+
+
+def _risk_pdf(path: Path, risks: list[str], outline: bool) -> None:
+    """A filing's Item 1A: a bold category title, then each risk as a bold sentence over regular prose."""
+    from fpdf import FPDF
+
+    prose = ("Such an event would reduce our sales and raise our costs, and we may not be able to pass those costs "
+             "on to customers in the periods in which they arise.")
+    pdf = FPDF(format="A4")
+    pdf.add_page()
+
+    def line(style: str, text: str, tight: bool = False, section: int | None = None) -> None:
+        if outline and section is not None:
+            pdf.start_section(text, level=section)
+        pdf.set_font("Helvetica", style, 10)
+        pdf.multi_cell(0, 4 if tight else 6, text, new_x="LMARGIN", new_y="NEXT")
+        pdf.ln(0 if tight else 2)
+
+    line("B", "PART I", section=0)
+    line("B", "Item 1A. Risk Factors", section=1)
+    line("", "The risks below could harm our business. " + prose)
+    line("B", "Risks Related to Our Business")
+    for risk in risks:  # each risk explained at a filing's length: the Item runs past 20,000 characters
+        line("B", risk, tight=True)
+        for _ in range(12):
+            line("", f"{prose} Any of these could also reduce the value of our shares. {prose}")
+    line("B", "Item 2. Properties", section=1)
+    line("", "We own our headquarters and lease our plants. " + prose)
+    pdf.output(str(path))
+
+
+@pytest.mark.parametrize("outline", [False, True])
+def test_each_risk_factor_titled_by_a_bold_sentence_is_a_section(tmp_path: Path, outline: bool) -> None:
+    """A filing heads each risk with a bold sentence over regular prose: each is a section under the
+    Item (and its category title, where fonts rank the headings) holding its own explanation, with a
+    bookmarked outline too (whose bookmarks stop at the Item). One or two bold sentences are emphasis."""
+    path = tmp_path / "risks.pdf"
+    _risk_pdf(path, _RISKS, outline)
+    doc = _tree(path)
+    item = _find(doc, "Item 1A. Risk Factors")
+    owner = item if outline else _find(doc, "Risks Related to Our Business")
+    assert [c.heading for c in owner.children if c.kind == "section"] == _RISKS
+    first = _find(doc, _RISKS[0])
+    assert first.content.startswith("Such an event would reduce our sales") and not first.children
+    assert "We own our headquarters" in _find(doc, "Item 2. Properties").content
+    assert "Item 2. Properties" not in [n.heading for n in first.iter_preorder()]
+
+    few = tmp_path / "few.pdf"
+    _risk_pdf(few, _RISKS[:2], outline)
+    assert not set(_RISKS) & {h.text for h in load_document(few, few.name).headings}

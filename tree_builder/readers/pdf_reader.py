@@ -30,6 +30,7 @@ from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from tree_builder.readers.pdf_lines import Line, at_line_spacing
+from tree_builder.readers.pdf_sentence_titles import sentence_titles
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
 from tree_builder.readers.pdf_toc import is_contents_link
@@ -138,6 +139,15 @@ def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str,
             cursor[page] = at + 1
 
 
+def mark_sentence_titles(pages: list[list[Line]], level: int) -> None:
+    """Below a bookmarked outline, the sentences that head its longest sections (a filing's risks:
+    the bookmarks stop at "Item 1A. Risk Factors") as headings at ``level``."""
+    body = body_style(pages)
+    for p, first, last in sentence_titles(pages, [body] * len(pages), [list(range(len(pages)))], set()):
+        for i in range(first, last + 1):
+            pages[p][i].heading = level
+
+
 # --------------------------------------------------------------------------- assembly
 
 def _line_gap(pages: list[list[Line]]) -> float:
@@ -207,7 +217,9 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
     pages = strip_furniture(pages)
     entries = [(e.level, e.title, e.page, e.top) for e in content.outline]
     if len(entries) >= 2:
-        mark_outline_headings(pages, relevel_flat_outline(entries))
+        entries = relevel_flat_outline(entries)
+        mark_outline_headings(pages, entries)
+        mark_sentence_titles(pages, 1 + max(level for level, *_ in entries))
     else:
         mark_structure_headings(pages)
     built = assemble(pages)
