@@ -812,3 +812,57 @@ def test_each_risk_factor_titled_by_a_bold_sentence_is_a_section(tmp_path: Path,
     few = tmp_path / "few.pdf"
     _risk_pdf(few, _RISKS[:2], outline)
     assert not set(_RISKS) & {h.text for h in load_document(few, few.name).headings}
+
+
+_POLICIES = ["Principles of consolidation", "Use of estimates", "Revenue recognition", "Income taxes",
+             "Cash and cash equivalents", "Receivables"]
+
+
+def _run_in_pdf(path: Path, titles: list[str], opening: str) -> None:
+    """A note whose topics are bold titles run into their paragraphs ("**Income taxes** – We ..."), then
+    an Item 1A whose risks are bold sentences that end on a line their explanation runs on."""
+    from fpdf import FPDF
+
+    prose = ("We measure these amounts at the end of each reporting period and review them whenever events "
+             "indicate that the carrying amount may not be recoverable. ")
+    pdf = FPDF(format="A4")
+    pdf.add_page()
+
+    def block(text: str, style: str = "", tight: bool = True) -> None:
+        pdf.set_font("Helvetica", style, 10)
+        pdf.multi_cell(0, 4 if tight else 6, text, new_x="LMARGIN", new_y="NEXT", markdown=True)
+        pdf.ln(3)
+
+    block("PART I", "B", tight=False)
+    block("Item 1A. Risk Factors", "B", tight=False)
+    block("The risks below could harm our business. " + prose)
+    for risk in _RISKS:
+        block(f"**{risk}** Such an event would reduce our sales and raise our costs. " + prose * 24)
+    block("PART II", "B", tight=False)
+    block("Item 8. Financial Statements and Supplementary Data", "B", tight=False)
+    block("Note 1 - Significant Accounting Policies", "B", tight=False)
+    for title in titles:
+        block(opening.format(title) + "We apply this policy consistently. " + prose * 24)
+    block("Note 2 - Revenue", "B", tight=False)
+    block("Revenue is recognised when control passes to the customer. " + prose)
+    pdf.output(str(path))
+
+
+@pytest.mark.parametrize("opening", ["**{}** - ", "**{}.** ", "**{}:** "])
+def test_bold_titles_run_into_their_paragraphs_are_sections(tmp_path: Path, opening: str) -> None:
+    """A note's topics in bold run into their paragraphs ("Income taxes – We apply ..."), and risks whose
+    bold sentence ends on a line its explanation runs on: each is a section whose text is its paragraph
+    (the title's words are no longer the text's opening), the risks under the Item and the topics under
+    the note."""
+    path = tmp_path / "notes.pdf"
+    _run_in_pdf(path, _POLICIES, opening)
+    doc = _tree(path)
+    note = _find(doc, "Note 1 - Significant Accounting Policies")
+    want = [t + "." if "." in opening else t for t in _POLICIES]
+    assert [c.heading for c in note.children if c.kind == "section"] == want
+    taxes = _find(doc, want[3])
+    assert taxes.content.startswith("We apply this policy consistently.")
+    risks = _find(doc, "Item 1A. Risk Factors")
+    assert [c.heading for c in risks.children if c.kind == "section"] == _RISKS
+    assert _find(doc, _RISKS[2]).content.startswith("Such an event would reduce our sales")
+    assert "Revenue is recognised" in _find(doc, "Note 2 - Revenue").content

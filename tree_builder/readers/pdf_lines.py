@@ -22,6 +22,12 @@ class Line:
     italic: bool = False
     """Most of the line is set in an italic (or oblique) font: a subheading's only mark where the body
     is roman at the same size ("Amendments to Our Certificate of Incorporation")."""
+    bold_end: int = 0
+    """Characters of ``text`` set in bold before the rest of the line turns regular ("Income taxes – We
+    calculate ..."): a title run into its paragraph. 0 when the line does not open in bold or ends in it."""
+    title_end: int = 0
+    """Of a heading line, the characters that are its title when its paragraph runs in after them (the
+    rest opens the section's text); 0: the whole line."""
 
     @property
     def font(self) -> tuple[float, bool, bool]:

@@ -11,7 +11,9 @@ below works on its Line records.
 Sections come from the outline (bookmarks) when the PDF has one; otherwise
 from the document's own contents page, its division words (PART, Item, Note,
 ARTICLE, 第一章 ...) and, below those, the layout: lines set larger than the
-body text, or bold or italic, ranked by size and weight (pdf_structure). Running headers/footers (the same small text at
+body text, or bold or italic, ranked by size and weight (pdf_structure), and titles in bold body type that
+the font rules refuse, a risk's sentence or a policy run into its paragraph (pdf_bold_titles; also below
+bookmarks). Running headers/footers (the same small text at
 the top or bottom of most pages) and page numbers are dropped. The
 text is what PDFium extracts, with runs of spaces collapsed, so a quoted chunk
 reads as the PDF does.
@@ -30,7 +32,7 @@ from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from tree_builder.readers.pdf_lines import Line, at_line_spacing
-from tree_builder.readers.pdf_sentence_titles import sentence_titles
+from tree_builder.readers.pdf_bold_titles import SEPARATORS, bold_titles, mark_title
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
 from tree_builder.readers.pdf_toc import is_contents_link
@@ -139,13 +141,12 @@ def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str,
             cursor[page] = at + 1
 
 
-def mark_sentence_titles(pages: list[list[Line]], level: int) -> None:
-    """Below a bookmarked outline, the sentences that head its longest sections (a filing's risks:
-    the bookmarks stop at "Item 1A. Risk Factors") as headings at ``level``."""
+def mark_bold_titles(pages: list[list[Line]], level: int) -> None:
+    """Below a bookmarked outline, the titles in bold body type that divide its longest sections (a
+    filing's risks: the bookmarks stop at "Item 1A. Risk Factors") as headings at ``level``."""
     body = body_style(pages)
-    for p, first, last in sentence_titles(pages, [body] * len(pages), [list(range(len(pages)))], set()):
-        for i in range(first, last + 1):
-            pages[p][i].heading = level
+    for title in bold_titles(pages, [body] * len(pages), [list(range(len(pages)))], set()):
+        mark_title(pages, title, level)
 
 
 # --------------------------------------------------------------------------- assembly
@@ -158,6 +159,10 @@ def _line_gap(pages: list[list[Line]]) -> float:
 
 
 _PARAGRAPH_END = (".", "!", "?", ":", ";", "。", "！", "？", "：", "；", "…", "\"", "”", ")")
+
+
+def _title_part(ln: Line) -> str:
+    return ln.text[:ln.title_end] if ln.title_end else ln.text
 
 
 def assemble(pages: list[list[Line]]) -> TextBuilder:
@@ -187,13 +192,14 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
             ln = lines[i]
             if ln.heading:
                 flush()
-                text = ln.text
-                while (i + 1 < len(lines) and lines[i + 1].heading == ln.heading
+                text = _title_part(ln)
+                while (not lines[i].title_end and i + 1 < len(lines) and lines[i + 1].heading == ln.heading
                        and lines[i + 1].size == ln.size and ln.size > 0
                        and at_line_spacing(lines[i], lines[i + 1], ln.size)):
                     i += 1
-                    text = join_wrapped(text, lines[i].text)
-                run_in = run_in_split(text)
+                    text = join_wrapped(text, _title_part(lines[i]))
+                cut = lines[i].title_end
+                run_in = (text, lines[i].text[cut:].lstrip(SEPARATORS)) if cut else run_in_split(text)
                 builder.heading(run_in[0] if run_in else text, ln.heading)
                 prev = None
                 if run_in:  # the paragraph that runs in after the title opens the section's text
@@ -219,7 +225,7 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
     if len(entries) >= 2:
         entries = relevel_flat_outline(entries)
         mark_outline_headings(pages, entries)
-        mark_sentence_titles(pages, 1 + max(level for level, *_ in entries))
+        mark_bold_titles(pages, 1 + max(level for level, *_ in entries))
     else:
         mark_structure_headings(pages)
     built = assemble(pages)

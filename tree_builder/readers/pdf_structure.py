@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Sequence
 from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_lines import at_line_spacing
-from tree_builder.readers.pdf_sentence_titles import sentence_titles
+from tree_builder.readers.pdf_bold_titles import bold_titles, mark_title
 from tree_builder.readers.pdf_tables import is_period_words, is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
 
@@ -627,7 +627,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen -= _sentence_tails(pages, chosen)
     chosen -= _signature_labels(pages, chosen)
     chosen -= _listed_numbers(pages, chosen, page_styles)
-    titled = sentence_titles(pages, page_styles, _reading_parts(len(pages), spans), taken | chosen)
+    titled = bold_titles(pages, page_styles, _reading_parts(len(pages), spans), taken | chosen)
     acronyms = _document_acronyms(pages)
     own: dict[tuple[int, int], tuple[float, int, bool, bool]] = {}
     # each heading's style, read once; numbers rank only below division words (a filing's notes),
@@ -652,11 +652,10 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
                     pages[p][i].heading = deepest + 1
                     taken.add((p, i))
     lowest = max(rank.values(), default=deepest) + 1
-    for p, first, last in titled:
-        if (p, first) >= start and not any((p, i) in taken for i in range(first, last + 1)):
-            for i in range(first, last + 1):
-                pages[p][i].heading = lowest
-                taken.add((p, i))
+    for t in titled:
+        if (t.page, t.first) >= start and not any((t.page, i) in taken for i in range(t.first, t.last + 1)):
+            mark_title(pages, t, lowest)
+            taken.update((t.page, i) for i in range(t.first, t.last + 1))
     for p, lines in enumerate(pages):
         for k, ln in enumerate(lines):
             if (p, k) in taken:

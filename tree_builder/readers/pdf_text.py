@@ -115,6 +115,25 @@ def _sample_offsets(segment: str) -> list[int]:
     return out
 
 
+def _bold_end(styles: _Styles, segment: str, start: int) -> int:
+    """Characters of the segment's normalised text set in bold before the line turns regular for good
+    (its first character bold, its last regular; the turn found by bisection over the characters
+    between, each read once): a title run into its paragraph. 0 for any other line."""
+    marks = [k for k, ch in enumerate(segment) if not ch.isspace()]
+
+    def bold(k: int) -> bool:
+        char = styles.char_index(start + marks[k])
+        return char >= 0 and styles.style(char)[1]
+
+    if len(marks) < 2 or not bold(0) or bold(len(marks) - 1):
+        return 0
+    lo, hi = 0, len(marks) - 1  # bold at lo, regular at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if bold(mid) else (lo, mid)
+    return len(" ".join(segment[:marks[hi]].replace(_SOFT_HYPHEN, "-").split()))
+
+
 def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | None:
     """One line of the page text (``segment``, from text index ``start``); its style is the most
     common among characters sampled evenly over it (each stands for an equal share of the line)."""
@@ -139,7 +158,7 @@ def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | Non
     end = styles.origin(last) if last >= 0 else None
     x_end = end[0] + size / 2 if end is not None else x
     return Line(text, size, bold, y, page_no, x=x, x_end=max(x, x_end),
-                italic=bool(votes) and 2 * slanted > sum(votes.values()))
+                italic=bool(votes) and 2 * slanted > sum(votes.values()), bold_end=_bold_end(styles, segment, start))
 
 
 def page_lines(text_page: pdfium.PdfTextPage, page_no: int) -> list[Line]:

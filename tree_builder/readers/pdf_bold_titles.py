@@ -1,0 +1,146 @@
+"""Titles set in the body's size and marked by weight alone, which the layout rules refuse: a bold
+sentence standing as its own paragraph, and a bold title its paragraph runs in after.
+
+A filing's risk factors are its longest Item (10-15 pages), and each risk is headed by one bold
+sentence ("We may not realize the anticipated benefits of past or future investments or
+acquisitions, and integration of acquisitions may disrupt our business and management."), then
+explained in regular type, sometimes on the same line as the sentence's end ("... results of
+operations and cash flows. The hotel, resort, entertainment ..."). The notes and regulatory sections
+of filings head their topics the same way in a few bold words ("Income taxes – We calculate our
+provision ...", "Medicare Payment Rates - In April 2022, CMS ..."). Those titles are how a reader finds
+a risk or a policy; as text, risk factors were one leaf of 40,000-90,000 characters. The layout rules
+refuse a sentence as a heading (pdf_structure: "The following table shows ...:" in bold is no
+section) and read a line by the font most of it is set in, so these titles are found by their own
+pattern, and only where a document uses it many times in one size: one bold sentence is emphasis.
+They head the lowest level: nothing nests under a risk or a policy.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from tree_builder.heading_schemes import scheme_of
+from tree_builder.readers.pdf_lines import at_line_spacing
+from tree_builder.readers.pdf_tables import is_table_line
+
+if TYPE_CHECKING:
+    from tree_builder.readers.pdf_lines import Line
+
+_MAX_CHARS = 500
+"""A title sentence runs to four or five lines; a longer bold paragraph is emphasised text."""
+_MIN_CHARS = 40
+_MIN_WORDS = 6
+"""A title standing alone shorter than this ("Overview", "Risks Related to Our Business") is the layout
+rules' to find; one run into its paragraph may be a few words ("Income taxes")."""
+_RUN_IN_WORDS = 10
+"""Most words of a run-in title that is no sentence ("Research and development and similar costs")."""
+_MIN_TITLES = 5
+"""Titles a document (or an exhibit) must set in one size before any is taken as one."""
+_ENDS = (".", "?")
+SEPARATORS = " -–—:"
+"""What stands between a run-in title and its paragraph ("Income taxes – We ...", "Overview: ...")."""
+_PARAGRAPH_ENDS = (".", ":", ";", "?", "!", ")", "”", "\"")
+_SIZE_TOLERANCE = 0.75
+
+
+@dataclass(frozen=True)
+class BoldTitle:
+    page: int
+    first: int
+    last: int
+    title_end: int
+    """Characters of the last line that are the title (its paragraph runs in after them); 0: all."""
+
+
+def _at_body(ln: "Line", body: tuple[float, bool]) -> bool:
+    size, bold = body
+    return not bold and abs(ln.size - size) < _SIZE_TOLERANCE and not ln.heading and not is_table_line(ln.text)
+
+
+def _body_text(ln: "Line | None", body: tuple[float, bool]) -> bool:
+    """A line of running text: the body's size, regular weight, no table row."""
+    return ln is not None and not ln.bold and not ln.bold_end and _at_body(ln, body)
+
+
+def _opens_paragraph(lines: Sequence["Line"], i: int, headed: bool) -> bool:
+    """Line ``i`` starts a paragraph: the line above it is no line of the same paragraph (a heading, a
+    gap, or it ends a sentence), so its bold is no word emphasised inside a sentence."""
+    if not i:
+        return True
+    above, ln = lines[i - 1], lines[i]
+    return headed or bool(above.heading) or not at_line_spacing(above, ln, ln.size) \
+        or not above.bold and above.text.rstrip().endswith(_PARAGRAPH_ENDS)
+
+
+def _is_sentence(text: str) -> bool:
+    letters = [ch for ch in text if ch.isalpha()]
+    return _MIN_CHARS <= len(text) <= _MAX_CHARS and len(text.split()) >= _MIN_WORDS and text[:1].isupper() \
+        and text.endswith(_ENDS) and not text.endswith("...") and not all(ch.isupper() for ch in letters)
+
+
+def _run_in_title(bold: str, rest: str) -> bool:
+    """``bold`` (the bold opening of a line, with any bold lines above it) is a title its paragraph
+    ``rest`` runs in after: a sentence, or a few words set off by a dash, a colon or a full stop, and
+    the paragraph opens as a sentence does."""
+    head = bold.rstrip(SEPARATORS)
+    body = rest.lstrip(SEPARATORS)
+    if not head[:1].isupper() or not body[:1].isupper() and not body[:1].isdigit() and body[:1] not in "“\"(":
+        return False
+    if head.endswith(_ENDS) and _is_sentence(head):
+        return True
+    set_off = bold.rstrip() != head or head.endswith(".") or rest.lstrip()[:1] in SEPARATORS.strip()
+    return set_off and len(head.split()) <= _RUN_IN_WORDS and not head.endswith((",", ";"))
+
+
+def _title_at(pages: Sequence[Sequence["Line"]], p: int, i: int, body: tuple[float, bool],
+              skip: set[tuple[int, int]]) -> tuple[BoldTitle | None, int]:
+    """The title opening at line ``i`` of page ``p``, if any, and the line to look at next: lines all in
+    bold, then either running text below them or a line that turns regular after its bold opening. A
+    line in ``skip`` is another rule's heading: no part of a title, and a title may follow it at once."""
+    lines = pages[p]
+    ln = lines[i]
+    if (p, i) in skip or not _at_body(ln, body) or not (ln.bold or ln.bold_end) \
+            or not _opens_paragraph(lines, i, (p, i - 1) in skip) or scheme_of(ln.text) is not None:
+        return None, i + 1
+    j = i
+    while ln.bold and not lines[j].bold_end and j + 1 < len(lines) and (p, j + 1) not in skip \
+            and _at_body(lines[j + 1], body) \
+            and (lines[j + 1].bold or lines[j + 1].bold_end) and abs(lines[j + 1].size - ln.size) < _SIZE_TOLERANCE \
+            and at_line_spacing(lines[j], lines[j + 1], ln.size):
+        j += 1
+    last = lines[j]
+    if last.bold_end:  # the paragraph runs in after the title's last bold words
+        cut = last.bold_end
+        bold = " ".join([*(lines[k].text.strip() for k in range(i, j)), last.text[:cut]])
+        ok = _run_in_title(bold, last.text[cut:]) and (j == i or bold.rstrip(SEPARATORS).endswith(_ENDS))
+        return (BoldTitle(p, i, j, len(last.text[:cut].rstrip(SEPARATORS))) if ok else None), j + 1
+    below = lines[j + 1] if j + 1 < len(lines) else next(iter(pages[p + 1]), None) if p + 1 < len(pages) else None
+    ok = ln.bold and _body_text(below, body) and _is_sentence(" ".join(lines[k].text.strip() for k in range(i, j + 1)))
+    return (BoldTitle(p, i, j, 0) if ok else None), j + 1
+
+
+def bold_titles(pages: Sequence[Sequence["Line"]], page_styles: Sequence[tuple[float, bool]],
+                parts: Sequence[Sequence[int]], skip: set[tuple[int, int]]) -> list[BoldTitle]:
+    """Each title set in bold at the body's size (``page_styles`` gives each page's body) that stands as
+    a sentence over running text or runs into its paragraph, none of whose lines is in ``skip`` (taken
+    by the other rules), in a size that each part (the report, each exhibit: ``parts``) sets
+    ``_MIN_TITLES`` such titles in."""
+    found: list[BoldTitle] = []
+    for part in parts:
+        candidates: list[BoldTitle] = []
+        for p in part:
+            i = 0
+            while i < len(pages[p]):
+                title, i = _title_at(pages, p, i, page_styles[p], skip)
+                if title is not None:
+                    candidates.append(title)
+        sizes = Counter(pages[t.page][t.first].size for t in candidates)
+        found += [t for t in candidates if sizes[pages[t.page][t.first].size] >= _MIN_TITLES]
+    return sorted(found, key=lambda t: (t.page, t.first))
+
+
+def mark_title(pages: Sequence[Sequence["Line"]], title: BoldTitle, level: int) -> None:
+    for i in range(title.first, title.last + 1):
+        pages[title.page][i].heading = level
+    pages[title.page][title.last].title_end = title.title_end
