@@ -866,3 +866,36 @@ def test_bold_titles_run_into_their_paragraphs_are_sections(tmp_path: Path, open
     assert [c.heading for c in risks.children if c.kind == "section"] == _RISKS
     assert _find(doc, _RISKS[2]).content.startswith("Such an event would reduce our sales")
     assert "Revenue is recognised" in _find(doc, "Note 2 - Revenue").content
+
+
+def test_italic_run_in_titles_are_sections_a_level_below_bold_ones(tmp_path: Path) -> None:
+    """A note's policies run in after bold titles and, inside the first, its topics after italic ones
+    ("Equity investments. Fair value ..."): each topic is a section under its policy, not beside it."""
+    from fpdf import FPDF
+
+    prose = ("We measure these amounts at the end of each reporting period and review them whenever events "
+             "indicate that the carrying amount may not be recoverable. ")
+    topics = ["Equity investments", "Debt investments", "Derivatives", "Leases", "Contract liabilities"]
+    pdf = FPDF(format="A4")
+    pdf.add_page()
+
+    def block(text: str, style: str = "") -> None:
+        pdf.set_font("Helvetica", style, 10)
+        pdf.multi_cell(0, 4, text, new_x="LMARGIN", new_y="NEXT", markdown=True)
+        pdf.ln(3)
+
+    block("Note 1 - Significant Accounting Policies", "B")
+    for k, policy in enumerate(_POLICIES):
+        block(f"**{policy}.** We apply this policy consistently. " + prose * 2)
+        for topic in topics if k == 0 else []:
+            block(f"__{topic}.__ The Company measures them at fair value. " + prose * 30)
+    block("Note 2 - Revenue", "B")
+    block("Revenue is recognised when control passes to the customer. " + prose)
+    path = tmp_path / "topics.pdf"
+    pdf.output(str(path))
+    doc = _tree(path)
+    note = _find(doc, "Note 1 - Significant Accounting Policies")
+    assert [c.heading for c in note.children if c.kind == "section"] == [p + "." for p in _POLICIES]
+    first = _find(doc, _POLICIES[0] + ".")
+    assert [c.heading for c in first.children if c.kind == "section"] == [t + "." for t in topics]
+    assert _find(doc, "Debt investments.").content.startswith("The Company measures them at fair value.")

@@ -25,6 +25,8 @@ class Line:
     bold_end: int = 0
     """Characters of ``text`` set in bold before the rest of the line turns regular ("Income taxes – We
     calculate ..."): a title run into its paragraph. 0 when the line does not open in bold or ends in it."""
+    italic_end: int = 0
+    """The same for a line that opens in italic (and not bold): "Equity investments. Fair value ..."."""
     title_end: int = 0
     """Of a heading line, the characters that are its title when its paragraph runs in after them (the
     rest opens the section's text); 0: the whole line."""

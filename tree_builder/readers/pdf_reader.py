@@ -11,8 +11,8 @@ below works on its Line records.
 Sections come from the outline (bookmarks) when the PDF has one; otherwise
 from the document's own contents page, its division words (PART, Item, Note,
 ARTICLE, 第一章 ...) and, below those, the layout: lines set larger than the
-body text, or bold or italic, ranked by size and weight (pdf_structure), and titles in bold body type that
-the font rules refuse, a risk's sentence or a policy run into its paragraph (pdf_bold_titles; also below
+body text, or bold or italic, ranked by size and weight (pdf_structure), and titles in bold or italic body type
+that the font rules refuse, a risk's sentence or a policy or topic run into its paragraph (pdf_body_titles; also below
 bookmarks). Running headers/footers (the same small text at
 the top or bottom of most pages) and page numbers are dropped. The
 text is what PDFium extracts, with runs of spaces collapsed, so a quoted chunk
@@ -32,7 +32,7 @@ from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from tree_builder.readers.pdf_lines import Line, at_line_spacing
-from tree_builder.readers.pdf_bold_titles import SEPARATORS, bold_titles, mark_title
+from tree_builder.readers.pdf_body_titles import SEPARATORS, body_titles, mark_title
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
 from tree_builder.readers.pdf_toc import is_contents_link
@@ -141,11 +141,11 @@ def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str,
             cursor[page] = at + 1
 
 
-def mark_bold_titles(pages: list[list[Line]], level: int) -> None:
+def mark_body_titles(pages: list[list[Line]], level: int) -> None:
     """Below a bookmarked outline, the titles in bold body type that divide its longest sections (a
     filing's risks: the bookmarks stop at "Item 1A. Risk Factors") as headings at ``level``."""
     body = body_style(pages)
-    for title in bold_titles(pages, [body] * len(pages), [list(range(len(pages)))], set()):
+    for title in body_titles(pages, [body] * len(pages), [list(range(len(pages)))], set()):
         mark_title(pages, title, level)
 
 
@@ -225,7 +225,7 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
     if len(entries) >= 2:
         entries = relevel_flat_outline(entries)
         mark_outline_headings(pages, entries)
-        mark_bold_titles(pages, 1 + max(level for level, *_ in entries))
+        mark_body_titles(pages, 1 + max(level for level, *_ in entries))
     else:
         mark_structure_headings(pages)
     built = assemble(pages)

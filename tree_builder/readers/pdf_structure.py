@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Sequence
 from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_lines import at_line_spacing
-from tree_builder.readers.pdf_bold_titles import bold_titles, mark_title
+from tree_builder.readers.pdf_body_titles import body_titles, mark_title
 from tree_builder.readers.pdf_tables import is_period_words, is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
 
@@ -627,7 +627,7 @@ def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
     chosen -= _sentence_tails(pages, chosen)
     chosen -= _signature_labels(pages, chosen)
     chosen -= _listed_numbers(pages, chosen, page_styles)
-    titled = bold_titles(pages, page_styles, _reading_parts(len(pages), spans), taken | chosen)
+    titled = body_titles(pages, page_styles, _reading_parts(len(pages), spans), taken | chosen)
     acronyms = _document_acronyms(pages)
     own: dict[tuple[int, int], tuple[float, int, bool, bool]] = {}
     # each heading's style, read once; numbers rank only below division words (a filing's notes),

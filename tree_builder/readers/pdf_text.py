@@ -115,23 +115,29 @@ def _sample_offsets(segment: str) -> list[int]:
     return out
 
 
-def _bold_end(styles: _Styles, segment: str, start: int) -> int:
-    """Characters of the segment's normalised text set in bold before the line turns regular for good
-    (its first character bold, its last regular; the turn found by bisection over the characters
-    between, each read once): a title run into its paragraph. 0 for any other line."""
+def _run_in_ends(styles: _Styles, segment: str, start: int) -> tuple[int, int]:
+    """(bold, italic): characters of the segment's normalised text set in bold (or else in italic) before
+    the line turns plain for good (its first character so marked, its last in neither; the turn found
+    by bisection over the characters between, each read once): a title run into its paragraph
+    ("Income taxes – We ...", "Equity investments. Fair value ..."). (0, 0) for any other line."""
     marks = [k for k, ch in enumerate(segment) if not ch.isspace()]
 
-    def bold(k: int) -> bool:
+    def style(k: int) -> tuple[float, bool, bool]:
         char = styles.char_index(start + marks[k])
-        return char >= 0 and styles.style(char)[1]
+        return styles.style(char) if char >= 0 else (0.0, False, False)
 
-    if len(marks) < 2 or not bold(0) or bold(len(marks) - 1):
-        return 0
-    lo, hi = 0, len(marks) - 1  # bold at lo, regular at hi
+    if len(marks) < 2:
+        return 0, 0
+    first, last = style(0), style(len(marks) - 1)
+    flag = 1 if first[1] else 2 if first[2] else 0
+    if not flag or last[1] or last[2]:
+        return 0, 0
+    lo, hi = 0, len(marks) - 1  # marked at lo, plain at hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if bold(mid) else (lo, mid)
-    return len(" ".join(segment[:marks[hi]].replace(_SOFT_HYPHEN, "-").split()))
+        lo, hi = (mid, hi) if style(mid)[flag] else (lo, mid)
+    end = len(" ".join(segment[:marks[hi]].replace(_SOFT_HYPHEN, "-").split()))
+    return (end, 0) if flag == 1 else (0, end)
 
 
 def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | None:
@@ -157,8 +163,9 @@ def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | Non
     last = styles.char_index(start + len(segment.rstrip()) - 1)
     end = styles.origin(last) if last >= 0 else None
     x_end = end[0] + size / 2 if end is not None else x
+    bold_end, italic_end = _run_in_ends(styles, segment, start)
     return Line(text, size, bold, y, page_no, x=x, x_end=max(x, x_end),
-                italic=bool(votes) and 2 * slanted > sum(votes.values()), bold_end=_bold_end(styles, segment, start))
+                italic=bool(votes) and 2 * slanted > sum(votes.values()), bold_end=bold_end, italic_end=italic_end)
 
 
 def page_lines(text_page: pdfium.PdfTextPage, page_no: int) -> list[Line]:

@@ -1,5 +1,5 @@
-"""Titles set in the body's size and marked by weight alone, which the layout rules refuse: a bold
-sentence standing as its own paragraph, and a bold title its paragraph runs in after.
+"""Titles set in the body's size and marked by weight or slant alone, which the layout rules refuse: a
+bold sentence standing as its own paragraph, and a bold or italic title its paragraph runs in after.
 
 A filing's risk factors are its longest Item (10-15 pages), and each risk is headed by one bold
 sentence ("We may not realize the anticipated benefits of past or future investments or
@@ -7,12 +7,13 @@ acquisitions, and integration of acquisitions may disrupt our business and manag
 explained in regular type, sometimes on the same line as the sentence's end ("... results of
 operations and cash flows. The hotel, resort, entertainment ..."). The notes and regulatory sections
 of filings head their topics the same way in a few bold words ("Income taxes – We calculate our
-provision ...", "Medicare Payment Rates - In April 2022, CMS ..."). Those titles are how a reader finds
+provision ...", "Medicare Payment Rates - In April 2022, CMS ..."), and their subtopics in italic
+("Equity investments. Fair value is measured ..."). Those titles are how a reader finds
 a risk or a policy; as text, risk factors were one leaf of 40,000-90,000 characters. The layout rules
 refuse a sentence as a heading (pdf_structure: "The following table shows ...:" in bold is no
 section) and read a line by the font most of it is set in, so these titles are found by their own
 pattern, and only where a document uses it many times in one size: one bold sentence is emphasis.
-They head the lowest level: nothing nests under a risk or a policy.
+They head the lowest levels, an italic title below a bold one: nothing nests under a risk or a topic.
 """
 from __future__ import annotations
 
@@ -41,16 +42,21 @@ _ENDS = (".", "?")
 SEPARATORS = " -–—:"
 """What stands between a run-in title and its paragraph ("Income taxes – We ...", "Overview: ...")."""
 _PARAGRAPH_ENDS = (".", ":", ";", "?", "!", ")", "”", "\"")
+_NUMBER_WORDS = frozenset("article clause section part one two three four five six seven eight nine ten eleven "
+                          "twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())
+"""Words of a clause's number ("One.", "Clause Two."): a run-in opening of these alone names no topic."""
 _SIZE_TOLERANCE = 0.75
 
 
 @dataclass(frozen=True)
-class BoldTitle:
+class BodyTitle:
     page: int
     first: int
     last: int
     title_end: int
     """Characters of the last line that are the title (its paragraph runs in after them); 0: all."""
+    italic: bool = False
+    """Set in italic: a level below the bold titles (a note's policy in bold, its topics in italic)."""
 
 
 def _at_body(ln: "Line", body: tuple[float, bool]) -> bool:
@@ -87,6 +93,8 @@ def _run_in_title(bold: str, rest: str) -> bool:
     body = rest.lstrip(SEPARATORS)
     if not head[:1].isupper() or not body[:1].isupper() and not body[:1].isdigit() and body[:1] not in "“\"(":
         return False
+    if all(w.strip(".,;:()").casefold() in _NUMBER_WORDS for w in head.split()):
+        return False  # a clause's number ("One.", "Article Two."): the division rules' or no title
     if head.endswith(_ENDS) and _is_sentence(head):
         return True
     set_off = bold.rstrip() != head or head.endswith(".") or rest.lstrip()[:1] in SEPARATORS.strip()
@@ -94,15 +102,19 @@ def _run_in_title(bold: str, rest: str) -> bool:
 
 
 def _title_at(pages: Sequence[Sequence["Line"]], p: int, i: int, body: tuple[float, bool],
-              skip: set[tuple[int, int]]) -> tuple[BoldTitle | None, int]:
+              skip: set[tuple[int, int]]) -> tuple[BodyTitle | None, int]:
     """The title opening at line ``i`` of page ``p``, if any, and the line to look at next: lines all in
     bold, then either running text below them or a line that turns regular after its bold opening. A
     line in ``skip`` is another rule's heading: no part of a title, and a title may follow it at once."""
     lines = pages[p]
     ln = lines[i]
-    if (p, i) in skip or not _at_body(ln, body) or not (ln.bold or ln.bold_end) \
+    if (p, i) in skip or not _at_body(ln, body) or not (ln.bold or ln.bold_end or ln.italic_end) \
             or not _opens_paragraph(lines, i, (p, i - 1) in skip) or scheme_of(ln.text) is not None:
         return None, i + 1
+    if ln.italic_end:  # an italic title runs in on its one line, a few words (an italic sentence leads a text)
+        cut = ln.italic_end
+        ok = _run_in_title(ln.text[:cut], ln.text[cut:]) and len(ln.text[:cut].split()) <= _RUN_IN_WORDS
+        return (BodyTitle(p, i, i, len(ln.text[:cut].rstrip(SEPARATORS)), italic=True) if ok else None), i + 1
     j = i
     while ln.bold and not lines[j].bold_end and j + 1 < len(lines) and (p, j + 1) not in skip \
             and _at_body(lines[j + 1], body) \
@@ -114,33 +126,35 @@ def _title_at(pages: Sequence[Sequence["Line"]], p: int, i: int, body: tuple[flo
         cut = last.bold_end
         bold = " ".join([*(lines[k].text.strip() for k in range(i, j)), last.text[:cut]])
         ok = _run_in_title(bold, last.text[cut:]) and (j == i or bold.rstrip(SEPARATORS).endswith(_ENDS))
-        return (BoldTitle(p, i, j, len(last.text[:cut].rstrip(SEPARATORS))) if ok else None), j + 1
+        return (BodyTitle(p, i, j, len(last.text[:cut].rstrip(SEPARATORS))) if ok else None), j + 1
     below = lines[j + 1] if j + 1 < len(lines) else next(iter(pages[p + 1]), None) if p + 1 < len(pages) else None
     ok = ln.bold and _body_text(below, body) and _is_sentence(" ".join(lines[k].text.strip() for k in range(i, j + 1)))
-    return (BoldTitle(p, i, j, 0) if ok else None), j + 1
+    return (BodyTitle(p, i, j, 0) if ok else None), j + 1
 
 
-def bold_titles(pages: Sequence[Sequence["Line"]], page_styles: Sequence[tuple[float, bool]],
-                parts: Sequence[Sequence[int]], skip: set[tuple[int, int]]) -> list[BoldTitle]:
+def body_titles(pages: Sequence[Sequence["Line"]], page_styles: Sequence[tuple[float, bool]],
+                parts: Sequence[Sequence[int]], skip: set[tuple[int, int]]) -> list[BodyTitle]:
     """Each title set in bold at the body's size (``page_styles`` gives each page's body) that stands as
     a sentence over running text or runs into its paragraph, none of whose lines is in ``skip`` (taken
     by the other rules), in a size that each part (the report, each exhibit: ``parts``) sets
     ``_MIN_TITLES`` such titles in."""
-    found: list[BoldTitle] = []
+    found: list[BodyTitle] = []
     for part in parts:
-        candidates: list[BoldTitle] = []
+        candidates: list[BodyTitle] = []
         for p in part:
             i = 0
             while i < len(pages[p]):
                 title, i = _title_at(pages, p, i, page_styles[p], skip)
                 if title is not None:
                     candidates.append(title)
-        sizes = Counter(pages[t.page][t.first].size for t in candidates)
-        found += [t for t in candidates if sizes[pages[t.page][t.first].size] >= _MIN_TITLES]
+        fonts = Counter((pages[t.page][t.first].size, t.italic) for t in candidates)
+        found += [t for t in candidates if fonts[(pages[t.page][t.first].size, t.italic)] >= _MIN_TITLES]
     return sorted(found, key=lambda t: (t.page, t.first))
 
 
-def mark_title(pages: Sequence[Sequence["Line"]], title: BoldTitle, level: int) -> None:
+def mark_title(pages: Sequence[Sequence["Line"]], title: BodyTitle, level: int) -> None:
+    """Mark ``title``'s lines as a heading at ``level`` (the bold titles' level; an italic one's is the
+    next)."""
     for i in range(title.first, title.last + 1):
-        pages[title.page][i].heading = level
+        pages[title.page][i].heading = level + title.italic
     pages[title.page][title.last].title_end = title.title_end
