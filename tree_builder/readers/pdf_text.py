@@ -128,9 +128,12 @@ def _run_in_ends(styles: _Styles, segment: str, start: int) -> tuple[int, int]:
 
     if len(marks) < 2:
         return 0, 0
-    first, last = style(0), style(len(marks) - 1)
+    first = style(0)
     flag = 1 if first[1] else 2 if first[2] else 0
-    if not flag or last[1] or last[2]:
+    if not flag:  # most lines: one character read
+        return 0, 0
+    last = style(len(marks) - 1)
+    if last[1] or last[2]:
         return 0, 0
     lo, hi = 0, len(marks) - 1  # marked at lo, plain at hi
     while hi - lo > 1:
