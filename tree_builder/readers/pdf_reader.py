@@ -31,8 +31,8 @@ from tree_builder.heading_schemes import run_in_split
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
-from tree_builder.readers.pdf_lines import Line, at_line_spacing
 from tree_builder.readers.pdf_body_titles import SEPARATORS, body_titles, mark_title
+from tree_builder.readers.pdf_lines import Line, at_line_spacing
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
 from tree_builder.readers.pdf_toc import is_contents_link
@@ -142,8 +142,8 @@ def mark_outline_headings(pages: list[list[Line]], entries: list[tuple[int, str,
 
 
 def mark_body_titles(pages: list[list[Line]], level: int) -> None:
-    """Below a bookmarked outline, the titles in bold body type that divide its longest sections (a
-    filing's risks: the bookmarks stop at "Item 1A. Risk Factors") as headings at ``level``."""
+    """Below a bookmarked outline, the titles in bold or italic body type that divide its longest
+    sections (a filing's risks: the bookmarks stop at "Item 1A. Risk Factors") as headings at ``level``."""
     body = body_style(pages)
     for title in body_titles(pages, [body] * len(pages), [list(range(len(pages)))], set()):
         mark_title(pages, title, level)

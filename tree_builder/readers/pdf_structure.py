@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
-from tree_builder.readers.pdf_lines import at_line_spacing
 from tree_builder.readers.pdf_body_titles import body_titles, mark_title
+from tree_builder.readers.pdf_lines import at_line_spacing
 from tree_builder.readers.pdf_tables import is_period_words, is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
 
