@@ -115,11 +115,17 @@ def _sample_offsets(segment: str) -> list[int]:
     return out
 
 
-def _run_in_ends(styles: _Styles, segment: str, start: int) -> tuple[int, int]:
+def _run_in_ends(styles: _Styles, segment: str, start: int,
+                 first: tuple[float, bool, bool] | None) -> tuple[int, int]:
     """(bold, italic): characters of the segment's normalised text set in bold (or else in italic) before
     the line turns plain for good (its first character so marked, its last in neither; the turn found
     by bisection over the characters between, each read once): a title run into its paragraph
-    ("Income taxes – We ...", "Equity investments. Fair value ..."). (0, 0) for any other line."""
+    ("Income taxes – We ...", "Equity investments. Fair value ..."). (0, 0) for any other line.
+    ``first`` is the style of the segment's first non-space character, which ``_line`` has read
+    already (None when PDFium has no character there)."""
+    flag = 0 if first is None else 1 if first[1] else 2 if first[2] else 0
+    if not flag:  # most lines: nothing more to read
+        return 0, 0
     marks = [k for k, ch in enumerate(segment) if not ch.isspace()]
 
     def style(k: int) -> tuple[float, bool, bool]:
@@ -127,10 +133,6 @@ def _run_in_ends(styles: _Styles, segment: str, start: int) -> tuple[int, int]:
         return styles.style(char) if char >= 0 else (0.0, False, False)
 
     if len(marks) < 2:
-        return 0, 0
-    first = style(0)
-    flag = 1 if first[1] else 2 if first[2] else 0
-    if not flag:  # most lines: one character read
         return 0, 0
     last = style(len(marks) - 1)
     if last[1] or last[2]:
@@ -152,11 +154,14 @@ def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | Non
     votes: Counter = Counter()
     slanted = 0
     where: tuple[float, float] | None = None
-    for offset in _sample_offsets(segment):
+    first: tuple[float, bool, bool] | None = None  # the first sample is the first non-space character
+    for n, offset in enumerate(_sample_offsets(segment)):
         char = styles.char_index(start + offset)
         if char < 0:
             continue
         size, bold, italic = styles.style(char)
+        if not n:
+            first = (size, bold, italic)
         votes[(size, bold)] += 1
         slanted += italic
         if where is None:
@@ -166,7 +171,7 @@ def _line(styles: _Styles, segment: str, start: int, page_no: int) -> Line | Non
     last = styles.char_index(start + len(segment.rstrip()) - 1)
     end = styles.origin(last) if last >= 0 else None
     x_end = end[0] + size / 2 if end is not None else x
-    bold_end, italic_end = _run_in_ends(styles, segment, start)
+    bold_end, italic_end = _run_in_ends(styles, segment, start, first)
     return Line(text, size, bold, y, page_no, x=x, x_end=max(x, x_end),
                 italic=bool(votes) and 2 * slanted > sum(votes.values()), bold_end=bold_end, italic_end=italic_end)
 
