@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from tree_builder.heading_schemes import scheme_of
-from tree_builder.readers.pdf_lines import at_line_spacing
+from tree_builder.readers.pdf_lines import SIZE_STEP, at_line_spacing
 from tree_builder.readers.pdf_tables import is_table_line
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ _PARAGRAPH_ENDS = (".", ":", ";", "?", "!", ")", "”", "\"")
 _NUMBER_WORDS = frozenset("article clause section part one two three four five six seven eight nine ten eleven "
                           "twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())
 """Words of a clause's number ("One.", "Clause Two."): a run-in opening of these alone names no topic."""
-_SIZE_TOLERANCE = 0.75
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ class BodyTitle:
 
 def _at_body(ln: "Line", body: tuple[float, bool]) -> bool:
     size, bold = body
-    return not bold and abs(ln.size - size) < _SIZE_TOLERANCE and not ln.heading and not is_table_line(ln.text)
+    return not bold and abs(ln.size - size) < SIZE_STEP and not ln.heading and not is_table_line(ln.text)
 
 
 def _body_text(ln: "Line | None", body: tuple[float, bool]) -> bool:
@@ -118,7 +117,7 @@ def _title_at(pages: Sequence[Sequence["Line"]], p: int, i: int, body: tuple[flo
     j = i
     while ln.bold and not lines[j].bold_end and j + 1 < len(lines) and (p, j + 1) not in skip \
             and _at_body(lines[j + 1], body) \
-            and (lines[j + 1].bold or lines[j + 1].bold_end) and abs(lines[j + 1].size - ln.size) < _SIZE_TOLERANCE \
+            and (lines[j + 1].bold or lines[j + 1].bold_end) and abs(lines[j + 1].size - ln.size) < SIZE_STEP \
             and at_line_spacing(lines[j], lines[j + 1], ln.size):
         j += 1
     last = lines[j]

@@ -37,6 +37,11 @@ class Line:
         return self.size, self.bold, self.italic
 
 
+SIZE_STEP = 0.75
+"""Points a line's size must exceed the body's by to be set apart by its size (a heading's font); a line
+nearer the body's size than this is at the body's size."""
+
+
 LINE_SPACING = 1.6
 """Lines of one paragraph stand at most this many times their size apart (baseline to baseline); a
 wider gap opens a new paragraph, a title standing alone or the next cell."""

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Sequence
 from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_body_titles import body_titles, mark_title
-from tree_builder.readers.pdf_lines import at_line_spacing
+from tree_builder.readers.pdf_lines import SIZE_STEP, at_line_spacing
 from tree_builder.readers.pdf_tables import is_period_words, is_table_line
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
 
@@ -99,7 +99,7 @@ def _capitals(text: str) -> bool:
 
 
 def _styled(ln: "Line", body_size: float, body_bold: bool) -> bool:
-    return ln.size >= body_size + 0.75 or (ln.bold and not body_bold) or _capitals(ln.text)
+    return ln.size >= body_size + SIZE_STEP or (ln.bold and not body_bold) or _capitals(ln.text)
 
 
 def _font_marked(ln: "Line", body: tuple[float, bool]) -> bool:
@@ -200,10 +200,10 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
         return False
     if text.endswith((",", ";", "，", "；", "、")) or text.startswith(("(", "（", *_BULLETS)):
         return False
-    if ln.size >= body_size + 0.75:
+    if ln.size >= body_size + SIZE_STEP:
         styled = not _sentence(text)
     else:
-        styled = abs(ln.size - body_size) < 0.75 and len(text) <= 80 and (
+        styled = abs(ln.size - body_size) < SIZE_STEP and len(text) <= 80 and (
             (ln.bold and not body_bold or ln.italic and _wordy(text) or capitals and _capitals(text))
             and not text.endswith((".", "。", ":", "：")) or _numbered_title(text))
     return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not _CONTINUED.search(text) \

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from tree_builder.heading_schemes import scheme_of, split_divisions
+from tree_builder.readers.pdf_lines import SIZE_STEP
 from tree_builder.readers.pdf_tables import is_table_line
 
 _CONTENTS_TITLE = re.compile(r"^(?:table\s+of\s+contents|contents|index(?:\s+to\b.*)?|目\s*录|目\s*次)$",
@@ -240,7 +241,7 @@ def anchor_entries(pages: Sequence[Sequence[PageLine]], contents_pages: list[int
     """Map printed pages to physical ones and keep each entry whose title is on its page."""
     skip = set(contents_pages)
     keys = [[title_key(ln.text) for ln in lines] for lines in pages]
-    styled = [[ln.bold or ln.size >= body_size + 0.75 for ln in lines] for lines in pages]
+    styled = [[ln.bold or ln.size >= body_size + SIZE_STEP for ln in lines] for lines in pages]
     wants = [title_key(e.title) for e in entries]
 
     # map: the offsets (physical - printed) that titles found on some page support
