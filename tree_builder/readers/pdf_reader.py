@@ -57,6 +57,11 @@ def join_wrapped(a: str, b: str) -> str:
 
 # --------------------------------------------------------------------------- furniture
 
+_ROMAN_END = re.compile(r"(?<=\s)[ivxlc]{1,6}$")
+"""A page numbered in roman figures ("Form 10-K ii" on the pages before the first)."""
+_NUMBERED_SIZE = 1.25
+"""A line numbered with its page may be this many times the body's size and still be furniture."""
+
 def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
     """Drop running headers/footers and page numbers (lines at a page's top or bottom edge).
 
@@ -65,34 +70,45 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
     digits are ignored ("Page 3 of 9", "Report 2024 · 7") must also be short.
     A heading that happens to open every page is larger than the body, so it stays,
     except a link back to the contents ("Table of Contents" atop every page of a
-    filing), which is navigation in whatever font it is set.
+    filing), which is navigation in whatever font it is set. A line that carries
+    the page's own number ("Pfizer Inc. 2021 Form 10-K 15", a number that differs
+    from page to page) is furniture even a little larger than the body, as a filing
+    set in 7 pt may print it in bold 8 pt: no heading repeats on every other page.
     """
     body_size, _ = body_style(pages)
 
-    def small(line: Line) -> bool:
-        return line.size <= body_size + 0.5
-
     def edges(lines: list[Line]) -> set[int]:
         order = sorted(range(len(lines)), key=lambda i: lines[i].y)
-        return {i for i in set(order[:2]) | set(order[-2:]) if small(lines[i]) or is_contents_link(lines[i].text)}
+        return {i for i in set(order[:2]) | set(order[-2:])
+                if lines[i].size <= body_size * _NUMBERED_SIZE or is_contents_link(lines[i].text)}
+
+    def small(line: Line) -> bool:
+        return line.size <= body_size + 0.5 or is_contents_link(line.text)
 
     def keys(line: Line) -> set[str]:
         exact = _norm(line.text)
         out = {"=" + exact}
         if len(exact) <= 60:
-            out.add("#" + re.sub(r"\d+", "#", exact))
+            out.add("#" + _ROMAN_END.sub("#", re.sub(r"\d+", "#", exact)))
         return out
 
     counts: Counter = Counter()
+    variants: dict[str, set[str]] = {}
     for lines in pages:
-        counts.update(set().union(*[keys(lines[i]) for i in edges(lines)]) if lines else set())
+        at_edge = [lines[i] for i in edges(lines)]
+        counts.update(set().union(*[keys(ln) for ln in at_edge]) if at_edge else set())
+        for ln in at_edge:
+            for key in keys(ln) - {"=" + _norm(ln.text)}:
+                variants.setdefault(key, set()).add(_norm(ln.text))
     need = max(2, math.ceil(0.5 * len(pages)))
     repeated = {k for k, c in counts.items() if c >= need} if len(pages) >= 2 else set()
-    out: list[list[Line]] = []
-    for lines in pages:
-        drop = {i for i in edges(lines) if keys(lines[i]) & repeated or _PAGE_NUMBER.match(lines[i].text)}
-        out.append([ln for i, ln in enumerate(lines) if i not in drop])
-    return out
+    numbered = {k for k in repeated if len(variants.get(k, ())) >= 2}
+
+    def furniture(line: Line) -> bool:
+        return bool(keys(line) & numbered) or small(line) and bool(
+            keys(line) & repeated or _PAGE_NUMBER.match(line.text))
+
+    return [[ln for i, ln in enumerate(lines) if not (i in edges(lines) and furniture(ln))] for lines in pages]
 
 
 # --------------------------------------------------------------------------- headings

@@ -267,6 +267,15 @@ def anchor_entries(pages: Sequence[Sequence[PageLine]], contents_pages: list[int
         return []
     default = votes.most_common(1)[0][0]
 
+    def _contradicted(k: int, p: int, offset: int) -> bool:
+        """The next entry is printed before page ``p`` at the current offset: entry ``k``'s title on
+        ``p`` is a namesake further on (a risk titled as a Business subsection the text layer lacks)."""
+        nxt = next((n for n in range(k + 1, len(entries)) if entries[n].printed is not None and wants[n]), None)
+        if nxt is None:
+            return False
+        q = entries[nxt].printed + offset
+        return 0 <= q < p and q not in skip and _find_title(keys[q], styled[q], wants[nxt]) is not None
+
     anchors: list[TocAnchor] = []
     offset = default
     pos = (max(skip) + 1 if skip else 0, 0)  # anchors go forward through the document
@@ -281,7 +290,7 @@ def anchor_entries(pages: Sequence[Sequence[PageLine]], contents_pages: list[int
                 continue
             start = pos[1] if p == pos[0] else 0
             found = _find_title(keys[p], styled[p], want, start)
-            if found is not None:
+            if found is not None and (off == offset or not _contradicted(k, p, offset)):
                 hit, offset = (p, found), off
                 break
         if hit is None:
