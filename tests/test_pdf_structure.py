@@ -222,6 +222,8 @@ def _render_lines(path: Path, pages: list[list[tuple[str, str]]]) -> None:
             tight = style.endswith("-")
             if ">" in style:
                 pdf.set_x(140)
+            elif "+" in style:
+                pdf.set_x(pdf.l_margin + 10)
             pdf.multi_cell(0, 4 if tight else 6, text, align="C" if "^" in style else "L")
             pdf.ln(0 if tight else 2)
     pdf.output(str(path))
@@ -899,3 +901,51 @@ def test_italic_run_in_titles_are_sections_a_level_below_bold_ones(tmp_path: Pat
     first = _find(doc, _POLICIES[0] + ".")
     assert [c.heading for c in first.children if c.kind == "section"] == [t + "." for t in topics]
     assert _find(doc, "Debt investments.").content.startswith("The Company measures them at fair value.")
+
+
+def test_a_footer_numbered_with_its_page_is_no_section_though_set_above_the_body() -> None:
+    """A filing set in 7 pt prints "Acme Inc. 2021 Form 10-K 15" in bold 8 pt at each page's foot (roman
+    figures before page 1): furniture, not a heading. The same line repeated word for word, or a title
+    well above the body's size, stays, as a heading that opens every page would."""
+    from tree_builder.readers.pdf_lines import Line
+    from tree_builder.readers.pdf_reader import strip_furniture
+
+    numbers = ["i", "ii"] + [str(n) for n in range(1, 9)]
+    topics = ["sales", "costs", "plants", "staff", "taxes", "debt", "cash", "risks", "leases", "rates"]
+    pages = []
+    for p, (number, topic) in enumerate(zip(numbers, topics)):
+        lines = [Line("ACME INC.", 8.0, True, 780.0, p), Line(f"Chapter {p + 1}", 11.0, True, 760.0, p)]
+        lines += [Line(f"This paragraph says what the company did with its {topic}, part {part}.", 7.0, False,
+                       700.0 - 12 * k, p) for k, part in enumerate(("one", "two", "three", "four"))]
+        lines.append(Line(f"Acme Inc. 2021 Form 10-K {number}", 8.0, True, 40.0, p))
+        pages.append(lines)
+    kept = [[ln.text for ln in lines] for lines in strip_furniture(pages)]
+    assert not any("Form 10-K" in text for texts in kept for text in texts)
+    assert all(texts[:2] == ["ACME INC.", f"Chapter {p + 1}"] for p, texts in enumerate(kept))
+    assert all(len(texts) == 6 for texts in kept)
+
+
+def test_a_contents_entry_printed_only_further_on_is_no_section_there(tmp_path: Path) -> None:
+    """The contents list "Research" under Item 1, but the text layer lacks that heading on its page; a risk
+    of the same name comes pages later. Taking it there would skip the entries in between ("Markets") and
+    hang the risk beside the Items: the entry is dropped, its neighbours stay where the contents put them."""
+    def body(topic: str) -> str:
+        return f"This paragraph explains our {topic} and how it changed during the year, with its figures."
+
+    pages = [[("b", "ACME CORP"), ("p", "Annual report on Form 10-K for the fiscal year ended December 31, 2022.")],
+             [("b", "Table of Contents"), ("b", "PART I"), ("p", "Item 1. Business 1"), ("p+", "Our Products 1"),
+              ("p+", "Research 2"), ("p+", "Markets 3"), ("p", "Item 1A. Risk Factors 4"), ("b", "PART II"),
+              ("p", "Item 7. Management's Discussion and Analysis 5")],
+             [("b", "PART I"), ("b", "Item 1. Business"), ("p", body("business")), ("b", "Our Products"),
+              ("p", body("products"))],
+             [("p", body("research programmes")), ("p", body("laboratories"))],
+             [("b", "Markets"), ("p", body("markets"))],
+             [("b", "Item 1A. Risk Factors"), ("p", body("risks")), ("b", "Research"), ("p", body("research risks"))],
+             [("b", "PART II"), ("b", "Item 7. Management's Discussion and Analysis"), ("p", body("results"))]]
+    path = tmp_path / "filing.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    item1 = _find(doc, "Item 1. Business")
+    assert [c.heading for c in item1.children if c.kind == "section"][-2:] == ["Our Products", "Markets"]
+    assert _find(doc, "Item 1A. Risk Factors").parent.heading == "PART I"
+    assert "Research" not in [c.heading for c in _find(doc, "PART I").children]
