@@ -58,6 +58,7 @@ def test_division_words_are_recognised(text: str, name: str) -> None:
     "Section 3(a)(i) in the event of the death of the Participant",
     "Article one of the agreement sets out the definitions",
     "SECTION 302 OF THE SARBANES-OXLEY ACT OF 2002", "PART III OF THIS ANNUAL REPORT",
+    "Consolidated Statements of Income:",  # a note's lead-in to the rows a change restated
 ])
 def test_sentences_opening_with_a_division_word_are_not_divisions(text: str) -> None:
     assert scheme_of(text) is None
@@ -949,3 +950,31 @@ def test_a_contents_entry_printed_only_further_on_is_no_section_there(tmp_path: 
     assert [c.heading for c in item1.children if c.kind == "section"][-2:] == ["Our Products", "Markets"]
     assert _find(doc, "Item 1A. Risk Factors").parent.heading == "PART I"
     assert "Research" not in [c.heading for c in _find(doc, "PART I").children]
+
+
+def test_a_title_atop_each_page_of_its_section_heads_it_once() -> None:
+    """"Notes to Consolidated Financial Statements" opens each page of the notes: it heads the notes on its
+    first page and is text on the others, so the notes' subsections do not nest under each repeat. A title
+    on two pages in a row, or returning after other pages, stays a heading each time."""
+    from tree_builder.readers.pdf_lines import Line
+    from tree_builder.readers.pdf_reader import unmark_running_titles
+
+    def page(p: int, *titles: str) -> list[Line]:
+        lines = [Line(t, 9.5, True, 750.0 - 12 * k, p, heading=levels.get(t, 5)) for k, t in enumerate(titles)]
+        return lines + [Line(f"Text of page {p}.", 7.0, False, 600.0, p)]
+
+    notes = "Notes to Consolidated Financial Statements"
+    levels = {"Note 1. Basis": 3, "Note 2. Revenue": 3, "Exhibit 99.3": 1, "Separation Agreement": 2, "And Release": 2}
+    pages = [page(0, notes, "Note 1. Basis"), page(1, notes), page(2, notes, "Note 2. Revenue"), page(3, notes),
+             page(4, "Exhibit 99.3", "CITYCENTER HOLDINGS"), page(5, "Exhibit 99.3", "CITYCENTER HOLDINGS"),
+             page(6, "Exhibit 99.3", "CITYCENTER HOLDINGS"),
+             page(7, "Separation Agreement", "And Release"), page(8, "Separation Agreement", "And Release"),
+             page(9, "Separation Agreement", "And Release"),
+             page(10, "Report of Independent Auditors"), page(11, "Report of Independent Auditors"),
+             page(12, "ARTICLE V"), page(13, "Benefits"), page(14, "ARTICLE V"), page(15, "ARTICLE V")]
+    unmark_running_titles(pages)
+    headed = [[ln.text for ln in lines if ln.heading] for lines in pages]
+    assert headed[:4] == [[notes, "Note 1. Basis"], [], ["Note 2. Revenue"], []]
+    assert headed[4:7] == [["Exhibit 99.3", "CITYCENTER HOLDINGS"], [], []]
+    assert headed[7:10] == [["Separation Agreement", "And Release"], [], []]  # a title wrapped onto two lines
+    assert headed[10:] == [["Report of Independent Auditors"]] * 2 + [["ARTICLE V"], ["Benefits"]] + [["ARTICLE V"]] * 2

@@ -102,6 +102,8 @@ def _opening(s: str) -> tuple[Scheme, int] | None:
         rest = s[m.end():].lstrip()
         if name.startswith("cn_"):
             return Scheme(name, rank), m.end()
+        if name == "statement" and s.endswith(":"):
+            return None  # "Consolidated Statements of Income:" leads into a note's table of what changed
         sub = _SUB_MARKS.match(rest)
         if sub is not None and _reads_on(rest[sub.end():].lstrip()):
             return None  # "Section 8.1(b), payment of ...", "Section 3(a)(i) in the event of ...": a citation

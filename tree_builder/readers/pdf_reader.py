@@ -61,6 +61,8 @@ _ROMAN_END = re.compile(r"(?<=\s)[ivxlc]{1,6}$")
 """A page numbered in roman figures ("Form 10-K ii" on the pages before the first)."""
 _NUMBERED_SIZE = 1.25
 """A line numbered with its page may be this many times the body's size and still be furniture."""
+_RUNNING_PAGES = 3
+"""Pages a title must top for its repeats to be a running header rather than namesake sections."""
 
 def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
     """Drop running headers/footers and page numbers (lines at a page's top or bottom edge).
@@ -109,6 +111,35 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
             keys(line) & repeated or _PAGE_NUMBER.match(line.text))
 
     return [[ln for i, ln in enumerate(lines) if not (i in edges(lines) and furniture(ln))] for lines in pages]
+
+
+def unmark_running_titles(pages: list[list[Line]]) -> None:
+    """A heading printed again atop each page of its section ("Notes to Consolidated Financial Statements"
+    over each of 49 pages of notes) is a running header there: where it opens ``_RUNNING_PAGES`` or
+    more pages in a row, it heads its section on the first and is text on the rest. Left headings, the
+    notes' lettered subsections would nest under each repeat. A title on two pages in a row (a
+    statement continued, two auditors' reports) or returning after other pages ("ARTICLE V" of the
+    next plan) stays a heading. The line below it repeats the same way where the title above it is
+    text ("Exhibit 99.3" over "CITYCENTER HOLDINGS, LLC" on each page of an exhibit); a title wrapped
+    onto it in the same font goes with its first line. Only the heading marks change: the lines stay,
+    so no other line comes to open its page."""
+    tops = [sorted(lines, key=lambda ln: -ln.y)[:2] for lines in pages]
+    for pos in (0, 1):
+        keys = [_norm(t[pos].text) if len(t) > pos and t[pos].heading else "" for t in tops]
+        p = 0
+        while p < len(keys):
+            end = p + 1
+            while end < len(keys) and keys[end] == keys[p]:
+                end += 1
+            if keys[p] and end - p >= _RUNNING_PAGES:
+                for q in range(p + 1, end):
+                    title = tops[q][pos]
+                    if pos == 1 and tops[q][0].heading:
+                        continue  # below a title of its own page: a section's first heading
+                    if pos == 0 and len(tops[q]) > 1 and tops[q][1].heading == title.heading:
+                        tops[q][1].heading = 0  # the title's wrapped second line
+                    title.heading = 0
+            p = end
 
 
 # --------------------------------------------------------------------------- headings
@@ -244,6 +275,7 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
         mark_body_titles(pages, 1 + max(level for level, *_ in entries))
     else:
         mark_structure_headings(pages)
+        unmark_running_titles(pages)
     built = assemble(pages)
     check_headings(len(built.headings), rel_path, limits)
     return document_from_parts(built.text(), rel_path, "pdf", built.headings, built.page_starts, content.title)
