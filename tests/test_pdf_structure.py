@@ -978,3 +978,68 @@ def test_a_title_atop_each_page_of_its_section_heads_it_once() -> None:
     assert headed[4:7] == [["Exhibit 99.3", "CITYCENTER HOLDINGS"], [], []]
     assert headed[7:10] == [["Separation Agreement", "And Release"], [], []]  # a title wrapped onto two lines
     assert headed[10:] == [["Report of Independent Auditors"]] * 2 + [["ARTICLE V"], ["Benefits"]] + [["ARTICLE V"]] * 2
+
+
+def test_short_titles_in_bold_or_italic_body_type_fill_in_below_the_bookmarks(tmp_path: Path) -> None:
+    """A filing bookmarks its Items and notes, not a note's topics: those are a few words in italic (its
+    policies) or bold on their own line over regular prose, and are headings below the deepest bookmark. A "(Continued)" line atop a page, a column's "Page" and the bold
+    row labels of a statement's page are none; nor is a topic the document sets only once or twice."""
+    from fpdf import FPDF
+
+    prose = ("The company applies this policy to every period presented, and the amounts it reports are "
+             "measured on the same basis each year.")
+    policies = ["Use of Estimates", "Fiscal Year", "Revenue Recognition", "Deferred Revenue", "Income Taxes",
+                "Treasury Stock"]
+    streams = ["Subscription Revenue", "Product Revenue", "Services and Support", "Consulting Services",
+               "Training Services"]
+
+    def render(path: Path, topics: list[str]) -> None:
+        pdf = FPDF(format="A4")
+        pdf.add_page()
+
+        def line(style: str, text: str, section: int | None = None) -> None:
+            if section is not None:
+                pdf.start_section(text, level=section)
+            pdf.set_font("Helvetica", style, 10)
+            pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(2)
+
+        line("B", "PART II", section=0)
+        line("B", "Item 8. Financial Statements", section=1)
+        line("B", "Consolidated Balance Sheets", section=2)
+        rows = [("B", "Page"), ("B", "Current assets"), ("", "Cash 1,200 1,100"), ("", "Receivables 800 760"),
+                ("", "Total current assets 2,300 2,140"), ("B", "Other assets"), ("", "Goodwill 900 900"),
+                ("", "Total assets 3,200 3,040"), ("B", "Earnings per share"), ("", "Basic and diluted, as restated"),
+                ("", "Basic 1.20 1.10"), ("", "Diluted 1.18 1.08")]
+        for style, row in rows:
+            if row == "Earnings per share":
+                pdf.ln(8)  # a row group set apart by a gap, as a paragraph would be
+            line(style, row)
+        pdf.add_page()
+        line("B", "Note 1. Significant Accounting Policies", section=2)
+        line("", prose)
+        for topic in topics:
+            line("I", topic)
+            line("", prose + " " + prose)
+        pdf.add_page()
+        line("B", "NOTES TO CONSOLIDATED FINANCIAL STATEMENTS (Continued)")
+        line("", prose)
+        line("B", "Note 2. Revenue", section=2)
+        line("", prose)
+        for stream in streams:
+            line("B", stream)
+            line("", prose)
+        pdf.output(str(path))
+
+    path = tmp_path / "filing.pdf"
+    render(path, policies)
+    levels = {h.text: h.marker_level for h in load_document(path, path.name).headings}
+    note = levels["Note 1. Significant Accounting Policies"]
+    assert all(levels[p] == note + 2 for p in policies)  # a level below the bold titles
+    assert all(levels[t] == note + 1 for t in streams)
+    for none in ("NOTES TO CONSOLIDATED FINANCIAL STATEMENTS (Continued)", "Page", "Current assets", "Other assets",
+                 "Earnings per share"):
+        assert none not in levels
+    few = tmp_path / "few.pdf"
+    render(few, policies[:2])
+    assert not set(policies) & {h.text for h in load_document(few, few.name).headings}

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from tree_builder.heading_schemes import scheme_of
-from tree_builder.readers.pdf_lines import SIZE_STEP, at_line_spacing
-from tree_builder.readers.pdf_tables import is_table_line
+from tree_builder.readers.pdf_lines import CONTINUED, NOT_TITLES, SIZE_STEP, at_line_spacing
+from tree_builder.readers.pdf_tables import is_table_line, mostly_table
 
 if TYPE_CHECKING:
     from tree_builder.readers.pdf_lines import Line
@@ -36,6 +36,9 @@ _MIN_WORDS = 6
 rules' to find; one run into its paragraph may be a few words ("Income taxes")."""
 _RUN_IN_WORDS = 10
 """Most words of a run-in title that is no sentence ("Research and development and similar costs")."""
+_SHORT_WORDS = 12
+_SHORT_CHARS = 100
+"""A title standing alone in bold or italic body type below a bookmarked outline ("Use of Estimates")."""
 _MIN_TITLES = 5
 """Titles a document (or an exhibit) must set in one size before any is taken as one."""
 _ENDS = (".", "?")
@@ -100,16 +103,32 @@ def _run_in_title(bold: str, rest: str) -> bool:
     return set_off and len(head.split()) <= _RUN_IN_WORDS and not head.endswith((",", ";"))
 
 
+def _short_title(text: str) -> bool:
+    """A title standing on its own line(s) as a layout heading is written: a few words, capital first,
+    no sentence's or clause's end ("Use of Estimates", "Revenue Recognition")."""
+    text = text.strip()
+    return 0 < len(text) <= _SHORT_CHARS and len(text.split()) <= _SHORT_WORDS and text[:1].isupper() \
+        and not text.endswith((".", ",", ";", ":")) and any(ch.islower() for ch in text) and not CONTINUED.search(text) \
+        and text.casefold() not in NOT_TITLES
+
+
 def _title_at(pages: Sequence[Sequence["Line"]], p: int, i: int, body: tuple[float, bool],
-              skip: set[tuple[int, int]]) -> tuple[BodyTitle | None, int]:
+              skip: set[tuple[int, int]], short: bool = False) -> tuple[BodyTitle | None, int]:
     """The title opening at line ``i`` of page ``p``, if any, and the line to look at next: lines all in
     bold, then either running text below them or a line that turns regular after its bold opening. A
-    line in ``skip`` is another rule's heading: no part of a title, and a title may follow it at once."""
+    line in ``skip`` is another rule's heading: no part of a title, and a title may follow it at once.
+    ``short``: a few words in bold or italic on their own line over running text are a title too
+    (below a bookmarked outline, where no layout rule looks for them)."""
     lines = pages[p]
     ln = lines[i]
-    if (p, i) in skip or not _at_body(ln, body) or not (ln.bold or ln.bold_end or ln.italic_end) \
+    if (p, i) in skip or not _at_body(ln, body) \
+            or not (ln.bold or ln.bold_end or ln.italic_end or short and ln.italic) \
             or not _opens_paragraph(lines, i, (p, i - 1) in skip) or scheme_of(ln.text) is not None:
         return None, i + 1
+    below = _next_line(pages, p, i)
+    if short and ln.italic and not ln.bold and not ln.italic_end:
+        ok = _short_title(ln.text) and _body_text(below, body) and not below.italic
+        return (BodyTitle(p, i, i, 0, italic=True) if ok else None), i + 1
     if ln.italic_end:  # an italic title runs in on its one line, a few words (an italic sentence leads a text)
         cut = ln.italic_end
         ok = _run_in_title(ln.text[:cut], ln.text[cut:]) and len(ln.text[:cut].split()) <= _RUN_IN_WORDS
@@ -126,24 +145,34 @@ def _title_at(pages: Sequence[Sequence["Line"]], p: int, i: int, body: tuple[flo
         bold = " ".join([*(lines[k].text.strip() for k in range(i, j)), last.text[:cut]])
         ok = _run_in_title(bold, last.text[cut:]) and (j == i or bold.rstrip(SEPARATORS).endswith(_ENDS))
         return (BodyTitle(p, i, j, len(last.text[:cut].rstrip(SEPARATORS))) if ok else None), j + 1
-    below = lines[j + 1] if j + 1 < len(lines) else next(iter(pages[p + 1]), None) if p + 1 < len(pages) else None
-    ok = ln.bold and _body_text(below, body) and _is_sentence(" ".join(lines[k].text.strip() for k in range(i, j + 1)))
+    below = _next_line(pages, p, j)
+    text = " ".join(lines[k].text.strip() for k in range(i, j + 1))
+    ok = ln.bold and _body_text(below, body) and (_is_sentence(text) or short and _short_title(text))
     return (BodyTitle(p, i, j, 0) if ok else None), j + 1
 
 
+def _next_line(pages: Sequence[Sequence["Line"]], p: int, i: int) -> "Line | None":
+    """The line after line ``i`` of page ``p``, on the next page when ``i`` ends its page."""
+    lines = pages[p]
+    return lines[i + 1] if i + 1 < len(lines) else next(iter(pages[p + 1]), None) if p + 1 < len(pages) else None
+
+
 def body_titles(pages: Sequence[Sequence["Line"]], page_styles: Sequence[tuple[float, bool]],
-                parts: Sequence[Sequence[int]], skip: set[tuple[int, int]]) -> list[BodyTitle]:
+                parts: Sequence[Sequence[int]], skip: set[tuple[int, int]], short: bool = False) -> list[BodyTitle]:
     """Each title set in bold at the body's size (``page_styles`` gives each page's body) that stands as
     a sentence over running text or runs into its paragraph, none of whose lines is in ``skip`` (taken
     by the other rules), in a size that each part (the report, each exhibit: ``parts``) sets
-    ``_MIN_TITLES`` such titles in."""
+    ``_MIN_TITLES`` such titles in; with ``short``, also a few words in bold or italic standing alone
+    over running text (``_title_at``)."""
     found: list[BodyTitle] = []
     for part in parts:
         candidates: list[BodyTitle] = []
         for p in part:
+            # on a statement's page bold lines are row groups and column names ("Earnings per share")
+            short_here = short and not mostly_table([ln.text for ln in pages[p]])
             i = 0
             while i < len(pages[p]):
-                title, i = _title_at(pages, p, i, page_styles[p], skip)
+                title, i = _title_at(pages, p, i, page_styles[p], skip, short_here)
                 if title is not None:
                     candidates.append(title)
         fonts = Counter((pages[t.page][t.first].size, t.italic) for t in candidates)

@@ -2,6 +2,7 @@
 reader and the structure rules both use it)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -37,6 +38,10 @@ class Line:
         return self.size, self.bold, self.italic
 
 
+CONTINUED = re.compile(r"\((?:continued|cont'?d\.?)\)\s*$|\bcontinued\s*$", re.IGNORECASE)
+"""A heading repeated on the next page ("5. Revenue (Continued)") continues its section."""
+NOT_TITLES = frozenset({"page", "pages", "page no", "continued", "(continued)"})
+"""Words a styled line may hold that title nothing (a contents column's "Page")."""
 SIZE_STEP = 0.75
 """Points a line's size must exceed the body's by to be set apart by its size (a heading's font); a line
 nearer the body's size than this is at the body's size."""

@@ -192,7 +192,7 @@ def mark_body_titles(pages: list[list[Line]], level: int) -> None:
     """Below a bookmarked outline, the titles in bold or italic body type that divide its longest
     sections (a filing's risks: the bookmarks stop at "Item 1A. Risk Factors") as headings at ``level``."""
     body = body_style(pages)
-    for title in body_titles(pages, [body] * len(pages), [list(range(len(pages)))], set()):
+    for title in body_titles(pages, [body] * len(pages), [list(range(len(pages)))], set(), short=True):
         mark_title(pages, title, level)
 
 

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Sequence
 from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_body_titles import body_titles, mark_title
-from tree_builder.readers.pdf_lines import SIZE_STEP, at_line_spacing
-from tree_builder.readers.pdf_tables import is_period_words, is_table_line
+from tree_builder.readers.pdf_lines import CONTINUED, NOT_TITLES, SIZE_STEP, at_line_spacing
+from tree_builder.readers.pdf_tables import is_period_words, is_table_line, mostly_table
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
 
 if TYPE_CHECKING:
@@ -53,12 +53,8 @@ _COVER_MAX_PAGE = 3
 """A document whose first structural heading comes within the first pages has a cover before it."""
 _INDENT_STEP = 3.0
 _MIN_CAPS_HEADINGS = 3
-_TABLE_PAGE_SHARE = 0.4
-_CONTINUED = re.compile(r"\((?:continued|cont'?d\.?)\)\s*$|\bcontinued\s*$", re.IGNORECASE)
-"""A heading repeated on the next page ("5. Revenue (Continued)") continues its section."""
 _RUN_ON_NUMBER = re.compile(r"^\d{1,3}\.(?=[A-Z][a-z])")
 """A note number the extraction ran into its title: "1.Summary of Significant Accounting Policies"."""
-_NOT_TITLES = {"page", "pages", "page no", "continued", "(continued)"}
 _UNITS = re.compile(r"^(?:\$\s*|dollars\s+|amounts\s+)?in\s+(?:thousands|millions|billions)\b", re.IGNORECASE)
 """A table's unit caption ("In millions", "In thousands Insured ASC Total" above its columns)."""
 _SENTENCE_CHARS = 80
@@ -206,7 +202,7 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
         styled = abs(ln.size - body_size) < SIZE_STEP and len(text) <= 80 and (
             (ln.bold and not body_bold or ln.italic and _wordy(text) or capitals and _capitals(text))
             and not text.endswith((".", "。", ":", "：")) or _numbered_title(text))
-    return styled and text.casefold().rstrip(".") not in _NOT_TITLES and not _CONTINUED.search(text) \
+    return styled and text.casefold().rstrip(".") not in NOT_TITLES and not CONTINUED.search(text) \
         and not is_table_line(text) and not _UNITS.match(text)
 
 
@@ -221,8 +217,7 @@ class _Structural:
 
 
 def _mostly_table(lines: Sequence["Line"]) -> bool:
-    """A page whose lines are ``_TABLE_PAGE_SHARE`` or more table rows and column headers (a statement)."""
-    return bool(lines) and sum(1 for ln in lines if is_table_line(ln.text)) >= _TABLE_PAGE_SHARE * len(lines)
+    return mostly_table([ln.text for ln in lines])
 
 
 def _table_page_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
@@ -461,7 +456,7 @@ def _table_page_titles(pages: Sequence[Sequence["Line"]], skip: set[int]) -> lis
         title = [i for i in block if tops[pages[p][i].text.strip().casefold()] < _RUNNING_TOPS]
         if title and title == list(range(title[0], title[-1] + 1)) \
                 and sum(len(pages[p][i].text) for i in title) <= _TITLE_MAX_CHARS \
-                and not _CONTINUED.search(pages[p][title[-1]].text):
+                and not CONTINUED.search(pages[p][title[-1]].text):
             out.append((p, title[0], title[-1]))
     return out
 
@@ -477,7 +472,7 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
         while i < len(lines):
             ln = lines[i]
             sc = scheme_of(ln.text) if (p, i) not in taken else None
-            if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or _CONTINUED.search(ln.text) \
+            if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or CONTINUED.search(ln.text) \
                     or sc.name != "statement" and _runs_on(lines, i) \
                     or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, sc, last_title)):
                 i += 1

@@ -8,6 +8,7 @@ made of figures and date words only.
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 _FIGURE = re.compile(r"^[(\[]?[-–—+]?[$€£¥%]?[(\[]?[-–—+]?\d[\d,]*(?:\.\d+)?[%)\]]*\*?$|^[-–—]+$|^\$$|^n/?m$",
                      re.IGNORECASE)
@@ -72,3 +73,13 @@ def is_period_words(text: str) -> bool:
 def is_table_row(text: str) -> bool:
     """A label followed by two or more figures ("Total revenues 66,608 62,286")."""
     return is_table_line(text) and not is_column_header(text)
+
+
+TABLE_PAGE_SHARE = 0.4
+"""Share of a page's lines that are table rows or column headers on a page that is mostly table."""
+
+
+def mostly_table(texts: Sequence[str]) -> bool:
+    """A page whose lines (``texts``) are ``TABLE_PAGE_SHARE`` or more table rows and column headers
+    (a statement): its bold lines are row-group labels and column names more often than titles."""
+    return bool(texts) and sum(1 for t in texts if is_table_line(t)) >= TABLE_PAGE_SHARE * len(texts)
