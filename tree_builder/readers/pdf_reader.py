@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tree_builder.document import Document
 from tree_builder.documents import document_from_parts
-from tree_builder.heading_schemes import run_in_split
+from tree_builder.heading_schemes import run_in_split, scheme_of
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
@@ -75,7 +75,8 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
     filing), which is navigation in whatever font it is set. A line that carries
     the page's own number ("Pfizer Inc. 2021 Form 10-K 15", a number that differs
     from page to page) is furniture even a little larger than the body, as a filing
-    set in 7 pt may print it in bold 8 pt: no heading repeats on every other page.
+    set in 7 pt may print it in bold 8 pt: no heading repeats on every other page. A roman page
+    number counts only where no division word precedes it: "PART I" and "PART II" are two lines.
     """
     body_size, _ = body_style(pages)
 
@@ -91,7 +92,8 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
         exact = _norm(line.text)
         out = {"=" + exact}
         if len(exact) <= 60:
-            out.add("#" + _ROMAN_END.sub("#", re.sub(r"\d+", "#", exact)))
+            digits = re.sub(r"\d+", "#", exact)
+            out.add("#" + (digits if scheme_of(line.text) else _ROMAN_END.sub("#", digits)))
         return out
 
     counts: Counter = Counter()
