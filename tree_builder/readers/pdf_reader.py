@@ -75,8 +75,9 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
     filing), which is navigation in whatever font it is set. A line that carries
     the page's own number ("Pfizer Inc. 2021 Form 10-K 15", a number that differs
     from page to page) is furniture even a little larger than the body, as a filing
-    set in 7 pt may print it in bold 8 pt: no heading repeats on every other page. A roman page
-    number counts only where no division word precedes it: "PART I" and "PART II" are two lines.
+    set in 7 pt may print it in bold 8 pt: no heading repeats on every other page.
+    A roman page number counts only where no division word precedes it: "PART I"
+    and "PART II" are two lines.
     """
     body_size, _ = body_style(pages)
 
@@ -112,7 +113,11 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
         return bool(keys(line) & numbered) or small(line) and bool(
             keys(line) & repeated or _PAGE_NUMBER.match(line.text))
 
-    return [[ln for i, ln in enumerate(lines) if not (i in edges(lines) and furniture(ln))] for lines in pages]
+    out: list[list[Line]] = []
+    for lines in pages:
+        at_edge = edges(lines)
+        out.append([ln for i, ln in enumerate(lines) if not (i in at_edge and furniture(ln))])
+    return out
 
 
 def unmark_running_titles(pages: list[list[Line]]) -> None:
