@@ -108,8 +108,8 @@ def _short_title(text: str) -> bool:
     no sentence's or clause's end ("Use of Estimates", "Revenue Recognition")."""
     text = text.strip()
     return 0 < len(text) <= _SHORT_CHARS and len(text.split()) <= _SHORT_WORDS and text[:1].isupper() \
-        and not text.endswith((".", ",", ";", ":")) and any(ch.islower() for ch in text) and not CONTINUED.search(text) \
-        and text.casefold() not in NOT_TITLES
+        and not text.endswith((".", ",", ";", ":")) and any(ch.islower() for ch in text) \
+        and not CONTINUED.search(text) and text.casefold() not in NOT_TITLES
 
 
 def _title_at(pages: Sequence[Sequence["Line"]], p: int, i: int, body: tuple[float, bool],
@@ -125,8 +125,8 @@ def _title_at(pages: Sequence[Sequence["Line"]], p: int, i: int, body: tuple[flo
             or not (ln.bold or ln.bold_end or ln.italic_end or short and ln.italic) \
             or not _opens_paragraph(lines, i, (p, i - 1) in skip) or scheme_of(ln.text) is not None:
         return None, i + 1
-    below = _next_line(pages, p, i)
     if short and ln.italic and not ln.bold and not ln.italic_end:
+        below = _next_line(pages, p, i)
         ok = _short_title(ln.text) and _body_text(below, body) and not below.italic
         return (BodyTitle(p, i, i, 0, italic=True) if ok else None), i + 1
     if ln.italic_end:  # an italic title runs in on its one line, a few words (an italic sentence leads a text)

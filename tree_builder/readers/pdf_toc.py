@@ -267,7 +267,7 @@ def anchor_entries(pages: Sequence[Sequence[PageLine]], contents_pages: list[int
         return []
     default = votes.most_common(1)[0][0]
 
-    def _contradicted(k: int, p: int, offset: int) -> bool:
+    def contradicted(k: int, p: int, offset: int) -> bool:
         """The next entry is printed before page ``p`` at the current offset: entry ``k``'s title on
         ``p`` is a namesake further on (a risk titled as a Business subsection the text layer lacks)."""
         nxt = next((n for n in range(k + 1, len(entries)) if entries[n].printed is not None and wants[n]), None)
@@ -290,7 +290,7 @@ def anchor_entries(pages: Sequence[Sequence[PageLine]], contents_pages: list[int
                 continue
             start = pos[1] if p == pos[0] else 0
             found = _find_title(keys[p], styled[p], want, start)
-            if found is not None and (off == offset or not _contradicted(k, p, offset)):
+            if found is not None and (off == offset or not contradicted(k, p, offset)):
                 hit, offset = (p, found), off
                 break
         if hit is None:
