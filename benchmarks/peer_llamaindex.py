@@ -290,25 +290,48 @@ def build_pdf_nodes(doc: Any, docs_dir: Path, cfg: PeerConfig, counts: dict[str,
 
 
 def _vectors(nodes: list[Any], embedder: Any, cache_dir: Path | None) -> np.ndarray:
-    """Embeddings of what the recipe embeds, cached on disk as .npy keyed by texts and model."""
+    """Embeddings of what the recipe embeds (``cached_vectors``)."""
     from llama_index.core.schema import MetadataMode
 
     texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
-    key = hashlib.sha256(json.dumps([embedder.model_id, texts], ensure_ascii=False).encode()).hexdigest()[:20]
-    path = cache_dir / f"{key}.npy" if cache_dir else None
-    if path is not None and path.exists():
-        vecs = np.load(path, allow_pickle=False)
-        if vecs.shape[0] == len(texts):
-            return vecs
-    t0 = time.perf_counter()
-    vecs = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
-    print(f"  embedded {len(texts)} chunks in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, vecs, allow_pickle=False)
-        os.replace(tmp, path)
-    return vecs
+    return cached_vectors(texts, embedder.model_id, embedder.embed_documents, cache_dir)
+
+
+def cached_vectors(texts: Sequence[str], model_id: str, embed: Callable[[list[str]], Any],
+                   cache_dir: Path | None) -> np.ndarray:
+    """Embeddings of ``texts``, each cached on disk by its text and the model (a plain .npy of vectors
+    and a JSON list of the texts' digests, written by rename): when TreeRAG's text changes, the
+    recipe's chunks are mapped onto it again and a chunk or two is dropped or moved, and only texts
+    not embedded before are embedded again, not all 36,000 chunks of a filing set (an hour here)."""
+    if cache_dir is None:
+        return np.asarray(embed(list(texts)), dtype=np.float32)
+    store = cache_dir / hashlib.sha256(model_id.encode()).hexdigest()[:20]
+    names_path, vectors_path = store / "texts.json", store / "vectors.npy"
+    names: list[str] = []
+    vectors = np.zeros((0, 0), dtype=np.float32)
+    if names_path.exists() and vectors_path.exists():
+        loaded_names = json.loads(names_path.read_text(encoding="utf-8"))
+        loaded = np.load(vectors_path, allow_pickle=False)
+        if isinstance(loaded_names, list) and loaded.ndim == 2 and loaded.shape[0] == len(loaded_names):
+            names, vectors = loaded_names, loaded  # else a torn write: embed everything again
+    digest = {t: hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in texts}
+    row = {d: i for i, d in enumerate(names)}
+    todo = [t for t in digest if digest[t] not in row]
+    if todo:
+        t0 = time.perf_counter()
+        new = np.asarray(embed(todo), dtype=np.float32)
+        print(f"  embedded {len(todo)} chunks in {time.perf_counter() - t0:.0f} s ({len(texts) - len(todo)} cached)",
+              file=sys.stderr, flush=True)
+        vectors = new if not names else np.vstack([vectors, new])
+        names = names + [digest[t] for t in todo]
+        row = {d: i for i, d in enumerate(names)}
+        store.mkdir(parents=True, exist_ok=True)
+        tmp_vectors, tmp_names = store / "vectors.tmp.npy", store / "texts.tmp.json"
+        np.save(tmp_vectors, vectors, allow_pickle=False)
+        tmp_names.write_text(json.dumps(names), encoding="utf-8")
+        os.replace(tmp_vectors, vectors_path)
+        os.replace(tmp_names, names_path)
+    return vectors[[row[digest[t]] for t in texts]] if texts else np.zeros((0, 0), dtype=np.float32)
 
 
 def make_retriever(nodes: list[Any], cfg: PeerConfig, embed_model: Any, lang: str, top_k: int) -> Any:

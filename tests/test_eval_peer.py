@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from evaluation.dataset import load_eval_set
@@ -151,13 +152,9 @@ def test_a_bad_peer_file_fails_before_the_index_is_built(eval_set: Path, tmp_pat
     assert not (tmp_path / "c" / "eval" / "indexes").exists()
 
 
-def test_the_recipes_pdf_chunks_map_onto_our_text_of_the_same_page(monkeypatch: pytest.MonkeyPatch) -> None:
-    """benchmarks/peer_llamaindex.py reads a PDF page by page with its own reader; each chunk is
-    placed on our text of that page (whitespace ignored), else at the same relative position."""
+def _peer_module(monkeypatch: pytest.MonkeyPatch):
+    """benchmarks/peer_llamaindex.py as a module (LlamaIndex is imported only where it is used)."""
     import importlib.util
-    from dataclasses import dataclass
-
-    from evaluation.dataset import SpaceFree
 
     spec = importlib.util.spec_from_file_location("peer_llamaindex",
                                                   Path(__file__).resolve().parent.parent / "benchmarks" /
@@ -165,6 +162,17 @@ def test_the_recipes_pdf_chunks_map_onto_our_text_of_the_same_page(monkeypatch: 
     peer = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "peer_llamaindex", peer)  # its dataclasses look their module up
     spec.loader.exec_module(peer)
+    return peer
+
+
+def test_the_recipes_pdf_chunks_map_onto_our_text_of_the_same_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/peer_llamaindex.py reads a PDF page by page with its own reader; each chunk is
+    placed on our text of that page (whitespace ignored), else at the same relative position."""
+    from dataclasses import dataclass
+
+    from evaluation.dataset import SpaceFree
+
+    peer = _peer_module(monkeypatch)
 
     @dataclass
     class Node:  # what the function reads of a LlamaIndex node
@@ -189,3 +197,30 @@ def test_the_recipes_pdf_chunks_map_onto_our_text_of_the_same_page(monkeypatch: 
     assert counts == {"on-page": 1, "by-position": 1, "dropped": 0}
     empty = peer.page_chunk_spans(theirs, (base, base), SpaceFree.of(""), nodes[1:], counts)
     assert empty == [None] and counts["dropped"] == 1
+
+
+def test_the_recipes_vectors_are_cached_per_text(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """When our text changes, the recipe's chunks are mapped again and one drops or moves: only texts
+    not embedded before are embedded, each text keeps its vector, and a torn cache is rebuilt."""
+    peer = _peer_module(monkeypatch)
+    asked: list[list[str]] = []
+
+    def vector(text: str) -> list[float]:
+        return [float(len(text)), float(sum(map(ord, text)))]
+
+    def embed(texts: list[str]) -> np.ndarray:
+        asked.append(list(texts))
+        return np.array([vector(t) for t in texts])
+
+    first = peer.cached_vectors(["a chunk", "another chunk", "a chunk"], "model-x", embed, tmp_path)
+    again = peer.cached_vectors(["another chunk", "a new chunk"], "model-x", embed, tmp_path)
+    assert asked == [["a chunk", "another chunk"], ["a new chunk"]]
+    assert np.array_equal(again[0], first[1]) and np.array_equal(first[0], first[2])
+    assert again[1].tolist() == vector("a new chunk")
+    peer.cached_vectors(["a chunk"], "model-y", embed, tmp_path)  # another model: its own vectors
+    assert asked[-1] == ["a chunk"]
+    store = next(p for p in tmp_path.iterdir() if (p / "texts.json").read_text().count(",") == 2)
+    (store / "texts.json").write_text('["only one"]')  # vectors and names disagree: embed again
+    asked.clear()
+    peer.cached_vectors(["a chunk"], "model-x", embed, tmp_path)
+    assert asked == [["a chunk"]]
