@@ -64,6 +64,7 @@ _NUMBERED_SIZE = 1.25
 _RUNNING_PAGES = 3
 """Pages a title must top for its repeats to be a running header rather than namesake sections."""
 
+
 def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
     """Drop running headers/footers and page numbers (lines at a page's top or bottom edge).
 
