@@ -42,11 +42,12 @@ CONTINUED = re.compile(r"\((?:continued|cont'?d\.?)\)\s*$|\bcontinued\s*$", re.I
 """A heading repeated on the next page ("5. Revenue (Continued)") continues its section."""
 NOT_TITLES = frozenset({"page", "pages", "page no", "continued", "(continued)"})
 """Words a styled line may hold that title nothing (a contents column's "Page")."""
+RUNNING_TOPS = 3
+"""Pages a line must open to be a running header rather than a title: the company's name atop each of
+a release's table pages, a heading repeated atop the pages of its section."""
 SIZE_STEP = 0.75
 """Points a line's size must exceed the body's by to be set apart by its size (a heading's font); a line
 nearer the body's size than this is at the body's size."""
-
-
 LINE_SPACING = 1.6
 """Lines of one paragraph stand at most this many times their size apart (baseline to baseline); a
 wider gap opens a new paragraph, a title standing alone or the next cell."""

@@ -32,7 +32,7 @@ from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from tree_builder.readers.pdf_body_titles import SEPARATORS, body_titles, mark_title
-from tree_builder.readers.pdf_lines import Line, at_line_spacing
+from tree_builder.readers.pdf_lines import RUNNING_TOPS, Line, at_line_spacing
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
 from tree_builder.readers.pdf_toc import is_contents_link
@@ -61,8 +61,6 @@ _ROMAN_END = re.compile(r"(?<=\s)[ivxlc]{1,6}$")
 """A page numbered in roman figures ("Form 10-K ii" on the pages before the first)."""
 _NUMBERED_SIZE = 1.25
 """A line numbered with its page may be this many times the body's size and still be furniture."""
-_RUNNING_PAGES = 3
-"""Pages a title must top for its repeats to be a running header rather than namesake sections."""
 
 
 def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
@@ -98,14 +96,17 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
             out.add("#" + (digits if scheme_of(line.text) else _ROMAN_END.sub("#", digits)))
         return out
 
+    at_edges = [edges(lines) for lines in pages]
     counts: Counter = Counter()
-    variants: dict[str, set[str]] = {}
-    for lines in pages:
-        at_edge = [lines[i] for i in edges(lines)]
-        counts.update(set().union(*[keys(ln) for ln in at_edge]) if at_edge else set())
-        for ln in at_edge:
-            for key in keys(ln) - {"=" + _norm(ln.text)}:
-                variants.setdefault(key, set()).add(_norm(ln.text))
+    variants: dict[str, set[str]] = {}  # a digit-blanked key -> the texts it stands for
+    for lines, at_edge in zip(pages, at_edges):
+        on_page: set[str] = set()
+        for i in at_edge:
+            for key in keys(lines[i]):
+                on_page.add(key)
+                if key.startswith("#"):
+                    variants.setdefault(key, set()).add(_norm(lines[i].text))
+        counts.update(on_page)
     need = max(2, math.ceil(0.5 * len(pages)))
     repeated = {k for k, c in counts.items() if c >= need} if len(pages) >= 2 else set()
     numbered = {k for k in repeated if len(variants.get(k, ())) >= 2}
@@ -114,16 +115,13 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
         return bool(keys(line) & numbered) or small(line) and bool(
             keys(line) & repeated or _PAGE_NUMBER.match(line.text))
 
-    out: list[list[Line]] = []
-    for lines in pages:
-        at_edge = edges(lines)
-        out.append([ln for i, ln in enumerate(lines) if not (i in at_edge and furniture(ln))])
-    return out
+    return [[ln for i, ln in enumerate(lines) if not (i in at_edge and furniture(ln))]
+            for lines, at_edge in zip(pages, at_edges)]
 
 
 def unmark_running_titles(pages: list[list[Line]]) -> None:
     """A heading printed again atop each page of its section ("Notes to Consolidated Financial Statements"
-    over each of 49 pages of notes) is a running header there: where it opens ``_RUNNING_PAGES`` or
+    over each of 49 pages of notes) is a running header there: where it opens ``RUNNING_TOPS`` or
     more pages in a row, it heads its section on the first and is text on the rest. Left headings, the
     notes' lettered subsections would nest under each repeat. A title on two pages in a row (a
     statement continued, two auditors' reports) or returning after other pages ("ARTICLE V" of the
@@ -139,7 +137,7 @@ def unmark_running_titles(pages: list[list[Line]]) -> None:
             end = p + 1
             while end < len(keys) and keys[end] == keys[p]:
                 end += 1
-            if keys[p] and end - p >= _RUNNING_PAGES:
+            if keys[p] and end - p >= RUNNING_TOPS:
                 for q in range(p + 1, end):
                     title = tops[q][pos]
                     if pos == 1 and tops[q][0].heading:

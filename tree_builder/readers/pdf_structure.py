@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Sequence
 from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_body_titles import body_titles, mark_title
-from tree_builder.readers.pdf_lines import CONTINUED, NOT_TITLES, SIZE_STEP, at_line_spacing
+from tree_builder.readers.pdf_lines import CONTINUED, NOT_TITLES, RUNNING_TOPS, SIZE_STEP, at_line_spacing
 from tree_builder.readers.pdf_tables import is_period_words, is_table_line, mostly_table
 from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
 
@@ -427,8 +427,6 @@ def _prose_runs(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]])
 _TITLE_MAX_CHARS = 400
 """A table page's title may run over several lines ("RECONCILIATIONS OF LAS VEGAS STRIP RESORTS NET
 REVENUES TO ..."), longer than a heading set in a larger font."""
-_RUNNING_TOPS = 3
-"""A line atop this many table pages is the company's name over each of them, no title."""
 
 
 def _table_page_titles(pages: Sequence[Sequence["Line"]], skip: set[int]) -> list[tuple[int, int, int]]:
@@ -453,7 +451,7 @@ def _table_page_titles(pages: Sequence[Sequence["Line"]], skip: set[int]) -> lis
     tops = Counter(pages[p][i].text.strip().casefold() for p, block in blocks.items() for i in block)
     out: list[tuple[int, int, int]] = []
     for p, block in blocks.items():
-        title = [i for i in block if tops[pages[p][i].text.strip().casefold()] < _RUNNING_TOPS]
+        title = [i for i in block if tops[pages[p][i].text.strip().casefold()] < RUNNING_TOPS]
         if title and title == list(range(title[0], title[-1] + 1)) \
                 and sum(len(pages[p][i].text) for i in title) <= _TITLE_MAX_CHARS \
                 and not CONTINUED.search(pages[p][title[-1]].text):
