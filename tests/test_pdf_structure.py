@@ -42,6 +42,9 @@ def _headings(node: TreeNode) -> list[str]:
     ("Chapter 3 Installation", "chapter"), ("第二章 总则", "cn_zhang"), ("第一节 一般规定", "cn_jie"),
     ("Consolidated Statement of Cash Flows", "statement"), ("CONSOLIDATED BALANCE SHEETS", "statement"),
     ("Condensed Consolidated Statements of Shareholders’ Equity", "statement"),
+    ("Notes to Consolidated Financial Statements", "statement"), ("NOTES TO THE FINANCIAL STATEMENTS", "statement"),
+    ("Report of Independent Registered Public Accounting Firm", "statement"),
+    ("Independent Auditors’ Report", "statement"), ("REPORT OF MANAGEMENT", "statement"),
     ("Section 3(a) Definitions", "section"), ("Item 7(a). Quantitative Disclosures", "item"),
     ("ARTICLE ONE", "article"), ("Chapter Twelve Maintenance", "chapter"),
 ])
@@ -51,7 +54,8 @@ def test_division_words_are_recognised(text: str, name: str) -> None:
 
 @pytest.mark.parametrize("text", [
     "Part III incorporates information by reference to the proxy statement",
-    "Item 7 of this report discusses liquidity", "Notes to Consolidated Financial Statements",
+    "Item 7 of this report discusses liquidity", "Notes to the consolidated financial statements describe them",
+    "Report of Independent Registered Public Accounting Firm on page 45",
     "Consolidated statements of income are prepared in accordance with GAAP",
     "Partners and customers",
     "Section 8.1(b), payment of Supplemental Benefits shall be made as follows",
@@ -551,6 +555,40 @@ def test_statement_titles_divide_an_items_financial_statements(tmp_path: Path) -
     mark_structure_headings(lines)
     marker = {ln.text: ln.heading for page in lines for ln in page}
     assert marker["Consolidated Balance Sheet"] == marker["Note 2 - Revenue"] == marker["Item 1. Business"] + 1
+
+
+def test_the_notes_and_the_auditors_report_are_the_statements_siblings(tmp_path: Path) -> None:
+    """A filing that numbers its notes "1.", "2." under a bold "Notes to Consolidated Financial
+    Statements" and prints the auditors' report after the last note, its title wrapped, in the italic
+    of the notes' subsections: the notes' title and the report sit beside the statements, the notes under their
+    title. Read by font alone, the notes nested under the balance sheet and the report under the last
+    note's last subsection."""
+    def body(n: int) -> str:
+        return f"Paragraph {n} explains the figures of the statements and how they were measured this year."
+
+    pages = [[("b", "PART I"), ("b", "Item 1. Business"), ("p", body(1))],
+             [("b", "PART II"), ("b", "Item 8. Financial Statements and Supplementary Data"), ("p", body(2))],
+             [("b", "Consolidated Statement of Income"), ("p", "(In millions) 2022 2021"),
+              ("p", "Net revenue 1,234 1,100"), ("p", "Cost of sales (800) (760)")],
+             [("b", "Consolidated Balance Sheet"), ("p", "(In millions) 2022 2021"), ("p", "Cash 100 90"),
+              ("p", "Inventories 300 280")],
+             [("b", "Notes to Consolidated Financial Statements"), ("b", "1. Significant Accounting Policies"),
+              ("p", body(3)), ("i", "Use of Estimates"), ("p", body(4))],
+             [("b", "2. Revenue"), ("p", body(5)), ("i", "Segments"), ("p", body(6))],
+             [("i-", "Report of Independent Registered Public Accounting Firm"), ("i", "on the Financial Statements"),
+              ("p", body(7))],
+             [("b", "Item 9. Changes in and Disagreements with Accountants"), ("p", body(8))]]
+    path = tmp_path / "filing.pdf"
+    _render_lines(path, pages)
+    doc = build_tree([load_document(path, path.name)], Config().replace(max_depth=5), folder_mode=True).children[0]
+    item8 = _find(doc, "Item 8. Financial Statements and Supplementary Data")
+    assert [c.heading for c in item8.children if c.kind == "section"][-4:] == [
+        "Consolidated Statement of Income", "Consolidated Balance Sheet", "Notes to Consolidated Financial Statements",
+        "Report of Independent Registered Public Accounting Firm on the Financial Statements"]  # its wrapped title whole
+    notes = _find(doc, "Notes to Consolidated Financial Statements")
+    assert [c.heading for c in notes.children] == ["1. Significant Accounting Policies", "2. Revenue"]
+    assert [c.heading for c in _find(doc, "2. Revenue").children] == ["2. Revenue (intro)", "Segments"]
+    assert body(7) in _find(doc, "Report of Independent Registered Public Accounting Firm on the Financial Statements").content
 
 
 def test_a_statement_title_in_the_body_font_atop_its_page_is_its_section(tmp_path: Path) -> None:

@@ -33,14 +33,24 @@ _SCHEMES: list[tuple[str, int, re.Pattern[str]]] = [
     ("cn_jie", 3, re.compile(rf"^第[{_CN_NUM}\d]+节")),
     ("note", 3, re.compile(r"^note\s*\d{1,3}[A-Z]?(?=\s*[.:\-–—)]|\s+[A-Z]|\s*$)", re.IGNORECASE)),
     ("statement", 3, re.compile(
-        r"^(?:condensed\s+)?consolidated\s+(?:balance\s+sheets?|statements?\s+of\s+(?:consolidated\s+)?"
+        r"^(?:(?:condensed\s+)?consolidated\s+(?:balance\s+sheets?|statements?\s+of\s+(?:consolidated\s+)?"
         r"(?:comprehensive\s+)?(?:income|loss|earnings|operations|cash\s+flows?|financial\s+(?:position|condition)|"
-        r"(?:changes\s+in\s+)?(?:(?:stockholders|shareholders|shareowners)[’']?\s+)?(?:total\s+)?equity))\b",
+        r"(?:changes\s+in\s+)?(?:(?:stockholders|shareholders|shareowners)[’']?\s+)?(?:total\s+)?equity))"
+        r"|notes\s+to\s+(?:the\s+)?(?:condensed\s+)?(?:consolidated\s+)?financial\s+statements"
+        r"|reports?\s+of\s+independent\s+(?:registered\s+public\s+accounting\s+firm|auditors?|accountants)"
+        r"|independent\s+auditors?[’']?\s+reports?|reports?\s+of\s+management)\b",
         re.IGNORECASE)),
 ]
 """A financial statement's title ("Consolidated Statement of Cash Flows", "Condensed Consolidated
 Balance Sheets") divides a filing's financial statements as a note number divides its notes: the
-statements and the notes are the sections under the Item that holds them. An exhibit filed with a
+statements and the notes are the sections under the Item that holds them. The other titles of the
+financial statements ("Notes to Consolidated Financial Statements", "Report of Independent
+Registered Public Accounting Firm", "Report of Management") are the statements' siblings too. Set in
+the statements' font, they nested under the statement or the note printed before them: a filing's
+notes numbered "1.", "2." under its statement of equity, the auditors' report after the last note
+under that note's last subsection. ("Management's Report on Internal Control" is no such title: in
+Item 9A it stands among headings of its own font, "Changes in Internal Control", that would nest
+under it.) An exhibit filed with a
 report ("Exhibit 10.13" atop a plan's first page, "EXHIBIT 21") is a document of its own bound after
 the report's last Item: a division beside the PARTs, its Articles inside it."""
 

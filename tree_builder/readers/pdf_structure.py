@@ -479,9 +479,10 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
                 last_title = ln.text.strip().casefold()
             j = i
             # a long division title wrapped onto the next line in the same font (a statement's whole
-            # title is complete: the company line under it is no part of it)
+            # title is complete: the company line under it is no part of it, unlike a line that reads
+            # on in lower case, "on the Audited Consolidated Financial Statements")
             while j + 1 < len(lines) and len(lines[j].text) >= 40 and (p, j + 1) not in taken \
-                    and not is_statement_title(lines[j].text) \
+                    and (not is_statement_title(lines[j].text) or lines[j + 1].text[:1].islower()) \
                     and (lines[j + 1].size, lines[j + 1].bold) == (ln.size, ln.bold) \
                     and at_line_spacing(lines[j], lines[j + 1], ln.size) \
                     and scheme_of(lines[j + 1].text) is None and len(lines[j + 1].text) <= HEADING_MAX_CHARS:
