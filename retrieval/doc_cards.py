@@ -6,7 +6,7 @@ by one of them. The sections cannot tell them apart, their cards can (``tree_bui
 A document's card match is
 
     name   = sum of log(1 + N / df) x spread over the question's words its card's names hold
-             (issuer, title, form; df = how many cards hold the word, so a word on every card,
+             (issuer, title; df = how many cards hold the word, so a word on every card,
              "Inc" or "Company", weighs nearly nothing; spread = how few documents' *texts* hold it,
              so a word of a press release's title that every filing uses, "operating", weighs
              nothing either), or more than any words when the question holds the card's whole title
@@ -17,7 +17,10 @@ A document's card match is
     period = year x kind when the question names a year: ``year_match`` (the latest year named
              first, then the years a filing restates or looks ahead to) times ``kind_match`` (a
              quarterly report for "Q2 2023", an annual one for "FY2022");
-    match  = name x period (else name).
+    form   = 1 for a card of a form the question names ("the 8k filing dated ...", "this 10-K"),
+             ``OTHER_FORM`` for the others (an issuer's 10-K, 8-K and earnings release matched it
+             alike); 1 for every card when the question names no form or no card has it;
+    match  = name x period x form (else name x form).
 
 The hybrid locator multiplies each leaf's score by ``1 + weight x match`` of its document, so the
 sections of the named document rise above their look-alikes while the leaves' own evidence still
@@ -37,7 +40,7 @@ from indexing.search import Scope
 from retrieval.asked_figure import HALF, NINE_MONTHS, QUARTER, YEAR, asked_period_kind, asked_periods, period_kinds
 from retrieval.query import Query
 from retrieval.scoring import documents_scope
-from tree_builder.doc_card import FILE_NAME_WEIGHT, CardSet, CardTerms, phrase_key
+from tree_builder.doc_card import FILE_NAME_WEIGHT, CardSet, CardTerms, form_codes, phrase_key
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,9 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
         return out
     else:
         name = np.ones(n)  # no name in the question: the year alone tells the look-alikes apart
+    form = form_match(question, cards)
     if not years:
-        return _apart(latest_first(name, cards))
+        return _apart(latest_first(name, cards) * form)
     asked = asked_period_kind(question)
     asked_quarters = quarters_named(question)
     period = np.zeros(n)
@@ -91,7 +95,22 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
         own, scale = (c.years, 1.0) if c.years else (c.hint_years, FILE_NAME_WEIGHT)
         period[i] = (scale * year_match(own, years, asked, kinds) * kind_match(asked, kinds)
                      * quarter_match(asked_quarters, quarters_named(c.stated)))
-    return _apart(name * period)
+    return _apart(name * period * form)
+
+
+OTHER_FORM = 0.5
+"""What a filing of another form than the question names keeps of its match (a kind of period the
+question does not ask keeps as much: ``kind_match``)."""
+
+
+def form_match(question: str, cards: Sequence[CardTerms]) -> np.ndarray:
+    """Per card, 1 when it is of a form the question names or the question names none any card has,
+    else ``OTHER_FORM``. A form does not name a document as an issuer does: the rare "10-Q" of a
+    collection of annual reports would otherwise lift every issuer's quarterly report above the
+    named issuer's annual one."""
+    asked = form_codes(question)
+    held = np.array([bool(c.forms & asked) for c in cards])
+    return np.where(held, 1.0, OTHER_FORM) if held.any() else np.ones(len(cards))
 
 
 EARLIER = 0.9

@@ -154,6 +154,31 @@ def test_a_quarter_asked_prefers_the_report_of_that_quarter() -> None:
     assert half.index(max(half)) == 1
 
 
+def test_a_form_the_question_names_prefers_the_filing_of_that_form() -> None:
+    """"The 8k filing dated 1st July 2022": the issuer's 8-K, not its annual report or earnings release of
+    the same year. A form is no issuer: a "10-Q" the question names lifts none of another issuer's
+    quarterly reports above the named issuer's other filings. A question naming no form is unchanged."""
+    cards = [_card("annual.pdf", "AMCOR PLC", "fiscal year ended June 30, 2023"),
+             _card("q2.pdf", "AMCOR PLC", "Quarterly Period Ended December 31, 2022", form="10-Q"),
+             _card("release.pdf", "", "fiscal 2023", "Amcor 4Q 2023 Exhibit 99.1", form=""),
+             _card("8k.pdf", "AMCOR PLC", "July 1, 2022", form="8-K"),
+             _card("other-q.pdf", "PFIZER INC.", "quarterly period ended July 2, 2023", form="10-Q"),
+             _card("other-8k.pdf", "FOOT LOCKER, INC.", "May 20, 2022", form="8-K")]
+
+    def match(q: str) -> list[float]:
+        return [round(float(x), 3) for x in card_match(q, Query.build(q, None).tokens, cards)]
+
+    for q in ("What was the key agenda of the AMCOR's 8k filing dated 1st July 2022?",
+              "What did Amcor's Form 8-K of July 2022 announce?"):
+        m = match(q)
+        assert m.index(max(m)) == 3 and m[3] > m[0] and m[3] > m[2], q
+    quarterly = match("What does Amcor's 10-Q say about its debt?")
+    assert quarterly.index(max(quarterly)) == 1 and quarterly[4] < min(quarterly[0], quarterly[3])
+    plain = "What does Amcor say about its debt?"
+    no_forms = [replace(c, forms=frozenset()) for c in cards]
+    assert match(plain) == [round(float(x), 3) for x in card_match(plain, Query.build(plain, None).tokens, no_forms)]
+
+
 def test_a_word_every_document_uses_names_none() -> None:
     """A press release's title ("... Financial and Operating Results") shares words with any question;
     only the documents' texts tell that "operating" names nothing and "Adobe" does."""

@@ -125,7 +125,7 @@ class CardTerms:
 
     path: str
     names: frozenset[str]
-    """Words of the title, issuer and form (no numbers)."""
+    """Words of the title and issuer (no numbers, no single letters; the form is ``forms``)."""
     hint_names: frozenset[str]
     """Words only the file name holds."""
     years: tuple[str, ...]
@@ -150,6 +150,8 @@ class CardTerms:
     """The issuer's trading symbols ("AXP")."""
     ampersand: bool = False
     """Whether the issuer's name joins words with "&" ("Procter & Gamble"): then "P&G" abbreviates it."""
+    forms: frozenset[str] = frozenset()
+    """The SEC forms the title and form name, as ``form_codes`` writes them ("10k")."""
 
 
 MIN_PHRASE_CHARS = 4
@@ -172,16 +174,26 @@ def phrase_key(text: str) -> str:
     return "".join(ch for ch in text.casefold() if ch.isalnum())
 
 
+_FORM_CODE = re.compile(r"(?<![\w-])(10|8|6|11|20|40)\s?-?\s?([kqf])(?![\w-])", re.I)
+"""An SEC form as a text writes it ("10-K", "10K", "8-k", "Form 20-F")."""
+
+
+def form_codes(text: str) -> frozenset[str]:
+    """The SEC forms ``text`` names, each as one word ("10k", "8k", "10q"): words drop numbers, so
+    "Form 8-K" and "Form 10-K" are both the word "k"."""
+    return frozenset(f"{m.group(1)}{m.group(2).casefold()}" for m in _FORM_CODE.finditer(text))
+
+
 def card_terms(path: str, card: DocumentCard) -> CardTerms:
-    """A card's words (Latin-script words of its title, issuer and form; of its file name as a hint)
-    and its whole-name phrases."""
+    """A card's words (Latin-script words of its title and issuer; of its file name as a hint), its
+    whole-name phrases and its forms."""
     from utils.cjk import has_cjk  # noqa: PLC0415
     from utils.tokenizer import tokenize  # noqa: PLC0415
 
-    def words_of(text: str) -> set[str]:
-        return {t for t in tokenize(text) if not t.isdigit() and not has_cjk(t)}
+    def words_of(text: str) -> set[str]:  # a letter alone ("k" of "10-K") names nothing: forms are codes
+        return {t for t in tokenize(text) if not t.isdigit() and not has_cjk(t) and len(t) > 1}
 
-    words = words_of(" ".join((card.title, card.issuer, card.form)))
+    words = words_of(" ".join((card.title, card.issuer)))
     hint = words_of(card.file_name) - words
     phrases = tuple(dict.fromkeys(k for k in (phrase_key(card.title), phrase_key(card.file_name))
                                   if len(k) >= MIN_PHRASE_CHARS))
@@ -191,7 +203,8 @@ def card_terms(path: str, card: DocumentCard) -> CardTerms:
     return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years,
                      phrases, _one_line(f"{card.period} {card.title}"),
                      issuer if len(issuer) >= MIN_PHRASE_CHARS else "", frozenset(words_of(bare)),
-                     spelled if not has_cjk(bare) else (), frozenset(card.symbols), "&" in bare)
+                     spelled if not has_cjk(bare) else (), frozenset(card.symbols), "&" in bare,
+                     form_codes(f"{card.title} {card.form}"))
 
 
 @dataclass(frozen=True)
