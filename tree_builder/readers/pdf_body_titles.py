@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from tree_builder.heading_schemes import scheme_of
-from tree_builder.readers.pdf_lines import CONTINUED, NOT_TITLES, SIZE_STEP, at_line_spacing
+from tree_builder.readers.pdf_lines import CONTINUED, NOT_TITLES, PARAGRAPH_END, SIZE_STEP, at_line_spacing
 from tree_builder.readers.pdf_tables import is_table_line, mostly_table
 
 if TYPE_CHECKING:
@@ -44,7 +44,6 @@ _MIN_TITLES = 5
 _ENDS = (".", "?")
 SEPARATORS = " -–—:"
 """What stands between a run-in title and its paragraph ("Income taxes – We ...", "Overview: ...")."""
-_PARAGRAPH_ENDS = (".", ":", ";", "?", "!", ")", "”", "\"")
 _NUMBER_WORDS = frozenset("article clause section part one two three four five six seven eight nine ten eleven "
                           "twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())
 """Words of a clause's number ("One.", "Clause Two."): a run-in opening of these alone names no topic."""
@@ -78,7 +77,7 @@ def _opens_paragraph(lines: Sequence["Line"], i: int, headed: bool) -> bool:
         return True
     above, ln = lines[i - 1], lines[i]
     return headed or bool(above.heading) or not at_line_spacing(above, ln, ln.size) \
-        or not above.bold and above.text.rstrip().endswith(_PARAGRAPH_ENDS)
+        or not above.bold and above.text.rstrip().endswith(PARAGRAPH_END)
 
 
 def _is_sentence(text: str) -> bool:

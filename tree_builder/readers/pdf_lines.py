@@ -52,6 +52,9 @@ LINE_SPACING = 1.6
 """Lines of one paragraph stand at most this many times their size apart (baseline to baseline); a
 wider gap opens a new paragraph, a title standing alone or the next cell."""
 
+PARAGRAPH_END = (".", "!", "?", ":", ";", "。", "！", "？", "：", "；", "…", "\"", "”", ")")
+"""How a line that ends its paragraph ends (a sentence's or a clause's end, a closing quote or bracket)."""
+
 
 def at_line_spacing(upper: Line, lower: Line, size: float) -> bool:
     """``lower`` is the line set right under ``upper`` in a paragraph of ``size`` points (a size under

@@ -32,7 +32,7 @@ from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from tree_builder.readers.pdf_body_titles import SEPARATORS, body_titles, mark_title
-from tree_builder.readers.pdf_lines import RUNNING_TOPS, Line, at_line_spacing
+from tree_builder.readers.pdf_lines import PARAGRAPH_END, RUNNING_TOPS, Line, at_line_spacing
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
 from tree_builder.readers.pdf_toc import is_contents_link
@@ -211,9 +211,6 @@ def _line_gap(pages: list[list[Line]]) -> float:
     return gaps[len(gaps) // 2] if gaps else 0.0
 
 
-_PARAGRAPH_END = (".", "!", "?", ":", ";", "。", "！", "？", "：", "；", "…", "\"", "”", ")")
-
-
 def _title_part(ln: Line) -> str:
     return ln.text[:ln.title_end] if ln.title_end else ln.text
 
@@ -234,7 +231,7 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
         breaks.clear()
 
     for lines in pages:
-        if para and lines and not lines[0].heading and not para[-1].endswith(_PARAGRAPH_END):
+        if para and lines and not lines[0].heading and not para[-1].endswith(PARAGRAPH_END):
             breaks.append(len(para))
         else:
             flush()
