@@ -471,6 +471,8 @@ def test_a_bulleted_line_is_no_heading_whatever_its_font() -> None:
     ("The following table shows key gaming statistics for MGM China:", False),
     ("The notes are not entitled to the benefit of a sinking fund.", False),
     ("License fee expense was $3 Million in the Current Quarter and $6 Million in the Prior Year Quarter.", False),
+    ("Ltd.", False), ("Inc.", False),  # the wrapped end of a name in a table's cell ("... Enterprises Pte." / "Ltd.")
+    ("Subsidiary Guarantors", True),
 ])
 def test_a_sentence_set_larger_than_the_body_is_no_heading(text: str, heading: bool) -> None:
     from tree_builder.readers.pdf_lines import Line

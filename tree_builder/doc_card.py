@@ -248,7 +248,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-_SUFFIX_ONLY = re.compile(r"^(?:inc|corp|corporation|co|company|ltd|llc|plc|l\.?p|n\.?v|s\.?a|ag)\.?$", re.I)
+SUFFIX_ONLY = re.compile(r"^(?:inc|corp|corporation|co|company|ltd|llc|plc|l\.?p|n\.?v|s\.?a|ag)\.?$", re.I)
 """A line that is only a company-form suffix: a name wrapped over two lines ("Square," / "Inc.")."""
 _NOT_A_NAME = re.compile(r"commission\s+file|file\s+number|i\.?r\.?s\.?\s+employer", re.I)
 
@@ -264,7 +264,7 @@ def _issuer(cover: str) -> str:
         return ""
     # the name after a rule on the file number's line ("Commission File Number 001-37622 ____ SQUARE, INC.")
     line = next((seg.strip() for seg in reversed(_RULE.split(lines.pop())) if seg.strip()), "")
-    if _SUFFIX_ONLY.match(line) and lines:
+    if SUFFIX_ONLY.match(line) and lines:
         line = f"{lines[-1]} {line}"
     line = _one_line(line).strip(" ,;:")
     if _NOT_A_NAME.search(line):

@@ -37,6 +37,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from tree_builder.doc_card import SUFFIX_ONLY
 from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_body_titles import body_titles, mark_title
@@ -203,7 +204,7 @@ def layout_candidate(ln: "Line", body_size: float, body_bold: bool, capitals: bo
             (ln.bold and not body_bold or ln.italic and _wordy(text) or capitals and _capitals(text))
             and not text.endswith((".", "。", ":", "：")) or _numbered_title(text))
     return styled and text.casefold().rstrip(".") not in NOT_TITLES and not CONTINUED.search(text) \
-        and not is_table_line(text) and not _UNITS.match(text)
+        and not is_table_line(text) and not _UNITS.match(text) and not SUFFIX_ONLY.match(text.strip())
 
 
 @dataclass
