@@ -20,7 +20,10 @@ A document's card match is
     form   = 1 for a card of a form the question names ("the 8k filing dated ...", "this 10-K"),
              ``OTHER_FORM`` for the others (an issuer's 10-K, 8-K and earnings release matched it
              alike); 1 for every card when the question names no form or no card has it;
-    match  = name x period x form (else name x form).
+    date   = ``OTHER_DATE`` for a dated report (a current report, whose period is the day it
+             reports) of another day than the one the question writes out ("the 8-K dated May 20,
+             2022", not the issuer's 8-K of August 19); 1 otherwise;
+    match  = name x period x form x date (else name x form x date).
 
 The hybrid locator multiplies each leaf's score by ``1 + weight x match`` of its document, so the
 sections of the named document rise above their look-alikes while the leaves' own evidence still
@@ -40,7 +43,7 @@ from indexing.search import Scope
 from retrieval.asked_figure import HALF, NINE_MONTHS, QUARTER, YEAR, asked_period_kind, asked_periods, period_kinds
 from retrieval.query import Query
 from retrieval.scoring import documents_scope
-from tree_builder.doc_card import FILE_NAME_WEIGHT, CardSet, CardTerms, form_codes, phrase_key
+from tree_builder.doc_card import FILE_NAME_WEIGHT, CardSet, CardTerms, form_codes, named_dates, phrase_key
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
         return out
     else:
         name = np.ones(n)  # no name in the question: the year alone tells the look-alikes apart
-    form = form_match(question, cards)
+    form = form_match(question, cards) * date_match(question, cards)
     if not years:
         return _apart(latest_first(name, cards) * form)
     asked = asked_period_kind(question)
@@ -111,6 +114,27 @@ def form_match(question: str, cards: Sequence[CardTerms]) -> np.ndarray:
     asked = form_codes(question)
     held = np.array([bool(c.forms & asked) for c in cards])
     return np.where(held, 1.0, OTHER_FORM) if held.any() else np.ones(len(cards))
+
+
+OTHER_DATE = 0.5
+"""What a dated report of another day than the question names keeps of its match."""
+
+
+def date_match(question: str, cards: Sequence[CardTerms]) -> np.ndarray:
+    """Per card, ``OTHER_DATE`` for a dated report (its stated period a day, no kind of period) of
+    another day than every date the question writes out, else 1. An annual or quarterly report's
+    period ends on a day too, but a question's "as of December 31, 2021" is answered by the next
+    year's report as well (``year_match`` weighs that), so only a report that is its day is judged by it."""
+    out = np.ones(len(cards))
+    asked = named_dates(question)
+    if not asked:
+        return out
+    for i, c in enumerate(cards):
+        if not covered_kinds(c.stated):
+            own = named_dates(c.stated)
+            if own and not own & asked:
+                out[i] = OTHER_DATE
+    return out
 
 
 EARLIER = 0.9

@@ -179,6 +179,32 @@ def test_a_form_the_question_names_prefers_the_filing_of_that_form() -> None:
     assert match(plain) == [round(float(x), 3) for x in card_match(plain, Query.build(plain, None).tokens, no_forms)]
 
 
+def test_a_date_the_question_writes_out_picks_the_current_report_of_that_day() -> None:
+    """Two 8-Ks of one issuer in one year: "the 8-K dated May 20, 2022" (or "20th May 2022") is the one
+    reporting that day. An annual report's period ends on a day too, but "as of December 31, 2021" is
+    answered by the next year's report as well: only a report that is its day is judged by the date."""
+    cards = [_card("may.pdf", "FOOT LOCKER, INC.", "May 20, 2022", form="8-K"),
+             _card("aug.pdf", "FOOT LOCKER, INC.", "August 19, 2022", form="8-K"),
+             _card("k21.pdf", "FOOT LOCKER, INC.", "fiscal year ended January 29, 2022"),
+             _card("k22.pdf", "FOOT LOCKER, INC.", "fiscal year ended January 28, 2023")]
+
+    def match(q: str) -> list[float]:
+        return [round(float(x), 3) for x in card_match(q, Query.build(q, None).tokens, cards)]
+
+    for q in ("Who did Foot Locker's 8-K dated May 20, 2022 say was elected?",
+              "What did Foot Locker report on 20th May 2022?"):
+        m = match(q)
+        assert m[0] > m[1], q
+    assert match("What did Foot Locker's 8-K dated August 19, 2022 announce?")[1] > match(
+        "What did Foot Locker's 8-K dated August 19, 2022 announce?")[0]
+    undated = match("What did Foot Locker's 8-K of 2022 announce?")
+    assert undated[0] == undated[1]
+    from retrieval.doc_cards import OTHER_DATE, date_match
+
+    assert list(date_match("What were Foot Locker's inventories as of January 29, 2022?", cards)) == [
+        OTHER_DATE, OTHER_DATE, 1.0, 1.0]
+
+
 def test_a_word_every_document_uses_names_none() -> None:
     """A press release's title ("... Financial and Operating Results") shares words with any question;
     only the documents' texts tell that "operating" names nothing and "Adobe" does."""

@@ -42,6 +42,24 @@ _PERIODS = (
 )
 """Period statements, most specific first: the first that matches is the card's period."""
 _ANY_DATE = re.compile(rf"\b({_DATE})")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_NAMED_DATES = (
+    re.compile(rf"\b({_MONTH})\s+{_DAY}\s*,?\s*((?:19|20)\d{{2}})\b", re.I),  # July 1, 2022; July 1st 2022
+    re.compile(rf"\b{_DAY}\s+(?:of\s+)?({_MONTH})\s*,?\s*((?:19|20)\d{{2}})\b", re.I),  # 1st July 2022; 1 July, 2022
+)
+
+
+def named_dates(text: str) -> frozenset[tuple[int, int, int]]:
+    """The calendar dates ``text`` writes out, as (year, month, day): "July 1, 2022", "1st July 2022"
+    and "1 Jul. 2022" are one date."""
+    out: set[tuple[int, int, int]] = set()
+    for k, pattern in enumerate(_NAMED_DATES):
+        for m in pattern.finditer(text):
+            month, day = (m.group(1), m.group(2)) if k == 0 else (m.group(2), m.group(1))
+            if 1 <= int(day) <= 31:
+                out.add((int(m.group(3)), _MONTHS.index(month[:3].casefold()) + 1, int(day)))
+    return frozenset(out)
 _FORM = re.compile(r"\bFORM\s+([A-Z]{0,2}-?\d{1,2}-?[A-Z]{0,2}|\d{1,2}-[A-Z]{1,2})(?:/A)?[ \t]*(?:\([^)\n]*\)[ \t]*)?$",
                    re.I | re.M)
 """A form designation that ends its line ("FORM 10-K", "FORM 10-K/A (Mark One)"): the cover's own
