@@ -87,9 +87,9 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
         return out
     else:
         name = np.ones(n)  # no name in the question: the year alone tells the look-alikes apart
-    form = form_match(question, cards) * date_match(question, cards)
+    form_and_day = form_match(question, cards) * date_match(question, cards)
     if not years:
-        return _apart(latest_first(name, cards) * form)
+        return _apart(latest_first(name, cards) * form_and_day)
     asked = asked_period_kind(question)
     asked_quarters = quarters_named(question)
     period = np.zeros(n)
@@ -98,7 +98,7 @@ def card_match(question: str, tokens: Sequence[str], cards: Sequence[CardTerms],
         own, scale = (c.years, 1.0) if c.years else (c.hint_years, FILE_NAME_WEIGHT)
         period[i] = (scale * year_match(own, years, asked, kinds) * kind_match(asked, kinds)
                      * quarter_match(asked_quarters, quarters_named(c.stated)))
-    return _apart(name * period * form)
+    return _apart(name * period * form_and_day)
 
 
 OTHER_FORM = 0.5

@@ -60,6 +60,8 @@ def named_dates(text: str) -> frozenset[tuple[int, int, int]]:
             if 1 <= int(day) <= 31:
                 out.add((int(m.group(3)), _MONTHS.index(month[:3].casefold()) + 1, int(day)))
     return frozenset(out)
+
+
 _FORM = re.compile(r"\bFORM\s+([A-Z]{0,2}-?\d{1,2}-?[A-Z]{0,2}|\d{1,2}-[A-Z]{1,2})(?:/A)?[ \t]*(?:\([^)\n]*\)[ \t]*)?$",
                    re.I | re.M)
 """A form designation that ends its line ("FORM 10-K", "FORM 10-K/A (Mark One)"): the cover's own
