@@ -526,20 +526,26 @@ def _item8(path: Path, pages: list[list[tuple[str, str]]]) -> tuple[TreeNode, Tr
     return doc, _find(doc, "Item 8. Financial Statements and Supplementary Data")
 
 
+def _body(n: int) -> str:  # a different text on each page: a line on every page is a running header
+    return f"Paragraph {n} explains the figures of the statements and how they were measured this year."
+
+
+def _statement_pages() -> list[list[tuple[str, str]]]:
+    """A filing's Items 1 and 8 and the two statements Item 8 opens with, each atop its page."""
+    return [[("b", "PART I"), ("b", "Item 1. Business"), ("p", _body(1))],
+            [("b", "PART II"), ("b", "Item 8. Financial Statements and Supplementary Data"), ("p", _body(2))],
+            [("b", "Consolidated Statement of Income"), ("p", "(In millions) 2022 2021"),
+             ("p", "Net revenue 1,234 1,100"), ("p", "Cost of sales (800) (760)")],
+            [("b", "Consolidated Balance Sheet"), ("p", "(In millions) 2022 2021"), ("p", "Cash 100 90"),
+             ("p", "Inventories 300 280")]]
+
+
 def test_statement_titles_divide_an_items_financial_statements(tmp_path: Path) -> None:
     """A filing whose contents list no statements: each statement's title at the top of its page is a
     section under the Item, beside the notes (not a layout heading below them, cut by the depth cap)."""
-    def body(n: int) -> str:  # a different text on each page: a line on every page is a running header
-        return f"Paragraph {n} explains the figures of the statements and how they were measured this year."
-
-    pages = [[("b", "PART I"), ("b", "Item 1. Business"), ("p", body(1))],
-             [("b", "PART II"), ("b", "Item 8. Financial Statements and Supplementary Data"), ("p", body(2))],
-             [("b", "Consolidated Statement of Income"), ("p", "(In millions) 2022 2021"),
-              ("p", "Net revenue 1,234 1,100"), ("p", "Cost of sales (800) (760)")],
-             [("b", "Consolidated Balance Sheet"), ("p", "(In millions) 2022 2021"), ("p", "Cash 100 90"),
-              ("p", "Inventories 300 280")],
-             [("b", "Note 1 - Basis of Presentation"), ("p", body(3)), ("b", "Revenue Recognition"), ("p", body(4))],
-             [("b", "Note 2 - Revenue"), ("p", body(5))]]
+    pages = _statement_pages() + [
+        [("b", "Note 1 - Basis of Presentation"), ("p", _body(3)), ("b", "Revenue Recognition"), ("p", _body(4))],
+        [("b", "Note 2 - Revenue"), ("p", _body(5))]]
     path = tmp_path / "filing.pdf"
     doc, item8 = _item8(path, pages)
     assert [c.heading for c in item8.children if c.kind == "section"][-4:] == [
@@ -562,24 +568,16 @@ def test_statement_titles_divide_an_items_financial_statements(tmp_path: Path) -
 def test_the_notes_and_the_auditors_report_are_the_statements_siblings(tmp_path: Path) -> None:
     """A filing that numbers its notes "1.", "2." under a bold "Notes to Consolidated Financial
     Statements" and prints the auditors' report after the last note, its title wrapped, in the italic
-    of the notes' subsections: the notes' title and the report sit beside the statements, the notes under their
-    title. Read by font alone, the notes nested under the balance sheet and the report under the last
-    note's last subsection."""
-    def body(n: int) -> str:
-        return f"Paragraph {n} explains the figures of the statements and how they were measured this year."
-
-    pages = [[("b", "PART I"), ("b", "Item 1. Business"), ("p", body(1))],
-             [("b", "PART II"), ("b", "Item 8. Financial Statements and Supplementary Data"), ("p", body(2))],
-             [("b", "Consolidated Statement of Income"), ("p", "(In millions) 2022 2021"),
-              ("p", "Net revenue 1,234 1,100"), ("p", "Cost of sales (800) (760)")],
-             [("b", "Consolidated Balance Sheet"), ("p", "(In millions) 2022 2021"), ("p", "Cash 100 90"),
-              ("p", "Inventories 300 280")],
-             [("b", "Notes to Consolidated Financial Statements"), ("b", "1. Significant Accounting Policies"),
-              ("p", body(3)), ("i", "Use of Estimates"), ("p", body(4))],
-             [("b", "2. Revenue"), ("p", body(5)), ("i", "Segments"), ("p", body(6))],
-             [("i-", "Report of Independent Registered Public Accounting Firm"), ("i", "on the Financial Statements"),
-              ("p", body(7))],
-             [("b", "Item 9. Changes in and Disagreements with Accountants"), ("p", body(8))]]
+    of the notes' subsections: the notes' title and the report sit beside the statements, the notes
+    under their title. Read by font alone, the notes nested under the balance sheet and the report
+    under the last note's last subsection."""
+    pages = _statement_pages() + [
+        [("b", "Notes to Consolidated Financial Statements"), ("b", "1. Significant Accounting Policies"),
+         ("p", _body(3)), ("i", "Use of Estimates"), ("p", _body(4))],
+        [("b", "2. Revenue"), ("p", _body(5)), ("i", "Segments"), ("p", _body(6))],
+        [("i-", "Report of Independent Registered Public Accounting Firm"), ("i", "on the Financial Statements"),
+         ("p", _body(7))],
+        [("b", "Item 9. Changes in and Disagreements with Accountants"), ("p", _body(8))]]
     path = tmp_path / "filing.pdf"
     _render_lines(path, pages)
     doc = build_tree([load_document(path, path.name)], Config().replace(max_depth=5), folder_mode=True).children[0]
@@ -590,7 +588,7 @@ def test_the_notes_and_the_auditors_report_are_the_statements_siblings(tmp_path:
     notes = _find(doc, "Notes to Consolidated Financial Statements")
     assert [c.heading for c in notes.children] == ["1. Significant Accounting Policies", "2. Revenue"]
     assert [c.heading for c in _find(doc, "2. Revenue").children] == ["2. Revenue (intro)", "Segments"]
-    assert body(7) in _find(doc, "Report of Independent Registered Public Accounting Firm on the Financial Statements").content
+    assert _body(7) in _find(doc, "Report of Independent Registered Public Accounting Firm on the Financial Statements").content
 
 
 def test_a_statement_title_in_the_body_font_atop_its_page_is_its_section(tmp_path: Path) -> None:
