@@ -78,3 +78,31 @@ def test_items_run_onto_body_lines_become_sections(tmp_path: Path) -> None:
         assert [a.heading for a in node.ancestors() if a.kind == "section"][-1:] in (["PART I"], ["PART II"])
     assert "sits in this item" in items_found["ITEM 3. LEGAL PROCEEDINGS"].content \
         and "PROPERTIES" not in items_found["ITEM 1A. RISK FACTORS"].content
+
+
+def test_a_word_split_where_a_ligature_lost_its_letters_is_joined_by_the_documents_own_words() -> None:
+    """A bold font's "ff", "fi" or "ffi" glyph whose text is one "f", then a space: "af ect", "dif icult",
+    "of ices". The document spells the words whole elsewhere, and those decide the lost letters. Where
+    it spells no such word, or the second part is a word of its own, nothing is joined ("one of ten"
+    stays, though "often" is a word; a space alone is never dropped). A run-in title's end moves with
+    the text."""
+    from tree_builder.readers.pdf_ligatures import mend_ligatures
+    from tree_builder.readers.pdf_lines import Line
+
+    texts = ["Risks that may adversely af ect us – The markets are dif icult to predict.",
+             "Conditions affect us and affect them; it is difficult and difficult, and offices, offices and offices stay.",
+             "One of ten directors often said so, often; a chief executive of all our of ices.",
+             "Af ect on staff",  # spelled whole once only: no word to join to
+             "Our of ces",  # "offices" lost its "ffi": "of" + "fi" + "ces"
+             "Storms of ice, ice and ice; the office and office."]  # "ice" is a word of its own here
+    lines = [Line(t, 10.0, False, 700.0 - 12 * k, 0) for k, t in enumerate(texts)]
+    lines[0].bold_end = len("Risks that may adversely af ect us")
+    lines[4].bold_end = len("Our of ces")
+    mend_ligatures([lines])
+    assert lines[0].text == "Risks that may adversely affect us – The markets are difficult to predict."
+    assert lines[0].bold_end == len("Risks that may adversely affect us")
+    assert lines[1].text == texts[1]
+    assert lines[2].text == "One of ten directors often said so, often; a chief executive of all our offices."
+    assert lines[3].text == "Affect on staff"
+    assert lines[4].text == "Our offices" and lines[4].bold_end == len("Our offices")
+    assert lines[5].text == texts[5]

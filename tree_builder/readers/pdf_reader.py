@@ -32,6 +32,7 @@ from tree_builder.numbering import heading_numbering
 from tree_builder.readers.builder import TextBuilder
 from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headings
 from tree_builder.readers.pdf_body_titles import SEPARATORS, body_titles, mark_title
+from tree_builder.readers.pdf_ligatures import mend_ligatures
 from tree_builder.readers.pdf_lines import PARAGRAPH_END, RUNNING_TOPS, Line, at_line_spacing
 from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
 from tree_builder.readers.pdf_text import read_pdf_content
@@ -271,6 +272,7 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
     if sum(len(ln.text) for lines in pages for ln in lines) < _MIN_TEXT_CHARS:
         raise InputError(f"{rel_path}: PDF has no text layer (scanned?); run OCR on it first")
     pages = strip_furniture(pages)
+    mend_ligatures(pages)
     entries = [(e.level, e.title, e.page, e.top) for e in content.outline]
     if len(entries) >= 2:
         entries = relevel_flat_outline(entries)
