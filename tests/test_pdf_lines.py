@@ -94,7 +94,8 @@ def test_a_word_split_where_a_ligature_lost_its_letters_is_joined_by_the_documen
              "One of ten directors often said so, often; a chief executive of all our of ices.",
              "Af ect on staff",  # spelled whole once only: no word to join to
              "Our of ces",  # "offices" lost its "ffi": "of" + "fi" + "ces"
-             "Storms of ice, ice and ice; the office and office."]  # "ice" is a word of its own here
+             "Storms of ice, ice and ice; the office and office.",  # "ice" is a word of its own here
+             "A right of set-off is met; offset, offset and offset, a set and a set."]
     lines = [Line(t, 10.0, False, 700.0 - 12 * k, 0) for k, t in enumerate(texts)]
     lines[0].bold_end = len("Risks that may adversely af ect us")
     lines[4].bold_end = len("Our of ces")
@@ -105,4 +106,4 @@ def test_a_word_split_where_a_ligature_lost_its_letters_is_joined_by_the_documen
     assert lines[2].text == "One of ten directors often said so, often; a chief executive of all our offices."
     assert lines[3].text == "Affect on staff"
     assert lines[4].text == "Our offices" and lines[4].bold_end == len("Our offices")
-    assert lines[5].text == texts[5]
+    assert lines[5].text == texts[5] and lines[6].text == texts[6]

@@ -6,9 +6,10 @@ maps to a single "f"; PDFium reads the rest of the glyph's width as a gap and wr
 titles, the headings the locator reads, are full of such words, and neither BM25 nor the reader knows
 "af ect". The lost letters are not in the file, so the document's own words decide: a split "...f x..."
 is joined with the letters that make a word the document spells whole at least ``MIN_SPELLED`` times
-and more often than the split's second part stands alone ("affect" in its body text, set in a font
-without the ligature). Nothing is joined where no such word exists ("of all", "chief executive"), and
-a space alone is never dropped ("one of ten" stays, though "often" is a word).
+("affect" in its body text, set in a font without the ligature), unless the split's second part is a
+word the document uses on its own as often ("right of set-off" is no "offset-off", though "offset" is
+a word). Nothing is joined where no such word exists ("of all", "chief executive"), and a space alone
+is never dropped ("one of ten" stays, though "often" is a word).
 """
 from __future__ import annotations
 
@@ -29,15 +30,15 @@ MIN_SPELLED = 2
 
 def _mended(text: str, words: Counter[str], alone: Counter[str]) -> tuple[str, list[tuple[int, int]]]:
     """``text`` with its split words joined, and (position, change in length) of each join. ``alone``:
-    how often each word stands where it follows no "...f" (a split's second part is counted there only
-    when it is a word of its own)."""
+    how often each word stands where it follows no "...f" (a split's second part "ect" never does, a
+    word "set" does)."""
     out: list[str] = []
     shifts: list[tuple[int, int]] = []
     last = 0
     for m in _SPLIT.finditer(text):
         head, tail = m.group(1), m.group(2)
         spelled, lost = max((words[(head + x + tail).casefold()], x) for x in _LOST)
-        if spelled < MIN_SPELLED or spelled <= alone[tail]:
+        if spelled < MIN_SPELLED or alone[tail] >= MIN_SPELLED:
             continue
         out += [text[last:m.end(1)], lost]
         last = m.start(2)
