@@ -7,8 +7,8 @@ titles, the headings the locator reads, are full of such words, and neither BM25
 "af ect". The lost letters are not in the file, so the document's own words decide: a split "...f x..."
 is joined with the letters that make a word the document spells whole at least ``MIN_SPELLED`` times
 ("affect" in its body text, set in a font without the ligature), unless the split's second part is a
-word the document uses on its own as often ("right of set-off" is no "offset-off", though "offset" is
-a word). Nothing is joined where no such word exists ("of all", "chief executive"), and a space alone
+word the document uses on its own that often ("right of set-off" is no "offset-off", though "offset"
+is a word). Nothing is joined where no such word exists ("of all", "chief executive"), and a space alone
 is never dropped ("one of ten" stays, though "often" is a word).
 """
 from __future__ import annotations
