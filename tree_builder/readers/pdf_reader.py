@@ -97,14 +97,14 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
             out.add("#" + (digits if scheme_of(line.text) else _ROMAN_END.sub("#", digits)))
         return out
 
-    at_edges = [edges(lines) for lines in pages]
+    edge_keys = [{i: keys(lines[i]) for i in edges(lines)} for lines in pages]  # line -> its keys, per page
     counts: Counter = Counter()
     variants: dict[str, set[str]] = {}  # a digit-blanked key -> the texts it stands for
-    for lines, at_edge in zip(pages, at_edges):
+    for lines, at_edge in zip(pages, edge_keys):
         on_page: set[str] = set()
-        for i in at_edge:
-            for key in keys(lines[i]):
-                on_page.add(key)
+        for i, line_keys in at_edge.items():
+            on_page |= line_keys
+            for key in line_keys:
                 if key.startswith("#"):
                     variants.setdefault(key, set()).add(_norm(lines[i].text))
         counts.update(on_page)
@@ -112,12 +112,12 @@ def strip_furniture(pages: list[list[Line]]) -> list[list[Line]]:
     repeated = {k for k, c in counts.items() if c >= need} if len(pages) >= 2 else set()
     numbered = {k for k in repeated if len(variants.get(k, ())) >= 2}
 
-    def furniture(line: Line) -> bool:
-        return bool(keys(line) & numbered) or small(line) and bool(
-            keys(line) & repeated or _PAGE_NUMBER.match(line.text))
+    def furniture(line: Line, line_keys: set[str]) -> bool:
+        return bool(line_keys & numbered) or small(line) and bool(
+            line_keys & repeated or _PAGE_NUMBER.match(line.text))
 
-    return [[ln for i, ln in enumerate(lines) if not (i in at_edge and furniture(ln))]
-            for lines, at_edge in zip(pages, at_edges)]
+    return [[ln for i, ln in enumerate(lines) if not (i in at_edge and furniture(ln, at_edge[i]))]
+            for lines, at_edge in zip(pages, edge_keys)]
 
 
 def unmark_running_titles(pages: list[list[Line]]) -> None:
