@@ -130,10 +130,8 @@ def date_match(question: str, cards: Sequence[CardTerms]) -> np.ndarray:
     if not asked:
         return out
     for i, c in enumerate(cards):
-        if not covered_kinds(c.stated):
-            own = named_dates(c.stated)
-            if own and not own & asked:
-                out[i] = OTHER_DATE
+        if c.dates and not c.dates & asked and not covered_kinds(c.stated):
+            out[i] = OTHER_DATE
     return out
 
 

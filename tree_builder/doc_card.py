@@ -172,6 +172,8 @@ class CardTerms:
     """Whether the issuer's name joins words with "&" ("Procter & Gamble"): then "P&G" abbreviates it."""
     forms: frozenset[str] = frozenset()
     """The SEC forms the title and form name, as ``form_codes`` writes them ("10k")."""
+    dates: frozenset[tuple[int, int, int]] = frozenset()
+    """The days ``stated`` writes out (``named_dates``): a current report's one day."""
 
 
 MIN_PHRASE_CHARS = 4
@@ -220,11 +222,11 @@ def card_terms(path: str, card: DocumentCard) -> CardTerms:
     bare = _LEGAL_FORM.sub(" ", card.issuer)
     issuer = phrase_key(bare)
     spelled = tuple(w for w in re.findall(r"[^\W\d_]+", bare.casefold()) if w not in _CONNECTIVES)
+    stated = _one_line(f"{card.period} {card.title}")
     return CardTerms(path, frozenset(words), frozenset(hint), card.years, () if card.years else card.name_years,
-                     phrases, _one_line(f"{card.period} {card.title}"),
-                     issuer if len(issuer) >= MIN_PHRASE_CHARS else "", frozenset(words_of(bare)),
+                     phrases, stated, issuer if len(issuer) >= MIN_PHRASE_CHARS else "", frozenset(words_of(bare)),
                      spelled if not has_cjk(bare) else (), frozenset(card.symbols), "&" in bare,
-                     form_codes(f"{card.title} {card.form}"))
+                     form_codes(f"{card.title} {card.form}"), named_dates(stated))
 
 
 @dataclass(frozen=True)
