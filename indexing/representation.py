@@ -30,28 +30,35 @@ def column_header_above(text: str, start: int, floor: int = 0) -> str:
     """The column header ("2022 2021") of the table a chunk starting at ``start`` opens inside.
 
     A chunk cut from the middle of a financial statement starts with rows such as "Total revenues
-    66,608 62,286": read alone, nothing says which year each figure is. When the chunk's first line
-    is a table row, the lines above it (within its section, from ``floor``) are walked back through
-    the table to its header; prose ends the walk. "" when there is none.
+    66,608 62,286": read alone, nothing says which year each figure is. "" when there is none.
+    """
+    span = column_header_span(text, start, floor)
+    return text[span[0]:span[1]].strip() if span else ""
+
+
+def column_header_span(text: str, start: int, floor: int = 0) -> tuple[int, int] | None:
+    """Where ``column_header_above`` finds the header line, [start, end) in ``text``.
+
+    When the line at ``start`` is a table row, the lines above it (from ``floor``) are walked back
+    through the table to its header; prose ends the walk. None when there is none.
     """
     end = text.find("\n", start, start + _ROW_MAX_CHARS + 1)
     if end < 0 and start + _ROW_MAX_CHARS < len(text):
-        return ""  # a first line longer than any table row
+        return None  # a first line longer than any table row
     if not is_table_row(text[start:end if end >= 0 else len(text)].strip()):
-        return ""
+        return None
     floor = max(floor, start - _TABLE_LOOKBACK_CHARS)
     pos = start
     while pos > floor:
         line_start = text.rfind("\n", floor, pos - 1) + 1
-        line = text[max(line_start, floor):pos].strip()
+        a = max(line_start, floor)
+        line = text[a:pos].strip()
+        if line and is_column_header(line):
+            return a, a + len(text[a:pos].rstrip())
         pos = line_start if line_start > floor else floor
-        if not line:
-            continue
-        if is_column_header(line):
-            return line
-        if not is_table_line(line) and len(line) > _PROSE_CHARS:
-            return ""
-    return ""
+        if line and not is_table_line(line) and len(line) > _PROSE_CHARS:
+            return None
+    return None
 
 
 def chunk_representation(chunk: Chunk, title: str, context: str, table_header: str = "") -> str:

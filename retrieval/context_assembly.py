@@ -11,7 +11,9 @@ paragraphs, once each, from every section the question needs. So, within a chara
    long paragraph reads a good part of the paragraph around it, not one sentence. (Reading only
    the hit's own sentences, six units to the budget, found more evidence items in 2,000 characters
    but rarely half of any one; reading a paragraph whole because several ranked hits fall in it
-   was tried and dropped: it read fewer items and no more of each than the wider unit.)
+   was tried and dropped: it read fewer items and no more of each than the wider unit.) A hit on a
+   table's rows is read from the table's column header down when that fits the unit: "Effective tax
+   rate 23% 20%" read alone does not say which year each figure is.
 2. **No overlap waste.** Units of one leaf that overlap or touch (only whitespace between) merge
    into one passage with one citation span; a character is paid for once.
 3. **Spread.** On the first pass one leaf may take at most ``leaf_share`` of the budget (its first
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from indexing.chunker import Chunk, paragraph_at, paragraph_spans
+from indexing.representation import column_header_span
 from retrieval.extractive import leaf_text, sentence_window, widen_to_sentences
 from retrieval.types import RetrievedChunk
 
@@ -171,7 +174,7 @@ def _load_leaf(index: Any, chunk: Chunk) -> _Leaf | None:
 def _units(leaf: _Leaf, a: int, b: int, unit_chars: int) -> list[tuple[int, int]]:
     """What a hit at [a, b) may be read as, most preferred first: its paragraph(s) when short enough
     for the unit, else the sentences around the hit up to the unit, its own sentences, the chunk as
-    retrieved."""
+    retrieved; each from its table's column header down first, when it opens on a table row."""
     out = []
     pa, pb = leaf.paragraphs_of(a, b)
     if pb - pa <= unit_chars:
@@ -180,7 +183,18 @@ def _units(leaf: _Leaf, a: int, b: int, unit_chars: int) -> list[tuple[int, int]
     out.append(sentence_window(leaf.content, (pa, pb), core, unit_chars))
     out.append(core)
     out.append((a, b))
-    return out
+    return [u for x, y in out for u in (_from_header(leaf, x, y, unit_chars), (x, y)) if u is not None]
+
+
+def _from_header(leaf: _Leaf, a: int, b: int, unit_chars: int) -> tuple[int, int] | None:
+    """[a, b) read from its table's column header down ("Year ended December 31," / "2022 2021"), when
+    it opens on a table row and that fits the unit: rows alone ("Effective tax rate 23% 20%") do not
+    say which period each figure is."""
+    span = column_header_span(leaf.content, a)
+    if span is None:
+        return None
+    starts = (leaf.paragraphs_of(*span)[0], span[0])  # the header's paragraph, else its line alone
+    return next(((x, b) for x in starts if b - x <= unit_chars), None)
 
 
 def assemble_planned(index: Any, ranked: Sequence[RetrievedChunk], budget: int, plan: "QueryPlan",

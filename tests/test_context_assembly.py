@@ -373,3 +373,32 @@ def test_a_contents_listing_is_read_after_the_other_hits(tmp_path) -> None:
     assert [p.ranks for p in ctx.passages] == [[2]]  # the statement's text, not the listing ranked above it
     ctx = assemble_context(index, ranked, 2000)
     assert sorted(r for p in ctx.passages for r in p.ranks) == [1, 2]  # with room, both
+
+
+def test_a_table_row_is_read_from_its_column_header_down(tmp_path) -> None:
+    """A row read alone ("Effective tax rate 23% 20%") does not say which year each figure is: a hit on
+    a table's rows is read from the table's column header down when that fits the unit, and as its own
+    rows when it does not."""
+    from indexing.index_builder import build_index
+    from indexing.index_store import load_index
+
+    groups = [f"Line item {n} $ {n},100 $ {n},000 {n}%\n(as a % of net sales) {n}% {n + 1}%" for n in range(1, 9)]
+    table = "Year ended December 31, % change\n2022 2021 22 vs. 21\n\n" + "\n\n".join(groups)
+    rate = "Provision for income taxes $ (411) $ (491) 16%\nEffective tax rate 23% 20%"
+    doc = tmp_path / "filing.md"
+    doc.write_text("# Filing\n\n## Results of Operations\n\nThe following table presents selected highlights from "
+                   f"our operations (in millions):\n\n{table}\n\n{rate}\n\n## Net Sales\n\nNet sales grew.\n",
+                   encoding="utf-8")
+    build_index(doc, tmp_path / "idx", Config(), make_embedder("hash", Config()))
+    index = load_index(tmp_path / "idx")
+    hit = next(c for c in index.chunks if "Effective tax rate" in c.text)
+    assert "2022 2021" not in hit.text
+    text = doc.read_text(encoding="utf-8")
+    from_header = text[text.index("Year ended"):hit.end_char]
+    ctx = assemble_context(index, hits(index, hit.chunk_id), len(from_header) + 10, units_per_budget=1)
+    assert [p.text for p in ctx.passages] == [from_header]
+    line_down = text[text.index("2022 2021"):hit.end_char]  # room for the header's line, not its paragraph
+    ctx = assemble_context(index, hits(index, hit.chunk_id), len(line_down) + 10, units_per_budget=1)
+    assert [p.text for p in ctx.passages] == [line_down]
+    ctx = assemble_context(index, hits(index, hit.chunk_id), len(hit.text) + 20, units_per_budget=1)
+    assert [p.text for p in ctx.passages] == [hit.text]  # too far down for the unit: the rows alone
