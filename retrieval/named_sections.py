@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from retrieval.quantity_names import spelled_out
+
 _PREFIX = r"^(?:[A-Z]-\d+\s*[-–—]\s*)?(?:gaap\s+)?(?:(?:condensed\s+)?consolidated\s+|合并)?"
 """What may stand before a statement's title: a schedule label ("A-1 - "), "GAAP", "(Condensed)
 Consolidated", 合并."""
@@ -100,12 +102,14 @@ def named_kinds(question: str) -> list[SectionKind]:
 
 
 def searched_text(question: str) -> str:
-    """What retrieval searches for a question: the question, and the title words of each section it
+    """What retrieval searches for a question: the question, the title words of each section it
     names in English ("balance sheet" also searches "statements of financial position"), so BM25 and
-    the vector meet the statement as the document titles it. Every arm searches this, flat or tree:
-    it is not the tree's. A Chinese question searches as asked (its words for a statement are the
-    title's own words)."""
+    the vector meet the statement as the document titles it, and the spelled-out name of each
+    analyst's abbreviation it uses ("PPNE": "property, plant and equipment"). Every arm searches
+    this, flat or tree: it is not the tree's. A Chinese question searches as asked (its words for a
+    statement are the title's own words)."""
     extra = [k.title_words for k, phrases in _naming(question) if any(p.isascii() for p in phrases)]
+    extra += spelled_out(question)
     return " ".join([question, *extra]) if extra else question
 
 

@@ -17,14 +17,17 @@ _CFO = ("net cash provided by operating activities", "cash provided by operation
         "net cash from operating activities")
 _COGS = ("cost of sales", "cost of goods sold", "cost of revenue", "cost of products sold")
 
+_DA, _SGA, _RD, _EPS = ("depreciation and amortization", "selling, general and administrative expenses",
+                        "research and development expense", "earnings per share")
+
 NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"capital expenditures?|capex", _CAPEX),
     (r"pp&e|ppne|pp and e", (_PPE,)),
-    (r"d&a", ("depreciation and amortization",)),
+    (r"d&a", (_DA,)),
     (r"cogs|cost of goods sold", _COGS),
-    (r"sg&a", ("selling, general and administrative expenses",)),
-    (r"r&d", ("research and development expense",)),
-    (r"eps", ("earnings per share",)),
+    (r"sg&a", (_SGA,)),
+    (r"r&d", (_RD,)),
+    (r"eps", (_EPS,)),
     (r"(?:operating|unadjusted operating) (?:income|profit)", ("operating income", "income from operations",
                                                                 "earnings from operations", "operating profit")),
     (r"net income", ("net earnings", "net income attributable")),
@@ -34,7 +37,34 @@ NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"inventory", ("inventories",)),
     (r"accounts payable", ("accounts payable", "trade payables")),
 )
-_COMPILED = tuple((re.compile(rf"(?<![\w&])(?:{pattern})(?![\w&])", re.I), names) for pattern, names in NAMES)
+
+
+def _whole(pattern: str) -> re.Pattern[str]:
+    """``pattern`` as whole words: "eps" is not in "steps", "r&d" not in "r&dx"."""
+    return re.compile(rf"(?<![\w&])(?:{pattern})(?![\w&])", re.I)
+
+
+_COMPILED = tuple((_whole(pattern), names) for pattern, names in NAMES)
+
+
+ABBREVIATIONS: tuple[tuple[str, str], ...] = (
+    (r"capex", "capital expenditures"),
+    (r"pp&e|ppne|pp and e", _PPE),
+    (r"d&a", _DA),
+    (r"cogs", "cost of goods sold"),
+    (r"sg&a", _SGA),
+    (r"r&d", _RD),
+    (r"eps", _EPS),
+)
+"""An analyst's abbreviation and the words a filing spells it out in. As a search term the abbreviation
+finds little: "PPNE" is no word of any filing, "PP&E" and "R&D" tokenise to letters ("pp", "e"; "r",
+"d"), while the note it asks about is titled "Property, Plant and Equipment"."""
+_ABBREVIATED = tuple((_whole(pattern), name) for pattern, name in ABBREVIATIONS)
+
+
+def spelled_out(text: str) -> list[str]:
+    """The spelled-out name of each abbreviation ``text`` uses, once each, in table order."""
+    return [name for pattern, name in _ABBREVIATED if pattern.search(text)]
 
 
 def quantity_variants(text: str) -> list[tuple[str, str]]:

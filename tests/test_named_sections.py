@@ -123,6 +123,29 @@ def test_retrieval_searches_the_titles_of_the_statements_a_question_names() -> N
     assert plain.asked_tokens is plain.tokens
 
 
+def test_an_abbreviation_is_also_searched_spelled_out(tmp_path: Path) -> None:
+    # "PPNE" is no word of any filing and "PP&E" tokenises to letters: the question also searches the
+    # words the statements spell it out in; "steps" or "deps" hold no "EPS"
+    ppne = "Did Northwind grow its PPNE between FY21 and FY22?"
+    assert searched_text(ppne) == f"{ppne} property, plant and equipment"
+    assert searched_text("What were R&D and SG&A in 2022?") == \
+        "What were R&D and SG&A in 2022? selling, general and administrative expenses research and development expense"
+    assert searched_text("How many steps and deps?") == "How many steps and deps?"
+    q = Query.build(ppne, None)
+    assert {"property", "plant", "equipment"} <= set(q.tokens) and "property" not in q.asked_tokens
+    notes = {"Leases": "Lease costs grew between FY21 and FY22 as Northwind opened stores.",
+             "Property, Plant and Equipment": "Land 4,457 4,484\nBuildings 12,900 12,100\nMachinery and equipment "
+                                              "9,800 9,300\nTotal 27,157 25,884",
+             "Goodwill": "Goodwill grew between FY21 and FY22 with the Contoso acquisition."}
+    doc = tmp_path / "northwind.md"
+    doc.write_text("# Northwind 10-K\n\n" + "".join(f"## Note {n}. {title}\n\n{text}\n\n"
+                                                  for n, (title, text) in enumerate(notes.items(), 8)), encoding="utf-8")
+    build_index(doc, tmp_path / "idx", Config(), make_embedder("hash", Config()))
+    index = load_index(tmp_path / "idx")
+    assert "Property" not in _located(index, _asked(ppne, searched=False))[0][1]
+    assert "Property" in _located(index, _asked(ppne))[0][1]
+
+
 def test_the_locator_places_the_statement_the_question_names(filings: Path, monkeypatch) -> None:
     index = load_index(filings)
     # by the question's own words the MD&A wins every place; the named statement is placed second
