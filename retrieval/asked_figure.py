@@ -73,6 +73,12 @@ def quantity_text(clause: str) -> str:
     return _STATEMENT.sub(" ", _ASIDE.sub("", clause))
 
 
+def without_periods(text: str) -> str:
+    """``text`` with the years and fiscal periods it names taken out ("revenue in FY2021" -> "revenue
+    in "): what it says besides when."""
+    return _QUESTION_PERIOD.sub(" ", text)
+
+
 def asked_periods(question: str) -> list[str]:
     """The years a question names, in its order, once each (``FY2018`` and ``FY18`` -> ``2018``)."""
     out: list[str] = []

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from retrieval.asked_figure import without_periods
 from retrieval.quantity_names import COMPOUND_NAMES
 from utils.tokenizer import jieba_words, tokenize
 
@@ -104,12 +105,14 @@ def aspects_of(query: str) -> list[str]:
     """The question's parts that carry words of their own (a part of stop-words only is glue).
 
     Each part must add a content word no earlier part has, so "precision and recall" splits
-    but "the model and the model's size" does not double-count its head.
+    but "the model and the model's size" does not double-count its head. A year or fiscal period is
+    no word of its own: "how did the tax rate change between FY2021 and FY2022" asks one thing of
+    two periods, and "FY2022" searched alone is no question.
     """
     seen: set[str] = set()
     out: list[str] = []
     for part in _parts(query):
-        words = set(tokenize(part))
+        words = set(tokenize(without_periods(part)))
         if words - seen:
             out.append(part)
             seen |= words

@@ -40,6 +40,18 @@ def test_a_line_item_named_by_a_list_is_one_thing() -> None:
     assert aspects_of("Is the model fast, accurate, or cheap?") == ["Is the model fast", "accurate", "cheap"]
 
 
+def test_a_year_or_fiscal_period_is_no_part_of_its_own() -> None:
+    """"Between FY2021 and FY2022" asks one thing of two periods: "FY2022" searched alone is no question,
+    and a split question reads each part in short units."""
+    for q in ("How much has the effective tax rate of Corning changed between FY2021 and FY2022?",
+              "Did Pfizer grow its PPNE between FY20 and FY21?",
+              "Has CVS Health reported any ongoing legal battles from 2022, 2021 and 2020?",
+              "What were sales in Q1 and Q2 2023?"):
+        assert plan_query(q).route == "detail", q
+    p = plan_query("What was revenue in 2021 and net income in 2022?")  # two things, each in its year
+    assert p.aspects == ("What was revenue in 2021", "net income in 2022")
+
+
 def test_a_clause_comma_is_not_a_list() -> None:
     assert plan_query("In the proposed metric, how is content relevance measured?").route == "detail"
 
