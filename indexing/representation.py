@@ -56,7 +56,7 @@ def column_header_span(text: str, start: int, floor: int = 0) -> tuple[int, int]
         if line and is_column_header(line):
             return a, a + len(text[a:pos].rstrip())
         pos = line_start if line_start > floor else floor
-        if line and not is_table_line(line) and len(line) > _PROSE_CHARS:
+        if len(line) > _PROSE_CHARS and not is_table_line(line):
             return None
     return None
 

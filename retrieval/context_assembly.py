@@ -113,6 +113,8 @@ class _Leaf:
     """(start_char, end_char, page_start, page_end) of the leaf's chunks, for a paged source."""
     chosen: list[tuple[int, int]] = field(default_factory=list)
     ranks: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    headers: dict[int, tuple[int, int] | None] = field(default_factory=dict)
+    """``column_header_span`` by unit start: the hits of one table share their starts and the walk up."""
 
     def used(self) -> int:
         return sum(b - a for a, b in _merge(self.chosen, self.content))
@@ -190,7 +192,9 @@ def _from_header(leaf: _Leaf, a: int, b: int, unit_chars: int) -> tuple[int, int
     """[a, b) read from its table's column header down ("Year ended December 31," / "2022 2021"), when
     it opens on a table row and that fits the unit: rows alone ("Effective tax rate 23% 20%") do not
     say which period each figure is."""
-    span = column_header_span(leaf.content, a)
+    if a not in leaf.headers:
+        leaf.headers[a] = column_header_span(leaf.content, a)
+    span = leaf.headers[a]
     if span is None:
         return None
     starts = (leaf.paragraphs_of(*span)[0], span[0])  # the header's paragraph, else its line alone
