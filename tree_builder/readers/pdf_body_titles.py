@@ -168,7 +168,7 @@ def body_titles(pages: Sequence[Sequence["Line"]], page_styles: Sequence[tuple[f
         candidates: list[BodyTitle] = []
         for p in part:
             # on a statement's page bold lines are row groups and column names ("Earnings per share")
-            short_here = short and not mostly_table([ln.text for ln in pages[p]])
+            short_here = short and not mostly_table(pages[p])
             i = 0
             while i < len(pages[p]):
                 title, i = _title_at(pages, p, i, page_styles[p], skip, short_here)

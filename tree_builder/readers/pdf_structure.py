@@ -217,10 +217,6 @@ class _Structural:
     """Indentation in the contents page (None: found by its division word in the body)."""
 
 
-def _mostly_table(lines: Sequence["Line"]) -> bool:
-    return mostly_table([ln.text for ln in lines])
-
-
 def _table_page_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """Candidates on a page that is mostly a table (a financial statement), except its first and those
     a paragraph follows: bold row-group labels and column names ("Operating activities", "Retained
@@ -228,7 +224,7 @@ def _table_page_labels(pages: Sequence[Sequence["Line"]], chosen: set[tuple[int,
     out: set[tuple[int, int]] = set()
     for p, lines in enumerate(pages):
         on_page = sorted(i for q, i in chosen if q == p)
-        if len(on_page) >= 2 and _mostly_table(lines):
+        if len(on_page) >= 2 and mostly_table(lines):
             out.update((p, i) for i in on_page[1:] if not _prose_follows(lines, i))
     return out
 
@@ -438,7 +434,7 @@ def _table_page_titles(pages: Sequence[Sequence["Line"]], skip: set[int]) -> lis
     font marks their titles, and without them the last section of the prose ran over all the tables."""
     blocks: dict[int, list[int]] = {}
     for p, lines in enumerate(pages):
-        if p in skip or not _mostly_table(lines):
+        if p in skip or not mostly_table(lines):
             continue
         block: list[int] = []
         for i, ln in enumerate(lines):

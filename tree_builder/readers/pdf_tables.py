@@ -8,7 +8,10 @@ made of figures and date words only.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from tree_builder.readers.pdf_lines import Line
 
 _FIGURE = re.compile(r"^[(\[]?[-–—+]?[$€£¥%]?[(\[]?[-–—+]?\d[\d,]*(?:\.\d+)?[%)\]]*\*?$|^[-–—]+$|^\$$|^n/?m$",
                      re.IGNORECASE)
@@ -79,7 +82,7 @@ TABLE_PAGE_SHARE = 0.4
 """Share of a page's lines that are table rows or column headers on a page that is mostly table."""
 
 
-def mostly_table(texts: Sequence[str]) -> bool:
-    """A page whose lines (``texts``) are ``TABLE_PAGE_SHARE`` or more table rows and column headers
-    (a statement): its bold lines are row-group labels and column names more often than titles."""
-    return bool(texts) and sum(1 for t in texts if is_table_line(t)) >= TABLE_PAGE_SHARE * len(texts)
+def mostly_table(lines: Sequence["Line"]) -> bool:
+    """A page whose lines are ``TABLE_PAGE_SHARE`` or more table rows and column headers (a
+    statement): its bold lines are row-group labels and column names more often than titles."""
+    return bool(lines) and sum(1 for ln in lines if is_table_line(ln.text)) >= TABLE_PAGE_SHARE * len(lines)
