@@ -245,6 +245,31 @@ def test_headings_in_capitals_count_where_no_font_marks_them(tmp_path: Path) -> 
     assert headings == ["COMPANY OVERVIEW", "RESEARCH AND DEVELOPMENT", "SEASONALITY", "EMPLOYEES"]
 
 
+def test_items_in_the_body_font_are_found_by_their_capital_division_word(tmp_path: Path) -> None:
+    """A filing that sets "ITEM 7 - Management's Discussion ..." in the body font, and whose contents
+    page is not found: the division word in capitals marks each Item, and the PARTs hold them. A
+    sentence that opens with a division word in capitals at a line's start is no Item."""
+    def body(n: int) -> str:
+        return f"Paragraph {n} describes the business, its plants and its customers in many countries."
+
+    pages = [[("p", "PART I"), ("p", "ITEM 1 - Business"), ("p", body(1)),
+              ("p", "ITEM 1A - Risk Factors"), ("p", body(2))],
+             [("p", "ITEM 2 - Properties"), ("p", body(3)),
+              ("p", "ITEM 7 of this report discusses the results of operations for each segment.")],
+             [("p", "PART II"), ("p", "ITEM 7 - Management's Discussion and Analysis"), ("p", body(4)),
+              ("p", "ITEM 8 - Financial Statements and Supplementary Data"), ("p", body(5))],
+             [("p", body(6))]]
+    path = tmp_path / "filing.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    assert _find(doc, "ITEM 1A - Risk Factors").parent.heading == "PART I"
+    assert _find(doc, "ITEM 2 - Properties").parent.heading == "PART I"
+    item7 = _find(doc, "ITEM 7 - Management's Discussion and Analysis")
+    assert item7.parent.heading == "PART II" and "Paragraph 4" in item7.content
+    assert _find(doc, "ITEM 8 - Financial Statements and Supplementary Data").parent is item7.parent
+    assert "discusses the results" in _find(doc, "ITEM 2 - Properties").content
+
+
 def test_bold_row_labels_of_a_statement_page_are_no_sections(tmp_path: Path) -> None:
     body = "The notes below explain the figures of the statement and how they were measured."
     statement = [("b", "Consolidated Statements of Cash Flows"), ("p", "(In millions) 2022 2021"),

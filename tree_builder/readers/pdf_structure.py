@@ -99,6 +99,15 @@ def _styled(ln: "Line", body_size: float, body_bold: bool) -> bool:
     return ln.size >= body_size + SIZE_STEP or (ln.bold and not body_bold) or _capitals(ln.text)
 
 
+def _capital_mark(text: str) -> bool:
+    """The division word is printed in capitals ("ITEM 7 - Management's Discussion ...", "NOTE 12.
+    DEBT"): a heading's mark in a filing that sets its Items in the body font, found without the
+    contents page that would otherwise anchor them. A sentence never spells the word so ("Item 7 of
+    this report"), and a run-on line is excluded before this is asked."""
+    word = text.split(maxsplit=1)[0] if text.strip() else ""
+    return len(word) >= 4 and word.isascii() and word.isalpha() and word.isupper()
+
+
 def _font_marked(ln: "Line", body: tuple[float, bool]) -> bool:
     """Set apart from the body by its font: larger, bold, in capitals or in italic (a division word
     must be ``_styled``; a layout heading may be italic too)."""
@@ -469,7 +478,8 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
             sc = scheme_of(ln.text) if (p, i) not in taken else None
             if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or CONTINUED.search(ln.text) \
                     or sc.name != "statement" and _runs_on(lines, i) \
-                    or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, sc, last_title)):
+                    or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, sc, last_title)
+                            or sc.name != "statement" and _capital_mark(ln.text)):
                 i += 1
                 continue
             if sc.name in ("statement", "exhibit"):
