@@ -12,6 +12,10 @@ text, never its name) four checks:
 
 Every other PDF (quarterly reports, current reports, releases) gets its fan-out and leaf count.
 Each PDF is read once, through the same reader and tree builder ``index`` uses.
+
+``--without outline,contents`` reads each PDF as though it had no bookmarks and no contents page
+that could be found: the tree the fallbacks (division words, then fonts) give. Most dev filings
+have one signal or both, and an unseen filing may have neither.
 """
 from __future__ import annotations
 
@@ -26,8 +30,11 @@ from config import Config
 from tree_builder.doc_card import cover_form
 from tree_builder.heading_schemes import scheme_of
 from tree_builder.readers import read_document
+from tree_builder.readers.limits import DEFAULT_LIMITS
+from tree_builder.readers.pdf_reader import SIGNALS, read_pdf
 from tree_builder.tree import TreeNode, build_tree
 from utils.atomic import atomic_write_text
+from utils.bounded_read import read_bounded
 from utils.errors import InputError
 
 MIN_ITEMS = 15
@@ -115,9 +122,15 @@ def evidence_miss(doc_node: TreeNode, page: int) -> str | None:
     return "in a section outside the Items"
 
 
-def check_file(path: Path, evidence_pages: list[int], config: Config) -> FileCheck:
+def check_file(path: Path, evidence_pages: list[int], config: Config,
+               without: frozenset[str] = frozenset()) -> FileCheck:
+    """``without``: PDF signals to ignore (``pdf_reader.SIGNALS``): the tree of a filing that lacks them."""
     try:
-        doc = read_document(path, path.name)
+        if without and path.suffix.lower() == ".pdf":
+            data = read_bounded(path, limit=DEFAULT_LIMITS.max_input_bytes, what=path.name)
+            doc = read_pdf(path, path.name, data, without=without)
+        else:
+            doc = read_document(path, path.name)
     except InputError as exc:
         return FileCheck(path.name, "?", 0, 0, 0, 0, 0, error=str(exc))
     root = build_tree([doc], config, folder_mode=True)
@@ -178,7 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True, type=Path, help="a set folder: docs/*.pdf and qa.jsonl")
     ap.add_argument("--files", default="*.pdf", help="glob over the file names in docs/ (default *.pdf)")
     ap.add_argument("--json", type=Path, help="write the per-file checks here as JSON")
+    ap.add_argument("--without", default="", metavar="SIGNALS",
+                    help=f"comma-separated PDF signals to ignore ({', '.join(SIGNALS)}): checks the "
+                         "fallbacks a filing without bookmarks or a found contents page gets")
     args = ap.parse_args(argv)
+    without = frozenset(filter(None, (w.strip() for w in args.without.split(","))))
+    if without - set(SIGNALS):
+        print(f"error: --without: unknown signal(s) {', '.join(sorted(without - set(SIGNALS)))}; "
+              f"choose from {', '.join(SIGNALS)}", file=sys.stderr)
+        return 2
     docs = args.data / "docs" if (args.data / "docs").is_dir() else args.data
     if not docs.is_dir():
         print(f"error: {args.data}: not a folder", file=sys.stderr)
@@ -195,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     config = Config()
     checks = []
     for k, path in enumerate(files, 1):
-        checks.append(check_file(path, evidence.get(path.name, []), config))
+        checks.append(check_file(path, evidence.get(path.name, []), config, without))
         print(f"[{k}/{len(files)}] {file_line(checks[-1])}", flush=True)
     print(summary_line(checks))
     if args.json:

@@ -64,3 +64,33 @@ def test_an_evidence_page_in_an_exhibit_says_which() -> None:
     doc.children.extend([item, exhibit])
     assert evidence_miss(doc, 2) is None
     assert evidence_miss(doc, 4) == "in an exhibit (Exhibit 13.1 — Annual Report)"
+
+
+def test_without_a_signal_the_tree_is_the_fallbacks(tmp_path: Path, capsys) -> None:
+    """``--without``: the bookmarks are not read, and the contents page anchors nothing yet is still
+    no section; an unknown signal is refused."""
+    from fpdf import FPDF
+
+    from tests.doc_factory import render_filing_pdf
+    from tree_builder.readers.pdf_reader import read_pdf
+
+    path = tmp_path / "acme.pdf"
+    render_filing_pdf(path, contents=True)
+    full, fallback = check_file(path, [4], Config()), check_file(path, [4], Config(), frozenset({"contents"}))
+    assert (fallback.parts, fallback.items, fallback.leaves) == (full.parts, full.items, full.leaves)
+
+    pdf = FPDF()
+    pdf.add_page()
+    for name in ("Overview", "Design"):
+        pdf.start_section(name)
+        pdf.set_font("Helvetica", "", 10)  # the body's font: only the outline makes these titles
+        pdf.multi_cell(0, 5, name, new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(0, 5, f"Body text of the {name.lower()} section, long enough to be a paragraph.",
+                       new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(tmp_path / "spec.pdf"))
+    data = (tmp_path / "spec.pdf").read_bytes()
+    titled = read_pdf(tmp_path / "spec.pdf", "spec.pdf", data)
+    plain = read_pdf(tmp_path / "spec.pdf", "spec.pdf", data, without=frozenset({"outline"}))
+    assert [h.text for h in titled.headings] == ["Overview", "Design"] and not plain.headings
+    assert main(["--data", str(tmp_path), "--without", "fonts"]) == 2
+    assert "unknown signal(s) fonts" in capsys.readouterr().err

@@ -266,20 +266,29 @@ def assemble(pages: list[list[Line]]) -> TextBuilder:
     return builder
 
 
-def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS) -> Document:
+SIGNALS = ("outline", "contents")
+"""The two signals a PDF's outline is taken from before its division words and fonts: what
+``read_pdf(without=...)`` can ignore, to see the tree a file lacking them would get."""
+
+
+def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAULT_LIMITS,
+             without: frozenset[str] = frozenset()) -> Document:
+    """``without``: signals of ``SIGNALS`` to ignore ("outline": the bookmarks; "contents": the
+    contents page's entries, its pages still no sections), so ``tree_check --without`` measures the
+    fallbacks on files that have the signals, as a file lacking them would be read."""
     content = read_pdf_content(data, rel_path)
     pages = content.pages
     if sum(len(ln.text) for lines in pages for ln in lines) < _MIN_TEXT_CHARS:
         raise InputError(f"{rel_path}: PDF has no text layer (scanned?); run OCR on it first")
     pages = strip_furniture(pages)
     mend_ligatures(pages)
-    entries = [(e.level, e.title, e.page, e.top) for e in content.outline]
+    entries = [(e.level, e.title, e.page, e.top) for e in content.outline if "outline" not in without]
     if len(entries) >= 2:
         entries = relevel_flat_outline(entries)
         mark_outline_headings(pages, entries)
         mark_body_titles(pages, 1 + max(level for level, *_ in entries))
     else:
-        mark_structure_headings(pages)
+        mark_structure_headings(pages, anchored="contents" not in without)
         unmark_running_titles(pages)
     built = assemble(pages)
     check_headings(len(built.headings), rel_path, limits)

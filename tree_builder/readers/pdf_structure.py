@@ -578,11 +578,14 @@ def _reading_parts(n_pages: int, spans: Sequence[tuple[int, int]]) -> list[list[
     return ([report] if report else []) + [list(range(a, b)) for a, b in spans]
 
 
-def mark_structure_headings(pages: list[list["Line"]]) -> Contents:
+def mark_structure_headings(pages: list[list["Line"]], anchored: bool = True) -> Contents:
     """Set ``Line.heading`` (marker level) on the heading lines of ``pages``; returns the contents
-    list found (its pages hold no heading)."""
+    list found (its pages hold no heading). ``anchored=False`` ignores the contents list's entries
+    (not its pages): the tree of a file whose contents page is not found."""
     body_size, body_bold = body_style(pages)
     contents = read_contents(pages, body_size)
+    if not anchored:
+        contents = Contents([], [], [], contents.list_pages)
     contents_pages = contents.list_pages
     anchors: list[TocAnchor] = contents.anchors
     structural = [_Structural(a.page, a.first, a.last, a.scheme, a.indent) for a in anchors]
