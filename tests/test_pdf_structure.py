@@ -270,6 +270,36 @@ def test_items_in_the_body_font_are_found_by_their_capital_division_word(tmp_pat
     assert "discusses the results" in _find(doc, "ITEM 2 - Properties").content
 
 
+def test_an_item_printed_over_its_index_of_statements_is_found_without_a_contents_page(tmp_path: Path) -> None:
+    """Item 8 heads the page that lists the financial statements with their page numbers: that page
+    is a list (its rows are no sections), but the PART and Item above the list are its headings,
+    even where the PART's title fills the page's short measure and the Item reads on from it, and the
+    statements after it are Item 8's. A company line centred under a left-set Item is no part of
+    the Item's title."""
+    def body(n: int) -> str:
+        return (f"Paragraph {n} describes the business, its plants and its customers in many countries, "
+                "and it runs on over more than one line of the page, as a filing's paragraphs do.")
+
+    statement = [("p", "Net sales 3,642 3,507"), ("p", "Cost of sales 2,960 2,801")]
+    pages = [[("b", "PART I"), ("b", "Item 1. Business"), *[("p", body(n)) for n in range(1, 9)]],
+             [("b", "Item 2. Properties"), *[("p", body(n)) for n in range(9, 17)]],
+             [("b-", "PART II - Financial Information"), ("b-", "Item 8. Financial Statements and Supplementary Data"),
+              ("b^", "Acme Widgets Corporation"),
+              ("b", "Index to Consolidated Financial Statements"), ("p", "Consolidated Statements of Income 4"),
+              ("p", "Consolidated Balance Sheets 5"), ("p", "Consolidated Statements of Cash Flows 6")],
+             [("b", "Consolidated Statements of Income"), *statement],
+             [("b", "Consolidated Balance Sheets"), *statement],
+             [("b", "Consolidated Statements of Cash Flows"), *statement]]
+    path = tmp_path / "filing.pdf"
+    _render_lines(path, pages)
+    doc = _tree(path)
+    item8 = _find(doc, "Item 8. Financial Statements and Supplementary Data")
+    assert item8.parent.heading == "PART II - Financial Information"
+    assert [c.heading for c in item8.children if c.kind == "section"] == [
+        "Consolidated Statements of Income", "Consolidated Balance Sheets", "Consolidated Statements of Cash Flows"]
+    assert "Consolidated Balance Sheets 5" not in _headings(doc)
+
+
 def test_bold_row_labels_of_a_statement_page_are_no_sections(tmp_path: Path) -> None:
     body = "The notes below explain the figures of the statement and how they were measured."
     statement = [("b", "Consolidated Statements of Cash Flows"), ("p", "(In millions) 2022 2021"),

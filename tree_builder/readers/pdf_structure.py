@@ -38,18 +38,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from tree_builder.doc_card import SUFFIX_ONLY
-from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, scheme_of, scheme_ranks
+from tree_builder.heading_schemes import Scheme, bare_mark, is_statement_title, run_in_split, scheme_of, scheme_ranks
 from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_body_titles import body_titles, mark_title
 from tree_builder.readers.pdf_lines import CONTINUED, NOT_TITLES, RUNNING_TOPS, SIZE_STEP, at_line_spacing
 from tree_builder.readers.pdf_tables import is_period_words, is_table_line, mostly_table
-from tree_builder.readers.pdf_toc import Contents, TocAnchor, read_contents
+from tree_builder.readers.pdf_toc import Contents, TocAnchor, list_opening, read_contents
 
 if TYPE_CHECKING:
     from tree_builder.readers.pdf_lines import Line
 
 HEADING_MAX_CHARS = 150
 _SCHEME_MAX_CHARS = 200
+_ALIGN_TOLERANCE = 3.0
+"""Points by which a centred line's middle may miss the text block's middle."""
 _COVER_MAX_PAGE = 3
 """A document whose first structural heading comes within the first pages has a cover before it."""
 _INDENT_STEP = 3.0
@@ -469,15 +471,23 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
                           body_size: float, body_bold: bool) -> list[_Structural]:
     found: list[_Structural] = []
     last_title = ""
+    middle = _text_middle(pages)
     for p, lines in enumerate(pages):
+        end = len(lines)
         if p in skip_pages:
-            continue
+            # a list page in the body (Item 8 printed over its index of the statements) keeps the
+            # PART and Item headings above its list; the contents page in front, before any, keeps none
+            if not any(q < p for q, _ in taken) and not any(s.scheme in ("part", "item") for s in found):
+                continue
+            end = list_opening(lines)
         i = 0
-        while i < len(lines):
+        while i < end:
             ln = lines[i]
             sc = scheme_of(ln.text) if (p, i) not in taken else None
+            if sc is not None and p in skip_pages and sc.name not in ("part", "item"):
+                sc = None  # an exhibit's "ARTICLE I" over its own contents list is one of the list's rows
             if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or CONTINUED.search(ln.text) \
-                    or sc.name != "statement" and _runs_on(lines, i) \
+                    or sc.name != "statement" and not _under_heading(found, taken, lines, p, i) and _runs_on(lines, i) \
                     or not (_styled(ln, body_size, body_bold) or _page_top_title(lines, i, sc, last_title)
                             or sc.name != "statement" and _capital_mark(ln.text)):
                 i += 1
@@ -488,10 +498,11 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
             # a long division title wrapped onto the next line in the same font (a statement's whole
             # title is complete: the company line under it is no part of it, unlike a line that reads
             # on in lower case, "on the Audited Consolidated Financial Statements")
-            while j + 1 < len(lines) and len(lines[j].text) >= 40 and (p, j + 1) not in taken \
+            while j + 1 < end and len(lines[j].text) >= 40 and (p, j + 1) not in taken \
                     and (not is_statement_title(lines[j].text) or lines[j + 1].text[:1].islower()) \
                     and (lines[j + 1].size, lines[j + 1].bold) == (ln.size, ln.bold) \
                     and at_line_spacing(lines[j], lines[j + 1], ln.size) \
+                    and not _centred_alone(middle, lines[j], lines[j + 1]) \
                     and scheme_of(lines[j + 1].text) is None and len(lines[j + 1].text) <= HEADING_MAX_CHARS:
                 j += 1
             if sum(len(lines[k].text) for k in range(i, j + 1)) > _SCHEME_MAX_CHARS:
@@ -499,6 +510,35 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
             found.append(_Structural(p, i, j, sc.name, None))
             i = j + 1
     return found
+
+
+def _text_middle(pages: Sequence[Sequence["Line"]]) -> float:
+    """The middle of the text block: halfway between where most lines start and where full lines end."""
+    starts = sorted(ln.x for lines in pages for ln in lines if ln.x_end)
+    ends = sorted(ln.x_end for lines in pages for ln in lines if ln.x_end)
+    if not starts:
+        return 0.0
+    return (starts[len(starts) // 10] + ends[(9 * len(ends)) // 10]) / 2
+
+
+def _centred_alone(middle: float, a: "Line", b: "Line") -> bool:
+    """``b`` is centred under a title ``a`` that is not: a company line centred under a left-set
+    "Item 1. Financial Statements (unaudited)", no wrapped tail of it (a hanging indent's tail starts
+    right of its title's edge too, but is not centred)."""
+    def centred(ln: "Line") -> bool:
+        return abs((ln.x + ln.x_end) / 2 - middle) <= _ALIGN_TOLERANCE and ln.x > a.x + _ALIGN_TOLERANCE
+
+    return bool(b.x_end) and centred(b) and not abs((a.x + a.x_end) / 2 - middle) <= _ALIGN_TOLERANCE
+
+
+def _under_heading(found: Sequence[_Structural], taken: set[tuple[int, int]], lines: Sequence["Line"],
+                   p: int, i: int) -> bool:
+    """The line above is a division heading ("Part I - Financial Information" over "Item 1.
+    Financial Statements"): a line under a title carries on no sentence of it, however much of the
+    measure the title fills. A heading whose paragraph runs in after it ("Section 2.2
+    Administration. The Plan shall be ... as more fully described in") is no such title."""
+    return (p, i - 1) in taken or bool(found) and (found[-1].page, found[-1].last) == (p, i - 1) \
+        and found[-1].first == found[-1].last and run_in_split(lines[i - 1].text) is None
 
 
 _EXHIBIT_TOP_LINES = 3

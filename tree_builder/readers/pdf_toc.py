@@ -316,6 +316,12 @@ def anchor_entries(pages: Sequence[Sequence[PageLine]], contents_pages: list[int
     return anchors
 
 
+def list_opening(lines: Sequence[PageLine]) -> int:
+    """Index of a list page's first line that ends in a page number: the lines above it are the
+    page's own (an Item's heading over its index of statements), not the list's rows."""
+    return next((i for i, ln in enumerate(lines) if _TAIL_NUMBER.search(ln.text.strip())), len(lines))
+
+
 def list_pages(pages: Sequence[Sequence[PageLine]]) -> set[int]:
     """Every page anywhere in the document that reads as a contents list by itself."""
     out: set[int] = set()
