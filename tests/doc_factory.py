@@ -11,6 +11,7 @@ import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from tree_builder.documents import document_from_text
 from tree_builder.markdown_headings import parse_headings
@@ -188,13 +189,15 @@ FILING_CONTENTS: list[tuple[str, int | None]] = [
 ]
 
 
-def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False, bare_numbers: bool = False) -> None:
+def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False, bare_numbers: bool = False,
+                      bookmarks: Sequence[tuple[int, str]] = ()) -> None:
     """A small annual-report-like PDF: cover, contents page (titles left, page numbers in a right
     column, optionally dot leaders), running header, printed page numbers that start after the
     contents, PART/Item/Note headings in bold body size, a bold table inside Item 7.
 
     ``bare_numbers``: the contents names the division word once, in a column header ("Item   Page"),
-    its rows only the numbers ("1A. Risk Factors"), and lists Item 1's subsection indented."""
+    its rows only the numbers ("1A. Risk Factors"), and lists Item 1's subsection indented.
+    ``bookmarks``: (index into ``FILING_PAGES``, title) of each outline entry, set atop that page."""
     from fpdf import FPDF
 
     printed_from = 3 if contents else 2  # physical page that prints "1"
@@ -237,6 +240,8 @@ def render_filing_pdf(path: Path, contents: bool = True, leaders: bool = False, 
                 pdf.cell(20, 6, "" if printed is None else str(printed), align="R", new_x="LMARGIN", new_y="NEXT")
             continue
         pdf.add_page()
+        for title in (t for k, t in bookmarks if k == n):
+            pdf.start_section(title)
         for style, text in page:
             if style == "title":
                 pdf.set_font("Helvetica", "B", 16)

@@ -175,6 +175,18 @@ def test_filing_without_contents_page_nests_by_division_words(tmp_path: Path) ->
     assert "Delaware 12-3456789" not in headings and "2022 2021" not in headings
 
 
+def test_bookmarks_that_mark_only_the_bound_parts_yield_to_the_contents_page(tmp_path: Path) -> None:
+    """A filing bound from its parts, bookmarked "Annual Report" and "Financial Statements" only:
+    two bookmarks against seven contents entries are no outline of it, so its contents page nests
+    the Items under their PARTs, as for the same filing without bookmarks."""
+    path = tmp_path / "acme.pdf"
+    render_filing_pdf(path, contents=True, bookmarks=((0, "Annual Report"), (5, "Financial Statements")))
+    doc = _tree(path)
+    assert _find(doc, "Item 7. Management's Discussion and Analysis").parent.heading == "PART II"
+    assert _find(doc, "Item 1A. Risk Factors").parent.heading == "PART I"
+    assert "Financial Statements" not in _headings(doc)
+
+
 def test_filing_citations_name_the_physical_page(tmp_path: Path) -> None:
     from indexing.representation import chunk_documents
     from pipeline import citation

@@ -8,7 +8,9 @@ where pypdf ran words and headings together ("individualtransactions",
 "Business4Item 1A."). pdf_text reads the lines, outline and title; everything
 below works on its Line records.
 
-Sections come from the outline (bookmarks) when the PDF has one; otherwise
+Sections come from the outline (bookmarks) when the PDF has one that is no
+poorer than its contents page (a filing bound from its parts, bookmarked only
+"10-K", "Exhibit 21", "Exhibit 23", is read by its contents page); otherwise
 from the document's own contents page, its division words (PART, Item, Note,
 ARTICLE, 第一章 ...) and, below those, the layout: lines set larger than the
 body text, or bold or italic, ranked by size and weight (pdf_structure), and titles in bold or italic body type
@@ -34,7 +36,8 @@ from tree_builder.readers.limits import DEFAULT_LIMITS, ReadLimits, check_headin
 from tree_builder.readers.pdf_body_titles import SEPARATORS, body_titles, mark_title
 from tree_builder.readers.pdf_ligatures import mend_ligatures
 from tree_builder.readers.pdf_lines import PARAGRAPH_END, RUNNING_TOPS, Line, at_line_spacing
-from tree_builder.readers.pdf_structure import body_style, mark_structure_headings, relevel_flat_outline
+from tree_builder.readers.pdf_structure import (body_style, mark_structure_headings, outline_poorer,
+                                                 relevel_flat_outline)
 from tree_builder.readers.pdf_text import read_pdf_content
 from tree_builder.readers.pdf_toc import is_contents_link
 from utils.cjk import is_wide
@@ -283,7 +286,7 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
     pages = strip_furniture(pages)
     mend_ligatures(pages)
     entries = [(e.level, e.title, e.page, e.top) for e in content.outline if "outline" not in without]
-    if len(entries) >= 2:
+    if len(entries) >= 2 and not outline_poorer(pages, len(entries)):
         entries = relevel_flat_outline(entries)
         mark_outline_headings(pages, entries)
         mark_body_titles(pages, 1 + max(level for level, *_ in entries))

@@ -43,7 +43,7 @@ from tree_builder.numbering import heading_numbering
 from tree_builder.readers.pdf_body_titles import body_titles, mark_title
 from tree_builder.readers.pdf_lines import CONTINUED, NOT_TITLES, RUNNING_TOPS, SIZE_STEP, at_line_spacing
 from tree_builder.readers.pdf_tables import is_period_words, is_table_line, mostly_table
-from tree_builder.readers.pdf_toc import Contents, TocAnchor, list_opening, read_contents
+from tree_builder.readers.pdf_toc import Contents, TocAnchor, find_contents, list_opening, read_contents
 
 if TYPE_CHECKING:
     from tree_builder.readers.pdf_lines import Line
@@ -616,6 +616,26 @@ def _reading_parts(n_pages: int, spans: Sequence[tuple[int, int]]) -> list[list[
     inside = {p for a, b in spans for p in range(a, b)}
     report = [p for p in range(n_pages) if p not in inside]
     return ([report] if report else []) + [list(range(a, b)) for a, b in spans]
+
+
+_OUTLINE_SHARE = 0.5
+"""Bookmarks fewer than this share of the PARTs and Items the document prints are no outline of it."""
+_REPORT_DIVISIONS = ("part", "item")
+
+
+def outline_poorer(pages: Sequence[Sequence["Line"]], n_bookmarks: int) -> bool:
+    """The document prints more than twice as many PARTs and Items as the PDF has bookmarks (counted
+    on its contents page, else where its division words head a line): the bookmarks mark the parts
+    a filing was bound from ("10-K", "Exhibit 21", "Exhibit 23") or a few pages, not its sections,
+    and the contents page, division words and fonts are the better outline. Bookmarks that nest a
+    report's sections outnumber its PARTs and Items; a release's bookmarks face none."""
+    contents_pages, entries = find_contents(pages)
+    divisions = sum(1 for e in entries if e.scheme in _REPORT_DIVISIONS)
+    if not divisions:
+        body_size, body_bold = body_style(pages)
+        divisions = sum(1 for s in _body_scheme_headings(pages, set(contents_pages), set(), body_size, body_bold)
+                        if s.scheme in _REPORT_DIVISIONS)
+    return n_bookmarks < _OUTLINE_SHARE * divisions
 
 
 def mark_structure_headings(pages: list[list["Line"]], anchored: bool = True) -> Contents:
