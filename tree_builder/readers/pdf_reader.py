@@ -10,7 +10,8 @@ below works on its Line records.
 
 Sections come from the outline (bookmarks) when the PDF has one that is no
 poorer than its contents page (a filing bound from its parts, bookmarked only
-"10-K", "Exhibit 21", "Exhibit 23", is read by its contents page); otherwise
+"10-K", "Exhibit 21", "Exhibit 23", or bookmarked by its Items and nothing
+below them, is read by its contents page); otherwise
 from the document's own contents page, its division words (PART, Item, Note,
 ARTICLE, 第一章 ...) and, below those, the layout: lines set larger than the
 body text, or bold or italic, ranked by size and weight (pdf_structure), and titles in bold or italic body type
@@ -286,8 +287,9 @@ def read_pdf(path: Path, rel_path: str, data: bytes, limits: ReadLimits = DEFAUL
     pages = strip_furniture(pages)
     mend_ligatures(pages)
     entries = [(e.level, e.title, e.page, e.top) for e in content.outline if "outline" not in without]
-    if len(entries) >= 2 and not outline_poorer(pages, len(entries)):
+    if len(entries) >= 2:
         entries = relevel_flat_outline(entries)
+    if len(entries) >= 2 and not outline_poorer(pages, entries):
         mark_outline_headings(pages, entries)
         mark_body_titles(pages, 1 + max(level for level, *_ in entries))
     else:

@@ -623,19 +623,49 @@ _OUTLINE_SHARE = 0.5
 _REPORT_DIVISIONS = ("part", "item")
 
 
-def outline_poorer(pages: Sequence[Sequence["Line"]], n_bookmarks: int) -> bool:
-    """The document prints more than twice as many PARTs and Items as the PDF has bookmarks (counted
-    on its contents page, else where its division words head a line): the bookmarks mark the parts
-    a filing was bound from ("10-K", "Exhibit 21", "Exhibit 23") or a few pages, not its sections,
-    and the contents page, division words and fonts are the better outline. Bookmarks that nest a
-    report's sections outnumber its PARTs and Items; a release's bookmarks face none."""
+def _printed_divisions(pages: Sequence[Sequence["Line"]]) -> int:
+    """The PARTs and Items a document prints: listed on its contents page, else heading its lines."""
     contents_pages, entries = find_contents(pages)
     divisions = sum(1 for e in entries if e.scheme in _REPORT_DIVISIONS)
     if not divisions:
         body_size, body_bold = body_style(pages)
         divisions = sum(1 for s in _body_scheme_headings(pages, set(contents_pages), set(), body_size, body_bold)
                         if s.scheme in _REPORT_DIVISIONS)
-    return n_bookmarks < _OUTLINE_SHARE * divisions
+    return divisions
+
+
+def _nests_below_items(entries: Sequence[tuple[int, str, int, float | None]]) -> bool:
+    """Some bookmark sits under an Item's ("Segments" under "Item 1. Business")."""
+    item_level: int | None = None
+    for level, title, *_ in entries:
+        sc = scheme_of(title)
+        if sc is not None and sc.name == "item":
+            item_level = level
+        elif item_level is not None and level > item_level:
+            return True
+        elif item_level is not None and level <= item_level:
+            item_level = None
+    return False
+
+
+def outline_poorer(pages: Sequence[Sequence["Line"]],
+                   entries: Sequence[tuple[int, str, int, float | None]]) -> bool:
+    """The bookmarks are no better outline than the contents page, division words and fonts give:
+
+    - fewer than half the PARTs and Items the document prints: they mark the parts a filing was
+      bound from ("10-K", "Exhibit 21", "Exhibit 23") or a few pages, not its sections;
+    - its PARTs and Items and nothing under them, while the document prints as many: below the
+      bookmarks only titles in bold or italic body type would be read, and an MD&A's subsections,
+      the statements and the notes fell side by side under their Item (fan-outs over 100).
+
+    Bookmarks that nest a report's sections, or a release's or a paper's (which print no Item), stay."""
+    divisions = _printed_divisions(pages)
+    if not divisions:
+        return False
+    if len(entries) < _OUTLINE_SHARE * divisions:
+        return True
+    bookmarked = sum(1 for _, title, *_ in entries if (sc := scheme_of(title)) and sc.name in _REPORT_DIVISIONS)
+    return bookmarked > 0 and not _nests_below_items(entries) and divisions >= bookmarked
 
 
 def mark_structure_headings(pages: list[list["Line"]], anchored: bool = True) -> Contents:
