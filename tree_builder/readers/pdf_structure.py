@@ -52,6 +52,9 @@ HEADING_MAX_CHARS = 150
 _SCHEME_MAX_CHARS = 200
 _ALIGN_TOLERANCE = 3.0
 """Points by which a centred line's middle may miss the text block's middle."""
+_REPORT_DIVISIONS = ("part", "item")
+"""A report's own divisions: what a list page further on may print above its list, and what bookmarks
+are measured against."""
 _COVER_MAX_PAGE = 3
 """A document whose first structural heading comes within the first pages has a cover before it."""
 _INDENT_STEP = 3.0
@@ -477,14 +480,14 @@ def _body_scheme_headings(pages: Sequence[Sequence["Line"]], skip_pages: set[int
         if p in skip_pages:
             # a list page in the body (Item 8 printed over its index of the statements) keeps the
             # PART and Item headings above its list; the contents page in front, before any, keeps none
-            if not any(q < p for q, _ in taken) and not any(s.scheme in ("part", "item") for s in found):
+            if not any(q < p for q, _ in taken) and not any(s.scheme in _REPORT_DIVISIONS for s in found):
                 continue
             end = list_opening(lines)
         i = 0
         while i < end:
             ln = lines[i]
             sc = scheme_of(ln.text) if (p, i) not in taken else None
-            if sc is not None and p in skip_pages and sc.name not in ("part", "item"):
+            if sc is not None and p in skip_pages and sc.name not in _REPORT_DIVISIONS:
                 sc = None  # an exhibit's "ARTICLE I" over its own contents list is one of the list's rows
             if sc is None or len(ln.text) > _SCHEME_MAX_CHARS or is_table_line(ln.text) or CONTINUED.search(ln.text) \
                     or sc.name != "statement" and not _under_heading(found, taken, lines, p, i) and _runs_on(lines, i) \
@@ -526,9 +529,9 @@ def _centred_alone(middle: float, a: "Line", b: "Line") -> bool:
     "Item 1. Financial Statements (unaudited)", no wrapped tail of it (a hanging indent's tail starts
     right of its title's edge too, but is not centred)."""
     def centred(ln: "Line") -> bool:
-        return abs((ln.x + ln.x_end) / 2 - middle) <= _ALIGN_TOLERANCE and ln.x > a.x + _ALIGN_TOLERANCE
+        return abs((ln.x + ln.x_end) / 2 - middle) <= _ALIGN_TOLERANCE
 
-    return bool(b.x_end) and centred(b) and not abs((a.x + a.x_end) / 2 - middle) <= _ALIGN_TOLERANCE
+    return bool(b.x_end) and centred(b) and b.x > a.x + _ALIGN_TOLERANCE and not centred(a)
 
 
 def _under_heading(found: Sequence[_Structural], taken: set[tuple[int, int]], lines: Sequence["Line"],
@@ -620,7 +623,6 @@ def _reading_parts(n_pages: int, spans: Sequence[tuple[int, int]]) -> list[list[
 
 _OUTLINE_SHARE = 0.5
 """Bookmarks fewer than this share of the PARTs and Items the document prints are no outline of it."""
-_REPORT_DIVISIONS = ("part", "item")
 
 
 def _printed_divisions(pages: Sequence[Sequence["Line"]]) -> int:
